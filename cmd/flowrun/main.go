@@ -1,0 +1,107 @@
+// Command flowrun runs, validates and draws YAML pipelines of LLM workflows.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailed  = 1 // the run failed or stopped
+	exitInvalid = 2 // invalid pipeline, input or usage
+)
+
+const usage = `flowrun runs LLM workflows written as YAML pipelines.
+
+Usage:
+  flowrun FILE [flags]              run a pipeline (same as flowrun run FILE)
+  flowrun run FILE [flags]          run a pipeline
+  flowrun validate FILE...          check pipelines; every problem with file:line:col
+  flowrun graph FILE [--format mermaid|dot]
+                                    draw a pipeline
+  flowrun schema                    print the pipeline JSON schema
+
+Run "flowrun COMMAND --help" for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// cli runs one command and returns the process exit code.
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitInvalid
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "run":
+		return runCmd(ctx, args[1:], stdout, stderr)
+	case "validate":
+		return validateCmd(args[1:], stdout, stderr)
+	case "graph":
+		return graphCmd(args[1:], stdout, stderr)
+	case "schema":
+		return schemaCmd(args[1:], stdout, stderr)
+	}
+	if strings.HasPrefix(args[0], "-") {
+		fmt.Fprintf(stderr, "flowrun: unknown flag %s before a command or file; see flowrun --help\n", args[0])
+		return exitInvalid
+	}
+	if !strings.HasSuffix(args[0], ".yaml") && !strings.HasSuffix(args[0], ".yml") {
+		if _, err := os.Stat(args[0]); err != nil {
+			fmt.Fprintf(stderr, "flowrun: unknown command %q; see flowrun --help\n", args[0])
+			return exitInvalid
+		}
+	}
+	return runCmd(ctx, args, stdout, stderr)
+}
+
+// parseFlags parses flags placed anywhere among the positional arguments,
+// so that both "flowrun x.yaml --json" and "flowrun --json x.yaml" work.
+// It returns the positional arguments, or an exit code when it should stop.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) ([]string, int, bool) {
+	fs.SetOutput(io.Discard)
+	var pos []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return nil, exitOK, false
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "flowrun %s: %v (see flowrun %s --help)\n", fs.Name(), err, fs.Name())
+			return nil, exitInvalid, false
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, 0, true
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func newFlagSet(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}

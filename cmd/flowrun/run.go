@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/nodes"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// inputFlags collects repeated --input k=v flags.
+type inputFlags []string
+
+func (f *inputFlags) String() string     { return strings.Join(*f, ",") }
+func (f *inputFlags) Set(v string) error { *f = append(*f, v); return nil }
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("run", "flowrun [run] FILE [--input k=v ...] [--inputs FILE] [--json]\n\nRuns a pipeline. On success stdout holds its outputs as one JSON object;\nprogress goes to stderr. Exit 0 completed, 1 failed or stopped, 2 invalid.")
+	var kv inputFlags
+	fs.Var(&kv, "input", "an input as `name=value` (repeatable); JSON values are parsed for non-string inputs")
+	inputsFile := fs.String("inputs", "", "read inputs from a JSON or YAML `file`")
+	asJSON := fs.Bool("json", false, "print one JSON event per line on stdout instead of the outputs")
+	files, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(files) != 1 {
+		fmt.Fprintln(stderr, "flowrun run: name one pipeline file (see flowrun run --help)")
+		return exitInvalid
+	}
+	p, ds := dsl.Load(files[0])
+	if len(ds) > 0 {
+		fmt.Fprintln(stderr, ds.String())
+	}
+	if p == nil {
+		return exitInvalid
+	}
+	inputs, err := readInputs(p, *inputsFile, kv)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun: %v\n", err)
+		return exitInvalid
+	}
+	kinds := nodes.Kinds()
+	if err := kinds.Check(p); err != nil {
+		fmt.Fprintf(stderr, "flowrun: %v\n", err)
+		return exitFailed
+	}
+	if _, err := runtime.PrepareInputs(p, inputs); err != nil {
+		fmt.Fprintf(stderr, "flowrun: %v\n", err)
+		return exitInvalid
+	}
+	var sink runtime.EventSink = &textSink{w: stderr}
+	if *asJSON {
+		sink = &jsonSink{enc: json.NewEncoder(stdout)}
+	}
+	res := runtime.Run(ctx, kinds, p, inputs, runtime.Options{Sink: sink})
+	if !*asJSON && res.Outputs != nil && res.Status == runtime.StatusCompleted {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(res.Outputs)
+	}
+	switch res.Status {
+	case runtime.StatusCompleted:
+		return exitOK
+	case runtime.StatusStopped:
+		fmt.Fprintf(stderr, "flowrun: run %s stopped: %s\n", res.RunID, res.Reason)
+	default:
+		fmt.Fprintf(stderr, "flowrun: run %s failed: %v\n", res.RunID, res.Err)
+	}
+	return exitFailed
+}
+
+// readInputs merges --inputs FILE and --input k=v (the flags win). A flag
+// value is taken as text for string inputs and parsed as JSON otherwise.
+func readInputs(p *dsl.Pipeline, file string, kv []string) (map[string]any, error) {
+	in := map[string]any{}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--inputs: %w", err)
+		}
+		var doc yaml.Node
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			return nil, fmt.Errorf("--inputs %s: %v", file, err)
+		}
+		m, ok := dsl.Plain(&doc).(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("--inputs %s: expected a mapping of input names to values", file)
+		}
+		in = m
+	}
+	types := map[string]string{}
+	for _, i := range p.Inputs {
+		types[i.Name] = i.Type
+	}
+	for _, s := range kv {
+		name, raw, ok := strings.Cut(s, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--input %q: write it as name=value", s)
+		}
+		if types[name] == "string" {
+			in[name] = raw
+			continue
+		}
+		if v, err := dsl.FromJSON([]byte(raw)); err == nil {
+			in[name] = v
+		} else {
+			in[name] = raw
+		}
+	}
+	return in, nil
+}
+
+// textSink prints one plain line per event, for people.
+type textSink struct{ w io.Writer }
+
+func (t *textSink) Event(e runtime.Event) {
+	switch e.Type {
+	case runtime.EventRunStarted:
+		fmt.Fprintf(t.w, "run %s: %s\n", e.Run, e.Pipeline)
+	case runtime.EventNodeFinished:
+		fmt.Fprintf(t.w, "  ok    %-40s %-8s %s\n", e.Path, e.Kind, duration(e.DurationMS))
+	case runtime.EventNodeSkipped:
+		fmt.Fprintf(t.w, "  skip  %-40s %-8s when was false\n", e.Path, e.Kind)
+	case runtime.EventNodeFailed:
+		fmt.Fprintf(t.w, "  FAIL  %-40s %-8s %s: %s %s\n", e.Path, e.Kind, e.Class, e.Error, e.Message)
+	case runtime.EventNodeRetry:
+		fmt.Fprintf(t.w, "  retry %-40s attempt %d in %s after %s: %s\n", e.Path, e.Attempt, duration(e.DurationMS), e.Class, e.Error)
+	case runtime.EventLoopExhausted, runtime.EventMapItemSkipped:
+		fmt.Fprintf(t.w, "  note  %-40s %s %s\n", e.Path, e.Message, e.Error)
+	case runtime.EventRunFinished:
+		fmt.Fprintf(t.w, "run %s: %s\n", e.Run, e.Status)
+	}
+}
+
+func duration(ms float64) string {
+	if ms < 1 {
+		return fmt.Sprintf("%.0fus", ms*1000)
+	}
+	if ms < 1000 {
+		return fmt.Sprintf("%.1fms", ms)
+	}
+	return fmt.Sprintf("%.2fs", ms/1000)
+}
+
+// jsonSink prints one JSON event per line, for programs.
+type jsonSink struct{ enc *json.Encoder }
+
+func (j *jsonSink) Event(e runtime.Event) { _ = j.enc.Encode(e) }

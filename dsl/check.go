@@ -1,0 +1,210 @@
+package dsl
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/expr-lang/expr/parser"
+	"github.com/santhosh-tekuri/jsonschema/v5"
+	"gopkg.in/yaml.v3"
+)
+
+func parserParse(src string) (*parser.Tree, error) {
+	return parser.Parse(src)
+}
+
+// checkFlow checks the next:, default: and on_error: targets of a block's
+// nodes and warns about nodes nothing leads to. Jumps go forward to a
+// sibling only: the one way to repeat work is a loop node, so every cycle
+// has a bound.
+func (f *file) checkFlow(b Block, yn []*yaml.Node, sc scope) {
+	index := map[string]int{}
+	for i, n := range b {
+		index[n.ID] = i
+	}
+	siblings := make([]string, len(b))
+	for i, n := range b {
+		siblings[i] = n.ID
+	}
+	reachable := make([]bool, len(b)+1)
+	if len(b) > 0 {
+		reachable[0] = true
+	}
+	target := func(i int, field string, at *yaml.Node, t string, allowKeywords bool) {
+		if at == nil {
+			at = yn[i]
+		}
+		label := fmt.Sprintf("node %q", b[i].ID)
+		switch t {
+		case NextEnd:
+			return
+		case NextBreak, NextContinue:
+			if !sc.inLoop {
+				f.l.errorf(f.pos(at), "%s: %s: %s is outside any loop%s", label, field, t, mapHint(sc))
+			}
+			return
+		}
+		j, ok := index[t]
+		switch {
+		case ok && j <= i:
+			reachable[i+1] = true
+			f.l.errorf(f.pos(at), "%s: %s %q jumps backwards: to repeat nodes, put them in a loop (every cycle goes through a loop with max_iterations)", label, field, t)
+		case ok:
+			reachable[j] = true
+		case f.ids[t] != nil:
+			reachable[i+1] = true
+			f.l.errorf(f.pos(at), "%s: %s %q is not a sibling: %s can only jump forward within the same list of nodes", label, field, t, field)
+		default:
+			// Treat the bad target as a fall-through so one typo does not
+			// also make every later node "unreachable".
+			reachable[i+1] = true
+			words := []string{NextEnd, NextBreak, NextContinue}
+			if allowKeywords {
+				words = []string{"fail", "continue"}
+			}
+			f.l.errorf(f.pos(at), "%s: %s %q does not exist%s", label, field, t, Suggest(t, append(words, siblings[i+1:]...)))
+		}
+	}
+	for i, n := range b {
+		y := yn[i]
+		falls := n.Next == "" || n.When != nil
+		if n.Next != "" {
+			target(i, "next", valueOf(y, "next"), n.Next, false)
+		}
+		if n.OnError != "" && n.OnError != "fail" && n.OnError != "continue" {
+			target(i, "on_error", valueOf(y, "on_error"), n.OnError, true)
+		}
+		if n.OnError == "continue" {
+			falls = true
+		}
+		if n.Branch != nil {
+			cases := items(valueOf(y, "branch"))
+			for ci, c := range n.Branch.Cases {
+				if c.Next != "" && ci < len(cases) {
+					target(i, "next", valueOf(cases[ci], "next"), c.Next, false)
+				}
+			}
+			if n.Branch.Default != "" {
+				target(i, "default", valueOf(y, "default"), n.Branch.Default, false)
+				falls = n.When != nil
+			} else {
+				falls = true
+			}
+		}
+		if falls && reachable[i] {
+			reachable[i+1] = true
+		}
+	}
+	for i, n := range b {
+		if !reachable[i] {
+			f.l.warnf(f.pos(valueOf(yn[i], "id")), "node %q is unreachable: no node before it falls through or jumps to it", n.ID)
+		}
+	}
+}
+
+func mapHint(sc scope) string {
+	if sc.inMap {
+		return " (a map item or parallel branch is a scope of its own: break and continue cannot leave it)"
+	}
+	return ""
+}
+
+// scalarPos maps a byte offset within a scalar's value to its position in
+// the file, for block scalars too, so that an error inside a multi-line
+// expression points at the right line and column.
+func (f *file) scalarPos(n *yaml.Node, offset int) Pos {
+	v := n.Value
+	offset = max(0, min(offset, len(v)))
+	lineIdx := strings.Count(v[:offset], "\n")
+	lineStart := strings.LastIndex(v[:offset], "\n") + 1
+	colInLine := utf8.RuneCountInString(v[lineStart:offset])
+	lines := f.l.sources[f.name]
+	switch n.Style {
+	case yaml.LiteralStyle:
+		srcLine := n.Line + 1 + lineIdx
+		if srcLine <= len(lines) {
+			indent := blockIndent(lines, n.Line)
+			return Pos{File: f.name, Line: srcLine, Col: indent + colInLine + 1}
+		}
+	case yaml.FoldedStyle:
+		// Folding joins source lines, so find the text instead.
+	default:
+		if !strings.Contains(v, "\n") && n.Line <= len(lines) {
+			adj := 0
+			if n.Style == yaml.DoubleQuotedStyle || n.Style == yaml.SingleQuotedStyle {
+				adj = 1
+			}
+			return Pos{File: f.name, Line: n.Line, Col: n.Column + adj + colInLine}
+		}
+	}
+	// Search the source for the text around the offset.
+	lineEnd := strings.IndexByte(v[offset:], '\n')
+	if lineEnd < 0 {
+		lineEnd = len(v) - offset
+	}
+	needle := strings.TrimSpace(v[offset : offset+min(lineEnd, 30)])
+	if needle != "" {
+		for l := n.Line; l <= len(lines) && l < n.Line+500; l++ {
+			if c := strings.Index(lines[l-1], needle); c >= 0 && (l > n.Line || c >= n.Column-1) {
+				return Pos{File: f.name, Line: l, Col: utf8.RuneCountInString(lines[l-1][:c]) + 1}
+			}
+		}
+	}
+	return f.pos(n)
+}
+
+// blockIndent is the indentation of a block scalar's content, whose
+// indicator (| or >) is on line header.
+func blockIndent(lines []string, header int) int {
+	for l := header + 1; l <= len(lines); l++ {
+		t := strings.TrimLeft(lines[l-1], " ")
+		if strings.TrimSpace(t) != "" {
+			return len(lines[l-1]) - len(t)
+		}
+	}
+	return 0
+}
+
+func compileSchema(schema map[string]any) (*jsonschema.Schema, error) {
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	if err := c.AddResource("value.json", bytes.NewReader(b)); err != nil {
+		return nil, err
+	}
+	return c.Compile("value.json")
+}
+
+func validateWith(s *jsonschema.Schema, v any) error {
+	norm, err := jsonRoundTrip(v)
+	if err != nil {
+		return err
+	}
+	if err := s.Validate(norm); err != nil {
+		return simplifySchemaError(err)
+	}
+	return nil
+}
+
+// simplifySchemaError turns a validation error tree into one line.
+func simplifySchemaError(err error) error {
+	ve, ok := err.(*jsonschema.ValidationError)
+	if !ok {
+		return err
+	}
+	var msgs []string
+	for _, l := range leafErrors(ve) {
+		where := fieldPath(splitPointer(l.InstanceLocation))
+		if where != "" {
+			where += ": "
+		}
+		msgs = append(msgs, where+l.Message)
+	}
+	return fmt.Errorf("%s", strings.Join(msgs, "; "))
+}

@@ -1,0 +1,926 @@
+package dsl
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	exprfile "github.com/expr-lang/expr/file"
+	"gopkg.in/yaml.v3"
+)
+
+// builtinTools are the tools every agent may use without declaring them.
+var builtinTools = []string{"python_execute", "code_execute", "read_file", "http_get"}
+
+// scope says which loop and map variables an expression may use.
+type scope struct {
+	inLoop bool // loop.* is defined; break/continue are allowed
+	inMap  bool // item and index are defined
+}
+
+// decode builds the typed pipeline from the YAML tree. The schema has been
+// checked already, but decode must not trust it: it reads only values of
+// the right shape and leaves the rest to the schema's diagnostics.
+func (f *file) decode() {
+	p, root := f.p, f.root
+	if s, ok := str(valueOf(root, "name")); ok {
+		p.Name = s
+	}
+	if s, ok := str(valueOf(root, "description")); ok {
+		p.Description = s
+	}
+	for _, e := range items(valueOf(root, "env")) {
+		if s, ok := str(e); ok {
+			p.Env = append(p.Env, s)
+		}
+	}
+	f.state = map[string]bool{}
+	for _, kv := range pairs(valueOf(root, "state")) {
+		p.State = append(p.State, StateVar{Name: kv[0].Value, Initial: Plain(kv[1])})
+		f.state[kv[0].Value] = true
+	}
+	f.decodeInputs(valueOf(root, "inputs"))
+	f.decodeLimits(valueOf(root, "limits"), valueOf(root, "sandbox"))
+	f.decodeModels(valueOf(root, "models"))
+	p.Memories = map[string]*Memory{}
+	for _, kv := range pairs(valueOf(root, "memories")) {
+		m := &Memory{Name: kv[0].Value, Pos: f.pos(kv[0])}
+		if _, sys := get(kv[1], "system"); sys != nil {
+			m.System = f.prompt(sys, scope{})
+		}
+		p.Memories[m.Name] = m
+	}
+	f.decodeTools(valueOf(root, "tools"))
+
+	f.ids = map[string]*yaml.Node{}
+	f.collectIDs(valueOf(root, "nodes"))
+	p.Nodes = f.block(valueOf(root, "nodes"), scope{})
+
+	for _, kv := range pairs(valueOf(root, "outputs")) {
+		p.Outputs = append(p.Outputs, &Output{Name: kv[0].Value, Value: f.value(kv[1], scope{})})
+	}
+}
+
+func valueOf(n *yaml.Node, key string) *yaml.Node {
+	_, v := get(n, key)
+	return v
+}
+
+func (f *file) decodeInputs(n *yaml.Node) {
+	for _, kv := range pairs(n) {
+		in := &Input{Name: kv[0].Value, Pos: f.pos(kv[0])}
+		in.Type, _ = str(valueOf(kv[1], "type"))
+		in.Format, _ = str(valueOf(kv[1], "format"))
+		in.Description, _ = str(valueOf(kv[1], "description"))
+		schema, _ := Plain(kv[1]).(map[string]any)
+		if schema == nil {
+			continue
+		}
+		delete(schema, "format") // "path" is checked by the runtime, not as a JSON-schema format
+		in.Schema = schema
+		if k, d := get(kv[1], "default"); k != nil {
+			in.Default, in.HasDefault = Plain(d), true
+			if err := ValidateValue(schema, in.Default); err != nil {
+				f.l.errorf(f.pos(d), "input %q: default does not match its declaration: %v", in.Name, err)
+			}
+		}
+		f.p.Inputs = append(f.p.Inputs, in)
+	}
+}
+
+func (f *file) decodeLimits(limits, sandbox *yaml.Node) {
+	p := f.p
+	p.Limits.MaxSteps, _ = intValue(valueOf(limits, "max_steps"))
+	p.Limits.MaxCostUSD, _ = floatValue(valueOf(limits, "max_cost_usd"))
+	p.Limits.Timeout = f.duration(valueOf(limits, "timeout"))
+	p.Sandbox = f.sandboxLimits(sandbox)
+	p.Sandbox.Language, _ = str(valueOf(sandbox, "language"))
+}
+
+func (f *file) sandboxLimits(n *yaml.Node) SandboxDefaults {
+	var s SandboxDefaults
+	s.Timeout = f.duration(valueOf(n, "timeout"))
+	s.MemoryMB, _ = intValue(valueOf(n, "memory_mb"))
+	s.MaxOutputBytes, _ = intValue(valueOf(n, "max_output_bytes"))
+	return s
+}
+
+func (f *file) decodeModels(n *yaml.Node) {
+	f.p.Models = map[string]*Model{}
+	for _, kv := range pairs(n) {
+		v := kv[1]
+		m := &Model{Name: kv[0].Value, Pos: f.pos(kv[0])}
+		m.Model, _ = str(valueOf(v, "model"))
+		m.API, _ = str(valueOf(v, "api"))
+		if m.API == "" {
+			m.API = "chat"
+		}
+		if x, ok := floatValue(valueOf(v, "temperature")); ok {
+			m.Temperature = &x
+		}
+		if x, ok := floatValue(valueOf(v, "top_p")); ok {
+			m.TopP = &x
+		}
+		if x, ok := intValue(valueOf(v, "seed")); ok {
+			m.Seed = &x
+		}
+		m.MaxTokens, _ = intValue(valueOf(v, "max_tokens"))
+		m.ReasoningEffort, _ = str(valueOf(v, "reasoning_effort"))
+		m.Verbosity, _ = str(valueOf(v, "verbosity"))
+		m.BaseURL, _ = str(valueOf(v, "base_url"))
+		m.APIKeyEnv, _ = str(valueOf(v, "api_key_env"))
+		m.RPM, _ = intValue(valueOf(v, "rpm"))
+		m.TPM, _ = intValue(valueOf(v, "tpm"))
+		m.MaxConcurrency, _ = intValue(valueOf(v, "max_concurrency"))
+		m.Timeout = f.duration(valueOf(v, "timeout"))
+		if pr := valueOf(v, "price"); pr != nil {
+			m.Price = &Price{}
+			m.Price.InputPerMTok, _ = floatValue(valueOf(pr, "input_per_mtok"))
+			m.Price.OutputPerMTok, _ = floatValue(valueOf(pr, "output_per_mtok"))
+			m.Price.CachedInputPerMTok, _ = floatValue(valueOf(pr, "cached_input_per_mtok"))
+		}
+		f.p.Models[m.Name] = m
+	}
+}
+
+func (f *file) decodeTools(n *yaml.Node) {
+	f.p.Tools = map[string]*Tool{}
+	for _, kv := range pairs(n) {
+		t := &Tool{Name: kv[0].Value, Pos: f.pos(kv[0])}
+		if slices.Contains(builtinTools, t.Name) {
+			f.l.errorf(f.pos(kv[0]), "tool %q is built in; pick another name for your tool", t.Name)
+		}
+		t.Description, _ = str(valueOf(kv[1], "description"))
+		t.Parameters, _ = Plain(valueOf(kv[1], "parameters")).(map[string]any)
+		if pn := valueOf(kv[1], "pipeline"); pn != nil {
+			t.Pipeline = f.subPipeline(pn)
+		}
+		f.p.Tools[t.Name] = t
+	}
+}
+
+// collectIDs records every node id in the file, nested bodies included, so
+// that expressions can refer to nodes defined later.
+func (f *file) collectIDs(seq *yaml.Node) {
+	for _, n := range items(seq) {
+		if idn := valueOf(n, "id"); idn != nil {
+			if id, ok := str(idn); ok && id != "" {
+				if first, dup := f.ids[id]; dup {
+					f.l.errorf(f.pos(idn), "duplicate node id %q (first defined at line %d): node ids must be unique in a file", id, first.Line)
+				} else {
+					f.ids[id] = idn
+					f.idSet = append(f.idSet, id)
+				}
+			}
+		}
+		f.collectIDs(valueOf(valueOf(n, "loop"), "body"))
+		f.collectIDs(valueOf(valueOf(n, "map"), "body"))
+		for _, br := range pairs(valueOf(valueOf(n, "parallel"), "branches")) {
+			f.collectIDs(br[1])
+		}
+	}
+}
+
+// block decodes a list of sibling nodes and checks the flow between them.
+func (f *file) block(seq *yaml.Node, sc scope) Block {
+	var b Block
+	var yn []*yaml.Node
+	for _, n := range items(seq) {
+		if node := f.node(n, sc); node != nil {
+			b = append(b, node)
+			yn = append(yn, n)
+		}
+	}
+	f.checkFlow(b, yn, sc)
+	return b
+}
+
+func (f *file) node(n *yaml.Node, sc scope) *Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	node := &Node{Pos: f.pos(n)}
+	node.ID, _ = str(valueOf(n, "id"))
+	node.Description, _ = str(valueOf(n, "description"))
+	label := fmt.Sprintf("node %q", node.ID)
+
+	var kindKey *yaml.Node
+	for _, k := range kindKeys {
+		key, _ := get(n, string(k))
+		if key == nil {
+			continue
+		}
+		if kindKey != nil {
+			f.l.errorf(f.pos(key), "%s has two kinds, %s and %s: a node has one kind key; split it into two nodes", label, kindKey.Value, k)
+			continue
+		}
+		kindKey, node.Kind = key, k
+	}
+	if kindKey == nil {
+		node.Kind = KindSet
+		if valueOf(n, "set") == nil {
+			f.l.errorf(f.pos(n), "%s has no kind: give it one of %s, or a set:", label, kindList())
+		}
+	}
+
+	if w := valueOf(n, "when"); w != nil {
+		node.When = f.condition(w, sc, "when")
+	}
+	node.Set = f.assigns(valueOf(n, "set"), sc)
+	node.Next, _ = str(valueOf(n, "next"))
+	node.OnError, _ = str(valueOf(n, "on_error"))
+	node.Timeout = f.duration(valueOf(n, "timeout"))
+	node.Confirm = boolValue(valueOf(n, "confirm"))
+	if r := valueOf(n, "retry"); r != nil {
+		node.Retry = &Retry{MaxAttempts: 1}
+		if a, ok := intValue(valueOf(r, "max_attempts")); ok {
+			node.Retry.MaxAttempts = a
+		}
+		node.Retry.Backoff = f.duration(valueOf(r, "backoff"))
+		for _, c := range items(valueOf(r, "retry_on")) {
+			if s, ok := str(c); ok {
+				node.Retry.RetryOn = append(node.Retry.RetryOn, s)
+			}
+		}
+	}
+	if k, _ := get(n, "default"); k != nil && node.Kind != KindBranch {
+		f.l.errorf(f.pos(k), "%s: default: belongs to branch nodes; use next: to say where to go after this node", label)
+	}
+
+	v := valueOf(n, string(node.Kind))
+	switch node.Kind {
+	case KindBranch:
+		node.Branch = f.branch(n, v, sc)
+	case KindLoop:
+		node.Loop = f.loop(v, sc)
+	case KindMap:
+		node.Map = f.mapNode(v, sc)
+	case KindParallel:
+		node.Parallel = f.parallel(v, sc)
+	case KindCall:
+		node.Call = f.call(label, v, sc)
+	case KindLLM:
+		node.LLM = f.llm(label, v, sc)
+	case KindAgent:
+		node.Agent = f.agent(label, v, sc)
+	case KindCode:
+		node.Code = f.code(label, v, sc)
+	case KindTool:
+		node.Tool = f.toolCall(label, v, sc)
+	case KindAsk:
+		node.Ask = &Ask{Schema: mapOf(valueOf(v, "schema"))}
+		if q := valueOf(v, "question"); q != nil {
+			node.Ask.Question = f.prompt(q, sc)
+		}
+		if _, d := get(v, "default"); d != nil {
+			node.Ask.Default = Plain(d)
+		}
+	}
+	return node
+}
+
+func kindList() string {
+	names := make([]string, len(kindKeys))
+	for i, k := range kindKeys {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ", ")
+}
+
+func mapOf(n *yaml.Node) map[string]any {
+	m, _ := Plain(n).(map[string]any)
+	return m
+}
+
+func (f *file) assigns(n *yaml.Node, sc scope) []*Assign {
+	var out []*Assign
+	for _, kv := range pairs(n) {
+		key := kv[0].Value
+		if !f.state[key] {
+			f.l.errorf(f.pos(kv[0]), "set %q: no state variable %q%s; declare it under state:", key, key, Suggest(key, keys(f.state)))
+		}
+		out = append(out, &Assign{Key: key, Value: f.value(kv[1], sc)})
+	}
+	return out
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (f *file) branch(n, v *yaml.Node, sc scope) *Branch {
+	b := &Branch{}
+	b.Default, _ = str(valueOf(n, "default"))
+	for _, c := range items(v) {
+		bc := &Case{}
+		if w := valueOf(c, "when"); w != nil {
+			bc.When = f.condition(w, sc, "when")
+		}
+		bc.Set = f.assigns(valueOf(c, "set"), sc)
+		bc.Next, _ = str(valueOf(c, "next"))
+		b.Cases = append(b.Cases, bc)
+	}
+	return b
+}
+
+func (f *file) loop(v *yaml.Node, sc scope) *Loop {
+	l := &Loop{OnExhausted: "continue"}
+	l.MaxIterations, _ = intValue(valueOf(v, "max_iterations"))
+	inner := scope{inLoop: true, inMap: sc.inMap}
+	if u := valueOf(v, "until"); u != nil {
+		l.Until = f.condition(u, inner, "until")
+	}
+	if w := valueOf(v, "while"); w != nil {
+		l.While = f.condition(w, inner, "while")
+	}
+	if l.Until != nil && l.While != nil {
+		k, _ := get(v, "while")
+		f.l.errorf(f.pos(k), "a loop has until or while, not both: keep one")
+	}
+	if s, ok := str(valueOf(v, "on_exhausted")); ok {
+		l.OnExhausted = s
+	}
+	l.Body = f.block(valueOf(v, "body"), inner)
+	return l
+}
+
+func (f *file) mapNode(v *yaml.Node, sc scope) *Map {
+	m := &Map{OnItemError: "fail"}
+	if o := valueOf(v, "over"); o != nil {
+		m.Over = f.bare(o, sc, false, "over")
+	}
+	m.MaxConcurrency, _ = intValue(valueOf(v, "max_concurrency"))
+	if s, ok := str(valueOf(v, "on_item_error")); ok {
+		m.OnItemError = s
+	}
+	// A map item is its own scope: break and continue cannot leave it.
+	inner := scope{inMap: true}
+	if r := valueOf(v, "result"); r != nil {
+		m.Result = f.bare(r, inner, false, "result")
+	}
+	m.Body = f.block(valueOf(v, "body"), inner)
+	return m
+}
+
+func (f *file) parallel(v *yaml.Node, sc scope) *Parallel {
+	p := &Parallel{}
+	p.MaxConcurrency, _ = intValue(valueOf(v, "max_concurrency"))
+	inner := scope{inMap: sc.inMap}
+	if r := valueOf(v, "result"); r != nil {
+		p.Result = f.bare(r, inner, false, "result")
+	}
+	for _, kv := range pairs(valueOf(v, "branches")) {
+		p.Branches = append(p.Branches, &ParallelBranch{Name: kv[0].Value, Body: f.block(kv[1], inner)})
+	}
+	return p
+}
+
+func (f *file) call(label string, v *yaml.Node, sc scope) *Call {
+	c := &Call{}
+	pn := valueOf(v, "pipeline")
+	c.Path, _ = str(pn)
+	if pn != nil {
+		c.Pipeline = f.subPipeline(pn)
+	}
+	in := valueOf(v, "inputs")
+	for _, kv := range pairs(in) {
+		c.Inputs = append(c.Inputs, &Field{Name: kv[0].Value, Value: f.data(kv[1], sc)})
+	}
+	if c.Pipeline == nil {
+		return c
+	}
+	declared := map[string]bool{}
+	for _, ci := range c.Pipeline.Inputs {
+		declared[ci.Name] = true
+	}
+	given := map[string]bool{}
+	for _, kv := range pairs(in) {
+		given[kv[0].Value] = true
+		if !declared[kv[0].Value] {
+			f.l.errorf(f.pos(kv[0]), "%s: %s has no input %q%s", label, c.Path, kv[0].Value, Suggest(kv[0].Value, keys(declared)))
+		}
+	}
+	for _, ci := range c.Pipeline.Inputs {
+		if !ci.HasDefault && !given[ci.Name] {
+			f.l.errorf(f.pos(pn), "%s: %s needs input %q; pass it under inputs:", label, c.Path, ci.Name)
+		}
+	}
+	return c
+}
+
+// subPipeline loads a pipeline file named relative to this one.
+func (f *file) subPipeline(n *yaml.Node) *Pipeline {
+	rel, ok := str(n)
+	if !ok {
+		return nil
+	}
+	path := filepath.Join(f.dir, rel)
+	src, err := os.ReadFile(path)
+	if err != nil {
+		f.l.errorf(f.pos(n), "pipeline file %q: %s (looked for %s)", rel, fileError(err), path)
+		return nil
+	}
+	at := f.pos(n)
+	return f.l.load(path, src, &at)
+}
+
+func (f *file) llm(label string, v *yaml.Node, sc scope) *LLM {
+	l := &LLM{}
+	f.modelCall(label, l, v, sc)
+	if o := valueOf(v, "output_schema"); o != nil {
+		l.OutputSchema = f.jsonSchema(o)
+	}
+	l.RepairRetries, _ = intValue(valueOf(v, "repair_retries"))
+	return l
+}
+
+func (f *file) agent(label string, v *yaml.Node, sc scope) *Agent {
+	a := &Agent{ToolRetries: 2}
+	f.modelCall(label, &a.LLM, v, sc)
+	a.MaxSteps, _ = intValue(valueOf(v, "max_steps"))
+	if r, ok := intValue(valueOf(v, "tool_retries")); ok {
+		a.ToolRetries = r
+	}
+	for _, t := range items(valueOf(v, "tools")) {
+		name, ok := str(t)
+		if !ok {
+			continue
+		}
+		a.Tools = append(a.Tools, name)
+		decl, declared := f.p.Tools[name]
+		switch {
+		case !declared && !slices.Contains(builtinTools, name):
+			f.l.errorf(f.pos(t), "%s: unknown tool %q%s; declare it under tools: (built in: %s)", label, name, Suggest(name, f.toolNames()), strings.Join(builtinTools, ", "))
+		case declared && decl.Pipeline == nil:
+			f.l.errorf(f.pos(t), "%s: tool %q has no implementation (no pipeline:), so it can only be listed under finish:", label, name)
+		}
+	}
+	for _, t := range items(valueOf(v, "finish")) {
+		name, ok := str(t)
+		if !ok {
+			continue
+		}
+		a.Finish = append(a.Finish, name)
+		if _, declared := f.p.Tools[name]; !declared {
+			f.l.errorf(f.pos(t), "%s: unknown finish tool %q%s; declare it under tools: with a description and parameters", label, name, Suggest(name, f.toolNames()))
+		}
+	}
+	return a
+}
+
+func (f *file) toolNames() []string {
+	names := slices.Clone(builtinTools)
+	for n := range f.p.Tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// modelCall decodes the fields llm and agent nodes share.
+func (f *file) modelCall(label string, l *LLM, v *yaml.Node, sc scope) {
+	mn := valueOf(v, "model")
+	l.Model, _ = str(mn)
+	switch {
+	case mn != nil && l.Model != "" && f.p.Models[l.Model] == nil:
+		f.l.errorf(f.pos(mn), "%s: unknown model %q%s; declare it under models:", label, l.Model, Suggest(l.Model, modelNames(f.p.Models)))
+	case mn == nil && f.p.Models["default"] == nil:
+		f.l.errorf(f.pos(v), "%s: no model: set model: or declare a model named default under models:", label)
+	case mn == nil:
+		l.Model = "default"
+	}
+	if s := valueOf(v, "system"); s != nil {
+		l.System = f.prompt(s, sc)
+	}
+	if p := valueOf(v, "prompt"); p != nil {
+		l.Prompt = f.prompt(p, sc)
+	}
+	for _, im := range items(valueOf(v, "images")) {
+		if t := f.template(im, sc); t != nil {
+			l.Images = append(l.Images, t)
+		}
+	}
+	if mem := valueOf(v, "memory"); mem != nil {
+		l.Memory, _ = str(mem)
+		if _, ok := f.p.Memories[l.Memory]; !ok {
+			names := make([]string, 0, len(f.p.Memories))
+			for n := range f.p.Memories {
+				names = append(names, n)
+			}
+			f.l.errorf(f.pos(mem), "%s: unknown memory %q%s; declare it under memories:", label, l.Memory, Suggest(l.Memory, names))
+		}
+	}
+	if t, ok := floatValue(valueOf(v, "temperature")); ok {
+		l.Temperature = &t
+	}
+	l.MaxTokens, _ = intValue(valueOf(v, "max_tokens"))
+}
+
+func modelNames(m map[string]*Model) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func (f *file) code(label string, v *yaml.Node, sc scope) *Code {
+	c := &Code{Language: f.p.Sandbox.Language}
+	if l, ok := str(valueOf(v, "language")); ok {
+		c.Language = l
+	}
+	if c.Language == "" {
+		c.Language = "python"
+	}
+	if s := valueOf(v, "source"); s != nil {
+		c.Source = f.prompt(s, sc)
+	}
+	if mn := valueOf(v, "module"); mn != nil {
+		c.Module, _ = str(mn)
+		if _, err := os.Stat(filepath.Join(f.dir, c.Module)); err != nil {
+			f.l.errorf(f.pos(mn), "%s: module file %q: %s", label, c.Module, fileError(err))
+		}
+	}
+	switch {
+	case c.Language == "wasm" && c.Module == "":
+		f.l.errorf(f.pos(v), "%s: language wasm needs module: (a .wasm file)", label)
+	case c.Language != "wasm" && c.Source == nil:
+		f.l.errorf(f.pos(v), "%s: code needs source: (inline, or {file: ...})", label)
+	}
+	c.Call, _ = str(valueOf(v, "call"))
+	if a := valueOf(v, "args"); a != nil {
+		c.Args = f.data(a, sc)
+	}
+	c.Limits = f.sandboxLimits(valueOf(v, "limits"))
+	return c
+}
+
+func (f *file) toolCall(label string, v *yaml.Node, sc scope) *ToolCall {
+	t := &ToolCall{}
+	nn := valueOf(v, "name")
+	t.Name, _ = str(nn)
+	if nn != nil && t.Name != "" {
+		decl, declared := f.p.Tools[t.Name]
+		switch {
+		case !declared && !slices.Contains(builtinTools, t.Name):
+			f.l.errorf(f.pos(nn), "%s: unknown tool %q%s", label, t.Name, Suggest(t.Name, f.toolNames()))
+		case declared && decl.Pipeline == nil:
+			f.l.errorf(f.pos(nn), "%s: tool %q has no implementation (no pipeline:), so it cannot be called", label, t.Name)
+		}
+	}
+	if a := valueOf(v, "args"); a != nil {
+		t.Args = f.data(a, sc)
+	}
+	return t
+}
+
+// jsonSchema reads an inline schema, or {file: path} holding JSON or YAML.
+func (f *file) jsonSchema(n *yaml.Node) map[string]any {
+	m := mapOf(n)
+	rel, isFile := m["file"].(string)
+	if !isFile || len(m) != 1 {
+		return m
+	}
+	fn := valueOf(n, "file")
+	src, err := os.ReadFile(filepath.Join(f.dir, rel))
+	if err != nil {
+		f.l.errorf(f.pos(fn), "schema file %q: %s (looked in %s)", rel, fileError(err), f.dir)
+		return nil
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		f.l.errorf(f.pos(fn), "schema file %q: %v", rel, err)
+		return nil
+	}
+	out, ok := Plain(&doc).(map[string]any)
+	if !ok {
+		f.l.errorf(f.pos(fn), "schema file %q does not hold a JSON-schema object", rel)
+	}
+	return out
+}
+
+// prompt compiles a prompt field: an inline template, or {file: path}
+// whose contents are the template (positions then point into that file).
+func (f *file) prompt(n *yaml.Node, sc scope) *Template {
+	if n.Kind == yaml.ScalarNode {
+		return f.template(n, sc)
+	}
+	fn := valueOf(n, "file")
+	rel, ok := str(fn)
+	if !ok {
+		return nil
+	}
+	path := filepath.Join(f.dir, rel)
+	src, err := os.ReadFile(path)
+	if err != nil {
+		f.l.errorf(f.pos(fn), "prompt file %q: %s (looked for %s)", rel, fileError(err), path)
+		return nil
+	}
+	text := string(src)
+	f.l.sources[path] = strings.Split(text, "\n")
+	spans, err := splitTemplate(text)
+	var te *templateError
+	if errors.As(err, &te) {
+		f.l.errorf(offsetPos(path, text, te.offset), "%s", te.msg)
+		return nil
+	}
+	t := &Template{}
+	for _, s := range spans {
+		if !s.isExpr {
+			t.parts = append(t.parts, templatePart{text: s.text})
+			continue
+		}
+		e := f.compile(s.text, sc, false, func(off int) Pos { return offsetPos(path, text, s.offset+off) })
+		t.parts = append(t.parts, templatePart{expr: e})
+	}
+	return t
+}
+
+// template compiles a string field that interpolates ${{ }}.
+func (f *file) template(n *yaml.Node, sc scope) *Template {
+	s, ok := str(n)
+	if !ok {
+		if n != nil && n.Kind == yaml.ScalarNode {
+			s = n.Value // a number or boolean written where text goes
+		} else {
+			return nil
+		}
+	}
+	spans, err := splitTemplate(s)
+	var te *templateError
+	if errors.As(err, &te) {
+		f.l.errorf(f.scalarPos(n, te.offset), "%s", te.msg)
+		return nil
+	}
+	t := &Template{}
+	for _, sp := range spans {
+		if !sp.isExpr {
+			t.parts = append(t.parts, templatePart{text: sp.text})
+			continue
+		}
+		e := f.compile(sp.text, sc, false, func(off int) Pos { return f.scalarPos(n, sp.offset+off) })
+		t.parts = append(t.parts, templatePart{expr: e})
+	}
+	if len(t.parts) == 0 {
+		t.parts = []templatePart{{text: ""}}
+	}
+	return t
+}
+
+// wholeExpr returns the inner expression and its offset when s is exactly
+// one ${{ expr }}.
+func wholeExpr(s string) (string, int, bool) {
+	spans, err := splitTemplate(s)
+	if err != nil {
+		return "", 0, false
+	}
+	var exprSpan *templateSpan
+	for i := range spans {
+		switch {
+		case spans[i].isExpr && exprSpan == nil:
+			exprSpan = &spans[i]
+		case spans[i].isExpr || strings.TrimSpace(spans[i].text) != "":
+			return "", 0, false
+		}
+	}
+	if exprSpan == nil {
+		return "", 0, false
+	}
+	return exprSpan.text, exprSpan.offset, true
+}
+
+// condition compiles a boolean field (when, until, while). It takes a bare
+// expression; "${{ expr }}" alone is accepted too, but text mixed with
+// ${{ }} is an error because a string is never coerced to a boolean.
+func (f *file) condition(n *yaml.Node, sc scope, field string) *Expr {
+	if n.Kind != yaml.ScalarNode {
+		return nil
+	}
+	s := n.Value
+	if strings.Contains(s, "${{") {
+		inner, off, ok := wholeExpr(s)
+		if !ok {
+			f.l.errorf(f.scalarPos(n, strings.Index(s, "${{")), "%s takes a bare expression, not text with ${{ }}: a string is never true or false; write the condition without ${{ }}", field)
+			return nil
+		}
+		return f.compile(inner, sc, true, func(o int) Pos { return f.scalarPos(n, off+o) })
+	}
+	return f.bare(n, sc, true, field)
+}
+
+// bare compiles a bare expression field.
+func (f *file) bare(n *yaml.Node, sc scope, asBool bool, field string) *Expr {
+	if n.Kind != yaml.ScalarNode {
+		return nil
+	}
+	s := n.Value
+	if strings.TrimSpace(s) == "" {
+		f.l.errorf(f.pos(n), "%s: empty expression", field)
+		return nil
+	}
+	lead := len(s) - len(strings.TrimLeft(s, " \t\r\n"))
+	return f.compile(s, sc, asBool, func(o int) Pos { return f.scalarPos(n, lead+o) })
+}
+
+// value compiles a set:, outputs: or similar value: a string is an
+// expression (text with ${{ }} is a template producing a string); any other
+// YAML value is taken literally.
+func (f *file) value(n *yaml.Node, sc scope) *Value {
+	if n == nil {
+		return &Value{}
+	}
+	if _, ok := str(n); !ok {
+		return f.data(n, sc)
+	}
+	if strings.Contains(n.Value, "${{") {
+		if inner, off, ok := wholeExpr(n.Value); ok {
+			return &Value{expr: f.compile(inner, sc, false, func(o int) Pos { return f.scalarPos(n, off+o) })}
+		}
+		return &Value{tmpl: f.template(n, sc)}
+	}
+	return &Value{expr: f.bare(n, sc, false, "value")}
+}
+
+// data compiles a data field (call inputs, tool and code args): literal
+// YAML whose strings are templates.
+func (f *file) data(n *yaml.Node, sc scope) *Value {
+	switch {
+	case n == nil:
+		return &Value{}
+	case n.Kind == yaml.SequenceNode:
+		v := &Value{list: []*Value{}}
+		for _, c := range items(n) {
+			v.list = append(v.list, f.data(c, sc))
+		}
+		return v
+	case n.Kind == yaml.MappingNode:
+		v := &Value{obj: []*Field{}}
+		for _, kv := range pairs(n) {
+			v.obj = append(v.obj, &Field{Name: kv[0].Value, Value: f.data(kv[1], sc)})
+		}
+		return v
+	}
+	if s, ok := str(n); ok && strings.Contains(s, "${{") {
+		if inner, off, ok := wholeExpr(s); ok {
+			return &Value{expr: f.compile(inner, sc, false, func(o int) Pos { return f.scalarPos(n, off+o) })}
+		}
+		return &Value{tmpl: f.template(n, sc)}
+	}
+	return &Value{lit: Plain(n)}
+}
+
+// compile compiles one expression and checks its names. at maps a byte
+// offset in src to a file position.
+func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Expr {
+	opts := f.opts
+	if asBool {
+		opts = append(slices.Clone(opts), expr.AsBool())
+	}
+	tree, err := parseOnly(src)
+	if err == nil {
+		f.checkNames(tree, src, sc, at)
+	}
+	prog, err := expr.Compile(src, opts...)
+	if err != nil {
+		var fe *exprfile.Error
+		if errors.As(err, &fe) {
+			msg := fe.Message
+			if strings.HasPrefix(msg, "unknown name ") {
+				name := strings.TrimPrefix(msg, "unknown name ")
+				msg = fmt.Sprintf("unknown name %s%s; expressions can use inputs, state, nodes, loop, item, index, run, env", name, Suggest(name, envNames))
+			}
+			f.l.errorf(at(runeOffset(src, fe.From)), "in `%s`: %s", oneLine(src), msg)
+		} else {
+			f.l.errorf(at(0), "in `%s`: %v", oneLine(src), err)
+		}
+		return nil
+	}
+	return &Expr{Src: src, Pos: at(0), prog: prog}
+}
+
+var envNames = []string{"inputs", "state", "nodes", "loop", "item", "index", "run", "env"}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return s
+}
+
+// runeOffset converts expr-lang's rune offset into a byte offset.
+func runeOffset(s string, runes int) int {
+	i := 0
+	for b := range s {
+		if i == runes {
+			return b
+		}
+		i++
+	}
+	return len(s)
+}
+
+func parseOnly(src string) (*ast.Node, error) {
+	tree, err := parserParse(src)
+	if err != nil {
+		return nil, err
+	}
+	return &tree.Node, nil
+}
+
+// checkNames reports references expr-lang cannot see are wrong: node ids,
+// state variables, inputs and env names are map keys to it, and loop, item
+// and index exist only inside loops and maps.
+func (f *file) checkNames(root *ast.Node, src string, sc scope, at func(int) Pos) {
+	v := &nameVisitor{f: f, sc: sc}
+	ast.Walk(root, v)
+	for _, p := range v.problems {
+		f.l.errorf(at(runeOffset(src, p.from)), "in `%s`: %s", oneLine(src), p.msg)
+	}
+}
+
+type nameProblem struct {
+	from int
+	msg  string
+}
+
+type nameVisitor struct {
+	f        *file
+	sc       scope
+	problems []nameProblem
+}
+
+func (v *nameVisitor) Visit(node *ast.Node) {
+	switch n := (*node).(type) {
+	case *ast.IdentifierNode:
+		switch {
+		case n.Value == "loop" && !v.sc.inLoop:
+			v.add(n, "loop is only defined inside a loop body")
+		case (n.Value == "item" || n.Value == "index") && !v.sc.inMap:
+			v.add(n, n.Value+" is only defined inside a map body")
+		}
+	case *ast.MemberNode:
+		id, ok := n.Node.(*ast.IdentifierNode)
+		prop, isStr := n.Property.(*ast.StringNode)
+		if !ok || !isStr {
+			return
+		}
+		name := prop.Value
+		switch id.Value {
+		case "nodes":
+			if _, known := v.f.ids[name]; !known {
+				v.add(prop, fmt.Sprintf("no node with id %q%s", name, Suggest(name, v.f.idSet)))
+			}
+		case "state":
+			if !v.f.state[name] {
+				v.add(prop, fmt.Sprintf("no state variable %q%s; declare it under state:", name, Suggest(name, keys(v.f.state))))
+			}
+		case "inputs":
+			var names []string
+			for _, in := range v.f.p.Inputs {
+				if in.Name == name {
+					return
+				}
+				names = append(names, in.Name)
+			}
+			v.add(prop, fmt.Sprintf("no input %q%s; declare it under inputs:", name, Suggest(name, names)))
+		case "env":
+			if !slices.Contains(v.f.p.Env, name) {
+				v.add(prop, fmt.Sprintf("env.%s is not declared; list %s under env: to use it", name, name))
+			}
+		}
+	}
+}
+
+func (v *nameVisitor) add(n ast.Node, msg string) {
+	v.problems = append(v.problems, nameProblem{from: n.Location().From, msg: msg})
+}
+
+// ValidateValue checks a value against a JSON schema given as Go values.
+func ValidateValue(schema map[string]any, v any) error {
+	s, err := compileSchema(schema)
+	if err != nil {
+		return err
+	}
+	return validateWith(s, v)
+}
+
+func jsonRoundTrip(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return FromJSON(b)
+}

@@ -1,0 +1,185 @@
+package dsl
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/vm"
+)
+
+// Env is the environment every expression and template is compiled against
+// and evaluated in. The runtime fills one per scope.
+type Env struct {
+	Inputs map[string]any `expr:"inputs"`
+	State  map[string]any `expr:"state"`
+	Nodes  map[string]any `expr:"nodes"`
+	Loop   LoopInfo       `expr:"loop"`
+	Item   any            `expr:"item"`
+	Index  int            `expr:"index"`
+	Run    RunInfo        `expr:"run"`
+	Env    map[string]any `expr:"env"`
+}
+
+// LoopInfo describes the innermost running loop.
+type LoopInfo struct {
+	Iteration int `expr:"iteration"` // 1-based
+	Index     int `expr:"index"`     // 0-based
+	Max       int `expr:"max"`
+}
+
+// RunInfo describes the run as a whole.
+type RunInfo struct {
+	ID      string  `expr:"id"`
+	CostUSD float64 `expr:"cost_usd"`
+	Tokens  int     `expr:"tokens"`
+	Step    int     `expr:"step"`
+}
+
+// Expr is a compiled expr-lang expression with the position of its source.
+type Expr struct {
+	Src  string
+	Pos  Pos
+	prog *vm.Program
+}
+
+// Eval runs the expression. Errors name the expression's file:line:col.
+func (e *Expr) Eval(env *Env) (any, error) {
+	v, err := expr.Run(e.prog, env)
+	if err != nil {
+		return nil, fmt.Errorf("%s: evaluating `%s`: %w", e.Pos, e.Src, err)
+	}
+	return v, nil
+}
+
+// EvalBool runs a condition. A non-boolean result is an error: strings are
+// never coerced to booleans.
+func (e *Expr) EvalBool(env *Env) (bool, error) {
+	v, err := e.Eval(env)
+	if err != nil {
+		return false, err
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, fmt.Errorf("%s: `%s` must be true or false, got %s", e.Pos, e.Src, describe(v))
+	}
+	return b, nil
+}
+
+// Template is a string that interpolates ${{ expr }}.
+type Template struct {
+	parts []templatePart
+}
+
+type templatePart struct {
+	text string
+	expr *Expr
+}
+
+// Render interpolates the template. Strings are inserted as they are, null
+// as nothing, and lists and maps as JSON.
+func (t *Template) Render(env *Env) (string, error) {
+	if len(t.parts) == 1 && t.parts[0].expr == nil {
+		return t.parts[0].text, nil
+	}
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.expr == nil {
+			b.WriteString(p.text)
+			continue
+		}
+		v, err := p.expr.Eval(env)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(Stringify(v))
+	}
+	return b.String(), nil
+}
+
+// Stringify formats a value the way templates insert it.
+func Stringify(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1e15 {
+			return strconv.FormatInt(int64(x), 10)
+		}
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case int, int64, bool:
+		return fmt.Sprint(x)
+	default:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return fmt.Sprint(x)
+		}
+		return string(b)
+	}
+}
+
+// Value is a value field: a bare expression, a template, a literal, or a
+// list or map of values. Strings in data fields (call inputs, tool and code
+// args) are templates, and a string that is exactly one ${{ expr }} keeps
+// the expression's type.
+type Value struct {
+	expr *Expr
+	tmpl *Template
+	lit  any
+	list []*Value
+	obj  []*Field
+}
+
+// Eval computes the value.
+func (v *Value) Eval(env *Env) (any, error) {
+	switch {
+	case v == nil:
+		return nil, nil
+	case v.expr != nil:
+		return v.expr.Eval(env)
+	case v.tmpl != nil:
+		return v.tmpl.Render(env)
+	case v.list != nil:
+		out := make([]any, len(v.list))
+		for i, e := range v.list {
+			x, err := e.Eval(env)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = x
+		}
+		return out, nil
+	case v.obj != nil:
+		out := make(map[string]any, len(v.obj))
+		for _, f := range v.obj {
+			x, err := f.Value.Eval(env)
+			if err != nil {
+				return nil, err
+			}
+			out[f.Name] = x
+		}
+		return out, nil
+	}
+	return v.lit, nil
+}
+
+func describe(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return fmt.Sprintf("the string %q", v)
+	case int, int64, float64:
+		return fmt.Sprintf("the number %v", v)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a map"
+	}
+	return fmt.Sprintf("%T", v)
+}

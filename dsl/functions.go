@@ -1,0 +1,291 @@
+package dsl
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/expr-lang/expr"
+)
+
+// helperFunctions are the few functions expressions may call beyond
+// expr-lang's built-ins. read_file and render are confined to dir.
+func helperFunctions(dir string) []expr.Option {
+	r := &renderer{dir: dir}
+	return []expr.Option{
+		expr.Function("json", func(args ...any) (any, error) {
+			b, err := json.Marshal(args[0])
+			return string(b), err
+		}, new(func(any) string)),
+		expr.Function("fromJSON", func(args ...any) (any, error) {
+			return FromJSON([]byte(args[0].(string)))
+		}, new(func(string) any)),
+		expr.Function("extract_code", func(args ...any) (any, error) {
+			lang := ""
+			if len(args) > 1 {
+				lang = args[1].(string)
+			}
+			return ExtractCode(args[0].(string), lang), nil
+		}, new(func(string) string), new(func(string, string) string)),
+		expr.Function("grid_text", func(args ...any) (any, error) {
+			return GridText(args[0])
+		}, new(func(any) string)),
+		expr.Function("read_file", func(args ...any) (any, error) {
+			b, err := readConfined(dir, args[0].(string))
+			return string(b), err
+		}, new(func(string) string)),
+		expr.Function("render", func(args ...any) (any, error) {
+			vars, _ := args[1].(map[string]any)
+			return r.render(args[0].(string), vars)
+		}, new(func(string, map[string]any) string)),
+	}
+}
+
+// FromJSON decodes JSON, turning integral numbers into int so that
+// expressions compare them naturally (`index == 1`).
+func FromJSON(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, fmt.Errorf("fromJSON: %w", err)
+	}
+	if d.More() {
+		return nil, fmt.Errorf("fromJSON: unexpected data after the JSON value")
+	}
+	return normalizeNumbers(v), nil
+}
+
+func normalizeNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return int(i)
+		}
+		f, _ := x.Float64()
+		return f
+	case []any:
+		for i := range x {
+			x[i] = normalizeNumbers(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = normalizeNumbers(x[k])
+		}
+	}
+	return v
+}
+
+var fenceRE = regexp.MustCompile("(?ms)^[ \t]*```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)^[ \t]*```")
+
+// ExtractCode returns the last fenced code block in text, preferring blocks
+// tagged with lang. Text with no fence is returned trimmed, as models often
+// answer with bare code.
+func ExtractCode(text, lang string) string {
+	matches := fenceRE.FindAllStringSubmatch(text, -1)
+	if len(matches) == 0 {
+		return strings.TrimSpace(text)
+	}
+	for i := len(matches) - 1; i >= 0; i-- {
+		if lang == "" || strings.EqualFold(matches[i][1], lang) {
+			return strings.TrimRight(matches[i][2], "\n")
+		}
+	}
+	return strings.TrimRight(matches[len(matches)-1][2], "\n")
+}
+
+// GridText renders an ARC grid (a list of rows of integers) one row per
+// line, cells separated by spaces.
+func GridText(grid any) (string, error) {
+	rows, ok := grid.([]any)
+	if !ok {
+		return "", fmt.Errorf("grid_text: expected a list of rows, got %s", describe(grid))
+	}
+	var b strings.Builder
+	for i, row := range rows {
+		cells, ok := row.([]any)
+		if !ok {
+			return "", fmt.Errorf("grid_text: row %d is %s, not a list", i, describe(row))
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		for j, c := range cells {
+			if j > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(Stringify(c))
+		}
+	}
+	return b.String(), nil
+}
+
+// readConfined reads a file named relative to dir and refuses any path that
+// leaves dir, through ".." or a symbolic link.
+func readConfined(dir, name string) ([]byte, error) {
+	if filepath.IsAbs(name) {
+		return nil, fmt.Errorf("read_file %q: absolute paths are not allowed; name a file inside the pipeline's directory", name)
+	}
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read_file %q: %w", name, err)
+	}
+	full, err := filepath.EvalSymlinks(filepath.Join(root, name))
+	if err != nil {
+		return nil, fmt.Errorf("read_file %q: no such file in %s", name, dir)
+	}
+	if rel, err := filepath.Rel(root, full); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return nil, fmt.Errorf("read_file %q: the file is outside the pipeline's directory %s", name, dir)
+	}
+	return os.ReadFile(full)
+}
+
+// renderer compiles each template file once and renders it with the given
+// variables as its whole environment.
+type renderer struct {
+	dir   string
+	mu    sync.Mutex
+	cache map[string]*Template
+}
+
+func (r *renderer) render(name string, vars map[string]any) (string, error) {
+	r.mu.Lock()
+	t, ok := r.cache[name]
+	r.mu.Unlock()
+	if !ok {
+		src, err := readConfined(r.dir, name)
+		if err != nil {
+			return "", fmt.Errorf("render: %w", err)
+		}
+		t, err = compileVarsTemplate(filepath.Join(r.dir, name), string(src))
+		if err != nil {
+			return "", fmt.Errorf("render: %w", err)
+		}
+		r.mu.Lock()
+		if r.cache == nil {
+			r.cache = map[string]*Template{}
+		}
+		r.cache[name] = t
+		r.mu.Unlock()
+	}
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.expr == nil {
+			b.WriteString(p.text)
+			continue
+		}
+		v, err := expr.Run(p.expr.prog, vars)
+		if err != nil {
+			return "", fmt.Errorf("render %s: `%s`: %w", p.expr.Pos, p.expr.Src, err)
+		}
+		b.WriteString(Stringify(v))
+	}
+	return b.String(), nil
+}
+
+// compileVarsTemplate compiles a template whose expressions see only the
+// variables passed to render.
+func compileVarsTemplate(file, src string) (*Template, error) {
+	spans, err := splitTemplate(src)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	t := &Template{}
+	for _, s := range spans {
+		if !s.isExpr {
+			t.parts = append(t.parts, templatePart{text: s.text})
+			continue
+		}
+		prog, err := expr.Compile(s.text, expr.AllowUndefinedVariables())
+		if err != nil {
+			return nil, fmt.Errorf("%s: `%s`: %w", file, s.text, err)
+		}
+		t.parts = append(t.parts, templatePart{expr: &Expr{Src: s.text, Pos: offsetPos(file, src, s.offset), prog: prog}})
+	}
+	return t, nil
+}
+
+// templateSpan is a piece of a template: literal text, or the source of one
+// ${{ }} expression with its byte offset in the template.
+type templateSpan struct {
+	text   string
+	offset int
+	isExpr bool
+}
+
+// splitTemplate cuts a string into literal text and ${{ }} expressions. A
+// "}}" inside a quoted string in the expression does not close it.
+func splitTemplate(s string) ([]templateSpan, error) {
+	var spans []templateSpan
+	i := 0
+	for {
+		start := strings.Index(s[i:], "${{")
+		if start < 0 {
+			if i < len(s) {
+				spans = append(spans, templateSpan{text: s[i:], offset: i})
+			}
+			return spans, nil
+		}
+		start += i
+		if start > i {
+			spans = append(spans, templateSpan{text: s[i:start], offset: i})
+		}
+		end := closingBraces(s, start+3)
+		if end < 0 {
+			return spans, &templateError{offset: start, msg: "unterminated ${{: add the closing }}"}
+		}
+		inner := s[start+3 : end]
+		lead := len(inner) - len(strings.TrimLeft(inner, " \t\r\n"))
+		spans = append(spans, templateSpan{text: strings.TrimSpace(inner), offset: start + 3 + lead, isExpr: true})
+		if strings.TrimSpace(inner) == "" {
+			return spans, &templateError{offset: start, msg: "empty ${{ }}: put an expression inside"}
+		}
+		i = end + 2
+	}
+}
+
+type templateError struct {
+	offset int
+	msg    string
+}
+
+func (e *templateError) Error() string { return e.msg }
+
+func closingBraces(s string, from int) int {
+	var quote byte
+	for j := from; j < len(s); j++ {
+		c := s[j]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				j++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'' || c == '`':
+			quote = c
+		case c == '}' && j+1 < len(s) && s[j+1] == '}':
+			return j
+		}
+	}
+	return -1
+}
+
+// offsetPos converts a byte offset in a whole file's text to a position.
+func offsetPos(file, src string, offset int) Pos {
+	line, col := 1, 1
+	for _, r := range src[:min(offset, len(src))] {
+		if r == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	return Pos{File: file, Line: line, Col: col}
+}

@@ -1,0 +1,284 @@
+package dsl
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+	"gopkg.in/yaml.v3"
+
+	"github.com/flowrun/flowrun/schemas"
+)
+
+var (
+	schemaOnce     sync.Once
+	compiledSchema *jsonschema.Schema
+	schemaDoc      map[string]any
+)
+
+const schemaURL = "pipeline.schema.json"
+
+func pipelineSchema() (*jsonschema.Schema, map[string]any) {
+	schemaOnce.Do(func() {
+		c := jsonschema.NewCompiler()
+		c.Draft = jsonschema.Draft2020
+		if err := c.AddResource(schemaURL, bytes.NewReader(schemas.Pipeline)); err != nil {
+			panic(fmt.Sprintf("embedded pipeline schema: %v", err))
+		}
+		compiledSchema = c.MustCompile(schemaURL)
+		if err := json.Unmarshal(schemas.Pipeline, &schemaDoc); err != nil {
+			panic(fmt.Sprintf("embedded pipeline schema: %v", err))
+		}
+	})
+	return compiledSchema, schemaDoc
+}
+
+func (f *file) checkSchema(doc any, ps *pointers) {
+	s, _ := pipelineSchema()
+	err := s.Validate(doc)
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return
+	}
+	for _, leaf := range leafErrors(ve) {
+		f.schemaDiagnostic(leaf, ps)
+	}
+}
+
+// leafErrors flattens a validation error tree to the errors worth showing.
+// Where oneOf/anyOf alternatives all fail on the value's type, it keeps the
+// one merged error ("expected string or object"); otherwise it follows the
+// alternative that got deepest into the value, which is the one the author
+// most likely meant.
+func leafErrors(ve *jsonschema.ValidationError) []*jsonschema.ValidationError {
+	if len(ve.Causes) == 0 {
+		return []*jsonschema.ValidationError{ve}
+	}
+	kw := lastSegment(ve.KeywordLocation)
+	if kw != "oneOf" && kw != "anyOf" {
+		var out []*jsonschema.ValidationError
+		for _, c := range ve.Causes {
+			out = append(out, leafErrors(c)...)
+		}
+		return out
+	}
+	var types []string
+	allTypes := true
+	for _, c := range ve.Causes {
+		if len(c.Causes) == 0 && lastSegment(c.KeywordLocation) == "type" && c.InstanceLocation == ve.InstanceLocation {
+			if m := typeMsgRE.FindStringSubmatch(c.Message); m != nil {
+				types = append(types, m[1])
+				continue
+			}
+		}
+		allTypes = false
+	}
+	if allTypes {
+		got := typeMsgRE.FindStringSubmatch(ve.Causes[0].Message)[2]
+		return []*jsonschema.ValidationError{{
+			KeywordLocation:  ve.KeywordLocation + "/type",
+			InstanceLocation: ve.InstanceLocation,
+			Message:          fmt.Sprintf("expected %s, but got %s", strings.Join(types, " or "), got),
+		}}
+	}
+	var best []*jsonschema.ValidationError
+	bestDepth := -1
+	for _, c := range ve.Causes {
+		leaves := leafErrors(c)
+		d := 0
+		for _, l := range leaves {
+			d = max(d, strings.Count(l.InstanceLocation, "/"))
+		}
+		// A type mismatch at the value itself means "not this alternative".
+		if len(leaves) == 1 && lastSegment(leaves[0].KeywordLocation) == "type" && leaves[0].InstanceLocation == ve.InstanceLocation {
+			d = -1
+		}
+		if d > bestDepth {
+			best, bestDepth = leaves, d
+		}
+	}
+	return best
+}
+
+var (
+	typeMsgRE  = regexp.MustCompile(`^expected (.+), but got (\w+)$`)
+	quotedRE   = regexp.MustCompile(`'([^']*)'`)
+	durationKW = "/$defs/duration"
+)
+
+func lastSegment(p string) string {
+	return p[strings.LastIndex(p, "/")+1:]
+}
+
+func splitPointer(p string) []string {
+	if p == "" {
+		return nil
+	}
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	for i, s := range parts {
+		parts[i] = strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
+	}
+	return parts
+}
+
+func (f *file) schemaDiagnostic(ve *jsonschema.ValidationError, ps *pointers) {
+	ptr := ve.InstanceLocation
+	where := f.describePointer(ptr, ps)
+	at := ps.value[ptr]
+	kw := lastSegment(ve.KeywordLocation)
+	msg := ve.Message
+	switch kw {
+	case "additionalProperties", "unevaluatedProperties":
+		allowed := f.allowedProperties(ve)
+		for _, m := range quotedRE.FindAllStringSubmatch(ve.Message, -1) {
+			name := m[1]
+			keyNode := ps.key[ptr+"/"+escapePointer(name)]
+			p := f.pos(at)
+			if keyNode != nil {
+				p = f.pos(keyNode)
+			}
+			f.l.errorf(p, "%sunknown field %q%s", where, name, Suggest(name, allowed))
+		}
+		return
+	case "required":
+		if k := ps.key[ptr]; k != nil {
+			at = k
+		}
+		var names []string
+		for _, m := range quotedRE.FindAllStringSubmatch(ve.Message, -1) {
+			names = append(names, strconv.Quote(m[1]))
+		}
+		if len(names) == 1 {
+			msg = "missing required field " + names[0]
+		} else {
+			msg = "missing required fields " + strings.Join(names, ", ")
+		}
+		if len(names) == 1 && names[0] == `"max_iterations"` {
+			msg += ": every loop needs a bound"
+		}
+	case "pattern":
+		if strings.Contains(ve.AbsoluteKeywordLocation, durationKW) || strings.Contains(ve.KeywordLocation, durationKW) {
+			msg = fmt.Sprintf("%s is not a duration: write it like 30s, 5m or 1h30m", quoteValue(at))
+		} else {
+			msg = fmt.Sprintf("%s %s", quoteValue(at), ve.Message)
+		}
+	case "const":
+		msg = fmt.Sprintf("%s: %s", quoteValue(at), ve.Message)
+	case "enum":
+		msg = fmt.Sprintf("%s is not allowed: %s", quoteValue(at), ve.Message)
+	}
+	if at == nil {
+		at = f.root
+	}
+	f.l.errorf(f.pos(at), "%s%s", where, msg)
+}
+
+func quoteValue(n *yaml.Node) string {
+	if n == nil {
+		return "value"
+	}
+	return strconv.Quote(n.Value)
+}
+
+// describePointer names the field a JSON pointer refers to, relative to the
+// innermost node that holds it: `node "refine": loop.max_iterations: `.
+func (f *file) describePointer(ptr string, ps *pointers) string {
+	segs := splitPointer(ptr)
+	nodeEnd := -1
+	for i := 0; i+1 < len(segs); i++ {
+		_, isIndex := atoi(segs[i+1])
+		if (segs[i] == "nodes" || segs[i] == "body") && isIndex {
+			nodeEnd = i + 2
+		}
+		if segs[i] == "branches" && i+2 < len(segs) {
+			if _, ok := atoi(segs[i+2]); ok {
+				nodeEnd = i + 3
+			}
+		}
+	}
+	var b strings.Builder
+	rest := segs
+	if nodeEnd > 0 {
+		nodePtr := "/" + strings.Join(escapeAll(segs[:nodeEnd]), "/")
+		if _, id := get(ps.value[nodePtr], "id"); id != nil && id.Value != "" {
+			fmt.Fprintf(&b, "node %q: ", id.Value)
+		} else {
+			fmt.Fprintf(&b, "%s: ", fieldPath(segs[:nodeEnd]))
+		}
+		rest = segs[nodeEnd:]
+	}
+	if len(rest) > 0 {
+		b.WriteString(fieldPath(rest))
+		b.WriteString(": ")
+	}
+	return b.String()
+}
+
+func escapeAll(segs []string) []string {
+	out := make([]string, len(segs))
+	for i, s := range segs {
+		out[i] = escapePointer(s)
+	}
+	return out
+}
+
+func atoi(s string) (int, bool) {
+	i, err := strconv.Atoi(s)
+	return i, err == nil
+}
+
+func fieldPath(segs []string) string {
+	var b strings.Builder
+	for _, s := range segs {
+		if _, ok := atoi(s); ok {
+			fmt.Fprintf(&b, "[%s]", s)
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// allowedProperties lists the property names the failing schema object
+// declares, for "did you mean" suggestions.
+func (f *file) allowedProperties(ve *jsonschema.ValidationError) []string {
+	_, doc := pipelineSchema()
+	loc := ve.AbsoluteKeywordLocation
+	if i := strings.Index(loc, "#"); i >= 0 {
+		loc = loc[i+1:]
+	}
+	var cur any = doc
+	segs := splitPointer(loc)
+	for _, s := range segs[:max(0, len(segs)-1)] {
+		switch c := cur.(type) {
+		case map[string]any:
+			cur = c[s]
+		case []any:
+			i, _ := strconv.Atoi(s)
+			if i < 0 || i >= len(c) {
+				return nil
+			}
+			cur = c[i]
+		default:
+			return nil
+		}
+	}
+	obj, _ := cur.(map[string]any)
+	props, _ := obj["properties"].(map[string]any)
+	names := make([]string, 0, len(props))
+	for k := range props {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}

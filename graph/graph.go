@@ -1,0 +1,297 @@
+// Package graph draws a compiled pipeline as a Mermaid flowchart or a
+// Graphviz dot graph. Loops, maps and parallel nodes become clusters,
+// branches become decisions with one labelled edge per case, and next:
+// jumps, break, continue and on_error routes become edges.
+package graph
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/flowrun/flowrun/dsl"
+)
+
+type shape int
+
+const (
+	box shape = iota
+	decision
+	loopHead
+	fork
+	join
+	terminal
+)
+
+type vertex struct {
+	id, label string
+	shape     shape
+}
+
+type edge struct {
+	from, to, label string
+	dashed          bool
+}
+
+type cluster struct {
+	id, label string
+	vertices  []string
+	children  []*cluster
+}
+
+// chart is the drawing-independent form both renderers read.
+type chart struct {
+	vertices []vertex
+	edges    []edge
+	root     cluster
+}
+
+const (
+	startID = "__start"
+	endID   = "__end"
+)
+
+func build(p *dsl.Pipeline) *chart {
+	c := &chart{}
+	c.root.vertices = []string{startID, endID}
+	c.vertices = append(c.vertices, vertex{startID, "start", terminal}, vertex{endID, "end", terminal})
+	entry := c.block(&c.root, p.Nodes, endID, "", "")
+	c.edges = append(c.edges, edge{from: startID, to: entry})
+	return c
+}
+
+func (c *chart) add(cl *cluster, v vertex) {
+	c.vertices = append(c.vertices, v)
+	cl.vertices = append(cl.vertices, v.id)
+}
+
+func (c *chart) link(from, to, label string, dashed bool) {
+	c.edges = append(c.edges, edge{from, to, label, dashed})
+}
+
+// block draws sibling nodes; succ is where the block goes when it ends,
+// head and exit are the enclosing loop's head and successor.
+func (c *chart) block(cl *cluster, b dsl.Block, succ, head, exit string) string {
+	if len(b) == 0 {
+		return succ
+	}
+	after := func(i int) string {
+		if i+1 < len(b) {
+			return b[i+1].ID
+		}
+		return succ
+	}
+	for i, n := range b {
+		resolve := func(t string) string {
+			switch t {
+			case "":
+				return after(i)
+			case dsl.NextEnd:
+				return endID
+			case dsl.NextBreak:
+				return exit
+			case dsl.NextContinue:
+				return head
+			}
+			return t
+		}
+		switch {
+		case n.Branch != nil:
+			c.add(cl, vertex{n.ID, n.ID, decision})
+			for _, k := range n.Branch.Cases {
+				label := ""
+				if k.When != nil {
+					label = short(k.When.Src)
+				}
+				c.link(n.ID, resolve(k.Next), label, false)
+			}
+			c.link(n.ID, resolve(n.Branch.Default), "default", false)
+		case n.Loop != nil:
+			sub := &cluster{id: "cluster_" + n.ID, label: "loop " + n.ID}
+			cl.children = append(cl.children, sub)
+			c.add(sub, vertex{n.ID, loopLabel(n), loopHead})
+			entry := c.block(sub, n.Loop.Body, n.ID, n.ID, resolve(n.Next))
+			c.link(n.ID, entry, "iterate", false)
+			c.link(n.ID, resolve(n.Next), "done", false)
+		case n.Map != nil:
+			sub := &cluster{id: "cluster_" + n.ID, label: "map " + n.ID}
+			cl.children = append(cl.children, sub)
+			c.add(sub, vertex{n.ID, fmt.Sprintf("map %s over %s", n.ID, short(n.Map.Over.Src)), fork})
+			entry := c.block(sub, n.Map.Body, resolve(n.Next), "", "")
+			c.link(n.ID, entry, "each item", false)
+		case n.Parallel != nil:
+			sub := &cluster{id: "cluster_" + n.ID, label: "parallel " + n.ID}
+			cl.children = append(cl.children, sub)
+			c.add(sub, vertex{n.ID, "parallel " + n.ID, fork})
+			joinID := n.ID + "__join"
+			c.add(sub, vertex{joinID, "join", join})
+			for _, br := range n.Parallel.Branches {
+				bc := &cluster{id: "cluster_" + n.ID + "_" + br.Name, label: br.Name}
+				sub.children = append(sub.children, bc)
+				c.link(n.ID, c.block(bc, br.Body, joinID, "", ""), br.Name, false)
+			}
+			c.link(joinID, resolve(n.Next), "", false)
+		default:
+			c.add(cl, vertex{n.ID, nodeLabel(n), box})
+			c.link(n.ID, resolve(n.Next), "", false)
+			if n.When != nil && n.Next != "" {
+				c.link(n.ID, after(i), "skipped", true)
+			}
+		}
+		if n.OnError != "" && n.OnError != "fail" {
+			t := resolve(n.OnError)
+			if n.OnError == "continue" {
+				t = after(i)
+			}
+			c.link(n.ID, t, "on_error", true)
+		}
+	}
+	return b[0].ID
+}
+
+func nodeLabel(n *dsl.Node) string {
+	label := fmt.Sprintf("%s (%s)", n.ID, n.Kind)
+	if n.Call != nil {
+		label = fmt.Sprintf("%s (call %s)", n.ID, n.Call.Path)
+	}
+	if n.When != nil {
+		label += "\nwhen " + short(n.When.Src)
+	}
+	return label
+}
+
+func loopLabel(n *dsl.Node) string {
+	l := n.Loop
+	label := fmt.Sprintf("loop %s, at most %d", n.ID, l.MaxIterations)
+	switch {
+	case l.Until != nil:
+		label += "\nuntil " + short(l.Until.Src)
+	case l.While != nil:
+		label += "\nwhile " + short(l.While.Src)
+	}
+	return label
+}
+
+func short(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 40 {
+		s = s[:37] + "..."
+	}
+	return s
+}
+
+// Mermaid renders p as a Mermaid flowchart.
+func Mermaid(p *dsl.Pipeline) string {
+	c := build(p)
+	var b strings.Builder
+	b.WriteString("flowchart TD\n")
+	shapes := map[string]vertex{}
+	for _, v := range c.vertices {
+		shapes[v.id] = v
+	}
+	var walk func(cl *cluster, indent string)
+	walk = func(cl *cluster, indent string) {
+		for _, id := range cl.vertices {
+			v := shapes[id]
+			fmt.Fprintf(&b, "%s%s%s\n", indent, mermaidID(id), mermaidShape(v))
+		}
+		for _, ch := range cl.children {
+			fmt.Fprintf(&b, "%ssubgraph %s[%q]\n", indent, mermaidID(ch.id), ch.label)
+			walk(ch, indent+"  ")
+			fmt.Fprintf(&b, "%send\n", indent)
+		}
+	}
+	walk(&c.root, "  ")
+	for _, e := range c.edges {
+		arrow := "-->"
+		if e.dashed {
+			arrow = "-.->"
+		}
+		if e.label != "" {
+			fmt.Fprintf(&b, "  %s %s|%s| %s\n", mermaidID(e.from), arrow, mermaidText(e.label), mermaidID(e.to))
+		} else {
+			fmt.Fprintf(&b, "  %s %s %s\n", mermaidID(e.from), arrow, mermaidID(e.to))
+		}
+	}
+	return b.String()
+}
+
+func mermaidID(id string) string { return "n_" + id }
+
+// mermaidText quotes a label; Mermaid has no escape for '"', so it
+// becomes an HTML entity.
+func mermaidText(s string) string {
+	return `"` + strings.ReplaceAll(strings.ReplaceAll(s, `"`, "#quot;"), "\n", "<br/>") + `"`
+}
+
+func mermaidShape(v vertex) string {
+	t := mermaidText(v.label)
+	switch v.shape {
+	case decision:
+		return "{" + t + "}"
+	case loopHead:
+		return "{{" + t + "}}"
+	case fork:
+		return "[/" + t + "/]"
+	case join:
+		return "((" + t + "))"
+	case terminal:
+		return "([" + t + "])"
+	}
+	return "[" + t + "]"
+}
+
+// Dot renders p as a Graphviz digraph.
+func Dot(p *dsl.Pipeline) string {
+	c := build(p)
+	var b strings.Builder
+	fmt.Fprintf(&b, "digraph %q {\n  rankdir=TB;\n  node [fontname=\"Helvetica\"];\n", p.Name)
+	shapes := map[string]vertex{}
+	for _, v := range c.vertices {
+		shapes[v.id] = v
+	}
+	var walk func(cl *cluster, indent string)
+	walk = func(cl *cluster, indent string) {
+		for _, id := range cl.vertices {
+			v := shapes[id]
+			fmt.Fprintf(&b, "%s%q [label=%q, shape=%s];\n", indent, id, v.label, dotShape(v.shape))
+		}
+		for _, ch := range cl.children {
+			fmt.Fprintf(&b, "%ssubgraph %q {\n%s  label=%q;\n", indent, ch.id, indent, ch.label)
+			walk(ch, indent+"  ")
+			fmt.Fprintf(&b, "%s}\n", indent)
+		}
+	}
+	walk(&c.root, "  ")
+	for _, e := range c.edges {
+		var attrs []string
+		if e.label != "" {
+			attrs = append(attrs, fmt.Sprintf("label=%q", e.label))
+		}
+		if e.dashed {
+			attrs = append(attrs, "style=dashed")
+		}
+		if len(attrs) > 0 {
+			fmt.Fprintf(&b, "  %q -> %q [%s];\n", e.from, e.to, strings.Join(attrs, ", "))
+		} else {
+			fmt.Fprintf(&b, "  %q -> %q;\n", e.from, e.to)
+		}
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+func dotShape(s shape) string {
+	switch s {
+	case decision:
+		return "diamond"
+	case loopHead:
+		return "hexagon"
+	case fork:
+		return "trapezium"
+	case join:
+		return "circle"
+	case terminal:
+		return "oval"
+	}
+	return "box"
+}

@@ -1,0 +1,79 @@
+package nodes
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// loopNode runs its body at most max_iterations times: while is checked
+// before each iteration, until after it. A loop with neither runs
+// max_iterations times. Its output is the last iteration's node outputs,
+// by id.
+type loopNode struct{}
+
+func (loopNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
+	l := n.Loop
+	saved := s.SetLoop(dsl.LoopInfo{})
+	defer s.SetLoop(saved)
+	done, ended := false, false
+	for it := 1; it <= l.MaxIterations && !done; it++ {
+		s.SetLoop(dsl.LoopInfo{Iteration: it, Index: it - 1, Max: l.MaxIterations})
+		if l.While != nil {
+			ok, err := s.EvalBool(l.While)
+			if err != nil {
+				return runtime.Outcome{}, fmt.Errorf("while: %w", err)
+			}
+			if !ok {
+				done = true
+				break
+			}
+		}
+		flow, err := s.RunBlockAt(ctx, n.ID+"["+strconv.Itoa(it)+"]/", l.Body)
+		if err != nil {
+			return runtime.Outcome{}, err
+		}
+		switch flow {
+		case runtime.FlowBreak:
+			done = true
+			continue
+		case runtime.FlowEnd:
+			done, ended = true, true
+			continue
+		}
+		if l.Until != nil {
+			ok, err := s.EvalBool(l.Until)
+			if err != nil {
+				return runtime.Outcome{}, fmt.Errorf("until: %w", err)
+			}
+			done = ok
+		}
+	}
+	if !done && l.While != nil {
+		// The bound is reached; the loop is exhausted only if it wanted more.
+		s.SetLoop(dsl.LoopInfo{Iteration: l.MaxIterations + 1, Index: l.MaxIterations, Max: l.MaxIterations})
+		more, err := s.EvalBool(l.While)
+		if err != nil {
+			return runtime.Outcome{}, fmt.Errorf("while: %w", err)
+		}
+		done = !more
+	}
+	if !done && (l.Until != nil || l.While != nil) {
+		msg := fmt.Sprintf("loop %q reached max_iterations (%d) before its condition held", n.ID, l.MaxIterations)
+		if l.OnExhausted == "fail" {
+			return runtime.Outcome{}, runtime.Errorf(runtime.ClassLoopExhausted, "%s (on_exhausted: fail)", msg)
+		}
+		s.Emit(runtime.Event{Type: runtime.EventLoopExhausted, Path: s.Path(n.ID), Node: n.ID, Kind: string(n.Kind), Message: msg})
+	}
+	out := make(map[string]any, len(l.Body))
+	for _, b := range l.Body {
+		out[b.ID] = s.Output(b.ID)
+	}
+	if ended {
+		return runtime.Outcome{Output: out, Next: dsl.NextEnd}, nil
+	}
+	return runtime.Outcome{Output: out}, nil
+}

@@ -1,0 +1,21 @@
+// Package nodes holds one executor per node kind, each in its own file.
+// It is the only package that knows what a kind does; the runtime reaches
+// the kinds through the Registry that Kinds returns.
+package nodes
+
+import (
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// Kinds returns the executors of every kind this build can run.
+func Kinds() runtime.Registry {
+	return runtime.Registry{
+		dsl.KindSet:      setNode{},
+		dsl.KindBranch:   branchNode{},
+		dsl.KindLoop:     loopNode{},
+		dsl.KindMap:      mapNode{},
+		dsl.KindParallel: parallelNode{},
+		dsl.KindCall:     callNode{},
+	}
+}

@@ -1,0 +1,16 @@
+package nodes
+
+import (
+	"context"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// setNode only assigns state: the runtime applies every node's set:, and a
+// set node's output is what it assigned.
+type setNode struct{}
+
+func (setNode) Execute(context.Context, *runtime.Scope, *dsl.Node) (runtime.Outcome, error) {
+	return runtime.Outcome{UseAssigned: true}, nil
+}

@@ -1,0 +1,272 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/flowrun/flowrun/dsl"
+)
+
+// Executor runs one kind of node. It reads the node's kind-specific fields
+// (n.Loop, n.Branch, ...) and returns the node's output. The runtime handles
+// everything common to all kinds: when, set, retry, on_error, timeout,
+// events and limits.
+type Executor interface {
+	Execute(ctx context.Context, s *Scope, n *dsl.Node) (Outcome, error)
+}
+
+// Outcome is what an executor returns.
+type Outcome struct {
+	Output any
+	// Next overrides the node's next: ("" keeps it): a branch's choice.
+	Next string
+	// UseAssigned makes the node's output the values its set: assigned.
+	UseAssigned bool
+}
+
+// Registry maps node kinds to their executors.
+type Registry map[dsl.Kind]Executor
+
+// Run statuses.
+const (
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+	StatusStopped   = "stopped"
+)
+
+// Options configure one run.
+type Options struct {
+	RunID string
+	Sink  EventSink
+	// LookupEnv reads the names a pipeline declares under env:; os.LookupEnv
+	// when nil.
+	LookupEnv func(string) (string, bool)
+}
+
+// Result is how a run ended.
+type Result struct {
+	RunID   string
+	Status  string
+	Outputs map[string]any
+	Err     error  // why it failed
+	Reason  string // why it stopped
+	Steps   int
+}
+
+// UnavailableError says a pipeline uses node kinds this build cannot run.
+type UnavailableError struct{ Nodes []string }
+
+func (e *UnavailableError) Error() string {
+	return "cannot run this pipeline:\n  " + strings.Join(e.Nodes, "\n  ")
+}
+
+// Check reports, before anything runs, the nodes (in p and every pipeline
+// it calls) whose kind has no executor.
+func (r Registry) Check(p *dsl.Pipeline) error {
+	var missing []string
+	seen := map[*dsl.Pipeline]bool{}
+	var walkP func(*dsl.Pipeline)
+	var walk func(dsl.Block)
+	walk = func(b dsl.Block) {
+		for _, n := range b {
+			if r[n.Kind] == nil {
+				missing = append(missing, fmt.Sprintf("%s: node %q: node kind %s is not available in this build yet", n.Pos, n.ID, n.Kind))
+			}
+			switch {
+			case n.Loop != nil:
+				walk(n.Loop.Body)
+			case n.Map != nil:
+				walk(n.Map.Body)
+			case n.Parallel != nil:
+				for _, br := range n.Parallel.Branches {
+					walk(br.Body)
+				}
+			case n.Call != nil && n.Call.Pipeline != nil:
+				walkP(n.Call.Pipeline)
+			}
+		}
+	}
+	walkP = func(p *dsl.Pipeline) {
+		if seen[p] {
+			return
+		}
+		seen[p] = true
+		walk(p.Nodes)
+	}
+	walkP(p)
+	if len(missing) > 0 {
+		return &UnavailableError{Nodes: missing}
+	}
+	return nil
+}
+
+// run is what every scope of one run shares.
+type run struct {
+	id        string
+	kinds     Registry
+	sink      lockedSink
+	steps     atomic.Int64
+	maxSteps  int64
+	timeout   time.Duration
+	lookupEnv func(string) (string, bool)
+}
+
+// Run executes p with the given inputs. Inputs are checked against their
+// declarations first; a bad input fails the run before any node starts.
+func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string]any, opts Options) *Result {
+	r := &run{id: opts.RunID, kinds: kinds, sink: lockedSink{sink: opts.Sink}, lookupEnv: opts.LookupEnv,
+		maxSteps: int64(p.Limits.MaxSteps), timeout: p.Limits.Timeout}
+	if r.id == "" {
+		r.id = NewRunID()
+	}
+	if r.lookupEnv == nil {
+		r.lookupEnv = os.LookupEnv
+	}
+	res := &Result{RunID: r.id}
+	finish := func() *Result {
+		res.Steps = int(r.steps.Load())
+		r.sink.emit(Event{Type: EventRunFinished, Run: r.id, Pipeline: p.Name, Status: res.Status,
+			Outputs: res.Outputs, Error: errString(res.Err), Message: res.Reason})
+		return res
+	}
+	r.sink.emit(Event{Type: EventRunStarted, Run: r.id, Pipeline: p.Name})
+	if err := kinds.Check(p); err != nil {
+		res.Status, res.Err = StatusFailed, err
+		return finish()
+	}
+	in, err := PrepareInputs(p, inputs)
+	if err != nil {
+		res.Status, res.Err = StatusFailed, err
+		return finish()
+	}
+	if r.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, r.timeout, &StopError{Reason: fmt.Sprintf("limits.timeout (%s) reached", r.timeout)})
+		defer cancel()
+	}
+	s := r.topScope(p, in, "")
+	_, err = s.RunBlock(ctx, p.Nodes)
+	outputs, oerr := s.outputs(p)
+	var stop *StopError
+	switch {
+	case errors.As(err, &stop):
+		res.Status, res.Reason, res.Outputs = StatusStopped, stop.Reason, outputs
+	case err != nil:
+		res.Status, res.Err = StatusFailed, err
+	case oerr != nil:
+		res.Status, res.Err = StatusFailed, oerr
+	default:
+		res.Status, res.Outputs = StatusCompleted, outputs
+	}
+	return finish()
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func (r *run) topScope(p *dsl.Pipeline, inputs map[string]any, path string) *Scope {
+	s := &Scope{run: r, pipeline: p, path: path}
+	s.env.Inputs = inputs
+	s.env.State = make(map[string]any, len(p.State))
+	for _, v := range p.State {
+		s.env.State[v.Name] = v.Initial
+	}
+	s.env.Nodes = map[string]any{}
+	s.env.Run.ID = r.id
+	if len(p.Env) > 0 {
+		s.env.Env = map[string]any{}
+		for _, name := range p.Env {
+			if v, ok := r.lookupEnv(name); ok {
+				s.env.Env[name] = v
+			} else {
+				s.env.Env[name] = nil
+			}
+		}
+	}
+	return s
+}
+
+// outputs evaluates the pipeline's outputs: in a top scope.
+func (s *Scope) outputs(p *dsl.Pipeline) (map[string]any, error) {
+	out := make(map[string]any, len(p.Outputs))
+	var errs []error
+	for _, o := range p.Outputs {
+		v, err := o.Value.Eval(s.refresh())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("output %q: %w", o.Name, err))
+			continue
+		}
+		out[o.Name] = v
+	}
+	return out, errors.Join(errs...)
+}
+
+// PrepareInputs checks given inputs against p's declarations and applies
+// defaults. Unknown and missing inputs, wrong types, and path inputs naming
+// files that do not exist are errors.
+func PrepareInputs(p *dsl.Pipeline, given map[string]any) (map[string]any, error) {
+	out := make(map[string]any, len(p.Inputs))
+	declared := map[string]*dsl.Input{}
+	var names []string
+	for _, in := range p.Inputs {
+		declared[in.Name] = in
+		names = append(names, in.Name)
+	}
+	var errs []string
+	unknown := make([]string, 0)
+	for k := range given {
+		if declared[k] == nil {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		errs = append(errs, fmt.Sprintf("unknown input %q%s (the pipeline declares: %s)", k, dsl.Suggest(k, names), strings.Join(names, ", ")))
+	}
+	for _, in := range p.Inputs {
+		v, ok := given[in.Name]
+		if !ok {
+			if !in.HasDefault {
+				errs = append(errs, fmt.Sprintf("missing input %q (%s): pass it with --input %s=...", in.Name, in.Type, in.Name))
+				continue
+			}
+			v = in.Default
+		}
+		if err := dsl.ValidateValue(in.Schema, v); err != nil {
+			errs = append(errs, fmt.Sprintf("input %q: %v", in.Name, err))
+			continue
+		}
+		if in.Format == "path" {
+			if path, ok := v.(string); ok && path != "" {
+				if _, err := os.Stat(path); err != nil {
+					errs = append(errs, fmt.Sprintf("input %q: file %q does not exist", in.Name, path))
+					continue
+				}
+			}
+		}
+		out[in.Name] = v
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid inputs for %s:\n  %s", p.Path, strings.Join(errs, "\n  "))
+	}
+	return out, nil
+}
+
+// NewRunID returns a sortable, unique run id: UTC time and 4 random bytes.
+func NewRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,63 @@
+package runtime
+
+import (
+	"sync"
+	"time"
+)
+
+// Event types.
+const (
+	EventRunStarted     = "run_started"
+	EventNodeStarted    = "node_started"
+	EventNodeFinished   = "node_finished"
+	EventNodeSkipped    = "node_skipped"
+	EventNodeFailed     = "node_failed"
+	EventNodeRetry      = "node_retry"
+	EventLoopExhausted  = "loop_exhausted"
+	EventRunFinished    = "run_finished"
+	EventMapItemSkipped = "map_item_skipped"
+)
+
+// Event is one thing that happened in a run. Path addresses the node within
+// loops, maps, parallel branches and calls: "refine[2]/route".
+type Event struct {
+	Type       string         `json:"type"`
+	Run        string         `json:"run"`
+	Time       time.Time      `json:"time"`
+	Pipeline   string         `json:"pipeline,omitempty"`
+	Path       string         `json:"path,omitempty"`
+	Node       string         `json:"node,omitempty"`
+	Kind       string         `json:"kind,omitempty"`
+	Attempt    int            `json:"attempt,omitempty"`
+	DurationMS float64        `json:"duration_ms,omitempty"`
+	Output     any            `json:"output,omitempty"`
+	Error      string         `json:"error,omitempty"`
+	Class      string         `json:"class,omitempty"`
+	Message    string         `json:"message,omitempty"`
+	Status     string         `json:"status,omitempty"`
+	Outputs    map[string]any `json:"outputs,omitempty"`
+}
+
+// EventSink receives a run's events in order. The runtime never calls it
+// from two goroutines at once.
+type EventSink interface {
+	Event(Event)
+}
+
+// lockedSink serialises events from concurrent map items and branches.
+type lockedSink struct {
+	mu   sync.Mutex
+	sink EventSink
+}
+
+func (l *lockedSink) emit(e Event) {
+	if l.sink == nil {
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	l.mu.Lock()
+	l.sink.Event(e)
+	l.mu.Unlock()
+}

@@ -1,0 +1,362 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"time"
+
+	"github.com/flowrun/flowrun/dsl"
+)
+
+// Flow is how a block ended.
+type Flow int
+
+const (
+	FlowNormal   Flow = iota
+	FlowBreak         // next: break
+	FlowContinue      // next: continue
+	FlowEnd           // next: end
+)
+
+// Scope is where a block runs: its expression environment (state, node
+// outputs, loop and map variables) and its place in the run. The top of a
+// run, each map item and each parallel branch has its own; loops share
+// their enclosing scope. A scope is used by one goroutine at a time.
+type Scope struct {
+	run      *run
+	pipeline *dsl.Pipeline
+	path     string // prefix of the paths of nodes run here, "refine[2]/"
+	env      dsl.Env
+	last     any       // output of the last node that finished here
+	written  *[]string // state keys written, in order, when the parent must replay them
+}
+
+// refresh brings run-wide values into the environment before an evaluation.
+func (s *Scope) refresh() *dsl.Env {
+	s.env.Run.Step = int(s.run.steps.Load())
+	return &s.env
+}
+
+// Eval evaluates an expression in this scope.
+func (s *Scope) Eval(e *dsl.Expr) (any, error) {
+	v, err := e.Eval(s.refresh())
+	if err != nil {
+		return nil, Errorf(ClassExpression, "%w", err)
+	}
+	return v, nil
+}
+
+// EvalBool evaluates a condition in this scope.
+func (s *Scope) EvalBool(e *dsl.Expr) (bool, error) {
+	b, err := e.EvalBool(s.refresh())
+	if err != nil {
+		return false, Errorf(ClassExpression, "%w", err)
+	}
+	return b, nil
+}
+
+// EvalValue evaluates a value field in this scope.
+func (s *Scope) EvalValue(v *dsl.Value) (any, error) {
+	x, err := v.Eval(s.refresh())
+	if err != nil {
+		return nil, Errorf(ClassExpression, "%w", err)
+	}
+	return x, nil
+}
+
+// Render renders a template in this scope.
+func (s *Scope) Render(t *dsl.Template) (string, error) {
+	x, err := t.Render(s.refresh())
+	if err != nil {
+		return "", Errorf(ClassExpression, "%w", err)
+	}
+	return x, nil
+}
+
+// Emit sends an event with this run's id.
+func (s *Scope) Emit(e Event) {
+	e.Run = s.run.id
+	s.run.sink.emit(e)
+}
+
+// Assign evaluates every value first and then writes them all, so that the
+// values see the state as it was before the node's writes.
+func (s *Scope) Assign(as []*dsl.Assign) (map[string]any, error) {
+	if len(as) == 0 {
+		return nil, nil
+	}
+	vals := make(map[string]any, len(as))
+	for _, a := range as {
+		v, err := s.EvalValue(a.Value)
+		if err != nil {
+			return nil, fmt.Errorf("set %s: %w", a.Key, err)
+		}
+		vals[a.Key] = v
+	}
+	for _, a := range as {
+		s.SetState(a.Key, vals[a.Key])
+	}
+	return vals, nil
+}
+
+// SetState writes one state variable.
+func (s *Scope) SetState(key string, v any) {
+	s.env.State[key] = v
+	if s.written != nil {
+		*s.written = append(*s.written, key)
+	}
+}
+
+// Output returns the output of a node that ran in this scope.
+func (s *Scope) Output(id string) any { return s.env.Nodes[id] }
+
+// LastOutput is the output of the last node that finished in this scope.
+func (s *Scope) LastOutput() any { return s.last }
+
+// Path is the path a node with this id has in this scope.
+func (s *Scope) Path(id string) string { return s.path + id }
+
+// SetLoop sets the loop variables and returns the previous ones.
+func (s *Scope) SetLoop(l dsl.LoopInfo) dsl.LoopInfo {
+	prev := s.env.Loop
+	s.env.Loop = l
+	return prev
+}
+
+// Child is a new scope for one map item or parallel branch, named by path
+// segment seg ("fan[3]/"). It starts from this scope's state and node
+// outputs; what it writes stays in it until the parent applies it.
+func (s *Scope) Child(seg string, trackWrites bool) *Scope {
+	c := &Scope{run: s.run, pipeline: s.pipeline, path: s.path + seg, env: s.env}
+	c.env.State = maps.Clone(s.env.State)
+	c.env.Nodes = maps.Clone(s.env.Nodes)
+	if trackWrites {
+		c.written = new([]string)
+	}
+	return c
+}
+
+// Join applies a branch scope's state writes, in the order it made them,
+// and makes its node outputs visible here.
+func (s *Scope) Join(c *Scope) {
+	if c.written != nil {
+		for _, k := range *c.written {
+			s.SetState(k, c.env.State[k])
+		}
+	}
+	for k, v := range c.env.Nodes {
+		s.env.Nodes[k] = v
+	}
+}
+
+// SetItem sets a map item's variables.
+func (s *Scope) SetItem(item any, index int) {
+	s.env.Item, s.env.Index = item, index
+}
+
+// RunPipeline runs another pipeline as part of this run (a call node or a
+// pipeline tool): same step budget, limits and event stream; its own state.
+func (s *Scope) RunPipeline(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, seg string) (map[string]any, error) {
+	in, err := PrepareInputs(p, inputs)
+	if err != nil {
+		return nil, Errorf(ClassCritical, "%w", err)
+	}
+	sub := s.run.topScope(p, in, s.path+seg)
+	if _, err := sub.RunBlock(ctx, p.Nodes); err != nil {
+		return nil, err
+	}
+	out, err := sub.outputs(p)
+	if err != nil {
+		return nil, Errorf(ClassExpression, "%w", err)
+	}
+	return out, nil
+}
+
+// RunBlockAt runs a block with seg appended to this scope's path, the way a
+// loop runs its body once per iteration.
+func (s *Scope) RunBlockAt(ctx context.Context, seg string, b dsl.Block) (Flow, error) {
+	prev := s.path
+	s.path += seg
+	defer func() { s.path = prev }()
+	return s.RunBlock(ctx, b)
+}
+
+// RunBlock runs sibling nodes in order, following next: jumps.
+func (s *Scope) RunBlock(ctx context.Context, b dsl.Block) (Flow, error) {
+	for i := 0; i < len(b); {
+		next, err := s.runNode(ctx, b[i])
+		if err != nil {
+			return FlowNormal, err
+		}
+		switch next {
+		case "":
+			i++
+		case dsl.NextEnd:
+			return FlowEnd, nil
+		case dsl.NextBreak:
+			return FlowBreak, nil
+		case dsl.NextContinue:
+			return FlowContinue, nil
+		default:
+			j := i + 1
+			for j < len(b) && b[j].ID != next {
+				j++
+			}
+			i = j
+		}
+	}
+	return FlowNormal, nil
+}
+
+// stopCheck turns a finished run context into the reason the run stops.
+func stopCheck(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	var stop *StopError
+	if errors.As(context.Cause(ctx), &stop) {
+		return stop
+	}
+	return &StopError{Reason: "cancelled"}
+}
+
+// runNode runs one node with its policies and returns where to go next.
+func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
+	if err := stopCheck(ctx); err != nil {
+		return "", err
+	}
+	path := s.path + n.ID
+	if n.When != nil {
+		ok, err := s.EvalBool(n.When)
+		if err != nil {
+			return s.fail(ctx, n, path, err, 0)
+		}
+		if !ok {
+			s.env.Nodes[n.ID] = nil
+			s.Emit(Event{Type: EventNodeSkipped, Path: path, Node: n.ID, Kind: string(n.Kind)})
+			return "", nil
+		}
+	}
+	step := s.run.steps.Add(1)
+	if s.run.maxSteps > 0 && step > s.run.maxSteps {
+		return "", &StopError{Reason: fmt.Sprintf("limits.max_steps (%d) reached before node %q", s.run.maxSteps, path)}
+	}
+	exec := s.run.kinds[n.Kind]
+	if exec == nil {
+		return "", &NodeError{Path: path, Class: ClassCritical, Err: fmt.Errorf("node kind %s is not available in this build yet", n.Kind)}
+	}
+	start := time.Now()
+	s.Emit(Event{Type: EventNodeStarted, Path: path, Node: n.ID, Kind: string(n.Kind), Time: start})
+	attempts := 1
+	if n.Retry != nil {
+		attempts = n.Retry.MaxAttempts
+	}
+	for attempt := 1; ; attempt++ {
+		out, err := s.attempt(ctx, exec, n)
+		if err == nil {
+			return s.succeed(ctx, n, path, out, start)
+		}
+		if stop := stopCheck(ctx); stop != nil {
+			return "", stop
+		}
+		var stop *StopError
+		if errors.As(err, &stop) {
+			return "", err
+		}
+		class := classOf(err)
+		if attempt >= attempts || !retryable(class, n.Retry.RetryOn) {
+			return s.fail(ctx, n, path, err, time.Since(start))
+		}
+		wait := backoff(n.Retry.Backoff, attempt)
+		s.Emit(Event{Type: EventNodeRetry, Path: path, Node: n.ID, Kind: string(n.Kind), Attempt: attempt + 1,
+			Error: err.Error(), Class: class, DurationMS: ms(wait)})
+		select {
+		case <-ctx.Done():
+			return "", stopCheck(ctx)
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (s *Scope) attempt(ctx context.Context, exec Executor, n *dsl.Node) (Outcome, error) {
+	if n.Timeout <= 0 {
+		return exec.Execute(ctx, s, n)
+	}
+	nctx, cancel := context.WithTimeout(ctx, n.Timeout)
+	defer cancel()
+	out, err := exec.Execute(nctx, s, n)
+	if err != nil && nctx.Err() != nil && ctx.Err() == nil {
+		err = Errorf(ClassTimeout, "timed out after %s (timeout: %s)", n.Timeout, n.Timeout)
+	}
+	return out, err
+}
+
+func classOf(err error) string {
+	var ne *NodeError
+	if errors.As(err, &ne) {
+		return ne.Class
+	}
+	return ClassOf(err)
+}
+
+// backoff doubles the base wait per attempt, with up to 50% jitter so that
+// many items retrying together do not retry in lockstep.
+func backoff(base time.Duration, attempt int) time.Duration {
+	if base <= 0 {
+		base = 500 * time.Millisecond
+	}
+	d := base << min(attempt-1, 10)
+	return d + time.Duration(rand.Int64N(int64(d)/2+1))
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (s *Scope) succeed(ctx context.Context, n *dsl.Node, path string, out Outcome, start time.Time) (string, error) {
+	s.env.Nodes[n.ID] = out.Output
+	vals, err := s.Assign(n.Set)
+	if err != nil {
+		return s.fail(ctx, n, path, err, time.Since(start))
+	}
+	if out.UseAssigned {
+		out.Output = vals
+		s.env.Nodes[n.ID] = vals
+	}
+	s.last = out.Output
+	s.Emit(Event{Type: EventNodeFinished, Path: path, Node: n.ID, Kind: string(n.Kind), DurationMS: ms(time.Since(start)), Output: out.Output})
+	if out.Next != "" {
+		return out.Next, nil
+	}
+	return n.Next, nil
+}
+
+// fail applies on_error to a node's failure.
+func (s *Scope) fail(_ context.Context, n *dsl.Node, path string, err error, d time.Duration) (string, error) {
+	ne := &NodeError{}
+	if !errors.As(err, &ne) {
+		ne = &NodeError{Path: path, Class: ClassOf(err), Err: err}
+	}
+	handled := n.OnError != "" && n.OnError != "fail"
+	s.Emit(Event{Type: EventNodeFailed, Path: path, Node: n.ID, Kind: string(n.Kind), DurationMS: ms(d),
+		Error: ne.Err.Error(), Class: ne.Class, Message: handledMessage(handled, n.OnError)})
+	if !handled {
+		return "", ne
+	}
+	s.env.Nodes[n.ID] = map[string]any{"error": map[string]any{"class": ne.Class, "message": ne.Err.Error(), "path": ne.Path}}
+	if n.OnError == "continue" {
+		return "", nil
+	}
+	return n.OnError, nil
+}
+
+func handledMessage(handled bool, onError string) string {
+	if !handled {
+		return ""
+	}
+	if onError == "continue" {
+		return "on_error: continue"
+	}
+	return "on_error: " + onError
+}
