@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func flowrun(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = cli(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestRunShippedExample(t *testing.T) {
+	code, stdout, stderr := flowrun(t, "../../pipelines/counter.yaml")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
+	}
+	if out["count"] != 3.0 || out["longest"] != 5.0 {
+		t.Fatalf("outputs %v", out)
+	}
+	for _, want := range []string{"count_up[3]/step", "measure[1]/shout", "both[long]/longest", "completed"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("progress on stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+func TestRunFlagsAnywhereAndInputs(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "p.yaml", `
+version: 1
+name: echo
+inputs:
+  word: {type: string}
+  n: {type: integer}
+  tags: {type: array, default: []}
+nodes:
+  - id: a
+    set: {}
+outputs: {word: inputs.word, n: inputs.n, tags: inputs.tags}
+`)
+	in := writeFile(t, dir, "in.yaml", "word: from-file\nn: 1\ntags: [x]\n")
+	code, stdout, stderr := flowrun(t, "run", "--inputs", in, p, "--input", "word=42", "--input", `tags=["a","b"]`)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out map[string]any
+	_ = json.Unmarshal([]byte(stdout), &out)
+	if out["word"] != "42" || out["n"] != 1.0 || len(out["tags"].([]any)) != 2 {
+		t.Fatalf("outputs %v: a string input keeps its text, flags override the file", out)
+	}
+	code, _, stderr = flowrun(t, p, "--input", "word=x", "--input", "n=many")
+	if code != exitInvalid || !strings.Contains(stderr, `input "n": expected integer, but got string`) {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
+
+func TestRunJSONEvents(t *testing.T) {
+	code, stdout, _ := flowrun(t, "../../pipelines/counter.yaml", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var first, last map[string]any
+	_ = json.Unmarshal([]byte(lines[0]), &first)
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
+		t.Fatal(err)
+	}
+	if first["type"] != "run_started" || last["type"] != "run_finished" || last["status"] != "completed" || last["outputs"] == nil {
+		t.Fatalf("first %v\nlast %v", first, last)
+	}
+	for _, l := range lines {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("not a JSON line: %q", l)
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	stopped := writeFile(t, dir, "stopped.yaml", `
+version: 1
+name: s
+limits: {max_steps: 2}
+state: {n: 0}
+nodes:
+  - id: l
+    loop:
+      max_iterations: 10
+      body:
+        - id: inc
+          set: {n: state.n + 1}
+`)
+	llm := writeFile(t, dir, "llm.yaml", `
+version: 1
+name: l
+models: {default: {model: gpt-4.1-mini}}
+nodes:
+  - id: ask
+    llm: {prompt: hello}
+`)
+	bad := writeFile(t, dir, "bad.yaml", "version: 1\nname: b\nnodes:\n  - id: a\n    nxt: b\n")
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"stopped", []string{stopped}, exitFailed, "stopped: limits.max_steps (2) reached"},
+		{"unavailable kind", []string{llm}, exitFailed, `node "ask": node kind llm is not available in this build yet`},
+		{"invalid pipeline", []string{bad}, exitInvalid, `bad.yaml:5:5: error: node "a": unknown field "nxt" (did you mean "next"?)`},
+		{"missing file", []string{filepath.Join(dir, "nope.yaml")}, exitInvalid, "nope.yaml: error: no such file"},
+		{"unknown flag", []string{stopped, "--jsn"}, exitInvalid, "flowrun run: flag provided but not defined: -jsn"},
+		{"unknown command", []string{"frobnicate"}, exitInvalid, `unknown command "frobnicate"`},
+		{"no args", nil, exitInvalid, "Usage:"},
+		{"validate nothing", []string{"validate"}, exitInvalid, "name at least one pipeline file"},
+		{"graph bad format", []string{"graph", stopped, "--format", "png"}, exitInvalid, `unknown format "png"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, stderr := flowrun(t, c.args...)
+			if code != c.code || !strings.Contains(stderr, c.stderr) {
+				t.Fatalf("exit %d, want %d; stderr:\n%s\nwant it to contain %q", code, c.code, stderr, c.stderr)
+			}
+			if strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic") {
+				t.Fatalf("stack trace on stderr:\n%s", stderr)
+			}
+		})
+	}
+}
+
+func TestHelpForEveryCommand(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"validate", "-h"}, {"graph", "--help"}, {"schema", "--help"}} {
+		code, stdout, _ := flowrun(t, args...)
+		if code != exitOK || !strings.Contains(stdout, "Usage") {
+			t.Errorf("%v: exit %d, stdout %q", args, code, stdout)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	code, stdout, stderr := flowrun(t, "validate", "../../pipelines/counter.yaml")
+	if code != exitOK || !strings.Contains(stdout, "counter.yaml: ok") || stderr != "" {
+		t.Fatalf("exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	dir := t.TempDir()
+	bad := writeFile(t, dir, "bad.yaml", "version: 1\nname: b\nnodes:\n  - id: a\n    next: zz\n")
+	code, _, stderr = flowrun(t, "validate", "../../pipelines/counter.yaml", bad)
+	if code != exitInvalid || !strings.Contains(stderr, "bad.yaml:4:5: error: node \"a\" has no kind") {
+		t.Fatalf("exit %d stderr %s", code, stderr)
+	}
+}
+
+func TestSchemaCommand(t *testing.T) {
+	code, stdout, _ := flowrun(t, "schema")
+	var s map[string]any
+	if code != exitOK || json.Unmarshal([]byte(stdout), &s) != nil || s["$schema"] == nil {
+		t.Fatalf("exit %d, not the schema: %.200s", code, stdout)
+	}
+}
+
+func TestGraphGolden(t *testing.T) {
+	for _, format := range []string{"mermaid", "dot"} {
+		code, stdout, stderr := flowrun(t, "graph", "../../pipelines/counter.yaml", "--format", format)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		golden := filepath.Join("testdata", "counter."+format)
+		if *update {
+			_ = os.MkdirAll("testdata", 0o755)
+			_ = os.WriteFile(golden, []byte(stdout), 0o644)
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stdout != string(want) {
+			t.Errorf("%s differs from %s (run go test -update to accept):\n%s", format, golden, stdout)
+		}
+	}
+}
