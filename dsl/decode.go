@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -784,15 +785,11 @@ func (f *file) data(n *yaml.Node, sc scope) *Value {
 // compile compiles one expression and checks its names. at maps a byte
 // offset in src to a file position.
 func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Expr {
-	opts := f.opts
-	if asBool {
-		opts = append(slices.Clone(opts), expr.AsBool())
-	}
 	tree, err := parseOnly(src)
 	if err == nil {
 		f.checkNames(tree, src, sc, at)
 	}
-	prog, err := expr.Compile(src, opts...)
+	prog, err := expr.Compile(src, f.opts...)
 	if err != nil {
 		var fe *exprfile.Error
 		if errors.As(err, &fe) {
@@ -805,6 +802,12 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 		} else {
 			f.l.errorf(at(0), "in `%s`: %v", oneLine(src), err)
 		}
+		return nil
+	}
+	// A condition whose type is known must be a boolean; one of unknown
+	// type (a state value, say) is checked when it runs.
+	if t := prog.Node().Type(); asBool && t != nil && t.Kind() != reflect.Bool && t.Kind() != reflect.Interface {
+		f.l.errorf(at(0), "in `%s`: a condition must be true or false, but this is %s", oneLine(src), t)
 		return nil
 	}
 	return &Expr{Src: src, Pos: at(0), prog: prog}

@@ -2,12 +2,14 @@ package dsl
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 
 	"github.com/expr-lang/expr"
+	exprfile "github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/vm"
 )
 
@@ -50,7 +52,13 @@ type Expr struct {
 func (e *Expr) Eval(env *Env) (any, error) {
 	v, err := expr.Run(e.prog, env)
 	if err != nil {
-		return nil, fmt.Errorf("%s: evaluating `%s`: %w", e.Pos, e.Src, err)
+		// expr-lang's message carries a snippet of the expression alone;
+		// the YAML position says more.
+		var fe *exprfile.Error
+		if errors.As(err, &fe) {
+			err = errors.New(fe.Message)
+		}
+		return nil, fmt.Errorf("%s: evaluating `%s`: %w", e.Pos, oneLine(e.Src), err)
 	}
 	return v, nil
 }

@@ -203,3 +203,40 @@ func TestGraphGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeExampleValidates keeps the README's DSL example true.
+func TestReadmeExampleValidates(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "## The DSL by example\n\n```yaml\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("README has no DSL example")
+	}
+	dir := t.TempDir()
+	p := writeFile(t, dir, "refine.yaml", example)
+	writeFile(t, dir, "other.yaml", "version: 1\nname: other\ninputs: {text: {type: string}}\nnodes:\n  - id: a\n    set: {}\n")
+	code, _, stderr := flowrun(t, "validate", p)
+	if code != exitOK || stderr != "" {
+		t.Fatalf("the README example does not validate cleanly:\n%s", stderr)
+	}
+}
+
+// TestReadmeDiagnosticIsReal checks the diagnostic the README shows.
+func TestReadmeDiagnosticIsReal(t *testing.T) {
+	readme, _ := os.ReadFile("../../README.md")
+	src, err := os.ReadFile("../../pipelines/counter.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bad := strings.Replace(string(src), "default: summary", "default: sumary", 1)
+	p := writeFile(t, dir, "counter.yaml", bad)
+	_, _, stderr := flowrun(t, "validate", p)
+	got := strings.Replace(strings.TrimSpace(stderr), p, "pipelines/counter.yaml", 1)
+	if !strings.Contains(string(readme), got) {
+		t.Fatalf("README shows a diagnostic flowrun does not print; it prints:\n%s", got)
+	}
+}
