@@ -69,7 +69,7 @@ func (e *UnavailableError) Error() string {
 }
 
 // Check reports, before anything runs, the nodes (in p and every pipeline
-// it calls) whose kind has no executor.
+// it calls) whose kind has no executor or that ask for confirmation.
 func (r Registry) Check(p *dsl.Pipeline) error {
 	var missing []string
 	seen := map[*dsl.Pipeline]bool{}
@@ -79,6 +79,11 @@ func (r Registry) Check(p *dsl.Pipeline) error {
 		for _, n := range b {
 			if r[n.Kind] == nil {
 				missing = append(missing, fmt.Sprintf("%s: node %q: node kind %s is not available in this build yet", n.Pos, n.ID, n.Kind))
+			}
+			if n.Confirm {
+				// Running the node without asking would break the promise
+				// confirm: makes, so refuse until asking exists.
+				missing = append(missing, fmt.Sprintf("%s: node %q: confirm: true is not available in this build yet", n.Pos, n.ID))
 			}
 			switch {
 			case n.Loop != nil:

@@ -83,10 +83,20 @@ func (s *Scope) Emit(e Event) {
 }
 
 // Assign evaluates every value first and then writes them all, so that the
-// values see the state as it was before the node's writes.
+// values see the state as it was before the node's writes. It returns the
+// values written, by key.
 func (s *Scope) Assign(as []*dsl.Assign) (map[string]any, error) {
-	if len(as) == 0 {
+	switch len(as) {
+	case 0:
 		return nil, nil
+	case 1:
+		// The common case needs no buffer: nothing else reads the state.
+		v, err := s.EvalValue(as[0].Value)
+		if err != nil {
+			return nil, fmt.Errorf("set %s: %w", as[0].Key, err)
+		}
+		s.SetState(as[0].Key, v)
+		return map[string]any{as[0].Key: v}, nil
 	}
 	vals := make(map[string]any, len(as))
 	for _, a := range as {
@@ -228,28 +238,27 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 	if err := stopCheck(ctx); err != nil {
 		return "", err
 	}
-	path := s.path + n.ID
 	if n.When != nil {
 		ok, err := s.EvalBool(n.When)
 		if err != nil {
-			return s.fail(ctx, n, path, err, 0)
+			return s.fail(n, err, time.Time{})
 		}
 		if !ok {
 			s.env.Nodes[n.ID] = nil
-			s.Emit(Event{Type: EventNodeSkipped, Path: path, Node: n.ID, Kind: string(n.Kind)})
+			s.emitNode(EventNodeSkipped, n, Event{})
 			return "", nil
 		}
 	}
 	step := s.run.steps.Add(1)
 	if s.run.maxSteps > 0 && step > s.run.maxSteps {
-		return "", &StopError{Reason: fmt.Sprintf("limits.max_steps (%d) reached before node %q", s.run.maxSteps, path)}
+		return "", &StopError{Reason: fmt.Sprintf("limits.max_steps (%d) reached before node %q", s.run.maxSteps, s.Path(n.ID))}
 	}
 	exec := s.run.kinds[n.Kind]
 	if exec == nil {
-		return "", &NodeError{Path: path, Class: ClassCritical, Err: fmt.Errorf("node kind %s is not available in this build yet", n.Kind)}
+		return "", &NodeError{Path: s.Path(n.ID), Class: ClassCritical, Err: fmt.Errorf("node kind %s is not available in this build yet", n.Kind)}
 	}
 	start := time.Now()
-	s.Emit(Event{Type: EventNodeStarted, Path: path, Node: n.ID, Kind: string(n.Kind), Time: start})
+	s.emitNode(EventNodeStarted, n, Event{Time: start})
 	attempts := 1
 	if n.Retry != nil {
 		attempts = n.Retry.MaxAttempts
@@ -257,7 +266,7 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 	for attempt := 1; ; attempt++ {
 		out, err := s.attempt(ctx, exec, n)
 		if err == nil {
-			return s.succeed(ctx, n, path, out, start)
+			return s.succeed(n, out, start)
 		}
 		if stop := stopCheck(ctx); stop != nil {
 			return "", stop
@@ -268,17 +277,26 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 		}
 		class := classOf(err)
 		if attempt >= attempts || !retryable(class, n.Retry.RetryOn) {
-			return s.fail(ctx, n, path, err, time.Since(start))
+			return s.fail(n, err, start)
 		}
 		wait := backoff(n.Retry.Backoff, attempt)
-		s.Emit(Event{Type: EventNodeRetry, Path: path, Node: n.ID, Kind: string(n.Kind), Attempt: attempt + 1,
-			Error: err.Error(), Class: class, DurationMS: ms(wait)})
+		s.emitNode(EventNodeRetry, n, Event{Attempt: attempt + 1, Error: err.Error(), Class: class, DurationMS: ms(wait)})
 		select {
 		case <-ctx.Done():
 			return "", stopCheck(ctx)
 		case <-time.After(wait):
 		}
 	}
+}
+
+// emitNode sends a node event. With no sink it costs nothing, not even the
+// node's path.
+func (s *Scope) emitNode(typ string, n *dsl.Node, e Event) {
+	if s.run.sink.sink == nil {
+		return
+	}
+	e.Type, e.Path, e.Node, e.Kind = typ, s.Path(n.ID), n.ID, string(n.Kind)
+	s.Emit(e)
 }
 
 func (s *Scope) attempt(ctx context.Context, exec Executor, n *dsl.Node) (Outcome, error) {
@@ -314,18 +332,25 @@ func backoff(base time.Duration, attempt int) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func (s *Scope) succeed(ctx context.Context, n *dsl.Node, path string, out Outcome, start time.Time) (string, error) {
+func since(start time.Time) float64 {
+	if start.IsZero() {
+		return 0
+	}
+	return ms(time.Since(start))
+}
+
+func (s *Scope) succeed(n *dsl.Node, out Outcome, start time.Time) (string, error) {
 	s.env.Nodes[n.ID] = out.Output
 	vals, err := s.Assign(n.Set)
 	if err != nil {
-		return s.fail(ctx, n, path, err, time.Since(start))
+		return s.fail(n, err, start)
 	}
 	if out.UseAssigned {
 		out.Output = vals
 		s.env.Nodes[n.ID] = vals
 	}
 	s.last = out.Output
-	s.Emit(Event{Type: EventNodeFinished, Path: path, Node: n.ID, Kind: string(n.Kind), DurationMS: ms(time.Since(start)), Output: out.Output})
+	s.emitNode(EventNodeFinished, n, Event{DurationMS: since(start), Output: out.Output})
 	if out.Next != "" {
 		return out.Next, nil
 	}
@@ -333,14 +358,13 @@ func (s *Scope) succeed(ctx context.Context, n *dsl.Node, path string, out Outco
 }
 
 // fail applies on_error to a node's failure.
-func (s *Scope) fail(_ context.Context, n *dsl.Node, path string, err error, d time.Duration) (string, error) {
+func (s *Scope) fail(n *dsl.Node, err error, start time.Time) (string, error) {
 	ne := &NodeError{}
 	if !errors.As(err, &ne) {
-		ne = &NodeError{Path: path, Class: ClassOf(err), Err: err}
+		ne = &NodeError{Path: s.Path(n.ID), Class: ClassOf(err), Err: err}
 	}
 	handled := n.OnError != "" && n.OnError != "fail"
-	s.Emit(Event{Type: EventNodeFailed, Path: path, Node: n.ID, Kind: string(n.Kind), DurationMS: ms(d),
-		Error: ne.Err.Error(), Class: ne.Class, Message: handledMessage(handled, n.OnError)})
+	s.emitNode(EventNodeFailed, n, Event{DurationMS: since(start), Error: ne.Err.Error(), Class: ne.Class, Message: handledMessage(handled, n.OnError)})
 	if !handled {
 		return "", ne
 	}
