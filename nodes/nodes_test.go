@@ -102,11 +102,9 @@ func (p *probe) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (run
 	return runtime.Outcome{Output: a["value"]}, nil
 }
 
-func kindsWith(p *probe) runtime.Registry {
+func kindsWith(tool runtime.Executor) runtime.Registry {
 	k := nodes.Kinds()
-	if p != nil {
-		k[dsl.KindTool] = p
-	}
+	k[dsl.KindTool] = tool
 	return k
 }
 

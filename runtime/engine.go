@@ -49,6 +49,11 @@ type Options struct {
 	// LookupEnv reads the names a pipeline declares under env:; os.LookupEnv
 	// when nil.
 	LookupEnv func(string) (string, bool)
+	// Checkpointer, when set, receives a checkpoint after every finished node.
+	Checkpointer Checkpointer
+	// Restore holds the checkpoints of an earlier attempt at this run: the
+	// nodes they name are restored, not run again.
+	Restore []*Checkpoint
 }
 
 // Result is how a run ended.
@@ -122,6 +127,7 @@ type run struct {
 	maxSteps  int64
 	timeout   time.Duration
 	lookupEnv func(string) (string, bool)
+	journal   *journal
 }
 
 // Run executes p with the given inputs. Inputs are checked against their
@@ -135,6 +141,8 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 	if r.lookupEnv == nil {
 		r.lookupEnv = os.LookupEnv
 	}
+	r.journal = newJournal(opts.Checkpointer, opts.Restore)
+	r.steps.Store(lastSteps(opts.Restore))
 	res := &Result{RunID: r.id}
 	finish := func() *Result {
 		res.Steps = int(r.steps.Load())
@@ -190,6 +198,9 @@ func (r *run) topScope(p *dsl.Pipeline, inputs map[string]any, path string) *Sco
 	}
 	s.env.Nodes = map[string]any{}
 	s.env.Run.ID = r.id
+	if r.journal != nil {
+		s.effects = &effects{}
+	}
 	if len(p.Env) > 0 {
 		s.env.Env = map[string]any{}
 		for _, name := range p.Env {

@@ -11,6 +11,7 @@ const (
 	EventNodeStarted    = "node_started"
 	EventNodeFinished   = "node_finished"
 	EventNodeSkipped    = "node_skipped"
+	EventNodeRestored   = "node_restored" // finished in an earlier attempt; restored from its checkpoint
 	EventNodeFailed     = "node_failed"
 	EventNodeRetry      = "node_retry"
 	EventLoopExhausted  = "loop_exhausted"

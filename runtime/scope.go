@@ -32,6 +32,7 @@ type Scope struct {
 	env      dsl.Env
 	last     any       // output of the last node that finished here
 	written  *[]string // state keys written, in order, when the parent must replay them
+	effects  *effects  // what nodes wrote, when the run keeps checkpoints
 }
 
 // refresh brings run-wide values into the environment before an evaluation.
@@ -118,6 +119,17 @@ func (s *Scope) SetState(key string, v any) {
 	if s.written != nil {
 		*s.written = append(*s.written, key)
 	}
+	if s.effects != nil {
+		s.effects.state = append(s.effects.state, key)
+	}
+}
+
+// setOutput records a node's output in this scope.
+func (s *Scope) setOutput(id string, v any) {
+	s.env.Nodes[id] = v
+	if s.effects != nil {
+		s.effects.nodes = append(s.effects.nodes, id)
+	}
 }
 
 // Output returns the output of a node that ran in this scope.
@@ -146,6 +158,9 @@ func (s *Scope) Child(seg string, trackWrites bool) *Scope {
 	if trackWrites {
 		c.written = new([]string)
 	}
+	if s.effects != nil {
+		c.effects = &effects{}
+	}
 	return c
 }
 
@@ -158,7 +173,9 @@ func (s *Scope) Join(c *Scope) {
 		}
 	}
 	for k, v := range c.env.Nodes {
-		s.env.Nodes[k] = v
+		if s.env.Nodes[k] != nil || v != nil {
+			s.setOutput(k, v)
+		}
 	}
 }
 
@@ -238,13 +255,21 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 	if err := stopCheck(ctx); err != nil {
 		return "", err
 	}
+	var m mark
+	if s.effects != nil {
+		if cp := s.run.journal.lookup(s.Path(n.ID)); cp != nil {
+			return s.restore(n, cp), nil
+		}
+		m = s.effects.begin()
+		defer s.effects.end()
+	}
 	if n.When != nil {
 		ok, err := s.EvalBool(n.When)
 		if err != nil {
-			return s.fail(n, err, time.Time{})
+			return s.fail(ctx, n, err, time.Time{}, m)
 		}
 		if !ok {
-			s.env.Nodes[n.ID] = nil
+			s.setOutput(n.ID, nil)
 			s.emitNode(EventNodeSkipped, n, Event{})
 			return "", nil
 		}
@@ -266,7 +291,7 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 	for attempt := 1; ; attempt++ {
 		out, err := s.attempt(ctx, exec, n)
 		if err == nil {
-			return s.succeed(n, out, start)
+			return s.succeed(ctx, n, out, start, m)
 		}
 		if stop := stopCheck(ctx); stop != nil {
 			return "", stop
@@ -277,7 +302,7 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 		}
 		class := classOf(err)
 		if attempt >= attempts || !retryable(class, n.Retry.RetryOn) {
-			return s.fail(n, err, start)
+			return s.fail(ctx, n, err, start, m)
 		}
 		wait := backoff(n.Retry.Backoff, attempt)
 		s.emitNode(EventNodeRetry, n, Event{Attempt: attempt + 1, Error: err.Error(), Class: class, DurationMS: ms(wait)})
@@ -339,26 +364,74 @@ func since(start time.Time) float64 {
 	return ms(time.Since(start))
 }
 
-func (s *Scope) succeed(n *dsl.Node, out Outcome, start time.Time) (string, error) {
-	s.env.Nodes[n.ID] = out.Output
+func (s *Scope) succeed(ctx context.Context, n *dsl.Node, out Outcome, start time.Time, m mark) (string, error) {
+	s.setOutput(n.ID, out.Output)
 	vals, err := s.Assign(n.Set)
 	if err != nil {
-		return s.fail(n, err, start)
+		return s.fail(ctx, n, err, start, m)
 	}
 	if out.UseAssigned {
 		out.Output = vals
 		s.env.Nodes[n.ID] = vals
 	}
 	s.last = out.Output
-	s.emitNode(EventNodeFinished, n, Event{DurationMS: since(start), Output: out.Output})
+	next := n.Next
 	if out.Next != "" {
-		return out.Next, nil
+		next = out.Next
 	}
-	return n.Next, nil
+	if err := s.checkpoint(ctx, n, out.Output, next, m); err != nil {
+		return "", err
+	}
+	s.emitNode(EventNodeFinished, n, Event{DurationMS: since(start), Output: out.Output})
+	return next, nil
 }
 
-// fail applies on_error to a node's failure.
-func (s *Scope) fail(n *dsl.Node, err error, start time.Time) (string, error) {
+// checkpoint saves a finished node's effects.
+func (s *Scope) checkpoint(ctx context.Context, n *dsl.Node, output any, next string, m mark) error {
+	if s.effects == nil {
+		return nil
+	}
+	cp := &Checkpoint{Path: s.Path(n.ID), Output: output, Next: next, Steps: s.run.steps.Load()}
+	for _, k := range s.effects.state[m.state:] {
+		if cp.State == nil {
+			cp.State = map[string]any{}
+		}
+		cp.State[k] = s.env.State[k]
+	}
+	for _, id := range s.effects.nodes[m.nodes:] {
+		if id == n.ID {
+			continue
+		}
+		if cp.Nodes == nil {
+			cp.Nodes = map[string]any{}
+		}
+		cp.Nodes[id] = s.env.Nodes[id]
+	}
+	if err := s.run.journal.commit(ctx, cp); err != nil {
+		// A run that cannot record its progress cannot promise a resume.
+		return &StopError{Reason: fmt.Sprintf("saving the checkpoint after %q failed: %v", cp.Path, err)}
+	}
+	return nil
+}
+
+// restore applies the checkpoint of a node that finished in an earlier
+// attempt instead of running it again.
+func (s *Scope) restore(n *dsl.Node, cp *Checkpoint) string {
+	for k, v := range cp.State {
+		s.SetState(k, v)
+	}
+	for id, v := range cp.Nodes {
+		s.setOutput(id, v)
+	}
+	s.setOutput(n.ID, cp.Output)
+	s.last = cp.Output
+	s.emitNode(EventNodeRestored, n, Event{})
+	return cp.Next
+}
+
+// fail applies on_error to a node's failure. A handled failure is a
+// finished node and is checkpointed as one.
+func (s *Scope) fail(ctx context.Context, n *dsl.Node, err error, start time.Time, m mark) (string, error) {
 	ne := &NodeError{}
 	if !errors.As(err, &ne) {
 		ne = &NodeError{Path: s.Path(n.ID), Class: ClassOf(err), Err: err}
@@ -368,11 +441,16 @@ func (s *Scope) fail(n *dsl.Node, err error, start time.Time) (string, error) {
 	if !handled {
 		return "", ne
 	}
-	s.env.Nodes[n.ID] = map[string]any{"error": map[string]any{"class": ne.Class, "message": ne.Err.Error(), "path": ne.Path}}
-	if n.OnError == "continue" {
-		return "", nil
+	out := map[string]any{"error": map[string]any{"class": ne.Class, "message": ne.Err.Error(), "path": ne.Path}}
+	s.setOutput(n.ID, out)
+	next := n.OnError
+	if next == "continue" {
+		next = ""
 	}
-	return n.OnError, nil
+	if err := s.checkpoint(ctx, n, out, next, m); err != nil {
+		return "", err
+	}
+	return next, nil
 }
 
 func handledMessage(handled bool, onError string) string {
