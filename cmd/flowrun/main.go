@@ -28,6 +28,16 @@ Usage:
   flowrun graph FILE [--format mermaid|dot]
                                     draw a pipeline
   flowrun schema                    print the pipeline JSON schema
+  flowrun resume RUN [--from SNAPSHOT|CHECKPOINT] [--allow-changed]
+                                    continue a run (or fork it, with --from)
+  flowrun runs [--json]             list runs
+  flowrun runs prune --older-than 30d
+  flowrun show RUN [--json]         a run's timeline
+  flowrun snapshot RUN --label L    label the run's current checkpoint
+  flowrun snapshots RUN             list a run's snapshots
+  flowrun rollback RUN SNAPSHOT     make a snapshot the run's current state
+
+Runs are kept in .flowrun/flowrun.db (--store PATH or FLOWRUN_STORE to change).
 
 Run "flowrun COMMAND --help" for a command's flags.
 `
@@ -57,6 +67,18 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return graphCmd(args[1:], stdout, stderr)
 	case "schema":
 		return schemaCmd(args[1:], stdout, stderr)
+	case "resume":
+		return resumeCmd(ctx, args[1:], stdout, stderr)
+	case "runs":
+		return runsCmd(args[1:], stdout, stderr)
+	case "show":
+		return showCmd(args[1:], stdout, stderr)
+	case "snapshot":
+		return snapshotCmd(args[1:], stdout, stderr)
+	case "snapshots":
+		return snapshotsCmd(args[1:], stdout, stderr)
+	case "rollback":
+		return rollbackCmd(args[1:], stdout, stderr)
 	}
 	if strings.HasPrefix(args[0], "-") {
 		fmt.Fprintf(stderr, "flowrun: unknown flag %s before a command or file; see flowrun --help\n", args[0])

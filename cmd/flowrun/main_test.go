@@ -240,3 +240,15 @@ func TestReadmeDiagnosticIsReal(t *testing.T) {
 		t.Fatalf("README shows a diagnostic flowrun does not print; it prints:\n%s", got)
 	}
 }
+
+// TestMain keeps the tests' runs out of the working tree.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "flowrun-cli-test")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("FLOWRUN_STORE", filepath.Join(dir, "runs.db"))
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}

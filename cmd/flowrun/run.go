@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,8 +12,10 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
 )
 
 // inputFlags collects repeated --input k=v flags.
@@ -27,6 +30,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&kv, "input", "an input as `name=value` (repeatable); JSON values are parsed for non-string inputs")
 	inputsFile := fs.String("inputs", "", "read inputs from a JSON or YAML `file`")
 	asJSON := fs.Bool("json", false, "print one JSON event per line on stdout instead of the outputs")
+	storePath := storeFlag(fs)
 	files, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -56,12 +60,38 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flowrun: %v\n", err)
 		return exitInvalid
 	}
-	var sink runtime.EventSink = &textSink{w: stderr}
-	if *asJSON {
-		sink = &jsonSink{enc: json.NewEncoder(stdout)}
+	st, err := store.Open(*storePath)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun: %v\n", err)
+		return exitFailed
 	}
-	res := runtime.Run(ctx, kinds, p, inputs, runtime.Options{Sink: sink})
-	if !*asJSON && res.Outputs != nil && res.Status == runtime.StatusCompleted {
+	defer st.Close()
+	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: progressSink(*asJSON, stdout, stderr)}
+	res, err := runner.Start(ctx, p, inputs)
+	return report(res, err, *asJSON, stdout, stderr)
+}
+
+func storeFlag(fs *flag.FlagSet) *string {
+	return fs.String("store", store.DefaultPath(), "the run store (SQLite `file`; FLOWRUN_STORE sets the default)")
+}
+
+func progressSink(asJSON bool, stdout, stderr io.Writer) runtime.EventSink {
+	if asJSON {
+		return &jsonSink{enc: json.NewEncoder(stdout)}
+	}
+	return &textSink{w: stderr}
+}
+
+// report prints how a run ended and returns the exit code.
+func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Writer) int {
+	if res == nil {
+		fmt.Fprintf(stderr, "flowrun: %v\n", err)
+		return exitFailed
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun: run %s: recording the run: %v\n", res.RunID, err)
+	}
+	if !asJSON && res.Outputs != nil && res.Status == runtime.StatusCompleted {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(res.Outputs)
@@ -70,9 +100,14 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case runtime.StatusCompleted:
 		return exitOK
 	case runtime.StatusStopped:
-		fmt.Fprintf(stderr, "flowrun: run %s stopped: %s\n", res.RunID, res.Reason)
+		hint := "flowrun resume " + res.RunID
+		if strings.Contains(res.Reason, "limits.") {
+			// Limits count over the whole run, resumes included.
+			hint = "raise the limit in the pipeline, then flowrun resume " + res.RunID + " --allow-changed"
+		}
+		fmt.Fprintf(stderr, "flowrun: run %s stopped: %s\nTo continue: %s\n", res.RunID, res.Reason, hint)
 	default:
-		fmt.Fprintf(stderr, "flowrun: run %s failed: %v\n", res.RunID, res.Err)
+		fmt.Fprintf(stderr, "flowrun: run %s failed: %v\nAfter fixing the cause, continue it with: flowrun resume %s\n", res.RunID, res.Err, res.RunID)
 	}
 	return exitFailed
 }
@@ -127,6 +162,8 @@ func (t *textSink) Event(e runtime.Event) {
 		fmt.Fprintf(t.w, "run %s: %s\n", e.Run, e.Pipeline)
 	case runtime.EventNodeFinished:
 		fmt.Fprintf(t.w, "  ok    %-40s %-8s %s\n", e.Path, e.Kind, duration(e.DurationMS))
+	case runtime.EventNodeRestored:
+		fmt.Fprintf(t.w, "  done  %-40s %-8s restored from its checkpoint\n", e.Path, e.Kind)
 	case runtime.EventNodeSkipped:
 		fmt.Fprintf(t.w, "  skip  %-40s %-8s when was false\n", e.Path, e.Kind)
 	case runtime.EventNodeFailed:

@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/nodes"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+func openStore(path string, stderr io.Writer) (*store.Store, bool) {
+	st, err := store.Open(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun: %v\n", err)
+		return nil, false
+	}
+	return st, true
+}
+
+// storeError prints a store error; unknown runs and snapshots are usage errors.
+func storeError(err error, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "flowrun: %v\n", err)
+	var busy *store.InProgressError
+	var changed *durable.ChangedError
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNoSnapshot) || errors.As(err, &busy) || errors.As(err, &changed) {
+		return exitInvalid
+	}
+	return exitFailed
+}
+
+func resumeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("resume", "flowrun resume RUN [--from SNAPSHOT|CHECKPOINT] [--allow-changed] [--json]\n\nContinues a run from its last checkpoint; finished nodes are not run again.\nWith --from, forks: a new run continues from that snapshot or checkpoint\nand the original is left untouched.")
+	from := fs.String("from", "", "fork from this snapshot `label` or checkpoint number")
+	allow := fs.Bool("allow-changed", false, "resume even if the pipeline file changed since the run started")
+	asJSON := fs.Bool("json", false, "print one JSON event per line on stdout instead of the outputs")
+	storePath := storeFlag(fs)
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) != 1 {
+		fmt.Fprintln(stderr, "flowrun resume: name one run (flowrun runs lists them)")
+		return exitInvalid
+	}
+	st, ok := openStore(*storePath, stderr)
+	if !ok {
+		return exitFailed
+	}
+	defer st.Close()
+	runner := &durable.Runner{Store: st, Kinds: nodes.Kinds(), Sink: progressSink(*asJSON, stdout, stderr)}
+	res, err := runner.Resume(ctx, rest[0], durable.ResumeOptions{From: *from, AllowChanged: *allow})
+	if res == nil {
+		return storeError(err, stderr)
+	}
+	return report(res, err, *asJSON, stdout, stderr)
+}
+
+func runsCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "prune" {
+		return pruneCmd(args[1:], stdout, stderr)
+	}
+	fs := newFlagSet("runs", "flowrun runs [--json]\n       flowrun runs prune --older-than 30d\n\nLists runs, newest first.")
+	asJSON := fs.Bool("json", false, "print the runs as a JSON list")
+	storePath := storeFlag(fs)
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "flowrun runs: unexpected %q (did you mean flowrun show %s?)\n", rest[0], rest[0])
+		return exitInvalid
+	}
+	st, ok := openStore(*storePath, stderr)
+	if !ok {
+		return exitFailed
+	}
+	defer st.Close()
+	runs, err := st.Runs(context.Background())
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	if *asJSON {
+		out := make([]map[string]any, 0, len(runs))
+		for _, r := range runs {
+			out = append(out, runJSON(r))
+		}
+		return writeJSON(stdout, out)
+	}
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tPIPELINE\tSTATUS\tSTARTED\tDURATION\tCOST\tTOKENS")
+	for _, r := range runs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t$%.4f\t%d\n", r.ID, r.Pipeline, r.Status, r.Started.Local().Format("2006-01-02 15:04:05"),
+			runDuration(r), r.CostUSD, r.Tokens)
+	}
+	w.Flush()
+	return exitOK
+}
+
+func runDuration(r *store.Run) string {
+	end := r.Finished
+	if end.IsZero() {
+		end = r.Updated
+	}
+	return end.Sub(r.Started).Round(time.Millisecond).String()
+}
+
+func runJSON(r *store.Run) map[string]any {
+	m := map[string]any{"id": r.ID, "pipeline": r.Pipeline, "name": r.PipelineName, "status": r.Status,
+		"started": r.Started, "duration_ms": runDurationMS(r), "cost_usd": r.CostUSD, "tokens": r.Tokens, "steps": r.Steps,
+		"inputs": r.Inputs, "outputs": r.Outputs}
+	if r.Error != "" {
+		m["error"] = r.Error
+	}
+	if r.Reason != "" {
+		m["reason"] = r.Reason
+	}
+	if r.ParentRun != "" {
+		m["parent"] = map[string]any{"run": r.ParentRun, "checkpoint": r.ParentSeq}
+	}
+	if r.Pending != nil {
+		m["pending"] = r.Pending
+	}
+	return m
+}
+
+func runDurationMS(r *store.Run) int64 {
+	end := r.Finished
+	if end.IsZero() {
+		end = r.Updated
+	}
+	return end.Sub(r.Started).Milliseconds()
+}
+
+func writeJSON(w io.Writer, v any) int {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func pruneCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("runs prune", "flowrun runs prune --older-than AGE\n\nDeletes runs that started more than AGE ago (30d, 12h, 90m) and are not running.")
+	older := fs.String("older-than", "", "age such as `30d`, 12h or 90m")
+	storePath := storeFlag(fs)
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	age, err := parseAge(*older)
+	if err != nil || len(rest) > 0 {
+		fmt.Fprintln(stderr, "flowrun runs prune: give --older-than as 30d, 12h or 90m")
+		return exitInvalid
+	}
+	st, ok := openStore(*storePath, stderr)
+	if !ok {
+		return exitFailed
+	}
+	defer st.Close()
+	n, err := st.Prune(context.Background(), time.Now().Add(-age))
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	fmt.Fprintf(stdout, "deleted %d run(s) older than %s\n", n, *older)
+	return exitOK
+}
+
+// parseAge reads a Go duration, or whole days as "30d".
+func parseAge(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("bad age %q", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("bad age %q", s)
+	}
+	return d, nil
+}
+
+func showCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("show", "flowrun show RUN [--json]\n\nPrints a run's timeline: nodes with their paths, durations and errors.")
+	asJSON := fs.Bool("json", false, "print the run and its events as JSON")
+	storePath := storeFlag(fs)
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) != 1 {
+		fmt.Fprintln(stderr, "flowrun show: name one run (flowrun runs lists them)")
+		return exitInvalid
+	}
+	st, ok := openStore(*storePath, stderr)
+	if !ok {
+		return exitFailed
+	}
+	defer st.Close()
+	ctx := context.Background()
+	r, err := st.Run(ctx, rest[0])
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	events, err := st.Events(ctx, r.ID)
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	cps, err := st.Checkpoints(ctx, r.ID, 0)
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	snaps, err := st.Snapshots(ctx, r.ID)
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	if *asJSON {
+		m := runJSON(r)
+		m["events"] = events
+		m["checkpoints"] = len(cps)
+		m["snapshots"] = snaps
+		return writeJSON(stdout, m)
+	}
+	fmt.Fprintf(stdout, "run %s  %s (%s)  %s\n", r.ID, r.PipelineName, r.Pipeline, r.Status)
+	fmt.Fprintf(stdout, "started %s, %s, %d steps, %d checkpoints, $%.4f, %d tokens\n",
+		r.Started.Local().Format("2006-01-02 15:04:05"), runDuration(r), r.Steps, len(cps), r.CostUSD, r.Tokens)
+	if r.ParentRun != "" {
+		fmt.Fprintf(stdout, "forked from run %s at checkpoint %d\n", r.ParentRun, r.ParentSeq)
+	}
+	tl := &textSink{w: stdout}
+	for _, e := range events {
+		if e.Type == runtime.EventRunStarted || e.Type == runtime.EventNodeStarted {
+			continue
+		}
+		tl.Event(e)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(stdout, "error: %s\n", r.Error)
+	}
+	if r.Reason != "" {
+		fmt.Fprintf(stdout, "stopped: %s\n", r.Reason)
+	}
+	for _, s := range snaps {
+		fmt.Fprintf(stdout, "snapshot %q at checkpoint %d (%s)\n", s.Label, s.Seq, s.Kind)
+	}
+	return exitOK
+}
+
+func snapshotCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("snapshot", "flowrun snapshot RUN --label LABEL\n\nStores an immutable snapshot of the run's current checkpoint.")
+	label := fs.String("label", "", "the snapshot's `label` (unique per run)")
+	storePath := storeFlag(fs)
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) != 1 || *label == "" {
+		fmt.Fprintln(stderr, "flowrun snapshot: name one run and give --label")
+		return exitInvalid
+	}
+	st, ok := openStore(*storePath, stderr)
+	if !ok {
+		return exitFailed
+	}
+	defer st.Close()
+	s, err := st.Snapshot(context.Background(), rest[0], *label)
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	fmt.Fprintf(stdout, "snapshot %q of run %s at checkpoint %d\n", s.Label, s.Run, s.Seq)
+	return exitOK
+}
+
+func snapshotsCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("snapshots", "flowrun snapshots RUN [--json]\n\nLists a run's snapshots.")
+	asJSON := fs.Bool("json", false, "print the snapshots as JSON")
+	storePath := storeFlag(fs)
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) != 1 {
+		fmt.Fprintln(stderr, "flowrun snapshots: name one run")
+		return exitInvalid
+	}
+	st, ok := openStore(*storePath, stderr)
+	if !ok {
+		return exitFailed
+	}
+	defer st.Close()
+	snaps, err := st.Snapshots(context.Background(), rest[0])
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	if *asJSON {
+		return writeJSON(stdout, snaps)
+	}
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "LABEL\tCHECKPOINT\tKIND\tCREATED")
+	for _, s := range snaps {
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", s.Label, s.Seq, s.Kind, s.Created.Local().Format("2006-01-02 15:04:05"))
+	}
+	w.Flush()
+	return exitOK
+}
+
+func rollbackCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("rollback", "flowrun rollback RUN SNAPSHOT\n\nMakes a snapshot the run's current state and records a rollback snapshot.\nIt runs nothing: flowrun resume RUN continues from there.")
+	storePath := storeFlag(fs)
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) != 2 {
+		fmt.Fprintln(stderr, "flowrun rollback: name a run and one of its snapshots")
+		return exitInvalid
+	}
+	st, ok := openStore(*storePath, stderr)
+	if !ok {
+		return exitFailed
+	}
+	defer st.Close()
+	s, err := st.Rollback(context.Background(), rest[0], rest[1])
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	fmt.Fprintf(stdout, "run %s rolled back to checkpoint %d (recorded as snapshot %q); continue with: flowrun resume %s\n", s.Run, s.Seq, s.Label, s.Run)
+	return exitOK
+}

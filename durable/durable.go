@@ -1,0 +1,179 @@
+// Package durable runs pipelines so that they survive: every run is
+// recorded in the store with a checkpoint after each node, and can be
+// resumed, forked from a snapshot, or continued after a failure or a kill
+// without redoing finished nodes.
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+// Runner starts and resumes runs.
+type Runner struct {
+	Store *store.Store
+	Kinds runtime.Registry
+	// Sink also receives every event (the CLI's progress view), besides the store.
+	Sink      runtime.EventSink
+	LookupEnv func(string) (string, bool)
+}
+
+// Start records a new run of p and runs it.
+func (r *Runner) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]any) (*runtime.Result, error) {
+	in, err := runtime.PrepareInputs(p, inputs)
+	if err != nil {
+		return nil, err
+	}
+	run, err := newRun(p, in)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Store.CreateRun(ctx, run); err != nil {
+		return nil, err
+	}
+	return r.execute(ctx, run.ID, p, in, nil)
+}
+
+func newRun(p *dsl.Pipeline, inputs map[string]any) (*store.Run, error) {
+	src, err := os.ReadFile(p.Path)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p.Path, err)
+	}
+	abs, _ := filepath.Abs(p.Path)
+	return &store.Run{ID: runtime.NewRunID(), Pipeline: p.Path, PipelineAbs: abs, PipelineName: p.Name,
+		PipelineHash: p.Hash, PipelineSrc: string(src), Inputs: inputs}, nil
+}
+
+// ResumeOptions say how to resume.
+type ResumeOptions struct {
+	// AllowChanged resumes even if the pipeline file changed since the run started.
+	AllowChanged bool
+	// From forks: a new run continues from this snapshot label or checkpoint
+	// number of the given run, which is left untouched.
+	From string
+}
+
+// Resume continues a run from its last checkpoint (or forks it, with
+// From). Finished nodes are restored, not run again; a failed node runs
+// again with the same inputs.
+func (r *Runner) Resume(ctx context.Context, runID string, opts ResumeOptions) (*runtime.Result, error) {
+	prev, err := r.Store.Run(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	p, ds := dsl.Load(prev.PipelineAbs)
+	if p == nil {
+		return nil, fmt.Errorf("run %s: its pipeline %s no longer loads:\n%s", runID, prev.Pipeline, ds)
+	}
+	if p.Hash != prev.PipelineHash && !opts.AllowChanged {
+		return nil, &ChangedError{Run: runID, Path: prev.Pipeline, Diff: diffLines(prev.PipelineSrc, readOr(prev.PipelineAbs))}
+	}
+	if opts.From != "" {
+		seq, err := r.Store.Point(ctx, runID, opts.From)
+		if err != nil {
+			return nil, err
+		}
+		child, err := newRun(p, prev.Inputs)
+		if err != nil {
+			return nil, err
+		}
+		child.Pipeline = prev.Pipeline
+		if err := r.Store.Fork(ctx, runID, seq, child); err != nil {
+			return nil, err
+		}
+		runID = child.ID
+	} else {
+		if prev.Status == runtime.StatusCompleted {
+			return nil, fmt.Errorf("run %s already completed; to run part of it again, fork it: flowrun resume %s --from SNAPSHOT|CHECKPOINT", runID, runID)
+		}
+		if _, err := r.Store.Claim(ctx, runID); err != nil {
+			return nil, err
+		}
+	}
+	restore, err := r.Store.Checkpoints(ctx, runID, 0)
+	if err != nil {
+		return nil, err
+	}
+	return r.execute(ctx, runID, p, prev.Inputs, restore)
+}
+
+func (r *Runner) execute(ctx context.Context, runID string, p *dsl.Pipeline, inputs map[string]any, restore []*runtime.Checkpoint) (*runtime.Result, error) {
+	rec, err := r.Store.Recorder(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	sink := runtime.EventSink(rec)
+	if r.Sink != nil {
+		sink = tee{rec, r.Sink}
+	}
+	res := runtime.Run(ctx, r.Kinds, p, inputs, runtime.Options{RunID: runID, Sink: sink, LookupEnv: r.LookupEnv,
+		Checkpointer: rec, Restore: restore})
+	// The run's record must be written even when ctx was cancelled (Ctrl-C).
+	bg := context.WithoutCancel(ctx)
+	ferr := rec.Flush(bg)
+	end := store.Ending{Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps}
+	if res.Err != nil {
+		end.Error = res.Err.Error()
+	}
+	if err := r.Store.Finish(bg, runID, end); err != nil {
+		return res, errors.Join(ferr, err)
+	}
+	return res, ferr
+}
+
+type tee []runtime.EventSink
+
+func (t tee) Event(e runtime.Event) {
+	for _, s := range t {
+		s.Event(e)
+	}
+}
+
+// ChangedError says a run's pipeline file changed since it started.
+type ChangedError struct {
+	Run, Path, Diff string
+}
+
+func (e *ChangedError) Error() string {
+	return fmt.Sprintf("run %s: %s changed since the run started; resuming could mix two versions of the pipeline.\n%s\nTo resume anyway: flowrun resume %s --allow-changed",
+		e.Run, e.Path, e.Diff, e.Run)
+}
+
+func readOr(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// diffLines names the lines that differ between two versions of a file,
+// at most ten of them.
+func diffLines(old, cur string) string {
+	a, b := strings.Split(old, "\n"), strings.Split(cur, "\n")
+	var out []string
+	for i := 0; i < max(len(a), len(b)) && len(out) < 10; i++ {
+		var x, y string
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			out = append(out, fmt.Sprintf("  line %d: was %q, now %q", i+1, x, y))
+		}
+	}
+	if len(a) != len(b) {
+		out = append(out, fmt.Sprintf("  the file had %d lines and now has %d", len(a), len(b)))
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,296 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/flowrun/flowrun/dsl"
+)
+
+// Run statuses the store knows beyond the runtime's.
+const (
+	StatusRunning = "running"
+	StatusWaiting = "waiting"
+)
+
+// Run is one run's record.
+type Run struct {
+	ID           string
+	Pipeline     string // path as given
+	PipelineAbs  string
+	PipelineName string
+	PipelineHash string
+	PipelineSrc  string
+	Status       string
+	Inputs       map[string]any
+	Outputs      map[string]any
+	Error        string
+	Reason       string
+	CostUSD      float64
+	Tokens       int
+	Steps        int
+	ParentRun    string
+	ParentSeq    int64
+	Pending      map[string]any
+	PID          int
+	Started      time.Time
+	Updated      time.Time
+	Finished     time.Time
+}
+
+// ErrNotFound is returned for an unknown run id.
+var ErrNotFound = errors.New("no such run")
+
+// InProgressError says another live process holds the run.
+type InProgressError struct {
+	Run string
+	PID int
+}
+
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("run %s is in progress in pid %d", e.Run, e.PID)
+}
+
+// CreateRun records a new run, held by this process.
+func (s *Store) CreateRun(ctx context.Context, r *Run) error {
+	inputs, err := json.Marshal(r.Inputs)
+	if err != nil {
+		return fmt.Errorf("run %s: inputs: %w", r.ID, err)
+	}
+	t := now()
+	_, err = s.db.ExecContext(ctx, `INSERT INTO runs (id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, pipeline_src,
+		status, inputs, parent_run, parent_seq, pid, pid_start, started_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?)`,
+		r.ID, r.Pipeline, r.PipelineAbs, r.PipelineName, r.PipelineHash, r.PipelineSrc, StatusRunning, string(inputs),
+		r.ParentRun, nullSeq(r.ParentRun, r.ParentSeq), os.Getpid(), processStart(os.Getpid()), t, t)
+	if err != nil {
+		return fmt.Errorf("run %s: %w", r.ID, err)
+	}
+	r.Status, r.PID = StatusRunning, os.Getpid()
+	return nil
+}
+
+func nullSeq(parent string, seq int64) any {
+	if parent == "" {
+		return nil
+	}
+	return seq
+}
+
+const runColumns = `id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, pipeline_src, status, inputs, outputs, error, reason,
+	cost_usd, tokens, steps, parent_run, parent_seq, pending, pid, started_at, updated_at, finished_at`
+
+func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
+	var r Run
+	var inputs string
+	var outputs, parent, pending, started, updated, finished sql.NullString
+	var parentSeq sql.NullInt64
+	err := row.Scan(&r.ID, &r.Pipeline, &r.PipelineAbs, &r.PipelineName, &r.PipelineHash, &r.PipelineSrc, &r.Status, &inputs,
+		&outputs, &r.Error, &r.Reason, &r.CostUSD, &r.Tokens, &r.Steps, &parent, &parentSeq, &pending, &r.PID,
+		&started, &updated, &finished)
+	if err != nil {
+		return nil, err
+	}
+	r.Inputs = decodeMap(inputs)
+	if outputs.Valid {
+		r.Outputs = decodeMap(outputs.String)
+	}
+	if pending.Valid {
+		r.Pending = decodeMap(pending.String)
+	}
+	r.ParentRun, r.ParentSeq = parent.String, parentSeq.Int64
+	r.Started, r.Updated, r.Finished = parseTime(started), parseTime(updated), parseTime(finished)
+	return &r, nil
+}
+
+func decodeMap(s string) map[string]any {
+	v, err := dsl.FromJSON([]byte(s))
+	if err != nil {
+		return nil
+	}
+	m, _ := v.(map[string]any)
+	return m
+}
+
+// Run returns one run. An unknown id gets ErrNotFound, naming close ids.
+func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
+	r, err := scanRun(s.db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, s.notFound(ctx, id)
+	}
+	return r, err
+}
+
+func (s *Store) notFound(ctx context.Context, id string) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM runs WHERE id LIKE ? ORDER BY started_at DESC LIMIT 5`, "%"+id+"%")
+	if err == nil {
+		defer rows.Close()
+		var ids []string
+		for rows.Next() {
+			var x string
+			if rows.Scan(&x) == nil {
+				ids = append(ids, x)
+			}
+		}
+		if len(ids) > 0 {
+			return fmt.Errorf("%w %q in %s (did you mean %s?)", ErrNotFound, id, s.path, strings.Join(ids, ", "))
+		}
+	}
+	return fmt.Errorf("%w %q in %s: flowrun runs lists them", ErrNotFound, id, s.path)
+}
+
+// Runs lists runs, newest first.
+func (s *Store) Runs(ctx context.Context) ([]*Run, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+runColumns+` FROM runs ORDER BY started_at DESC, id DESC`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Claim makes this process the holder of a run about to resume. It fails
+// with *InProgressError while another live process holds it; a run whose
+// process died (killed, crashed) can be claimed.
+func (s *Store) Claim(ctx context.Context, id string) (*Run, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	r, err := scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, s.notFound(ctx, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var pidStart string
+	if err := tx.QueryRowContext(ctx, `SELECT pid_start FROM runs WHERE id = ?`, id).Scan(&pidStart); err != nil {
+		return nil, err
+	}
+	if r.Status == StatusRunning && r.PID != os.Getpid() && alive(r.PID, pidStart) {
+		return nil, &InProgressError{Run: id, PID: r.PID}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, pid = ?, pid_start = ?, updated_at = ?, finished_at = NULL WHERE id = ?`,
+		StatusRunning, os.Getpid(), processStart(os.Getpid()), now(), id); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	r.Status, r.PID = StatusRunning, os.Getpid()
+	return r, nil
+}
+
+// Ending is how a run attempt ended.
+type Ending struct {
+	Status  string
+	Outputs map[string]any
+	Error   string
+	Reason  string
+	Steps   int
+	CostUSD float64
+	Tokens  int
+	Pending map[string]any
+}
+
+// Finish records how a run attempt ended and releases the run.
+func (s *Store) Finish(ctx context.Context, id string, e Ending) error {
+	var outputs, pending any
+	if e.Outputs != nil {
+		b, err := json.Marshal(e.Outputs)
+		if err != nil {
+			return fmt.Errorf("run %s: outputs: %w", id, err)
+		}
+		outputs = string(b)
+	}
+	if e.Pending != nil {
+		b, err := json.Marshal(e.Pending)
+		if err != nil {
+			return fmt.Errorf("run %s: pending question: %w", id, err)
+		}
+		pending = string(b)
+	}
+	t := now()
+	_, err := s.db.ExecContext(ctx, `UPDATE runs SET status = ?, outputs = ?, error = ?, reason = ?, steps = ?, cost_usd = ?, tokens = ?,
+		pending = ?, pid = 0, pid_start = '', updated_at = ?, finished_at = ? WHERE id = ?`,
+		e.Status, outputs, e.Error, e.Reason, e.Steps, e.CostUSD, e.Tokens, pending, t, t, id)
+	return err
+}
+
+// Prune deletes runs that started before the cutoff and are not running,
+// with their checkpoints, events and snapshots. It returns how many went.
+func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM runs WHERE started_at < ? AND status != ?`,
+		before.UTC().Format(time.RFC3339Nano), StatusRunning)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// alive reports whether pid is a running process that started when the
+// run's holder did (so a recycled pid does not count).
+func alive(pid int, start string) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	if processState(pid) == "Z" { // killed, not yet reaped by its parent
+		return false
+	}
+	return start == "" || processStart(pid) == start
+}
+
+func processState(pid int) string {
+	f := statFields(pid)
+	if len(f) < 1 {
+		return ""
+	}
+	return f[0]
+}
+
+// processStart is a process's start time in clock ticks since boot, from
+// /proc (field 22 of stat), or "" where /proc is not available.
+func processStart(pid int) string {
+	f := statFields(pid)
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+// statFields are the fields of /proc/PID/stat after the command name,
+// which may itself hold spaces: f[0] is field 3 (state).
+func statFields(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
+}

@@ -1,0 +1,160 @@
+// Package store keeps runs in an embedded SQLite database: each run's
+// record, every checkpoint, every event and immutable snapshots. Several
+// flowrun processes may use one database at once: writes are serialised by
+// SQLite (WAL mode, busy timeout), and a run is held by one process at a
+// time, which Claim enforces.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
+)
+
+// DefaultPath is where runs are kept unless --store or FLOWRUN_STORE says
+// otherwise: .flowrun/flowrun.db under the working directory.
+func DefaultPath() string {
+	if p := os.Getenv("FLOWRUN_STORE"); p != "" {
+		return p
+	}
+	return filepath.Join(".flowrun", "flowrun.db")
+}
+
+// Store is an open run database.
+type Store struct {
+	db   *sql.DB
+	path string
+}
+
+// Open opens (creating if needed) the database at path and brings its
+// schema up to date.
+func Open(path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("run store %s: %w", path, err)
+	}
+	// synchronous=NORMAL in WAL mode survives a killed process (every
+	// committed transaction is in the WAL); only a power loss can drop the
+	// last commits. _txlock=immediate takes the write lock at BEGIN, so
+	// read-then-write transactions never deadlock between processes.
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("run store %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path}
+	if err := s.migrate(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("run store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Path is the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// migrations bring a database from version i to i+1. Never edit one that
+// has shipped; add another.
+var migrations = []string{
+	`CREATE TABLE runs (
+		id            TEXT PRIMARY KEY,
+		pipeline      TEXT NOT NULL,  -- path as given on the command line
+		pipeline_abs  TEXT NOT NULL,
+		pipeline_name TEXT NOT NULL,
+		pipeline_hash TEXT NOT NULL,
+		pipeline_src  TEXT NOT NULL,  -- to say what changed when a resume finds the file edited
+		status        TEXT NOT NULL,
+		inputs        TEXT NOT NULL,
+		outputs       TEXT,
+		error         TEXT NOT NULL DEFAULT '',
+		reason        TEXT NOT NULL DEFAULT '',
+		cost_usd      REAL NOT NULL DEFAULT 0,
+		tokens        INTEGER NOT NULL DEFAULT 0,
+		steps         INTEGER NOT NULL DEFAULT 0,
+		parent_run    TEXT REFERENCES runs(id) ON DELETE SET NULL,
+		parent_seq    INTEGER,
+		pending       TEXT,           -- the question a waiting run asks
+		pid           INTEGER NOT NULL DEFAULT 0,
+		pid_start     TEXT NOT NULL DEFAULT '',
+		started_at    TEXT NOT NULL,
+		updated_at    TEXT NOT NULL,
+		finished_at   TEXT
+	);
+	CREATE INDEX runs_started ON runs(started_at);
+	CREATE TABLE checkpoints (
+		run_id     TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+		seq        INTEGER NOT NULL,
+		path       TEXT NOT NULL,
+		data       TEXT NOT NULL,
+		discarded  INTEGER NOT NULL DEFAULT 0,  -- set by a rollback past it; kept for history
+		created_at TEXT NOT NULL,
+		PRIMARY KEY (run_id, seq)
+	);
+	CREATE TABLE events (
+		run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+		seq    INTEGER NOT NULL,
+		type   TEXT NOT NULL,
+		path   TEXT NOT NULL DEFAULT '',
+		data   TEXT NOT NULL,
+		PRIMARY KEY (run_id, seq)
+	);
+	CREATE TABLE snapshots (
+		run_id     TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+		label      TEXT NOT NULL,
+		seq        INTEGER NOT NULL,   -- the checkpoint it holds; 0 is before the first node
+		kind       TEXT NOT NULL,      -- snapshot or rollback
+		created_at TEXT NOT NULL,
+		PRIMARY KEY (run_id, label)
+	);`,
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return err
+	}
+	var v int
+	err = tx.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version VALUES (0)`); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("the database is from a newer flowrun (schema %d, this build knows %d)", v, len(migrations))
+	}
+	for i := v; i < len(migrations); i++ {
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = ?`, len(migrations)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+
+func parseTime(s sql.NullString) time.Time {
+	if !s.Valid {
+		return time.Time{}
+	}
+	t, _ := time.Parse(time.RFC3339Nano, s.String)
+	return t
+}
