@@ -3,7 +3,9 @@ package dsl
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -98,10 +100,26 @@ func (f *file) checkFlow(b Block, yn []*yaml.Node, sc scope) {
 			reachable[i+1] = true
 		}
 	}
-	for i, n := range b {
-		if !reachable[i] {
-			f.l.warnf(f.pos(valueOf(yn[i], "id")), "node %q is unreachable: no node before it falls through or jumps to it", n.ID)
+	// Warn once per run of unreachable nodes: the nodes after the first are
+	// unreachable only because it is.
+	for i := 0; i < len(b); i++ {
+		if reachable[i] {
+			continue
 		}
+		j := i
+		for j+1 < len(b) && !reachable[j+1] {
+			j++
+		}
+		at := func() Pos { return f.pos(valueOf(yn[i], "id")) }
+		switch {
+		case slices.ContainsFunc(b[i:j+1], func(n *Node) bool { return n.ID == "" }):
+			// The schema reports the missing id; warn once it is fixed.
+		case j == i:
+			f.l.warnf(at(), "node %q is unreachable: no node before it falls through or jumps to it", b[i].ID)
+		default:
+			f.l.warnf(at(), "nodes %q to %q are unreachable: no node before them falls through or jumps to them", b[i].ID, b[j].ID)
+		}
+		i = j
 	}
 }
 
@@ -133,11 +151,11 @@ func (f *file) scalarPos(n *yaml.Node, offset int) Pos {
 		// Folding joins source lines, so find the text instead.
 	default:
 		if !strings.Contains(v, "\n") && n.Line <= len(lines) {
-			adj := 0
+			col := n.Column + colInLine
 			if n.Style == yaml.DoubleQuotedStyle || n.Style == yaml.SingleQuotedStyle {
-				adj = 1
+				col = quotedColumn(lines[n.Line-1], n.Column, n.Style, colInLine)
 			}
-			return Pos{File: f.name, Line: n.Line, Col: n.Column + adj + colInLine}
+			return Pos{File: f.name, Line: n.Line, Col: col}
 		}
 	}
 	// Search the source for the text around the offset.
@@ -154,6 +172,35 @@ func (f *file) scalarPos(n *yaml.Node, offset int) Pos {
 		}
 	}
 	return f.pos(n)
+}
+
+// quotedColumn is the column of the character at rune index i of a
+// one-line quoted scalar whose opening quote is at column open. Escapes (a
+// backslash sequence, or two single quotes for one) take more room in the
+// source than in the value.
+func quotedColumn(line string, open int, style yaml.Style, i int) int {
+	raw := []rune(line)
+	j := open // index in raw of the first character after the quote
+	for ; i > 0 && j < len(raw); i-- {
+		switch {
+		case style == yaml.DoubleQuotedStyle && raw[j] == '\\' && j+1 < len(raw):
+			switch raw[j+1] {
+			case 'x':
+				j += 4
+			case 'u':
+				j += 6
+			case 'U':
+				j += 10
+			default:
+				j += 2
+			}
+		case style == yaml.SingleQuotedStyle && raw[j] == '\'' && j+1 < len(raw) && raw[j+1] == '\'':
+			j += 2
+		default:
+			j++
+		}
+	}
+	return j + 1
 }
 
 // blockIndent is the indentation of a block scalar's content, whose
@@ -178,7 +225,13 @@ func compileSchema(schema map[string]any) (*jsonschema.Schema, error) {
 	if err := c.AddResource("value.json", bytes.NewReader(b)); err != nil {
 		return nil, err
 	}
-	return c.Compile("value.json")
+	s, err := c.Compile("value.json")
+	var se *jsonschema.SchemaError
+	if errors.As(err, &se) {
+		// Say what is wrong in the schema, not which meta-schema URL failed.
+		return nil, simplifySchemaError(se.Err)
+	}
+	return s, err
 }
 
 func validateWith(s *jsonschema.Schema, v any) error {

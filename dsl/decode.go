@@ -9,11 +9,13 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
 	exprfile "github.com/expr-lang/expr/file"
+	"github.com/santhosh-tekuri/jsonschema/v5"
 	"gopkg.in/yaml.v3"
 )
 
@@ -47,6 +49,10 @@ func (f *file) decode() {
 		p.State = append(p.State, StateVar{Name: kv[0].Value, Initial: Plain(kv[1])})
 		f.state[kv[0].Value] = true
 	}
+	// Collect node ids first: memory prompts and tool declarations are
+	// compiled before the nodes, and may refer to nodes.<id> too.
+	f.ids = map[string]*yaml.Node{}
+	f.collectIDs(valueOf(root, "nodes"))
 	f.decodeInputs(valueOf(root, "inputs"))
 	f.decodeLimits(valueOf(root, "limits"), valueOf(root, "sandbox"))
 	f.decodeModels(valueOf(root, "models"))
@@ -60,8 +66,6 @@ func (f *file) decode() {
 	}
 	f.decodeTools(valueOf(root, "tools"))
 
-	f.ids = map[string]*yaml.Node{}
-	f.collectIDs(valueOf(root, "nodes"))
 	p.Nodes = f.block(valueOf(root, "nodes"), scope{})
 
 	for _, kv := range pairs(valueOf(root, "outputs")) {
@@ -86,13 +90,23 @@ func (f *file) decodeInputs(n *yaml.Node) {
 		}
 		delete(schema, "format") // "path" is checked by the runtime, not as a JSON-schema format
 		in.Schema = schema
-		if k, d := get(kv[1], "default"); k != nil {
+		k, d := get(kv[1], "default")
+		if k != nil {
 			in.Default, in.HasDefault = Plain(d), true
-			if err := ValidateValue(schema, in.Default); err != nil {
+		}
+		f.p.Inputs = append(f.p.Inputs, in)
+		if f.schemaErrorUnder("/inputs/" + escapePointer(in.Name)) {
+			continue // the pipeline schema has reported the declaration
+		}
+		s, err := compileSchema(schema)
+		switch {
+		case err != nil:
+			f.l.errorf(f.pos(kv[0]), "input %q: the declaration is not a valid JSON schema: %v", in.Name, err)
+		case k != nil:
+			if err := validateWith(s, in.Default); err != nil {
 				f.l.errorf(f.pos(d), "input %q: default does not match its declaration: %v", in.Name, err)
 			}
 		}
-		f.p.Inputs = append(f.p.Inputs, in)
 	}
 }
 
@@ -160,6 +174,7 @@ func (f *file) decodeTools(n *yaml.Node) {
 		}
 		t.Description, _ = str(valueOf(kv[1], "description"))
 		t.Parameters, _ = Plain(valueOf(kv[1], "parameters")).(map[string]any)
+		f.checkJSONSchema(valueOf(kv[1], "parameters"), fmt.Sprintf("tool %q: parameters", t.Name), t.Parameters)
 		if pn := valueOf(kv[1], "pipeline"); pn != nil {
 			t.Pipeline = f.subPipeline(pn)
 		}
@@ -234,7 +249,7 @@ func (f *file) node(n *yaml.Node, sc scope) *Node {
 	if w := valueOf(n, "when"); w != nil {
 		node.When = f.condition(w, sc, "when")
 	}
-	node.Set = f.assigns(valueOf(n, "set"), sc)
+	node.Set = f.assigns(label, valueOf(n, "set"), sc)
 	node.Next, _ = str(valueOf(n, "next"))
 	node.OnError, _ = str(valueOf(n, "on_error"))
 	node.Timeout = f.duration(valueOf(n, "timeout"))
@@ -258,7 +273,7 @@ func (f *file) node(n *yaml.Node, sc scope) *Node {
 	v := valueOf(n, string(node.Kind))
 	switch node.Kind {
 	case KindBranch:
-		node.Branch = f.branch(n, v, sc)
+		node.Branch = f.branch(label, n, v, sc)
 	case KindLoop:
 		node.Loop = f.loop(v, sc)
 	case KindMap:
@@ -280,8 +295,14 @@ func (f *file) node(n *yaml.Node, sc scope) *Node {
 		if q := valueOf(v, "question"); q != nil {
 			node.Ask.Question = f.prompt(q, sc)
 		}
+		s := f.checkJSONSchema(valueOf(v, "schema"), label+": ask.schema", node.Ask.Schema)
 		if _, d := get(v, "default"); d != nil {
 			node.Ask.Default = Plain(d)
+			if s != nil {
+				if err := validateWith(s, node.Ask.Default); err != nil {
+					f.l.errorf(f.pos(d), "%s: ask.default does not match ask.schema: %v", label, err)
+				}
+			}
 		}
 	}
 	return node
@@ -300,12 +321,12 @@ func mapOf(n *yaml.Node) map[string]any {
 	return m
 }
 
-func (f *file) assigns(n *yaml.Node, sc scope) []*Assign {
+func (f *file) assigns(label string, n *yaml.Node, sc scope) []*Assign {
 	var out []*Assign
 	for _, kv := range pairs(n) {
 		key := kv[0].Value
 		if !f.state[key] {
-			f.l.errorf(f.pos(kv[0]), "set %q: no state variable %q%s; declare it under state:", key, key, Suggest(key, keys(f.state)))
+			f.l.errorf(f.pos(kv[0]), "%s: set: no state variable %q%s; declare it under state:", label, key, Suggest(key, keys(f.state)))
 		}
 		out = append(out, &Assign{Key: key, Value: f.value(kv[1], sc)})
 	}
@@ -321,7 +342,7 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
-func (f *file) branch(n, v *yaml.Node, sc scope) *Branch {
+func (f *file) branch(label string, n, v *yaml.Node, sc scope) *Branch {
 	b := &Branch{}
 	b.Default, _ = str(valueOf(n, "default"))
 	for _, c := range items(v) {
@@ -329,7 +350,7 @@ func (f *file) branch(n, v *yaml.Node, sc scope) *Branch {
 		if w := valueOf(c, "when"); w != nil {
 			bc.When = f.condition(w, sc, "when")
 		}
-		bc.Set = f.assigns(valueOf(c, "set"), sc)
+		bc.Set = f.assigns(label, valueOf(c, "set"), sc)
 		bc.Next, _ = str(valueOf(c, "next"))
 		b.Cases = append(b.Cases, bc)
 	}
@@ -413,10 +434,17 @@ func (f *file) call(label string, v *yaml.Node, sc scope) *Call {
 			f.l.errorf(f.pos(kv[0]), "%s: %s has no input %q%s", label, c.Path, kv[0].Value, Suggest(kv[0].Value, keys(declared)))
 		}
 	}
+	var missing []string
 	for _, ci := range c.Pipeline.Inputs {
 		if !ci.HasDefault && !given[ci.Name] {
-			f.l.errorf(f.pos(pn), "%s: %s needs input %q; pass it under inputs:", label, c.Path, ci.Name)
+			missing = append(missing, strconv.Quote(ci.Name))
 		}
+	}
+	switch {
+	case len(missing) == 1:
+		f.l.errorf(f.pos(pn), "%s: %s needs input %s; pass it under inputs:", label, c.Path, missing[0])
+	case len(missing) > 1:
+		f.l.errorf(f.pos(pn), "%s: %s needs inputs %s; pass them under inputs:", label, c.Path, strings.Join(missing, ", "))
 	}
 	return c
 }
@@ -430,7 +458,7 @@ func (f *file) subPipeline(n *yaml.Node) *Pipeline {
 	path := filepath.Join(f.dir, rel)
 	src, err := os.ReadFile(path)
 	if err != nil {
-		f.l.errorf(f.pos(n), "pipeline file %q: %s (looked for %s)", rel, fileError(err), path)
+		f.l.errorf(f.pos(n), "pipeline file %q: %s", rel, missingFile(f.dir, rel, err))
 		return nil
 	}
 	at := f.pos(n)
@@ -442,6 +470,7 @@ func (f *file) llm(label string, v *yaml.Node, sc scope) *LLM {
 	f.modelCall(label, l, v, sc)
 	if o := valueOf(v, "output_schema"); o != nil {
 		l.OutputSchema = f.jsonSchema(o)
+		f.checkJSONSchema(o, label+": output_schema", l.OutputSchema)
 	}
 	l.RepairRetries, _ = intValue(valueOf(v, "repair_retries"))
 	return l
@@ -474,8 +503,13 @@ func (f *file) agent(label string, v *yaml.Node, sc scope) *Agent {
 			continue
 		}
 		a.Finish = append(a.Finish, name)
-		if _, declared := f.p.Tools[name]; !declared {
-			f.l.errorf(f.pos(t), "%s: unknown finish tool %q%s; declare it under tools: with a description and parameters", label, name, Suggest(name, f.toolNames()))
+		_, declared := f.p.Tools[name]
+		switch {
+		case !declared && slices.Contains(builtinTools, name):
+			f.l.errorf(f.pos(t), "%s: built-in tool %q cannot be a finish tool: move it to the agent's tools:, and finish with a tool declared under the pipeline's tools: with a description and parameters", label, name)
+		case !declared:
+			// Only declared tools can finish, so only they are suggested.
+			f.l.errorf(f.pos(t), "%s: unknown finish tool %q%s; declare it under tools: with a description and parameters", label, name, Suggest(name, keysOf(f.p.Tools)))
 		}
 	}
 	return a
@@ -496,7 +530,7 @@ func (f *file) modelCall(label string, l *LLM, v *yaml.Node, sc scope) {
 	l.Model, _ = str(mn)
 	switch {
 	case mn != nil && l.Model != "" && f.p.Models[l.Model] == nil:
-		f.l.errorf(f.pos(mn), "%s: unknown model %q%s; declare it under models:", label, l.Model, Suggest(l.Model, modelNames(f.p.Models)))
+		f.l.errorf(f.pos(mn), "%s: unknown model %q%s; declare it under models:", label, l.Model, Suggest(l.Model, keysOf(f.p.Models)))
 	case mn == nil && f.p.Models["default"] == nil:
 		f.l.errorf(f.pos(v), "%s: no model: set model: or declare a model named default under models:", label)
 	case mn == nil:
@@ -529,11 +563,12 @@ func (f *file) modelCall(label string, l *LLM, v *yaml.Node, sc scope) {
 	l.MaxTokens, _ = intValue(valueOf(v, "max_tokens"))
 }
 
-func modelNames(m map[string]*Model) []string {
+func keysOf[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}
+	sort.Strings(out)
 	return out
 }
 
@@ -551,7 +586,7 @@ func (f *file) code(label string, v *yaml.Node, sc scope) *Code {
 	if mn := valueOf(v, "module"); mn != nil {
 		c.Module, _ = str(mn)
 		if _, err := os.Stat(filepath.Join(f.dir, c.Module)); err != nil {
-			f.l.errorf(f.pos(mn), "%s: module file %q: %s", label, c.Module, fileError(err))
+			f.l.errorf(f.pos(mn), "%s: module file %q: %s", label, c.Module, missingFile(f.dir, c.Module, err))
 		}
 	}
 	switch {
@@ -587,6 +622,19 @@ func (f *file) toolCall(label string, v *yaml.Node, sc scope) *ToolCall {
 	return t
 }
 
+// checkJSONSchema compiles a JSON schema written at n, so that a broken one
+// fails the load rather than the run; nil when there is none or it is broken.
+func (f *file) checkJSONSchema(n *yaml.Node, what string, schema map[string]any) *jsonschema.Schema {
+	if schema == nil {
+		return nil
+	}
+	s, err := compileSchema(schema)
+	if err != nil {
+		f.l.errorf(f.pos(n), "%s is not a valid JSON schema: %v", what, err)
+	}
+	return s
+}
+
 // jsonSchema reads an inline schema, or {file: path} holding JSON or YAML.
 func (f *file) jsonSchema(n *yaml.Node) map[string]any {
 	m := mapOf(n)
@@ -597,7 +645,7 @@ func (f *file) jsonSchema(n *yaml.Node) map[string]any {
 	fn := valueOf(n, "file")
 	src, err := os.ReadFile(filepath.Join(f.dir, rel))
 	if err != nil {
-		f.l.errorf(f.pos(fn), "schema file %q: %s (looked in %s)", rel, fileError(err), f.dir)
+		f.l.errorf(f.pos(fn), "schema file %q: %s", rel, missingFile(f.dir, rel, err))
 		return nil
 	}
 	var doc yaml.Node
@@ -626,7 +674,7 @@ func (f *file) prompt(n *yaml.Node, sc scope) *Template {
 	path := filepath.Join(f.dir, rel)
 	src, err := os.ReadFile(path)
 	if err != nil {
-		f.l.errorf(f.pos(fn), "prompt file %q: %s (looked for %s)", rel, fileError(err), path)
+		f.l.errorf(f.pos(fn), "prompt file %q: %s", rel, missingFile(f.dir, rel, err))
 		return nil
 	}
 	text := string(src)
@@ -794,6 +842,13 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 		var fe *exprfile.Error
 		if errors.As(err, &fe) {
 			msg := fe.Message
+			if msg == "unexpected token EOF" {
+				msg = "the expression ends too early: is a parenthesis, bracket or operand missing?"
+			}
+			// state.x is untyped, so expr-lang refuses `state.log + [x]`.
+			if strings.HasPrefix(msg, "invalid operation: + (mismatched types") && strings.Contains(msg, "[]") {
+				msg += ": to add to a list, write concat(list, [x])"
+			}
 			if strings.HasPrefix(msg, "unknown name ") {
 				name := strings.TrimPrefix(msg, "unknown name ")
 				msg = fmt.Sprintf("unknown name %s%s; expressions can use inputs, state, nodes, loop, item, index, run, env", name, Suggest(name, envNames))

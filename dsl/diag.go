@@ -147,21 +147,43 @@ func (ds Diagnostics) sorted() Diagnostics {
 // Suggest returns ` (did you mean "x"?)` when one of the candidates is close
 // to name, or "" when none is.
 func Suggest(name string, candidates []string) string {
+	if best := closest(name, candidates); best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return ""
+}
+
+// closest returns the candidate within a few edits of name or, failing
+// that, the only one that completes it ("int" for "integer") or adds a
+// word before it ("concurrency" for "max_concurrency"); "" when none is
+// close.
+func closest(name string, candidates []string) string {
 	best, bestDist := "", -1
-	limit := max(1, utf8.RuneCountInString(name)/3)
+	n := utf8.RuneCountInString(name)
+	limit := max(1, n/3)
 	for _, c := range candidates {
 		if c == name {
 			continue
 		}
 		d := editDistance(strings.ToLower(name), strings.ToLower(c))
-		if d <= limit && (bestDist < 0 || d < bestDist || (d == bestDist && c < best)) {
+		// d < n: replacing every character of name is not a near miss.
+		if d <= limit && d < n && (bestDist < 0 || d < bestDist || (d == bestDist && c < best)) {
 			best, bestDist = c, d
 		}
 	}
-	if best == "" {
-		return ""
+	if best != "" || len(name) < 3 {
+		return best
 	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	var longer []string
+	for _, c := range candidates {
+		if c != name && (strings.HasPrefix(c, name) || strings.HasSuffix(c, "_"+name)) {
+			longer = append(longer, c)
+		}
+	}
+	if len(longer) == 1 {
+		return longer[0]
+	}
+	return ""
 }
 
 // editDistance is the optimal-string-alignment distance: insertions,

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/expr-lang/expr"
 	"gopkg.in/yaml.v3"
@@ -37,6 +39,7 @@ func LoadSource(path string, src []byte) (*Pipeline, Diagnostics) {
 	p := l.load(path, src, nil)
 	ds := l.diags.sorted()
 	for i := range ds {
+		ds[i].Pos = l.clamp(ds[i].Pos)
 		ds[i].Line = l.sourceLine(ds[i].Pos)
 	}
 	if ds.HasErrors() {
@@ -56,12 +59,41 @@ func fileError(err error) string {
 	return err.Error()
 }
 
+// missingFile describes why the file rel, named relative to dir, could not
+// be read, and suggests a similarly named file beside it.
+func missingFile(dir, rel string, err error) string {
+	path := filepath.Join(dir, rel)
+	hint := ""
+	if errors.Is(err, os.ErrNotExist) {
+		var names []string
+		entries, _ := os.ReadDir(filepath.Dir(path))
+		for _, e := range entries {
+			names = append(names, filepath.ToSlash(filepath.Join(filepath.Dir(rel), e.Name())))
+		}
+		if best := closest(filepath.ToSlash(rel), names); best != "" {
+			hint = fmt.Sprintf("; did you mean %q?", best)
+		}
+	}
+	return fmt.Sprintf("%s (looked for %s%s)", fileError(err), path, hint)
+}
+
 // loader holds what is shared by a pipeline and the pipelines it calls.
 type loader struct {
 	diags   Diagnostics
 	sources map[string][]string  // display path -> lines, for carets
 	loaded  map[string]*Pipeline // absolute path -> compiled pipeline
 	stack   []string             // absolute paths being loaded, to catch call cycles
+}
+
+// clamp moves a position past the last line, where yaml.v3 puts the end of
+// a file that does not end with a newline, to the end of the last line.
+func (l *loader) clamp(p Pos) Pos {
+	lines, ok := l.sources[p.File]
+	if ok && p.Line > len(lines) {
+		last := strings.TrimRight(lines[len(lines)-1], "\r")
+		p.Line, p.Col = len(lines), utf8.RuneCountInString(last)+1
+	}
+	return p
 }
 
 func (l *loader) sourceLine(p Pos) string {
@@ -92,9 +124,19 @@ type file struct {
 	idSet []string
 	state map[string]bool
 	opts  []expr.Option
+	// schemaErrs are the instance locations the pipeline schema rejected.
+	schemaErrs []string
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLineRE = regexp.MustCompile(`(?s)^line (\d+): (.*)$`)
+
+// lineBreakRE matches what yaml.v3 counts as a line break, so that its line
+// numbers index the lines of splitLines.
+var lineBreakRE = regexp.MustCompile("\r\n|[\r\n\u0085\u2028\u2029]")
+
+func splitLines(s string) []string {
+	return lineBreakRE.Split(s, -1)
+}
 
 func (l *loader) load(name string, src []byte, at *Pos) (p *Pipeline) {
 	abs, _ := filepath.Abs(name)
@@ -112,7 +154,7 @@ func (l *loader) load(name string, src []byte, at *Pos) (p *Pipeline) {
 	defer func() { l.stack = l.stack[:len(l.stack)-1] }()
 
 	text := string(src)
-	l.sources[name] = strings.Split(text, "\n")
+	l.sources[name] = splitLines(text)
 	sum := sha256.Sum256(src)
 	f := &file{l: l, name: name, dir: filepath.Dir(name), src: text,
 		p: &Pipeline{Path: name, Dir: filepath.Dir(name), Hash: hex.EncodeToString(sum[:])}}
@@ -125,7 +167,11 @@ func (l *loader) load(name string, src []byte, at *Pos) (p *Pipeline) {
 	f.root = root
 	doc, ptrs := toDocument(root)
 	if ptrs.tooBig {
-		l.errorf(f.pos(root), "the document expands to too many values (YAML aliases?); flowrun reads at most %d", maxValues)
+		if ptrs.bigAlias != nil {
+			l.errorf(f.pos(ptrs.bigAlias), "this YAML alias expands the document to too many values; flowrun reads at most %d", maxValues)
+		} else {
+			l.errorf(f.pos(root), "the document has too many values; flowrun reads at most %d", maxValues)
+		}
 		return nil
 	}
 	f.checkSchema(doc, ptrs)
@@ -181,7 +227,7 @@ func (f *file) parseYAML(src []byte) (root *yaml.Node, ok bool) {
 		f.yamlError(err)
 		return nil, false
 	}
-	if len(doc.Content) == 0 {
+	if len(doc.Content) == 0 || isEmptyNode(doc.Content[0]) {
 		f.l.errorf(Pos{File: f.name, Line: 1, Col: 1}, "the file is empty: a pipeline needs at least version, name and nodes")
 		return nil, false
 	}
@@ -192,23 +238,122 @@ func (f *file) parseYAML(src []byte) (root *yaml.Node, ok bool) {
 	return doc.Content[0], true
 }
 
+// isEmptyNode reports whether n is the null a document holding nothing but
+// "---" and comments parses to.
+func isEmptyNode(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" && n.Value == "" && n.Style == 0
+}
+
 func (f *file) yamlError(err error) {
+	line, msg := yamlErrorLine(err)
+	// yaml.v3 reports where some enclosing construct began, counting lines
+	// from 0 or from 1 depending on the error, often far from the mistake.
+	// The mistake is on the first line from which every longer prefix of the
+	// file fails to parse (a prefix failing earlier only cut a multi-line
+	// value short), and that prefix's error describes it.
+	lines := f.l.sources[f.name]
+	if k, kerr := firstBadLine(f.src); k > 0 {
+		line, msg = k, yamlErrorText(kerr)
+	}
+	if line < 1 || line > len(lines) {
+		f.l.errorf(Pos{File: f.name, Line: 1, Col: 1}, "invalid YAML: %s", msg)
+		return
+	}
+	col, msg := explainYAMLError(lines[line-1], msg)
+	f.l.errorf(Pos{File: f.name, Line: line, Col: col}, "invalid YAML: %s", msg)
+}
+
+func yamlErrorText(err error) string {
+	_, msg := yamlErrorLine(err)
+	return msg
+}
+
+// yamlErrorLine splits a yaml.v3 error into the line it names (0 if none)
+// and its message.
+func yamlErrorLine(err error) (int, string) {
 	msg := err.Error()
 	var te *yaml.TypeError
 	if errors.As(err, &te) && len(te.Errors) > 0 {
 		msg = te.Errors[0]
 	}
-	m := yamlLineRE.FindStringSubmatch(msg)
-	if m == nil {
-		f.l.errorf(Pos{File: f.name, Line: 1, Col: 1}, "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
-		return
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return line, m[2]
 	}
-	line, _ := strconv.Atoi(m[1])
-	col := 1
-	if lines := f.l.sources[f.name]; line >= 1 && line <= len(lines) {
-		col = len(lines[line-1]) - len(strings.TrimLeft(lines[line-1], " \t")) + 1
+	return 0, msg
+}
+
+// maxReparse bounds the bytes firstBadLine parses: it parses a prefix per
+// line, which is quadratic in the file's size.
+const maxReparse = 4 << 20
+
+// firstBadLine returns the first line such that the prefix of src ending
+// with it and every longer prefix fail to parse, and that prefix's error;
+// 0 when it gives up.
+func firstBadLine(src string) (int, error) {
+	bad, budget := 0, maxReparse
+	var badErr error
+	var ends []int
+	for _, m := range lineBreakRE.FindAllStringIndex(src, -1) {
+		ends = append(ends, m[1])
 	}
-	f.l.errorf(Pos{File: f.name, Line: line, Col: col}, "invalid YAML: %s", m[2])
+	for i, end := range append(ends, len(src)) {
+		if budget -= end; budget < 0 {
+			return 0, nil
+		}
+		if err := parseDocuments(src[:end]); err == nil {
+			bad = 0
+		} else if bad == 0 {
+			bad, badErr = i+1, err
+		}
+	}
+	return bad, badErr
+}
+
+// parseDocuments parses up to two YAML documents, as parseYAML does.
+func parseDocuments(src string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(strings.NewReader(src))
+	for range 2 {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// explainYAMLError points at the character on line that a YAML error is
+// most likely about, and rewords or adds a hint to the obscure errors.
+func explainYAMLError(line, msg string) (int, string) {
+	at := -1
+	switch {
+	case strings.Contains(msg, "tab character"):
+		at, msg = strings.IndexByte(line, '\t'), msg+": indent with spaces"
+	case msg == "found unexpected end of stream":
+		at, msg = strings.IndexAny(line, `"'`), "a quoted string starts here and is never closed"
+	case strings.HasSuffix(msg, "or ']'"):
+		at, msg = strings.IndexByte(line, '['), msg+": close this [ list, and quote items that contain ': ', '?' or ','"
+	case strings.HasSuffix(msg, "or '}'"):
+		at, msg = strings.IndexByte(line, '{'), msg+": close this { mapping, and quote values that contain ': ', '?' or ','"
+	case strings.HasPrefix(msg, "unknown anchor '"):
+		name := strings.TrimSuffix(strings.TrimPrefix(msg, "unknown anchor '"), "' referenced")
+		at = strings.Index(line, "*"+name)
+	case msg == "did not find expected key" || msg == "did not find expected '-' indicator":
+		msg += ": check this line's indentation"
+	}
+	if at < 0 {
+		at = len(line) - len(strings.TrimLeft(line, " \t"))
+	}
+	return utf8.RuneCountInString(line[:at]) + 1, msg
 }
 
 // findDuplicateKey returns the first key that repeats within a mapping.
@@ -243,8 +388,10 @@ func (f *file) pos(n *yaml.Node) Pos {
 }
 
 // maxValues bounds how many values a document may expand to, so that
-// nested YAML aliases ("billion laughs") cannot exhaust memory.
-const maxValues = 1_000_000
+// nested YAML aliases ("billion laughs") cannot exhaust memory. A pipeline
+// is configuration, a few thousand values at most; at this bound a hostile
+// file costs tens of milliseconds, not half a second.
+const maxValues = 100_000
 
 // pointers maps JSON pointers into the document back to YAML nodes.
 type pointers struct {
@@ -252,6 +399,9 @@ type pointers struct {
 	key    map[string]*yaml.Node
 	count  int
 	tooBig bool
+	// bigAlias is the outermost alias being expanded when tooBig was set:
+	// the one to point at.
+	bigAlias *yaml.Node
 }
 
 // toDocument converts YAML to plain Go values for the JSON-schema check,
@@ -276,7 +426,11 @@ func (ps *pointers) convert(n *yaml.Node, ptr string, depth int) any {
 		if n.Alias == nil {
 			return nil
 		}
-		return ps.convert(n.Alias, ptr, depth+1)
+		v := ps.convert(n.Alias, ptr, depth+1)
+		if ps.tooBig {
+			ps.bigAlias = n
+		}
+		return v
 	case yaml.DocumentNode:
 		if len(n.Content) == 0 {
 			return nil
@@ -351,8 +505,11 @@ func scalarValue(n *yaml.Node) any {
 	return n.Value
 }
 
+// escapePointer escapes a JSON-pointer segment the way the schema
+// validator writes instance locations, percent-encoding included, so that
+// its locations can be looked up in pointers.
 func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+	return url.PathEscape(strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1"))
 }
 
 // get returns the key and value nodes for key in a mapping node, following

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -48,8 +49,20 @@ func (f *file) checkSchema(doc any, ps *pointers) {
 		return
 	}
 	for _, leaf := range leafErrors(ve) {
+		f.schemaErrs = append(f.schemaErrs, leaf.InstanceLocation)
 		f.schemaDiagnostic(leaf, ps)
 	}
+}
+
+// schemaErrorUnder reports whether the pipeline schema rejected anything at
+// or below the JSON pointer ptr.
+func (f *file) schemaErrorUnder(ptr string) bool {
+	for _, e := range f.schemaErrs {
+		if e == ptr || strings.HasPrefix(e, ptr+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // leafErrors flattens a validation error tree to the errors worth showing.
@@ -123,6 +136,9 @@ func splitPointer(p string) []string {
 	}
 	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	for i, s := range parts {
+		if u, err := url.PathUnescape(s); err == nil {
+			s = u
+		}
 		parts[i] = strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
 	}
 	return parts
@@ -132,6 +148,9 @@ func (f *file) schemaDiagnostic(ve *jsonschema.ValidationError, ps *pointers) {
 	ptr := ve.InstanceLocation
 	where := f.describePointer(ptr, ps)
 	at := ps.value[ptr]
+	if at == nil {
+		at = f.root
+	}
 	kw := lastSegment(ve.KeywordLocation)
 	msg := ve.Message
 	switch kw {
@@ -164,20 +183,54 @@ func (f *file) schemaDiagnostic(ve *jsonschema.ValidationError, ps *pointers) {
 			msg += ": every loop needs a bound"
 		}
 	case "pattern":
-		if strings.Contains(ve.AbsoluteKeywordLocation, durationKW) || strings.Contains(ve.KeywordLocation, durationKW) {
+		m := quotedRE.FindStringSubmatch(ve.Message)
+		switch {
+		case strings.Contains(ve.AbsoluteKeywordLocation, durationKW) || strings.Contains(ve.KeywordLocation, durationKW):
 			msg = fmt.Sprintf("%s is not a duration: write it like 30s, 5m or 1h30m", quoteValue(at))
-		} else {
+		case m != nil && patternRules[m[1]] != "":
+			msg = fmt.Sprintf("%s is not allowed: %s", quoteValue(at), patternRules[m[1]])
+		default:
 			msg = fmt.Sprintf("%s %s", quoteValue(at), ve.Message)
 		}
 	case "const":
-		msg = fmt.Sprintf("%s: %s", quoteValue(at), ve.Message)
+		// The validator prints the constant as Go syntax ("1" for 1), so
+		// take it from the schema document.
+		want, _ := json.Marshal(schemaValue(ve.AbsoluteKeywordLocation))
+		msg = fmt.Sprintf("%s is not allowed: it must be %s", shownValue(at), want)
+	case "type":
+		if strings.HasPrefix(msg, "expected boolean") && yaml11Bools[strings.ToLower(at.Value)] {
+			msg += fmt.Sprintf(": write true or false (YAML 1.2 reads %s as a string)", at.Value)
+		}
 	case "enum":
-		msg = fmt.Sprintf("%s is not allowed: %s", quoteValue(at), ve.Message)
-	}
-	if at == nil {
-		at = f.root
+		var allowed []string
+		enum, _ := schemaValue(ve.AbsoluteKeywordLocation).([]any)
+		for _, v := range enum {
+			if s, ok := v.(string); ok {
+				allowed = append(allowed, s)
+			}
+		}
+		msg = fmt.Sprintf("%s is not allowed: %s%s", quoteValue(at), ve.Message, Suggest(at.Value, allowed))
 	}
 	f.l.errorf(f.pos(at), "%s%s", where, msg)
+}
+
+// patternRules says in words what the schema's name patterns allow.
+var patternRules = map[string]string{
+	`^[A-Za-z_][A-Za-z0-9_]*$`: "use letters, digits and _, not starting with a digit",
+	`^[A-Za-z0-9_.-]+$`:        "use letters, digits, _, . and -",
+}
+
+// yaml11Bools are the YAML 1.1 spellings of booleans, which YAML 1.2 (and
+// so flowrun) reads as strings.
+var yaml11Bools = map[string]bool{"yes": true, "no": true, "on": true, "off": true, "y": true, "n": true}
+
+// shownValue writes a scalar as it reads in the file: strings quoted,
+// numbers and booleans bare.
+func shownValue(n *yaml.Node) string {
+	if n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() != "!!str" {
+		return n.Value
+	}
+	return quoteValue(n)
 }
 
 func quoteValue(n *yaml.Node) string {
@@ -249,17 +302,15 @@ func fieldPath(segs []string) string {
 	return b.String()
 }
 
-// allowedProperties lists the property names the failing schema object
-// declares, for "did you mean" suggestions.
-func (f *file) allowedProperties(ve *jsonschema.ValidationError) []string {
+// schemaValue returns the part of the pipeline schema document that an
+// absolute keyword location points at, or nil.
+func schemaValue(loc string) any {
 	_, doc := pipelineSchema()
-	loc := ve.AbsoluteKeywordLocation
 	if i := strings.Index(loc, "#"); i >= 0 {
 		loc = loc[i+1:]
 	}
 	var cur any = doc
-	segs := splitPointer(loc)
-	for _, s := range segs[:max(0, len(segs)-1)] {
+	for _, s := range splitPointer(loc) {
 		switch c := cur.(type) {
 		case map[string]any:
 			cur = c[s]
@@ -273,7 +324,15 @@ func (f *file) allowedProperties(ve *jsonschema.ValidationError) []string {
 			return nil
 		}
 	}
-	obj, _ := cur.(map[string]any)
+	return cur
+}
+
+// allowedProperties lists the property names the failing schema object
+// declares, for "did you mean" suggestions.
+func (f *file) allowedProperties(ve *jsonschema.ValidationError) []string {
+	loc := ve.AbsoluteKeywordLocation
+	loc = loc[:max(0, strings.LastIndex(loc, "/"))] // the object holding the keyword
+	obj, _ := schemaValue(loc).(map[string]any)
 	props, _ := obj["properties"].(map[string]any)
 	names := make([]string, 0, len(props))
 	for k := range props {

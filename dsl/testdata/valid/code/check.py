@@ -1,0 +1,2 @@
+def check(result):
+    return {"ok": result is not None}
