@@ -1,0 +1,437 @@
+package llm
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Cassette is a set of recorded model exchanges: what a run with --record
+// wrote, and what --replay answers from. Each entry is keyed by node path,
+// loop iteration, node attempt and the hash of the request, plus a repeat
+// count for the same request made again under the same key (an agent
+// retrying a malformed tool call sends the same request twice and expects
+// two different answers). A Cassette is safe for concurrent use.
+type Cassette struct {
+	mu      sync.Mutex
+	path    string
+	entries []*entry
+	// served counts, per key and hash, how many entries were handed out
+	// (replay) or written (record).
+	served  map[string]int
+	secrets []string
+}
+
+type cassetteFile struct {
+	Version int      `yaml:"version"`
+	Entries []*entry `yaml:"entries"`
+}
+
+// entry is one recorded exchange. The request shows what was sent (images
+// abbreviated to their hash) and never headers, endpoints or keys.
+type entry struct {
+	Node      string `yaml:"node"`
+	Iteration int    `yaml:"iteration"`
+	Attempt   int    `yaml:"attempt"`
+	Hash      string `yaml:"hash"`
+	Repeat    int    `yaml:"repeat,omitempty"`
+	Request   *call  `yaml:"request"`
+	// Exactly one of Response and Error is set.
+	Response *reply         `yaml:"response,omitempty"`
+	CostUSD  float64        `yaml:"cost_usd,omitempty"`
+	Error    *recordedError `yaml:"error,omitempty"`
+	seq      int
+}
+
+type recordedError struct {
+	Class   string `yaml:"class"`
+	Status  int    `yaml:"status,omitempty"`
+	Message string `yaml:"message"`
+}
+
+const cassetteVersion = 1
+
+// NewCassette returns an empty cassette to record into.
+func NewCassette() *Cassette {
+	return &Cassette{served: map[string]int{}}
+}
+
+// LoadCassette reads a cassette file for replay.
+func LoadCassette(path string) (*Cassette, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cassette: %w", err)
+	}
+	var f cassetteFile
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("cassette %s: %w", path, err)
+	}
+	if f.Version != cassetteVersion {
+		return nil, fmt.Errorf("cassette %s: version %d, want %d", path, f.Version, cassetteVersion)
+	}
+	c := NewCassette()
+	c.path = path
+	for i, e := range f.Entries {
+		if e == nil || e.Request == nil || (e.Response == nil) == (e.Error == nil) {
+			return nil, fmt.Errorf("cassette %s: entry %d: needs a request and one of response or error", path, i+1)
+		}
+		e.seq = i
+		c.entries = append(c.entries, e)
+	}
+	return c, nil
+}
+
+// Len is the number of entries.
+func (c *Cassette) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
+// WriteFile writes the cassette as YAML, entries sorted by node path,
+// iteration, attempt and then recording order, so that re-recording the
+// same run gives a small diff.
+func (c *Cassette) WriteFile(path string) error {
+	c.mu.Lock()
+	entries := append([]*entry(nil), c.entries...)
+	secrets := append([]string(nil), c.secrets...)
+	c.mu.Unlock()
+	sort.SliceStable(entries, func(i, j int) bool {
+		a, b := entries[i], entries[j]
+		if a.Node != b.Node {
+			return a.Node < b.Node
+		}
+		if a.Iteration != b.Iteration {
+			return a.Iteration < b.Iteration
+		}
+		if a.Attempt != b.Attempt {
+			return a.Attempt < b.Attempt
+		}
+		return a.seq < b.seq
+	})
+	var buf bytes.Buffer
+	buf.WriteString("# flowrun cassette: model exchanges recorded with --record, answered by --replay.\n")
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(cassetteFile{Version: cassetteVersion, Entries: entries}); err != nil {
+		return fmt.Errorf("cassette: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("cassette: %w", err)
+	}
+	out := buf.Bytes()
+	for _, s := range secrets {
+		out = bytes.ReplaceAll(out, []byte(s), []byte("[redacted]"))
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".cassette-*")
+	if err != nil {
+		return fmt.Errorf("cassette: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(out); err != nil {
+		tmp.Close()
+		return fmt.Errorf("cassette: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("cassette: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("cassette: %w", err)
+	}
+	c.mu.Lock()
+	c.path = path
+	c.mu.Unlock()
+	return nil
+}
+
+// forget registers a secret that must never be written.
+func (c *Cassette) forget(secret string) {
+	if secret == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.secrets {
+		if s == secret {
+			return
+		}
+	}
+	c.secrets = append(c.secrets, secret)
+}
+
+func servedKey(k Key, hash string) string {
+	return k.Node + "\x00" + strconv.Itoa(k.Iteration) + "\x00" + strconv.Itoa(k.Attempt) + "\x00" + hash
+}
+
+// record adds an exchange: a reply or the error that ended the turn.
+func (c *Cassette) record(k Key, hash string, cl *call, rep *reply, costUSD float64, err *Error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sk := servedKey(k, hash)
+	e := &entry{
+		Node: k.Node, Iteration: k.Iteration, Attempt: k.Attempt,
+		Hash: hash, Repeat: c.served[sk], Request: cl.abbreviated(),
+		Response: rep, CostUSD: costUSD, seq: len(c.entries),
+	}
+	if err != nil {
+		e.Error = &recordedError{Class: err.class, Status: err.Status, Message: err.msg}
+	}
+	c.served[sk]++
+	c.entries = append(c.entries, e)
+}
+
+// replay answers a request from the cassette, or explains the miss.
+func (c *Cassette) replay(k Key, hash string, cl *call) (*reply, *Error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sk := servedKey(k, hash)
+	n := c.served[sk]
+	for _, e := range c.entries {
+		if e.Node == k.Node && e.Iteration == k.Iteration && e.Attempt == k.Attempt && e.Hash == hash && e.Repeat == n {
+			c.served[sk]++
+			if e.Error != nil {
+				return nil, &Error{class: e.Error.Class, Status: e.Error.Status, Endpoint: "cassette", msg: e.Error.Message + " (replayed)"}
+			}
+			r := *e.Response
+			return &r, nil
+		}
+	}
+	return nil, &Error{class: ClassCritical, Endpoint: "cassette", msg: c.missMessage(k, hash, n, cl)}
+}
+
+// missMessage names the node and what differs from the closest entry.
+func (c *Cassette) missMessage(k Key, hash string, n int, cl *call) string {
+	where := fmt.Sprintf("replay: %s has no recorded answer for node %q (iteration %d, attempt %d)", c.name(), k.Node, k.Iteration, k.Attempt)
+	var same []*entry
+	nodes := map[string]bool{}
+	for _, e := range c.entries {
+		nodes[e.Node] = true
+		if e.Node == k.Node {
+			same = append(same, e)
+		}
+	}
+	if len(same) == 0 {
+		names := make([]string, 0, len(nodes))
+		for name := range nodes {
+			names = append(names, strconv.Quote(name))
+		}
+		sort.Strings(names)
+		if len(names) > 8 {
+			names = append(names[:8], "…")
+		}
+		if len(names) == 0 {
+			return where + ": the cassette is empty"
+		}
+		return where + ": it has no entries for this node, only for " + strings.Join(names, ", ")
+	}
+	repeats := 0
+	for _, e := range same {
+		if e.Hash == hash && e.Iteration == k.Iteration && e.Attempt == k.Attempt {
+			repeats++
+		}
+	}
+	if repeats > 0 {
+		return fmt.Sprintf("%s: this request was recorded %d time(s) here and this is call %d", where, repeats, n+1)
+	}
+	for _, e := range same {
+		if e.Hash == hash {
+			return fmt.Sprintf("%s: the same request was recorded at iteration %d, attempt %d", where, e.Iteration, e.Attempt)
+		}
+	}
+	now := toJSONValue(cl.abbreviated())
+	var best *entry
+	bestScore, bestDiff := -1, ""
+	for _, e := range same {
+		path, differs := firstDiff("", toJSONValue(e.Request), now)
+		score := differs
+		if e.Iteration == k.Iteration {
+			score -= 1000
+		}
+		if e.Attempt == k.Attempt {
+			score -= 100
+		}
+		if best == nil || score < bestScore {
+			best, bestScore, bestDiff = e, score, path
+		}
+	}
+	return fmt.Sprintf("%s: the closest entry (iteration %d, attempt %d) differs in %s", where, best.Iteration, best.Attempt, bestDiff)
+}
+
+func (c *Cassette) name() string {
+	if c.path == "" {
+		return "the cassette"
+	}
+	return "cassette " + c.path
+}
+
+// hash is the request hash: sha256 of the call's canonical JSON (maps
+// with sorted keys, images in full), first 16 hex digits.
+func (cl *call) hash() string {
+	b, err := json.Marshal(cl)
+	if err != nil {
+		panic(fmt.Sprintf("llm: request hash: %v", err)) // a call is plain data
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// abbreviated is the call as a cassette shows it: data-URL images become
+// their MIME type, size and hash.
+func (cl *call) abbreviated() *call {
+	out := *cl
+	out.Messages = make([]Message, len(cl.Messages))
+	for i, m := range cl.Messages {
+		out.Messages[i] = m
+		if len(m.Images) == 0 {
+			continue
+		}
+		out.Messages[i].Images = make([]string, len(m.Images))
+		for j, img := range m.Images {
+			out.Messages[i].Images[j] = abbreviateImage(img)
+		}
+	}
+	return &out
+}
+
+func abbreviateImage(u string) string {
+	if !strings.HasPrefix(u, "data:") {
+		return u
+	}
+	head, _, _ := strings.Cut(u, ",")
+	sum := sha256.Sum256([]byte(u))
+	return fmt.Sprintf("%s,… (%d bytes, sha256 %s)", head, len(u), hex.EncodeToString(sum[:8]))
+}
+
+func toJSONValue(v any) any {
+	b, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// firstDiff returns the path of the first difference between two JSON
+// values with both sides shown, and how many leaves differ.
+func firstDiff(path string, a, b any) (string, int) {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok {
+			break
+		}
+		keys := map[string]bool{}
+		for k := range x {
+			keys[k] = true
+		}
+		for k := range y {
+			keys[k] = true
+		}
+		names := make([]string, 0, len(keys))
+		for k := range keys {
+			names = append(names, k)
+		}
+		// Messages before tools and schema: the likeliest cause first.
+		sort.Slice(names, func(i, j int) bool {
+			return fieldRank(names[i]) < fieldRank(names[j]) || fieldRank(names[i]) == fieldRank(names[j]) && names[i] < names[j]
+		})
+		first, total := "", 0
+		for _, k := range names {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			d, n := firstDiff(p, x[k], y[k])
+			if n > 0 && first == "" {
+				first = d
+			}
+			total += n
+		}
+		return first, total
+	case []any:
+		y, ok := b.([]any)
+		if !ok {
+			break
+		}
+		first, total := "", 0
+		for i := 0; i < max(len(x), len(y)); i++ {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			var ai, bi any
+			if i < len(x) {
+				ai = x[i]
+			}
+			if i < len(y) {
+				bi = y[i]
+			}
+			d, n := firstDiff(p, ai, bi)
+			if n > 0 && first == "" {
+				first = d
+			}
+			total += n
+		}
+		if len(x) != len(y) && first != "" {
+			first = fmt.Sprintf("%s (recorded %d items, now %d)", first, len(x), len(y))
+		}
+		return first, total
+	}
+	if jsonEqual(a, b) {
+		return "", 0
+	}
+	if x, ok := a.(string); ok {
+		if y, ok := b.(string); ok {
+			x, y = aroundDiff(x, y)
+			return fmt.Sprintf("%s: recorded %s, now %s", path, x, y), 1
+		}
+	}
+	return fmt.Sprintf("%s: recorded %s, now %s", path, show(a), show(b)), 1
+}
+
+// aroundDiff quotes two strings from a little before where they part.
+func aroundDiff(x, y string) (string, string) {
+	rx, ry := []rune(x), []rune(y)
+	i := 0
+	for i < len(rx) && i < len(ry) && rx[i] == ry[i] {
+		i++
+	}
+	from := max(0, i-20)
+	cut := func(r []rune) string {
+		s := string(r[from:])
+		if from > 0 {
+			s = "…" + s
+		}
+		return strconv.Quote(oneLine(s, 60))
+	}
+	return cut(rx), cut(ry)
+}
+
+func fieldRank(k string) int {
+	switch k {
+	case "model", "api":
+		return 0
+	case "messages":
+		return 1
+	}
+	return 2
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+func show(v any) string {
+	if v == nil {
+		return "nothing"
+	}
+	b, _ := json.Marshal(v)
+	return oneLine(string(b), 120)
+}

@@ -1,0 +1,270 @@
+package llm
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/llm/llmtest"
+)
+
+type outcome struct {
+	Resp  *Response
+	Class string
+	Err   string
+}
+
+var judgeSchema = map[string]any{
+	"type":       "object",
+	"properties": map[string]any{"verdict": map[string]any{"enum": []any{"yes", "no"}}},
+	"required":   []any{"verdict"},
+}
+
+// scriptedRun makes the calls of a small pipeline run and returns what
+// each gave.
+func scriptedRun(t *testing.T, c *Client) []outcome {
+	t.Helper()
+	ctx := context.Background()
+	chat := model("gpt-4.1-mini")
+	vision := &dsl.Model{Name: "vision", Model: "gpt-4.1", API: "responses", ReasoningEffort: "low"}
+	tools := []ToolSpec{
+		{Name: "ocr", Parameters: map[string]any{"type": "object", "properties": map[string]any{"region": map[string]any{"type": "string"}}}},
+		{Name: "finish", Parameters: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}},
+	}
+	step1 := []Message{{Role: RoleSystem, Text: "Solve it.\nUse tools."}, {Role: RoleUser, Text: "What does the sign say?"}}
+	var out []outcome
+	add := func(resp *Response, err error) {
+		o := outcome{Resp: resp}
+		if err != nil {
+			o.Class, o.Err = ClassOf(err), strings.TrimSuffix(err.Error(), " (replayed)")
+		}
+		out = append(out, o)
+	}
+	var streamed strings.Builder
+	add(c.Complete(ctx, Request{Key: Key{Node: "describe", Iteration: 1, Attempt: 1}, Model: chat,
+		Messages: []Message{{Role: RoleUser, Text: "Describe.", Images: []string{"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"}}},
+		OnDelta:  func(s string) { streamed.WriteString(s) }}))
+	add(c.Complete(ctx, Request{Key: Key{Node: "judge", Iteration: 1, Attempt: 1}, Model: chat,
+		Messages: userSays("Is it red?"), OutputSchema: judgeSchema, RepairRetries: 1}))
+	// An agent: a malformed call, the same request again, then a tool turn.
+	add(c.Complete(ctx, Request{Key: Key{Node: "refine/agent", Iteration: 1, Attempt: 1}, Model: chat, Messages: step1, Tools: tools}))
+	second, err := c.Complete(ctx, Request{Key: Key{Node: "refine/agent", Iteration: 1, Attempt: 1}, Model: chat, Messages: step1, Tools: tools})
+	add(second, err)
+	if err == nil {
+		step2 := append(append([]Message(nil), step1...), second.Message(),
+			Message{Role: RoleTool, ToolCallID: second.ToolCalls[0].ID, Text: `{"text":"STOP"}`})
+		add(c.Complete(ctx, Request{Key: Key{Node: "refine/agent", Iteration: 1, Attempt: 1}, Model: chat, Messages: step2, Tools: tools,
+			ToolChoice: ToolChoice{Tools: []string{"finish"}}}))
+	}
+	add(c.Complete(ctx, Request{Key: Key{Node: "refine/vision", Iteration: 2, Attempt: 1}, Model: vision,
+		Messages: userSays("Caption it."), Temperature: ptr(0.2)}))
+	add(c.Complete(ctx, Request{Key: Key{Node: "broken", Iteration: 1, Attempt: 1}, Model: chat, Messages: userSays("fail")}))
+	out = append(out, outcome{Err: "streamed: " + streamed.String()})
+	return out
+}
+
+func scriptServer(srv *llmtest.Server) {
+	u := llmtest.Usage{Prompt: 120, Completion: 30, Cached: 20}
+	srv.Push(
+		llmtest.Reply{Text: "A red sign with white letters.", Usage: u},
+		llmtest.Reply{Text: `{"verdict": "maybe"}`, Usage: u},
+		llmtest.Reply{Text: `{"verdict": "yes"}`, Usage: u},
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{Name: "ocr", Arguments: `{"region": "to`}}, FinishReason: "length", Usage: u},
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{llmtest.Call("ocr", map[string]any{"region": "top"})}, Usage: u},
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{llmtest.Call("finish", map[string]any{"answer": "STOP"})}, Usage: u},
+		llmtest.Reply{Text: "A stop sign.", Usage: llmtest.Usage{Prompt: 300, Completion: 40, Reasoning: 12}},
+		llmtest.Error(400, "Unsupported parameter."),
+	)
+}
+
+func TestRecordThenReplay(t *testing.T) {
+	srv := llmtest.New(t)
+	scriptServer(srv)
+	rec := NewCassette()
+	live, _ := testClient(t, srv, func(o *Options) { o.Record = rec })
+	recorded := scriptedRun(t, live)
+	if srv.Calls() != 8 {
+		t.Fatalf("recording made %d calls, want 8", srv.Calls())
+	}
+	if recorded[1].Resp.Turns != 2 || recorded[3].Resp.ToolCalls[0].ArgsError != "" || recorded[2].Resp.ToolCalls[0].ArgsError == "" || recorded[6].Class != ClassCritical {
+		t.Fatalf("the scripted run did not go as planned: %+v", recorded)
+	}
+	path := filepath.Join(t.TempDir(), "run.cassette.yaml")
+	if err := rec.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(file)
+	for _, want := range []string{
+		"version: 1", "node: describe", "node: refine/agent", "iteration: 2", "repeat: 1",
+		"api: responses", "reasoning_effort: low", "temperature: 0.2",
+		"data:image/png;base64,… (", "sha256 ", // images abbreviated
+		"Solve it.\n", // multi-line text as a block
+		"finish_reason: tool_calls", "prompt: 120", "class: critical",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("cassette lacks %q", want)
+		}
+	}
+	for _, never := range []string{fakeKey, "Bearer", "Authorization", "iVBORw0KGgoAAAANSUhEUg"} {
+		if strings.Contains(text, never) {
+			t.Errorf("cassette contains %q", never)
+		}
+	}
+
+	cas, err := LoadCassette(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := func(string) (string, bool) { return "", false }
+	replayer := New(Options{Env: none, Replay: cas})
+	replayed := scriptedRun(t, replayer)
+	if !reflect.DeepEqual(recorded, replayed) {
+		for i := range max(len(recorded), len(replayed)) {
+			var a, b outcome
+			if i < len(recorded) {
+				a = recorded[i]
+			}
+			if i < len(replayed) {
+				b = replayed[i]
+			}
+			if !reflect.DeepEqual(a, b) {
+				t.Errorf("call %d differs on replay:\nrecorded %+v %+v\nreplayed %+v %+v", i, a, a.Resp, b, b.Resp)
+			}
+		}
+	}
+}
+
+func TestReplayMiss(t *testing.T) {
+	srv := llmtest.New(t)
+	scriptServer(srv)
+	rec := NewCassette()
+	live, _ := testClient(t, srv, func(o *Options) { o.Record = rec })
+	scriptedRun(t, live)
+	path := filepath.Join(t.TempDir(), "sir.cassette.yaml")
+	if err := rec.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	cas, err := LoadCassette(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(Options{Env: func(string) (string, bool) { return "", false }, Replay: cas})
+	chat := model("gpt-4.1-mini")
+	cases := []struct {
+		name string
+		req  Request
+		want []string
+	}{
+		{"prompt changed", Request{Key: Key{Node: "judge", Iteration: 1, Attempt: 1}, Model: chat, Messages: userSays("Is it blue?"), OutputSchema: judgeSchema, RepairRetries: 1},
+			[]string{`cassette ` + path, `node "judge" (iteration 1, attempt 1)`, `messages[0].text: recorded "Is it red?", now "Is it blue?"`}},
+		{"model changed", Request{Key: Key{Node: "broken", Iteration: 1, Attempt: 1}, Model: model("gpt-4o"), Messages: userSays("fail")},
+			[]string{`node "broken"`, `model: recorded "gpt-4.1-mini", now "gpt-4o"`}},
+		{"unknown node", Request{Key: Key{Node: "nowhere", Iteration: 1, Attempt: 1}, Model: chat, Messages: userSays("x")},
+			[]string{`node "nowhere"`, `no entries for this node, only for "broken", "describe", "judge"`}},
+		{"other iteration", Request{Key: Key{Node: "broken", Iteration: 3, Attempt: 1}, Model: chat, Messages: userSays("fail")},
+			[]string{`(iteration 3, attempt 1)`, `the same request was recorded at iteration 1, attempt 1`}},
+		{"called more often than recorded", Request{Key: Key{Node: "broken", Iteration: 1, Attempt: 1}, Model: chat, Messages: userSays("fail")},
+			nil}, // first call replays the recorded 400; see below
+	}
+	for _, tc := range cases {
+		_, err := c.Complete(context.Background(), tc.req)
+		if tc.want == nil {
+			if ClassOf(err) != ClassCritical || !strings.Contains(err.Error(), "400 Bad Request") {
+				t.Errorf("%s: replayed error %v", tc.name, err)
+			}
+			_, err = c.Complete(context.Background(), tc.req)
+			tc.want = []string{"this request was recorded 1 time(s) here and this is call 2"}
+		}
+		if ClassOf(err) != ClassCritical {
+			t.Errorf("%s: class %q: %v", tc.name, ClassOf(err), err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q\ndoes not contain %q", tc.name, err, w)
+			}
+		}
+	}
+}
+
+func TestRequestHash(t *testing.T) {
+	base := func() *Request {
+		return &Request{
+			Key:   Key{Node: "n", Iteration: 1, Attempt: 1},
+			Model: &dsl.Model{Name: "default", Model: "gpt-4.1", Temperature: ptr(0.0)},
+			Messages: []Message{
+				{Role: RoleUser, Text: "hi"},
+				{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "f", Arguments: `{"a":1}`, Args: map[string]any{"a": 1}}}},
+			},
+			Tools:        []ToolSpec{{Name: "f", Parameters: map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{}, "b": map[string]any{}}}}},
+			OutputSchema: map[string]any{"type": "object", "required": []any{"x"}},
+		}
+	}
+	hash := func(r *Request) string {
+		cl, err := newCall(r, r.Messages, r.OutputSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl.hash()
+	}
+	h := hash(base())
+	same := []func(*Request){
+		func(r *Request) { r.Key = Key{Node: "other", Iteration: 9, Attempt: 3} },
+		func(r *Request) { r.OnDelta = func(string) {}; r.Observe = func(Exchange) {} },
+		func(r *Request) { r.Messages[1].ToolCalls[0].Args = map[string]any{"a": 1.0} }, // after a JSON round trip
+		func(r *Request) {
+			r.Model.Name, r.Model.BaseURL, r.Model.APIKeyEnv, r.Model.RPM = "renamed", "http://x", "K", 5
+		},
+	}
+	for i, f := range same {
+		r := base()
+		f(r)
+		if got := hash(r); got != h {
+			t.Errorf("change %d altered the hash", i)
+		}
+	}
+	differ := []func(*Request){
+		func(r *Request) { r.Messages[0].Text = "hi!" },
+		func(r *Request) { r.Temperature = ptr(0.5) },
+		func(r *Request) { r.Model.Model = "gpt-4o" },
+		func(r *Request) { r.Tools[0].Description = "d" },
+		func(r *Request) { r.OutputSchema = map[string]any{"type": "object"} },
+		func(r *Request) { r.ToolChoice.Mode = "required" },
+	}
+	for i, f := range differ {
+		r := base()
+		f(r)
+		if got := hash(r); got == h {
+			t.Errorf("change %d kept the hash", i)
+		}
+	}
+}
+
+func TestLoadCassetteErrors(t *testing.T) {
+	dir := t.TempDir()
+	cases := map[string]string{
+		"version.yaml": "version: 2\nentries: []\n",
+		"broken.yaml":  "version: 1\nentries: [\n",
+		"entry.yaml":   "version: 1\nentries:\n  - node: a\n    request: {api: chat, model: m, messages: []}\n",
+	}
+	for name, body := range cases {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o644)
+		if _, err := LoadCassette(p); err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: err %v", name, err)
+		}
+	}
+	if _, err := LoadCassette(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Error("missing file loaded")
+	}
+}

@@ -1,0 +1,323 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// Options configure a Client. The zero value is ready for production use.
+type Options struct {
+	// Env looks up environment variables; default os.LookupEnv.
+	Env func(name string) (string, bool)
+	// HTTPClient sends the requests; default a client with a connection
+	// pool sized for many concurrent calls.
+	HTTPClient *http.Client
+	// MaxAttempts is how many times one model turn is sent before a
+	// recoverable error (rate_limit, server, timeout, connection) is
+	// returned; default 5. 1 disables retries.
+	MaxAttempts int
+	// BaseBackoff is the first retry's wait, doubled for each further
+	// retry (with jitter) up to MaxBackoff; defaults 500ms and 30s.
+	BaseBackoff time.Duration
+	MaxBackoff  time.Duration
+	// MaxRetryAfter is the longest server-requested wait (Retry-After,
+	// retry-after-ms) the client sleeps through; a longer one is returned
+	// as the error's RetryAfter instead. Default 2 minutes.
+	MaxRetryAfter time.Duration
+	// Timeout bounds one HTTP exchange when the model config sets no
+	// timeout; default 10 minutes.
+	Timeout time.Duration
+	// Now and Sleep are the clock of the rate limiters and the backoff;
+	// tests pass fakes. Sleep must return ctx.Err() when ctx ends first.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Record, when set, receives every exchange.
+	Record *Cassette
+	// Replay, when set, answers every request; the network is never used
+	// and no key is needed.
+	Replay *Cassette
+}
+
+// Client sends Requests. It is safe for concurrent use, and its rate
+// limiters are shared by every caller: create one per process.
+type Client struct {
+	opts   Options
+	env    func(string) (string, bool)
+	http   *http.Client
+	clock  clock
+	limits *limiters
+
+	mu        sync.Mutex
+	endpoints map[string]*endpoint
+}
+
+// New returns a Client.
+func New(opts Options) *Client {
+	c := &Client{opts: opts, env: opts.Env, http: opts.HTTPClient, endpoints: map[string]*endpoint{}}
+	if c.env == nil {
+		c.env = os.LookupEnv
+	}
+	if c.http == nil {
+		c.http = defaultHTTPClient()
+	}
+	if c.opts.MaxAttempts <= 0 {
+		c.opts.MaxAttempts = 5
+	}
+	if c.opts.BaseBackoff <= 0 {
+		c.opts.BaseBackoff = 500 * time.Millisecond
+	}
+	if c.opts.MaxBackoff <= 0 {
+		c.opts.MaxBackoff = 30 * time.Second
+	}
+	if c.opts.MaxRetryAfter <= 0 {
+		c.opts.MaxRetryAfter = 2 * time.Minute
+	}
+	if c.opts.Timeout <= 0 {
+		c.opts.Timeout = 10 * time.Minute
+	}
+	c.clock = realClock{}
+	if opts.Now != nil || opts.Sleep != nil {
+		c.clock = funcClock{now: opts.Now, sleep: opts.Sleep}
+	}
+	c.limits = &limiters{clock: c.clock, byKey: map[string]*limiter{}}
+	return c
+}
+
+// Complete sends req and returns the model's answer. On error the
+// Response is still returned when tokens were spent (an invalid_output
+// failure after repair turns, or a turn failing after earlier ones), so
+// that usage and cost can be accounted.
+func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
+	var schema map[string]any
+	if req.OutputSchema != nil {
+		schema = strictSchema(req.OutputSchema)
+	}
+	cl, err := newCall(&req, req.Messages, schema)
+	if err != nil {
+		return nil, err
+	}
+	var ep *endpoint
+	if c.opts.Replay == nil {
+		if ep, err = c.endpointFor(req.Model); err != nil {
+			return nil, err
+		}
+		if c.opts.Record != nil {
+			c.opts.Record.forget(ep.key)
+		}
+	}
+	resp := &Response{}
+	messages := req.Messages
+	for turn := 1; ; turn++ {
+		if turn > 1 {
+			if cl, err = newCall(&req, messages, schema); err != nil {
+				return resp, err
+			}
+		}
+		rep, err := c.turn(ctx, &req, ep, cl, turn)
+		if err != nil {
+			if resp.Turns == 0 {
+				return nil, err
+			}
+			return resp, err
+		}
+		resp.Turns = turn
+		resp.Text = rep.Text
+		resp.ToolCalls = parseToolCalls(rep.ToolCalls)
+		resp.FinishReason = rep.FinishReason
+		resp.Model = rep.Model
+		resp.Usage = resp.Usage.Add(rep.Usage)
+		resp.CostUSD += cost(rep.Usage, req.Model, rep.Model)
+		if schema == nil || len(rep.ToolCalls) > 0 {
+			return resp, nil
+		}
+		v, problem := parseStructured(rep.Text, schema)
+		if problem == nil {
+			resp.JSON = v
+			return resp, nil
+		}
+		if turn > req.RepairRetries {
+			return resp, &Error{class: ClassInvalidOutput, Endpoint: c.where(ep, cl), msg: ep.redact(invalidOutputMessage(&req, turn, problem, rep.Text))}
+		}
+		messages = append(append([]Message(nil), messages...),
+			Message{Role: RoleAssistant, Text: rep.Text},
+			Message{Role: RoleUser, Text: repairPrompt(problem)})
+	}
+}
+
+func invalidOutputMessage(req *Request, turns int, problem error, text string) string {
+	repairs := "no repair_retries"
+	if req.RepairRetries > 0 {
+		repairs = fmt.Sprintf("%d repair turn(s)", turns-1)
+	}
+	return fmt.Sprintf("invalid structured output from model %q after %s: %v (reply: %s)",
+		req.Model.Model, repairs, problem, showText(text))
+}
+
+func showText(s string) string {
+	if s == "" {
+		return "empty"
+	}
+	return fmt.Sprintf("%q", oneLine(s, 200))
+}
+
+// turn gets one reply for cl: from the cassette, or over HTTP with
+// retries.
+func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call, turn int) (*reply, error) {
+	hash := cl.hash()
+	observe := func(x Exchange) {
+		if req.Observe != nil {
+			x.Key, x.Turn = req.Key, turn
+			req.Observe(x)
+		}
+	}
+	if cas := c.opts.Replay; cas != nil {
+		rep, err := cas.replay(req.Key, hash, cl)
+		if err != nil {
+			observe(Exchange{Try: 1, Endpoint: "cassette", Err: err, Class: err.class})
+			return nil, err
+		}
+		observe(Exchange{Try: 1, Endpoint: "cassette", Reply: c.single(rep, req)})
+		if req.OnDelta != nil && rep.Text != "" {
+			req.OnDelta(rep.Text)
+		}
+		return rep, nil
+	}
+
+	lim := c.limits.get(ep.URL+" "+cl.Model, rateLimits{RPM: req.Model.RPM, TPM: req.Model.TPM, MaxConcurrency: req.Model.MaxConcurrency})
+	for try := 1; ; try++ {
+		began := c.clock.Now()
+		rep, err := c.send(ctx, ep, cl, lim, req)
+		latency := c.clock.Now().Sub(began)
+		if err == nil {
+			single := c.single(rep, req)
+			observe(Exchange{Try: try, Endpoint: c.where(ep, cl), Latency: latency, Reply: single})
+			if cas := c.opts.Record; cas != nil {
+				cas.record(req.Key, hash, cl, rep, single.CostUSD, nil)
+			}
+			return rep, nil
+		}
+		if ctx.Err() != nil {
+			// The caller gave up (node timeout, run stopped): not retried,
+			// not recorded.
+			err = c.ended(ctx, ep, cl, err)
+			observe(Exchange{Try: try, Endpoint: c.where(ep, cl), Latency: latency, Err: err, Class: err.class})
+			return nil, err
+		}
+		retry := Retryable(err.class) && try < c.opts.MaxAttempts && err.RetryAfter <= c.opts.MaxRetryAfter
+		var wait time.Duration
+		if retry {
+			wait = c.backoff(try, err.RetryAfter)
+		}
+		observe(Exchange{Try: try, Endpoint: c.where(ep, cl), Latency: latency, Err: err, Class: err.class, Wait: wait})
+		if !retry {
+			if cas := c.opts.Record; cas != nil {
+				cas.record(req.Key, hash, cl, nil, 0, err)
+			}
+			return nil, err
+		}
+		if c.clock.Sleep(ctx, wait) != nil {
+			return nil, c.ended(ctx, ep, cl, err)
+		}
+	}
+}
+
+// send makes one HTTP exchange under the rate limiter.
+func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter, req *Request) (*reply, *Error) {
+	release, err := lim.acquire(ctx, cl.estimateTokens())
+	if err != nil {
+		return nil, &Error{class: ClassTimeout, Endpoint: c.where(ep, cl), msg: "waiting for the rate limiter: " + err.Error(), err: err}
+	}
+	timeout := c.opts.Timeout
+	if req.Model.Timeout > 0 {
+		timeout = req.Model.Timeout
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var res *http.Response
+	var rep *reply
+	path := chatPath
+	if cl.API == APIResponses {
+		path = responsesPath
+		rep, err = sendResponses(actx, ep, cl, req.OnDelta, &res)
+	} else {
+		rep, err = sendChat(actx, ep, cl, req.OnDelta, &res)
+	}
+	if err != nil {
+		release(0)
+		return nil, classify(actx, err, res, ep, cl.Model, path)
+	}
+	release(rep.Usage.Total)
+	return rep, nil
+}
+
+// ended is the error for a call whose context ended.
+func (c *Client) ended(ctx context.Context, ep *endpoint, cl *call, last *Error) *Error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &Error{class: ClassTimeout, Endpoint: c.where(ep, cl), msg: "timeout: the deadline passed while calling " + c.where(ep, cl), err: ctx.Err()}
+	}
+	// Cancelled: nothing to retry.
+	return &Error{class: ClassCritical, Status: last.Status, Endpoint: last.Endpoint, msg: "cancelled while calling " + c.where(ep, cl), err: ctx.Err()}
+}
+
+// backoff is the wait before retry number try: what the server asked
+// for, else exponential with jitter (between half and all of
+// BaseBackoff·2^(try-1), capped at MaxBackoff).
+func (c *Client) backoff(try int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return retryAfter
+	}
+	d := c.opts.BaseBackoff
+	for i := 1; i < try && d < c.opts.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, c.opts.MaxBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+// single is one exchange's reply as a Response, priced.
+func (c *Client) single(rep *reply, req *Request) *Response {
+	return &Response{
+		Text:         rep.Text,
+		FinishReason: rep.FinishReason,
+		ToolCalls:    parseToolCalls(rep.ToolCalls),
+		Usage:        rep.Usage,
+		CostUSD:      cost(rep.Usage, req.Model, rep.Model),
+		Model:        rep.Model,
+		Turns:        1,
+	}
+}
+
+func (c *Client) where(ep *endpoint, cl *call) string {
+	if ep == nil {
+		return "cassette"
+	}
+	if cl.API == APIResponses {
+		return ep.display + responsesPath
+	}
+	return ep.display + chatPath
+}
+
+type funcClock struct {
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+func (f funcClock) Now() time.Time {
+	if f.now == nil {
+		return time.Now()
+	}
+	return f.now()
+}
+
+func (f funcClock) Sleep(ctx context.Context, d time.Duration) error {
+	if f.sleep == nil {
+		return realClock{}.Sleep(ctx, d)
+	}
+	return f.sleep(ctx, d)
+}
