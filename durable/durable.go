@@ -119,7 +119,8 @@ func (r *Runner) execute(ctx context.Context, runID string, p *dsl.Pipeline, inp
 	// The run's record must be written even when ctx was cancelled (Ctrl-C).
 	bg := context.WithoutCancel(ctx)
 	ferr := rec.Flush(bg)
-	end := store.Ending{Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps}
+	end := store.Ending{Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps,
+		CostUSD: res.CostUSD, Tokens: int(res.Tokens)}
 	if res.Err != nil {
 		end.Error = res.Err.Error()
 	}

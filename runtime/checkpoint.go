@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 )
 
@@ -20,8 +21,12 @@ type Checkpoint struct {
 	Next   string         `json:"next,omitempty"`
 	State  map[string]any `json:"state,omitempty"`
 	Nodes  map[string]any `json:"nodes,omitempty"`
-	// Steps is the run's step count when the node finished.
-	Steps int64 `json:"steps"`
+	// Memories holds the messages the node appended to each memory.
+	Memories map[string][]json.RawMessage `json:"memories,omitempty"`
+	// Steps, CostUSD and Tokens are the run's totals when the node finished.
+	Steps   int64   `json:"steps"`
+	CostUSD float64 `json:"cost_usd,omitempty"`
+	Tokens  int64   `json:"tokens,omitempty"`
 }
 
 // Checkpointer stores checkpoints. Save is called once per finished node,
@@ -72,29 +77,33 @@ func (j *journal) commit(ctx context.Context, cp *Checkpoint) error {
 	return j.save.Save(ctx, cp)
 }
 
-// lastSteps is the step count at the latest restored checkpoint.
-func lastSteps(restore []*Checkpoint) int64 {
-	var n int64
+// latest is the restored checkpoint with the highest sequence number: its
+// totals are the run's so far.
+func latest(restore []*Checkpoint) *Checkpoint {
+	last := &Checkpoint{}
 	for _, cp := range restore {
-		n = max(n, cp.Steps)
+		if cp.Seq >= last.Seq {
+			last = cp
+		}
 	}
-	return n
+	return last
 }
 
 // effects records, for one scope, which state variables and node outputs
 // were written while a node is open, so that the node's checkpoint can hold
 // everything its nested nodes did.
 type effects struct {
-	state []string
-	nodes []string
-	open  int // nodes in progress in this scope
+	state  []string
+	nodes  []string
+	memory []string // one name per message appended
+	open   int      // nodes in progress in this scope
 }
 
-type mark struct{ state, nodes int }
+type mark struct{ state, nodes, memory int }
 
 func (e *effects) begin() mark {
 	e.open++
-	return mark{len(e.state), len(e.nodes)}
+	return mark{len(e.state), len(e.nodes), len(e.memory)}
 }
 
 // end closes a node; when none is open the log is cleared, so a long loop
@@ -102,6 +111,6 @@ func (e *effects) begin() mark {
 func (e *effects) end() {
 	e.open--
 	if e.open == 0 {
-		e.state, e.nodes = e.state[:0], e.nodes[:0]
+		e.state, e.nodes, e.memory = e.state[:0], e.nodes[:0], e.memory[:0]
 	}
 }

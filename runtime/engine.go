@@ -64,6 +64,8 @@ type Result struct {
 	Err     error  // why it failed
 	Reason  string // why it stopped
 	Steps   int
+	CostUSD float64
+	Tokens  int64
 }
 
 // UnavailableError says a pipeline uses node kinds this build cannot run.
@@ -128,6 +130,7 @@ type run struct {
 	timeout   time.Duration
 	lookupEnv func(string) (string, bool)
 	journal   *journal
+	usage     usage
 }
 
 // Run executes p with the given inputs. Inputs are checked against their
@@ -142,12 +145,15 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 		r.lookupEnv = os.LookupEnv
 	}
 	r.journal = newJournal(opts.Checkpointer, opts.Restore)
-	r.steps.Store(lastSteps(opts.Restore))
+	last := latest(opts.Restore)
+	r.steps.Store(last.Steps)
+	r.usage = usage{costUSD: last.CostUSD, tokens: last.Tokens, max: p.Limits.MaxCostUSD}
 	res := &Result{RunID: r.id}
 	finish := func() *Result {
 		res.Steps = int(r.steps.Load())
+		res.CostUSD, res.Tokens = r.usage.totals()
 		r.sink.emit(Event{Type: EventRunFinished, Run: r.id, Pipeline: p.Name, Status: res.Status,
-			Outputs: res.Outputs, Error: errString(res.Err), Message: res.Reason})
+			Outputs: res.Outputs, Error: errString(res.Err), Message: res.Reason, CostUSD: res.CostUSD, Tokens: res.Tokens})
 		return res
 	}
 	r.sink.emit(Event{Type: EventRunStarted, Run: r.id, Pipeline: p.Name})

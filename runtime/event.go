@@ -17,6 +17,8 @@ const (
 	EventLoopExhausted  = "loop_exhausted"
 	EventRunFinished    = "run_finished"
 	EventMapItemSkipped = "map_item_skipped"
+	EventModelTurn      = "model_turn"
+	EventToolCall       = "tool_call"
 )
 
 // Event is one thing that happened in a run. Path addresses the node within
@@ -37,6 +39,10 @@ type Event struct {
 	Message    string         `json:"message,omitempty"`
 	Status     string         `json:"status,omitempty"`
 	Outputs    map[string]any `json:"outputs,omitempty"`
+	Turn       *Turn          `json:"turn,omitempty"`
+	Tool       *ToolCall      `json:"tool,omitempty"`
+	CostUSD    float64        `json:"cost_usd,omitempty"`
+	Tokens     int64          `json:"tokens,omitempty"`
 }
 
 // EventSink receives a run's events in order. The runtime never calls it

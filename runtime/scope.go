@@ -2,10 +2,12 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
@@ -33,11 +35,15 @@ type Scope struct {
 	last     any       // output of the last node that finished here
 	written  *[]string // state keys written, in order, when the parent must replay them
 	effects  *effects  // what nodes wrote, when the run keeps checkpoints
+	mem      memories
+	attempt  int // the running node's attempt, from 1
 }
 
 // refresh brings run-wide values into the environment before an evaluation.
 func (s *Scope) refresh() *dsl.Env {
 	s.env.Run.Step = int(s.run.steps.Load())
+	cost, tokens := s.run.usage.totals()
+	s.env.Run.CostUSD, s.env.Run.Tokens = cost, int(tokens)
 	return &s.env
 }
 
@@ -161,6 +167,7 @@ func (s *Scope) Child(seg string, trackWrites bool) *Scope {
 	if s.effects != nil {
 		c.effects = &effects{}
 	}
+	c.mem = s.mem.clone()
 	return c
 }
 
@@ -177,6 +184,7 @@ func (s *Scope) Join(c *Scope) {
 			s.setOutput(k, v)
 		}
 	}
+	s.joinMemories(c)
 }
 
 // SetItem sets a map item's variables.
@@ -288,8 +296,10 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 	if n.Retry != nil {
 		attempts = n.Retry.MaxAttempts
 	}
+	defer func(prev int) { s.attempt = prev }(s.attempt)
 	for attempt := 1; ; attempt++ {
-		out, err := s.attempt(ctx, exec, n)
+		s.attempt = attempt
+		out, err := s.try(ctx, exec, n)
 		if err == nil {
 			return s.succeed(ctx, n, out, start, m)
 		}
@@ -324,7 +334,7 @@ func (s *Scope) emitNode(typ string, n *dsl.Node, e Event) {
 	s.Emit(e)
 }
 
-func (s *Scope) attempt(ctx context.Context, exec Executor, n *dsl.Node) (Outcome, error) {
+func (s *Scope) try(ctx context.Context, exec Executor, n *dsl.Node) (Outcome, error) {
 	if n.Timeout <= 0 {
 		return exec.Execute(ctx, s, n)
 	}
@@ -383,6 +393,9 @@ func (s *Scope) succeed(ctx context.Context, n *dsl.Node, out Outcome, start tim
 		return "", err
 	}
 	s.emitNode(EventNodeFinished, n, Event{DurationMS: since(start), Output: out.Output})
+	if err := s.run.usage.overBudget(); err != nil {
+		return "", err
+	}
 	return next, nil
 }
 
@@ -392,6 +405,18 @@ func (s *Scope) checkpoint(ctx context.Context, n *dsl.Node, output any, next st
 		return nil
 	}
 	cp := &Checkpoint{Path: s.Path(n.ID), Output: output, Next: next, Steps: s.run.steps.Load()}
+	cp.CostUSD, cp.Tokens = s.run.usage.totals()
+	added := map[string]int{}
+	for _, name := range s.effects.memory[m.memory:] {
+		added[name]++
+	}
+	for name, k := range added {
+		if cp.Memories == nil {
+			cp.Memories = map[string][]json.RawMessage{}
+		}
+		msgs := s.mem.msgs[name]
+		cp.Memories[name] = msgs[len(msgs)-k:]
+	}
 	for _, k := range s.effects.state[m.state:] {
 		if cp.State == nil {
 			cp.State = map[string]any{}
@@ -422,6 +447,14 @@ func (s *Scope) restore(n *dsl.Node, cp *Checkpoint) string {
 	}
 	for id, v := range cp.Nodes {
 		s.setOutput(id, v)
+	}
+	names := make([]string, 0, len(cp.Memories))
+	for name := range cp.Memories {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		s.AppendMemory(name, cp.Memories[name]...)
 	}
 	s.setOutput(n.ID, cp.Output)
 	s.last = cp.Output

@@ -1,0 +1,134 @@
+package runtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/flowrun/flowrun/dsl"
+)
+
+// usage is what a run has spent on model calls, shared by all its scopes.
+type usage struct {
+	mu      sync.Mutex
+	costUSD float64
+	tokens  int64
+	max     float64 // limits.max_cost_usd; 0 is none
+}
+
+func (u *usage) add(cost float64, tokens int) {
+	u.mu.Lock()
+	u.costUSD += cost
+	u.tokens += int64(tokens)
+	u.mu.Unlock()
+}
+
+func (u *usage) totals() (float64, int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.costUSD, u.tokens
+}
+
+// overBudget is the stop a run must make once it has spent its budget.
+func (u *usage) overBudget() error {
+	cost, _ := u.totals()
+	if u.max > 0 && cost >= u.max {
+		return &StopError{Reason: fmt.Sprintf("limits.max_cost_usd ($%.2f) reached: the run has spent $%.4f", u.max, cost)}
+	}
+	return nil
+}
+
+// AddUsage counts a model call's cost and tokens against the run.
+func (s *Scope) AddUsage(costUSD float64, tokens int) {
+	s.run.usage.add(costUSD, tokens)
+}
+
+// Spent is the run's cost and tokens so far.
+func (s *Scope) Spent() (float64, int64) { return s.run.usage.totals() }
+
+// CheckBudget returns the StopError a node must return, before making a
+// model call, once the run has spent limits.max_cost_usd.
+func (s *Scope) CheckBudget() error { return s.run.usage.overBudget() }
+
+// Memories are named conversations. A scope holds each memory's messages
+// (JSON, in the shape package llm writes them); a node appends its turns
+// when it succeeds. Map items and parallel branches start from the
+// memories as they were and, like state, parallel branches' appends join in
+// declaration order while map items' are discarded.
+type memories struct {
+	msgs map[string][]json.RawMessage
+	base map[string]int // lengths when this scope was forked from its parent
+}
+
+func (m *memories) clone() memories {
+	c := memories{msgs: make(map[string][]json.RawMessage, len(m.msgs)), base: make(map[string]int, len(m.msgs))}
+	for k, v := range m.msgs {
+		// Clip so that an append in the child never writes into the parent's array.
+		c.msgs[k] = slices.Clip(v)
+		c.base[k] = len(v)
+	}
+	return c
+}
+
+// Memory returns a memory's messages.
+func (s *Scope) Memory(name string) []json.RawMessage { return s.mem.msgs[name] }
+
+// AppendMemory adds messages to a memory.
+func (s *Scope) AppendMemory(name string, msgs ...json.RawMessage) {
+	if s.mem.msgs == nil {
+		s.mem.msgs = map[string][]json.RawMessage{}
+	}
+	s.mem.msgs[name] = append(s.mem.msgs[name], msgs...)
+	if s.effects != nil {
+		for range msgs {
+			s.effects.memory = append(s.effects.memory, name)
+		}
+	}
+}
+
+// joinMemories appends what a branch added to its memories.
+func (s *Scope) joinMemories(c *Scope) {
+	names := make([]string, 0, len(c.mem.msgs))
+	for k := range c.mem.msgs {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		if added := c.mem.msgs[k][c.mem.base[k]:]; len(added) > 0 {
+			s.AppendMemory(k, added...)
+		}
+	}
+}
+
+// Turn is one model exchange, recorded as an event.
+type Turn struct {
+	Model     string  `json:"model"`
+	Endpoint  string  `json:"endpoint,omitempty"`
+	Attempt   int     `json:"attempt"` // the node's attempt
+	Try       int     `json:"try"`     // the HTTP try within it
+	Messages  any     `json:"messages,omitempty"`
+	Reply     any     `json:"reply,omitempty"`
+	Usage     any     `json:"usage,omitempty"`
+	CostUSD   float64 `json:"cost_usd,omitempty"`
+	LatencyMS float64 `json:"latency_ms"`
+	Class     string  `json:"class,omitempty"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// ToolCall is one tool an agent called, recorded as an event.
+type ToolCall struct {
+	Name   string `json:"name"`
+	Args   any    `json:"args,omitempty"`
+	Result any    `json:"result,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Attempt is the node's current attempt, from 1.
+func (s *Scope) Attempt() int { return s.attempt }
+
+// Pipeline is the pipeline this scope runs (a called one, inside a call).
+func (s *Scope) Pipeline() *dsl.Pipeline { return s.pipeline }
+
+// RunID is the run's id.
+func (s *Scope) RunID() string { return s.run.id }
