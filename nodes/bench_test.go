@@ -32,7 +32,7 @@ nodes:
               next: continue
 outputs: {n: state.n, evens: state.evens}
 `, nil)
-	kinds := nodes.Kinds()
+	kinds := nodes.Kinds(nodes.Services{})
 	const nodesPerRun = 1 + 2*10000
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)

@@ -8,9 +8,11 @@ import (
 	"github.com/flowrun/flowrun/runtime"
 )
 
-// Kinds returns the executors of every kind this build can run.
-func Kinds() runtime.Registry {
-	return runtime.Registry{
+// Kinds returns the executors of every kind this build can run with the
+// given services: the control-flow kinds always, llm and agent when there
+// is a model client.
+func Kinds(svc Services) runtime.Registry {
+	k := runtime.Registry{
 		dsl.KindSet:      setNode{},
 		dsl.KindBranch:   branchNode{},
 		dsl.KindLoop:     loopNode{},
@@ -18,4 +20,8 @@ func Kinds() runtime.Registry {
 		dsl.KindParallel: parallelNode{},
 		dsl.KindCall:     callNode{},
 	}
+	if svc.LLM != nil {
+		k[dsl.KindLLM] = llmNode{svc: &svc}
+	}
+	return k
 }

@@ -103,7 +103,7 @@ func (p *probe) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (run
 }
 
 func kindsWith(tool runtime.Executor) runtime.Registry {
-	k := nodes.Kinds()
+	k := nodes.Kinds(nodes.Services{})
 	k[dsl.KindTool] = tool
 	return k
 }
@@ -138,7 +138,7 @@ outputs:
   a: nodes.a
   text: "x is ${{ state.x }}"
 `, nil)
-	res, _ := run(t, p, nodes.Kinds(), nil)
+	res, _ := run(t, p, nodes.Kinds(nodes.Services{}), nil)
 	mustComplete(t, res)
 	// set values all see the state from before the node: y gets the old x.
 	want := map[string]any{"x": 3, "y": 1, "a": map[string]any{"x": 3, "y": 1}, "text": "x is 3"}
@@ -161,7 +161,7 @@ nodes:
     set: {hits: state.hits + 1}
 outputs: {hits: state.hits, skipped: nodes.skipped}
 `, nil)
-	res, rec := run(t, p, nodes.Kinds(), nil)
+	res, rec := run(t, p, nodes.Kinds(nodes.Services{}), nil)
 	mustComplete(t, res)
 	if res.Outputs["hits"] != 1 || res.Outputs["skipped"] != nil {
 		t.Fatalf("outputs = %v", res.Outputs)
@@ -181,7 +181,7 @@ nodes:
     when: state.s
     set: {s: '"no"'}
 `, nil)
-	res, _ := run(t, p, nodes.Kinds(), nil)
+	res, _ := run(t, p, nodes.Kinds(nodes.Services{}), nil)
 	if res.Status != runtime.StatusFailed || !strings.Contains(res.Err.Error(), `must be true or false, got the string "yes"`) {
 		t.Fatalf("status %s err %v", res.Status, res.Err)
 	}
@@ -226,7 +226,7 @@ outputs: {path: state.path, route: nodes.route}
 		{3, []any{"other"}, -1},
 	}
 	for _, c := range cases {
-		res, _ := run(t, p, nodes.Kinds(), map[string]any{"v": c.v})
+		res, _ := run(t, p, nodes.Kinds(nodes.Services{}), map[string]any{"v": c.v})
 		mustComplete(t, res)
 		if !reflect.DeepEqual(res.Outputs["path"], c.path) {
 			t.Errorf("v=%d: path %v, want %v", c.v, res.Outputs["path"], c.path)
@@ -256,7 +256,7 @@ nodes:
               next: break
 outputs: {n: state.n, seen: state.seen}
 `, nil)
-	res, rec := run(t, p, nodes.Kinds(), nil)
+	res, rec := run(t, p, nodes.Kinds(nodes.Services{}), nil)
 	mustComplete(t, res)
 	if res.Outputs["n"] != 3 || !reflect.DeepEqual(res.Outputs["seen"], []any{10, 21, 32}) {
 		t.Fatalf("outputs %v", res.Outputs)
@@ -292,7 +292,7 @@ outputs: {n: state.n}
 	for _, cond := range []string{"until: state.n > 10", "while: state.n < 10"} {
 		t.Run(cond+"/continue", func(t *testing.T) {
 			p := load(t, strings.Replace(strings.Replace(src, "%s", cond, 1), "%s", "continue", 1), nil)
-			res, rec := run(t, p, nodes.Kinds(), nil)
+			res, rec := run(t, p, nodes.Kinds(nodes.Services{}), nil)
 			mustComplete(t, res)
 			if res.Outputs["n"] != 103 {
 				t.Fatalf("n = %v, want 103 (3 iterations, then after)", res.Outputs["n"])
@@ -303,7 +303,7 @@ outputs: {n: state.n}
 		})
 		t.Run(cond+"/fail", func(t *testing.T) {
 			p := load(t, strings.Replace(strings.Replace(src, "%s", cond, 1), "%s", "fail", 1), nil)
-			res, _ := run(t, p, nodes.Kinds(), nil)
+			res, _ := run(t, p, nodes.Kinds(nodes.Services{}), nil)
 			if res.Status != runtime.StatusFailed || !strings.Contains(res.Err.Error(), "reached max_iterations (3)") {
 				t.Fatalf("status %s err %v", res.Status, res.Err)
 			}
@@ -329,7 +329,7 @@ nodes:
           set: {n: state.n + 1}
 outputs: {n: state.n}
 `, nil)
-	res, rec := run(t, p, nodes.Kinds(), nil)
+	res, rec := run(t, p, nodes.Kinds(nodes.Services{}), nil)
 	mustComplete(t, res)
 	if res.Outputs["n"] != 4 || rec.count(runtime.EventLoopExhausted) != 0 {
 		t.Fatalf("n = %v, exhausted events %d", res.Outputs["n"], rec.count(runtime.EventLoopExhausted))
@@ -366,7 +366,7 @@ nodes:
           set: {trace: 'concat(state.trace, ["o" + string(loop.iteration)])'}
 outputs: {trace: state.trace}
 `, nil)
-	res, _ := run(t, p, nodes.Kinds(), nil)
+	res, _ := run(t, p, nodes.Kinds(nodes.Services{}), nil)
 	mustComplete(t, res)
 	// break leaves only the inner loop; continue skips outer_mark in outer iteration 2.
 	want := []any{"1", "x", "2", "o1", "1", "x", "2", "1", "x", "2", "o3"}
@@ -395,7 +395,7 @@ nodes:
     set: {n: 1000}
 outputs: {n: state.n}
 `, nil)
-	res, _ := run(t, p, nodes.Kinds(), nil)
+	res, _ := run(t, p, nodes.Kinds(nodes.Services{}), nil)
 	mustComplete(t, res)
 	if res.Outputs["n"] != 2 {
 		t.Fatalf("n = %v, want 2", res.Outputs["n"])
@@ -532,7 +532,7 @@ nodes:
     set: {route: 'state.route + ", continued"'}
 outputs: {route: state.route}
 `, nil)
-	res, rec := run(t, p, nodes.Kinds(), nil)
+	res, rec := run(t, p, nodes.Kinds(nodes.Services{}), nil)
 	mustComplete(t, res)
 	if res.Outputs["route"] != "recovered: expression, continued" {
 		t.Fatalf("route %q", res.Outputs["route"])
@@ -557,7 +557,7 @@ nodes:
           set: {x: 'fromJSON("{")'}
 outputs: {x: state.x}
 `, nil)
-	res, _ := run(t, p, nodes.Kinds(), nil)
+	res, _ := run(t, p, nodes.Kinds(nodes.Services{}), nil)
 	if res.Status != runtime.StatusFailed {
 		t.Fatalf("status %s", res.Status)
 	}
@@ -644,7 +644,7 @@ nodes:
           set: {n: state.n + 1}
 outputs: {n: state.n}
 `, nil)
-	res, _ := run(t, p, nodes.Kinds(), nil)
+	res, _ := run(t, p, nodes.Kinds(nodes.Services{}), nil)
 	if res.Status != runtime.StatusStopped || !strings.Contains(res.Reason, "limits.max_steps (5)") {
 		t.Fatalf("status %s reason %q err %v", res.Status, res.Reason, res.Err)
 	}
@@ -695,7 +695,7 @@ nodes:
     set: {y: inputs.x * inputs.scale}
 outputs: {y: state.y, label: inputs.label}
 `})
-	res, rec := run(t, p, nodes.Kinds(), nil)
+	res, rec := run(t, p, nodes.Kinds(nodes.Services{}), nil)
 	mustComplete(t, res)
 	if !reflect.DeepEqual(res.Outputs["r"], map[string]any{"y": 42, "label": "n=21"}) {
 		t.Fatalf("r = %v", res.Outputs["r"])
@@ -728,7 +728,7 @@ nodes:
 		{map[string]any{"q": "x", "img": "/no/such/file.png"}, `input "img": file "/no/such/file.png" does not exist`},
 	}
 	for _, c := range cases {
-		res, rec := run(t, p, nodes.Kinds(), c.in)
+		res, rec := run(t, p, nodes.Kinds(nodes.Services{}), c.in)
 		if res.Status != runtime.StatusFailed || !strings.Contains(res.Err.Error(), c.want) {
 			t.Errorf("inputs %v: status %s err %v, want %q", c.in, res.Status, res.Err, c.want)
 		}
@@ -757,7 +757,7 @@ nodes:
     set: {x: 2}
     confirm: true
 `, nil)
-	res, rec := run(t, p, nodes.Kinds(), nil)
+	res, rec := run(t, p, nodes.Kinds(nodes.Services{}), nil)
 	if res.Status != runtime.StatusFailed || !strings.Contains(res.Err.Error(), `node "ask_model": node kind llm is not available in this build yet`) ||
 		!strings.Contains(res.Err.Error(), `node "careful": confirm: true is not available in this build yet`) {
 		t.Fatalf("status %s err %v", res.Status, res.Err)
@@ -778,7 +778,7 @@ nodes:
 outputs: {g: env.FLOWRUN_TEST_GREETING, u: env.FLOWRUN_TEST_UNSET}
 `, nil)
 	rec := &recorder{}
-	res := runtime.Run(context.Background(), nodes.Kinds(), p, nil, runtime.Options{Sink: rec, LookupEnv: func(k string) (string, bool) {
+	res := runtime.Run(context.Background(), nodes.Kinds(nodes.Services{}), p, nil, runtime.Options{Sink: rec, LookupEnv: func(k string) (string, bool) {
 		if k == "FLOWRUN_TEST_GREETING" {
 			return "hello", true
 		}

@@ -147,6 +147,9 @@ func (s *Scope) LastOutput() any { return s.last }
 // Path is the path a node with this id has in this scope.
 func (s *Scope) Path(id string) string { return s.path + id }
 
+// Loop is the innermost running loop's variables.
+func (s *Scope) Loop() dsl.LoopInfo { return s.env.Loop }
+
 // SetLoop sets the loop variables and returns the previous ones.
 func (s *Scope) SetLoop(l dsl.LoopInfo) dsl.LoopInfo {
 	prev := s.env.Loop
@@ -192,14 +195,29 @@ func (s *Scope) SetItem(item any, index int) {
 	s.env.Item, s.env.Index = item, index
 }
 
-// RunPipeline runs another pipeline as part of this run (a call node or a
-// pipeline tool): same step budget, limits and event stream; its own state.
+// RunPipeline runs another pipeline as part of this run (a call node):
+// same step budget, limits and event stream; its own state. Its nodes are
+// checkpointed under this scope's path plus seg.
 func (s *Scope) RunPipeline(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, seg string) (map[string]any, error) {
+	return s.runPipeline(ctx, p, inputs, seg, true)
+}
+
+// RunTool runs a pipeline that implements a tool an agent called. It is
+// not checkpointed: the agent node is the unit that resumes, and a tool
+// call's arguments may differ the next time the model is asked.
+func (s *Scope) RunTool(ctx context.Context, p *dsl.Pipeline, args map[string]any, seg string) (map[string]any, error) {
+	return s.runPipeline(ctx, p, args, seg, false)
+}
+
+func (s *Scope) runPipeline(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, seg string, journaled bool) (map[string]any, error) {
 	in, err := PrepareInputs(p, inputs)
 	if err != nil {
 		return nil, Errorf(ClassCritical, "%w", err)
 	}
 	sub := s.run.topScope(p, in, s.path+seg)
+	if !journaled {
+		sub.effects = nil
+	}
 	if _, err := sub.RunBlock(ctx, p.Nodes); err != nil {
 		return nil, err
 	}

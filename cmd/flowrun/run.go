@@ -51,7 +51,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flowrun: %v\n", err)
 		return exitInvalid
 	}
-	kinds := nodes.Kinds()
+	kinds := nodes.Kinds(nodes.Services{})
 	if err := kinds.Check(p); err != nil {
 		fmt.Fprintf(stderr, "flowrun: %v\n", err)
 		return exitFailed

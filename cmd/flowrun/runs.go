@@ -56,7 +56,7 @@ func resumeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitFailed
 	}
 	defer st.Close()
-	runner := &durable.Runner{Store: st, Kinds: nodes.Kinds(), Sink: progressSink(*asJSON, stdout, stderr)}
+	runner := &durable.Runner{Store: st, Kinds: nodes.Kinds(nodes.Services{}), Sink: progressSink(*asJSON, stdout, stderr)}
 	res, err := runner.Resume(ctx, rest[0], durable.ResumeOptions{From: *from, AllowChanged: *allow})
 	if res == nil {
 		return storeError(err, stderr)

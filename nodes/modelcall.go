@@ -1,0 +1,159 @@
+package nodes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// Services are what the model-calling kinds need from outside the pipeline.
+type Services struct {
+	// LLM makes model calls; without it llm and agent nodes are not available.
+	LLM *llm.Client
+	// Models overrides named models' model ids (--model NAME=MODEL).
+	Models map[string]string
+	// OnDelta receives streamed text as it arrives, by node path, for a
+	// live view. Recorded results are the same with or without it.
+	OnDelta func(path, text string)
+}
+
+// conversation is one node's exchange with a model: the messages sent
+// (memory history included) and the turns this node adds, which go into
+// its memory when the node succeeds.
+type conversation struct {
+	model  *dsl.Model
+	memory string
+	sent   []llm.Message
+	added  []llm.Message
+}
+
+// startConversation resolves the node's model and builds its first request:
+// the system prompt (the node's, else its memory's), the memory's history,
+// and the prompt with its images.
+func (svc *Services) startConversation(s *runtime.Scope, l *dsl.LLM) (*conversation, error) {
+	p := s.Pipeline()
+	m, ok := p.Models[l.Model]
+	if !ok {
+		return nil, runtime.Errorf(runtime.ClassCritical, "model %q is not declared in %s", l.Model, p.Path)
+	}
+	if id, ok := svc.Models[l.Model]; ok {
+		override := *m
+		override.Model = id
+		m = &override
+	}
+	c := &conversation{model: m, memory: l.Memory}
+	system := l.System
+	if system == nil && l.Memory != "" {
+		system = p.Memories[l.Memory].System
+	}
+	if system != nil {
+		text, err := s.Render(system)
+		if err != nil {
+			return nil, fmt.Errorf("system: %w", err)
+		}
+		c.sent = append(c.sent, llm.Message{Role: llm.RoleSystem, Text: text})
+	}
+	if l.Memory != "" {
+		for i, raw := range s.Memory(l.Memory) {
+			var msg llm.Message
+			if err := json.Unmarshal(raw, &msg); err != nil {
+				return nil, fmt.Errorf("memory %q message %d: %w", l.Memory, i, err)
+			}
+			c.sent = append(c.sent, msg)
+		}
+	}
+	user := llm.Message{Role: llm.RoleUser}
+	if l.Prompt != nil {
+		text, err := s.Render(l.Prompt)
+		if err != nil {
+			return nil, fmt.Errorf("prompt: %w", err)
+		}
+		user.Text = text
+	}
+	for i, t := range l.Images {
+		ref, err := s.Render(t)
+		if err != nil {
+			return nil, fmt.Errorf("images[%d]: %w", i, err)
+		}
+		url, err := llm.ImageURL(ref, imageDir(ref, p.Dir))
+		if err != nil {
+			return nil, runtime.Errorf(runtime.ClassCritical, "images[%d]: %w", i, err)
+		}
+		user.Images = append(user.Images, url)
+	}
+	c.add(user)
+	return c, nil
+}
+
+// imageDir is where a relative image path resolves: the working directory
+// when the file is there (a path given as an input), else the pipeline's
+// directory (a path written in the pipeline).
+func imageDir(ref, pipelineDir string) string {
+	if _, err := os.Stat(ref); err == nil {
+		return "."
+	}
+	return pipelineDir
+}
+
+func (c *conversation) add(m llm.Message) {
+	c.sent = append(c.sent, m)
+	c.added = append(c.added, m)
+}
+
+// call sends the conversation, recording every exchange as a model_turn
+// event and charging its usage to the run.
+func (svc *Services) call(ctx context.Context, s *runtime.Scope, n *dsl.Node, c *conversation, req llm.Request) (*llm.Response, error) {
+	if err := s.CheckBudget(); err != nil {
+		return nil, err
+	}
+	path := s.Path(n.ID)
+	req.Key = llm.Key{Node: path, Iteration: s.Loop().Iteration, Attempt: s.Attempt()}
+	req.Model = c.model
+	req.Messages = c.sent
+	if svc.OnDelta != nil {
+		req.OnDelta = func(t string) { svc.OnDelta(path, t) }
+	}
+	req.Observe = func(x llm.Exchange) {
+		t := &runtime.Turn{Model: c.model.Model, Endpoint: x.Endpoint, Attempt: s.Attempt(), Try: x.Try,
+			Messages: req.Messages, LatencyMS: float64(x.Latency.Microseconds()) / 1000, Class: x.Class}
+		if x.Reply != nil {
+			t.Reply, t.Usage, t.CostUSD = x.Reply, x.Reply.Usage, x.Reply.CostUSD
+		}
+		if x.Err != nil {
+			t.Error = x.Err.Error()
+		}
+		s.Emit(runtime.Event{Type: runtime.EventModelTurn, Path: path, Node: n.ID, Kind: string(n.Kind), Turn: t})
+	}
+	resp, err := svc.LLM.Complete(ctx, req)
+	if resp != nil {
+		s.AddUsage(resp.CostUSD, resp.Usage.Total)
+	}
+	return resp, err
+}
+
+// remember appends the node's turns to its memory; called on success only,
+// so a failed node leaves its memory as it was.
+func (c *conversation) remember(s *runtime.Scope) error {
+	if c.memory == "" {
+		return nil
+	}
+	raws := make([]json.RawMessage, 0, len(c.added))
+	for _, m := range c.added {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		raws = append(raws, b)
+	}
+	s.AppendMemory(c.memory, raws...)
+	return nil
+}
+
+func usageMap(u llm.Usage) map[string]any {
+	return map[string]any{"prompt": u.Prompt, "completion": u.Completion, "reasoning": u.Reasoning, "cached": u.Cached, "total": u.Total}
+}
