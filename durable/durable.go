@@ -21,6 +21,9 @@ import (
 type Runner struct {
 	Store *store.Store
 	Kinds runtime.Registry
+	// Services, when set, builds the registry for the pipeline a resume
+	// loads (its model client depends on the pipeline); it wins over Kinds.
+	Services func(*dsl.Pipeline) (runtime.Registry, error)
 	// Sink also receives every event (the CLI's progress view), besides the store.
 	Sink      runtime.EventSink
 	LookupEnv func(string) (string, bool)
@@ -75,6 +78,14 @@ func (r *Runner) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	}
 	if p.Hash != prev.PipelineHash && !opts.AllowChanged {
 		return nil, &ChangedError{Run: runID, Path: prev.Pipeline, Diff: diffLines(prev.PipelineSrc, readOr(prev.PipelineAbs))}
+	}
+	if r.Services != nil {
+		if r.Kinds, err = r.Services(p); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.Kinds.Check(p); err != nil {
+		return nil, err
 	}
 	if opts.From != "" {
 		seq, err := r.Store.Point(ctx, runID, opts.From)

@@ -79,41 +79,16 @@ func (e *UnavailableError) Error() string {
 // it calls) whose kind has no executor or that ask for confirmation.
 func (r Registry) Check(p *dsl.Pipeline) error {
 	var missing []string
-	seen := map[*dsl.Pipeline]bool{}
-	var walkP func(*dsl.Pipeline)
-	var walk func(dsl.Block)
-	walk = func(b dsl.Block) {
-		for _, n := range b {
-			if r[n.Kind] == nil {
-				missing = append(missing, fmt.Sprintf("%s: node %q: node kind %s is not available in this build yet", n.Pos, n.ID, n.Kind))
-			}
-			if n.Confirm {
-				// Running the node without asking would break the promise
-				// confirm: makes, so refuse until asking exists.
-				missing = append(missing, fmt.Sprintf("%s: node %q: confirm: true is not available in this build yet", n.Pos, n.ID))
-			}
-			switch {
-			case n.Loop != nil:
-				walk(n.Loop.Body)
-			case n.Map != nil:
-				walk(n.Map.Body)
-			case n.Parallel != nil:
-				for _, br := range n.Parallel.Branches {
-					walk(br.Body)
-				}
-			case n.Call != nil && n.Call.Pipeline != nil:
-				walkP(n.Call.Pipeline)
-			}
+	dsl.Walk(p, func(_ *dsl.Pipeline, n *dsl.Node) {
+		if r[n.Kind] == nil {
+			missing = append(missing, fmt.Sprintf("%s: node %q: node kind %s is not available in this build yet", n.Pos, n.ID, n.Kind))
 		}
-	}
-	walkP = func(p *dsl.Pipeline) {
-		if seen[p] {
-			return
+		if n.Confirm {
+			// Running the node without asking would break the promise
+			// confirm: makes, so refuse until asking exists.
+			missing = append(missing, fmt.Sprintf("%s: node %q: confirm: true is not available in this build yet", n.Pos, n.ID))
 		}
-		seen[p] = true
-		walk(p.Nodes)
-	}
-	walkP(p)
+	})
 	if len(missing) > 0 {
 		return &UnavailableError{Nodes: missing}
 	}

@@ -115,6 +115,13 @@ nodes:
         - id: inc
           set: {n: state.n + 1}
 `)
+	code := writeFile(t, dir, "code.yaml", `
+version: 1
+name: c
+nodes:
+  - id: run_it
+    code: {source: "def f(): return 1", call: f}
+`)
 	llm := writeFile(t, dir, "llm.yaml", `
 version: 1
 name: l
@@ -131,7 +138,8 @@ nodes:
 		stderr string
 	}{
 		{"stopped", []string{stopped}, exitFailed, "stopped: limits.max_steps (2) reached"},
-		{"unavailable kind", []string{llm}, exitFailed, `node "ask": node kind llm is not available in this build yet`},
+		{"unavailable kind", []string{code}, exitFailed, `node "run_it": node kind code is not available in this build yet`},
+		{"no model endpoint", []string{llm}, exitInvalid, "no model endpoint: set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server), or replay a recorded run with --replay FILE"},
 		{"invalid pipeline", []string{bad}, exitInvalid, `bad.yaml:5:5: error: node "a": unknown field "nxt" (did you mean "next"?)`},
 		{"missing file", []string{filepath.Join(dir, "nope.yaml")}, exitInvalid, "nope.yaml: error: no such file"},
 		{"unknown flag", []string{stopped, "--jsn"}, exitInvalid, "flowrun run: flag provided but not defined: -jsn"},
@@ -248,6 +256,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("FLOWRUN_STORE", filepath.Join(dir, "runs.db"))
+	// The tests choose their model endpoint themselves.
+	os.Unsetenv("OPENAI_API_KEY")
+	os.Unsetenv("OPENAI_BASE_URL")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 
@@ -31,6 +32,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	inputsFile := fs.String("inputs", "", "read inputs from a JSON or YAML `file`")
 	asJSON := fs.Bool("json", false, "print one JSON event per line on stdout instead of the outputs")
 	storePath := storeFlag(fs)
+	var mf modelFlags
+	mf.register(fs)
 	files, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -51,7 +54,15 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flowrun: %v\n", err)
 		return exitInvalid
 	}
-	kinds := nodes.Kinds(nodes.Services{})
+	ms, err := startModels(p, &mf, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun: %v\n", err)
+		return exitInvalid
+	}
+	defer ms.finish(stderr)
+	live := liveView(*asJSON, stderr)
+	ms.svc.OnDelta = live.delta
+	kinds := nodes.Kinds(ms.svc)
 	if err := kinds.Check(p); err != nil {
 		fmt.Fprintf(stderr, "flowrun: %v\n", err)
 		return exitFailed
@@ -66,7 +77,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	defer st.Close()
-	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: progressSink(*asJSON, stdout, stderr)}
+	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: progressSink(*asJSON, stdout, live)}
 	res, err := runner.Start(ctx, p, inputs)
 	return report(res, err, *asJSON, stdout, stderr)
 }
@@ -75,11 +86,21 @@ func storeFlag(fs *flag.FlagSet) *string {
 	return fs.String("store", store.DefaultPath(), "the run store (SQLite `file`; FLOWRUN_STORE sets the default)")
 }
 
-func progressSink(asJSON bool, stdout, stderr io.Writer) runtime.EventSink {
+func progressSink(asJSON bool, stdout io.Writer, live *textSink) runtime.EventSink {
 	if asJSON {
 		return &jsonSink{enc: json.NewEncoder(stdout)}
 	}
-	return &textSink{w: stderr}
+	return live
+}
+
+// liveView is the progress view on stderr; on a terminal it also shows
+// model text as it streams in.
+func liveView(asJSON bool, stderr io.Writer) *textSink {
+	t := &textSink{w: stderr}
+	if f, ok := stderr.(*os.File); ok && !asJSON && isTerminal(f) {
+		t.stream = true
+	}
+	return t
 }
 
 // report prints how a run ended and returns the exit code.
@@ -154,10 +175,58 @@ func readInputs(p *dsl.Pipeline, file string, kv []string) (map[string]any, erro
 }
 
 // textSink prints one plain line per event, for people.
-type textSink struct{ w io.Writer }
+type textSink struct {
+	w        io.Writer
+	stream   bool // show streamed model text (a terminal)
+	exchange bool // show each turn's reply and each tool's result (flowrun show)
+
+	mu        sync.Mutex
+	streaming string // path whose text is being shown
+}
+
+// delta shows streamed model text under the node it belongs to.
+func (t *textSink) delta(path, text string) {
+	if !t.stream {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.streaming != path {
+		fmt.Fprintf(t.w, "\n  ... %s: ", path)
+		t.streaming = path
+	}
+	fmt.Fprint(t.w, text)
+}
 
 func (t *textSink) Event(e runtime.Event) {
+	t.mu.Lock()
+	if t.streaming != "" {
+		fmt.Fprintln(t.w)
+		t.streaming = ""
+	}
+	t.mu.Unlock()
 	switch e.Type {
+	case runtime.EventModelTurn:
+		tu := e.Turn
+		if tu.Error != "" {
+			fmt.Fprintf(t.w, "  turn  %-40s %-8s try %d: %s: %s\n", e.Path, tu.Model, tu.Try, tu.Class, tu.Error)
+		} else {
+			fmt.Fprintf(t.w, "  turn  %-40s %-8s %s $%.4f %s\n", e.Path, tu.Model, tokens(tu.Usage), tu.CostUSD, duration(tu.LatencyMS))
+		}
+		if t.exchange {
+			t.indent(replyText(tu.Reply))
+		}
+	case runtime.EventToolCall:
+		status := "ok"
+		if e.Tool.Error != "" {
+			status = "error: " + e.Tool.Error
+		}
+		fmt.Fprintf(t.w, "  tool  %-40s %-8s %s\n", e.Path, e.Tool.Name, status)
+		if t.exchange {
+			args, _ := json.Marshal(e.Tool.Args)
+			result, _ := json.Marshal(e.Tool.Result)
+			t.indent("args: " + string(args) + "\nresult: " + string(result))
+		}
 	case runtime.EventRunStarted:
 		fmt.Fprintf(t.w, "run %s: %s\n", e.Run, e.Pipeline)
 	case runtime.EventNodeFinished:
@@ -175,6 +244,41 @@ func (t *textSink) Event(e runtime.Event) {
 	case runtime.EventRunFinished:
 		fmt.Fprintf(t.w, "run %s: %s\n", e.Run, e.Status)
 	}
+}
+
+// indent prints text under an event line, indented.
+func (t *textSink) indent(text string) {
+	if strings.TrimSpace(text) == "" {
+		return
+	}
+	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		fmt.Fprintf(t.w, "        | %s\n", line)
+	}
+}
+
+// replyText is what a model answered: its text and any tool calls.
+func replyText(reply any) string {
+	b, _ := json.Marshal(reply)
+	var r struct {
+		Text      string `json:"text"`
+		ToolCalls []struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"tool_calls"`
+	}
+	_ = json.Unmarshal(b, &r)
+	out := r.Text
+	for _, c := range r.ToolCalls {
+		out += fmt.Sprintf("\n-> %s(%s)", c.Name, c.Arguments)
+	}
+	return strings.TrimLeft(out, "\n")
+}
+
+func tokens(u any) string {
+	b, _ := json.Marshal(u)
+	var m map[string]int
+	_ = json.Unmarshal(b, &m)
+	return fmt.Sprintf("%d tokens", m["total"])
 }
 
 func duration(ms float64) string {

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
@@ -38,11 +39,14 @@ func storeError(err error, stderr io.Writer) int {
 }
 
 func resumeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	finish := func(io.Writer) {}
 	fs := newFlagSet("resume", "flowrun resume RUN [--from SNAPSHOT|CHECKPOINT] [--allow-changed] [--json]\n\nContinues a run from its last checkpoint; finished nodes are not run again.\nWith --from, forks: a new run continues from that snapshot or checkpoint\nand the original is left untouched.")
 	from := fs.String("from", "", "fork from this snapshot `label` or checkpoint number")
 	allow := fs.Bool("allow-changed", false, "resume even if the pipeline file changed since the run started")
 	asJSON := fs.Bool("json", false, "print one JSON event per line on stdout instead of the outputs")
 	storePath := storeFlag(fs)
+	var mf modelFlags
+	mf.register(fs)
 	rest, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -56,8 +60,18 @@ func resumeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitFailed
 	}
 	defer st.Close()
-	runner := &durable.Runner{Store: st, Kinds: nodes.Kinds(nodes.Services{}), Sink: progressSink(*asJSON, stdout, stderr)}
+	live := liveView(*asJSON, stderr)
+	runner := &durable.Runner{Store: st, Sink: progressSink(*asJSON, stdout, live), Services: func(p *dsl.Pipeline) (runtime.Registry, error) {
+		ms, err := startModels(p, &mf, stderr)
+		if err != nil {
+			return nil, err
+		}
+		ms.svc.OnDelta = live.delta
+		finish = ms.finish
+		return nodes.Kinds(ms.svc), nil
+	}}
 	res, err := runner.Resume(ctx, rest[0], durable.ResumeOptions{From: *from, AllowChanged: *allow})
+	finish(stderr)
 	if res == nil {
 		return storeError(err, stderr)
 	}
@@ -238,7 +252,7 @@ func showCmd(args []string, stdout, stderr io.Writer) int {
 	if r.ParentRun != "" {
 		fmt.Fprintf(stdout, "forked from run %s at checkpoint %d\n", r.ParentRun, r.ParentSeq)
 	}
-	tl := &textSink{w: stdout}
+	tl := &textSink{w: stdout, exchange: true}
 	for _, e := range events {
 		if e.Type == runtime.EventRunStarted || e.Type == runtime.EventNodeStarted {
 			continue

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/nodes"
+)
+
+// modelFlags are the flags about model calls shared by run and resume.
+type modelFlags struct {
+	record, replay string
+	models         inputFlags
+}
+
+func (m *modelFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&m.record, "record", "", "record every model exchange into this cassette `file`")
+	fs.StringVar(&m.replay, "replay", "", "answer every model call from this cassette `file`, with no network")
+	fs.Var(&m.models, "model", "use another model id for a named model, as `NAME=MODEL` (repeatable)")
+}
+
+// modelSession is the model client for one command and what to do at its end.
+type modelSession struct {
+	svc    nodes.Services
+	record *llm.Cassette
+	path   string
+}
+
+// startModels builds the model client for p. With no key and no endpoint,
+// a pipeline that ships <pipeline>.cassette.yaml replays it (saying so in
+// one line); one that does not fails here, before any model call.
+func startModels(p *dsl.Pipeline, f *modelFlags, stderr io.Writer) (*modelSession, error) {
+	ms := &modelSession{}
+	ms.svc.Models = map[string]string{}
+	for _, kv := range f.models {
+		name, id, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || id == "" {
+			return nil, fmt.Errorf("--model %q: write it as NAME=MODEL", kv)
+		}
+		if _, declared := p.Models[name]; !declared {
+			return nil, fmt.Errorf("--model %q: the pipeline declares no model %q", kv, name)
+		}
+		ms.svc.Models[name] = id
+	}
+	opts := llm.Options{}
+	replay := f.replay
+	if replay == "" && needsEndpoint(p) {
+		fallback := strings.TrimSuffix(strings.TrimSuffix(p.Path, ".yaml"), ".yml") + ".cassette.yaml"
+		if _, err := os.Stat(fallback); err != nil {
+			return nil, errors.New("no model endpoint: set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server), or replay a recorded run with --replay FILE")
+		}
+		replay = fallback
+		fmt.Fprintf(stderr, "no OPENAI_API_KEY or OPENAI_BASE_URL: replaying %s (offline)\n", fallback)
+	}
+	if replay != "" {
+		c, err := llm.LoadCassette(replay)
+		if err != nil {
+			return nil, err
+		}
+		opts.Replay = c
+	}
+	if f.record != "" {
+		ms.record, ms.path = llm.NewCassette(), f.record
+		opts.Record = ms.record
+	}
+	ms.svc.LLM = llm.New(opts)
+	return ms, nil
+}
+
+// needsEndpoint reports whether p calls a model that has neither a key nor
+// an endpoint to go to.
+func needsEndpoint(p *dsl.Pipeline) bool {
+	need := false
+	dsl.Walk(p, func(q *dsl.Pipeline, n *dsl.Node) {
+		var name string
+		switch {
+		case n.LLM != nil:
+			name = n.LLM.Model
+		case n.Agent != nil:
+			name = n.Agent.Model
+		default:
+			return
+		}
+		if m := q.Models[name]; m != nil {
+			ep := llm.ResolveEndpoint(m, os.LookupEnv)
+			if ep.URLFrom == "default" && !ep.HasKey {
+				need = true
+			}
+		}
+	})
+	return need
+}
+
+// finish writes the recorded cassette, if any.
+func (ms *modelSession) finish(stderr io.Writer) {
+	if ms.record == nil {
+		return
+	}
+	if err := ms.record.WriteFile(ms.path); err != nil {
+		fmt.Fprintf(stderr, "flowrun: --record: %v\n", err)
+		return
+	}
+	fmt.Fprintf(stderr, "recorded %d model exchange(s) to %s\n", ms.record.Len(), ms.path)
+}
