@@ -6,6 +6,7 @@ package durable
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -27,6 +28,8 @@ type Runner struct {
 	// Sink also receives every event (the CLI's progress view), besides the store.
 	Sink      runtime.EventSink
 	LookupEnv func(string) (string, bool)
+	Human     runtime.Human
+	MaxLoops  int
 }
 
 // Start records a new run of p and runs it.
@@ -126,12 +129,16 @@ func (r *Runner) execute(ctx context.Context, runID string, p *dsl.Pipeline, inp
 		sink = tee{rec, r.Sink}
 	}
 	res := runtime.Run(ctx, r.Kinds, p, inputs, runtime.Options{RunID: runID, Sink: sink, LookupEnv: r.LookupEnv,
-		Checkpointer: rec, Restore: restore})
+		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops})
 	// The run's record must be written even when ctx was cancelled (Ctrl-C).
 	bg := context.WithoutCancel(ctx)
 	ferr := rec.Flush(bg)
 	end := store.Ending{Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps,
 		CostUSD: res.CostUSD, Tokens: int(res.Tokens)}
+	if res.Pending != nil {
+		b, _ := json.Marshal(res.Pending)
+		_ = json.Unmarshal(b, &end.Pending)
+	}
 	if res.Err != nil {
 		end.Error = res.Err.Error()
 	}

@@ -24,7 +24,9 @@ func BenchmarkLLMMap(b *testing.B) {
 	const calls, workers = 1000, 64
 	srv := llmtest.New(nil)
 	defer srv.Close()
-	srv.Handle(func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "ok", Usage: llmtest.Usage{Prompt: 10, Completion: 2}} })
+	srv.Handle(func(llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Text: "ok", Usage: llmtest.Usage{Prompt: 10, Completion: 2}}
+	})
 	p := load(b, `
 version: 1
 name: bench

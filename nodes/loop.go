@@ -17,11 +17,15 @@ type loopNode struct{}
 
 func (loopNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
 	l := n.Loop
+	bound := l.MaxIterations
+	if m := s.MaxLoops(); m > 0 && m < bound {
+		bound = m
+	}
 	saved := s.SetLoop(dsl.LoopInfo{})
 	defer s.SetLoop(saved)
 	done, ended := false, false
-	for it := 1; it <= l.MaxIterations && !done; it++ {
-		s.SetLoop(dsl.LoopInfo{Iteration: it, Index: it - 1, Max: l.MaxIterations})
+	for it := 1; it <= bound && !done; it++ {
+		s.SetLoop(dsl.LoopInfo{Iteration: it, Index: it - 1, Max: bound})
 		if l.While != nil {
 			ok, err := s.EvalBool(l.While)
 			if err != nil {
@@ -54,7 +58,7 @@ func (loopNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (run
 	}
 	if !done && l.While != nil {
 		// The bound is reached; the loop is exhausted only if it wanted more.
-		s.SetLoop(dsl.LoopInfo{Iteration: l.MaxIterations + 1, Index: l.MaxIterations, Max: l.MaxIterations})
+		s.SetLoop(dsl.LoopInfo{Iteration: bound + 1, Index: bound, Max: bound})
 		more, err := s.EvalBool(l.While)
 		if err != nil {
 			return runtime.Outcome{}, fmt.Errorf("while: %w", err)
@@ -62,7 +66,10 @@ func (loopNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (run
 		done = !more
 	}
 	if !done && (l.Until != nil || l.While != nil) {
-		msg := fmt.Sprintf("loop %q reached max_iterations (%d) before its condition held", n.ID, l.MaxIterations)
+		msg := fmt.Sprintf("loop %q reached max_iterations (%d) before its condition held", n.ID, bound)
+		if bound < l.MaxIterations {
+			msg = fmt.Sprintf("loop %q reached --max-loops (%d) before its condition held", n.ID, bound)
+		}
 		if l.OnExhausted == "fail" {
 			return runtime.Outcome{}, runtime.Errorf(runtime.ClassLoopExhausted, "%s (on_exhausted: fail)", msg)
 		}

@@ -60,8 +60,8 @@ func (mapNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runt
 		if err == nil {
 			continue
 		}
-		if stop := asStop(err); stop != nil {
-			return runtime.Outcome{}, stop
+		if runtime.EndsRun(err) {
+			return runtime.Outcome{}, err
 		}
 		s.Emit(runtime.Event{Type: runtime.EventMapItemSkipped, Path: fmt.Sprintf("%s[%d]", s.Path(n.ID), i), Node: n.ID,
 			Kind: string(n.Kind), Error: err.Error(), Class: runtime.ClassOf(err), Message: "on_item_error: skip"})

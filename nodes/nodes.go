@@ -19,6 +19,7 @@ func Kinds(svc Services) runtime.Registry {
 		dsl.KindMap:      mapNode{},
 		dsl.KindParallel: parallelNode{},
 		dsl.KindCall:     callNode{},
+		dsl.KindAsk:      askNode{},
 	}
 	if svc.LLM != nil {
 		k[dsl.KindLLM] = llmNode{svc: &svc}

@@ -2,7 +2,6 @@ package nodes
 
 import (
 	"context"
-	"errors"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/runtime"
@@ -48,12 +47,4 @@ func (parallelNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) 
 		out[br.Name] = results[i]
 	}
 	return runtime.Outcome{Output: out}, nil
-}
-
-func asStop(err error) *runtime.StopError {
-	var stop *runtime.StopError
-	if errors.As(err, &stop) {
-		return stop
-	}
-	return nil
 }

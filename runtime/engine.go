@@ -40,6 +40,7 @@ const (
 	StatusCompleted = "completed"
 	StatusFailed    = "failed"
 	StatusStopped   = "stopped"
+	StatusWaiting   = "waiting"
 )
 
 // Options configure one run.
@@ -54,6 +55,10 @@ type Options struct {
 	// Restore holds the checkpoints of an earlier attempt at this run: the
 	// nodes they name are restored, not run again.
 	Restore []*Checkpoint
+	// Human answers ask nodes and confirmations; without one they wait.
+	Human Human
+	// MaxLoops, above zero, caps every loop's iterations (--max-loops).
+	MaxLoops int
 }
 
 // Result is how a run ended.
@@ -66,6 +71,8 @@ type Result struct {
 	Steps   int
 	CostUSD float64
 	Tokens  int64
+	// Pending is the question a waiting run needs answered.
+	Pending *Question
 }
 
 // UnavailableError says a pipeline uses node kinds this build cannot run.
@@ -75,18 +82,27 @@ func (e *UnavailableError) Error() string {
 	return "cannot run this pipeline:\n  " + strings.Join(e.Nodes, "\n  ")
 }
 
+// NodeChecker is an executor that can tell before a run starts that it
+// could not run a node of pipeline p in this build (say, an agent listing
+// a tool the build lacks), so that the run fails before any model call.
+type NodeChecker interface {
+	CheckNode(p *dsl.Pipeline, n *dsl.Node) error
+}
+
 // Check reports, before anything runs, the nodes (in p and every pipeline
-// it calls) whose kind has no executor or that ask for confirmation.
+// it calls) whose kind has no executor or that their executor refuses
+// (NodeChecker).
 func (r Registry) Check(p *dsl.Pipeline) error {
 	var missing []string
-	dsl.Walk(p, func(_ *dsl.Pipeline, n *dsl.Node) {
+	dsl.Walk(p, func(p *dsl.Pipeline, n *dsl.Node) {
 		if r[n.Kind] == nil {
 			missing = append(missing, fmt.Sprintf("%s: node %q: node kind %s is not available in this build yet", n.Pos, n.ID, n.Kind))
+			return
 		}
-		if n.Confirm {
-			// Running the node without asking would break the promise
-			// confirm: makes, so refuse until asking exists.
-			missing = append(missing, fmt.Sprintf("%s: node %q: confirm: true is not available in this build yet", n.Pos, n.ID))
+		if c, ok := r[n.Kind].(NodeChecker); ok {
+			if err := c.CheckNode(p, n); err != nil {
+				missing = append(missing, fmt.Sprintf("%s: node %q: %v", n.Pos, n.ID, err))
+			}
 		}
 	})
 	if len(missing) > 0 {
@@ -106,13 +122,15 @@ type run struct {
 	lookupEnv func(string) (string, bool)
 	journal   *journal
 	usage     usage
+	human     Human
+	maxLoops  int
 }
 
 // Run executes p with the given inputs. Inputs are checked against their
 // declarations first; a bad input fails the run before any node starts.
 func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string]any, opts Options) *Result {
 	r := &run{id: opts.RunID, kinds: kinds, sink: lockedSink{sink: opts.Sink}, lookupEnv: opts.LookupEnv,
-		maxSteps: int64(p.Limits.MaxSteps), timeout: p.Limits.Timeout}
+		maxSteps: int64(p.Limits.MaxSteps), timeout: p.Limits.Timeout, human: opts.Human, maxLoops: opts.MaxLoops}
 	if r.id == "" {
 		r.id = NewRunID()
 	}
@@ -150,7 +168,11 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 	_, err = s.RunBlock(ctx, p.Nodes)
 	outputs, oerr := s.outputs(p)
 	var stop *StopError
+	var wait *WaitError
 	switch {
+	case errors.As(err, &wait):
+		res.Status, res.Pending, res.Outputs = StatusWaiting, &wait.Question, nil
+		res.Reason = wait.Error()
 	case errors.As(err, &stop):
 		res.Status, res.Reason, res.Outputs = StatusStopped, stop.Reason, outputs
 	case err != nil:

@@ -209,6 +209,16 @@ func (s *Scope) RunTool(ctx context.Context, p *dsl.Pipeline, args map[string]an
 	return s.runPipeline(ctx, p, args, seg, false)
 }
 
+// ToolScope is where a tool implemented by one model call (an llm tool)
+// runs: its templates see the call's arguments as inputs, and run and env
+// as here, but no state or node outputs; its model calls are addressed
+// under this scope's path plus seg. It writes nothing back.
+func (s *Scope) ToolScope(seg string, args map[string]any) *Scope {
+	c := &Scope{run: s.run, pipeline: s.pipeline, path: s.path + seg, attempt: s.attempt}
+	c.env.Inputs, c.env.Loop, c.env.Run, c.env.Env = args, s.env.Loop, s.env.Run, s.env.Env
+	return c
+}
+
 func (s *Scope) runPipeline(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, seg string, journaled bool) (map[string]any, error) {
 	in, err := PrepareInputs(p, inputs)
 	if err != nil {
@@ -300,6 +310,11 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 			return "", nil
 		}
 	}
+	if n.Confirm {
+		if err := s.confirm(ctx, s.Path(n.ID), n.ID); err != nil {
+			return "", err
+		}
+	}
 	step := s.run.steps.Add(1)
 	if s.run.maxSteps > 0 && step > s.run.maxSteps {
 		return "", &StopError{Reason: fmt.Sprintf("limits.max_steps (%d) reached before node %q", s.run.maxSteps, s.Path(n.ID))}
@@ -324,8 +339,7 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 		if stop := stopCheck(ctx); stop != nil {
 			return "", stop
 		}
-		var stop *StopError
-		if errors.As(err, &stop) {
+		if EndsRun(err) {
 			return "", err
 		}
 		class := classOf(err)
@@ -363,6 +377,14 @@ func (s *Scope) try(ctx context.Context, exec Executor, n *dsl.Node) (Outcome, e
 		err = Errorf(ClassTimeout, "timed out after %s (timeout: %s)", n.Timeout, n.Timeout)
 	}
 	return out, err
+}
+
+// EndsRun reports errors that end or pause the run rather than fail a
+// node: they are never retried, routed by on_error or skipped by a map.
+func EndsRun(err error) bool {
+	var stop *StopError
+	var wait *WaitError
+	return errors.As(err, &stop) || errors.As(err, &wait)
 }
 
 func classOf(err error) string {

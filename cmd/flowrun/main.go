@@ -44,13 +44,13 @@ Run "flowrun COMMAND --help" for a command's flags.
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := cli(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // cli runs one command and returns the process exit code.
-func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitInvalid
@@ -60,7 +60,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	case "run":
-		return runCmd(ctx, args[1:], stdout, stderr)
+		return runCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "validate":
 		return validateCmd(args[1:], stdout, stderr)
 	case "graph":
@@ -68,7 +68,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "schema":
 		return schemaCmd(args[1:], stdout, stderr)
 	case "resume":
-		return resumeCmd(ctx, args[1:], stdout, stderr)
+		return resumeCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "runs":
 		return runsCmd(args[1:], stdout, stderr)
 	case "show":
@@ -90,7 +90,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitInvalid
 		}
 	}
-	return runCmd(ctx, args, stdout, stderr)
+	return runCmd(ctx, args, stdin, stdout, stderr)
 }
 
 // parseFlags parses flags placed anywhere among the positional arguments,

@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 func flowrun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code = cli(context.Background(), args, &out, &errb)
+	code = cli(context.Background(), args, strings.NewReader(""), &out, &errb)
 	return code, out.String(), errb.String()
 }
 

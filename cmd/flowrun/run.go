@@ -25,7 +25,7 @@ type inputFlags []string
 func (f *inputFlags) String() string     { return strings.Join(*f, ",") }
 func (f *inputFlags) Set(v string) error { *f = append(*f, v); return nil }
 
-func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "flowrun [run] FILE [--input k=v ...] [--inputs FILE] [--json]\n\nRuns a pipeline. On success stdout holds its outputs as one JSON object;\nprogress goes to stderr. Exit 0 completed, 1 failed or stopped, 2 invalid.")
 	var kv inputFlags
 	fs.Var(&kv, "input", "an input as `name=value` (repeatable); JSON values are parsed for non-string inputs")
@@ -34,6 +34,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	storePath := storeFlag(fs)
 	var mf modelFlags
 	mf.register(fs)
+	var hf humanFlags
+	hf.register(fs)
 	files, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -77,7 +79,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	defer st.Close()
-	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: progressSink(*asJSON, stdout, live)}
+	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: progressSink(*asJSON, stdout, live),
+		Human: newHuman(hf, stdin, stderr), MaxLoops: hf.maxLoops}
 	res, err := runner.Start(ctx, p, inputs)
 	return report(res, err, *asJSON, stdout, stderr)
 }
@@ -119,6 +122,15 @@ func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Write
 	}
 	switch res.Status {
 	case runtime.StatusCompleted:
+		return exitOK
+	case runtime.StatusWaiting:
+		q := res.Pending
+		if q.Kind == runtime.QuestionConfirm {
+			fmt.Fprintf(stderr, "flowrun: run %s is waiting: running %s needs your confirmation.\n", res.RunID, q.Path)
+		} else {
+			fmt.Fprintf(stderr, "flowrun: run %s is waiting for an answer (%s): %s\n", res.RunID, q.Path, q.Text)
+		}
+		fmt.Fprintf(stderr, "To continue: %s\n", answerCommand(res.RunID, q))
 		return exitOK
 	case runtime.StatusStopped:
 		hint := "flowrun resume " + res.RunID

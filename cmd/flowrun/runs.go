@@ -38,7 +38,7 @@ func storeError(err error, stderr io.Writer) int {
 	return exitFailed
 }
 
-func resumeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	finish := func(io.Writer) {}
 	fs := newFlagSet("resume", "flowrun resume RUN [--from SNAPSHOT|CHECKPOINT] [--allow-changed] [--json]\n\nContinues a run from its last checkpoint; finished nodes are not run again.\nWith --from, forks: a new run continues from that snapshot or checkpoint\nand the original is left untouched.")
 	from := fs.String("from", "", "fork from this snapshot `label` or checkpoint number")
@@ -47,6 +47,11 @@ func resumeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	storePath := storeFlag(fs)
 	var mf modelFlags
 	mf.register(fs)
+	var hf humanFlags
+	hf.register(fs)
+	var answers inputFlags
+	fs.Var(&answers, "answer", "answer the question the run waits on: `field=value` (repeatable), or the value itself")
+	answerFile := fs.String("answer-file", "", "read the answer from a JSON or text `file`")
 	rest, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -60,16 +65,37 @@ func resumeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitFailed
 	}
 	defer st.Close()
-	live := liveView(*asJSON, stderr)
-	runner := &durable.Runner{Store: st, Sink: progressSink(*asJSON, stdout, live), Services: func(p *dsl.Pipeline) (runtime.Registry, error) {
-		ms, err := startModels(p, &mf, stderr)
+	human := newHuman(hf, stdin, stderr)
+	if len(answers) > 0 || *answerFile != "" {
+		prev, err := st.Run(ctx, rest[0])
 		if err != nil {
-			return nil, err
+			return storeError(err, stderr)
 		}
-		ms.svc.OnDelta = live.delta
-		finish = ms.finish
-		return nodes.Kinds(ms.svc), nil
-	}}
+		if prev.Status != store.StatusWaiting || prev.Pending == nil {
+			fmt.Fprintf(stderr, "flowrun resume: run %s is %s, not waiting for an answer\n", rest[0], prev.Status)
+			return exitInvalid
+		}
+		var q runtime.Question
+		b, _ := json.Marshal(prev.Pending)
+		_ = json.Unmarshal(b, &q)
+		a, err := readAnswer(&q, answers, *answerFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "flowrun resume: %v\n", err)
+			return exitInvalid
+		}
+		human.answers[q.Path] = a
+	}
+	live := liveView(*asJSON, stderr)
+	runner := &durable.Runner{Store: st, Sink: progressSink(*asJSON, stdout, live), Human: human, MaxLoops: hf.maxLoops,
+		Services: func(p *dsl.Pipeline) (runtime.Registry, error) {
+			ms, err := startModels(p, &mf, stderr)
+			if err != nil {
+				return nil, err
+			}
+			ms.svc.OnDelta = live.delta
+			finish = ms.finish
+			return nodes.Kinds(ms.svc), nil
+		}}
 	res, err := runner.Resume(ctx, rest[0], durable.ResumeOptions{From: *from, AllowChanged: *allow})
 	finish(stderr)
 	if res == nil {

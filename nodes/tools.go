@@ -1,0 +1,219 @@
+package nodes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// tool is a tool as an agent offers it to the model and runs it. A finish
+// tool has no run: the model's call to it is the agent's answer.
+type tool struct {
+	spec   llm.ToolSpec
+	finish bool
+	run func(ctx context.Context, s *runtime.Scope, at callSite, args map[string]any) (any, error)
+}
+
+// callSite addresses one tool call: a pipeline tool's nodes run under
+// dir+name ("solve[3]/ocr/read"), an llm tool's model call is the node
+// name under dir ("solve[3]/summarize"). dir names the agent and its step;
+// name is the tool's, with "[k]" when the turn calls it more than once.
+type callSite struct{ dir, name string }
+
+// unavailableTools are built-in tools this build cannot run yet, with why.
+var unavailableTools = map[string]string{
+	"python_execute": "it runs code in the sandbox, which this build does not have yet",
+	"code_execute":   "it runs code in the sandbox, which this build does not have yet",
+}
+
+// noParameters is what a tool declared without parameters is offered with:
+// OpenAI function tools need an object schema.
+var noParameters = map[string]any{"type": "object", "properties": map[string]any{}}
+
+// agentTools resolves the agent's tools and finish tools, declared in p or
+// built in, in the order the agent lists them (a name listed twice is
+// offered once).
+func (svc *Services) agentTools(p *dsl.Pipeline, a *dsl.Agent) ([]*tool, error) {
+	var out []*tool
+	seen := map[string]*tool{}
+	add := func(name string, finish bool) error {
+		if t := seen[name]; t != nil {
+			t.finish = t.finish || finish
+			return nil
+		}
+		t, err := svc.lookupTool(p, name)
+		if err != nil {
+			return err
+		}
+		t.finish = finish
+		seen[name] = t
+		out = append(out, t)
+		return nil
+	}
+	for _, name := range a.Tools {
+		if err := add(name, false); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range a.Finish {
+		if err := add(name, true); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (svc *Services) lookupTool(p *dsl.Pipeline, name string) (*tool, error) {
+	if why, ok := unavailableTools[name]; ok {
+		return nil, runtime.Errorf(runtime.ClassCritical, "tool %s is not available in this build yet: %s", name, why)
+	}
+	if d, ok := p.Tools[name]; ok {
+		t := &tool{spec: llm.ToolSpec{Name: name, Description: d.Description, Parameters: d.Parameters}}
+		if t.spec.Parameters == nil {
+			t.spec.Parameters = noParameters
+		}
+		switch {
+		case d.Pipeline != nil:
+			t.run = func(ctx context.Context, s *runtime.Scope, at callSite, args map[string]any) (any, error) {
+				return s.RunTool(ctx, d.Pipeline, args, at.dir+at.name+"/")
+			}
+		case d.LLM != nil:
+			t.run = func(ctx context.Context, s *runtime.Scope, at callSite, args map[string]any) (any, error) {
+				return svc.runLLMTool(ctx, s, d, at, args)
+			}
+		}
+		return t, nil
+	}
+	switch name {
+	case "read_file":
+		return &tool{spec: readFileSpec, run: readFile}, nil
+	case "http_get":
+		if p.HTTPGet == nil {
+			return nil, runtime.Errorf(runtime.ClassCritical, "tool http_get is off in %s: enable it with a top-level http_get:", p.Path)
+		}
+		cfg := p.HTTPGet
+		return &tool{spec: httpGetSpec, run: func(ctx context.Context, _ *runtime.Scope, _ callSite, args map[string]any) (any, error) {
+			raw, _ := args["url"].(string)
+			return httpGet(ctx, cfg, raw)
+		}}, nil
+	}
+	return nil, runtime.Errorf(runtime.ClassCritical, "unknown tool %q", name)
+}
+
+// runLLMTool makes an llm tool's one model call, its templates seeing the
+// arguments as inputs.
+func (svc *Services) runLLMTool(ctx context.Context, s *runtime.Scope, d *dsl.Tool, at callSite, args map[string]any) (any, error) {
+	ts := s.ToolScope(at.dir, args)
+	n := &dsl.Node{ID: at.name, Pos: d.Pos, Kind: dsl.KindLLM}
+	l := d.LLM
+	c, err := svc.startConversation(ts, l)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := svc.call(ctx, ts, n, c, llm.Request{Temperature: l.Temperature, MaxTokens: l.MaxTokens,
+		OutputSchema: l.OutputSchema, SchemaName: d.Name, RepairRetries: l.RepairRetries})
+	if err != nil {
+		return nil, err
+	}
+	if l.OutputSchema != nil {
+		return resp.JSON, nil
+	}
+	return resp.Text, nil
+}
+
+var readFileSpec = llm.ToolSpec{
+	Name:        "read_file",
+	Description: "Read a text file from the pipeline's directory. Paths are relative to that directory and cannot leave it.",
+	Parameters: map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"path": map[string]any{"type": "string", "description": "Path of the file, relative to the pipeline's directory."},
+		},
+		"required":             []any{"path"},
+		"additionalProperties": false,
+	},
+}
+
+func readFile(_ context.Context, s *runtime.Scope, _ callSite, args map[string]any) (any, error) {
+	path, _ := args["path"].(string)
+	b, err := dsl.ReadConfined(s.Pipeline().Dir, path)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+var httpGetSpec = llm.ToolSpec{
+	Name:        "http_get",
+	Description: "Fetch a URL with an HTTP GET request. The result is the response's status code and body (cut off if it is long).",
+	Parameters: map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"url": map[string]any{"type": "string", "description": "An http:// or https:// URL."},
+		},
+		"required":             []any{"url"},
+		"additionalProperties": false,
+	},
+}
+
+// httpGet fetches raw from an allowed host, following redirects only to
+// allowed hosts, and returns {status, body}, with truncated: true when the
+// body was cut at cfg.MaxBytes. A status of 400 or more is a result, not
+// an error: the model reads it.
+func httpGet(ctx context.Context, cfg *dsl.HTTPGet, raw string) (any, error) {
+	allowed := func(u *url.URL) error {
+		if u.Scheme != "http" && u.Scheme != "https" {
+			return fmt.Errorf("http_get %s: only http and https URLs can be fetched", u.Redacted())
+		}
+		host := strings.ToLower(u.Hostname())
+		if len(cfg.AllowHosts) > 0 && !slices.Contains(cfg.AllowHosts, host) {
+			return fmt.Errorf("http_get %s: host %q is not allowed (allowed: %s)", u.Redacted(), host, strings.Join(cfg.AllowHosts, ", "))
+		}
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("http_get: %w", err)
+	}
+	if err := allowed(u); err != nil {
+		return nil, err
+	}
+	client := &http.Client{
+		Timeout: cfg.Timeout,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 10 {
+				return errors.New("stopped after 10 redirects")
+			}
+			return allowed(req.URL)
+		},
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("http_get: %w", err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(cfg.MaxBytes)+1))
+	if err != nil {
+		return nil, fmt.Errorf("http_get %s: reading the body: %w", u.Redacted(), err)
+	}
+	out := map[string]any{"status": resp.StatusCode}
+	if len(body) > cfg.MaxBytes {
+		body = body[:cfg.MaxBytes]
+		out["truncated"] = true
+	}
+	out["body"] = strings.ToValidUTF8(string(body), "\uFFFD")
+	return out, nil
+}

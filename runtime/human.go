@@ -1,0 +1,77 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+)
+
+// Question is something a run asks a person: an ask node's question, or
+// whether to run a node marked confirm: true.
+type Question struct {
+	Path       string         `json:"path"`
+	Node       string         `json:"node"`
+	Kind       string         `json:"kind"` // QuestionAsk or QuestionConfirm
+	Text       string         `json:"text"`
+	Schema     map[string]any `json:"schema,omitempty"`
+	Default    any            `json:"default,omitempty"`
+	HasDefault bool           `json:"has_default,omitempty"`
+}
+
+// Question kinds.
+const (
+	QuestionAsk     = "ask"
+	QuestionConfirm = "confirm"
+)
+
+// Human answers questions. ok is false when nobody can answer now (no
+// terminal, --no-input): the run then waits, resumable with the answer.
+type Human interface {
+	Answer(ctx context.Context, q Question) (answer any, ok bool, err error)
+}
+
+// WaitError pauses a run until a question is answered. Like a StopError it
+// is never retried or routed by on_error.
+type WaitError struct {
+	Question Question
+	Declined bool // a confirmation was answered no
+}
+
+func (e *WaitError) Error() string {
+	if e.Declined {
+		return fmt.Sprintf("waiting: running %q was declined", e.Question.Path)
+	}
+	return fmt.Sprintf("waiting for an answer to %q: %s", e.Question.Path, e.Question.Text)
+}
+
+// Ask puts a question to the run's human. It returns a *WaitError when
+// the question cannot be answered now.
+func (s *Scope) Ask(ctx context.Context, q Question) (any, error) {
+	if s.run.human == nil {
+		return nil, &WaitError{Question: q}
+	}
+	a, ok, err := s.run.human.Answer(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, &WaitError{Question: q}
+	}
+	return a, nil
+}
+
+// confirm asks whether to run a node marked confirm: true.
+func (s *Scope) confirm(ctx context.Context, path, id string) error {
+	q := Question{Path: path, Node: id, Kind: QuestionConfirm, Text: fmt.Sprintf("run %s?", path),
+		Schema: map[string]any{"type": "boolean"}, Default: true, HasDefault: true}
+	a, err := s.Ask(ctx, q)
+	if err != nil {
+		return err
+	}
+	if yes, _ := a.(bool); !yes {
+		return &WaitError{Question: q, Declined: true}
+	}
+	return nil
+}
+
+// MaxLoops caps every loop's iterations when it is above zero (--max-loops).
+func (s *Scope) MaxLoops() int { return s.run.maxLoops }
