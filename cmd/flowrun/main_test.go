@@ -249,8 +249,13 @@ func TestReadmeDiagnosticIsReal(t *testing.T) {
 	}
 }
 
-// TestMain keeps the tests' runs out of the working tree.
+// TestMain keeps the tests' runs out of the working tree. Started with
+// FLOWRUN_TEST_AS_CLI=1, the test binary is the flowrun command itself, so
+// that tests can run it as a real subprocess (and kill it).
 func TestMain(m *testing.M) {
+	if os.Getenv("FLOWRUN_TEST_AS_CLI") == "1" {
+		os.Exit(cli(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	dir, err := os.MkdirTemp("", "flowrun-cli-test")
 	if err != nil {
 		panic(err)

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// flowrunProcess is the flowrun command as a subprocess (the test binary
+// re-executed as the CLI), with env added to the test's environment.
+func flowrunProcess(t *testing.T, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), "FLOWRUN_TEST_AS_CLI=1"), env...)
+	return cmd
+}
+
+// runProcess runs the flowrun command as a subprocess to its end.
+func runProcess(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := flowrunProcess(t, env, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), out.String(), errb.String()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, out.String(), errb.String()
+}
