@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// flowrunWithInput runs the CLI in-process with stdin.
+func flowrunWithInput(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = cli(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+const askPipeline = `
+version: 1
+name: asker
+state: {n: 0, who: ""}
+nodes:
+  - id: rounds
+    loop:
+      max_iterations: 5
+      until: state.n >= 5
+      body:
+        - id: inc
+          set: {n: state.n + 1}
+  - id: name
+    ask:
+      question: "Counted to ${{ state.n }}. Who are you?"
+      schema: {type: object, properties: {who: {type: string}, age: {type: integer}}, required: [who]}
+      default: {who: nobody}
+    set: {who: nodes.name.who}
+  - id: careful
+    confirm: true
+    set: {n: state.n * 100}
+outputs: {n: state.n, who: state.who}
+`
+
+var resumeRE = regexp.MustCompile(`flowrun resume (\S+)`)
+
+// waitingRun checks that a run ended waiting, with the command that
+// continues it, and returns the run id.
+func waitingRun(t *testing.T, code int, stderr, want string) string {
+	t.Helper()
+	if code != exitOK || !strings.Contains(stderr, want) {
+		t.Fatalf("exit %d, want 0 and %q in:\n%s", code, want, stderr)
+	}
+	m := resumeRE.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no resume command in:\n%s", stderr)
+	}
+	return m[1]
+}
+
+func outputsOf(t *testing.T, stdout string) map[string]any {
+	t.Helper()
+	var out map[string]any
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("stdout is not the outputs: %v\n%s", err, stdout)
+	}
+	return out
+}
+
+func TestAskWithoutTerminalWaitsThenResumeWithAnswer(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "ask.yaml", askPipeline)
+	code, _, stderr := flowrunWithInput(t, "", p)
+	run := waitingRun(t, code, stderr, "is waiting for an answer (name): Counted to 5. Who are you?")
+	if !strings.Contains(stderr, "flowrun resume "+run+" --answer age=... --answer who=...") {
+		t.Fatalf("the exact command to continue is missing:\n%s", stderr)
+	}
+	if s := showJSON(t, "", run); s["status"] != "waiting" || s["pending"].(map[string]any)["path"] != "name" {
+		t.Fatalf("the store does not hold the pending question: %v", s)
+	}
+	// A wrong answer is refused before anything runs.
+	code, _, stderr = flowrunWithInput(t, "", "resume", run, "--answer", "who=ann", "--answer", "age=old")
+	if code != exitInvalid || !strings.Contains(stderr, "age: not JSON") {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	code, _, stderr = flowrunWithInput(t, "", "resume", run, "--answer", "who=ann", "--answer", "age=7")
+	waitingRun(t, code, stderr, "running careful needs your confirmation")
+	if !strings.Contains(stderr, "done  rounds") {
+		t.Fatalf("the finished loop must be restored, not run again:\n%s", stderr)
+	}
+	code, stdout, stderr := flowrunWithInput(t, "", "resume", run, "--answer", "yes")
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	if out := outputsOf(t, stdout); out["n"] != 500.0 || out["who"] != "ann" {
+		t.Fatalf("outputs %v", out)
+	}
+}
+
+func TestAskOnTerminal(t *testing.T) {
+	t.Setenv("FLOWRUN_INTERACTIVE", "1")
+	p := writeFile(t, t.TempDir(), "ask.yaml", askPipeline)
+	// A bad answer is asked again; then the confirmation is accepted.
+	code, stdout, stderr := flowrunWithInput(t, "age=3\nwho=bea age=3\ny\n", p)
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	if out := outputsOf(t, stdout); out["who"] != "bea" || out["n"] != 500.0 {
+		t.Fatalf("outputs %v", out)
+	}
+	if !strings.Contains(stderr, "? Counted to 5. Who are you?") || !strings.Contains(stderr, "not a valid answer") || !strings.Contains(stderr, "? run careful?") {
+		t.Fatalf("prompts:\n%s", stderr)
+	}
+}
+
+func TestConfirmDeclinedThenResume(t *testing.T) {
+	t.Setenv("FLOWRUN_INTERACTIVE", "1")
+	p := writeFile(t, t.TempDir(), "ask.yaml", askPipeline)
+	code, _, stderr := flowrunWithInput(t, "who=cy\nn\n", p)
+	run := waitingRun(t, code, stderr, "running careful needs your confirmation")
+	t.Setenv("FLOWRUN_INTERACTIVE", "")
+	code, stdout, stderr := flowrunWithInput(t, "", "resume", run, "--answer", "yes")
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	if out := outputsOf(t, stdout); out["who"] != "cy" || out["n"] != 500.0 {
+		t.Fatalf("outputs %v", out)
+	}
+	if strings.Count(stderr, "ok    name") != 0 {
+		t.Fatalf("the answered ask ran again:\n%s", stderr)
+	}
+}
+
+func TestAutoWithMaxLoops(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "ask.yaml", askPipeline)
+	code, stdout, stderr := flowrunWithInput(t, "", p, "--auto", "--max-loops", "2")
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	// Two iterations, the ask's default, the confirmation accepted.
+	if out := outputsOf(t, stdout); out["n"] != 200.0 || out["who"] != "nobody" {
+		t.Fatalf("outputs %v", out)
+	}
+	if !strings.Contains(stderr, "--max-loops (2)") {
+		t.Fatalf("the capped loop is not reported:\n%s", stderr)
+	}
+	// An ask with no default still waits under --auto.
+	noDefault := writeFile(t, t.TempDir(), "ask.yaml", strings.Replace(askPipeline, "      default: {who: nobody}\n", "", 1))
+	code, _, stderr = flowrunWithInput(t, "", noDefault, "--auto")
+	waitingRun(t, code, stderr, "is waiting for an answer")
+}
+
+func TestSnapshotRollbackAndFork(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "runs.db")
+	p := writeFile(t, dir, "p.yaml", `
+version: 1
+name: steps
+state: {n: 0, log: []}
+nodes:
+  - id: l
+    loop:
+      max_iterations: 4
+      body:
+        - id: inc
+          set: {n: state.n + 1, log: 'concat(state.log, [state.n + 1])'}
+  - id: ask_more
+    ask: {question: "go on?", schema: {type: boolean}}
+  - id: done
+    set: {n: state.n * 10}
+outputs: {n: state.n, log: state.log, more: nodes.ask_more}
+`)
+	code, _, stderr := flowrunWithInput(t, "", p, "--store", store)
+	run := waitingRun(t, code, stderr, "is waiting for an answer")
+	code, stdout, stderr := flowrunWithInput(t, "", "snapshot", run, "--label", "before-answer", "--store", store)
+	if code != exitOK || !strings.Contains(stdout, "at checkpoint 5") {
+		t.Fatalf("exit %d %s %s", code, stdout, stderr)
+	}
+	if code, _, stderr = flowrunWithInput(t, "", "snapshot", run, "--label", "before-answer", "--store", store); code != exitFailed || !strings.Contains(stderr, "immutable") {
+		t.Fatalf("a label is used once: exit %d %s", code, stderr)
+	}
+	code, stdout, _ = flowrunWithInput(t, "", "resume", run, "--answer", "true", "--store", store)
+	if out := outputsOf(t, stdout); code != exitOK || out["n"] != 40.0 || out["more"] != true {
+		t.Fatalf("exit %d outputs %v", code, out)
+	}
+
+	// Fork from the snapshot: a new run answers differently; the parent is untouched.
+	parentBefore := showJSON(t, store, run)
+	code, _, stderr = flowrunWithInput(t, "", "resume", run, "--from", "before-answer", "--store", store)
+	fork := waitingRun(t, code, stderr, "is waiting for an answer")
+	if fork == run {
+		t.Fatal("a fork is a new run")
+	}
+	code, stdout, _ = flowrunWithInput(t, "", "resume", fork, "--answer", "false", "--store", store)
+	if out := outputsOf(t, stdout); code != exitOK || out["n"] != 40.0 || out["more"] != false {
+		t.Fatalf("fork: exit %d outputs %v", code, out)
+	}
+	parentAfter := showJSON(t, store, run)
+	if parentAfter["status"] != "completed" || !jsonEqual(parentBefore["outputs"], parentAfter["outputs"]) || parentBefore["checkpoints"] != parentAfter["checkpoints"] {
+		t.Fatalf("the parent changed:\nbefore %v\nafter %v", parentBefore, parentAfter)
+	}
+	if f := showJSON(t, store, fork); f["parent"].(map[string]any)["run"] != run {
+		t.Fatalf("the fork does not name its parent: %v", f["parent"])
+	}
+
+	// Rollback to the snapshot runs nothing, then resume continues from there.
+	code, stdout, _ = flowrunWithInput(t, "", "rollback", run, "before-answer", "--store", store)
+	if code != exitOK || !strings.Contains(stdout, "rolled back to checkpoint 5") {
+		t.Fatalf("exit %d %s", code, stdout)
+	}
+	if s := showJSON(t, store, run); s["status"] != "stopped" || s["checkpoints"] != 5.0 {
+		t.Fatalf("after rollback: %v", s)
+	}
+	_, stdout, _ = flowrunWithInput(t, "", "snapshots", run, "--store", store)
+	if !strings.Contains(stdout, "rollback-to-before-answer") {
+		t.Fatalf("no rollback snapshot:\n%s", stdout)
+	}
+	code, _, stderr = flowrunWithInput(t, "", "resume", run, "--store", store)
+	waitingRun(t, code, stderr, "is waiting for an answer")
+	if strings.Contains(stderr, "ok    l[") {
+		t.Fatalf("resume after rollback ran finished nodes again:\n%s", stderr)
+	}
+}
+
+func showJSON(t *testing.T, store, run string) map[string]any {
+	t.Helper()
+	args := []string{"show", run, "--json"}
+	if store != "" {
+		args = append(args, "--store", store)
+	}
+	code, stdout, stderr := flowrunWithInput(t, "", args...)
+	if code != exitOK {
+		t.Fatalf("show: exit %d %s", code, stderr)
+	}
+	return outputsOf(t, stdout)
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
