@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"time"
 )
@@ -135,7 +136,7 @@ func (s *Store) Rollback(ctx context.Context, runID, ref string) (*Snapshot, err
 	if err := tx.QueryRowContext(ctx, `SELECT status, pid, pid_start FROM runs WHERE id = ?`, runID).Scan(&status, &pid, &pidStart); err != nil {
 		return nil, err
 	}
-	if status == StatusRunning && alive(pid, pidStart) {
+	if status == StatusRunning && pid != os.Getpid() && alive(pid, pidStart) {
 		return nil, &InProgressError{Run: runID, PID: pid}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE checkpoints SET discarded = 1 WHERE run_id = ? AND seq > ?`, runID, seq); err != nil {
