@@ -19,6 +19,7 @@ const (
 	EventMapItemSkipped = "map_item_skipped"
 	EventModelTurn      = "model_turn"
 	EventToolCall       = "tool_call"
+	EventQuestion       = "question" // asked of a person; Output is the answer, or Status is waiting
 )
 
 // Event is one thing that happened in a run. Path addresses the node within

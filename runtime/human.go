@@ -46,16 +46,22 @@ func (e *WaitError) Error() string {
 // Ask puts a question to the run's human. It returns a *WaitError when
 // the question cannot be answered now.
 func (s *Scope) Ask(ctx context.Context, q Question) (any, error) {
-	if s.run.human == nil {
-		return nil, &WaitError{Question: q}
+	var a any
+	ok := false
+	if s.run.human != nil {
+		var err error
+		if a, ok, err = s.run.human.Answer(ctx, q); err != nil {
+			return nil, err
+		}
 	}
-	a, ok, err := s.run.human.Answer(ctx, q)
-	if err != nil {
-		return nil, err
-	}
+	e := Event{Type: EventQuestion, Path: q.Path, Node: q.Node, Kind: q.Kind, Message: q.Text}
 	if !ok {
+		e.Status = StatusWaiting
+		s.Emit(e)
 		return nil, &WaitError{Question: q}
 	}
+	e.Output = a
+	s.Emit(e)
 	return a, nil
 }
 

@@ -228,6 +228,13 @@ func (t *textSink) Event(e runtime.Event) {
 		if t.exchange {
 			t.indent(replyText(tu.Reply))
 		}
+	case runtime.EventQuestion:
+		answer := "waiting for an answer"
+		if e.Status == "" {
+			b, _ := json.Marshal(e.Output)
+			answer = "answered " + string(b)
+		}
+		fmt.Fprintf(t.w, "  ask   %-40s %q: %s\n", e.Path, e.Message, answer)
 	case runtime.EventToolCall:
 		status := "ok"
 		if e.Tool.Error != "" {
