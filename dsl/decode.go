@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
@@ -26,6 +27,9 @@ var builtinTools = []string{"python_execute", "code_execute", "read_file", "http
 type scope struct {
 	inLoop bool // loop.* is defined; break/continue are allowed
 	inMap  bool // item and index are defined
+	// tool is set while compiling an llm tool's templates: inputs are the
+	// tool's parameters, and state and nodes are out of reach.
+	tool *Tool
 }
 
 // decode builds the typed pipeline from the YAML tree. The schema has been
@@ -64,6 +68,7 @@ func (f *file) decode() {
 		}
 		p.Memories[m.Name] = m
 	}
+	f.decodeHTTPGet(valueOf(root, "http_get"))
 	f.decodeTools(valueOf(root, "tools"))
 
 	p.Nodes = f.block(valueOf(root, "nodes"), scope{})
@@ -178,8 +183,33 @@ func (f *file) decodeTools(n *yaml.Node) {
 		if pn := valueOf(kv[1], "pipeline"); pn != nil {
 			t.Pipeline = f.subPipeline(pn)
 		}
+		if ln := valueOf(kv[1], "llm"); ln != nil {
+			t.LLM = f.llm(fmt.Sprintf("tool %q", t.Name), ln, scope{tool: t})
+		}
 		f.p.Tools[t.Name] = t
 	}
+}
+
+// defaultHTTPMaxBytes is where http_get cuts a body unless max_bytes says.
+const defaultHTTPMaxBytes = 1 << 20
+
+func (f *file) decodeHTTPGet(n *yaml.Node) {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return
+	}
+	h := &HTTPGet{AllowHosts: []string{}, Timeout: 30 * time.Second, MaxBytes: defaultHTTPMaxBytes}
+	for _, e := range items(valueOf(n, "allow_hosts")) {
+		if s, ok := str(e); ok {
+			h.AllowHosts = append(h.AllowHosts, strings.ToLower(s))
+		}
+	}
+	if d := f.duration(valueOf(n, "timeout")); d > 0 {
+		h.Timeout = d
+	}
+	if b, ok := intValue(valueOf(n, "max_bytes")); ok {
+		h.MaxBytes = b
+	}
+	f.p.HTTPGet = h
 }
 
 // collectIDs records every node id in the file, nested bodies included, so
@@ -493,8 +523,10 @@ func (f *file) agent(label string, v *yaml.Node, sc scope) *Agent {
 		switch {
 		case !declared && !slices.Contains(builtinTools, name):
 			f.l.errorf(f.pos(t), "%s: unknown tool %q%s; declare it under tools: (built in: %s)", label, name, Suggest(name, f.toolNames()), strings.Join(builtinTools, ", "))
-		case declared && decl.Pipeline == nil:
-			f.l.errorf(f.pos(t), "%s: tool %q has no implementation (no pipeline:), so it can only be listed under finish:", label, name)
+		case declared && decl.Pipeline == nil && decl.LLM == nil:
+			f.l.errorf(f.pos(t), "%s: tool %q has no implementation (no pipeline: or llm:), so it can only be listed under finish:", label, name)
+		case name == "http_get" && !declared && f.p.HTTPGet == nil:
+			f.l.errorf(f.pos(t), "%s: the built-in tool http_get is off in this pipeline: enable it with a top-level http_get: {allow_hosts: [example.com]} (an empty list allows any host)", label)
 		}
 	}
 	for _, t := range items(valueOf(v, "finish")) {
@@ -612,8 +644,8 @@ func (f *file) toolCall(label string, v *yaml.Node, sc scope) *ToolCall {
 		switch {
 		case !declared && !slices.Contains(builtinTools, t.Name):
 			f.l.errorf(f.pos(nn), "%s: unknown tool %q%s", label, t.Name, Suggest(t.Name, f.toolNames()))
-		case declared && decl.Pipeline == nil:
-			f.l.errorf(f.pos(nn), "%s: tool %q has no implementation (no pipeline:), so it cannot be called", label, t.Name)
+		case declared && decl.Pipeline == nil && decl.LLM == nil:
+			f.l.errorf(f.pos(nn), "%s: tool %q has no implementation (no pipeline: or llm:), so it cannot be called", label, t.Name)
 		}
 	}
 	if a := valueOf(v, "args"); a != nil {
@@ -924,6 +956,8 @@ func (v *nameVisitor) Visit(node *ast.Node) {
 	switch n := (*node).(type) {
 	case *ast.IdentifierNode:
 		switch {
+		case v.sc.tool != nil && slices.Contains(toolHidden, n.Value):
+			v.add(n, fmt.Sprintf("tool %q: an llm tool's templates see its arguments as inputs.<parameter>, not %s; add a parameter for what the tool needs", v.sc.tool.Name, n.Value))
 		case n.Value == "loop" && !v.sc.inLoop:
 			v.add(n, "loop is only defined inside a loop body")
 		case (n.Value == "item" || n.Value == "index") && !v.sc.inMap:
@@ -936,6 +970,10 @@ func (v *nameVisitor) Visit(node *ast.Node) {
 			return
 		}
 		name := prop.Value
+		if v.sc.tool != nil {
+			v.visitToolMember(id.Value, prop)
+			return
+		}
 		switch id.Value {
 		case "nodes":
 			if _, known := v.f.ids[name]; !known {
@@ -958,6 +996,27 @@ func (v *nameVisitor) Visit(node *ast.Node) {
 			if !slices.Contains(v.f.p.Env, name) {
 				v.add(prop, fmt.Sprintf("env.%s is not declared; list %s under env: to use it", name, name))
 			}
+		}
+	}
+}
+
+// toolHidden are the names an llm tool's templates cannot use: a tool is
+// a function of its arguments, whichever node calls it.
+var toolHidden = []string{"state", "nodes", "loop", "item", "index"}
+
+// visitToolMember checks inputs.<name> in an llm tool's templates against
+// the tool's parameters.
+func (v *nameVisitor) visitToolMember(root string, prop *ast.StringNode) {
+	switch root {
+	case "inputs":
+		props, _ := v.sc.tool.Parameters["properties"].(map[string]any)
+		if _, ok := props[prop.Value]; ok {
+			return
+		}
+		v.add(prop, fmt.Sprintf("tool %q has no parameter %q%s; declare it under the tool's parameters.properties", v.sc.tool.Name, prop.Value, Suggest(prop.Value, keysOf(props))))
+	case "env":
+		if !slices.Contains(v.f.p.Env, prop.Value) {
+			v.add(prop, fmt.Sprintf("env.%s is not declared; list %s under env: to use it", prop.Value, prop.Value))
 		}
 	}
 }

@@ -36,7 +36,7 @@ func helperFunctions(dir string) []expr.Option {
 			return GridText(args[0])
 		}, new(func(any) string)),
 		expr.Function("read_file", func(args ...any) (any, error) {
-			b, err := readConfined(dir, args[0].(string))
+			b, err := ReadConfined(dir, args[0].(string))
 			return string(b), err
 		}, new(func(string) string)),
 		expr.Function("render", func(args ...any) (any, error) {
@@ -125,9 +125,9 @@ func GridText(grid any) (string, error) {
 	return b.String(), nil
 }
 
-// readConfined reads a file named relative to dir and refuses any path that
+// ReadConfined reads a file named relative to dir and refuses any path that
 // leaves dir, through ".." or a symbolic link.
-func readConfined(dir, name string) ([]byte, error) {
+func ReadConfined(dir, name string) ([]byte, error) {
 	if filepath.IsAbs(name) {
 		return nil, fmt.Errorf("read_file %q: absolute paths are not allowed; name a file inside the pipeline's directory", name)
 	}
@@ -158,7 +158,7 @@ func (r *renderer) render(name string, vars map[string]any) (string, error) {
 	t, ok := r.cache[name]
 	r.mu.Unlock()
 	if !ok {
-		src, err := readConfined(r.dir, name)
+		src, err := ReadConfined(r.dir, name)
 		if err != nil {
 			return "", fmt.Errorf("render: %w", err)
 		}

@@ -14,6 +14,7 @@ type Pipeline struct {
 	Models      map[string]*Model
 	Memories    map[string]*Memory
 	Tools       map[string]*Tool
+	HTTPGet     *HTTPGet // nil: the built-in http_get tool is off
 	Env         []string
 	State       []StateVar // in file order
 	Limits      Limits
@@ -100,14 +101,25 @@ type Memory struct {
 	System *Template
 }
 
-// Tool is a tool declared in the pipeline file. A tool with no Pipeline is
-// a finish tool: the agent's call to it is its answer.
+// Tool is a tool declared in the pipeline file. A tool with neither
+// Pipeline nor LLM is a finish tool: the agent's call to it is its answer.
 type Tool struct {
 	Name        string
 	Pos         Pos
 	Description string
 	Parameters  map[string]any
 	Pipeline    *Pipeline // compiled sub-pipeline implementing the tool, if any
+	// LLM implements the tool with one model call, if set. Its templates
+	// see the call's arguments as inputs.<parameter> (and run and env),
+	// never the calling pipeline's inputs, state or nodes.
+	LLM *LLM
+}
+
+// HTTPGet enables the built-in http_get tool and bounds what it fetches.
+type HTTPGet struct {
+	AllowHosts []string      // host names that may be fetched; empty allows any
+	Timeout    time.Duration // per request; 30s unless set
+	MaxBytes   int           // the body is cut after this many bytes; 1 MiB unless set
 }
 
 // Kind is a node's kind: the one kind key it carries.

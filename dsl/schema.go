@@ -201,6 +201,21 @@ func (f *file) schemaDiagnostic(ve *jsonschema.ValidationError, ps *pointers) {
 		if strings.HasPrefix(msg, "expected boolean") && yaml11Bools[strings.ToLower(at.Value)] {
 			msg += fmt.Sprintf(": write true or false (YAML 1.2 reads %s as a string)", at.Value)
 		}
+	case "not":
+		// A "not" in the schema carries its message as its description,
+		// and points at the last of the fields it forbids together.
+		sub, _ := schemaValue(ve.AbsoluteKeywordLocation).(map[string]any)
+		if d, ok := sub["description"].(string); ok {
+			msg = d
+		}
+		req, _ := sub["required"].([]any)
+		for i := len(req) - 1; i >= 0; i-- {
+			name, _ := req[i].(string)
+			if k := ps.key[ptr+"/"+escapePointer(name)]; k != nil {
+				at = k
+				break
+			}
+		}
 	case "enum":
 		var allowed []string
 		enum, _ := schemaValue(ve.AbsoluteKeywordLocation).([]any)

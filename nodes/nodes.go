@@ -23,6 +23,7 @@ func Kinds(svc Services) runtime.Registry {
 	}
 	if svc.LLM != nil {
 		k[dsl.KindLLM] = llmNode{svc: &svc}
+		k[dsl.KindAgent] = agentNode{svc: &svc}
 	}
 	return k
 }

@@ -20,7 +20,7 @@ import (
 type tool struct {
 	spec   llm.ToolSpec
 	finish bool
-	run func(ctx context.Context, s *runtime.Scope, at callSite, args map[string]any) (any, error)
+	run    func(ctx context.Context, s *runtime.Scope, at callSite, args map[string]any) (any, error)
 }
 
 // callSite addresses one tool call: a pipeline tool's nodes run under
@@ -53,6 +53,9 @@ func (svc *Services) agentTools(p *dsl.Pipeline, a *dsl.Agent) ([]*tool, error) 
 		t, err := svc.lookupTool(p, name)
 		if err != nil {
 			return err
+		}
+		if t.run == nil && !finish {
+			return runtime.Errorf(runtime.ClassCritical, "tool %q has no implementation, so it can only be a finish tool", name)
 		}
 		t.finish = finish
 		seen[name] = t
