@@ -20,6 +20,7 @@ func Kinds(svc Services) runtime.Registry {
 		dsl.KindParallel: parallelNode{},
 		dsl.KindCall:     callNode{},
 		dsl.KindAsk:      askNode{},
+		dsl.KindTool:     toolNode{svc: &svc},
 	}
 	if svc.LLM != nil {
 		k[dsl.KindLLM] = llmNode{svc: &svc}

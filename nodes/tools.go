@@ -18,9 +18,10 @@ import (
 // tool is a tool as an agent offers it to the model and runs it. A finish
 // tool has no run: the model's call to it is the agent's answer.
 type tool struct {
-	spec   llm.ToolSpec
-	finish bool
-	run    func(ctx context.Context, s *runtime.Scope, at callSite, args map[string]any) (any, error)
+	spec       llm.ToolSpec
+	finish     bool
+	needsModel bool // an llm tool
+	run        func(ctx context.Context, s *runtime.Scope, at callSite, args map[string]any) (any, error)
 }
 
 // callSite addresses one tool call: a pipeline tool's nodes run under
@@ -90,6 +91,7 @@ func (svc *Services) lookupTool(p *dsl.Pipeline, name string) (*tool, error) {
 				return s.RunTool(ctx, d.Pipeline, args, at.dir+at.name+"/")
 			}
 		case d.LLM != nil:
+			t.needsModel = true
 			t.run = func(ctx context.Context, s *runtime.Scope, at callSite, args map[string]any) (any, error) {
 				return svc.runLLMTool(ctx, s, d, at, args)
 			}
