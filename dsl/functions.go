@@ -30,7 +30,7 @@ func helperFunctions(dir string) []expr.Option {
 			if len(args) > 1 {
 				lang = args[1].(string)
 			}
-			return ExtractCode(args[0].(string), lang), nil
+			return CodeBlock(args[0].(string), lang)
 		}, new(func(string) string), new(func(string, string) string)),
 		expr.Function("grid_text", func(args ...any) (any, error) {
 			return GridText(args[0])
@@ -97,6 +97,41 @@ func ExtractCode(text, lang string) string {
 		}
 	}
 	return strings.TrimRight(matches[len(matches)-1][2], "\n")
+}
+
+// langAliases are the fence tags models use for a language.
+var langAliases = map[string][]string{
+	"python": {"python", "py", "python3"},
+	"go":     {"go", "golang"},
+}
+
+// CodeBlock is extract_code: the last fenced block tagged lang (or one of
+// its usual aliases), or the only block when there is just one. A text
+// with no block is an error, so that a reply without code fails loudly
+// instead of running prose.
+func CodeBlock(text, lang string) (string, error) {
+	blocks := fenceRE.FindAllStringSubmatch(text, -1)
+	if len(blocks) == 0 {
+		return "", fmt.Errorf("extract_code: no code block in the text (expected a fenced block: ```%s ... ```)", lang)
+	}
+	if lang == "" {
+		return strings.TrimRight(blocks[len(blocks)-1][2], "\n"), nil
+	}
+	tags := langAliases[strings.ToLower(lang)]
+	if tags == nil {
+		tags = []string{strings.ToLower(lang)}
+	}
+	for i := len(blocks) - 1; i >= 0; i-- {
+		for _, t := range tags {
+			if strings.EqualFold(blocks[i][1], t) {
+				return strings.TrimRight(blocks[i][2], "\n"), nil
+			}
+		}
+	}
+	if len(blocks) == 1 {
+		return strings.TrimRight(blocks[0][2], "\n"), nil
+	}
+	return "", fmt.Errorf("extract_code: no %s code block among the text's %d blocks", lang, len(blocks))
 }
 
 // GridText renders an ARC grid (a list of rows of integers) one row per

@@ -79,6 +79,26 @@ func TestValid(t *testing.T) {
 	}
 }
 
+func TestCodeBlock(t *testing.T) {
+	tests := []struct {
+		name, text, lang, want, err string
+	}{
+		{"tagged", "Here:\n```python\nprint(1)\n```\nDone.", "python", "print(1)", ""},
+		{"alias", "```py\nx = 1\n```", "python", "x = 1", ""},
+		{"last of the language", "```python\na\n```\n```go\ng\n```\n```python\nb\n```", "python", "b", ""},
+		{"the only block", "```\nbare\n```", "python", "bare", ""},
+		{"no language: last", "```go\ng\n```\n```python\np\n```", "", "p", ""},
+		{"none", "just prose", "python", "", "no code block in the text"},
+		{"none of the language", "```go\ng\n```\n```rust\nr\n```", "python", "", "no python code block among the text's 2 blocks"},
+	}
+	for _, tt := range tests {
+		got, err := CodeBlock(tt.text, tt.lang)
+		if got != tt.want || (tt.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("%s: CodeBlock(%q, %q) = %q, %v; want %q, %q", tt.name, tt.text, tt.lang, got, err, tt.want, tt.err)
+		}
+	}
+}
+
 func TestExtractCode(t *testing.T) {
 	tests := []struct {
 		name, text, lang, want string

@@ -27,12 +27,12 @@ const defaultMaxSteps = 10
 // Output: {finish: {name, args} or null, steps, text, usage, cost_usd}.
 type agentNode struct{ svc *Services }
 
-// CheckNode refuses, before the run starts, an agent listing a tool this
-// build cannot run.
-func (agentNode) CheckNode(_ *dsl.Pipeline, n *dsl.Node) error {
+// CheckNode refuses, before the run starts, an agent listing a tool that
+// cannot run here.
+func (k agentNode) CheckNode(_ *dsl.Pipeline, n *dsl.Node) error {
 	for _, name := range n.Agent.Tools {
-		if why, ok := unavailableTools[name]; ok {
-			return fmt.Errorf("tool %s is not available in this build yet: %s", name, why)
+		if err := k.svc.checkTool(name); err != nil {
+			return err
 		}
 	}
 	return nil

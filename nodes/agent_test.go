@@ -557,7 +557,7 @@ nodes:
 	if res.Status != runtime.StatusFailed || !errors.As(res.Err, &ue) {
 		t.Fatalf("status %s, err %v", res.Status, res.Err)
 	}
-	if !strings.Contains(res.Err.Error(), `node "solve": tool python_execute is not available in this build yet`) {
+	if !strings.Contains(res.Err.Error(), `node "solve": tool python_execute runs code in the sandbox, which is not available here`) {
 		t.Errorf("error = %v", res.Err)
 	}
 	if srv.Calls() != 0 {

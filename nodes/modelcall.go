@@ -9,6 +9,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/sandbox"
 )
 
 // Services are what the model-calling kinds need from outside the pipeline.
@@ -20,6 +21,9 @@ type Services struct {
 	// OnDelta receives streamed text as it arrives, by node path, for a
 	// live view. Recorded results are the same with or without it.
 	OnDelta func(path, text string)
+	// Sandbox runs code nodes and the python_execute tool; without it they
+	// are not available.
+	Sandbox *sandbox.Sandbox
 }
 
 // conversation is one node's exchange with a model: the messages sent

@@ -21,6 +21,7 @@ func Kinds(svc Services) runtime.Registry {
 		dsl.KindCall:     callNode{},
 		dsl.KindAsk:      askNode{},
 		dsl.KindTool:     toolNode{svc: &svc},
+		dsl.KindCode:     codeNode{svc: &svc},
 	}
 	if svc.LLM != nil {
 		k[dsl.KindLLM] = llmNode{svc: &svc}

@@ -12,11 +12,8 @@ import (
 // args checked against the tool's parameters. Output: the tool's result.
 type toolNode struct{ svc *Services }
 
-func (toolNode) CheckNode(_ *dsl.Pipeline, n *dsl.Node) error {
-	if why, ok := unavailableTools[n.Tool.Name]; ok {
-		return fmt.Errorf("tool %s is not available in this build yet: %s", n.Tool.Name, why)
-	}
-	return nil
+func (k toolNode) CheckNode(_ *dsl.Pipeline, n *dsl.Node) error {
+	return k.svc.checkTool(n.Tool.Name)
 }
 
 func (k toolNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {

@@ -61,7 +61,7 @@ func TestToolNodeErrors(t *testing.T) {
 		}
 	}
 	p := load(t, "version: 1\nname: t\nnodes:\n  - id: py\n    tool: {name: python_execute, args: {code: 'print(1)'}}\n", nil)
-	if err := nodes.Kinds(nodes.Services{}).Check(p); err == nil || !strings.Contains(err.Error(), "tool python_execute is not available in this build yet") {
+	if err := nodes.Kinds(nodes.Services{}).Check(p); err == nil || !strings.Contains(err.Error(), "tool python_execute runs code in the sandbox, which is not available here") {
 		t.Fatalf("preflight: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/sandbox"
 )
 
 // tool is a tool as an agent offers it to the model and runs it. A finish
@@ -30,10 +31,19 @@ type tool struct {
 // name is the tool's, with "[k]" when the turn calls it more than once.
 type callSite struct{ dir, name string }
 
-// unavailableTools are built-in tools this build cannot run yet, with why.
-var unavailableTools = map[string]string{
-	"python_execute": "it runs code in the sandbox, which this build does not have yet",
-	"code_execute":   "it runs code in the sandbox, which this build does not have yet",
+// checkTool says, before a run starts, why a built-in tool cannot run
+// here: the code tools need the sandbox and its language.
+func (svc *Services) checkTool(name string) error {
+	if name != "python_execute" && name != "code_execute" {
+		return nil
+	}
+	if svc.Sandbox == nil {
+		return fmt.Errorf("tool %s runs code in the sandbox, which is not available here", name)
+	}
+	if err := svc.Sandbox.Check(sandbox.Python); err != nil {
+		return fmt.Errorf("tool %s: %w", name, err)
+	}
+	return nil
 }
 
 // noParameters is what a tool declared without parameters is offered with:
@@ -77,8 +87,8 @@ func (svc *Services) agentTools(p *dsl.Pipeline, a *dsl.Agent) ([]*tool, error) 
 }
 
 func (svc *Services) lookupTool(p *dsl.Pipeline, name string) (*tool, error) {
-	if why, ok := unavailableTools[name]; ok {
-		return nil, runtime.Errorf(runtime.ClassCritical, "tool %s is not available in this build yet: %s", name, why)
+	if err := svc.checkTool(name); err != nil {
+		return nil, runtime.Errorf(sandbox.ClassUnavailable, "%w", err)
 	}
 	if d, ok := p.Tools[name]; ok {
 		t := &tool{spec: llm.ToolSpec{Name: name, Description: d.Description, Parameters: d.Parameters}}
@@ -99,6 +109,10 @@ func (svc *Services) lookupTool(p *dsl.Pipeline, name string) (*tool, error) {
 		return t, nil
 	}
 	switch name {
+	case "python_execute":
+		return &tool{spec: pythonExecuteSpec, run: svc.codeTool(sandbox.Python)}, nil
+	case "code_execute":
+		return &tool{spec: codeExecuteSpec, run: svc.codeTool("")}, nil
 	case "read_file":
 		return &tool{spec: readFileSpec, run: readFile}, nil
 	case "http_get":
@@ -221,4 +235,59 @@ func httpGet(ctx context.Context, cfg *dsl.HTTPGet, raw string) (any, error) {
 	}
 	out["body"] = strings.ToValidUTF8(string(body), "\uFFFD")
 	return out, nil
+}
+
+var pythonExecuteSpec = llm.ToolSpec{
+	Name:        "python_execute",
+	Description: "Run a Python snippet in a sandbox (standard library only; no files, network or environment). Returns its stdout, the value of its last expression as result, and the error if it raised.",
+	Parameters: map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"code": map[string]any{"type": "string", "description": "Python source to run."},
+		},
+		"required":             []any{"code"},
+		"additionalProperties": false,
+	},
+}
+
+var codeExecuteSpec = llm.ToolSpec{
+	Name:        "code_execute",
+	Description: "Run a code snippet in a sandbox (python by default, or go with a main function). Returns its stdout, result and error.",
+	Parameters: map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"code":     map[string]any{"type": "string", "description": "Source to run."},
+			"language": map[string]any{"type": "string", "enum": []any{"python", "go"}, "description": "The code's language; python when omitted."},
+		},
+		"required":             []any{"code"},
+		"additionalProperties": false,
+	},
+}
+
+// codeTool runs a snippet for an agent. The reply is what the model needs
+// to go on: stdout, the result, and the error if there was one.
+func (svc *Services) codeTool(language string) func(context.Context, *runtime.Scope, callSite, map[string]any) (any, error) {
+	return func(ctx context.Context, s *runtime.Scope, at callSite, args map[string]any) (any, error) {
+		lang := language
+		if lang == "" {
+			lang, _ = args["language"].(string)
+			if lang == "" {
+				lang = sandbox.Python
+			}
+		}
+		code, _ := args["code"].(string)
+		req := sandbox.Request{Language: lang, Source: code, Limits: limitsFor(s.Pipeline(), dsl.SandboxDefaults{})}
+		res, err := svc.runCode(ctx, s, &dsl.Node{ID: at.dir + at.name, Kind: dsl.KindTool}, req)
+		if err != nil {
+			return nil, err
+		}
+		reply := map[string]any{"stdout": res.Stdout, "result": res.Result}
+		if res.Stderr != "" {
+			reply["stderr"] = res.Stderr
+		}
+		if res.Error != nil {
+			reply["error"] = map[string]any{"class": res.Error.Class, "message": res.Error.Message, "line": res.Error.Line}
+		}
+		return reply, nil
+	}
 }

@@ -19,6 +19,7 @@ const (
 	EventMapItemSkipped = "map_item_skipped"
 	EventModelTurn      = "model_turn"
 	EventToolCall       = "tool_call"
+	EventSandboxRun     = "sandbox_run" // code run in the sandbox; Output is its result
 	EventQuestion       = "question" // asked of a person; Output is the answer, or Status is waiting
 )
 

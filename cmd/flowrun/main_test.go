@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flowrun/flowrun/sandbox"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -115,13 +117,6 @@ nodes:
         - id: inc
           set: {n: state.n + 1}
 `)
-	code := writeFile(t, dir, "code.yaml", `
-version: 1
-name: c
-nodes:
-  - id: run_it
-    code: {source: "def f(): return 1", call: f}
-`)
 	llm := writeFile(t, dir, "llm.yaml", `
 version: 1
 name: l
@@ -138,7 +133,6 @@ nodes:
 		stderr string
 	}{
 		{"stopped", []string{stopped}, exitFailed, "stopped: limits.max_steps (2) reached"},
-		{"unavailable kind", []string{code}, exitFailed, `node "run_it": node kind code is not available in this build yet`},
 		{"no model endpoint", []string{llm}, exitInvalid, "no model endpoint: set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server), or replay a recorded run with --replay FILE"},
 		{"invalid pipeline", []string{bad}, exitInvalid, `bad.yaml:5:5: error: node "a": unknown field "nxt" (did you mean "next"?)`},
 		{"missing file", []string{filepath.Join(dir, "nope.yaml")}, exitInvalid, "nope.yaml: error: no such file"},
@@ -253,6 +247,7 @@ func TestReadmeDiagnosticIsReal(t *testing.T) {
 // FLOWRUN_TEST_AS_CLI=1, the test binary is the flowrun command itself, so
 // that tests can run it as a real subprocess (and kill it).
 func TestMain(m *testing.M) {
+	sandbox.WorkerMain()
 	if os.Getenv("FLOWRUN_TEST_AS_CLI") == "1" {
 		os.Exit(cli(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
@@ -267,4 +262,25 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// TestPythonMissingFailsBeforeRunning: a pipeline that needs Python fails
+// before its first node, naming the install command.
+func TestPythonMissingFailsBeforeRunning(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	p := writeFile(t, t.TempDir(), "code.yaml", `
+version: 1
+name: c
+state: {x: 0}
+nodes:
+  - id: first
+    set: {x: 1}
+  - id: run_it
+    code: {source: "def f(): return 1", call: f}
+`)
+	code, _, stderr := flowrun(t, p)
+	if code != exitFailed || !strings.Contains(stderr, `node "run_it": sandbox unavailable: Python for WASI is not installed`) ||
+		!strings.Contains(stderr, "run flowrun sandbox install python") || strings.Contains(stderr, "ok    first") {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
 }

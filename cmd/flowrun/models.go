@@ -11,6 +11,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/nodes"
+	"github.com/flowrun/flowrun/sandbox"
 )
 
 // modelFlags are the flags about model calls shared by run and resume.
@@ -70,6 +71,7 @@ func startModels(p *dsl.Pipeline, f *modelFlags, stderr io.Writer) (*modelSessio
 		opts.Record = ms.record
 	}
 	ms.svc.LLM = llm.New(opts)
+	ms.svc.Sandbox = sandbox.New(sandbox.Options{})
 	return ms, nil
 }
 
@@ -97,8 +99,9 @@ func needsEndpoint(p *dsl.Pipeline) bool {
 	return need
 }
 
-// finish writes the recorded cassette, if any.
+// finish stops the sandbox's workers and writes the recorded cassette, if any.
 func (ms *modelSession) finish(stderr io.Writer) {
+	ms.svc.Sandbox.Close()
 	if ms.record == nil {
 		return
 	}

@@ -1,0 +1,17 @@
+// Package sandbox runs model-written code in WebAssembly (wazero) with hard
+// limits, and is the only package that imports wazero.
+//
+// Languages: python (real CPython 3.13 built for WASI, installed once by
+// `flowrun sandbox install python`), go (compiled to wasip1 by the host
+// toolchain, cached by source hash) and wasm (a module the user brings).
+//
+// Guarantees: every run is a fresh module instance; the guest sees no host
+// files except the read-only Python stdlib, no environment, no network and
+// no subprocesses; its clock and random source are fixed. Runs happen in
+// worker processes (flowrun re-executing itself), so a guest that spins is
+// stopped by killing its worker at the deadline, and whatever a guest does
+// to memory stays in a process that is recycled; the host never panics and
+// never grows without bound. What the code does (compile error, exception,
+// timeout, memory or output limit, a result that is not JSON) is data in the
+// Result, not an error; only an unusable sandbox is an error.
+package sandbox

@@ -1,0 +1,242 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// goHarness is main.go for a Go build: it decodes the arguments into the
+// called function's parameter types and reports the result after the
+// marker line, the same envelope as the Python harness.
+const goHarness = `package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+)
+
+var flowrunCall any = %s
+
+func main() {
+	var req struct {
+		Args      json.RawMessage ` + "`json:\"args\"`" + `
+		Nonce     string          ` + "`json:\"nonce\"`" + `
+		MaxOutput int             ` + "`json:\"max_output\"`" + `
+	}
+	in, _ := io.ReadAll(os.Stdin)
+	_ = json.Unmarshal(in, &req)
+	marker := "\n\x1eflowrun-result-" + req.Nonce + "\n"
+	report := func(result any, class, msg string, line int) {
+		env := map[string]any{"result": result, "error": nil}
+		if class != "" {
+			env["result"] = nil
+			env["error"] = map[string]any{"class": class, "message": msg, "line": line}
+		}
+		b, err := json.Marshal(env)
+		if err != nil {
+			b, _ = json.Marshal(map[string]any{"error": map[string]any{"class": "bad_result", "message": "the result is not JSON-serialisable: " + err.Error()}})
+		}
+		os.Stdout.WriteString(marker + string(b) + "\n")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			line := 0
+			if m := regexp.MustCompile(` + "`code\\.go:(\\d+)`" + `).FindSubmatch(debug.Stack()); m != nil {
+				line, _ = strconv.Atoi(string(m[1]))
+			}
+			report(nil, "runtime_error", fmt.Sprintf("panic: %%v", r), line)
+		}
+	}()
+	fn := reflect.ValueOf(flowrunCall)
+	if fn.Kind() != reflect.Func {
+		return
+	}
+	t := fn.Type()
+	var raw []json.RawMessage
+	if len(req.Args) > 0 && req.Args[0] == '[' {
+		_ = json.Unmarshal(req.Args, &raw)
+	} else if len(req.Args) > 0 && string(req.Args) != "null" {
+		raw = []json.RawMessage{req.Args}
+	}
+	if len(raw) != t.NumIn() {
+		report(nil, "runtime_error", fmt.Sprintf("the function takes %%d arguments; args has %%d", t.NumIn(), len(raw)), 0)
+		return
+	}
+	in2 := make([]reflect.Value, len(raw))
+	for i := range raw {
+		p := reflect.New(t.In(i))
+		if err := json.Unmarshal(raw[i], p.Interface()); err != nil {
+			report(nil, "runtime_error", fmt.Sprintf("argument %%d does not fit %%s: %%v", i+1, t.In(i), err), 0)
+			return
+		}
+		in2[i] = p.Elem()
+	}
+	out := fn.Call(in2)
+	if n := len(out); n > 0 && t.Out(n-1) == reflect.TypeOf((*error)(nil)).Elem() {
+		if err, _ := out[n-1].Interface().(error); err != nil {
+			report(nil, "runtime_error", "error: "+err.Error(), 0)
+			return
+		}
+		out = out[:n-1]
+	}
+	var result any
+	switch len(out) {
+	case 0:
+	case 1:
+		result = out[0].Interface()
+	default:
+		list := make([]any, len(out))
+		for i, v := range out {
+			list[i] = v.Interface()
+		}
+		result = list
+	}
+	b, err := json.Marshal(result)
+	if err != nil {
+		report(nil, "bad_result", "the result is not JSON-serialisable: "+err.Error(), 0)
+		return
+	}
+	if len(b) > req.MaxOutput {
+		report(nil, "output_limit", fmt.Sprintf("the result is %%d bytes; the limit is %%d", len(b), req.MaxOutput), 0)
+		return
+	}
+	os.Stdout.WriteString(marker + "{\"result\": " + string(b) + ", \"error\": null}\n")
+}
+`
+
+// goBuilds compiles Go sources to wasip1 modules, cached by source hash.
+type goBuilds struct {
+	dir   string
+	locks sync.Map // hash -> *sync.Mutex
+}
+
+var goErrRE = regexp.MustCompile(`(?m)^\./code\.go:(\d+):(\d+): (.*)$`)
+
+// build returns the module for source (calling call), or a result holding
+// the compile error.
+func (g *goBuilds) build(ctx context.Context, source, call string) (string, *Result) {
+	src, hasMain, res := prepareGoSource(source)
+	if res != nil {
+		return "", res
+	}
+	target := "nil"
+	switch {
+	case call != "":
+		target = call
+	case hasMain:
+		// A snippet with no function to call runs its main.
+		target = renamedMain
+	}
+	harness := fmt.Sprintf(goHarness, target)
+	sum := sha256.Sum256([]byte(runtime.Version() + "\x00" + harness + "\x00" + src))
+	hash := hex.EncodeToString(sum[:12])
+	out := filepath.Join(g.dir, "go", hash+".wasm")
+	mu, _ := g.locks.LoadOrStore(hash, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	work, err := os.MkdirTemp("", "flowrun-go-")
+	if err != nil {
+		return "", failed(ClassCompileError, "go build: %v", err)
+	}
+	defer os.RemoveAll(work)
+	files := map[string]string{"go.mod": "module sandboxed\n\ngo 1.22\n", "code.go": src, "flowrun_main.go": harness}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o644); err != nil {
+			return "", failed(ClassCompileError, "go build: %v", err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", failed(ClassCompileError, "go build: %v", err)
+	}
+	tmp := out + ".tmp" + strconv.Itoa(os.Getpid())
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, ".")
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0", "GOFLAGS=", "GOWORK=off")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return "", goCompileError(stderr.String(), call, err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return "", failed(ClassCompileError, "go build: %v", err)
+	}
+	return out, nil
+}
+
+func goCompileError(out, call string, err error) *Result {
+	if strings.Contains(out, "flowrun_main.go") && strings.Contains(out, "undefined: "+call) {
+		return failed(ClassCompileError, "the code defines no function named %s", call)
+	}
+	var msgs []string
+	line := 0
+	for _, m := range goErrRE.FindAllStringSubmatch(out, -1) {
+		if line == 0 {
+			line, _ = strconv.Atoi(m[1])
+		}
+		msgs = append(msgs, fmt.Sprintf("line %s:%s: %s", m[1], m[2], m[3]))
+	}
+	if len(msgs) == 0 {
+		return failed(ClassCompileError, "go build: %v: %s", err, strings.TrimSpace(out))
+	}
+	return &Result{Error: &Error{Class: ClassCompileError, Message: strings.Join(msgs, "\n"), Line: line}}
+}
+
+// renamedMain is what the code's own main function is called in a build.
+const renamedMain = "mainOfTheCode"
+
+// prepareGoSource makes model-written Go build next to the harness without
+// moving a line: the package clause becomes main, and a main function is
+// renamed, by editing the same bytes in place.
+func prepareGoSource(src string) (out string, hasMain bool, res *Result) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "code.go", src, parser.SkipObjectResolution)
+	if err != nil {
+		line := 0
+		if m := regexp.MustCompile(`code\.go:(\d+)`).FindStringSubmatch(err.Error()); m != nil {
+			line, _ = strconv.Atoi(m[1])
+		}
+		return "", false, &Result{Error: &Error{Class: ClassCompileError, Message: strings.ReplaceAll(err.Error(), "code.go:", "line "), Line: line}}
+	}
+	type edit struct {
+		off, end int
+		text     string
+	}
+	var edits []edit
+	if f.Name.Name != "main" {
+		edits = append(edits, edit{fset.Position(f.Name.Pos()).Offset, fset.Position(f.Name.End()).Offset, "main"})
+	}
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.Name == "main" {
+			edits = append(edits, edit{fset.Position(fd.Name.Pos()).Offset, fset.Position(fd.Name.End()).Offset, renamedMain})
+			hasMain = true
+		}
+	}
+	for i := len(edits) - 1; i >= 0; i-- {
+		e := edits[i]
+		src = src[:e.off] + e.text + src[e.end:]
+	}
+	return src, hasMain, nil
+}
