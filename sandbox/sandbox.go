@@ -69,11 +69,13 @@ type Request struct {
 
 // Result is what a run did. OK is false when the code failed; Error says how.
 type Result struct {
-	OK         bool    `json:"ok"`
-	Result     any     `json:"result"`
-	Stdout     string  `json:"stdout"`
-	Stderr     string  `json:"stderr"`
-	Error      *Error  `json:"error"`
+	OK     bool   `json:"ok"`
+	Result any    `json:"result"`
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+	Error  *Error `json:"error"`
+	// DurationMS is how long the code ran, from its instance starting to
+	// its end (compiling it is not counted; see docs/sandbox.md).
 	DurationMS float64 `json:"duration_ms"`
 }
 
@@ -174,15 +176,13 @@ func (s *Sandbox) Check(language string) error {
 // sandbox itself cannot run (class sandbox_unavailable); everything the
 // code does is in the Result.
 func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
-	start := time.Now()
 	req.Limits = req.Limits.withDefaults()
 	if err := s.Check(req.Language); err != nil {
 		return nil, err
 	}
 	job, res := s.prepare(ctx, req)
 	if res != nil {
-		res.DurationMS = msSince(start)
-		return res, nil
+		return res, nil // a compile error: nothing ran
 	}
 	select {
 	case s.slots <- struct{}{}:
@@ -190,11 +190,7 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, ctx.Err()
 	}
 	defer func() { <-s.slots }()
-	res, err := s.runOnWorker(ctx, job, req.Limits.Timeout)
-	if res != nil {
-		res.DurationMS = msSince(start)
-	}
-	return res, err
+	return s.runOnWorker(ctx, job, req.Limits.Timeout)
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
@@ -291,11 +287,13 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, timeout time.Duration
 		}
 	}()
 	var deadline <-chan time.Time
+	var started time.Time
 	for {
 		select {
 		case m := <-lines:
 			switch {
 			case m.Started:
+				started = time.Now()
 				t := time.NewTimer(timeout)
 				defer t.Stop()
 				deadline = t.C
@@ -309,6 +307,7 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, timeout time.Duration
 				} else {
 					s.put(w)
 				}
+				m.Result.DurationMS = msSince(started)
 				return m.Result, nil
 			}
 		case err := <-readErr:
@@ -317,10 +316,14 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, timeout time.Duration
 			if werr := w.kill(); werr != nil {
 				err = werr
 			}
-			return failed(ClassRuntimeError, "the sandbox worker died while running the code: %v", err), nil
+			res := failed(ClassRuntimeError, "the sandbox worker died while running the code: %v", err)
+			res.DurationMS = msSince(started)
+			return res, nil
 		case <-deadline:
+			res := failed(ClassTimeout, "the code ran longer than its timeout (%s) and was stopped", timeout)
+			res.DurationMS = msSince(started)
 			w.kill()
-			return failed(ClassTimeout, "the code ran longer than its timeout (%s) and was stopped", timeout), nil
+			return res, nil
 		case <-ctx.Done():
 			w.kill()
 			return nil, ctx.Err()

@@ -1,0 +1,238 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostile is one piece of code a model might write, and what must happen.
+type hostile struct {
+	name   string
+	lang   string
+	source string
+	limits Limits
+	class  string                          // expected error class; "" means ok
+	check  func(t *testing.T, res *Result) // more assertions, if any
+}
+
+func pyFn(body string) string { return "def f():\n" + indent(body) + "\n" }
+
+func indent(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = "    " + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+func goFn(imports, body string) string {
+	return "package main\n\nimport (" + imports + ")\n\nfunc f() any {\n" + body + "\n}\n"
+}
+
+var corpus = []hostile{
+	{name: "infinite loop", lang: Python, source: pyFn("while True:\n    pass"), limits: Limits{Timeout: 500 * time.Millisecond}, class: ClassTimeout},
+	{name: "infinite loop", lang: Go, source: goFn("", "for {\n}"), limits: Limits{Timeout: 500 * time.Millisecond}, class: ClassTimeout},
+	{name: "memory bomb", lang: Python, source: pyFn("x = []\nwhile True:\n    x.append(bytearray(1 << 20))"), limits: Limits{MemoryMB: 64}, class: ClassMemoryLimit},
+	{name: "memory bomb", lang: Go, source: goFn("", "var x [][]byte\nfor {\n\tx = append(x, make([]byte, 1<<20))\n}"), limits: Limits{MemoryMB: 64}, class: ClassMemoryLimit},
+	{name: "stdout flood", lang: Python, source: pyFn("while True:\n    print('x' * 1000)"), limits: Limits{MaxOutputBytes: 10000}, class: ClassOutputLimit, check: keptOutput},
+	{name: "stdout flood", lang: Go, source: goFn(`"fmt"; "strings"`, "for {\n\tfmt.Println(strings.Repeat(\"x\", 1000))\n}"), limits: Limits{MaxOutputBytes: 10000}, class: ClassOutputLimit, check: keptOutput},
+	{name: "stderr flood", lang: Python, source: pyFn("import sys\nwhile True:\n    sys.stderr.write('e' * 1000)"), limits: Limits{MaxOutputBytes: 10000}, class: ClassOutputLimit},
+	{name: "stderr flood", lang: Go, source: goFn(`"os"`, "for {\n\tos.Stderr.WriteString(\"eeee\")\n}"), limits: Limits{MaxOutputBytes: 10000}, class: ClassOutputLimit},
+	{name: "read /etc/passwd", lang: Python, source: pyFn("return open('/etc/passwd').read()"), class: ClassRuntimeError, check: mentions("No such file")},
+	{name: "read /etc/passwd", lang: Go, source: goFn(`"os"`, "b, err := os.ReadFile(\"/etc/passwd\")\nif err != nil {\n\tpanic(err)\n}\nreturn string(b)"), class: ClassRuntimeError},
+	{name: "path traversal through the stdlib mount", lang: Python, source: pyFn("return open('" + pythonStdlibMount + "/../../../../etc/passwd').read()"), class: ClassRuntimeError},
+	{name: "writing into the stdlib mount", lang: Python, source: pyFn("open('" + pythonStdlibMount + "/evil.py', 'w').write('x')"), class: ClassRuntimeError},
+	{name: "listing the root", lang: Python, source: pyFn("import os\nreturn sorted(os.listdir('/'))"), check: onlyStdlibVisible},
+	{name: "open a socket", lang: Python, source: pyFn("import socket\ns = socket.socket()\ns.connect(('127.0.0.1', 80))"), class: ClassRuntimeError},
+	{name: "open a socket", lang: Go, source: goFn(`"net"`, "c, err := net.Dial(\"tcp\", \"127.0.0.1:80\")\nif err != nil {\n\tpanic(err)\n}\nreturn c != nil"), class: ClassRuntimeError},
+	{name: "spawn a subprocess", lang: Python, source: pyFn("import subprocess\nreturn subprocess.run(['ls'], capture_output=True).stdout"), class: ClassRuntimeError},
+	{name: "spawn a subprocess", lang: Go, source: goFn(`"os/exec"`, "out, err := exec.Command(\"ls\").Output()\nif err != nil {\n\tpanic(err)\n}\nreturn string(out)"), class: ClassRuntimeError},
+	{name: "os.environ", lang: Python, source: pyFn("import os\nreturn dict(os.environ)"), check: emptyEnv},
+	{name: "os.environ", lang: Go, source: goFn(`"os"`, "return os.Environ()"), check: emptyEnv},
+	{name: "deep recursion", lang: Python, source: "def g(n):\n    return g(n + 1) + 1\n\ndef f():\n    return g(0)\n", class: ClassRuntimeError},
+	{name: "deep recursion", lang: Go, source: "package main\n\nfunc g(n int) int { return g(n+1) + 1 }\n\nfunc f() any { return g(0) }\n", limits: Limits{MemoryMB: 512}, class: ClassRuntimeError},
+	{name: "100 MB result", lang: Python, source: pyFn("return 'x' * 100_000_000"), limits: Limits{MemoryMB: 512}, class: ClassOutputLimit},
+	{name: "100 MB result", lang: Go, source: goFn(`"strings"`, "return strings.Repeat(\"x\", 100_000_000)"), limits: Limits{MemoryMB: 768}, class: ClassOutputLimit},
+	{name: "syntax error", lang: Python, source: "def f():\n    return (1 +\n\nx = 2\n", class: ClassCompileError, check: atLine(2)},
+	{name: "syntax error", lang: Go, source: "package main\n\nfunc f() any {\n\treturn 1 +\n}\n", class: ClassCompileError, check: atLine(5)},
+	{name: "exception deep in a helper", lang: Python, source: "def helper(grid):\n    return grid[99]\n\ndef middle(g):\n    return helper(g)\n\ndef f():\n    return middle([1, 2])\n", class: ClassRuntimeError, check: all(atLine(2), mentions("IndexError"), mentions("in helper"), lacks("harness"), lacks("_main"))},
+	{name: "panic deep in a helper", lang: Go, source: "package main\n\nfunc helper(g []int) int {\n\treturn g[99]\n}\n\nfunc f() any { return helper([]int{1, 2}) }\n", class: ClassRuntimeError, check: all(atLine(4), mentions("index out of range"))},
+	{name: "import numpy", lang: Python, source: pyFn("import numpy\nreturn 1"), class: ClassRuntimeError, check: all(mentions("No module named 'numpy'"), mentions("standard library only"))},
+	{name: "result not JSON", lang: Python, source: pyFn("return {1, 2}"), class: ClassBadResult},
+	{name: "result not JSON", lang: Go, source: goFn(`"math"`, "return math.NaN()"), class: ClassBadResult},
+	{name: "sys.exit", lang: Python, source: pyFn("import sys\nsys.exit(3)"), class: ClassRuntimeError},
+}
+
+func keptOutput(t *testing.T, res *Result) {
+	if len(res.Stdout) == 0 || len(res.Stdout) > 10000 || !strings.HasPrefix(res.Stdout, "xxx") {
+		t.Errorf("stdout before the cap must be kept, at most the limit: %d bytes", len(res.Stdout))
+	}
+}
+
+func onlyStdlibVisible(t *testing.T, res *Result) {
+	if fmt.Sprint(res.Result) != "[usr]" {
+		t.Errorf("the guest sees %v at /; only the stdlib mount may be there", res.Result)
+	}
+}
+
+func emptyEnv(t *testing.T, res *Result) {
+	s := fmt.Sprint(res.Result)
+	for _, k := range []string{"HOME", "PATH", "FLOWRUN", "XDG"} {
+		if strings.Contains(s, k) {
+			t.Errorf("the guest sees the host's environment: %s", s)
+		}
+	}
+}
+
+func mentions(s string) func(*testing.T, *Result) {
+	return func(t *testing.T, res *Result) {
+		if !strings.Contains(res.Error.Message, s) {
+			t.Errorf("message %q does not mention %q", res.Error.Message, s)
+		}
+	}
+}
+
+func lacks(s string) func(*testing.T, *Result) {
+	return func(t *testing.T, res *Result) {
+		if strings.Contains(res.Error.Message, s) {
+			t.Errorf("message %q mentions %q: only the code's own lines belong in it", res.Error.Message, s)
+		}
+	}
+}
+
+func atLine(n int) func(*testing.T, *Result) {
+	return func(t *testing.T, res *Result) {
+		if res.Error.Line != n {
+			t.Errorf("line %d, want %d (%s)", res.Error.Line, n, res.Error.Message)
+		}
+	}
+}
+
+func all(checks ...func(*testing.T, *Result)) func(*testing.T, *Result) {
+	return func(t *testing.T, res *Result) {
+		for _, c := range checks {
+			c(t, res)
+		}
+	}
+}
+
+// needPython skips a Python test where Python is not installed, except in
+// CI, which installs it and must run them.
+func needPython(t testing.TB, s *Sandbox) {
+	t.Helper()
+	if err := s.Check(Python); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must run the Python sandbox tests: %v", err)
+		}
+		t.Skipf("%v", err)
+	}
+}
+
+func TestHostileCorpus(t *testing.T) {
+	s := New(Options{CacheDir: sharedCache(t)})
+	defer s.Close()
+	ctx := context.Background()
+	// Warm both languages first, so that baselines and timings measure runs.
+	for _, lang := range []string{Python, Go} {
+		if lang == Python && s.Check(Python) != nil {
+			continue
+		}
+		src := map[string]string{Python: pyFn("return 1"), Go: goFn("", "return 1")}[lang]
+		if _, err := s.Run(ctx, Request{Language: lang, Source: src, Call: "f"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	baseRSS, baseG := hostRSS(), runtime.NumGoroutine()
+	for _, c := range corpus {
+		t.Run(c.lang+"/"+c.name, func(t *testing.T) {
+			if c.lang == Python {
+				needPython(t, s)
+			}
+			res, err := s.Run(ctx, Request{Language: c.lang, Source: c.source, Call: "f", Limits: c.limits})
+			if err != nil {
+				t.Fatalf("the sandbox failed instead of the code: %v", err)
+			}
+			got := ""
+			if res.Error != nil {
+				got = res.Error.Class
+			}
+			if got != c.class || res.OK != (c.class == "") {
+				t.Fatalf("class %q ok=%v, want %q; result %+v error %+v", got, res.OK, c.class, res.Result, res.Error)
+			}
+			if c.class == ClassTimeout {
+				// The code must stop within 100 ms of its deadline.
+				if over := res.DurationMS - float64(c.limits.Timeout.Milliseconds()); over > 100 || over < 0 {
+					t.Errorf("stopped %.0f ms after the deadline", over)
+				}
+			}
+			if c.check != nil {
+				c.check(t, res)
+			}
+		})
+	}
+	// The host is healthy: memory near where it started, no goroutines left.
+	runtime.GC()
+	if grown := hostRSS() - baseRSS; grown > 64<<20 {
+		t.Errorf("host RSS grew by %d MB over the corpus", grown>>20)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > baseG+2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > baseG+2 {
+		t.Errorf("%d goroutines, %d before the corpus", n, baseG)
+	}
+	s.Close()
+	if kids := children(); len(kids) > 0 {
+		t.Errorf("worker processes left after Close: %v", kids)
+	}
+}
+
+// sharedCache is one cache dir for the package's tests, so that compiled
+// modules and Go builds are reused between tests.
+func sharedCache(t testing.TB) string {
+	dir := os.Getenv("FLOWRUN_SANDBOX_TEST_CACHE")
+	if dir == "" {
+		dir = defaultCacheDir()
+	}
+	return dir
+}
+
+func hostRSS() int64 { return rss() }
+
+// children lists this process's live child processes.
+func children() []int {
+	me := os.Getpid()
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		f := statFields(pid)
+		if len(f) > 1 && f[1] == strconv.Itoa(me) && f[0] != "Z" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func statFields(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
+}
