@@ -1,0 +1,111 @@
+package nodes_test
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/flowrun/flowrun/nodes"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/sandbox"
+)
+
+// codeKinds is the registry with a sandbox; tests that need Python skip
+// where it is not installed, except in CI, which must run them.
+func codeKinds(t *testing.T, lang string) runtime.Registry {
+	t.Helper()
+	sb := sandbox.New(sandbox.Options{})
+	t.Cleanup(sb.Close)
+	if err := sb.Check(lang); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must run the sandbox tests: %v", err)
+		}
+		t.Skip(err)
+	}
+	return nodes.Kinds(nodes.Services{Sandbox: sb})
+}
+
+func TestCodeNodeMapOfFifty(t *testing.T) {
+	p := load(t, `
+version: 1
+name: t
+nodes:
+  - id: fan
+    map:
+      over: 0..49
+      max_concurrency: 8
+      result: nodes.square.result
+      body:
+        - id: square
+          code:
+            language: python
+            source: |
+              import random
+              def f(n, tag):
+                  # Global state must not leak between runs.
+                  global seen
+                  try:
+                      seen.append(n)
+                  except NameError:
+                      seen = [n]
+                  return {"n": n * n, "tag": tag, "seen": len(seen), "r": random.random()}
+            call: f
+            args: ["${{ item }}", "item-${{ item }}"]
+outputs: {fan: nodes.fan}
+`, nil)
+	res, _ := run(t, p, codeKinds(t, sandbox.Python), nil)
+	mustComplete(t, res)
+	fan := res.Outputs["fan"].([]any)
+	var r0 any
+	for i, v := range fan {
+		m := v.(map[string]any)
+		if m["n"] != i*i || m["tag"] != "item-"+strconv.Itoa(i) || m["seen"] != 1 {
+			t.Fatalf("item %d: %v (each run is a fresh instance: no cross-talk)", i, m)
+		}
+		if i == 0 {
+			r0 = m["r"]
+		} else if m["r"] != r0 {
+			t.Fatalf("the random seed is fixed: item %d drew %v, item 0 drew %v", i, m["r"], r0)
+		}
+	}
+}
+
+func TestCodeNodeReportsErrorsAsData(t *testing.T) {
+	p := load(t, `
+version: 1
+name: t
+state: {fixed: false}
+nodes:
+  - id: attempt
+    code:
+      language: go
+      source: |
+        package main
+
+        func f(x int) int {
+        	var m map[string]int
+        	m["boom"] = x
+        	return x
+        }
+      call: f
+      args: [3]
+  - id: check
+    set: {fixed: nodes.attempt.ok}
+outputs: {ok: nodes.attempt.ok, class: nodes.attempt.error.class, line: nodes.attempt.error.line, fixed: state.fixed}
+`, nil)
+	res, rec := run(t, p, codeKinds(t, sandbox.Go), nil)
+	mustComplete(t, res)
+	if res.Outputs["ok"] != false || res.Outputs["class"] != "runtime_error" || res.Outputs["line"] != 5 {
+		t.Fatalf("outputs %v", res.Outputs)
+	}
+	found := false
+	for _, e := range rec.events {
+		if e.Type == runtime.EventSandboxRun && e.Path == "attempt" && strings.Contains(e.Error, "assignment to entry in nil map") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no sandbox_run event with the error")
+	}
+}

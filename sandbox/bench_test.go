@@ -1,0 +1,143 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// arcTransformGo is arcTransform written in Go.
+const arcTransformGo = `package main
+
+func transform(grid [][]int) [][]int {
+	h, w := len(grid), len(grid[0])
+	counts := map[int]int{}
+	for _, row := range grid {
+		for _, v := range row {
+			counts[v]++
+		}
+	}
+	background, best := 0, -1
+	for v, n := range counts {
+		if n > best || (n == best && v < background) {
+			background, best = v, n
+		}
+	}
+	seen := make([][]bool, h)
+	for i := range seen {
+		seen[i] = make([]bool, w)
+	}
+	type object struct {
+		colour int
+		cells  [][2]int
+	}
+	var objects []object
+	for r := 0; r < h; r++ {
+		for c := 0; c < w; c++ {
+			if seen[r][c] || grid[r][c] == background {
+				continue
+			}
+			o := object{colour: grid[r][c]}
+			queue := [][2]int{{r, c}}
+			seen[r][c] = true
+			for len(queue) > 0 {
+				p := queue[0]
+				queue = queue[1:]
+				o.cells = append(o.cells, p)
+				for _, d := range [][2]int{{1, 0}, {-1, 0}, {0, 1}, {0, -1}} {
+					nr, nc := p[0]+d[0], p[1]+d[1]
+					if nr >= 0 && nr < h && nc >= 0 && nc < w && !seen[nr][nc] && grid[nr][nc] == o.colour {
+						seen[nr][nc] = true
+						queue = append(queue, [2]int{nr, nc})
+					}
+				}
+			}
+			objects = append(objects, o)
+		}
+	}
+	largest := 0
+	for _, o := range objects {
+		largest = max(largest, len(o.cells))
+	}
+	out := make([][]int, h)
+	for r := range out {
+		out[r] = make([]int, w)
+		for c := range out[r] {
+			out[r][c] = background
+		}
+	}
+	for _, o := range objects {
+		paint := o.colour%9 + 1
+		if len(o.cells) == largest {
+			paint = o.colour
+		}
+		for _, p := range o.cells {
+			out[p[0]][p[1]] = paint
+		}
+	}
+	return out
+}
+`
+
+// BenchmarkARCTransform runs a typical ARC transform on a 30x30 grid as a
+// native python3 subprocess (the baseline), in the sandbox warm (a live
+// worker) and cold (a new sandbox, so a new worker process loading the
+// interpreter from the compilation cache), and as Go in the sandbox, all
+// in the same run. It reports each one's time as a ratio of the native
+// subprocess's.
+func BenchmarkARCTransform(b *testing.B) {
+	s := New(Options{CacheDir: sharedCache(b)})
+	defer s.Close()
+	needPython(b, s)
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		b.Skip("no python3 to compare with")
+	}
+	grid := arcGrid()
+	in, _ := json.Marshal(grid)
+	ctx := context.Background()
+	native := func() {
+		cmd := exec.Command(py, "-c", arcTransform+"\nimport json, sys\nprint(json.dumps(transform(json.load(sys.stdin))))")
+		cmd.Stdin = strings.NewReader(string(in))
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run := func(sb *Sandbox, lang, src string) {
+		res, err := sb.Run(ctx, Request{Language: lang, Source: src, Call: "transform", Args: []any{grid}})
+		if err != nil || !res.OK {
+			b.Fatalf("%v %+v", err, res)
+		}
+	}
+	// Warm up: the Go build, both compiled modules, one live worker each.
+	run(s, Python, arcTransform)
+	run(s, Go, arcTransformGo)
+	var tNative, tWarm, tCold, tGo time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		native()
+		t1 := time.Now()
+		run(s, Python, arcTransform)
+		t2 := time.Now()
+		cold := New(Options{CacheDir: sharedCache(b)})
+		run(cold, Python, arcTransform)
+		cold.Close()
+		t3 := time.Now()
+		run(s, Go, arcTransformGo)
+		t4 := time.Now()
+		tNative += t1.Sub(t0)
+		tWarm += t2.Sub(t1)
+		tCold += t3.Sub(t2)
+		tGo += t4.Sub(t3)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tNative.Milliseconds())/n, "native_ms")
+	b.ReportMetric(float64(tWarm.Milliseconds())/n, "warm_ms")
+	b.ReportMetric(float64(tWarm)/float64(tNative), "warm_x_native")
+	b.ReportMetric(float64(tCold)/float64(tNative), "cold_x_native")
+	b.ReportMetric(float64(tGo)/float64(tNative), "go_x_native")
+}
