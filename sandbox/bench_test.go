@@ -141,3 +141,37 @@ func BenchmarkARCTransform(b *testing.B) {
 	b.ReportMetric(float64(tCold)/float64(tNative), "cold_x_native")
 	b.ReportMetric(float64(tGo)/float64(tNative), "go_x_native")
 }
+
+// BenchmarkCancellationDesign measures the choice behind the worker
+// processes: running the ARC transform in-process with wazero's
+// WithCloseOnContextDone (which can stop a busy guest in place) against
+// without it (the workers' setting; a busy guest is stopped by killing its
+// process). It reports the slowdown the option would cost every run.
+func BenchmarkCancellationDesign(b *testing.B) {
+	s := New(Options{CacheDir: sharedCache(b)})
+	defer s.Close()
+	needPython(b, s)
+	ctx := context.Background()
+	j, res := s.prepare(ctx, Request{Language: Python, Source: arcTransform, Call: "transform", Args: []any{arcGrid()}, Limits: Limits{}.withDefaults()})
+	if res != nil {
+		b.Fatal(res.Error)
+	}
+	measure := func(closeOnDone bool) time.Duration {
+		h := &host{runtimes: map[int]*limitedRuntime{}, closeOnDone: closeOnDone}
+		defer h.close(ctx)
+		if r, fatal := h.run(ctx, j, func() {}); fatal != "" || !r.OK {
+			b.Fatalf("%s %+v", fatal, r)
+		}
+		start := time.Now()
+		for range b.N {
+			h.run(ctx, j, func() {})
+		}
+		return time.Since(start)
+	}
+	b.ResetTimer()
+	without := measure(false)
+	with := measure(true)
+	b.ReportMetric(float64(without.Milliseconds())/float64(b.N), "ms_without")
+	b.ReportMetric(float64(with.Milliseconds())/float64(b.N), "ms_with")
+	b.ReportMetric(float64(with)/float64(without), "slowdown")
+}

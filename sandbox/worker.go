@@ -41,6 +41,10 @@ func WorkerMain() {
 type host struct {
 	cache    wazero.CompilationCache
 	runtimes map[int]*limitedRuntime
+	// closeOnDone makes wazero check the context in the guest's loops. The
+	// workers run without it (they are killed at the deadline instead);
+	// BenchmarkCancellationDesign measures what it would cost.
+	closeOnDone bool
 }
 
 type limitedRuntime struct {
@@ -99,7 +103,7 @@ func (h *host) runtimeFor(ctx context.Context, cacheDir string, memoryMB int) (*
 	cfg := wazero.NewRuntimeConfig().
 		WithCompilationCache(h.cache).
 		WithMemoryLimitPages(uint32(memoryMB) * 16). // 64 KiB pages
-		WithCloseOnContextDone(false)                // the worker is killed instead: see docs/sandbox.md
+		WithCloseOnContextDone(h.closeOnDone)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
 	lr := &limitedRuntime{rt: rt, modules: map[string]wazero.CompiledModule{}}

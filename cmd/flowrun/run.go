@@ -228,6 +228,17 @@ func (t *textSink) Event(e runtime.Event) {
 		if t.exchange {
 			t.indent(replyText(tu.Reply))
 		}
+	case runtime.EventSandboxRun:
+		status := "ok"
+		if e.Class != "" {
+			status = e.Class + ": " + firstLine(e.Error)
+		}
+		fmt.Fprintf(t.w, "  code  %-40s %-8s %s %s\n", e.Path, e.Kind, status, duration(e.DurationMS))
+		if t.exchange {
+			if out, ok := e.Output.(map[string]any); ok {
+				t.indent(fmt.Sprint(out["stdout"]))
+			}
+		}
 	case runtime.EventQuestion:
 		answer := "waiting for an answer"
 		if e.Status == "" {
@@ -263,6 +274,11 @@ func (t *textSink) Event(e runtime.Event) {
 	case runtime.EventRunFinished:
 		fmt.Fprintf(t.w, "run %s: %s\n", e.Run, e.Status)
 	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 // indent prints text under an event line, indented.
