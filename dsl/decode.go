@@ -25,8 +25,9 @@ var builtinTools = []string{"python_execute", "code_execute", "read_file", "http
 
 // scope says which loop and map variables an expression may use.
 type scope struct {
-	inLoop bool // loop.* is defined; break/continue are allowed
-	inMap  bool // item and index are defined
+	inLoop   bool // break and continue are allowed
+	loopVars bool // loop.* is defined: inside a loop, or a map or parallel branch inside one
+	inMap    bool // item and index are defined
 	// tool is set while compiling an llm tool's templates: inputs are the
 	// tool's parameters, and state and nodes are out of reach.
 	tool *Tool
@@ -390,7 +391,7 @@ func (f *file) branch(label string, n, v *yaml.Node, sc scope) *Branch {
 func (f *file) loop(v *yaml.Node, sc scope) *Loop {
 	l := &Loop{OnExhausted: "continue"}
 	l.MaxIterations, _ = intValue(valueOf(v, "max_iterations"))
-	inner := scope{inLoop: true, inMap: sc.inMap}
+	inner := scope{inLoop: true, loopVars: true, inMap: sc.inMap}
 	if u := valueOf(v, "until"); u != nil {
 		l.Until = f.condition(u, inner, "until")
 	}
@@ -418,7 +419,7 @@ func (f *file) mapNode(v *yaml.Node, sc scope) *Map {
 		m.OnItemError = s
 	}
 	// A map item is its own scope: break and continue cannot leave it.
-	inner := scope{inMap: true}
+	inner := scope{inMap: true, loopVars: sc.loopVars}
 	if r := valueOf(v, "result"); r != nil {
 		m.Result = f.bare(r, inner, false, "result")
 	}
@@ -429,7 +430,7 @@ func (f *file) mapNode(v *yaml.Node, sc scope) *Map {
 func (f *file) parallel(v *yaml.Node, sc scope) *Parallel {
 	p := &Parallel{}
 	p.MaxConcurrency, _ = intValue(valueOf(v, "max_concurrency"))
-	inner := scope{inMap: sc.inMap}
+	inner := scope{inMap: sc.inMap, loopVars: sc.loopVars}
 	if r := valueOf(v, "result"); r != nil {
 		p.Result = f.bare(r, inner, false, "result")
 	}
@@ -958,7 +959,7 @@ func (v *nameVisitor) Visit(node *ast.Node) {
 		switch {
 		case v.sc.tool != nil && slices.Contains(toolHidden, n.Value):
 			v.add(n, fmt.Sprintf("tool %q: an llm tool's templates see its arguments as inputs.<parameter>, not %s; add a parameter for what the tool needs", v.sc.tool.Name, n.Value))
-		case n.Value == "loop" && !v.sc.inLoop:
+		case n.Value == "loop" && !v.sc.loopVars:
 			v.add(n, "loop is only defined inside a loop body")
 		case (n.Value == "item" || n.Value == "index") && !v.sc.inMap:
 			v.add(n, n.Value+" is only defined inside a map body")

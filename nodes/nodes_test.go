@@ -785,3 +785,30 @@ outputs: {g: env.FLOWRUN_TEST_GREETING, u: env.FLOWRUN_TEST_UNSET}
 		t.Fatalf("outputs %v", res.Outputs)
 	}
 }
+
+func TestLoopVariablesInsideAMapInALoop(t *testing.T) {
+	p := load(t, `
+version: 1
+name: t
+state: {seen: []}
+nodes:
+  - id: rounds
+    loop:
+      max_iterations: 2
+      body:
+        - id: fan
+          map:
+            over: '[1, 2]'
+            result: loop.iteration * 10 + item
+            body:
+              - id: noop
+                set: {}
+          set: {seen: 'concat(state.seen, nodes.fan)'}
+outputs: {seen: state.seen}
+`, nil)
+	res, _ := run(t, p, nodes.Kinds(nodes.Services{}), nil)
+	mustComplete(t, res)
+	if !reflect.DeepEqual(res.Outputs["seen"], []any{11, 12, 21, 22}) {
+		t.Fatalf("seen %v", res.Outputs["seen"])
+	}
+}

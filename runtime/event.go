@@ -20,7 +20,7 @@ const (
 	EventModelTurn      = "model_turn"
 	EventToolCall       = "tool_call"
 	EventSandboxRun     = "sandbox_run" // code run in the sandbox; Output is its result
-	EventQuestion       = "question" // asked of a person; Output is the answer, or Status is waiting
+	EventQuestion       = "question"    // asked of a person; Output is the answer, or Status is waiting
 )
 
 // Event is one thing that happened in a run. Path addresses the node within
