@@ -71,13 +71,25 @@ func arcGrid() [][]int {
 	return g
 }
 
-// nativePython runs the transform in the host's python3.
-func nativePython(t testing.TB, grid [][]int) any {
+// python3 is the host's real python3 interpreter: a version manager's
+// shim (pyenv's is a shell script) would add its own start-up to every call.
+func python3(t testing.TB) string {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("no python3 on this machine to compare with")
 	}
+	out, err := exec.Command(py, "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Skipf("python3 does not run: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// nativePython runs the transform in the host's python3.
+func nativePython(t testing.TB, grid [][]int) any {
+	t.Helper()
+	py := python3(t)
 	in, _ := json.Marshal(grid)
 	cmd := exec.Command(py, "-c", arcTransform+"\nimport json, sys\nprint(json.dumps(transform(json.load(sys.stdin))))")
 	cmd.Stdin = strings.NewReader(string(in))

@@ -92,10 +92,7 @@ func BenchmarkARCTransform(b *testing.B) {
 	s := New(Options{CacheDir: sharedCache(b)})
 	defer s.Close()
 	needPython(b, s)
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		b.Skip("no python3 to compare with")
-	}
+	py := python3(b)
 	grid := arcGrid()
 	in, _ := json.Marshal(grid)
 	ctx := context.Background()

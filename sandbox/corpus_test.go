@@ -44,11 +44,16 @@ var corpus = []hostile{
 	{name: "stdout flood", lang: Go, source: goFn(`"fmt"; "strings"`, "for {\n\tfmt.Println(strings.Repeat(\"x\", 1000))\n}"), limits: Limits{MaxOutputBytes: 10000}, class: ClassOutputLimit, check: keptOutput},
 	{name: "stderr flood", lang: Python, source: pyFn("import sys\nwhile True:\n    sys.stderr.write('e' * 1000)"), limits: Limits{MaxOutputBytes: 10000}, class: ClassOutputLimit},
 	{name: "stderr flood", lang: Go, source: goFn(`"os"`, "for {\n\tos.Stderr.WriteString(\"eeee\")\n}"), limits: Limits{MaxOutputBytes: 10000}, class: ClassOutputLimit},
-	{name: "read /etc/passwd", lang: Python, source: pyFn("return open('/etc/passwd').read()"), class: ClassRuntimeError, check: mentions("No such file")},
+	{name: "read /etc/passwd", lang: Python, source: pyFn("return open('/etc/passwd').read()"), class: ClassRuntimeError, check: mentions("Capabilities insufficient")},
 	{name: "read /etc/passwd", lang: Go, source: goFn(`"os"`, "b, err := os.ReadFile(\"/etc/passwd\")\nif err != nil {\n\tpanic(err)\n}\nreturn string(b)"), class: ClassRuntimeError},
 	{name: "path traversal through the stdlib mount", lang: Python, source: pyFn("return open('" + pythonStdlibMount + "/../../../../etc/passwd').read()"), class: ClassRuntimeError},
 	{name: "writing into the stdlib mount", lang: Python, source: pyFn("open('" + pythonStdlibMount + "/evil.py', 'w').write('x')"), class: ClassRuntimeError},
-	{name: "listing the root", lang: Python, source: pyFn("import os\nreturn sorted(os.listdir('/'))"), check: onlyStdlibVisible},
+	{name: "listing the root", lang: Python, source: pyFn("import os\nreturn sorted(os.listdir('/'))"), class: ClassRuntimeError, check: mentions("Capabilities insufficient")},
+	{name: "listing the stdlib mount", lang: Python, source: pyFn("import os\nreturn len(os.listdir('" + pythonStdlibMount + "')) > 100"), check: func(t *testing.T, res *Result) {
+		if res.Result != true {
+			t.Errorf("the stdlib should be readable: %v", res.Result)
+		}
+	}},
 	{name: "open a socket", lang: Python, source: pyFn("import socket\ns = socket.socket()\ns.connect(('127.0.0.1', 80))"), class: ClassRuntimeError},
 	{name: "open a socket", lang: Go, source: goFn(`"net"`, "c, err := net.Dial(\"tcp\", \"127.0.0.1:80\")\nif err != nil {\n\tpanic(err)\n}\nreturn c != nil"), class: ClassRuntimeError},
 	{name: "spawn a subprocess", lang: Python, source: pyFn("import subprocess\nreturn subprocess.run(['ls'], capture_output=True).stdout"), class: ClassRuntimeError},
@@ -72,12 +77,6 @@ var corpus = []hostile{
 func keptOutput(t *testing.T, res *Result) {
 	if len(res.Stdout) == 0 || len(res.Stdout) > 10000 || !strings.HasPrefix(res.Stdout, "xxx") {
 		t.Errorf("stdout before the cap must be kept, at most the limit: %d bytes", len(res.Stdout))
-	}
-}
-
-func onlyStdlibVisible(t *testing.T, res *Result) {
-	if fmt.Sprint(res.Result) != "[usr]" {
-		t.Errorf("the guest sees %v at /; only the stdlib mount may be there", res.Result)
 	}
 }
 

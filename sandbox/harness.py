@@ -46,7 +46,12 @@ def _main():
             if not callable(fn):
                 report(error={"class": "runtime_error", "message": "the code defines no function named %r" % call})
                 return
-            result = fn(*args) if isinstance(args, list) else fn(args)
+            if args is None:
+                result = fn()
+            elif isinstance(args, list):
+                result = fn(*args)
+            else:
+                result = fn(args)
     except MemoryError as e:
         report(error={"class": "memory_limit", "message": "MemoryError: the code ran out of memory"})
         return

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -276,9 +277,14 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, timeout time.Duration
 				return
 			}
 			var m workerMessage
-			if err := json.Unmarshal(line, &m); err != nil {
+			d := json.NewDecoder(bytes.NewReader(line))
+			d.UseNumber() // integral results stay ints, as in the guest
+			if err := d.Decode(&m); err != nil {
 				readErr <- fmt.Errorf("bad message from worker: %q", line)
 				return
+			}
+			if m.Result != nil {
+				m.Result.Result = normalize(m.Result.Result)
 			}
 			lines <- m
 			if m.Result != nil || m.Fatal != "" {
