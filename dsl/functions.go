@@ -58,10 +58,12 @@ func FromJSON(b []byte) (any, error) {
 	if d.More() {
 		return nil, fmt.Errorf("fromJSON: unexpected data after the JSON value")
 	}
-	return normalizeNumbers(v), nil
+	return NormalizeNumbers(v), nil
 }
 
-func normalizeNumbers(v any) any {
+// NormalizeNumbers turns json.Number values (from a decoder with
+// UseNumber) into int where integral and float64 otherwise, in place.
+func NormalizeNumbers(v any) any {
 	switch x := v.(type) {
 	case json.Number:
 		if i, err := x.Int64(); err == nil {
@@ -71,11 +73,11 @@ func normalizeNumbers(v any) any {
 		return f
 	case []any:
 		for i := range x {
-			x[i] = normalizeNumbers(x[i])
+			x[i] = NormalizeNumbers(x[i])
 		}
 	case map[string]any:
 		for k := range x {
-			x[k] = normalizeNumbers(x[k])
+			x[k] = NormalizeNumbers(x[k])
 		}
 	}
 	return v

@@ -15,6 +15,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/flowrun/flowrun/dsl"
 )
 
 // Languages.
@@ -284,7 +286,7 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, timeout time.Duration
 				return
 			}
 			if m.Result != nil {
-				m.Result.Result = normalize(m.Result.Result)
+				m.Result.Result = dsl.NormalizeNumbers(m.Result.Result)
 			}
 			lines <- m
 			if m.Result != nil || m.Fatal != "" {

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/flowrun/flowrun/dsl"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
@@ -313,33 +315,11 @@ func wasmResult(j *job, out string, res *Result) *Result {
 }
 
 func decodeJSON(b []byte) (any, error) {
-	d := json.NewDecoder(strings.NewReader(string(b)))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
+	v, err := dsl.FromJSON(b)
+	if err != nil {
 		return nil, fmt.Errorf("the result is not JSON: %v", err)
 	}
-	return normalize(v), nil
-}
-
-func normalize(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return int(i)
-		}
-		f, _ := x.Float64()
-		return f
-	case []any:
-		for i := range x {
-			x[i] = normalize(x[i])
-		}
-	case map[string]any:
-		for k := range x {
-			x[k] = normalize(x[k])
-		}
-	}
-	return v
+	return v, nil
 }
 
 // rss is this process's resident memory in bytes.
