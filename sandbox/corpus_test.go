@@ -46,10 +46,10 @@ var corpus = []hostile{
 	{name: "stderr flood", lang: Go, source: goFn(`"os"`, "for {\n\tos.Stderr.WriteString(\"eeee\")\n}"), limits: Limits{MaxOutputBytes: 10000}, class: ClassOutputLimit},
 	{name: "read /etc/passwd", lang: Python, source: pyFn("return open('/etc/passwd').read()"), class: ClassRuntimeError, check: mentions("Capabilities insufficient")},
 	{name: "read /etc/passwd", lang: Go, source: goFn(`"os"`, "b, err := os.ReadFile(\"/etc/passwd\")\nif err != nil {\n\tpanic(err)\n}\nreturn string(b)"), class: ClassRuntimeError},
-	{name: "path traversal through the stdlib mount", lang: Python, source: pyFn("return open('" + pythonStdlibMount + "/../../../../etc/passwd').read()"), class: ClassRuntimeError},
-	{name: "writing into the stdlib mount", lang: Python, source: pyFn("open('" + pythonStdlibMount + "/evil.py', 'w').write('x')"), class: ClassRuntimeError},
+	{name: "path traversal through the stdlib mount", lang: Python, source: pyFn("return open('" + pythonGuestLib + "/../../../../etc/passwd').read()"), class: ClassRuntimeError},
+	{name: "writing into the stdlib mount", lang: Python, source: pyFn("open('" + pythonGuestLib + "/evil.py', 'w').write('x')"), class: ClassRuntimeError},
 	{name: "listing the root", lang: Python, source: pyFn("import os\nreturn sorted(os.listdir('/'))"), class: ClassRuntimeError, check: mentions("Capabilities insufficient")},
-	{name: "listing the stdlib mount", lang: Python, source: pyFn("import os\nreturn len(os.listdir('" + pythonStdlibMount + "')) > 100"), check: func(t *testing.T, res *Result) {
+	{name: "listing the stdlib mount", lang: Python, source: pyFn("import os\nreturn len(os.listdir('" + pythonGuestLib + "')) > 100"), check: func(t *testing.T, res *Result) {
 		if res.Result != true {
 			t.Errorf("the stdlib should be readable: %v", res.Result)
 		}

@@ -9,10 +9,6 @@ import (
 //go:embed harness.py
 var pythonHarness string
 
-// pythonStdlibMount is where the guest sees the stdlib: the prefix
-// CPython was configured with, so it finds it with no environment.
-const pythonStdlibMount = "/usr/local/lib/python3.13"
-
 // pythonArgs start CPython without site (faster, and nothing to import from
 // outside the stdlib), without writing bytecode, ignoring any environment.
 var pythonArgs = []string{"python3.13", "-S", "-B", "-E", "-c", pythonHarness}
@@ -20,7 +16,7 @@ var pythonArgs = []string{"python3.13", "-S", "-B", "-E", "-c", pythonHarness}
 // pythonLayout finds python.wasm and the stdlib under dir, or says what is missing.
 func pythonLayout(dir string) (wasm, stdlib, problem string) {
 	wasm = filepath.Join(dir, "python.wasm")
-	stdlib = filepath.Join(dir, "lib", "python3.13")
+	stdlib = filepath.Join(dir, "lib", "python"+pythonMinor)
 	if _, err := os.Stat(wasm); err != nil {
 		return "", "", "no " + wasm
 	}
@@ -30,12 +26,6 @@ func pythonLayout(dir string) (wasm, stdlib, problem string) {
 		}
 	}
 	return wasm, stdlib, ""
-}
-
-// installedPythonDir is where `flowrun sandbox install python` installs:
-// $XDG_CACHE_HOME/flowrun/python/3.13.5.
-func installedPythonDir() string {
-	return filepath.Join(userCacheDir(), "flowrun", "python", "3.13.5")
 }
 
 func userCacheDir() string {

@@ -129,7 +129,7 @@ type Sandbox struct {
 // New returns a sandbox; workers start on first use.
 func New(opts Options) *Sandbox {
 	if opts.PythonDir == "" {
-		opts.PythonDir = installedPythonDir()
+		opts.PythonDir = PythonDir()
 	}
 	if opts.CacheDir == "" {
 		opts.CacheDir = defaultCacheDir()

@@ -153,7 +153,7 @@ func (h *host) run(ctx context.Context, j *job, started func()) (res *Result, fa
 			return nil, "Python for WASI is not installed (" + problem + "): run flowrun sandbox install python"
 		}
 		modPath = wasm
-		fsConfig = fsConfig.WithReadOnlyDirMount(stdlib, pythonStdlibMount)
+		fsConfig = fsConfig.WithReadOnlyDirMount(stdlib, pythonGuestLib)
 		args = pythonArgs
 	}
 	compiled, err := lr.compile(ctx, modPath)

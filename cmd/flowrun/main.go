@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+
+	"github.com/flowrun/flowrun/sandbox"
 )
 
 // Exit codes.
@@ -36,6 +38,9 @@ Usage:
   flowrun snapshot RUN --label L    label the run's current checkpoint
   flowrun snapshots RUN             list a run's snapshots
   flowrun rollback RUN SNAPSHOT     make a snapshot the run's current state
+  flowrun sandbox install python [--from DIR|TARBALL]
+                                    install CPython for WASI (code nodes' python)
+  flowrun sandbox status            what the code sandbox has installed
 
 Runs are kept in .flowrun/flowrun.db (--store PATH or FLOWRUN_STORE to change).
 
@@ -43,6 +48,7 @@ Run "flowrun COMMAND --help" for a command's flags.
 `
 
 func main() {
+	sandbox.WorkerMain()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := cli(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
@@ -79,6 +85,8 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return snapshotsCmd(args[1:], stdout, stderr)
 	case "rollback":
 		return rollbackCmd(args[1:], stdout, stderr)
+	case "sandbox":
+		return sandboxCmd(ctx, args[1:], stdout, stderr)
 	}
 	if strings.HasPrefix(args[0], "-") {
 		fmt.Fprintf(stderr, "flowrun: unknown flag %s before a command or file; see flowrun --help\n", args[0])
