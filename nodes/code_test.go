@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
@@ -107,5 +109,54 @@ outputs: {ok: nodes.attempt.ok, class: nodes.attempt.error.class, line: nodes.at
 	}
 	if !found {
 		t.Fatal("no sandbox_run event with the error")
+	}
+}
+
+func TestAgentUsesPythonExecute(t *testing.T) {
+	sb := sandbox.New(sandbox.Options{})
+	t.Cleanup(sb.Close)
+	if err := sb.Check(sandbox.Python); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must run the sandbox tests: %v", err)
+		}
+		t.Skip(err)
+	}
+	srv := llmtest.New(t)
+	srv.Push(
+		llmtest.Calls(llmtest.Call("python_execute", map[string]any{"code": "print('adding')\nsum(range(10))"})),
+		llmtest.Calls(llmtest.Call("done", map[string]any{"answer": 45})),
+	)
+	p := load(t, `
+version: 1
+name: t
+models: {default: {model: gpt-4.1-mini}}
+tools:
+  done:
+    description: Give the answer.
+    parameters: {type: object, properties: {answer: {type: integer}}, required: [answer]}
+nodes:
+  - id: solve
+    agent: {prompt: "What is 0+1+...+9?", tools: [python_execute], finish: [done], max_steps: 3}
+outputs: {answer: nodes.solve.finish.args.answer}
+`, nil)
+	kinds := nodes.Kinds(nodes.Services{LLM: llm.New(llm.Options{Env: srv.Env(fakeKey)}), Sandbox: sb})
+	res, rec := run(t, p, kinds, nil)
+	mustComplete(t, res)
+	if res.Outputs["answer"] != 45 {
+		t.Fatalf("outputs %v", res.Outputs)
+	}
+	// The tool's reply reached the model: stdout and the last expression's value.
+	second := string(srv.Requests()[1].Raw)
+	if !strings.Contains(second, `adding\\n`) || !strings.Contains(second, `\"result\":45`) {
+		t.Fatalf("the tool reply is not in the next request:\n%s", second)
+	}
+	ran := false
+	for _, e := range rec.events {
+		if e.Type == runtime.EventSandboxRun && e.Class == "" {
+			ran = true
+		}
+	}
+	if !ran {
+		t.Fatal("no sandbox_run event")
 	}
 }
