@@ -129,7 +129,9 @@ func (f *file) sandboxLimits(n *yaml.Node) SandboxDefaults {
 	var s SandboxDefaults
 	s.Timeout = f.duration(valueOf(n, "timeout"))
 	s.MemoryMB, _ = intValue(valueOf(n, "memory_mb"))
-	s.MaxOutputBytes, _ = intValue(valueOf(n, "max_output_bytes"))
+	if kb, ok := intValue(valueOf(n, "max_output_kb")); ok {
+		s.MaxOutputBytes = kb * 1024
+	}
 	return s
 }
 

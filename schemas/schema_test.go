@@ -88,7 +88,7 @@ func validPipeline() m {
 		"env":      l{"OPENAI_API_KEY", "HOME"},
 		"state":    m{"sir": "", "answer": nil, "scores": l{}},
 		"limits":   m{"max_steps": 500, "max_cost_usd": 2.00, "timeout": "30m"},
-		"sandbox":  m{"language": "python", "timeout": "10s", "memory_mb": 256, "max_output_bytes": 65536},
+		"sandbox":  m{"language": "python", "timeout": "10s", "memory_mb": 256, "max_output_kb": 64},
 		"nodes": l{
 			m{"id": "refine", "description": "Refine until answered.", "loop": m{
 				"max_iterations": 3,
@@ -127,7 +127,7 @@ func validPipeline() m {
 					"repair_retries": 1, "temperature": 0, "max_tokens": 500, "images": l{}}},
 			m{"id": "compute", "confirm": true, "code": m{"language": "python",
 				"source": "def main(x):\n    return x * 2\n", "call": "main", "args": m{"x": 21},
-				"limits": m{"timeout": "5s", "memory_mb": 128, "max_output_bytes": 4096}}},
+				"limits": m{"timeout": "5s", "memory_mb": 128, "max_output_kb": 4}}},
 			m{"id": "wasm_step", "code": m{"language": "wasm", "module": "bin/tool.wasm", "source": m{"file": "code/x.py"}}},
 			m{"id": "fetch", "tool": m{"name": "read_file", "args": m{"path": "data/${{ inputs.image }}"}}},
 			m{"id": "each", "map": m{"over": "inputs.options", "max_concurrency": 4, "on_item_error": "skip",
