@@ -7,8 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
-	"github.com/expr-lang/expr"
 	exprfile "github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/vm"
 )
@@ -48,9 +48,20 @@ type Expr struct {
 	prog *vm.Program
 }
 
+// vms holds expr-lang virtual machines for reuse: expr.Run allocates a
+// machine and its stack on every evaluation, and a run evaluates several
+// expressions per node. A machine resets itself at the start of Run.
+var vms = sync.Pool{New: func() any { return new(vm.VM) }}
+
 // Eval runs the expression. Errors name the expression's file:line:col.
 func (e *Expr) Eval(env *Env) (any, error) {
-	v, err := expr.Run(e.prog, env)
+	m := vms.Get().(*vm.VM)
+	v, err := m.Run(e.prog, env)
+	// Drop what the machine still references, so that a pooled machine
+	// keeps no value alive.
+	clear(m.Stack[:cap(m.Stack)])
+	clear(m.Variables)
+	vms.Put(m)
 	if err != nil {
 		// expr-lang's message carries a snippet of the expression alone;
 		// the YAML position says more.

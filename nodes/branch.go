@@ -13,6 +13,9 @@ import (
 // through. Output: {case: index or -1, next: where it went}.
 type branchNode struct{}
 
+// Pure: a branch evaluates conditions and writes the run's state only.
+func (branchNode) Pure(*dsl.Node) bool { return true }
+
 func (branchNode) Execute(_ context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
 	for i, c := range n.Branch.Cases {
 		ok, err := s.EvalBool(c.When)

@@ -10,6 +10,9 @@ import (
 // callNode runs another pipeline file with inputs and outputs its outputs.
 type callNode struct{}
 
+// Pure: the called pipeline's nodes have checkpoints of their own.
+func (callNode) Pure(*dsl.Node) bool { return true }
+
 func (callNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
 	in := make(map[string]any, len(n.Call.Inputs))
 	for _, f := range n.Call.Inputs {

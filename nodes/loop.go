@@ -3,7 +3,6 @@ package nodes
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/runtime"
@@ -14,6 +13,9 @@ import (
 // max_iterations times. Its output is the last iteration's node outputs,
 // by id.
 type loopNode struct{}
+
+// Pure: the nodes a loop runs have checkpoints of their own.
+func (loopNode) Pure(*dsl.Node) bool { return true }
 
 func (loopNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
 	l := n.Loop
@@ -36,7 +38,7 @@ func (loopNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (run
 				break
 			}
 		}
-		flow, err := s.RunBlockAt(ctx, n.ID+"["+strconv.Itoa(it)+"]/", l.Body)
+		flow, err := s.RunIteration(ctx, n.ID, it, l.Body)
 		if err != nil {
 			return runtime.Outcome{}, err
 		}

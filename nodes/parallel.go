@@ -13,6 +13,9 @@ import (
 // every run. Output: {branch name: result}.
 type parallelNode struct{}
 
+// Pure: the nodes the branches run have checkpoints of their own.
+func (parallelNode) Pure(*dsl.Node) bool { return true }
+
 func (parallelNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
 	p := n.Parallel
 	scopes := make([]*runtime.Scope, len(p.Branches))

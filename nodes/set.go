@@ -11,6 +11,9 @@ import (
 // set node's output is what it assigned.
 type setNode struct{}
 
+// Pure: a set node writes the run's state only.
+func (setNode) Pure(*dsl.Node) bool { return true }
+
 func (setNode) Execute(context.Context, *runtime.Scope, *dsl.Node) (runtime.Outcome, error) {
 	return runtime.Outcome{UseAssigned: true}, nil
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
+
+	"github.com/flowrun/flowrun/dsl"
 )
 
 // Checkpoint is saved after every node that finishes: the node's effects,
@@ -23,25 +26,66 @@ type Checkpoint struct {
 	Nodes  map[string]any `json:"nodes,omitempty"`
 	// Memories holds the messages the node appended to each memory.
 	Memories map[string][]json.RawMessage `json:"memories,omitempty"`
-	// Steps, CostUSD and Tokens are the run's totals when the node finished.
+	// Steps is the number of steps the nodes checkpointed so far (this one
+	// included) took, where a resume starts counting: nodes that were
+	// still running (an enclosing loop, map items in flight) run again on
+	// resume and count then, so a resumed run counts each step once.
+	// CostUSD and Tokens are the run's totals when the node finished.
 	Steps   int64   `json:"steps"`
 	CostUSD float64 `json:"cost_usd,omitempty"`
 	Tokens  int64   `json:"tokens,omitempty"`
+	// Pure says the node acted on the run's own state only: a set or
+	// branch node, or the bookkeeping of a loop, map, parallel or call
+	// node (their nested nodes have checkpoints of their own). Running it
+	// again from the checkpoints before it has no effect outside the run.
+	// A checkpoint that is not pure follows an external effect (a model
+	// call, a tool, code, a question, a confirmation) that a resume must
+	// never repeat. It is not stored: it only tells the Checkpointer how
+	// urgent the checkpoint is.
+	Pure bool `json:"-"`
 }
 
 // Checkpointer stores checkpoints. Save is called once per finished node,
-// from the goroutine that ran it, never concurrently.
+// from the goroutine that ran it, never concurrently, in sequence order.
+//
+// When Save returns for a checkpoint that is not Pure, that checkpoint and
+// every one before it must be stored durably. A Pure checkpoint may be kept
+// back and stored later, so that pure nodes' checkpoints can be grouped
+// into one write, provided checkpoints are stored in sequence order (the
+// stored ones are always a prefix of the run's history, which a resume
+// can continue from) and all are stored when the run ends. Losing pure
+// checkpoints to a crash only makes a resume run those nodes again.
 type Checkpointer interface {
 	Save(ctx context.Context, cp *Checkpoint) error
+}
+
+// GroupCheckpointer is a Checkpointer that can store the checkpoints of
+// nodes that finish at about the same time (map items, parallel branches)
+// with one write. The runtime calls Add where it would call Save, in
+// sequence order and never concurrently, and then, holding no lock, the
+// function Add returned, which returns once the checkpoint is stored as
+// Save would have stored it. Checkpoints that arrive while one write is
+// under way can then go together in the next.
+type GroupCheckpointer interface {
+	Checkpointer
+	Add(ctx context.Context, cp *Checkpoint) (wait func() error, err error)
+}
+
+// PureExecutor is implemented by executors whose node n, once finished,
+// has had no effect outside the run (see Checkpoint.Pure). Executors that
+// do not implement it are taken to have external effects.
+type PureExecutor interface {
+	Pure(n *dsl.Node) bool
 }
 
 // journal is a run's checkpoint history: what earlier attempts finished,
 // and where new checkpoints go.
 type journal struct {
-	mu   sync.Mutex
-	done map[string]*Checkpoint
-	seq  int64
-	save Checkpointer
+	mu    sync.Mutex
+	done  map[string]*Checkpoint
+	seq   int64
+	steps int64 // the steps that the checkpoints so far account for
+	save  Checkpointer
 }
 
 func newJournal(save Checkpointer, restore []*Checkpoint) *journal {
@@ -53,6 +97,7 @@ func newJournal(save Checkpointer, restore []*Checkpoint) *journal {
 		j.done[cp.Path] = cp
 		j.seq = max(j.seq, cp.Seq)
 	}
+	j.steps = latest(restore).Steps
 	return j
 }
 
@@ -66,11 +111,24 @@ func (j *journal) lookup(path string) *Checkpoint {
 	return j.done[path]
 }
 
-func (j *journal) commit(ctx context.Context, cp *Checkpoint) error {
+// commit numbers and saves a checkpoint. own is the steps its node took:
+// its own and those of nested nodes that have no checkpoints (a tool
+// pipeline's); nested nodes that do have checkpoints count in theirs.
+func (j *journal) commit(ctx context.Context, cp *Checkpoint, own int64) error {
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	j.seq++
 	cp.Seq = j.seq
+	j.steps += own
+	cp.Steps = j.steps
+	if g, ok := j.save.(GroupCheckpointer); ok {
+		wait, err := g.Add(ctx, cp)
+		j.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		return wait()
+	}
+	defer j.mu.Unlock()
 	if j.save == nil {
 		return nil
 	}
@@ -112,5 +170,30 @@ func (e *effects) end() {
 	e.open--
 	if e.open == 0 {
 		e.state, e.nodes, e.memory = e.state[:0], e.nodes[:0], e.memory[:0]
+	}
+}
+
+// stepCounter is the context of a node that keeps checkpoints while it
+// runs: it counts the steps the node takes, its own and those of nested
+// nodes that have no checkpoints of their own (a tool pipeline's), which
+// its checkpoint accounts for (see Checkpoint.Steps). One allocation.
+type stepCounter struct {
+	context.Context
+	steps atomic.Int64
+}
+
+type stepCounterKey struct{}
+
+func (c *stepCounter) Value(key any) any {
+	if key == (stepCounterKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// countStep charges a step to the innermost node with a stepCounter.
+func countStep(ctx context.Context) {
+	if c, ok := ctx.Value(stepCounterKey{}).(*stepCounter); ok {
+		c.steps.Add(1)
 	}
 }

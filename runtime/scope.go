@@ -8,6 +8,8 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
@@ -93,6 +95,12 @@ func (s *Scope) Emit(e Event) {
 // values see the state as it was before the node's writes. It returns the
 // values written, by key.
 func (s *Scope) Assign(as []*dsl.Assign) (map[string]any, error) {
+	return s.assign(as, true)
+}
+
+// assign is Assign; the map of values written is built only when keep is
+// set (a set node's output), as most nodes' set: only writes the state.
+func (s *Scope) assign(as []*dsl.Assign, keep bool) (map[string]any, error) {
 	switch len(as) {
 	case 0:
 		return nil, nil
@@ -103,20 +111,31 @@ func (s *Scope) Assign(as []*dsl.Assign) (map[string]any, error) {
 			return nil, fmt.Errorf("set %s: %w", as[0].Key, err)
 		}
 		s.SetState(as[0].Key, v)
+		if !keep {
+			return nil, nil
+		}
 		return map[string]any{as[0].Key: v}, nil
 	}
-	vals := make(map[string]any, len(as))
+	var buf [8]any
+	vals := buf[:0]
 	for _, a := range as {
 		v, err := s.EvalValue(a.Value)
 		if err != nil {
 			return nil, fmt.Errorf("set %s: %w", a.Key, err)
 		}
-		vals[a.Key] = v
+		vals = append(vals, v)
 	}
-	for _, a := range as {
-		s.SetState(a.Key, vals[a.Key])
+	for i, a := range as {
+		s.SetState(a.Key, vals[i])
 	}
-	return vals, nil
+	if !keep {
+		return nil, nil
+	}
+	out := make(map[string]any, len(as))
+	for i, a := range as {
+		out[a.Key] = vals[i]
+	}
+	return out, nil
 }
 
 // SetState writes one state variable.
@@ -247,6 +266,23 @@ func (s *Scope) RunBlockAt(ctx context.Context, seg string, b dsl.Block) (Flow, 
 	return s.RunBlock(ctx, b)
 }
 
+// RunIteration runs a loop's body once: RunBlockAt with the segment
+// "id[iteration]/", built in one allocation.
+func (s *Scope) RunIteration(ctx context.Context, id string, iteration int, b dsl.Block) (Flow, error) {
+	var p strings.Builder
+	p.Grow(len(s.path) + len(id) + 23)
+	p.WriteString(s.path)
+	p.WriteString(id)
+	p.WriteByte('[')
+	var digits [20]byte
+	p.Write(strconv.AppendInt(digits[:0], int64(iteration), 10))
+	p.WriteString("]/")
+	prev := s.path
+	s.path = p.String()
+	defer func() { s.path = prev }()
+	return s.RunBlock(ctx, b)
+}
+
 // RunBlock runs sibling nodes in order, following next: jumps.
 func (s *Scope) RunBlock(ctx context.Context, b dsl.Block) (Flow, error) {
 	for i := 0; i < len(b); {
@@ -298,6 +334,7 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 		}
 		m = s.effects.begin()
 		defer s.effects.end()
+		ctx = &stepCounter{Context: ctx}
 	}
 	if n.When != nil {
 		ok, err := s.EvalBool(n.When)
@@ -316,6 +353,7 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 		}
 	}
 	step := s.run.steps.Add(1)
+	countStep(ctx)
 	if s.run.maxSteps > 0 && step > s.run.maxSteps {
 		return "", &StopError{Reason: fmt.Sprintf("limits.max_steps (%d) reached before node %q", s.run.maxSteps, s.Path(n.ID))}
 	}
@@ -323,8 +361,11 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 	if exec == nil {
 		return "", &NodeError{Path: s.Path(n.ID), Class: ClassCritical, Err: fmt.Errorf("node kind %s is not available in this build yet", n.Kind)}
 	}
-	start := time.Now()
-	s.emitNode(EventNodeStarted, n, Event{Time: start})
+	var start time.Time // only events need the time
+	if s.run.sink.sink != nil {
+		start = time.Now()
+		s.emitNode(EventNodeStarted, n, Event{Time: start})
+	}
 	attempts := 1
 	if n.Retry != nil {
 		attempts = n.Retry.MaxAttempts
@@ -416,7 +457,7 @@ func since(start time.Time) float64 {
 
 func (s *Scope) succeed(ctx context.Context, n *dsl.Node, out Outcome, start time.Time, m mark) (string, error) {
 	s.setOutput(n.ID, out.Output)
-	vals, err := s.Assign(n.Set)
+	vals, err := s.assign(n.Set, out.UseAssigned)
 	if err != nil {
 		return s.fail(ctx, n, err, start, m)
 	}
@@ -432,7 +473,9 @@ func (s *Scope) succeed(ctx context.Context, n *dsl.Node, out Outcome, start tim
 	if err := s.checkpoint(ctx, n, out.Output, next, m); err != nil {
 		return "", err
 	}
-	s.emitNode(EventNodeFinished, n, Event{DurationMS: since(start), Output: out.Output})
+	if s.run.sink.sink != nil {
+		s.emitNode(EventNodeFinished, n, Event{DurationMS: since(start), Output: out.Output})
+	}
 	if err := s.run.usage.overBudget(); err != nil {
 		return "", err
 	}
@@ -444,18 +487,18 @@ func (s *Scope) checkpoint(ctx context.Context, n *dsl.Node, output any, next st
 	if s.effects == nil {
 		return nil
 	}
-	cp := &Checkpoint{Path: s.Path(n.ID), Output: output, Next: next, Steps: s.run.steps.Load()}
+	cp := &Checkpoint{Path: s.Path(n.ID), Output: output, Next: next, Pure: s.pure(n)}
 	cp.CostUSD, cp.Tokens = s.run.usage.totals()
-	added := map[string]int{}
-	for _, name := range s.effects.memory[m.memory:] {
-		added[name]++
-	}
-	for name, k := range added {
-		if cp.Memories == nil {
-			cp.Memories = map[string][]json.RawMessage{}
+	if appended := s.effects.memory[m.memory:]; len(appended) > 0 {
+		added := map[string]int{}
+		for _, name := range appended {
+			added[name]++
 		}
-		msgs := s.mem.msgs[name]
-		cp.Memories[name] = msgs[len(msgs)-k:]
+		cp.Memories = make(map[string][]json.RawMessage, len(added))
+		for name, k := range added {
+			msgs := s.mem.msgs[name]
+			cp.Memories[name] = msgs[len(msgs)-k:]
+		}
 	}
 	for _, k := range s.effects.state[m.state:] {
 		if cp.State == nil {
@@ -472,11 +515,22 @@ func (s *Scope) checkpoint(ctx context.Context, n *dsl.Node, output any, next st
 		}
 		cp.Nodes[id] = s.env.Nodes[id]
 	}
-	if err := s.run.journal.commit(ctx, cp); err != nil {
+	var own int64
+	if c, ok := ctx.Value(stepCounterKey{}).(*stepCounter); ok {
+		own = c.steps.Load()
+	}
+	if err := s.run.journal.commit(ctx, cp, own); err != nil {
 		// A run that cannot record its progress cannot promise a resume.
 		return &StopError{Reason: fmt.Sprintf("saving the checkpoint after %q failed: %v", cp.Path, err)}
 	}
 	return nil
+}
+
+// pure says whether node n, finished, has had no effect outside the run:
+// its executor says so, and it asked for no confirmation.
+func (s *Scope) pure(n *dsl.Node) bool {
+	p, ok := s.run.kinds[n.Kind].(PureExecutor)
+	return ok && !n.Confirm && p.Pure(n)
 }
 
 // restore applies the checkpoint of a node that finished in an earlier

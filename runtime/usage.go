@@ -62,6 +62,9 @@ type memories struct {
 }
 
 func (m *memories) clone() memories {
+	if len(m.msgs) == 0 {
+		return memories{} // AppendMemory makes the map when needed
+	}
 	c := memories{msgs: make(map[string][]json.RawMessage, len(m.msgs)), base: make(map[string]int, len(m.msgs))}
 	for k, v := range m.msgs {
 		// Clip so that an append in the child never writes into the parent's array.

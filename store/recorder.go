@@ -4,34 +4,103 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/runtime"
 )
 
-// Recorder writes one run's events and checkpoints. Events are buffered and
-// written in the same transaction as the next checkpoint, so a node costs
-// one commit; Flush writes what is left when the run ends.
+// Grouping: checkpoints and events wait in memory (or, once durable, in
+// the journal) and are committed to the database in groups of at most
+// defaultGroupMax checkpoints, at most defaultGroupDelay after the first.
+const (
+	defaultGroupMax   = 1024
+	defaultGroupDelay = 10 * time.Millisecond
+)
+
+// Recorder writes one run's events and checkpoints.
+//
+// A checkpoint that is not Pure (the node called a model, a tool or code,
+// or asked a person) is durable before Save returns, together with every
+// checkpoint before it: a resume never does such a node again. Durable
+// means appended to the run's checkpoint journal, one write(2) beside the
+// database (see journal.go), which survives the process being killed as a
+// commit in WAL mode with synchronous=NORMAL does; checkpoints of nodes
+// that finish at the same time (map items, parallel branches) share that
+// write. Pure checkpoints (set, branch, and the bookkeeping of loop, map,
+// parallel and call nodes) wait in memory until the next checkpoint that
+// is not pure. Checkpoints are always made durable in order, so the
+// durable ones are a prefix of the run's history: a process killed loses
+// only pure checkpoints that came after the last durable one, and a resume
+// runs those nodes again, which has no effect outside the run.
+//
+// Everything is moved into the database in groups: one transaction at
+// most defaultGroupDelay after the first checkpoint or event waiting, or
+// once defaultGroupMax checkpoints wait, and at Flush, when the run ends,
+// fails, stops or waits. A journal left by a killed process is moved in by
+// whoever next reads the run's checkpoints (Store.settle).
+//
+// Events are the run's timeline, not what a resume restores: they are not
+// journaled, and a killed process loses the events of its last
+// milliseconds.
+//
+// The recorder writes through one connection of its own, with its
+// statements prepared once, from its first commit until Flush.
 type Recorder struct {
-	s     *Store
-	run   string
-	mu    sync.Mutex
-	buf   []runtime.Event
-	event int64 // last event seq written
-	cpSeq int64 // last checkpoint seq written, discarded ones included
+	s   *Store
+	run string
+
+	mu         sync.Mutex
+	done       sync.Cond // broadcast when a commit ends
+	committing bool      // a commit is being written, without mu held
+	journaling bool      // a journal write is under way, without mu held
+	buf        []runtime.Event
+	pending    []pendingCheckpoint // saved, not durable yet
+	journaled  []pendingCheckpoint // durable in a journal, not yet in the database
+	j          *journalFile        // where checkpoints are journaled
+	full       []*journalFile      // earlier journals, deleted once their checkpoints are in the database
+	spareBuf   []runtime.Event     // emptied slices, for reuse
+	spareCps   []pendingCheckpoint
+	event      int64 // last event seq committed
+	cpSeq      int64 // last checkpoint seq given, pending and discarded ones included
+	durable    int64 // every checkpoint up to this seq is in a journal or the database
+	timer      *time.Timer
+	armed      bool  // the timer will commit what is buffered
+	failed     error // a timed commit's failure, reported by the next Save or Flush
+	w          *writer
+	writes     int    // journal writes, for tests
+	testHook   func() // called before a journal write, for tests
+
+	groupMax   int
+	groupDelay time.Duration
 }
 
-// Recorder returns the recorder for a run, continuing its event sequence.
+type pendingCheckpoint struct {
+	seq     int64
+	path    string
+	data    string
+	created string
+}
+
+// Recorder returns the recorder for a run, continuing its event and
+// checkpoint sequences.
 func (s *Store) Recorder(ctx context.Context, runID string) (*Recorder, error) {
-	r := &Recorder{s: s, run: runID}
+	if err := s.settle(ctx, runID); err != nil {
+		return nil, err
+	}
+	r := &Recorder{s: s, run: runID, groupMax: defaultGroupMax, groupDelay: defaultGroupDelay}
+	r.done.L = &r.mu
 	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?`, runID).Scan(&r.event); err != nil {
 		return nil, err
 	}
 	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM checkpoints WHERE run_id = ?`, runID).Scan(&r.cpSeq); err != nil {
 		return nil, err
 	}
+	r.durable = r.cpSeq
 	return r, nil
 }
 
@@ -39,89 +108,392 @@ func (s *Store) Recorder(ctx context.Context, runID string) (*Recorder, error) {
 func (r *Recorder) Event(e runtime.Event) {
 	r.mu.Lock()
 	r.buf = append(r.buf, e)
+	r.arm()
 	r.mu.Unlock()
 }
 
-// Save writes a checkpoint and the events before it in one transaction.
-// It numbers checkpoints itself, after any a rollback discarded, so that a
-// run's history is never overwritten.
+// arm makes the timer commit what is buffered groupDelay from now, unless
+// it is already due to.
+func (r *Recorder) arm() {
+	if r.armed {
+		return
+	}
+	r.armed = true
+	if r.timer == nil {
+		r.timer = time.AfterFunc(r.groupDelay, r.timed)
+	} else {
+		r.timer.Reset(r.groupDelay)
+	}
+}
+
+// Save records a checkpoint, durable with the checkpoints before it when
+// it returns unless cp.Pure (see Recorder). It numbers checkpoints itself,
+// after any a rollback discarded, so that a run's history is never
+// overwritten.
 func (r *Recorder) Save(ctx context.Context, cp *runtime.Checkpoint) error {
+	wait, err := r.Add(ctx, cp)
+	if err != nil {
+		return err
+	}
+	return wait()
+}
+
+// Add is Save in two halves (runtime.GroupCheckpointer): it numbers and
+// keeps the checkpoint, and the function it returns waits until the
+// checkpoint is durable as Save would have it. The runtime calls Add in
+// sequence order and the waits concurrently, so that the checkpoints of
+// nodes that finish together are made durable by one write.
+func (r *Recorder) Add(ctx context.Context, cp *runtime.Checkpoint) (wait func() error, err error) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.failed; err != nil {
+		return nil, err
+	}
 	cp.Seq = r.cpSeq + 1
-	r.mu.Unlock()
 	data, err := json.Marshal(cp)
 	if err != nil {
-		return fmt.Errorf("checkpoint %s: %w", cp.Path, err)
+		return nil, fmt.Errorf("checkpoint %s: %w", cp.Path, err)
 	}
-	err = r.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (run_id, seq, path, data, created_at) VALUES (?, ?, ?, ?, ?)`,
-			r.run, cp.Seq, cp.Path, string(data), now())
-		return err
-	})
-	if err == nil {
-		r.mu.Lock()
-		r.cpSeq = cp.Seq
+	r.cpSeq = cp.Seq
+	r.pending = append(r.pending, pendingCheckpoint{seq: cp.Seq, path: cp.Path, data: string(data), created: now()})
+	if !cp.Pure {
+		seq := cp.Seq
+		return func() error { return r.wait(seq) }, nil
+	}
+	if len(r.pending)+len(r.journaled) >= r.groupMax {
+		return noWait, r.commit(ctx, true)
+	}
+	r.arm()
+	return noWait, nil
+}
+
+func noWait() error { return nil }
+
+// wait returns once checkpoint seq is durable: it journals the pending
+// checkpoints, its own among them, unless a write under way will. The
+// write is made without mu held, so that the checkpoints of nodes
+// finishing meanwhile gather for the next.
+func (r *Recorder) wait(seq int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.durable < seq {
+		if r.journaling {
+			r.done.Wait()
+			continue
+		}
+		if len(r.pending) == 0 || r.pending[0].seq > seq {
+			// Never: a checkpoint stays pending until it is durable.
+			return fmt.Errorf("checkpoint %d was not stored", seq)
+		}
+		if err := r.journalPending(true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// journalPending makes the pending checkpoints durable with one write to
+// the journal; with unlock set it releases mu while it writes. Called with
+// mu held, no journal write or commit under way.
+func (r *Recorder) journalPending(unlock bool) error {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	if r.j == nil {
+		j, err := r.s.openJournal(r.run)
+		if err != nil {
+			return err
+		}
+		r.j = j
+	}
+	batch, j := r.pending, r.j
+	var err error
+	if unlock {
+		r.pending, r.spareCps = r.spareCps, nil
+		r.journaling = true
 		r.mu.Unlock()
+		if r.testHook != nil {
+			r.testHook()
+		}
+		err = j.append(batch)
+		r.mu.Lock()
+		r.journaling = false
+		r.done.Broadcast()
+		if err != nil {
+			r.pending = append(batch, r.pending...)
+			return err
+		}
+	} else {
+		if err = j.append(batch); err != nil {
+			return err
+		}
+		r.pending = r.spareCps
+	}
+	r.writes++
+	r.durable = batch[len(batch)-1].seq
+	r.journaled = append(r.journaled, batch...)
+	clear(batch)
+	r.spareCps = batch[:0]
+	r.arm()
+	return nil
+}
+
+// timed commits what has waited groupDelay.
+func (r *Recorder) timed() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.armed = false
+	if r.failed != nil {
+		return
+	}
+	if err := r.commit(context.Background(), true); err != nil {
+		r.failed = err
+		return
+	}
+	if len(r.buf) > 0 || len(r.pending) > 0 || len(r.journaled) > 0 {
+		r.arm() // what came in while the commit was written
+	}
+}
+
+// Flush commits the buffered events and checkpoints, deletes the
+// journals, and releases the recorder's connection. After a failure the
+// journals stay, for the checkpoints they hold to be moved in later.
+func (r *Recorder) Flush(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failed = nil
+	err := r.commit(ctx, true)
+	if r.armed {
+		r.armed = false
+		r.timer.Stop()
+	}
+	if r.j != nil {
+		if err == nil && len(r.journaled) == 0 {
+			err = r.j.remove()
+		} else {
+			err = errors.Join(err, r.j.abandon())
+		}
+		r.j = nil
+	}
+	for _, j := range r.full {
+		err = errors.Join(err, j.abandon())
+	}
+	r.full = nil
+	if r.w != nil {
+		err = errors.Join(err, r.w.close())
+		r.w = nil
 	}
 	return err
 }
 
-// Flush writes buffered events.
-func (r *Recorder) Flush(ctx context.Context) error {
-	return r.write(ctx, nil)
-}
-
-func (r *Recorder) write(ctx context.Context, also func(*sql.Tx) error) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	tx, err := r.s.db.BeginTx(ctx, nil)
-	if err != nil {
+// commit moves what is saved into the database: the journaled and pending
+// checkpoints, and the buffered events when all is set, in one
+// transaction, after any commit under way. The pending checkpoints are
+// journaled first and new ones go to a new journal, so that the durable
+// checkpoints stay a prefix of the run's history whatever happens to
+// the transaction; the old journal is deleted once it commits. commit is
+// called with mu held and releases it while it writes. On failure what it
+// took goes back, for the next commit.
+func (r *Recorder) commit(ctx context.Context, all bool) error {
+	for r.committing || r.journaling {
+		r.done.Wait()
+	}
+	if err := r.journalPending(false); err != nil {
 		return err
 	}
-	defer tx.Rollback()
-	seq, err := r.insertEvents(ctx, tx)
-	if err != nil {
-		return err
+	cps := r.journaled
+	var events []runtime.Event
+	if all {
+		events = r.buf
 	}
-	if also != nil {
-		if err := also(tx); err != nil {
+	if len(events) == 0 && len(cps) == 0 {
+		return nil
+	}
+	if r.w == nil {
+		// A checkpoint whose node has finished is worth recording even
+		// when the run is being cancelled; the busy timeout bounds waits.
+		w, err := r.s.newWriter(context.WithoutCancel(ctx))
+		if err != nil {
 			return err
 		}
+		r.w = w
 	}
-	if err := tx.Commit(); err != nil {
+	if r.j != nil && len(cps) > 0 {
+		// Its checkpoints are all in cps: the next ones go to a new journal.
+		if err := r.j.close(); err != nil {
+			return err
+		}
+		r.full = append(r.full, r.j)
+		r.j = nil
+	}
+	files := r.full
+	r.full = nil
+	r.journaled, r.spareCps = r.spareCps, nil
+	if all {
+		r.buf, r.spareBuf = r.spareBuf, nil
+	}
+	r.committing = true
+	base := r.event
+	r.mu.Unlock()
+	err := r.w.write(context.WithoutCancel(ctx), r.run, base, events, cps)
+	if err == nil {
+		for _, j := range files {
+			// A journal left behind is harmless: settle keeps what the
+			// database already has.
+			_ = j.remove()
+		}
+		files = nil
+	}
+	r.mu.Lock()
+	r.committing = false
+	r.done.Broadcast()
+	if err != nil {
+		r.journaled = append(cps, r.journaled...)
+		r.full = append(files, r.full...)
+		if all {
+			r.buf = append(events, r.buf...)
+		}
 		return err
 	}
-	r.event, r.buf = seq, r.buf[:0]
+	r.event = base + int64(len(events))
+	clear(cps)
+	r.spareCps = cps[:0]
+	if all {
+		clear(events)
+		r.spareBuf = events[:0]
+	}
+	if r.armed && len(r.buf) == 0 && len(r.pending) == 0 && len(r.journaled) == 0 {
+		r.armed = false
+		r.timer.Stop()
+	}
 	return nil
 }
 
-// insertEvents writes the buffered events and returns the last seq used.
-func (r *Recorder) insertEvents(ctx context.Context, tx *sql.Tx) (int64, error) {
-	seq := r.event
-	if len(r.buf) == 0 {
-		return seq, nil
-	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO events (run_id, seq, type, path, data) VALUES (?, ?, ?, ?, ?)`)
-	if err != nil {
-		return 0, err
-	}
-	defer stmt.Close()
-	for _, e := range r.buf {
+// write inserts events (numbered after seq) and checkpoints in one
+// transaction.
+func (w *writer) write(ctx context.Context, run string, seq int64, events []runtime.Event, cps []pendingCheckpoint) error {
+	// Encode first, so that the write lock is held for the writes only.
+	evRows := w.evArgs[:0]
+	for _, e := range events {
 		data, err := json.Marshal(e)
 		if err != nil {
-			return 0, fmt.Errorf("event %s %s: %w", e.Type, e.Path, err)
+			return fmt.Errorf("event %s %s: %w", e.Type, e.Path, err)
 		}
 		seq++
-		if _, err := stmt.ExecContext(ctx, r.run, seq, e.Type, e.Path, string(data)); err != nil {
-			return 0, err
+		evRows = append(evRows, run, seq, e.Type, e.Path, string(data))
+	}
+	cpRows := w.cpArgs[:0]
+	for _, cp := range cps {
+		cpRows = append(cpRows, run, cp.seq, cp.path, cp.data, cp.created)
+	}
+	defer func() {
+		clear(evRows)
+		clear(cpRows)
+		w.evArgs, w.cpArgs = evRows[:0], cpRows[:0]
+	}()
+	if _, err := w.begin.ExecContext(ctx); err != nil {
+		return err
+	}
+	err := w.insert(ctx, w.events, evRows)
+	if err == nil {
+		err = w.insert(ctx, w.checkpoints, cpRows)
+	}
+	if err == nil {
+		_, err = w.commit.ExecContext(ctx)
+	}
+	if err != nil {
+		_, _ = w.rollback.ExecContext(ctx)
+		return err
+	}
+	return nil
+}
+
+// writer is a connection held for one recorder, with its statements.
+type writer struct {
+	conn                    *sql.Conn
+	begin, commit, rollback *sql.Stmt
+	events, checkpoints     inserter
+	evArgs, cpArgs          []any
+}
+
+// inserter inserts rows of five columns into a table: batchRows at a time
+// with one statement, the rest one by one.
+type inserter struct{ one, batch *sql.Stmt }
+
+// batchRows is how many rows one multi-row INSERT writes: one statement per
+// row costs more than the row itself.
+const batchRows = 32
+
+// insertColumns is how many columns inserter writes per row.
+const insertColumns = 5
+
+func (w *writer) insert(ctx context.Context, in inserter, args []any) error {
+	const cols = insertColumns
+	for len(args) >= batchRows*cols {
+		if _, err := in.batch.ExecContext(ctx, args[:batchRows*cols]...); err != nil {
+			return err
+		}
+		args = args[batchRows*cols:]
+	}
+	for len(args) > 0 {
+		if _, err := in.one.ExecContext(ctx, args[:cols]...); err != nil {
+			return err
+		}
+		args = args[cols:]
+	}
+	return nil
+}
+
+func (s *Store) newWriter(ctx context.Context) (*writer, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w := &writer{conn: conn}
+	values := func(n int) string {
+		return strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", n), ", ")
+	}
+	const events = `INSERT INTO events (run_id, seq, type, path, data) VALUES `
+	const checkpoints = `INSERT INTO checkpoints (run_id, seq, path, data, created_at) VALUES `
+	for _, st := range []struct {
+		to  **sql.Stmt
+		sql string
+	}{
+		// BEGIN IMMEDIATE takes the write lock at once, as _txlock=immediate
+		// does for the store's other transactions.
+		{&w.begin, `BEGIN IMMEDIATE`},
+		{&w.commit, `COMMIT`},
+		{&w.rollback, `ROLLBACK`},
+		{&w.events.one, events + values(1)},
+		{&w.events.batch, events + values(batchRows)},
+		{&w.checkpoints.one, checkpoints + values(1)},
+		{&w.checkpoints.batch, checkpoints + values(batchRows)},
+	} {
+		if *st.to, err = conn.PrepareContext(ctx, st.sql); err != nil {
+			w.close()
+			return nil, err
 		}
 	}
-	return seq, nil
+	return w, nil
+}
+
+func (w *writer) close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.events.one, w.events.batch, w.checkpoints.one, w.checkpoints.batch} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	errs = append(errs, w.conn.Close())
+	return errors.Join(errs...)
 }
 
 // Checkpoints returns a run's current checkpoints in order: those not
 // discarded by a rollback, up to seq upTo (all when upTo is 0).
 func (s *Store) Checkpoints(ctx context.Context, runID string, upTo int64) ([]*runtime.Checkpoint, error) {
+	if err := s.settle(ctx, runID); err != nil {
+		return nil, err
+	}
 	q := `SELECT data FROM checkpoints WHERE run_id = ? AND discarded = 0 ORDER BY seq`
 	args := []any{runID}
 	if upTo > 0 {

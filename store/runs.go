@@ -169,6 +169,11 @@ func (s *Store) Runs(ctx context.Context) ([]*Run, error) {
 // with *InProgressError while another live process holds it; a run whose
 // process died (killed, crashed) can be claimed.
 func (s *Store) Claim(ctx context.Context, id string) (*Run, error) {
+	// Checkpoints a killed holder journaled go in first: the resume that
+	// follows restores them, and numbers its own after them.
+	if err := s.settle(ctx, id); err != nil {
+		return nil, err
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -244,6 +249,9 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
 		return 0, err
 	}
 	n, _ := res.RowsAffected()
+	if err := s.dropJournals(ctx); err != nil {
+		return int(n), err
+	}
 	return int(n), nil
 }
 

@@ -31,6 +31,9 @@ func (s *Store) Snapshot(ctx context.Context, runID, label string) (*Snapshot, e
 	if _, err := s.Run(ctx, runID); err != nil {
 		return nil, err
 	}
+	if err := s.settle(ctx, runID); err != nil {
+		return nil, err
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -95,6 +98,9 @@ var ErrNoSnapshot = errors.New("no such snapshot")
 // Point resolves a snapshot label, or a checkpoint sequence number, to a
 // checkpoint seq of the run.
 func (s *Store) Point(ctx context.Context, runID, ref string) (int64, error) {
+	if err := s.settle(ctx, runID); err != nil {
+		return 0, err
+	}
 	var seq int64
 	err := s.db.QueryRowContext(ctx, `SELECT seq FROM snapshots WHERE run_id = ? AND label = ?`, runID, ref).Scan(&seq)
 	if err == nil {
@@ -161,6 +167,9 @@ func (s *Store) Rollback(ctx context.Context, runID, ref string) (*Snapshot, err
 func (s *Store) Fork(ctx context.Context, parentID string, seq int64, child *Run) error {
 	parent, err := s.Run(ctx, parentID)
 	if err != nil {
+		return err
+	}
+	if err := s.settle(ctx, parentID); err != nil {
 		return err
 	}
 	child.ParentRun, child.ParentSeq = parentID, seq

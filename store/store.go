@@ -2,7 +2,10 @@
 // record, every checkpoint, every event and immutable snapshots. Several
 // flowrun processes may use one database at once: writes are serialised by
 // SQLite (WAL mode, busy timeout), and a run is held by one process at a
-// time, which Claim enforces.
+// time, which Claim enforces. While a run is recorded, its latest
+// checkpoints may be in a journal file beside the database (DB.journal/,
+// see Recorder) before they are moved in; the store moves in those a
+// killed process left before anything reads them.
 package store
 
 import (
