@@ -29,19 +29,9 @@ func JournalWrites(r *Recorder) int {
 // this moment would leave.
 func Durable(ctx context.Context, s *Store, runID string) (map[int64]string, error) {
 	out := map[int64]string{}
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, path FROM checkpoints WHERE run_id = ?`, runID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq int64
-		var path string
-		if err := rows.Scan(&seq, &path); err != nil {
-			return nil, err
-		}
-		out[seq] = path
-	}
+	// The journal first, then the database: the mover commits a journal's
+	// checkpoints to the database before it deletes the journal, so a
+	// checkpoint moved in between is still seen, in the database.
 	entries, _ := os.ReadDir(journalDir(s.path))
 	for _, e := range entries {
 		if id, _, _, ok := journalName(e.Name()); !ok || id != runID {
@@ -54,6 +44,19 @@ func Durable(ctx context.Context, s *Store, runID string) (map[int64]string, err
 		for _, cp := range cps {
 			out[cp.seq] = cp.path
 		}
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, path FROM checkpoints WHERE run_id = ?`, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var path string
+		if err := rows.Scan(&seq, &path); err != nil {
+			return nil, err
+		}
+		out[seq] = path
 	}
 	return out, rows.Err()
 }
