@@ -164,6 +164,17 @@ func TestHelpForEveryCommand(t *testing.T) {
 	}
 }
 
+func TestValidateEveryShippedPipeline(t *testing.T) {
+	files, _ := filepath.Glob("../../pipelines/*.yaml")
+	code, stdout, stderr := flowrun(t, append([]string{"validate"}, files...)...)
+	if code != exitOK || stderr != "" {
+		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "triage.cassette.yaml: a cassette, skipped") {
+		t.Fatalf("cassettes are not skipped:\n%s", stdout)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	code, stdout, stderr := flowrun(t, "validate", "../../pipelines/counter.yaml")
 	if code != exitOK || !strings.Contains(stdout, "counter.yaml: ok") || stderr != "" {
