@@ -13,8 +13,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
@@ -46,16 +48,31 @@ func Open(path string) (*Store, error) {
 	// last commits. _txlock=immediate takes the write lock at BEGIN, so
 	// read-then-write transactions never deadlock between processes.
 	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("run store %s: %w", path, err)
-	}
-	s := &Store{db: db, path: path}
-	if err := s.migrate(context.Background()); err != nil {
+	// Two processes creating the same new database at once can get
+	// SQLITE_BUSY at once, without the busy timeout (switching a new file
+	// to WAL needs an exclusive lock), so opening retries for a while.
+	deadline := time.Now().Add(15 * time.Second)
+	for attempt := 0; ; attempt++ {
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			return nil, fmt.Errorf("run store %s: %w", path, err)
+		}
+		s := &Store{db: db, path: path}
+		err = s.migrate(context.Background())
+		if err == nil {
+			return s, nil
+		}
 		db.Close()
-		return nil, fmt.Errorf("run store %s: %w", path, err)
+		if !busy(err) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("run store %s: %w", path, err)
+		}
+		time.Sleep(time.Duration(10+rand.IntN(20*min(attempt+1, 10))) * time.Millisecond)
 	}
-	return s, nil
+}
+
+// busy reports SQLite's "database is locked".
+func busy(err error) bool {
+	return strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked")
 }
 
 // Path is the database file.

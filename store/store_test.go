@@ -179,3 +179,26 @@ func TestDefaultPath(t *testing.T) {
 		t.Fatal(store.DefaultPath())
 	}
 }
+
+// TestOpenNewDatabaseConcurrently: several openers of one new database
+// (as two flowrun processes started together) all succeed.
+func TestOpenNewDatabaseConcurrently(t *testing.T) {
+	for round := range 10 {
+		path := filepath.Join(t.TempDir(), "runs.db")
+		errs := make(chan error, 8)
+		for range 8 {
+			go func() {
+				s, err := store.Open(path)
+				if err == nil {
+					s.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range 8 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+}
