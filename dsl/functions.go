@@ -35,6 +35,9 @@ func helperFunctions(dir string) []expr.Option {
 		expr.Function("grid_text", func(args ...any) (any, error) {
 			return GridText(args[0])
 		}, new(func(any) string)),
+		expr.Function("arc_report", func(args ...any) (any, error) {
+			return ARCReport(args[0], args[1])
+		}, new(func(any, any) map[string]any)),
 		expr.Function("read_file", func(args ...any) (any, error) {
 			b, err := ReadConfined(dir, args[0].(string))
 			return string(b), err

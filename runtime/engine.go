@@ -264,7 +264,11 @@ func PrepareInputs(p *dsl.Pipeline, given map[string]any) (map[string]any, error
 			v = in.Default
 		}
 		if err := dsl.ValidateValue(in.Schema, v); err != nil {
-			errs = append(errs, fmt.Sprintf("input %q: %v", in.Name, err))
+			msg := fmt.Sprintf("input %q: %v", in.Name, err)
+			if in.Description != "" { // the declaration says what a valid value is
+				msg += "\n    " + strings.TrimSpace(in.Description)
+			}
+			errs = append(errs, msg)
 			continue
 		}
 		if in.Format == "path" {

@@ -22,6 +22,8 @@ var shipped = []struct {
 	reply    func(llmtest.Request) llmtest.Reply
 }{
 	{"triage.yaml", nil, triageModel},
+	{"default_refine.yaml", nil, refineModel},
+	{"approach_proposer.yaml", []string{"--auto"}, proposerModel},
 }
 
 // triageModel answers the triage pipeline's calls: the classification,

@@ -173,6 +173,14 @@ func readInputs(p *dsl.Pipeline, file string, kv []string) (map[string]any, erro
 		if !ok || name == "" {
 			return nil, fmt.Errorf("--input %q: write it as name=value", s)
 		}
+		if file, ok := strings.CutPrefix(raw, "@"); ok && file != "" {
+			v, err := readInputFile(name, file, types[name] == "string")
+			if err != nil {
+				return nil, err
+			}
+			in[name] = v
+			continue
+		}
 		if types[name] == "string" {
 			in[name] = raw
 			continue
@@ -184,6 +192,26 @@ func readInputs(p *dsl.Pipeline, file string, kv []string) (map[string]any, erro
 		}
 	}
 	return in, nil
+}
+
+// readInputFile is --input name=@file: a string input gets the file's
+// text, any other input the JSON or YAML value the file holds.
+func readInputFile(name, file string, text bool) (any, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--input %s=@%s: %w", name, file, err)
+	}
+	if text {
+		return string(b), nil
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("--input %s=@%s: not JSON or YAML: %v", name, file, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil, fmt.Errorf("--input %s=@%s: the file is empty", name, file)
+	}
+	return dsl.Plain(&doc), nil
 }
 
 // textSink prints one plain line per event, for people.
