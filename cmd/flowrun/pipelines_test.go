@@ -23,7 +23,11 @@ var shipped = []struct {
 }{
 	{"triage.yaml", nil, triageModel},
 	{"default_refine.yaml", nil, refineModel},
+	{"single_pair.yaml", nil, singlePairModel},
+	{"augmented.yaml", nil, augmentedModel},
 	{"approach_proposer.yaml", []string{"--auto"}, proposerModel},
+	{"sir.yaml", nil, sirModel},
+	{"parallel_validate.yaml", nil, parallelValidateModel},
 }
 
 // triageModel answers the triage pipeline's calls: the classification,
