@@ -578,9 +578,7 @@ func (f *file) modelCall(label string, l *LLM, v *yaml.Node, sc scope) {
 		l.Prompt = f.prompt(p, sc)
 	}
 	for _, im := range items(valueOf(v, "images")) {
-		if t := f.template(im, sc); t != nil {
-			l.Images = append(l.Images, t)
-		}
+		l.Images = append(l.Images, f.data(im, sc))
 	}
 	if mem := valueOf(v, "memory"); mem != nil {
 		l.Memory, _ = str(mem)

@@ -39,6 +39,7 @@ func helperFunctions(dir string) []expr.Option {
 			return ARCReport(args[0], args[1])
 		}, new(func(any, any) map[string]any)),
 		expr.Function("arc_augment", func(args ...any) (any, error) { return ARCAugment(args[0]) }, new(func(any) map[string]any)),
+		expr.Function("arc_png", func(args ...any) (any, error) { return ARCPNG(args[0]) }, new(func(any) string)),
 		expr.Function("read_file", func(args ...any) (any, error) {
 			b, err := ReadConfined(dir, args[0].(string))
 			return string(b), err

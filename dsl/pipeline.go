@@ -252,7 +252,7 @@ type LLM struct {
 	Model         string
 	System        *Template
 	Prompt        *Template
-	Images        []*Template
+	Images        []*Value // each a path or URL, or a list of them
 	Memory        string
 	OutputSchema  map[string]any
 	RepairRetries int

@@ -79,16 +79,31 @@ func (svc *Services) startConversation(s *runtime.Scope, l *dsl.LLM) (*conversat
 		}
 		user.Text = text
 	}
-	for i, t := range l.Images {
-		ref, err := s.Render(t)
+	for i, img := range l.Images {
+		v, err := s.EvalValue(img)
 		if err != nil {
 			return nil, fmt.Errorf("images[%d]: %w", i, err)
 		}
-		url, err := llm.ImageURL(ref, imageDir(ref, p.Dir))
-		if err != nil {
-			return nil, runtime.Errorf(runtime.ClassCritical, "images[%d]: %w", i, err)
+		// An entry is one image, or a list of them (an expression building
+		// images per pair); an empty string or list is no image.
+		refs, ok := v.([]any)
+		if !ok {
+			refs = []any{v}
 		}
-		user.Images = append(user.Images, url)
+		for _, r := range refs {
+			ref, isText := r.(string)
+			if !isText {
+				return nil, runtime.Errorf(runtime.ClassCritical, "images[%d]: expected a path or URL, got %T", i, r)
+			}
+			if ref == "" {
+				continue
+			}
+			url, err := llm.ImageURL(ref, imageDir(ref, p.Dir))
+			if err != nil {
+				return nil, runtime.Errorf(runtime.ClassCritical, "images[%d]: %w", i, err)
+			}
+			user.Images = append(user.Images, url)
+		}
 	}
 	c.add(user)
 	return c, nil
