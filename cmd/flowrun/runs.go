@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -25,6 +26,27 @@ func openStore(path string, stderr io.Writer) (*store.Store, bool) {
 		return nil, false
 	}
 	return st, true
+}
+
+// storeCmd runs a command that works on the run store: it parses fs's
+// flags (and --store), requires nargs positional arguments (else prints
+// usage and exits 2), opens the store and calls do.
+func storeCmd(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, nargs int, usage string, do func(st *store.Store, rest []string) int) int {
+	storePath := storeFlag(fs)
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) != nargs {
+		fmt.Fprintln(stderr, usage)
+		return exitInvalid
+	}
+	st, ok := openStore(*storePath, stderr)
+	if !ok {
+		return exitFailed
+	}
+	defer st.Close()
+	return do(st, rest)
 }
 
 // storeError prints a store error; unknown runs and snapshots are usage errors.
@@ -234,22 +256,14 @@ func parseAge(s string) (time.Duration, error) {
 func showCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("show", "flowrun show RUN [--json]\n\nPrints a run's timeline: nodes with their paths, durations and errors.")
 	asJSON := fs.Bool("json", false, "print the run and its events as JSON")
-	storePath := storeFlag(fs)
-	rest, code, ok := parseFlags(fs, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	if len(rest) != 1 {
-		fmt.Fprintln(stderr, "flowrun show: name one run (flowrun runs lists them)")
-		return exitInvalid
-	}
-	st, ok := openStore(*storePath, stderr)
-	if !ok {
-		return exitFailed
-	}
-	defer st.Close()
+	return storeCmd(fs, args, stdout, stderr, 1, "flowrun show: name one run (flowrun runs lists them)", func(st *store.Store, rest []string) int {
+		return show(st, rest[0], *asJSON, stdout, stderr)
+	})
+}
+
+func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) int {
 	ctx := context.Background()
-	r, err := st.Run(ctx, rest[0])
+	r, err := st.Run(ctx, runID)
 	if err != nil {
 		return storeError(err, stderr)
 	}
@@ -265,7 +279,7 @@ func showCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return storeError(err, stderr)
 	}
-	if *asJSON {
+	if asJSON {
 		m := runJSON(r)
 		m["events"] = events
 		m["checkpoints"] = len(cps)
@@ -300,81 +314,49 @@ func showCmd(args []string, stdout, stderr io.Writer) int {
 func snapshotCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("snapshot", "flowrun snapshot RUN --label LABEL\n\nStores an immutable snapshot of the run's current checkpoint.")
 	label := fs.String("label", "", "the snapshot's `label` (unique per run)")
-	storePath := storeFlag(fs)
-	rest, code, ok := parseFlags(fs, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	if len(rest) != 1 || *label == "" {
-		fmt.Fprintln(stderr, "flowrun snapshot: name one run and give --label")
-		return exitInvalid
-	}
-	st, ok := openStore(*storePath, stderr)
-	if !ok {
-		return exitFailed
-	}
-	defer st.Close()
-	s, err := st.Snapshot(context.Background(), rest[0], *label)
-	if err != nil {
-		return storeError(err, stderr)
-	}
-	fmt.Fprintf(stdout, "snapshot %q of run %s at checkpoint %d\n", s.Label, s.Run, s.Seq)
-	return exitOK
+	return storeCmd(fs, args, stdout, stderr, 1, "flowrun snapshot: name one run and give --label", func(st *store.Store, rest []string) int {
+		if *label == "" {
+			fmt.Fprintln(stderr, "flowrun snapshot: name one run and give --label")
+			return exitInvalid
+		}
+		s, err := st.Snapshot(context.Background(), rest[0], *label)
+		if err != nil {
+			return storeError(err, stderr)
+		}
+		fmt.Fprintf(stdout, "snapshot %q of run %s at checkpoint %d\n", s.Label, s.Run, s.Seq)
+		return exitOK
+	})
 }
 
 func snapshotsCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("snapshots", "flowrun snapshots RUN [--json]\n\nLists a run's snapshots.")
 	asJSON := fs.Bool("json", false, "print the snapshots as JSON")
-	storePath := storeFlag(fs)
-	rest, code, ok := parseFlags(fs, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	if len(rest) != 1 {
-		fmt.Fprintln(stderr, "flowrun snapshots: name one run")
-		return exitInvalid
-	}
-	st, ok := openStore(*storePath, stderr)
-	if !ok {
-		return exitFailed
-	}
-	defer st.Close()
-	snaps, err := st.Snapshots(context.Background(), rest[0])
-	if err != nil {
-		return storeError(err, stderr)
-	}
-	if *asJSON {
-		return writeJSON(stdout, snaps)
-	}
-	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "LABEL\tCHECKPOINT\tKIND\tCREATED")
-	for _, s := range snaps {
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", s.Label, s.Seq, s.Kind, s.Created.Local().Format("2006-01-02 15:04:05"))
-	}
-	w.Flush()
-	return exitOK
+	return storeCmd(fs, args, stdout, stderr, 1, "flowrun snapshots: name one run", func(st *store.Store, rest []string) int {
+		snaps, err := st.Snapshots(context.Background(), rest[0])
+		if err != nil {
+			return storeError(err, stderr)
+		}
+		if *asJSON {
+			return writeJSON(stdout, snaps)
+		}
+		w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "LABEL\tCHECKPOINT\tKIND\tCREATED")
+		for _, s := range snaps {
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", s.Label, s.Seq, s.Kind, s.Created.Local().Format("2006-01-02 15:04:05"))
+		}
+		w.Flush()
+		return exitOK
+	})
 }
 
 func rollbackCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("rollback", "flowrun rollback RUN SNAPSHOT\n\nMakes a snapshot the run's current state and records a rollback snapshot.\nIt runs nothing: flowrun resume RUN continues from there.")
-	storePath := storeFlag(fs)
-	rest, code, ok := parseFlags(fs, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	if len(rest) != 2 {
-		fmt.Fprintln(stderr, "flowrun rollback: name a run and one of its snapshots")
-		return exitInvalid
-	}
-	st, ok := openStore(*storePath, stderr)
-	if !ok {
-		return exitFailed
-	}
-	defer st.Close()
-	s, err := st.Rollback(context.Background(), rest[0], rest[1])
-	if err != nil {
-		return storeError(err, stderr)
-	}
-	fmt.Fprintf(stdout, "run %s rolled back to checkpoint %d (recorded as snapshot %q); continue with: flowrun resume %s\n", s.Run, s.Seq, s.Label, s.Run)
-	return exitOK
+	return storeCmd(fs, args, stdout, stderr, 2, "flowrun rollback: name a run and one of its snapshots", func(st *store.Store, rest []string) int {
+		s, err := st.Rollback(context.Background(), rest[0], rest[1])
+		if err != nil {
+			return storeError(err, stderr)
+		}
+		fmt.Fprintf(stdout, "run %s rolled back to checkpoint %d (recorded as snapshot %q); continue with: flowrun resume %s\n", s.Run, s.Seq, s.Label, s.Run)
+		return exitOK
+	})
 }
