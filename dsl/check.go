@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr/parser"
@@ -215,11 +216,28 @@ func blockIndent(lines []string, header int) int {
 	return 0
 }
 
+// compiledSchemas caches compiled schemas by their JSON text (json.Marshal
+// sorts keys, so equal schemas share an entry): a tool's parameters or an
+// answer schema is checked on every call, and compiling costs far more
+// than validating. Schemas come from pipeline files, so the set is small.
+var compiledSchemas sync.Map // string -> *jsonschema.Schema
+
 func compileSchema(schema map[string]any) (*jsonschema.Schema, error) {
 	b, err := json.Marshal(schema)
 	if err != nil {
 		return nil, err
 	}
+	if s, ok := compiledSchemas.Load(string(b)); ok {
+		return s.(*jsonschema.Schema), nil
+	}
+	s, err := compileSchemaJSON(b)
+	if err == nil {
+		compiledSchemas.Store(string(b), s)
+	}
+	return s, err
+}
+
+func compileSchemaJSON(b []byte) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.Draft = jsonschema.Draft2020
 	if err := c.AddResource("value.json", bytes.NewReader(b)); err != nil {
