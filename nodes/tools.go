@@ -149,18 +149,33 @@ func (svc *Services) runLLMTool(ctx context.Context, s *runtime.Scope, d *dsl.To
 	return resp.Text, nil
 }
 
-var readFileSpec = llm.ToolSpec{
-	Name:        "read_file",
-	Description: "Read a text file from the pipeline's directory. Paths are relative to that directory and cannot leave it.",
-	Parameters: map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"path": map[string]any{"type": "string", "description": "Path of the file, relative to the pipeline's directory."},
-		},
-		"required":             []any{"path"},
+// builtinSpec declares a built-in tool whose parameters are an object of
+// the given properties, the first of which is required.
+func builtinSpec(name, description string, props ...property) llm.ToolSpec {
+	properties := map[string]any{}
+	for _, p := range props {
+		properties[p.name] = p.schema
+	}
+	return llm.ToolSpec{Name: name, Description: description, Parameters: map[string]any{
+		"type":                 "object",
+		"properties":           properties,
+		"required":             []any{props[0].name},
 		"additionalProperties": false,
-	},
+	}}
 }
+
+type property struct {
+	name   string
+	schema map[string]any
+}
+
+func stringProperty(name, description string) property {
+	return property{name, map[string]any{"type": "string", "description": description}}
+}
+
+var readFileSpec = builtinSpec("read_file",
+	"Read a text file from the pipeline's directory. Paths are relative to that directory and cannot leave it.",
+	stringProperty("path", "Path of the file, relative to the pipeline's directory."))
 
 func readFile(_ context.Context, s *runtime.Scope, _ callSite, args map[string]any) (any, error) {
 	path, _ := args["path"].(string)
@@ -171,18 +186,9 @@ func readFile(_ context.Context, s *runtime.Scope, _ callSite, args map[string]a
 	return string(b), nil
 }
 
-var httpGetSpec = llm.ToolSpec{
-	Name:        "http_get",
-	Description: "Fetch a URL with an HTTP GET request. The result is the response's status code and body (cut off if it is long).",
-	Parameters: map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"url": map[string]any{"type": "string", "description": "An http:// or https:// URL."},
-		},
-		"required":             []any{"url"},
-		"additionalProperties": false,
-	},
-}
+var httpGetSpec = builtinSpec("http_get",
+	"Fetch a URL with an HTTP GET request. The result is the response's status code and body (cut off if it is long).",
+	stringProperty("url", "An http:// or https:// URL."))
 
 // httpGet fetches raw from an allowed host, following redirects only to
 // allowed hosts, and returns {status, body}, with truncated: true when the
@@ -237,32 +243,14 @@ func httpGet(ctx context.Context, cfg *dsl.HTTPGet, raw string) (any, error) {
 	return out, nil
 }
 
-var pythonExecuteSpec = llm.ToolSpec{
-	Name:        "python_execute",
-	Description: "Run a Python snippet in a sandbox (standard library only; no files, network or environment). Returns its stdout, the value of its last expression as result, and the error if it raised.",
-	Parameters: map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"code": map[string]any{"type": "string", "description": "Python source to run."},
-		},
-		"required":             []any{"code"},
-		"additionalProperties": false,
-	},
-}
+var pythonExecuteSpec = builtinSpec("python_execute",
+	"Run a Python snippet in a sandbox (standard library only; no files, network or environment). Returns its stdout, the value of its last expression as result, and the error if it raised.",
+	stringProperty("code", "Python source to run."))
 
-var codeExecuteSpec = llm.ToolSpec{
-	Name:        "code_execute",
-	Description: "Run a code snippet in a sandbox (python by default, or go with a main function). Returns its stdout, result and error.",
-	Parameters: map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"code":     map[string]any{"type": "string", "description": "Source to run."},
-			"language": map[string]any{"type": "string", "enum": []any{"python", "go"}, "description": "The code's language; python when omitted."},
-		},
-		"required":             []any{"code"},
-		"additionalProperties": false,
-	},
-}
+var codeExecuteSpec = builtinSpec("code_execute",
+	"Run a code snippet in a sandbox (python by default, or go with a main function). Returns its stdout, result and error.",
+	stringProperty("code", "Source to run."),
+	property{"language", map[string]any{"type": "string", "enum": []any{"python", "go"}, "description": "The code's language; python when omitted."}})
 
 // codeTool runs a snippet for an agent. The reply is what the model needs
 // to go on: stdout, the result, and the error if there was one.
