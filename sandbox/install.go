@@ -42,15 +42,7 @@ var pythonBuildScript []byte
 // $XDG_CACHE_HOME/flowrun/python/3.13.5, or ~/.cache/flowrun/python/3.13.5.
 // It holds python.wasm, lib/python3.13/ and VERSION.
 func PythonDir() string {
-	base := os.Getenv("XDG_CACHE_HOME")
-	if base == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		base = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(base, "flowrun", "python", PythonVersion)
+	return filepath.Join(userCacheDir(), "flowrun", "python", PythonVersion)
 }
 
 // PythonInfo says what is installed in a Python directory.

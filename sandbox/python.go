@@ -32,7 +32,10 @@ func userCacheDir() string {
 	if base := os.Getenv("XDG_CACHE_HOME"); base != "" {
 		return base
 	}
-	home, _ := os.UserHomeDir()
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = os.TempDir()
+	}
 	return filepath.Join(home, ".cache")
 }
 
