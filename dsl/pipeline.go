@@ -1,6 +1,10 @@
 package dsl
 
-import "time"
+import (
+	"time"
+
+	"github.com/flowrun/flowrun/internal/confined"
+)
 
 // Pipeline is a loaded, checked and compiled pipeline file. It is immutable:
 // the runtime reads it from many goroutines and never parses strings again.
@@ -21,6 +25,11 @@ type Pipeline struct {
 	Sandbox     SandboxDefaults
 	Nodes       Block
 	Outputs     []*Output // in file order
+	// Files reads the files the pipeline names (prompts, schemas, called
+	// pipelines, read_file, render, images, wasm modules): relative to Dir,
+	// never outside the directory of the pipeline that was run, at most
+	// limits.max_file_kb each.
+	Files confined.Dir
 }
 
 // Block is a list of sibling nodes that run in order.
@@ -57,6 +66,23 @@ type Limits struct {
 	MaxSteps   int
 	MaxCostUSD float64
 	Timeout    time.Duration
+	// MaxFileBytes caps each file the pipeline reads (limits.max_file_kb);
+	// wasm modules have their own cap, MaxModuleBytes.
+	MaxFileBytes int64
+}
+
+// DefaultMaxFileBytes is the cap on a file a pipeline reads unless
+// limits.max_file_kb says otherwise: 1 MiB, like http_get's max_bytes.
+const DefaultMaxFileBytes = 1 << 20
+
+// MaxModuleBytes caps a wasm module file.
+const MaxModuleBytes = 64 << 20
+
+// Modules reads wasm modules: like Files, with MaxModuleBytes as the cap.
+func (p *Pipeline) Modules() confined.Dir {
+	d := p.Files
+	d.MaxBytes, d.Limit = MaxModuleBytes, ""
+	return d
 }
 
 // SandboxDefaults apply to every code node that does not set its own.
