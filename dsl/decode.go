@@ -124,11 +124,9 @@ func (f *file) decodeLimits(limits, sandbox *yaml.Node) {
 	p.Limits.MaxSteps, _ = intValue(valueOf(limits, "max_steps"))
 	p.Limits.MaxCostUSD, _ = floatValue(valueOf(limits, "max_cost_usd"))
 	p.Limits.Timeout = f.duration(valueOf(limits, "timeout"))
-	p.Limits.MaxFileBytes = DefaultMaxFileBytes
 	if kb, ok := intValue(valueOf(limits, "max_file_kb")); ok && kb > 0 {
-		p.Limits.MaxFileBytes = int64(kb) * 1024
+		p.Files.MaxBytes = int64(kb) * 1024
 	}
-	p.Files.MaxBytes = p.Limits.MaxFileBytes
 	p.Sandbox = f.sandboxLimits(sandbox)
 	p.Sandbox.Language, _ = str(valueOf(sandbox, "language"))
 }

@@ -26,9 +26,9 @@ type Pipeline struct {
 	Nodes       Block
 	Outputs     []*Output // in file order
 	// Files reads the files the pipeline names (prompts, schemas, called
-	// pipelines, read_file, render, images, wasm modules): relative to Dir,
-	// never outside the directory of the pipeline that was run, at most
-	// limits.max_file_kb each.
+	// pipelines, read_file, render, images): relative to Dir, never outside
+	// the directory of the pipeline that was run, at most limits.max_file_kb
+	// each. Modules reads wasm modules.
 	Files confined.Dir
 }
 
@@ -66,9 +66,6 @@ type Limits struct {
 	MaxSteps   int
 	MaxCostUSD float64
 	Timeout    time.Duration
-	// MaxFileBytes caps each file the pipeline reads (limits.max_file_kb);
-	// wasm modules have their own cap, MaxModuleBytes.
-	MaxFileBytes int64
 }
 
 // DefaultMaxFileBytes is the cap on a file a pipeline reads unless
