@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/redact"
 )
 
 // DefaultBaseURL is where requests go when neither the model's base_url
@@ -113,6 +114,11 @@ func (c *Client) endpointFor(m *dsl.Model) (*endpoint, error) {
 			return nil, criticalf("model %q: no API key for %s: set OPENAI_API_KEY, or set OPENAI_BASE_URL (or the model's base_url) to a server that needs no key", m.Name, DefaultBaseURL)
 		}
 	}
+	// Whatever goes wrong from here on may echo these.
+	redact.Add(key)
+	if pw, ok := u.User.Password(); ok {
+		redact.Add(pw)
+	}
 	id := raw + "\x00" + pub.KeyEnv + "\x00" + key
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -167,14 +173,6 @@ func (ep *endpoint) urlHint() string {
 		return "OPENAI_BASE_URL"
 	}
 	return "OPENAI_BASE_URL is not set, so " + DefaultBaseURL + " was used"
-}
-
-// redact removes the key from s.
-func (ep *endpoint) redact(s string) string {
-	if ep == nil || ep.key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, ep.key, "[redacted]")
 }
 
 func defaultHTTPClient() *http.Client {
