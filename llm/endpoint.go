@@ -90,6 +90,22 @@ func resolve(m *dsl.Model, env func(string) (string, bool)) (Endpoint, string) {
 	return ep, key
 }
 
+// Secrets are the secrets m's requests carry, read through env: its API
+// key and any password in its base URL.
+func Secrets(m *dsl.Model, env func(string) (string, bool)) []string {
+	_, key := resolve(m, env)
+	out := []string{key}
+	base, _ := env("OPENAI_BASE_URL")
+	for _, raw := range []string{m.BaseURL, base} {
+		if u, err := url.Parse(strings.TrimSpace(raw)); err == nil {
+			if pw, ok := u.User.Password(); ok {
+				out = append(out, pw)
+			}
+		}
+	}
+	return out
+}
+
 // endpointFor resolves m's endpoint and returns the cached openai-go
 // services for it. Errors are critical: bad configuration.
 func (c *Client) endpointFor(m *dsl.Model) (*endpoint, error) {
@@ -115,10 +131,7 @@ func (c *Client) endpointFor(m *dsl.Model) (*endpoint, error) {
 		}
 	}
 	// Whatever goes wrong from here on may echo these.
-	redact.Add(key)
-	if pw, ok := u.User.Password(); ok {
-		redact.Add(pw)
-	}
+	redact.Add(Secrets(m, c.env)...)
 	id := raw + "\x00" + pub.KeyEnv + "\x00" + key
 	c.mu.Lock()
 	defer c.mu.Unlock()

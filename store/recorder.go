@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -155,7 +156,7 @@ func (r *Recorder) Add(ctx context.Context, cp *runtime.Checkpoint) (wait func()
 		return nil, fmt.Errorf("checkpoint %s: %w", cp.Path, err)
 	}
 	r.cpSeq = cp.Seq
-	r.pending = append(r.pending, pendingCheckpoint{seq: cp.Seq, path: cp.Path, data: string(data), created: now()})
+	r.pending = append(r.pending, pendingCheckpoint{seq: cp.Seq, path: cp.Path, data: string(redact.JSON(data)), created: now()})
 	if !cp.Pure {
 		seq := cp.Seq
 		return func() error { return r.wait(seq) }, nil
@@ -380,7 +381,7 @@ func (w *writer) write(ctx context.Context, run string, seq int64, events []runt
 			return fmt.Errorf("event %s %s: %w", e.Type, e.Path, err)
 		}
 		seq++
-		evRows = append(evRows, run, seq, e.Type, e.Path, string(data))
+		evRows = append(evRows, run, seq, e.Type, e.Path, string(redact.JSON(data)))
 	}
 	cpRows := w.cpArgs[:0]
 	for _, cp := range cps {

@@ -157,7 +157,7 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return writeJSON(stdout, out)
 	}
-	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	w := tabwriter.NewWriter(textOut{stdout}, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tPIPELINE\tSTATUS\tSTARTED\tDURATION\tCOST\tTOKENS")
 	for _, r := range runs {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t$%.4f\t%d\n", r.ID, r.Pipeline, r.Status, r.Started.Local().Format("2006-01-02 15:04:05"),
@@ -202,15 +202,6 @@ func runDurationMS(r *store.Run) int64 {
 	return end.Sub(r.Started).Milliseconds()
 }
 
-func writeJSON(w io.Writer, v any) int {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return exitFailed
-	}
-	return exitOK
-}
-
 func pruneCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("runs prune", "flowrun runs prune --older-than AGE\n\nDeletes runs that started more than AGE ago (30d, 12h, 90m) and are not running.")
 	older := fs.String("older-than", "", "age such as `30d`, 12h or 90m")
@@ -233,7 +224,7 @@ func pruneCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return storeError(err, stderr)
 	}
-	fmt.Fprintf(stdout, "deleted %d run(s) older than %s\n", n, *older)
+	fmt.Fprintf(textOut{stdout}, "deleted %d run(s) older than %s\n", n, *older)
 	return exitOK
 }
 
@@ -286,6 +277,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		m["snapshots"] = snaps
 		return writeJSON(stdout, m)
 	}
+	stdout = textOut{stdout}
 	fmt.Fprintf(stdout, "run %s  %s (%s)  %s\n", r.ID, r.PipelineName, r.Pipeline, r.Status)
 	fmt.Fprintf(stdout, "started %s, %s, %d steps, %d checkpoints, $%.4f, %d tokens\n",
 		r.Started.Local().Format("2006-01-02 15:04:05"), runDuration(r), r.Steps, len(cps), r.CostUSD, r.Tokens)
@@ -323,7 +315,7 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return storeError(err, stderr)
 		}
-		fmt.Fprintf(stdout, "snapshot %q of run %s at checkpoint %d\n", s.Label, s.Run, s.Seq)
+		fmt.Fprintf(textOut{stdout}, "snapshot %q of run %s at checkpoint %d\n", s.Label, s.Run, s.Seq)
 		return exitOK
 	})
 }
@@ -339,7 +331,7 @@ func snapshotsCmd(args []string, stdout, stderr io.Writer) int {
 		if *asJSON {
 			return writeJSON(stdout, snaps)
 		}
-		w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		w := tabwriter.NewWriter(textOut{stdout}, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "LABEL\tCHECKPOINT\tKIND\tCREATED")
 		for _, s := range snaps {
 			fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", s.Label, s.Seq, s.Kind, s.Created.Local().Format("2006-01-02 15:04:05"))
@@ -356,7 +348,7 @@ func rollbackCmd(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return storeError(err, stderr)
 		}
-		fmt.Fprintf(stdout, "run %s rolled back to checkpoint %d (recorded as snapshot %q); continue with: flowrun resume %s\n", s.Run, s.Seq, s.Label, s.Run)
+		fmt.Fprintf(textOut{stdout}, "run %s rolled back to checkpoint %d (recorded as snapshot %q); continue with: flowrun resume %s\n", s.Run, s.Seq, s.Label, s.Run)
 		return exitOK
 	})
 }

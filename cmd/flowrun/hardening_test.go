@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
+)
+
+// hardeningKey is an API key no other text in a run contains any four
+// characters of: letters that are not hex digits, in no English order.
+const hardeningKey = "sk-QZXJVKWQZPXJKVQWZXPJQKVWZXJQPKVWMZ"
+
+// keyPieces are the substrings of hardeningKey of four or more characters.
+func keyPieces() []string {
+	var out []string
+	for i := range hardeningKey {
+		for j := i + 4; j <= len(hardeningKey); j++ {
+			out = append(out, hardeningKey[i:j])
+		}
+	}
+	return out
+}
+
+// leakedPiece is the longest piece of the key in text, "" if none.
+func leakedPiece(text string) string {
+	best := ""
+	for _, p := range keyPieces() {
+		if len(p) > len(best) && strings.Contains(text, p) {
+			best = p
+		}
+	}
+	return best
+}
+
+// TestHardening05RedactBeforeTruncate: a server that echoes the API key in
+// its error message, after padding that puts the key at every offset
+// around the 300-character cut, leaves no piece of the key (four
+// characters or more) in stderr, the cassette, the JSON events, the
+// store's rows and files, or show and show --json.
+func TestHardening05RedactBeforeTruncate(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+		msgs, _ := r.Body["messages"].([]any)
+		last, _ := msgs[len(msgs)-1].(map[string]any)
+		text, _ := last["content"].(string)
+		pad, err := strconv.Atoi(strings.TrimPrefix(text, "pad "))
+		if err != nil {
+			return llmtest.Error(400, "no pad in "+text)
+		}
+		return llmtest.Error(401, "Incorrect API key provided: "+strings.Repeat("x", pad)+r.Header.Get("Authorization")+" is not valid.")
+	})
+	dir := t.TempDir()
+	db := filepath.Join(dir, "runs.db")
+	// The 401's detail is cut at 300 characters; the key starts after
+	// "Incorrect API key provided: " (28), the padding and "Bearer " (7).
+	first, last := 300-28-7-len(hardeningKey)-2, 300-28-7+2
+	p := writeFile(t, dir, "echo.yaml", fmt.Sprintf(`
+version: 1
+name: echo
+models: {default: {model: gpt-4.1-mini}}
+nodes:
+  - id: each
+    map:
+      over: '%d..%d'
+      max_concurrency: 4
+      body:
+        - id: ask
+          llm: {prompt: "pad ${{ item }}"}
+          on_error: continue
+outputs: {answers: nodes.each}
+`, first, last))
+	env := []string{"OPENAI_BASE_URL=" + srv.URL, "OPENAI_API_KEY=" + hardeningKey}
+	cassette := filepath.Join(dir, "echo.cassette.yaml")
+
+	var outputs []string
+	step := func(args ...string) string {
+		t.Helper()
+		code, stdout, stderr := runDurProc(t, env, append(args, "--store", db)...)
+		if code != exitOK {
+			t.Fatalf("flowrun %s: exit %d\n%s", strings.Join(args, " "), code, stderr)
+		}
+		outputs = append(outputs, stdout, stderr)
+		return stdout + stderr
+	}
+	out := step("run", p, "--record", cassette)
+	if !strings.Contains(out, "Incorrect API key provided: xxx") {
+		t.Fatalf("the echoed error is not shown, so the test proves nothing:\n%s", out)
+	}
+	step("run", p, "--json")
+	run := durRunOfPipeline(t, db)
+	step("show", run)
+	step("show", run, "--json")
+	step("runs", "--json")
+	if n := srv.Calls(); n != 2*(last-first+1) {
+		t.Fatalf("%d requests, want %d", n, 2*(last-first+1))
+	}
+
+	for i, out := range outputs {
+		if piece := leakedPiece(out); piece != "" {
+			t.Errorf("output %d holds %q of the key:\n%s", i, piece, out)
+		}
+	}
+	rec, err := os.ReadFile(cassette)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if piece := leakedPiece(string(rec)); piece != "" {
+		t.Errorf("the cassette holds %q of the key", piece)
+	}
+	if !bytes.Contains(rec, []byte("[redacted]")) {
+		t.Error("the cassette shows no redaction: the key never reached it")
+	}
+	sawRedacted := false
+	for _, c := range durDumpStore(t, db) {
+		if piece := leakedPiece(c.text); piece != "" {
+			t.Errorf("table %s, row %d, column %s holds %q of the key", c.table, c.row, c.column, piece)
+		}
+		sawRedacted = sawRedacted || strings.Contains(c.text, "[redacted]")
+	}
+	if !sawRedacted {
+		t.Error("no row of the store shows a redaction: the key never reached it")
+	}
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		raw, err := os.ReadFile(db + suffix)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if piece := leakedPiece(string(raw)); piece != "" {
+			t.Errorf("the bytes of %s hold %q of the key", filepath.Base(db+suffix), piece)
+		}
+	}
+}
+
+// durRunOfPipeline is the id of the first run in the store.
+func durRunOfPipeline(t *testing.T, db string) string {
+	t.Helper()
+	runs := durDumpStore(t, db)
+	for _, c := range runs {
+		if c.table == "runs" && c.column == "id" {
+			return c.text
+		}
+	}
+	t.Fatal("no run in the store")
+	return ""
+}
