@@ -336,7 +336,15 @@ func (r *Recorder) commit(ctx context.Context, all bool) error {
 	r.committing = true
 	base := r.event
 	r.mu.Unlock()
-	err := r.w.write(context.WithoutCancel(ctx), r.run, base, events, cps)
+	err := r.s.intact()
+	if err == nil {
+		if err = r.w.write(context.WithoutCancel(ctx), r.run, base, events, cps); err != nil {
+			err = fmt.Errorf("run store %s: %w", r.s.path, err)
+		} else {
+			// A file truncated during the write took the commit with it.
+			err = r.s.intact()
+		}
+	}
 	if err == nil {
 		for _, j := range files {
 			// A journal left behind is harmless: settle keeps what the

@@ -234,11 +234,17 @@ func (s *Store) Finish(ctx context.Context, id string, e Ending) error {
 		}
 		pending = string(redact.JSON(b))
 	}
+	if err := s.intact(); err != nil {
+		return err
+	}
 	t := now()
 	_, err := s.db.ExecContext(ctx, `UPDATE runs SET status = ?, outputs = ?, error = ?, reason = ?, steps = ?, cost_usd = ?, tokens = ?,
 		pending = ?, pid = 0, pid_start = '', updated_at = ?, finished_at = ? WHERE id = ?`,
 		e.Status, outputs, redact.String(e.Error), redact.String(e.Reason), e.Steps, e.CostUSD, e.Tokens, pending, t, t, id)
-	return err
+	if err != nil {
+		return fmt.Errorf("run store %s: %w", s.path, err)
+	}
+	return s.intact()
 }
 
 // Prune deletes runs that started before the cutoff and are not running,

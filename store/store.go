@@ -13,10 +13,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
@@ -35,6 +37,11 @@ func DefaultPath() string {
 type Store struct {
 	db   *sql.DB
 	path string
+	// file is the database file as first opened, size the largest size it
+	// was seen at, lost why it can no longer be trusted (see intact).
+	file os.FileInfo
+	size atomic.Int64
+	lost atomic.Pointer[LostError]
 }
 
 // Open opens (creating if needed) the database at path and brings its
@@ -60,7 +67,10 @@ func Open(path string) (*Store, error) {
 		s := &Store{db: db, path: path}
 		err = s.migrate(context.Background())
 		if err == nil {
-			return s, nil
+			if s.file, err = os.Stat(path); err == nil {
+				s.size.Store(s.file.Size())
+				return s, nil
+			}
 		}
 		db.Close()
 		if !busy(err) || time.Now().After(deadline) {
@@ -68,6 +78,49 @@ func Open(path string) (*Store, error) {
 		}
 		time.Sleep(time.Duration(10+rand.IntN(20*min(attempt+1, 10))) * time.Millisecond)
 	}
+}
+
+// LostError says the database file was truncated, replaced or deleted
+// while this process had it open: what the process wrote since may be
+// lost, and the file may be damaged. A store that saw this refuses to
+// write.
+type LostError struct {
+	Path string
+	What string // what happened to the file
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("run store %s: the database file %s while flowrun used it; what was written since may be lost and the file may be damaged", e.Path, e.What)
+}
+
+// intact checks that the database file is still the one opened and has
+// not shrunk, which SQLite never does to it here (no VACUUM, no
+// auto_vacuum), so that a file truncated or replaced under a writer is
+// noticed before the writer reports success. Once it fails it always
+// fails.
+func (s *Store) intact() error {
+	if lost := s.lost.Load(); lost != nil {
+		return lost
+	}
+	fi, err := os.Stat(s.path)
+	var what string
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		what = "was deleted"
+	case err != nil:
+		return fmt.Errorf("run store %s: %w", s.path, err)
+	case !os.SameFile(fi, s.file):
+		what = "was replaced by another file"
+	case fi.Size() < s.size.Load():
+		what = fmt.Sprintf("was truncated (from %d to %d bytes)", s.size.Load(), fi.Size())
+	default:
+		if fi.Size() > s.size.Load() {
+			s.size.Store(fi.Size())
+		}
+		return nil
+	}
+	s.lost.CompareAndSwap(nil, &LostError{Path: s.path, What: what})
+	return s.lost.Load()
 }
 
 // busy reports SQLite's "database is locked".

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flowrun/flowrun/llm/llmtest"
 )
@@ -152,4 +153,65 @@ func durRunOfPipeline(t *testing.T, db string) string {
 	}
 	t.Fatal("no run in the store")
 	return ""
+}
+
+// TestHardening10StoreTruncatedMidRun truncates the database file while a
+// run writes to it, in a new store (everything still in the WAL, so SQLite
+// itself notices nothing) and in one with history (SQLite finds pages
+// gone). The run stops at its next checkpoint and fails, naming the store
+// and what happened to it; it never says completed.
+func TestHardening10StoreTruncatedMidRun(t *testing.T) {
+	const nodes = 20
+	var b strings.Builder
+	b.WriteString("version: 1\nname: slow\nmodels: {default: {model: gpt-4.1-mini}}\nnodes:\n")
+	for i := range nodes {
+		fmt.Fprintf(&b, "  - id: n%d\n    llm: {prompt: \"@n%d hello\"}\n", i, i)
+	}
+	for _, history := range []bool{false, true} {
+		t.Run(fmt.Sprintf("history=%v", history), func(t *testing.T) {
+			dir := t.TempDir()
+			p := writeFile(t, dir, "slow.yaml", b.String())
+			db := filepath.Join(dir, "runs.db")
+			model := newDurModel(t)
+			if history {
+				for range 2 {
+					if code, _, stderr := runDurProc(t, model.env("sk-before"), "run", p, "--store", db); code != exitOK {
+						t.Fatalf("the run before: exit %d\n%s", code, stderr)
+					}
+				}
+			}
+			model.hook("sk-slow", func(int, string) llmtest.Reply { return llmtest.Reply{Delay: 40 * time.Millisecond} })
+			proc := startDurProc(t, model.env("sk-slow"), "run", p, "--store", db)
+			deadline := time.Now().Add(durDeadline)
+			for len(model.paths("sk-slow")) < 5 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the run made no progress:\n%s", proc.abort())
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			if err := os.Truncate(db, 0); err != nil {
+				t.Fatal(err)
+			}
+			truncatedAt := len(model.paths("sk-slow"))
+			code := proc.wait()
+			stderr := proc.stderr()
+			if code != exitFailed {
+				t.Fatalf("exit %d, want %d\n%s", code, exitFailed, stderr)
+			}
+			if !strings.Contains(stderr, "failed: recording the run: run store "+db+": the database file was truncated") {
+				t.Errorf("the failure does not name the store and what happened:\n%s", stderr)
+			}
+			if strings.Contains(stderr, "completed") || strings.Contains(proc.stdout(), "{") {
+				t.Errorf("the run reports completion or outputs:\n%s\nstdout: %s", stderr, proc.stdout())
+			}
+			if strings.Contains(stderr, "flowrun resume") {
+				t.Errorf("a resume from a damaged store is suggested:\n%s", stderr)
+			}
+			// Detected at the next commit, at most a group delay later:
+			// the node in flight finishes, none after it starts.
+			if n := len(model.paths("sk-slow")); n > truncatedAt+2 {
+				t.Errorf("%d model calls after the truncation: the run went on", n-truncatedAt)
+			}
+		})
+	}
 }

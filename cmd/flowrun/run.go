@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -113,9 +114,6 @@ func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "flowrun: %v\n", err)
 		return exitFailed
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "flowrun: run %s: recording the run: %v\n", res.RunID, err)
-	}
 	if !asJSON && res.Outputs != nil && res.Status == runtime.StatusCompleted {
 		writeJSON(stdout, res.Outputs)
 	}
@@ -139,7 +137,11 @@ func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Write
 		}
 		fmt.Fprintf(stderr, "flowrun: run %s stopped: %s\nTo continue: %s\n", res.RunID, res.Reason, hint)
 	default:
-		fmt.Fprintf(stderr, "flowrun: run %s failed: %v\nAfter fixing the cause, continue it with: flowrun resume %s\n", res.RunID, res.Err, res.RunID)
+		fmt.Fprintf(stderr, "flowrun: run %s failed: %v\n", res.RunID, res.Err)
+		var lost *store.LostError
+		if !errors.As(res.Err, &lost) {
+			fmt.Fprintf(stderr, "After fixing the cause, continue it with: flowrun resume %s\n", res.RunID)
+		}
 	}
 	return exitFailed
 }
