@@ -248,7 +248,8 @@ func (s *Store) Finish(ctx context.Context, id string, e Ending) error {
 }
 
 // Prune deletes runs that started before the cutoff and are not running,
-// with their checkpoints, events and snapshots. It returns how many went.
+// with their checkpoints, events, snapshots and the values only they
+// shared. It returns how many went.
 func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM runs WHERE started_at < ? AND status != ?`,
 		before.UTC().Format(time.RFC3339Nano), StatusRunning)
@@ -256,6 +257,9 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
 		return 0, err
 	}
 	n, _ := res.RowsAffected()
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM shared_values WHERE hash NOT IN (SELECT hash FROM value_refs)`); err != nil {
+		return int(n), err
+	}
 	if err := s.dropJournals(ctx); err != nil {
 		return int(n), err
 	}

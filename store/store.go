@@ -187,6 +187,16 @@ var migrations = []string{
 		created_at TEXT NOT NULL,
 		PRIMARY KEY (run_id, label)
 	);`,
+	// See shared.go.
+	`CREATE TABLE shared_values (
+		hash TEXT PRIMARY KEY,  -- sha256 of data, hex
+		data TEXT NOT NULL      -- a JSON value
+	);
+	CREATE TABLE value_refs (
+		run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+		hash   TEXT NOT NULL,
+		PRIMARY KEY (run_id, hash)
+	);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -104,17 +104,11 @@ outputs: {text: nodes.ask.text}
 			run = c.text
 		}
 	}
-	code, shown, stderr := runDurProc(t, nil, "show", run, "--store", db)
-	if code != exitOK {
-		t.Fatalf("show: exit %d\n%s", code, stderr)
-	}
+	shown := durShow(t, db, run)
 	checkPrintable(t, "show", shown, `hello \x1b]0;pwned\x07 then \x1b[2J wiped\x0dover \u009b31m end`)
 	checkPrintable(t, "show", shown, `code \x1b]0;pwned\x07 then \x1b[2J wiped\x0dover`)
 
-	code, raw, stderr := runDurProc(t, nil, "show", run, "--json", "--store", db)
-	if code != exitOK {
-		t.Fatalf("show --json: exit %d\n%s", code, stderr)
-	}
+	raw := durShow(t, db, run, "--json")
 	var doc struct {
 		Events []struct {
 			Type string `json:"type"`

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -214,4 +215,111 @@ func TestHardening10StoreTruncatedMidRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHardening13CodeOutputStoredOnce runs a code node whose stdout is 3
+// MB. Its output is in its sandbox_run event, its node_finished event and
+// its checkpoint, and the loop around it repeats it in its own checkpoint;
+// the database grows by about one copy, and show --json still has it whole.
+func TestHardening13CodeOutputStoredOnce(t *testing.T) {
+	const size = 3 << 20
+	dir := t.TempDir()
+	db := filepath.Join(dir, "runs.db")
+	small := writeFile(t, dir, "small.yaml", "version: 1\nname: small\nstate: {x: 0}\nnodes:\n  - id: a\n    set: {x: 1}\n")
+	if code, _, stderr := runDurProc(t, nil, "run", small, "--store", db); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	before := fileSize(t, db)
+	p := writeFile(t, dir, "big.yaml", fmt.Sprintf(`
+version: 1
+name: big
+nodes:
+  - id: once
+    loop:
+      max_iterations: 1
+      body:
+        - id: shout
+          code:
+            source: |
+              def f():
+                  print("x" * %d, end="")
+                  return 1
+            call: f
+            limits: {max_output_kb: 4096}
+outputs: {ok: nodes.shout.ok}
+`, size))
+	if code, _, stderr := runDurProc(t, nil, "run", p, "--store", db); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	grew := fileSize(t, db) - before
+	t.Logf("the database grew by %d bytes for a %d-byte output", grew, size)
+	if grew > size*3/2 {
+		t.Errorf("the database grew by %d bytes for one %d-byte output: it is stored more than once", grew, size)
+	}
+
+	var run string
+	for _, c := range durDumpStore(t, db) {
+		if c.table == "runs" && c.column == "pipeline_name" && c.text == "big" {
+			run = durDumpRunID(t, db, c.row)
+		}
+	}
+	raw := durShow(t, db, run, "--json")
+	var doc struct {
+		Events []struct {
+			Type   string         `json:"type"`
+			Path   string         `json:"path"`
+			Output map[string]any `json:"output"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
+		t.Fatal(err)
+	}
+	whole := 0
+	for _, e := range doc.Events {
+		if out, _ := e.Output["stdout"].(string); len(out) == size && e.Path == "once[1]/shout" {
+			whole++
+		}
+	}
+	if whole != 2 {
+		t.Errorf("%d events hold the whole stdout, want 2 (sandbox_run and node_finished)", whole)
+	}
+}
+
+// durShow is what flowrun show prints for a run.
+func durShow(t *testing.T, db, run string, flags ...string) string {
+	t.Helper()
+	code, stdout, stderr := runDurProc(t, nil, append([]string{"show", run, "--store", db}, flags...)...)
+	if code != exitOK {
+		t.Fatalf("show %v: exit %d\n%s", flags, code, stderr)
+	}
+	return stdout
+}
+
+// fileSize is the size of a database file and its WAL.
+func fileSize(t *testing.T, db string) int64 {
+	t.Helper()
+	var n int64
+	for _, suffix := range []string{"", "-wal"} {
+		fi, err := os.Stat(db + suffix)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += fi.Size()
+	}
+	return n
+}
+
+// durDumpRunID is the id of the row-th run in durDumpStore's order.
+func durDumpRunID(t *testing.T, db string, row int) string {
+	t.Helper()
+	for _, c := range durDumpStore(t, db) {
+		if c.table == "runs" && c.column == "id" && c.row == row {
+			return c.text
+		}
+	}
+	t.Fatalf("no run row %d", row)
+	return ""
 }
