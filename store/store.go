@@ -6,6 +6,12 @@
 // checkpoints may be in a journal file beside the database (DB.journal/,
 // see Recorder) before they are moved in; the store moves in those a
 // killed process left before anything reads them.
+//
+// A string of 16 KiB or more (a code node's stdout, a long reply) is
+// stored once however many events and checkpoints hold it. Every text
+// written is redacted first (package redact). A database file truncated,
+// replaced or deleted under an open store is noticed at the next write,
+// which fails with *LostError, as does every write after it.
 package store
 
 import (
