@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -163,5 +164,57 @@ func TestLongStringsStoredOnce(t *testing.T) {
 	}
 	if n := count(`SELECT COUNT(*) FROM shared_values`); n != 0 {
 		t.Fatalf("%d shared values after pruning every run, want 0", n)
+	}
+}
+
+// TestOpenReadOnly: a read-only store reads runs, events and checkpoints
+// and refuses writes; a missing file is fs.ErrNotExist, and nothing is
+// created. (TestHardening13RunsReadOnlyStore in cmd/flowrun reads a store
+// in a directory the reader may not write, where SQLite cannot make the
+// WAL index.)
+func TestOpenReadOnly(t *testing.T) {
+	ctx := context.Background()
+	s, path := openFile(t)
+	newRun(t, s, "r1")
+	rec, err := s.Recorder(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Event(runtime.Event{Type: runtime.EventRunStarted, Run: "r1"})
+	if err := rec.Save(ctx, &runtime.Checkpoint{Path: "a", Output: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	ro, err := store.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	runs, err := ro.Runs(ctx)
+	if err != nil || len(runs) != 1 || runs[0].ID != "r1" {
+		t.Fatalf("runs %v, %v", runs, err)
+	}
+	events, err := ro.Events(ctx, "r1")
+	if err != nil || len(events) != 1 {
+		t.Fatalf("events %v, %v", events, err)
+	}
+	cps, err := ro.Checkpoints(ctx, "r1", 0)
+	if err != nil || len(cps) != 1 || cps[0].Output != 1 {
+		t.Fatalf("checkpoints %v, %v", cps, err)
+	}
+	if err := ro.Finish(ctx, "r1", store.Ending{Status: runtime.StatusFailed}); err == nil {
+		t.Fatal("a read-only store wrote")
+	}
+
+	missing := filepath.Join(t.TempDir(), "none", "runs.db")
+	if _, err := store.OpenReadOnly(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a missing store: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(missing)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal("opening a missing store read-only created its directory")
 	}
 }

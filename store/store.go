@@ -48,6 +48,8 @@ type Store struct {
 	file os.FileInfo
 	size atomic.Int64
 	lost atomic.Pointer[LostError]
+	// readOnly: opened by OpenReadOnly; journals are not moved in.
+	readOnly bool
 }
 
 // Open opens (creating if needed) the database at path and brings its
@@ -84,6 +86,50 @@ func Open(path string) (*Store, error) {
 		}
 		time.Sleep(time.Duration(10+rand.IntN(20*min(attempt+1, 10))) * time.Millisecond)
 	}
+}
+
+// OpenReadOnly opens the database at path for commands that only read
+// it (listing runs, showing one), writing nothing: not the file, not its
+// directory, not the schema. It works on a file or directory flowrun may
+// not write: when SQLite cannot create the WAL index beside the file, the
+// file is read as immutable, which does not see what is still only in a
+// WAL file (a run in progress in another process). Checkpoints that a
+// killed process left in a journal are not moved in, so they are not
+// read. A missing file is an error that wraps fs.ErrNotExist.
+func OpenReadOnly(path string) (*Store, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("run store %s: %w", path, err)
+	}
+	var errs []error
+	for _, params := range []string{"mode=ro&_pragma=busy_timeout(10000)", "mode=ro&immutable=1"} {
+		db, err := sql.Open("sqlite", "file:"+path+"?"+params)
+		if err == nil {
+			s := &Store{db: db, path: path, readOnly: true}
+			if err = s.readable(context.Background()); err == nil {
+				return s, nil
+			}
+			db.Close()
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("run store %s: %w", path, errors.Join(errs...))
+}
+
+// readable checks that this build can read the database's schema.
+func (s *Store) readable(ctx context.Context) error {
+	var v int
+	if err := s.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v); err != nil {
+		return err
+	}
+	return knownSchema(v)
+}
+
+// knownSchema checks that this build knows schema version v.
+func knownSchema(v int) error {
+	if v > len(migrations) {
+		return fmt.Errorf("the database is from a newer flowrun (schema %d, this build knows %d)", v, len(migrations))
+	}
+	return nil
 }
 
 // LostError says the database file was truncated, replaced or deleted
@@ -224,8 +270,8 @@ func (s *Store) migrate(ctx context.Context) error {
 	case err != nil:
 		return err
 	}
-	if v > len(migrations) {
-		return fmt.Errorf("the database is from a newer flowrun (schema %d, this build knows %d)", v, len(migrations))
+	if err := knownSchema(v); err != nil {
+		return err
 	}
 	for i := v; i < len(migrations); i++ {
 		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {

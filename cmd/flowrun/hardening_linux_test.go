@@ -4,10 +4,13 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -149,4 +152,103 @@ func checkPrintable(t *testing.T, what, out, want string) {
 			t.Fatalf("%s has the raw control character %U at byte %d:\n%q", what, r, i, out)
 		}
 	}
+}
+
+// TestHardening13RunsReadOnlyStore: runs, show and snapshots read a store
+// whose file and directory flowrun may not write (chmod -w), and write
+// nothing there. As root, which ignores file modes, the commands run as
+// the user nobody; otherwise as the test's own user.
+func TestHardening13RunsReadOnlyStore(t *testing.T) {
+	dir := t.TempDir()
+	storeDir := filepath.Join(dir, "store")
+	if err := os.Mkdir(storeDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(storeDir, "runs.db")
+	p := writeFile(t, dir, "count.yaml", "version: 1\nname: count\nstate: {x: 0}\nnodes:\n  - id: a\n    set: {x: 1}\noutputs: {x: state.x}\n")
+	if code, _, stderr := runDurProc(t, nil, "run", p, "--store", db); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	run := durRunOfPipeline(t, db)
+	if code, _, stderr := runDurProc(t, nil, "snapshot", run, "--label", "kept", "--store", db); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if err := os.RemoveAll(db + ".journal"); err != nil {
+		t.Fatal(err)
+	}
+	before := dirState(t, storeDir)
+
+	// The binary, copied where another user may run it.
+	bin := filepath.Join(dir, "flowrun.test")
+	exe, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// t.TempDir is two directories of the test's own, private to it.
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(db, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(storeDir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(storeDir, 0o755) })
+
+	reader := func(args ...string) (int, string, string) {
+		t.Helper()
+		cmd := exec.Command(bin, append(args, "--store", db)...)
+		cmd.Env = append(os.Environ(), "FLOWRUN_TEST_AS_CLI=1", "GORACE=atexit_sleep_ms=0")
+		if os.Geteuid() == 0 {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		}
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+	}
+	// A write proves the store is out of the reader's reach.
+	if code, _, stderr := reader("snapshot", run, "--label", "refused"); code == exitOK || !strings.Contains(stderr, "readonly") {
+		t.Fatalf("the reader could write to the store (exit %d), so the test proves nothing:\n%s", code, stderr)
+	}
+	for _, args := range [][]string{{"runs"}, {"runs", "--json"}, {"show", run}, {"show", run, "--json"}, {"snapshots", run}} {
+		code, stdout, stderr := reader(args...)
+		if code != exitOK || !strings.Contains(stdout, run) && !strings.Contains(stdout, "kept") {
+			t.Errorf("flowrun %s on a read-only store: exit %d\n%s%s", strings.Join(args, " "), code, stdout, stderr)
+		}
+		if args[0] == "show" && !strings.Contains(stdout, "completed") {
+			t.Errorf("flowrun %s does not show the run:\n%s", strings.Join(args, " "), stdout)
+		}
+	}
+	if after := dirState(t, storeDir); after != before {
+		t.Errorf("reading changed the store's directory:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// dirState names each file of a directory with its size and sha256.
+func dirState(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%s:%d:%x", e.Name(), len(b), sha256.Sum256(b)))
+	}
+	return strings.Join(out, " ")
 }
