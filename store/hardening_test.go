@@ -28,6 +28,20 @@ func openFile(t *testing.T) (*store.Store, string) {
 	return s, path
 }
 
+// startedRun opens a new store with run r1 and its recorder, which holds
+// the run_started event.
+func startedRun(t *testing.T) (*store.Store, string, *store.Recorder) {
+	t.Helper()
+	s, path := openFile(t)
+	newRun(t, s, "r1")
+	rec, err := s.Recorder(context.Background(), "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Event(runtime.Event{Type: runtime.EventRunStarted, Run: "r1"})
+	return s, path, rec
+}
+
 // TestLostFileRefusesWrites: once the database file is truncated, deleted
 // or replaced under an open store, a recorder's commit and Finish fail
 // with *store.LostError naming the file, and keep failing.
@@ -35,16 +49,11 @@ func TestLostFileRefusesWrites(t *testing.T) {
 	ctx := context.Background()
 	for _, damage := range []string{"truncated", "deleted", "replaced"} {
 		t.Run(damage, func(t *testing.T) {
-			s, path := openFile(t)
-			newRun(t, s, "r1")
-			rec, err := s.Recorder(ctx, "r1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec.Event(runtime.Event{Type: runtime.EventRunStarted, Run: "r1"})
+			s, path, rec := startedRun(t)
 			if err := rec.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
+			var err error
 			switch damage {
 			case "truncated":
 				err = os.Truncate(path, 0)
@@ -174,13 +183,7 @@ func TestLongStringsStoredOnce(t *testing.T) {
 // WAL index.)
 func TestOpenReadOnly(t *testing.T) {
 	ctx := context.Background()
-	s, path := openFile(t)
-	newRun(t, s, "r1")
-	rec, err := s.Recorder(ctx, "r1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.Event(runtime.Event{Type: runtime.EventRunStarted, Run: "r1"})
+	s, path, rec := startedRun(t)
 	if err := rec.Save(ctx, &runtime.Checkpoint{Path: "a", Output: 1}); err != nil {
 		t.Fatal(err)
 	}
