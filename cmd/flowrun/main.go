@@ -38,8 +38,9 @@ Usage:
   flowrun snapshot RUN --label L    label the run's current checkpoint
   flowrun snapshots RUN             list a run's snapshots
   flowrun rollback RUN SNAPSHOT     make a snapshot the run's current state
-  flowrun sandbox install python [--from DIR|TARBALL]
+  flowrun sandbox install python [--from DIR|ARCHIVE]
                                     install CPython for WASI (code nodes' python)
+  flowrun sandbox export [-o FILE]  write it as one archive for another machine
   flowrun sandbox status            what the code sandbox has installed
 
 Runs are kept in .flowrun/flowrun.db (--store PATH or FLOWRUN_STORE to change).
