@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/flowrun/flowrun/sandbox"
 )
@@ -50,10 +51,16 @@ Run "flowrun COMMAND --help" for a command's flags.
 
 func main() {
 	sandbox.WorkerMain()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := cli(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(cliMain())
+}
+
+// cliMain runs the command line of this process. SIGTERM (on Windows,
+// closing the console or logging off) stops a run as Ctrl-C does, so that
+// it is recorded as stopped.
+func cliMain() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return cli(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }
 
 // cli runs one command and returns the process exit code.
