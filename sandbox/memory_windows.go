@@ -34,6 +34,7 @@ func (m *reservedMemory) Reallocate(size uint64) []byte {
 		}
 		m.committed = size
 	}
+	// The reservation is outside the Go heap and stays put until Free.
 	return unsafe.Slice((*byte)(unsafe.Add(nil, m.addr)), size)
 }
 
