@@ -44,11 +44,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/internal/procstat"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
@@ -158,10 +158,7 @@ func child(self string, args []string) (rssKB int64, wall float64, line string, 
 	if err != nil {
 		return 0, wall, "", err
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rssKB = ru.Maxrss // KiB on Linux
-	}
-	return rssKB, wall, strings.TrimSpace(out.String()), nil
+	return procstat.PeakRSSKB(cmd.ProcessState), wall, strings.TrimSpace(out.String()), nil
 }
 
 // one runs one configuration in this process: a cold run, then the warm
@@ -245,13 +242,13 @@ func measure(c config, conc int, cpuprofile, memprofile string) (string, error) 
 	}
 	var warm, cpu []float64
 	for range c.repeats {
-		c0 := cpuTime()
+		c0 := procstat.CPUTime()
 		ms, _, err := b.run(false)
 		if err != nil {
 			return "", err
 		}
 		warm = append(warm, ms)
-		cpu = append(cpu, float64((cpuTime()-c0).Microseconds())/1000)
+		cpu = append(cpu, float64((procstat.CPUTime()-c0).Microseconds())/1000)
 	}
 	if cpuprofile != "" {
 		pprof.StopCPUProfile()
@@ -505,13 +502,6 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-// cpuTime is this process's user and system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Nanoseconds()) / 1e6 }

@@ -1,10 +1,8 @@
 package sandbox
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	_ "embed"
 	"errors"
@@ -13,10 +11,9 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
+	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -121,9 +118,14 @@ func readManifest(p string) map[string]string {
 type InstallOptions struct {
 	// From is a directory holding python.wasm and lib/python3.13 (the
 	// output of sandbox/python/build.sh), or a .tar.gz of one (at its root
-	// or in a single top-level directory). Empty: build from source with
-	// the embedded build script, on a Debian-like machine with apt.
+	// or in a single top-level directory) such as ExportPython writes.
+	// Empty: build from source with the embedded build script, on a
+	// Debian-like Linux machine with apt.
 	From string
+	// SHA256 is the archive's sha256 in hex. An archive is installed only
+	// when its sha256 matches this and the one in FROM.sha256 beside it,
+	// and at least one of the two is given.
+	SHA256 string
 	// Force reinstalls over a working installation.
 	Force bool
 	// Stdout receives progress lines and the build's output; nil discards.
@@ -138,6 +140,14 @@ func InstallPython(ctx context.Context, opts InstallOptions) (PythonInfo, error)
 	out := opts.Stdout
 	if out == nil {
 		out = io.Discard
+	}
+	if opts.SHA256 != "" {
+		if opts.From == "" {
+			return PythonInfo{}, errors.New("--sha256 checks the archive named by --from, and there is none")
+		}
+		if st, err := os.Stat(opts.From); err == nil && st.IsDir() {
+			return PythonInfo{}, fmt.Errorf("--sha256 checks an archive, and --from %s is a directory", opts.From)
+		}
 	}
 	target := PythonDir()
 	if cur := PythonStatusAt(target); cur.Installed && !opts.Force {
@@ -175,7 +185,7 @@ func InstallPython(ctx context.Context, opts InstallOptions) (PythonInfo, error)
 			}
 		} else {
 			fmt.Fprintf(out, "extracting Python from %s\n", opts.From)
-			if err := extractPythonTarball(opts.From, filepath.Join(tmp, "x"), staged); err != nil {
+			if err := extractPythonArchive(opts.From, opts.SHA256, filepath.Join(tmp, "x"), staged); err != nil {
 				return PythonInfo{}, err
 			}
 		}
@@ -243,24 +253,48 @@ func stampManifest(dir string, m map[string]string, source string) error {
 			return err
 		}
 		// Keep the build's lines; replace an earlier installation's.
-		for _, line := range strings.Split(strings.TrimRight(string(prev), "\n"), "\n") {
-			if !strings.HasPrefix(line, "installed_from=") && !strings.HasPrefix(line, "install_date=") {
-				b.WriteString(line + "\n")
-			}
-		}
+		b.WriteString(buildManifest(prev))
 	}
 	fmt.Fprintf(&b, "installed_from=%s\ninstall_date=%s\n", source, time.Now().UTC().Format(time.RFC3339))
 	return os.WriteFile(filepath.Join(dir, "VERSION"), []byte(b.String()), 0o644)
 }
 
+// buildManifest is a VERSION file's text without the lines that say where
+// and when this copy was installed.
+func buildManifest(version []byte) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(string(version), "\n"), "\n") {
+		if !strings.HasPrefix(line, "installed_from=") && !strings.HasPrefix(line, "install_date=") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// elsewhere says how to install Python where it cannot be built.
+const elsewhere = "install it on a Debian-like Linux machine, run flowrun sandbox export there, " +
+	"and here flowrun sandbox install python --from ARCHIVE (with ARCHIVE.sha256 beside it, or --sha256 HEX)"
+
+// canBuildPython says why CPython for WASI cannot be built from source on
+// goos, if it cannot: build.sh needs Linux.
+func canBuildPython(goos string) error {
+	if goos != "linux" {
+		return fmt.Errorf("building CPython for WASI from source works on Linux only, not %s: %s", goos, elsewhere)
+	}
+	return nil
+}
+
 // buildPython runs the embedded build script into dst.
 func buildPython(ctx context.Context, dst, tmp string, out io.Writer) error {
+	if err := canBuildPython(runtime.GOOS); err != nil {
+		return err
+	}
 	if !fileExists("/etc/debian_version") {
-		return errors.New("not a Debian-like machine with apt: build elsewhere with sandbox/python/build.sh and pass --from DIR (or a .tar.gz of it)")
+		return errors.New("not a Debian-like machine with apt: " + elsewhere)
 	}
 	for _, tool := range []string{"apt-get", "bash"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("not a Debian-like machine with apt (no %s): build elsewhere with sandbox/python/build.sh and pass --from DIR (or a .tar.gz of it)", tool)
+			return fmt.Errorf("not a Debian-like machine with apt (no %s): %s", tool, elsewhere)
 		}
 	}
 	script := filepath.Join(tmp, "build.sh")
@@ -270,38 +304,34 @@ func buildPython(ctx context.Context, dst, tmp string, out io.Writer) error {
 	fmt.Fprintf(out, "building Python %s for WASI from source (several minutes)\n", PythonVersion)
 	cmd := exec.CommandContext(ctx, "bash", script, dst)
 	cmd.Stdout, cmd.Stderr = out, out
-	// Own process group, so that cancelling stops make and the compilers
-	// too; the script's trap removes its temporary apt entry on TERM.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	// The script's trap removes its temporary apt entry on TERM.
+	stopGroupOnCancel(cmd)
 	cmd.WaitDelay = 30 * time.Second
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("build stopped: %w", ctx.Err())
 		}
-		return fmt.Errorf("building Python failed (%v): see the output above; or build elsewhere and pass --from DIR", err)
+		return fmt.Errorf("building Python failed (%v): see the output above; or %s", err, elsewhere)
 	}
 	return nil
 }
 
-// copyPythonDir copies python.wasm, VERSION and lib/ from src into dst.
-func copyPythonDir(src, dst string) error {
+// walkPythonTree visits what makes up the Python installation in src, in
+// lexical order with directories before their contents: VERSION (when
+// there), lib/ and everything in it, and python.wasm. rel is the path
+// under src. A link to a file is visited as that file (a layout assembled
+// by hand may use them); anything else that is not a file or directory
+// is an error.
+func walkPythonTree(src string, visit func(rel string, isDir bool) error) error {
 	if info := PythonStatusAt(src); !info.Installed {
-		return fmt.Errorf("--from %s: not a Python for WASI directory (%s); it needs python.wasm and lib/python%s/", src, info.Problem, pythonMinor)
+		return fmt.Errorf("not a Python for WASI directory (%s); it needs python.wasm and lib/python%s/", info.Problem, pythonMinor)
 	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return err
-	}
-	for _, name := range []string{"python.wasm", "VERSION"} {
-		if name == "VERSION" && !fileExists(filepath.Join(src, name)) {
-			continue
-		}
-		if err := copyFile(filepath.Join(src, name), filepath.Join(dst, name), 0o644); err != nil {
+	if fileExists(filepath.Join(src, "VERSION")) {
+		if err := visit("VERSION", false); err != nil {
 			return err
 		}
 	}
-	lib := filepath.Join(src, "lib")
-	return filepath.WalkDir(lib, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(filepath.Join(src, "lib"), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -309,24 +339,42 @@ func copyPythonDir(src, dst string) error {
 		if err != nil {
 			return err
 		}
-		to := filepath.Join(dst, rel)
 		switch {
 		case d.IsDir():
-			return os.MkdirAll(to, 0o755)
+			return visit(rel, true)
 		case d.Type().IsRegular():
-			return copyFile(p, to, 0o644)
+			return visit(rel, false)
 		case d.Type()&fs.ModeSymlink != 0:
-			// Follow links to files (a layout assembled by hand may use
-			// them); the installed copy holds only regular files.
-			st, err := os.Stat(p)
-			if err != nil || !st.Mode().IsRegular() {
-				return fmt.Errorf("--from %s: %s is a link to something other than a file", src, rel)
+			if !fileExists(p) {
+				return fmt.Errorf("%s is a link to something other than a file", rel)
 			}
-			return copyFile(p, to, 0o644)
-		default:
-			return fmt.Errorf("--from %s: %s is not a file or directory", src, rel)
+			return visit(rel, false)
 		}
+		return fmt.Errorf("%s is not a file or directory", rel)
 	})
+	if err != nil {
+		return err
+	}
+	return visit("python.wasm", false)
+}
+
+// copyPythonDir copies python.wasm, VERSION and lib/ from src into dst;
+// the copy holds only regular files.
+func copyPythonDir(src, dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	err := walkPythonTree(src, func(rel string, isDir bool) error {
+		to := filepath.Join(dst, rel)
+		if isDir {
+			return os.MkdirAll(to, 0o755)
+		}
+		return copyFile(filepath.Join(src, rel), to, 0o644)
+	})
+	if err != nil {
+		return fmt.Errorf("--from %s: %w", src, err)
+	}
+	return nil
 }
 
 func copyFile(src, dst string, mode fs.FileMode) error {
@@ -344,90 +392,6 @@ func copyFile(src, dst string, mode fs.FileMode) error {
 		return fmt.Errorf("copying %s: %w", src, err)
 	}
 	return o.Close()
-}
-
-// extractPythonTarball unpacks a (gzipped) tar into scratch, then moves
-// the directory holding python.wasm (the root, or a single top-level
-// directory) to dst. Only files and directories are taken; absolute names,
-// .. and links are refused.
-func extractPythonTarball(tarball, scratch, dst string) error {
-	f, err := os.Open(tarball)
-	if err != nil {
-		return fmt.Errorf("--from %s: %w", tarball, err)
-	}
-	defer f.Close()
-	br := bufio.NewReader(f)
-	var r io.Reader = br
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			return fmt.Errorf("--from %s: %w", tarball, err)
-		}
-		defer gz.Close()
-		r = gz
-	}
-	tr := tar.NewReader(r)
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("--from %s: not a tarball of Python for WASI: %s", tarball, fmt.Sprintf(format, args...))
-	}
-	entries := 0
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return bad("%v", err)
-		}
-		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
-		if name == "." {
-			continue
-		}
-		if path.IsAbs(h.Name) || name == ".." || strings.HasPrefix(name, "../") {
-			return bad("entry %q leaves the archive", h.Name)
-		}
-		to := filepath.Join(scratch, filepath.FromSlash(name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(to, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-				return err
-			}
-			o, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-			if err != nil {
-				return err
-			}
-			if _, err := io.Copy(o, tr); err != nil {
-				o.Close()
-				return bad("%s: %v", h.Name, err)
-			}
-			if err := o.Close(); err != nil {
-				return err
-			}
-		case tar.TypeXGlobalHeader:
-			continue
-		default:
-			return bad("%q is a link or special file", h.Name)
-		}
-		entries++
-	}
-	if entries == 0 {
-		return bad("it is empty")
-	}
-	root := scratch
-	if !fileExists(filepath.Join(root, "python.wasm")) {
-		ents, _ := os.ReadDir(scratch)
-		if len(ents) == 1 && ents[0].IsDir() {
-			root = filepath.Join(scratch, ents[0].Name())
-		}
-	}
-	if info := PythonStatusAt(root); !info.Installed {
-		return bad("%s", strings.ReplaceAll(info.Problem, scratch+string(filepath.Separator), ""))
-	}
-	return os.Rename(root, dst)
 }
 
 // VerifyPython runs `python -c "print(1)"` from dir under wazero, with the

@@ -3,10 +3,10 @@ package store_test
 import (
 	"context"
 	"encoding/json"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/flowrun/flowrun/internal/procstat"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -29,7 +29,7 @@ func BenchmarkRecorder(b *testing.B) {
 				b.Fatal(err)
 			}
 			i := 0
-			cpu0 := cpuTime()
+			cpu0 := procstat.CPUTime()
 			for b.Loop() {
 				i++
 				path := "steps[" + string(rune('a'+i%26)) + "]/llm"
@@ -45,17 +45,9 @@ func BenchmarkRecorder(b *testing.B) {
 			if err := rec.Flush(ctx); err != nil {
 				b.Fatal(err)
 			}
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+			b.ReportMetric(float64((procstat.CPUTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
 		})
 	}
-}
-
-// cpuTime is the process's user and system CPU time: on a shared machine
-// it says more than the wall time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkEncodeEvent is the cost of encoding one node_finished event.

@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
@@ -264,52 +262,4 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
 		return int(n), err
 	}
 	return int(n), nil
-}
-
-// alive reports whether pid is a running process that started when the
-// run's holder did (so a recycled pid does not count).
-func alive(pid int, start string) bool {
-	if pid <= 0 {
-		return false
-	}
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	if processState(pid) == "Z" { // killed, not yet reaped by its parent
-		return false
-	}
-	return start == "" || processStart(pid) == start
-}
-
-func processState(pid int) string {
-	f := statFields(pid)
-	if len(f) < 1 {
-		return ""
-	}
-	return f[0]
-}
-
-// processStart is a process's start time in clock ticks since boot, from
-// /proc (field 22 of stat), or "" where /proc is not available.
-func processStart(pid int) string {
-	f := statFields(pid)
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
-}
-
-// statFields are the fields of /proc/PID/stat after the command name,
-// which may itself hold spaces: f[0] is field 3 (state).
-func statFields(pid int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(s[i+1:])
 }

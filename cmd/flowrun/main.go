@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/sandbox"
@@ -39,8 +40,9 @@ Usage:
   flowrun snapshot RUN --label L    label the run's current checkpoint
   flowrun snapshots RUN             list a run's snapshots
   flowrun rollback RUN SNAPSHOT     make a snapshot the run's current state
-  flowrun sandbox install python [--from DIR|TARBALL]
+  flowrun sandbox install python [--from DIR|ARCHIVE]
                                     install CPython for WASI (code nodes' python)
+  flowrun sandbox export [-o FILE]  write it as one archive for another machine
   flowrun sandbox status            what the code sandbox has installed
 
 Runs are kept in .flowrun/flowrun.db (--store PATH or FLOWRUN_STORE to change).
@@ -50,10 +52,16 @@ Run "flowrun COMMAND --help" for a command's flags.
 
 func main() {
 	sandbox.WorkerMain()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := cli(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(cliMain())
+}
+
+// cliMain runs the command line of this process. SIGTERM (on Windows,
+// closing the console or logging off) stops a run as Ctrl-C does, so that
+// it is recorded as stopped.
+func cliMain() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return cli(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }
 
 // cli runs one command and returns the process exit code.

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -12,21 +15,24 @@ import (
 )
 
 const sandboxUsage = `Usage:
-  flowrun sandbox install python [--from DIR|TARBALL] [--force]
+  flowrun sandbox install python [--from DIR|ARCHIVE [--sha256 HEX]] [--force]
                                     install CPython for WASI (the code node's python)
+  flowrun sandbox export [-o FILE]  write the installed CPython for WASI as one archive
   flowrun sandbox status [--json] [--verify]
                                     say what the sandbox has installed
 
 Without --from, install builds CPython ` + sandbox.PythonVersion + ` from source with
-sandbox/python/build.sh (several minutes; needs a Debian-like machine with apt,
-as root or with sudo). With --from, it takes that script's output directory,
-or a .tar.gz of it, built elsewhere. It installs into
+sandbox/python/build.sh (several minutes; Linux only, a Debian-like machine with
+apt, as root or with sudo). With --from, it takes that script's output directory,
+or an archive that flowrun sandbox export wrote on another machine (or a .tar.gz
+of that directory), on any OS. An archive is checked by its sha256: --sha256 HEX,
+or FILE.sha256 beside it as export writes it. It installs into
 $XDG_CACHE_HOME/flowrun/python/` + sandbox.PythonVersion + ` (~/.cache when unset).
 `
 
 func sandboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "flowrun sandbox: name a subcommand: flowrun sandbox install python, flowrun sandbox status (see flowrun sandbox --help)")
+		fmt.Fprintln(stderr, "flowrun sandbox: name a subcommand: flowrun sandbox install python, flowrun sandbox export, flowrun sandbox status (see flowrun sandbox --help)")
 		return exitInvalid
 	}
 	switch args[0] {
@@ -35,31 +41,36 @@ func sandboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitOK
 	case "install":
 		return sandboxInstallCmd(ctx, args[1:], stdout, stderr)
+	case "export":
+		return sandboxExportCmd(args[1:], stdout, stderr)
 	case "status":
 		return sandboxStatusCmd(ctx, args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "flowrun sandbox: unknown subcommand %q (install python, status; see flowrun sandbox --help)\n", args[0])
+	fmt.Fprintf(stderr, "flowrun sandbox: unknown subcommand %q (install python, export, status; see flowrun sandbox --help)\n", args[0])
 	return exitInvalid
 }
 
 func sandboxInstallCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sandbox install", "flowrun sandbox install python [--from DIR|TARBALL] [--force]\n\n"+
+	fs := newFlagSet("sandbox install", "flowrun sandbox install python [--from DIR|ARCHIVE [--sha256 HEX]] [--force]\n\n"+
 		"Installs CPython "+sandbox.PythonVersion+" for WASI into "+sandbox.PythonDir()+".\n"+
-		"Without --from, builds it from source (several minutes; a Debian-like machine\n"+
-		"with apt, as root or with sudo). The new tree is checked (print(1) under\n"+
-		"wazero) before it replaces anything.")
-	from := fs.String("from", "", "take python.wasm and lib/python3.13 from this `DIR` (build.sh's output) or a .tar.gz of it")
+		"Without --from, builds it from source (several minutes; Linux only, a\n"+
+		"Debian-like machine with apt, as root or with sudo). With --from ARCHIVE,\n"+
+		"installs what flowrun sandbox export wrote, on any OS, once its sha256\n"+
+		"matches (--sha256, or ARCHIVE.sha256 beside it). The new tree is checked\n"+
+		"(print(1) under wazero) before it replaces anything.")
+	from := fs.String("from", "", "take python.wasm and lib/python3.13 from this `DIR` (build.sh's output) or an archive of it (flowrun sandbox export's)")
+	sum := fs.String("sha256", "", "the --from archive's sha256 in `HEX`; without it, ARCHIVE.sha256 must be beside the archive")
 	force := fs.Bool("force", false, "reinstall even when a working installation is there")
 	rest, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	if len(rest) != 1 || rest[0] != "python" {
-		fmt.Fprintln(stderr, "flowrun sandbox install: name what to install: flowrun sandbox install python [--from DIR|TARBALL]")
+		fmt.Fprintln(stderr, "flowrun sandbox install: name what to install: flowrun sandbox install python [--from DIR|ARCHIVE]")
 		return exitInvalid
 	}
 	start := time.Now()
-	info, err := sandbox.InstallPython(ctx, sandbox.InstallOptions{From: *from, Force: *force, Stdout: stdout})
+	info, err := sandbox.InstallPython(ctx, sandbox.InstallOptions{From: *from, SHA256: *sum, Force: *force, Stdout: stdout})
 	if err != nil {
 		fmt.Fprintf(stderr, "flowrun sandbox install python: %v\n", err)
 		return exitFailed
@@ -71,17 +82,65 @@ func sandboxInstallCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 	return exitOK
 }
 
+func sandboxExportCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("sandbox export", "flowrun sandbox export [-o FILE]\n\n"+
+		"Writes the installed CPython "+sandbox.PythonVersion+" for WASI ("+sandbox.PythonDir()+")\n"+
+		"as one .tar.gz, and its sha256 in FILE.sha256 beside it. The same installation\n"+
+		"always gives the same bytes. On another machine, any OS:\n"+
+		"  flowrun sandbox install python --from FILE")
+	out := fs.String("o", sandbox.ExportTop+".tar.gz", "write the archive to `FILE`")
+	if code, ok := parseFlagsOnly(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	py := sandbox.PythonStatus()
+	if !py.Installed {
+		fmt.Fprintf(stderr, "flowrun sandbox export: python %s is not installed (%s): run flowrun sandbox install python first\n", sandbox.PythonVersion, py.Problem)
+		return exitFailed
+	}
+	sum, size, err := writeExport(py.Dir, *out)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun sandbox export: %v\n", err)
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "wrote %s (%s) and %s.sha256\nsha256 %s\n", *out, humanBytes(size), *out, sum)
+	return exitOK
+}
+
+// writeExport writes the archive of the installation in dir to a temporary
+// file beside path and renames it into place, so that path is either
+// complete or as it was; then path.sha256, as sha256sum prints it.
+func writeExport(dir, path string) (sum string, size int64, err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return "", 0, fmt.Errorf("creating %s: %w", path, err)
+	}
+	defer os.Remove(f.Name())
+	sum, err = sandbox.ExportPython(dir, f)
+	if err != nil {
+		f.Close()
+		return "", 0, err
+	}
+	if size, err = f.Seek(0, io.SeekCurrent); err == nil {
+		err = f.Close()
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return "", 0, fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.WriteFile(path+".sha256", []byte(sum+"  "+filepath.Base(path)+"\n"), 0o644); err != nil {
+		return "", 0, fmt.Errorf("writing its checksum: %w", err)
+	}
+	return sum, size, nil
+}
+
 func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("sandbox status", "flowrun sandbox status [--json] [--verify]\n\nSays whether CPython for WASI is installed, and which Go toolchain builds\nthe go language's code.")
 	asJSON := fs.Bool("json", false, "print the status as JSON")
 	verify := fs.Bool("verify", false, "also run print(1) with the installed python.wasm (exit 1 if it fails)")
-	rest, code, ok := parseFlags(fs, args, stdout, stderr)
-	if !ok {
+	if code, ok := parseFlagsOnly(fs, args, stdout, stderr); !ok {
 		return code
-	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "flowrun sandbox status: unexpected %q\n", rest[0])
-		return exitInvalid
 	}
 	py := sandbox.PythonStatus()
 	verified, verifyErr := "", error(nil)
@@ -150,6 +209,16 @@ func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stdout, "go: no go toolchain on PATH: the go language needs one")
 	}
 	return exit
+}
+
+// parseFlagsOnly parses a command that takes flags and no arguments.
+func parseFlagsOnly(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if ok && len(rest) > 0 {
+		fmt.Fprintf(stderr, "flowrun %s: unexpected %q\n", fs.Name(), rest[0])
+		return exitInvalid, false
+	}
+	return code, ok
 }
 
 // goToolchain finds the go command the go language builds with.

@@ -2,13 +2,11 @@ package main
 
 import (
 	"os"
-	"syscall"
-	"unsafe"
+
+	"golang.org/x/term"
 )
 
-// isTerminal reports whether f is a terminal (its termios can be read).
+// isTerminal reports whether f is a terminal (a console on Windows).
 func isTerminal(f *os.File) bool {
-	var t syscall.Termios
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
-	return errno == 0
+	return term.IsTerminal(int(f.Fd()))
 }
