@@ -31,6 +31,9 @@ type scope struct {
 	// tool is set while compiling an llm tool's templates: inputs are the
 	// tool's parameters, and state and nodes are out of reach.
 	tool *Tool
+	// node is the node whose field is being compiled (nil for outputs and
+	// memories); mapNode is the map whose item and index are in scope.
+	node, mapNode *Node
 }
 
 // decode builds the typed pipeline from the YAML tree. The schema has been
@@ -51,7 +54,8 @@ func (f *file) decode() {
 	}
 	f.state = map[string]bool{}
 	for _, kv := range pairs(valueOf(root, "state")) {
-		p.State = append(p.State, StateVar{Name: kv[0].Value, Initial: Plain(kv[1])})
+		initial := Plain(kv[1])
+		p.State = append(p.State, StateVar{Name: kv[0].Value, Initial: initial, Type: stateType(initial)})
 		f.state[kv[0].Value] = true
 	}
 	// Collect node ids first: memory prompts and tool declarations are
@@ -256,6 +260,7 @@ func (f *file) node(n *yaml.Node, sc scope) *Node {
 		return nil
 	}
 	node := &Node{Pos: f.pos(n)}
+	sc.node = node
 	node.ID, _ = str(valueOf(n, "id"))
 	node.Description, _ = str(valueOf(n, "description"))
 	label := fmt.Sprintf("node %q", node.ID)
@@ -393,7 +398,7 @@ func (f *file) branch(label string, n, v *yaml.Node, sc scope) *Branch {
 func (f *file) loop(v *yaml.Node, sc scope) *Loop {
 	l := &Loop{OnExhausted: "continue"}
 	l.MaxIterations, _ = intValue(valueOf(v, "max_iterations"))
-	inner := scope{inLoop: true, loopVars: true, inMap: sc.inMap}
+	inner := scope{inLoop: true, loopVars: true, inMap: sc.inMap, node: sc.node, mapNode: sc.mapNode}
 	if u := valueOf(v, "until"); u != nil {
 		l.Until = f.condition(u, inner, "until")
 	}
@@ -421,7 +426,7 @@ func (f *file) mapNode(v *yaml.Node, sc scope) *Map {
 		m.OnItemError = s
 	}
 	// A map item is its own scope: break and continue cannot leave it.
-	inner := scope{inMap: true, loopVars: sc.loopVars}
+	inner := scope{inMap: true, loopVars: sc.loopVars, node: sc.node, mapNode: sc.node}
 	if r := valueOf(v, "result"); r != nil {
 		m.Result = f.bare(r, inner, false, "result")
 	}
@@ -432,7 +437,7 @@ func (f *file) mapNode(v *yaml.Node, sc scope) *Map {
 func (f *file) parallel(v *yaml.Node, sc scope) *Parallel {
 	p := &Parallel{}
 	p.MaxConcurrency, _ = intValue(valueOf(v, "max_concurrency"))
-	inner := scope{inMap: sc.inMap, loopVars: sc.loopVars}
+	inner := scope{inMap: sc.inMap, loopVars: sc.loopVars, node: sc.node, mapNode: sc.mapNode}
 	if r := valueOf(v, "result"); r != nil {
 		p.Result = f.bare(r, inner, false, "result")
 	}
@@ -898,7 +903,11 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 		f.l.errorf(at(0), "in `%s`: a condition must be true or false, but this is %s", oneLine(src), t)
 		return nil
 	}
-	return &Expr{Src: src, Pos: at(0), prog: prog}
+	e := &Expr{Src: src, Pos: at(0), prog: prog}
+	pe := &pendingExpr{src: src, tree: tree, sc: sc, asBool: asBool, at: at}
+	f.pending = append(f.pending, pe)
+	f.pendingOf[e] = pe
+	return e
 }
 
 var envNames = []string{"inputs", "state", "nodes", "loop", "item", "index", "run", "env"}
@@ -931,9 +940,10 @@ func parseOnly(src string) (*ast.Node, error) {
 	return &tree.Node, nil
 }
 
-// checkNames reports references expr-lang cannot see are wrong: node ids,
-// state variables, inputs and env names are map keys to it, and loop, item
-// and index exist only inside loops and maps.
+// checkNames reports names used outside the scope that defines them: loop
+// exists only inside loops, item and index only inside maps, and an llm
+// tool sees its arguments only. Member names are checked with their types
+// by the resolve phase.
 func (f *file) checkNames(root *ast.Node, src string, sc scope, at func(int) Pos) {
 	v := &nameVisitor{f: f, sc: sc}
 	ast.Walk(root, v)
@@ -964,63 +974,12 @@ func (v *nameVisitor) Visit(node *ast.Node) {
 		case (n.Value == "item" || n.Value == "index") && !v.sc.inMap:
 			v.add(n, n.Value+" is only defined inside a map body")
 		}
-	case *ast.MemberNode:
-		id, ok := n.Node.(*ast.IdentifierNode)
-		prop, isStr := n.Property.(*ast.StringNode)
-		if !ok || !isStr {
-			return
-		}
-		name := prop.Value
-		if v.sc.tool != nil {
-			v.visitToolMember(id.Value, prop)
-			return
-		}
-		switch id.Value {
-		case "nodes":
-			if _, known := v.f.ids[name]; !known {
-				v.add(prop, fmt.Sprintf("no node with id %q%s", name, Suggest(name, v.f.idSet)))
-			}
-		case "state":
-			if !v.f.state[name] {
-				v.add(prop, fmt.Sprintf("no state variable %q%s; declare it under state:", name, Suggest(name, keys(v.f.state))))
-			}
-		case "inputs":
-			var names []string
-			for _, in := range v.f.p.Inputs {
-				if in.Name == name {
-					return
-				}
-				names = append(names, in.Name)
-			}
-			v.add(prop, fmt.Sprintf("no input %q%s; declare it under inputs:", name, Suggest(name, names)))
-		case "env":
-			if !slices.Contains(v.f.p.Env, name) {
-				v.add(prop, fmt.Sprintf("env.%s is not declared; list %s under env: to use it", name, name))
-			}
-		}
 	}
 }
 
 // toolHidden are the names an llm tool's templates cannot use: a tool is
 // a function of its arguments, whichever node calls it.
 var toolHidden = []string{"state", "nodes", "loop", "item", "index"}
-
-// visitToolMember checks inputs.<name> in an llm tool's templates against
-// the tool's parameters.
-func (v *nameVisitor) visitToolMember(root string, prop *ast.StringNode) {
-	switch root {
-	case "inputs":
-		props, _ := v.sc.tool.Parameters["properties"].(map[string]any)
-		if _, ok := props[prop.Value]; ok {
-			return
-		}
-		v.add(prop, fmt.Sprintf("tool %q has no parameter %q%s; declare it under the tool's parameters.properties", v.sc.tool.Name, prop.Value, Suggest(prop.Value, keysOf(props))))
-	case "env":
-		if !slices.Contains(v.f.p.Env, prop.Value) {
-			v.add(prop, fmt.Sprintf("env.%s is not declared; list %s under env: to use it", prop.Value, prop.Value))
-		}
-	}
-}
 
 func (v *nameVisitor) add(n ast.Node, msg string) {
 	v.problems = append(v.problems, nameProblem{from: n.Location().From, msg: msg})

@@ -126,6 +126,9 @@ type file struct {
 	opts  []expr.Option
 	// schemaErrs are the instance locations the pipeline schema rejected.
 	schemaErrs []string
+	// pending are the expressions compiled so far, for the resolve phase.
+	pending   []*pendingExpr
+	pendingOf map[*Expr]*pendingExpr
 }
 
 var yamlLineRE = regexp.MustCompile(`(?s)^line (\d+): (.*)$`)
@@ -157,7 +160,8 @@ func (l *loader) load(name string, src []byte, at *Pos) (p *Pipeline) {
 	l.sources[name] = splitLines(text)
 	sum := sha256.Sum256(src)
 	f := &file{l: l, name: name, dir: filepath.Dir(name), src: text,
-		p: &Pipeline{Path: name, Dir: filepath.Dir(name), Hash: hex.EncodeToString(sum[:])}}
+		p:         &Pipeline{Path: name, Dir: filepath.Dir(name), Hash: hex.EncodeToString(sum[:])},
+		pendingOf: map[*Expr]*pendingExpr{}}
 	f.opts = append([]expr.Option{expr.Env(Env{})}, helperFunctions(f.dir)...)
 
 	root, ok := f.parseYAML(src)
@@ -177,6 +181,7 @@ func (l *loader) load(name string, src []byte, at *Pos) (p *Pipeline) {
 	f.checkSchema(doc, ptrs)
 	before := len(l.diags)
 	f.decode()
+	f.resolve()
 	if hasErrorsSince(l.diags, before) {
 		return nil
 	}

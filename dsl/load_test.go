@@ -186,21 +186,20 @@ func TestEvalBoolRejectsString(t *testing.T) {
 	p := loadString(t, `
 version: 1
 name: cond
-inputs: {flag: {type: string}}
-state: {x: 0}
+state: {x: 0, flag: null}
 nodes:
   - id: a
-    when: inputs.flag
+    when: state.flag
     set: {x: "1"}
 `)
 	when := p.Nodes[0].When
 	for _, flag := range []any{"true", "false", "", nil} {
-		_, err := when.EvalBool(&Env{Inputs: map[string]any{"flag": flag}})
+		_, err := when.EvalBool(&Env{State: map[string]any{"flag": flag}})
 		if err == nil || !strings.Contains(err.Error(), "must be true or false") {
 			t.Errorf("EvalBool with flag %#v: err = %v; strings must never be coerced to booleans", flag, err)
 		}
 	}
-	if ok, err := when.EvalBool(&Env{Inputs: map[string]any{"flag": true}}); err != nil || !ok {
+	if ok, err := when.EvalBool(&Env{State: map[string]any{"flag": true}}); err != nil || !ok {
 		t.Errorf("EvalBool with flag true = %v, %v", ok, err)
 	}
 }

@@ -44,12 +44,14 @@ type Input struct {
 type StateVar struct {
 	Name    string
 	Initial any
+	Type    *Type
 }
 
 // Output is one named value the pipeline returns.
 type Output struct {
 	Name  string
 	Value *Value
+	Type  *Type // what the validator knows of the value
 }
 
 // Limits bound a whole run.
@@ -277,6 +279,8 @@ type Code struct {
 	Call     string
 	Args     *Value
 	Limits   SandboxDefaults
+	// ResultSchema, when given, types and checks the code's result.
+	ResultSchema map[string]any
 }
 
 // ToolCall calls one registered tool.

@@ -175,10 +175,10 @@ func TestWhenNonBooleanFails(t *testing.T) {
 	p := load(t, `
 version: 1
 name: t
-state: {s: "yes"}
+state: {s: null}
 nodes:
   - id: a
-    when: state.s
+    when: state.s ?? "yes"
     set: {s: '"no"'}
 `, nil)
 	res, _ := run(t, p, nodes.Kinds(nodes.Services{}), nil)
@@ -413,7 +413,7 @@ nodes:
     map:
       over: 0..(inputs.n - 1)
       max_concurrency: 8
-      result: 'nodes.work * 2'
+      result: 'int(nodes.work) * 2'
       body:
         - id: mark
           set: {touched: true}

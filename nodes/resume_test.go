@@ -81,7 +81,7 @@ nodes:
           map:
             over: '[1, 2, 3]'
             max_concurrency: 2
-            result: nodes.work
+            result: int(nodes.work)
             body:
               - id: work
                 tool: {name: read_file, args: {value: "${{ item * loop_it }}"}}
