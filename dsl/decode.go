@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -34,6 +35,9 @@ type scope struct {
 	// node is the node whose field is being compiled (nil for outputs and
 	// memories); mapNode is the map whose item and index are in scope.
 	node, mapNode *Node
+	// maybeText marks a plain string in an expression field: when it does
+	// not compile, the author may have meant the text itself.
+	maybeText bool
 }
 
 // decode builds the typed pipeline from the YAML tree. The schema has been
@@ -456,7 +460,7 @@ func (f *file) call(label string, v *yaml.Node, sc scope) *Call {
 	}
 	in := valueOf(v, "inputs")
 	for _, kv := range pairs(in) {
-		c.Inputs = append(c.Inputs, &Field{Name: kv[0].Value, Value: f.data(kv[1], sc)})
+		c.Inputs = append(c.Inputs, &Field{Name: kv[0].Value, Value: f.value(kv[1], sc)})
 	}
 	if c.Pipeline == nil {
 		return c
@@ -583,7 +587,7 @@ func (f *file) modelCall(label string, l *LLM, v *yaml.Node, sc scope) {
 		l.Prompt = f.prompt(p, sc)
 	}
 	for _, im := range items(valueOf(v, "images")) {
-		l.Images = append(l.Images, f.data(im, sc))
+		l.Images = append(l.Images, f.text(im, sc))
 	}
 	if mem := valueOf(v, "memory"); mem != nil {
 		l.Memory, _ = str(mem)
@@ -635,7 +639,7 @@ func (f *file) code(label string, v *yaml.Node, sc scope) *Code {
 	}
 	c.Call, _ = str(valueOf(v, "call"))
 	if a := valueOf(v, "args"); a != nil {
-		c.Args = f.data(a, sc)
+		c.Args = f.value(a, sc)
 	}
 	c.Limits = f.sandboxLimits(valueOf(v, "limits"))
 	return c
@@ -655,7 +659,7 @@ func (f *file) toolCall(label string, v *yaml.Node, sc scope) *ToolCall {
 		}
 	}
 	if a := valueOf(v, "args"); a != nil {
-		t.Args = f.data(a, sc)
+		t.Args = f.value(a, sc)
 	}
 	return t
 }
@@ -821,51 +825,51 @@ func (f *file) bare(n *yaml.Node, sc scope, asBool bool, field string) *Expr {
 	return f.compile(s, sc, asBool, func(o int) Pos { return f.scalarPos(n, lead+o) })
 }
 
-// value compiles a set:, outputs: or similar value: a string is an
-// expression (text with ${{ }} is a template producing a string); any other
-// YAML value is taken literally.
+// value compiles an expression field (set: values, outputs, call inputs,
+// tool and code args, ...). A string is an expression, and "${{ expr }}"
+// alone is one too; a string mixing text with ${{ }} is a template that
+// yields a string. Lists and mappings hold values, and any other scalar is
+// a literal.
 func (f *file) value(n *yaml.Node, sc scope) *Value {
-	if n == nil {
-		return &Value{}
-	}
-	if _, ok := str(n); !ok {
-		return f.data(n, sc)
-	}
-	if strings.Contains(n.Value, "${{") {
-		if inner, off, ok := wholeExpr(n.Value); ok {
-			return &Value{expr: f.compile(inner, sc, false, func(o int) Pos { return f.scalarPos(n, off+o) })}
-		}
-		return &Value{tmpl: f.template(n, sc)}
-	}
-	return &Value{expr: f.bare(n, sc, false, "value")}
-}
-
-// data compiles a data field (call inputs, tool and code args): literal
-// YAML whose strings are templates.
-func (f *file) data(n *yaml.Node, sc scope) *Value {
 	switch {
 	case n == nil:
 		return &Value{}
 	case n.Kind == yaml.SequenceNode:
 		v := &Value{list: []*Value{}}
 		for _, c := range items(n) {
-			v.list = append(v.list, f.data(c, sc))
+			v.list = append(v.list, f.value(c, sc))
 		}
 		return v
 	case n.Kind == yaml.MappingNode:
 		v := &Value{obj: []*Field{}}
 		for _, kv := range pairs(n) {
-			v.obj = append(v.obj, &Field{Name: kv[0].Value, Value: f.data(kv[1], sc)})
+			v.obj = append(v.obj, &Field{Name: kv[0].Value, Value: f.value(kv[1], sc)})
 		}
 		return v
 	}
-	if s, ok := str(n); ok && strings.Contains(s, "${{") {
+	s, ok := str(n)
+	if !ok {
+		return &Value{lit: Plain(n)}
+	}
+	if strings.Contains(s, "${{") {
 		if inner, off, ok := wholeExpr(s); ok {
 			return &Value{expr: f.compile(inner, sc, false, func(o int) Pos { return f.scalarPos(n, off+o) })}
 		}
 		return &Value{tmpl: f.template(n, sc)}
 	}
-	return &Value{lit: Plain(n)}
+	sc.maybeText = true
+	return &Value{expr: f.bare(n, sc, false, "value")}
+}
+
+// text compiles a text field that may also give a list (images:): a
+// template, except that "${{ expr }}" alone keeps the expression's type.
+func (f *file) text(n *yaml.Node, sc scope) *Value {
+	if s, ok := str(n); ok {
+		if inner, off, ok := wholeExpr(s); ok {
+			return &Value{expr: f.compile(inner, sc, false, func(o int) Pos { return f.scalarPos(n, off+o) })}
+		}
+	}
+	return &Value{tmpl: f.template(n, sc)}
 }
 
 // compile compiles one expression and checks its names. at maps a byte
@@ -891,6 +895,9 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 				name := strings.TrimPrefix(msg, "unknown name ")
 				msg = fmt.Sprintf("unknown name %s%s; expressions can use inputs, state, nodes, loop, item, index, run, env", name, Suggest(name, envNames))
 			}
+			if sc.maybeText && !namesRoot(src) && (strings.HasPrefix(msg, "unknown name ") || strings.HasPrefix(msg, "unexpected token")) {
+				msg += fmt.Sprintf("; this field is an expression: to give the text itself, quote it: '%s'", strconv.Quote(src))
+			}
 			f.l.errorf(at(runeOffset(src, fe.From)), "in `%s`: %s", oneLine(src), msg)
 		} else {
 			f.l.errorf(at(0), "in `%s`: %v", oneLine(src), err)
@@ -911,6 +918,12 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 }
 
 var envNames = []string{"inputs", "state", "nodes", "loop", "item", "index", "run", "env"}
+
+var rootNameRE = regexp.MustCompile(`\b(inputs|state|nodes|loop|item|index|run|env)\b`)
+
+// namesRoot reports whether src mentions a name expressions read, so that
+// it is surely an expression rather than text that was meant literally.
+func namesRoot(src string) bool { return rootNameRE.MatchString(src) }
 
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")

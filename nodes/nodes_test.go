@@ -493,11 +493,11 @@ nodes:
       branches:
         a:
           - id: slow_a
-            tool: {name: read_file, args: {value: a, sleep_ms: "${{ 2 }}"}}
+            tool: {name: read_file, args: {value: '"a"', sleep_ms: "${{ 2 }}"}}
             set: {winner: '"a"', a_only: 1}
         b:
           - id: fast_b
-            tool: {name: read_file, args: {value: b}}
+            tool: {name: read_file, args: {value: '"b"'}}
             set: {winner: '"b"', b_only: 2}
 outputs: {winner: state.winner, a: state.a_only, b: state.b_only, both: nodes.both, fast_b: nodes.fast_b}
 `, nil)
@@ -572,7 +572,7 @@ version: 1
 name: t
 nodes:
   - id: flaky
-    tool: {name: read_file, args: {value: ok}}
+    tool: {name: read_file, args: {value: '"ok"'}}
     retry: {max_attempts: 3, backoff: 1ms}
 outputs: {v: nodes.flaky}
 `, nil)

@@ -91,11 +91,11 @@ nodes:
             branches:
               a:
                 - id: pa
-                  tool: {name: read_file, args: {value: a}}
+                  tool: {name: read_file, args: {value: '"a"'}}
                   set: {log: 'concat(state.log, ["a"])'}
               b:
                 - id: pb
-                  tool: {name: read_file, args: {value: b}}
+                  tool: {name: read_file, args: {value: '"b"'}}
                   set: {best: state.total}
         - id: route
           branch:
