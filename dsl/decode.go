@@ -656,6 +656,8 @@ func (f *file) toolCall(label string, v *yaml.Node, sc scope) *ToolCall {
 			f.l.errorf(f.pos(nn), "%s: unknown tool %q%s", label, t.Name, Suggest(t.Name, f.toolNames()))
 		case declared && decl.Pipeline == nil && decl.LLM == nil:
 			f.l.errorf(f.pos(nn), "%s: tool %q has no implementation (no pipeline: or llm:), so it cannot be called", label, t.Name)
+		case t.Name == "http_get" && !declared && f.p.HTTPGet == nil:
+			f.l.errorf(f.pos(nn), "%s: the built-in tool http_get is off in this pipeline: enable it with a top-level http_get: {allow_hosts: [example.com]}", label)
 		}
 	}
 	if a := valueOf(v, "args"); a != nil {
@@ -831,6 +833,14 @@ func (f *file) bare(n *yaml.Node, sc scope, asBool bool, field string) *Expr {
 // yields a string. Lists and mappings hold values, and any other scalar is
 // a literal.
 func (f *file) value(n *yaml.Node, sc scope) *Value {
+	v := f.valueAt(n, sc)
+	if n != nil {
+		v.pos = f.pos(n)
+	}
+	return v
+}
+
+func (f *file) valueAt(n *yaml.Node, sc scope) *Value {
 	switch {
 	case n == nil:
 		return &Value{}

@@ -78,6 +78,90 @@ func (f *file) resolve() {
 	for _, o := range f.p.Outputs {
 		o.Type = r.valueType(o.Value)
 	}
+	r.checkTools()
+	r.checkBlock(f.p.Nodes)
+}
+
+// checkTools checks that a pipeline tool's parameters are the inputs its
+// pipeline takes, with types it accepts.
+func (r *resolver) checkTools() {
+	for _, name := range keysOf(r.f.p.Tools) {
+		t := r.f.p.Tools[name]
+		if t.Pipeline == nil {
+			continue
+		}
+		props, _ := t.Parameters["properties"].(map[string]any)
+		inputs := map[string]*Input{}
+		for _, in := range t.Pipeline.Inputs {
+			inputs[in.Name] = in
+		}
+		for _, param := range keysOf(props) {
+			in := inputs[param]
+			if in == nil {
+				r.f.l.errorf(t.Pos, "tool %q: parameter %q is not an input of %s%s; the tool's arguments are the pipeline's inputs", name, param, t.Pipeline.Path, Suggest(param, keysOf(inputs)))
+				continue
+			}
+			schema, _ := props[param].(map[string]any)
+			if want, got := TypeFromSchema(in.Schema), TypeFromSchema(schema); !want.Accepts(got) {
+				r.f.l.errorf(t.Pos, "tool %q: parameter %q is %s, but input %q of %s is %s", name, param, got, param, t.Pipeline.Path, want)
+			}
+		}
+		for _, in := range t.Pipeline.Inputs {
+			if _, ok := props[in.Name]; !ok && !in.HasDefault {
+				r.f.l.errorf(t.Pos, "tool %q: %s needs input %q; add it to the tool's parameters", name, t.Pipeline.Path, in.Name)
+			}
+		}
+	}
+}
+
+// checkBlock checks what crosses into other files: the inputs a call
+// passes and the arguments a tool node gives.
+func (r *resolver) checkBlock(b Block) {
+	for _, n := range b {
+		label := fmt.Sprintf("node %q", n.ID)
+		switch {
+		case n.Call != nil && n.Call.Pipeline != nil:
+			for _, fl := range n.Call.Inputs {
+				for _, in := range n.Call.Pipeline.Inputs {
+					if in.Name != fl.Name {
+						continue
+					}
+					if want, got := TypeFromSchema(in.Schema), r.valueType(fl.Value); !want.Accepts(got) {
+						r.f.l.errorf(fl.Value.pos, "%s: input %q of %s takes %s, but this is %s", label, fl.Name, n.Call.Path, want, got)
+					}
+				}
+			}
+		case n.Tool != nil && n.Tool.Args != nil:
+			if t := r.f.p.Tools[n.Tool.Name]; t != nil && t.Parameters != nil {
+				want, got := TypeFromSchema(t.Parameters), r.valueType(n.Tool.Args)
+				r.checkArgs(label, n.Tool.Name, n.Tool.Args, want, got)
+			}
+		}
+		for _, c := range children(n) {
+			r.checkBlock(c.Body)
+		}
+	}
+}
+
+// checkArgs checks a tool node's arguments field by field, so that the
+// message points at the argument that is wrong.
+func (r *resolver) checkArgs(label, tool string, args *Value, want, got *Type) {
+	if args.obj == nil || want.Kind != TypeObject {
+		if !want.Accepts(got) {
+			r.f.l.errorf(args.pos, "%s: tool %q takes %s, but args is %s", label, tool, want, got)
+		}
+		return
+	}
+	for _, fl := range args.obj {
+		ft, ok := want.Field(fl.Name)
+		if !ok {
+			r.f.l.errorf(fl.Value.pos, "%s: tool %q has no parameter %q%s", label, tool, fl.Name, Suggest(fl.Name, want.FieldNames()))
+			continue
+		}
+		if vt := r.valueType(fl.Value); !ft.Accepts(vt) {
+			r.f.l.errorf(fl.Value.pos, "%s: parameter %q of tool %q is %s, but this is %s", label, fl.Name, tool, ft, vt)
+		}
+	}
 }
 
 func (r *resolver) placeBlock(b Block, parent *Node, branch string) {
@@ -359,6 +443,8 @@ func (v *typeVisitor) root(name string) *Type {
 
 func (v *typeVisitor) Visit(node *ast.Node) {
 	switch n := (*node).(type) {
+	case *ast.CallNode:
+		v.checkFileArg(n)
 	case *ast.IdentifierNode:
 		if t := v.root(n.Value); t != nil {
 			v.types[n] = t
@@ -426,6 +512,22 @@ func (v *typeVisitor) nodeOutput(prop *ast.StringNode) *Type {
 func (v *typeVisitor) fail(at ast.Node, msg string) {
 	v.failed = true
 	v.r.f.l.errorf(v.pe.at(runeOffset(v.pe.src, at.Location().From)), "in `%s`: %s", oneLine(v.pe.src), msg)
+}
+
+// checkFileArg checks that read_file("x") and render("x", ...) with a
+// literal name read a file that exists, before the run needs it.
+func (v *typeVisitor) checkFileArg(n *ast.CallNode) {
+	fn, ok := n.Callee.(*ast.IdentifierNode)
+	if !ok || (fn.Value != "read_file" && fn.Value != "render") || len(n.Arguments) == 0 {
+		return
+	}
+	name, ok := n.Arguments[0].(*ast.StringNode)
+	if !ok {
+		return
+	}
+	if _, err := ReadConfined(v.r.f.dir, name.Value); err != nil {
+		v.fail(name, fmt.Sprintf("%s(%q): %v", fn.Value, name.Value, err))
+	}
 }
 
 // noField says that base has no field name, in the words of what base is.
