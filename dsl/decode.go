@@ -58,8 +58,14 @@ func (f *file) decode() {
 	}
 	f.state = map[string]bool{}
 	for _, kv := range pairs(valueOf(root, "state")) {
-		initial := Plain(kv[1])
-		p.State = append(p.State, StateVar{Name: kv[0].Value, Initial: initial, Type: stateType(initial)})
+		sv := f.stateDecl(kv[0].Value, kv[1])
+		p.State = append(p.State, sv)
+		if sv.Merge != MergeNone {
+			if p.merges == nil {
+				p.merges = map[string]Merge{}
+			}
+			p.merges[sv.Name] = sv.Merge
+		}
 		f.state[kv[0].Value] = true
 	}
 	// Collect node ids first: memory prompts and tool declarations are
@@ -370,7 +376,7 @@ func (f *file) assigns(label string, n *yaml.Node, sc scope) []*Assign {
 		if !f.state[key] {
 			f.l.errorf(f.pos(kv[0]), "%s: set: no state variable %q%s; declare it under state:", label, key, Suggest(key, keys(f.state)))
 		}
-		out = append(out, &Assign{Key: key, Value: f.value(kv[1], sc)})
+		out = append(out, &Assign{Key: key, Pos: f.pos(kv[0]), Value: f.value(kv[1], sc)})
 	}
 	return out
 }

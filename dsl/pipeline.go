@@ -21,6 +21,7 @@ type Pipeline struct {
 	Sandbox     SandboxDefaults
 	Nodes       Block
 	Outputs     []*Output // in file order
+	merges      map[string]Merge // state variables that declare a merge; nil if none
 }
 
 // Block is a list of sibling nodes that run in order.
@@ -45,6 +46,8 @@ type StateVar struct {
 	Name    string
 	Initial any
 	Type    *Type
+	Merge   Merge          // how writes combine; MergeNone replaces
+	Schema  map[string]any // declared, when the file gives one
 }
 
 // Output is one named value the pipeline returns.
@@ -182,6 +185,7 @@ const (
 // Assign is one `set:` entry.
 type Assign struct {
 	Key   string
+	Pos   Pos // of the key
 	Value *Value
 }
 

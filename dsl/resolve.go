@@ -119,6 +119,10 @@ func (r *resolver) checkTools() {
 func (r *resolver) checkBlock(b Block) {
 	for _, n := range b {
 		label := fmt.Sprintf("node %q", n.ID)
+		for _, a := range assigns(n) {
+			r.checkAssign(label, a)
+		}
+		r.checkWrites(n)
 		switch {
 		case n.Call != nil && n.Call.Pipeline != nil:
 			for _, fl := range n.Call.Inputs {
@@ -573,4 +577,86 @@ func fieldList(t *Type) string {
 		names = append(names[:8], "...")
 	}
 	return strings.Join(names, ", ")
+}
+
+// assigns lists the set: entries of a node and of its branch cases.
+func assigns(n *Node) []*Assign {
+	out := n.Set
+	if n.Branch != nil {
+		for _, c := range n.Branch.Cases {
+			out = append(out[:len(out):len(out)], c.Set...)
+		}
+	}
+	return out
+}
+
+// writes lists the state writes made inside a block, nested bodies too.
+func writes(b Block) []*Assign {
+	var out []*Assign
+	for _, n := range b {
+		out = append(out, assigns(n)...)
+		for _, c := range children(n) {
+			out = append(out, writes(c.Body)...)
+		}
+	}
+	return out
+}
+
+func (r *resolver) stateVar(key string) *StateVar {
+	for i := range r.f.p.State {
+		if r.f.p.State[i].Name == key {
+			return &r.f.p.State[i]
+		}
+	}
+	return nil
+}
+
+// checkAssign checks that a set: gives a value the variable can hold.
+func (r *resolver) checkAssign(label string, a *Assign) {
+	sv := r.stateVar(a.Key)
+	if sv == nil {
+		return // reported by decode
+	}
+	want, got := sv.Merge.updateType(sv.Type), r.valueType(a.Value)
+	if want.Accepts(got) {
+		return
+	}
+	hint := "; its type comes from its initial value: start it at null, or declare {default: ..., schema: {...}}, for a value that changes type"
+	if sv.Merge != MergeNone {
+		hint = fmt.Sprintf("; with merge: %s each set: gives an update of that type", sv.Merge)
+	}
+	r.f.l.errorf(a.Value.pos, "%s: set: state.%s takes %s, but this is %s%s", label, a.Key, want, got, hint)
+}
+
+// checkWrites refuses state writes that a join would lose: the same
+// variable written by two parallel branches, or any write in a map body,
+// unless the variable declares how writes merge.
+func (r *resolver) checkWrites(n *Node) {
+	switch {
+	case n.Parallel != nil:
+		first := map[string]string{}
+		for _, br := range n.Parallel.Branches {
+			seen := map[string]bool{}
+			for _, a := range writes(br.Body) {
+				sv := r.stateVar(a.Key)
+				if sv == nil || sv.Merge != MergeNone || seen[a.Key] {
+					continue
+				}
+				seen[a.Key] = true
+				if other, ok := first[a.Key]; ok {
+					r.f.l.errorf(a.Pos, "node %q: state.%s is written by parallel branches %q and %q, and one write would be lost: declare how the writes merge, e.g. state: {%s: {default: ..., merge: replace}} (merges: %s)",
+						n.ID, a.Key, other, br.Name, a.Key, mergeNames())
+					continue
+				}
+				first[a.Key] = br.Name
+			}
+		}
+	case n.Map != nil:
+		for _, a := range writes(n.Map.Body) {
+			if sv := r.stateVar(a.Key); sv != nil && sv.Merge == MergeNone {
+				r.f.l.errorf(a.Pos, "node %q: each map item has a state of its own, so this write to state.%s would be lost: fold the items' results with the map node's own set:, or declare how writes merge, e.g. state: {%s: {default: [], merge: append}} (merges: %s)",
+					n.ID, a.Key, a.Key, mergeNames())
+			}
+		}
+	}
 }

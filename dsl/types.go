@@ -147,7 +147,9 @@ func (t *Type) Accepts(v *Type) bool {
 	case v.Kind == TypeNull:
 		// null is checked against schemas when the value exists.
 		return true
-	case t.Kind == TypeFloat && v.numeric():
+	case t.numeric() && v.numeric():
+		// Numbers from JSON and YAML are int or float as they happen
+		// to be written; either may stand for the other.
 		return true
 	case t.Kind != v.Kind:
 		return false

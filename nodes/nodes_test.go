@@ -407,7 +407,7 @@ func TestMapKeepsOrderAndBoundsConcurrency(t *testing.T) {
 version: 1
 name: t
 inputs: {n: {type: integer}}
-state: {total: 0, touched: false}
+state: {total: 0}
 nodes:
   - id: fan
     map:
@@ -416,11 +416,11 @@ nodes:
       result: 'int(nodes.work) * 2'
       body:
         - id: mark
-          set: {touched: true}
+          set: {}
         - id: work
           tool: {name: read_file, args: {value: "${{ item }}", sleep_ms: "${{ item % 3 }}"}}
     set: {total: sum(nodes.fan)}
-outputs: {fan: nodes.fan, total: state.total, touched: state.touched}
+outputs: {fan: nodes.fan, total: state.total}
 `, nil)
 	pr := &probe{}
 	res, _ := run(t, p, kindsWith(pr), map[string]any{"n": 1000})
@@ -439,9 +439,6 @@ outputs: {fan: nodes.fan, total: state.total, touched: state.touched}
 	}
 	if m := pr.maxSeen.Load(); m > 8 || m < 2 {
 		t.Fatalf("max in flight %d, want 2..8", m)
-	}
-	if res.Outputs["touched"] != false {
-		t.Fatal("map item state writes must be discarded")
 	}
 }
 
@@ -486,7 +483,7 @@ func TestParallelJoinIsDeterministic(t *testing.T) {
 	p := load(t, `
 version: 1
 name: t
-state: {winner: "", a_only: 0, b_only: 0}
+state: {winner: {default: "", merge: replace}, a_only: 0, b_only: 0}
 nodes:
   - id: both
     parallel:
@@ -810,5 +807,51 @@ outputs: {seen: state.seen}
 	mustComplete(t, res)
 	if !reflect.DeepEqual(res.Outputs["seen"], []any{11, 12, 21, 22}) {
 		t.Fatalf("seen %v", res.Outputs["seen"])
+	}
+}
+
+// TestStateMerges checks that writes to a variable with merge: reach the
+// run from map items in item order and from parallel branches in
+// declaration order, whichever finishes first, and that plain set:s of
+// it combine too.
+func TestStateMerges(t *testing.T) {
+	p := load(t, `
+version: 1
+name: t
+state:
+  seen: {default: [], merge: append}
+  total: {default: 0, merge: sum}
+  best: {default: 0, merge: max}
+  last: {default: "", merge: replace}
+nodes:
+  - id: fan
+    map:
+      over: '[3, 1, 2]'
+      max_concurrency: 3
+      body:
+        - id: work
+          tool: {name: read_file, args: {value: item, sleep_ms: "(4 - item) * 2"}}
+          set: {seen: item, total: item, best: item}
+  - id: both
+    parallel:
+      branches:
+        a:
+          - id: slow_a
+            tool: {name: read_file, args: {value: '"a"', sleep_ms: 3}}
+            set: {seen: '"a"', last: '"a"'}
+        b:
+          - id: fast_b
+            set: {seen: '"b"', last: '"b"'}
+  - id: more
+    set: {seen: '"c"', total: 10}
+outputs: {seen: state.seen, total: state.total, best: state.best, last: state.last}
+`, nil)
+	for i := range 20 {
+		res, _ := run(t, p, kindsWith(&probe{}), nil)
+		mustComplete(t, res)
+		want := map[string]any{"seen": []any{3, 1, 2, "a", "b", "c"}, "total": 16, "best": 3, "last": "b"}
+		if !reflect.DeepEqual(res.Outputs, want) {
+			t.Fatalf("run %d: outputs %v, want %v", i, res.Outputs, want)
+		}
 	}
 }

@@ -117,7 +117,7 @@ state: {y: 0}
 nodes:
   - id: twice
     tool: {name: read_file, args: {value: "${{ inputs.x * 2 }}"}}
-    set: {y: nodes.twice}
+    set: {y: int(nodes.twice)}
 outputs: {y: state.y}
 `
 
