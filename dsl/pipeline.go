@@ -20,7 +20,7 @@ type Pipeline struct {
 	Limits      Limits
 	Sandbox     SandboxDefaults
 	Nodes       Block
-	Outputs     []*Output // in file order
+	Outputs     []*Output        // in file order
 	merges      map[string]Merge // state variables that declare a merge; nil if none
 }
 

@@ -34,10 +34,10 @@ type Scope struct {
 	pipeline *dsl.Pipeline
 	path     string // prefix of the paths of nodes run here, "refine[2]/"
 	env      dsl.Env
-	last     any       // output of the last node that finished here
-	written  *[]string // state keys written, in order, when the parent must replay them
+	last     any            // output of the last node that finished here
+	written  *[]string      // state keys written, in order, when the parent must replay them
 	base     map[string]any // the state when this branch scope began, for merges
-	effects  *effects  // what nodes wrote, when the run keeps checkpoints
+	effects  *effects       // what nodes wrote, when the run keeps checkpoints
 	mem      memories
 	attempt  int // the running node's attempt, from 1
 }
