@@ -86,6 +86,9 @@ func (f *file) decode() {
 	f.decodeHTTPGet(valueOf(root, "http_get"))
 	f.decodeTools(valueOf(root, "tools"))
 
+	if k, _ := get(root, "nodes"); k == nil && valueOf(root, "outputs") == nil {
+		f.l.errorf(f.pos(root), "missing required field \"nodes\": a pipeline runs nodes (or, with outputs: alone, computes them from its inputs)")
+	}
 	p.Nodes = f.block(valueOf(root, "nodes"), scope{})
 
 	for _, kv := range pairs(valueOf(root, "outputs")) {
@@ -518,7 +521,11 @@ func (f *file) llm(label string, v *yaml.Node, sc scope) *LLM {
 	f.modelCall(label, l, v, sc)
 	if o := valueOf(v, "output_schema"); o != nil {
 		l.OutputSchema = f.jsonSchema(o)
-		f.checkJSONSchema(o, label+": output_schema", l.OutputSchema)
+		if f.checkJSONSchema(o, label+": output_schema", l.OutputSchema) != nil {
+			for _, problem := range strictProblems(l.OutputSchema) {
+				f.l.errorf(f.pos(o), "%s: output_schema: %s", label, problem)
+			}
+		}
 	}
 	l.RepairRetries, _ = intValue(valueOf(v, "repair_retries"))
 	return l
@@ -738,6 +745,7 @@ func (f *file) prompt(n *yaml.Node, sc scope) *Template {
 	t := &Template{}
 	for _, s := range spans {
 		if !s.isExpr {
+			f.templateHints(s.text, func(off int) Pos { return offsetPos(path, text, s.offset+off) })
 			t.parts = append(t.parts, templatePart{text: s.text})
 			continue
 		}
@@ -766,6 +774,7 @@ func (f *file) template(n *yaml.Node, sc scope) *Template {
 	t := &Template{}
 	for _, sp := range spans {
 		if !sp.isExpr {
+			f.templateHints(sp.text, func(off int) Pos { return f.scalarPos(n, sp.offset+off) })
 			t.parts = append(t.parts, templatePart{text: sp.text})
 			continue
 		}

@@ -352,6 +352,12 @@ func explainYAMLError(line, msg string) (int, string) {
 	case strings.HasPrefix(msg, "unknown anchor '"):
 		name := strings.TrimSuffix(strings.TrimPrefix(msg, "unknown anchor '"), "' referenced")
 		at = strings.Index(line, "*"+name)
+	case msg == "mapping values are not allowed in this context":
+		if first := strings.Index(line, ": "); first >= 0 {
+			if second := strings.Index(line[first+2:], ": "); second >= 0 {
+				at, msg = first+2, msg+": this value contains ': '; put it in quotes"
+			}
+		}
 	case msg == "did not find expected key" || msg == "did not find expected '-' indicator":
 		msg += ": check this line's indentation"
 	}

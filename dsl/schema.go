@@ -201,6 +201,10 @@ func (f *file) schemaDiagnostic(ve *jsonschema.ValidationError, ps *pointers) {
 		if strings.HasPrefix(msg, "expected boolean") && yaml11Bools[strings.ToLower(at.Value)] {
 			msg += fmt.Sprintf(": write true or false (YAML 1.2 reads %s as a string)", at.Value)
 		}
+		if (strings.Contains(ve.AbsoluteKeywordLocation, durationKW) || strings.Contains(ve.KeywordLocation, durationKW)) &&
+			at.Kind == yaml.ScalarNode && (at.ShortTag() == "!!int" || at.ShortTag() == "!!float") {
+			msg = fmt.Sprintf("%s is a number, and a duration needs a unit: write %ss (or 500ms, 2m, 1h)", at.Value, at.Value)
+		}
 	case "not":
 		// A "not" in the schema carries its message as its description,
 		// and points at the last of the fields it forbids together.
