@@ -38,6 +38,8 @@ type scope struct {
 	// maybeText marks a plain string in an expression field: when it does
 	// not compile, the author may have meant the text itself.
 	maybeText bool
+	// afterRun marks the node's own set:, which reads its output.
+	afterRun bool
 }
 
 // decode builds the typed pipeline from the YAML tree. The schema has been
@@ -300,7 +302,9 @@ func (f *file) node(n *yaml.Node, sc scope) *Node {
 	if w := valueOf(n, "when"); w != nil {
 		node.When = f.condition(w, sc, "when")
 	}
-	node.Set = f.assigns(label, valueOf(n, "set"), sc)
+	after := sc
+	after.afterRun = true
+	node.Set = f.assigns(label, valueOf(n, "set"), after)
 	node.Next, _ = str(valueOf(n, "next"))
 	node.OnError, _ = str(valueOf(n, "on_error"))
 	node.Timeout = f.duration(valueOf(n, "timeout"))
@@ -655,6 +659,10 @@ func (f *file) code(label string, v *yaml.Node, sc scope) *Code {
 		c.Args = f.value(a, sc)
 	}
 	c.Limits = f.sandboxLimits(valueOf(v, "limits"))
+	if rs := valueOf(v, "result_schema"); rs != nil {
+		c.ResultSchema = mapOf(rs)
+		f.checkJSONSchema(rs, label+": result_schema", c.ResultSchema)
+	}
 	return c
 }
 
@@ -920,6 +928,13 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 				name := strings.TrimPrefix(msg, "unknown name ")
 				msg = fmt.Sprintf("unknown name %s%s; expressions can use inputs, state, nodes, loop, item, index, run, env", name, Suggest(name, envNames))
 			}
+			if m := structFieldRE.FindStringSubmatch(msg); m != nil {
+				root, fields := "loop", loopFields
+				if m[1] == "RunInfo" {
+					root, fields = "run", runFields
+				}
+				msg = fmt.Sprintf("%s has no field %q%s; its fields are %s", root, m[2], Suggest(m[2], fields), strings.Join(fields, ", "))
+			}
 			if sc.maybeText && !namesRoot(src) && (strings.HasPrefix(msg, "unknown name ") || strings.HasPrefix(msg, "unexpected token")) {
 				msg += fmt.Sprintf("; this field is an expression: to give the text itself, quote it: '%s'", strconv.Quote(src))
 			}
@@ -943,6 +958,12 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 }
 
 var envNames = []string{"inputs", "state", "nodes", "loop", "item", "index", "run", "env"}
+
+var (
+	structFieldRE = regexp.MustCompile(`^type dsl\.(LoopInfo|RunInfo) has no field (\w+)$`)
+	loopFields    = []string{"index", "iteration", "max"}
+	runFields     = []string{"cost_usd", "id", "step", "tokens"}
+)
 
 var rootNameRE = regexp.MustCompile(`\b(inputs|state|nodes|loop|item|index|run|env)\b`)
 

@@ -182,6 +182,7 @@ func (f *file) stateDecl(name string, v *yaml.Node) StateVar {
 		}
 		if !known {
 			f.l.errorf(f.pos(mn), "state %q: merge %q is not one of %s%s", name, s, mergeNames(), Suggest(s, strings.Split(mergeNames(), ", ")))
+			sv.Merge, sv.Type = MergeReplace, AnyType // reported once, not again at every set:
 		}
 		if (sv.Merge == MergeAppend || sv.Merge == MergeExtend) && sv.Initial == nil {
 			sv.Initial = []any{}

@@ -343,7 +343,7 @@ func (r *resolver) ancestors(n *Node) []*Node {
 }
 
 // readable says why node `from` cannot read nodes.<target>, or "".
-func (r *resolver) readable(from, target *Node) string {
+func (r *resolver) readable(from, target *Node, afterRun bool) string {
 	// Nodes in a map body exist per item: only the same item sees them.
 	for _, a := range r.ancestors(target)[1:] {
 		if a.Kind != KindMap {
@@ -359,8 +359,14 @@ func (r *resolver) readable(from, target *Node) string {
 			return fmt.Sprintf("node %q runs once per item of map %q: read the items' results as nodes.%s", target.ID, a.ID, a.ID)
 		}
 	}
-	if from == nil || from == target {
+	if from == nil {
 		return ""
+	}
+	if from == target {
+		if afterRun || r.inLoopAbove(target) {
+			return ""
+		}
+		return fmt.Sprintf("node %q reads its own output, which exists only once it has run: read it in the node's set:", target.ID)
 	}
 	fromChain, targetChain := r.ancestors(from), r.ancestors(target)
 	for _, t := range targetChain {
@@ -505,7 +511,7 @@ func (v *typeVisitor) nodeOutput(prop *ast.StringNode) *Type {
 		return AnyType
 	}
 	if v.pe.sc.tool == nil {
-		if why := v.r.readable(v.pe.sc.node, target); why != "" {
+		if why := v.r.readable(v.pe.sc.node, target, v.pe.sc.afterRun); why != "" {
 			v.fail(prop, why)
 			return AnyType
 		}

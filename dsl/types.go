@@ -115,7 +115,7 @@ func (t *Type) String() string {
 	case TypeBool:
 		return "bool"
 	case TypeInt:
-		return "int"
+		return "integer"
 	case TypeFloat:
 		return "number"
 	case TypeString:
@@ -384,6 +384,10 @@ func describeKind(t *Type) string {
 		return "an object"
 	case TypeAny:
 		return "any value"
+	case TypeInt:
+		return "an integer"
+	case TypeNull:
+		return "null"
 	}
 	return fmt.Sprintf("a %s", t)
 }

@@ -47,6 +47,13 @@ func (k codeNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (r
 	if err != nil {
 		return runtime.Outcome{}, err
 	}
+	if c.ResultSchema != nil && res.OK {
+		// The validator typed nodes.<id>.result by the schema; a result
+		// that breaks it is the code's mistake, fed back like any other.
+		if err := dsl.ValidateValue(c.ResultSchema, res.Result); err != nil {
+			res.OK, res.Error = false, &sandbox.Error{Class: sandbox.ClassBadResult, Message: "the result does not match result_schema: " + err.Error()}
+		}
+	}
 	return runtime.Outcome{Output: resultMap(res)}, nil
 }
 
