@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 	exprfile "github.com/expr-lang/expr/file"
 	"github.com/santhosh-tekuri/jsonschema/v5"
 	"gopkg.in/yaml.v3"
+
+	"github.com/flowrun/flowrun/internal/confined"
 )
 
 // builtinTools are the tools every agent may use without declaring them.
@@ -140,6 +143,9 @@ func (f *file) decodeLimits(limits, sandbox *yaml.Node) {
 	p.Limits.MaxSteps, _ = intValue(valueOf(limits, "max_steps"))
 	p.Limits.MaxCostUSD, _ = floatValue(valueOf(limits, "max_cost_usd"))
 	p.Limits.Timeout = f.duration(valueOf(limits, "timeout"))
+	if kb, ok := intValue(valueOf(limits, "max_file_kb")); ok && kb > 0 {
+		p.Files.MaxBytes = int64(kb) * 1024
+	}
 	p.Sandbox = f.sandboxLimits(sandbox)
 	p.Sandbox.Language, _ = str(valueOf(sandbox, "language"))
 }
@@ -510,14 +516,12 @@ func (f *file) subPipeline(n *yaml.Node) *Pipeline {
 	if !ok {
 		return nil
 	}
-	path := filepath.Join(f.dir, rel)
-	src, err := os.ReadFile(path)
-	if err != nil {
-		f.l.errorf(f.pos(n), "pipeline file %q: %s", rel, missingFile(f.dir, rel, err))
+	src, ok := f.readFile(n, "pipeline file", rel)
+	if !ok {
 		return nil
 	}
 	at := f.pos(n)
-	return f.l.load(path, src, &at)
+	return f.l.load(filepath.Join(f.dir, rel), src, &at)
 }
 
 func (f *file) llm(label string, v *yaml.Node, sc scope) *LLM {
@@ -605,6 +609,11 @@ func (f *file) modelCall(label string, l *LLM, v *yaml.Node, sc scope) {
 	}
 	for _, im := range items(valueOf(v, "images")) {
 		l.Images = append(l.Images, f.text(im, sc))
+		if ref, ok := str(im); ok && ref != "" && !strings.Contains(ref, "${{") && !IsImageURL(ref) {
+			if err := f.p.Files.Check(ref); err != nil {
+				f.l.errorf(f.pos(im), "%s: image file %q: %s", label, ref, f.fileProblem(ref, err))
+			}
+		}
 	}
 	if mem := valueOf(v, "memory"); mem != nil {
 		l.Memory, _ = str(mem)
@@ -620,6 +629,13 @@ func (f *file) modelCall(label string, l *LLM, v *yaml.Node, sc scope) {
 		l.Temperature = &t
 	}
 	l.MaxTokens, _ = intValue(valueOf(v, "max_tokens"))
+}
+
+// IsImageURL reports whether an images: entry is an http(s) or data URL,
+// sent as it is, rather than a file.
+func IsImageURL(ref string) bool {
+	lower := strings.ToLower(ref)
+	return strings.HasPrefix(lower, "http://") || strings.HasPrefix(lower, "https://") || strings.HasPrefix(lower, "data:")
 }
 
 func keysOf[V any](m map[string]V) []string {
@@ -644,8 +660,8 @@ func (f *file) code(label string, v *yaml.Node, sc scope) *Code {
 	}
 	if mn := valueOf(v, "module"); mn != nil {
 		c.Module, _ = str(mn)
-		if _, err := os.Stat(filepath.Join(f.dir, c.Module)); err != nil {
-			f.l.errorf(f.pos(mn), "%s: module file %q: %s", label, c.Module, missingFile(f.dir, c.Module, err))
+		if err := f.p.Modules().Check(c.Module); err != nil {
+			f.l.errorf(f.pos(mn), "%s: module file %q: %s", label, c.Module, f.fileProblem(c.Module, err))
 		}
 	}
 	switch {
@@ -708,9 +724,8 @@ func (f *file) jsonSchema(n *yaml.Node) map[string]any {
 		return m
 	}
 	fn := valueOf(n, "file")
-	src, err := os.ReadFile(filepath.Join(f.dir, rel))
-	if err != nil {
-		f.l.errorf(f.pos(fn), "schema file %q: %s", rel, missingFile(f.dir, rel, err))
+	src, ok := f.readFile(fn, "schema file", rel)
+	if !ok {
 		return nil
 	}
 	var doc yaml.Node
@@ -725,6 +740,32 @@ func (f *file) jsonSchema(n *yaml.Node) map[string]any {
 	return out
 }
 
+// readFile reads a file the pipeline names at n, inside the pipeline
+// directory and under its size cap; a problem is reported at n.
+func (f *file) readFile(n *yaml.Node, what, rel string) ([]byte, bool) {
+	src, err := f.p.Files.ReadFile(context.Background(), rel)
+	if err != nil {
+		f.l.errorf(f.pos(n), "%s %q: %s", what, rel, f.fileProblem(rel, err))
+		return nil, false
+	}
+	return src, true
+}
+
+// fileProblem says why the file rel could not be read. Only a file inside
+// the pipeline directory gets a suggestion: nothing outside is looked at.
+func (f *file) fileProblem(rel string, err error) string {
+	if errors.Is(err, confined.ErrOutside) {
+		shown := f.l.root
+		if wd, err := os.Getwd(); err == nil {
+			if rel, err := filepath.Rel(wd, shown); err == nil && filepath.IsLocal(rel) {
+				shown = rel
+			}
+		}
+		return fmt.Sprintf("%v (%s): name a file inside it", err, shown)
+	}
+	return missingFile(f.dir, rel, err)
+}
+
 // prompt compiles a prompt field: an inline template, or {file: path}
 // whose contents are the template (positions then point into that file).
 func (f *file) prompt(n *yaml.Node, sc scope) *Template {
@@ -736,12 +777,11 @@ func (f *file) prompt(n *yaml.Node, sc scope) *Template {
 	if !ok {
 		return nil
 	}
-	path := filepath.Join(f.dir, rel)
-	src, err := os.ReadFile(path)
-	if err != nil {
-		f.l.errorf(f.pos(fn), "prompt file %q: %s", rel, missingFile(f.dir, rel, err))
+	src, ok := f.readFile(fn, "prompt file", rel)
+	if !ok {
 		return nil
 	}
+	path := filepath.Join(f.dir, rel)
 	text := string(src)
 	f.l.sources[path] = strings.Split(text, "\n")
 	spans, err := splitTemplate(text)

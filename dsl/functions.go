@@ -2,21 +2,24 @@ package dsl
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 
 	"github.com/expr-lang/expr"
+
+	"github.com/flowrun/flowrun/internal/confined"
 )
 
 // helperFunctions are the few functions expressions may call beyond
-// expr-lang's built-ins. read_file and render are confined to dir.
-func helperFunctions(dir string) []expr.Option {
-	r := &renderer{dir: dir}
+// expr-lang's built-ins. read_file and render read through files; dir is
+// where the pipeline is, for positions in rendered files.
+func helperFunctions(dir string, files *confined.Dir) []expr.Option {
+	r := &renderer{dir: dir, files: files}
 	return []expr.Option{
 		expr.Function("json", func(args ...any) (any, error) {
 			b, err := json.Marshal(args[0])
@@ -41,8 +44,7 @@ func helperFunctions(dir string) []expr.Option {
 		expr.Function("arc_augment", func(args ...any) (any, error) { return ARCAugment(args[0]) }, new(func(any) map[string]any)),
 		expr.Function("arc_png", func(args ...any) (any, error) { return ARCPNG(args[0]) }, new(func(any) string)),
 		expr.Function("read_file", func(args ...any) (any, error) {
-			b, err := ReadConfined(dir, args[0].(string))
-			return string(b), err
+			return readFile(files, args[0].(string))
 		}, new(func(string) string)),
 		expr.Function("render", func(args ...any) (any, error) {
 			vars, _ := args[1].(map[string]any)
@@ -167,30 +169,21 @@ func GridText(grid any) (string, error) {
 	return b.String(), nil
 }
 
-// ReadConfined reads a file named relative to dir and refuses any path that
-// leaves dir, through ".." or a symbolic link.
-func ReadConfined(dir, name string) ([]byte, error) {
-	if filepath.IsAbs(name) {
-		return nil, fmt.Errorf("read_file %q: absolute paths are not allowed; name a file inside the pipeline's directory", name)
-	}
-	root, err := filepath.EvalSymlinks(dir)
+// readFile is read_file in expressions: the whole file, as text.
+// Expressions have no context, so a read is bounded by the size cap alone.
+func readFile(files *confined.Dir, name string) (string, error) {
+	b, err := files.ReadFile(context.Background(), name)
 	if err != nil {
-		return nil, fmt.Errorf("read_file %q: %w", name, err)
+		return "", fmt.Errorf("read_file %q: %w", name, err)
 	}
-	full, err := filepath.EvalSymlinks(filepath.Join(root, name))
-	if err != nil {
-		return nil, fmt.Errorf("read_file %q: no such file in %s", name, dir)
-	}
-	if rel, err := filepath.Rel(root, full); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return nil, fmt.Errorf("read_file %q: the file is outside the pipeline's directory %s", name, dir)
-	}
-	return os.ReadFile(full)
+	return string(b), nil
 }
 
 // renderer compiles each template file once and renders it with the given
 // variables as its whole environment.
 type renderer struct {
 	dir   string
+	files *confined.Dir
 	mu    sync.Mutex
 	cache map[string]*Template
 }
@@ -200,11 +193,11 @@ func (r *renderer) render(name string, vars map[string]any) (string, error) {
 	t, ok := r.cache[name]
 	r.mu.Unlock()
 	if !ok {
-		src, err := ReadConfined(r.dir, name)
+		src, err := readFile(r.files, name)
 		if err != nil {
 			return "", fmt.Errorf("render: %w", err)
 		}
-		t, err = compileVarsTemplate(filepath.Join(r.dir, name), string(src))
+		t, err = compileVarsTemplate(filepath.Join(r.dir, name), src)
 		if err != nil {
 			return "", fmt.Errorf("render: %w", err)
 		}

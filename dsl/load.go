@@ -18,6 +18,8 @@ import (
 
 	"github.com/expr-lang/expr"
 	"gopkg.in/yaml.v3"
+
+	"github.com/flowrun/flowrun/internal/confined"
 )
 
 // Load reads, checks and compiles the pipeline file at path, together with
@@ -35,7 +37,8 @@ func Load(path string) (*Pipeline, Diagnostics) {
 // LoadSource is Load for a file whose bytes are already read. Relative
 // references resolve against the directory of path.
 func LoadSource(path string, src []byte) (*Pipeline, Diagnostics) {
-	l := &loader{loaded: map[string]*Pipeline{}, sources: map[string][]string{}}
+	root, _ := filepath.Abs(filepath.Dir(path))
+	l := &loader{root: root, loaded: map[string]*Pipeline{}, sources: map[string][]string{}}
 	p := l.load(path, src, nil)
 	ds := l.diags.sorted()
 	for i := range ds {
@@ -49,11 +52,11 @@ func LoadSource(path string, src []byte) (*Pipeline, Diagnostics) {
 }
 
 func fileError(err error) string {
+	if errors.Is(err, os.ErrNotExist) {
+		return "no such file"
+	}
 	var pe *os.PathError
 	if errors.As(err, &pe) {
-		if errors.Is(err, os.ErrNotExist) {
-			return "no such file"
-		}
 		return pe.Err.Error()
 	}
 	return err.Error()
@@ -79,6 +82,7 @@ func missingFile(dir, rel string, err error) string {
 
 // loader holds what is shared by a pipeline and the pipelines it calls.
 type loader struct {
+	root    string // absolute directory of the pipeline loaded first, which no file may leave
 	diags   Diagnostics
 	sources map[string][]string  // display path -> lines, for carets
 	loaded  map[string]*Pipeline // absolute path -> compiled pipeline
@@ -159,10 +163,12 @@ func (l *loader) load(name string, src []byte, at *Pos) (p *Pipeline) {
 	text := string(src)
 	l.sources[name] = splitLines(text)
 	sum := sha256.Sum256(src)
+	base, _ := filepath.Rel(l.root, filepath.Dir(abs))
 	f := &file{l: l, name: name, dir: filepath.Dir(name), src: text,
-		p:         &Pipeline{Path: name, Dir: filepath.Dir(name), Hash: hex.EncodeToString(sum[:])},
+		p: &Pipeline{Path: name, Dir: filepath.Dir(name), Hash: hex.EncodeToString(sum[:]),
+			Files: confined.Dir{Root: l.root, Base: base, MaxBytes: DefaultMaxFileBytes, Limit: "limits.max_file_kb"}},
 		pendingOf: map[*Expr]*pendingExpr{}}
-	f.opts = append([]expr.Option{expr.Env(Env{})}, helperFunctions(f.dir)...)
+	f.opts = append([]expr.Option{expr.Env(Env{})}, helperFunctions(f.dir, &f.p.Files)...)
 
 	root, ok := f.parseYAML(src)
 	if !ok {

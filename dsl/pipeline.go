@@ -1,6 +1,10 @@
 package dsl
 
-import "time"
+import (
+	"time"
+
+	"github.com/flowrun/flowrun/internal/confined"
+)
 
 // Pipeline is a loaded, checked and compiled pipeline file. It is immutable:
 // the runtime reads it from many goroutines and never parses strings again.
@@ -20,8 +24,13 @@ type Pipeline struct {
 	Limits      Limits
 	Sandbox     SandboxDefaults
 	Nodes       Block
-	Outputs     []*Output        // in file order
-	merges      map[string]Merge // state variables that declare a merge; nil if none
+	Outputs     []*Output // in file order
+	// Files reads the files the pipeline names (prompts, schemas, called
+	// pipelines, read_file, render, images): relative to Dir, never outside
+	// the directory of the pipeline that was run, at most limits.max_file_kb
+	// each. Modules reads wasm modules.
+	Files  confined.Dir
+	merges map[string]Merge // state variables that declare a merge; nil if none
 }
 
 // Block is a list of sibling nodes that run in order.
@@ -62,6 +71,20 @@ type Limits struct {
 	MaxSteps   int
 	MaxCostUSD float64
 	Timeout    time.Duration
+}
+
+// DefaultMaxFileBytes is the cap on a file a pipeline reads unless
+// limits.max_file_kb says otherwise: 1 MiB, like http_get's max_bytes.
+const DefaultMaxFileBytes = 1 << 20
+
+// MaxModuleBytes caps a wasm module file.
+const MaxModuleBytes = 64 << 20
+
+// Modules reads wasm modules: like Files, with MaxModuleBytes as the cap.
+func (p *Pipeline) Modules() confined.Dir {
+	d := p.Files
+	d.MaxBytes, d.Limit = MaxModuleBytes, ""
+	return d
 }
 
 // SandboxDefaults apply to every code node that does not set its own.

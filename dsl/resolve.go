@@ -535,8 +535,8 @@ func (v *typeVisitor) checkFileArg(n *ast.CallNode) {
 	if !ok {
 		return
 	}
-	if _, err := ReadConfined(v.r.f.dir, name.Value); err != nil {
-		v.fail(name, fmt.Sprintf("%s(%q): %v", fn.Value, name.Value, err))
+	if err := v.r.f.p.Files.Check(name.Value); err != nil {
+		v.fail(name, fmt.Sprintf("%s %q: %s", fn.Value, name.Value, v.r.f.fileProblem(name.Value, err)))
 	}
 }
 

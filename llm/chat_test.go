@@ -31,7 +31,7 @@ func TestChatRequestShape(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "grid.png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	img, err := ImageURL("grid.png", dir)
+	img, err := ImageURL("grid.png", readIn(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func TestImageURL(t *testing.T) {
 		{"missing.png", "", "no such file"},
 	}
 	for _, tc := range cases {
-		got, err := ImageURL(tc.ref, dir)
+		got, err := ImageURL(tc.ref, readIn(dir))
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: err %v, want %q", tc.ref, err, tc.err)
@@ -389,6 +389,10 @@ func TestImageURL(t *testing.T) {
 			t.Errorf("%s: %q, %v", tc.ref, got, err)
 		}
 	}
+}
+
+func readIn(dir string) func(string) ([]byte, error) {
+	return func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
 }
 
 func TestMaxTokensParameter(t *testing.T) {

@@ -5,29 +5,25 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/flowrun/flowrun/dsl"
 )
 
 // ImageURL turns an image reference into what a Message carries: an
-// http(s) or data URL passes through; anything else is a file path
-// (relative to dir) read into a base64 data URL whose MIME type comes from
+// http(s) or data URL passes through; anything else names a file, whose
+// bytes read returns, sent as a base64 data URL whose MIME type comes from
 // the extension, else from the content.
-func ImageURL(ref, dir string) (string, error) {
-	lower := strings.ToLower(ref)
-	if strings.HasPrefix(lower, "http://") || strings.HasPrefix(lower, "https://") || strings.HasPrefix(lower, "data:") {
+func ImageURL(ref string, read func(name string) ([]byte, error)) (string, error) {
+	if dsl.IsImageURL(ref) {
 		return ref, nil
 	}
-	path := ref
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(dir, path)
-	}
-	b, err := os.ReadFile(path)
+	b, err := read(ref)
 	if err != nil {
-		return "", fmt.Errorf("image: %w", err)
+		return "", fmt.Errorf("image %q: %w", ref, err)
 	}
-	typ := mime.TypeByExtension(strings.ToLower(filepath.Ext(path)))
+	typ := mime.TypeByExtension(strings.ToLower(filepath.Ext(ref)))
 	if typ == "" || !strings.HasPrefix(typ, "image/") {
 		typ = http.DetectContentType(b)
 	}

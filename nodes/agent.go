@@ -44,7 +44,7 @@ func (k agentNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (
 	if err != nil {
 		return runtime.Outcome{}, err
 	}
-	c, err := k.svc.startConversation(s, &a.LLM)
+	c, err := k.svc.startConversation(ctx, s, &a.LLM)
 	if err != nil {
 		return runtime.Outcome{}, err
 	}

@@ -3,6 +3,7 @@ package nodes
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/flowrun/flowrun/dsl"
@@ -34,7 +35,12 @@ func (k codeNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (r
 		req.Source = src
 	}
 	if c.Module != "" {
-		req.Module = filepath.Join(s.Pipeline().Dir, c.Module)
+		path, err := copyModule(ctx, s.Pipeline(), c.Module)
+		if err != nil {
+			return runtime.Outcome{}, runtime.Errorf(runtime.ClassCritical, "module %q: %w", c.Module, err)
+		}
+		defer os.Remove(path)
+		req.Module = path
 	}
 	if c.Args != nil {
 		args, err := s.EvalValue(c.Args)
@@ -55,6 +61,29 @@ func (k codeNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (r
 		}
 	}
 	return runtime.Outcome{Output: resultMap(res)}, nil
+}
+
+// copyModule reads a wasm module from the pipeline directory into a
+// private temporary file for the sandbox to load: the sandbox opens a
+// path, and this one cannot be swapped for a link to a file outside.
+func copyModule(ctx context.Context, p *dsl.Pipeline, name string) (string, error) {
+	b, err := p.Modules().ReadFile(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp("", "flowrun-*-"+filepath.Base(name))
+	if err != nil {
+		return "", fmt.Errorf("copying the module for the sandbox: %w", err)
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("copying the module for the sandbox: %w", err)
+	}
+	return f.Name(), nil
 }
 
 // limitsFor merges a node's limits over the pipeline's sandbox: defaults.

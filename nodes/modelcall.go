@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
+	"path/filepath"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm"
@@ -39,7 +39,7 @@ type conversation struct {
 // startConversation resolves the node's model and builds its first request:
 // the system prompt (the node's, else its memory's), the memory's history,
 // and the prompt with its images.
-func (svc *Services) startConversation(s *runtime.Scope, l *dsl.LLM) (*conversation, error) {
+func (svc *Services) startConversation(ctx context.Context, s *runtime.Scope, l *dsl.LLM) (*conversation, error) {
 	p := s.Pipeline()
 	m, ok := p.Models[l.Model]
 	if !ok {
@@ -98,7 +98,7 @@ func (svc *Services) startConversation(s *runtime.Scope, l *dsl.LLM) (*conversat
 			if ref == "" {
 				continue
 			}
-			url, err := llm.ImageURL(ref, imageDir(ref, p.Dir))
+			url, err := llm.ImageURL(ref, func(name string) ([]byte, error) { return readImage(ctx, s, name) })
 			if err != nil {
 				return nil, runtime.Errorf(runtime.ClassCritical, "images[%d]: %w", i, err)
 			}
@@ -109,14 +109,19 @@ func (svc *Services) startConversation(s *runtime.Scope, l *dsl.LLM) (*conversat
 	return c, nil
 }
 
-// imageDir is where a relative image path resolves: the working directory
-// when the file is there (a path given as an input), else the pipeline's
-// directory (a path written in the pipeline).
-func imageDir(ref, pipelineDir string) string {
-	if _, err := os.Stat(ref); err == nil {
-		return "."
+// readImage reads an image file inside the pipeline directory, or a file
+// the user named as an input of the run, where it is (relative to the
+// working directory), under the same size cap and rules.
+func readImage(ctx context.Context, s *runtime.Scope, name string) ([]byte, error) {
+	files := s.Pipeline().Files
+	if s.UserFile(name) {
+		if real, err := filepath.EvalSymlinks(name); err == nil {
+			if real, err = filepath.Abs(real); err == nil {
+				files.Root, files.Base, name = filepath.Dir(real), "", filepath.Base(real)
+			}
+		}
 	}
-	return pipelineDir
+	return files.ReadFile(ctx, name)
 }
 
 func (c *conversation) add(m llm.Message) {

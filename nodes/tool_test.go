@@ -47,7 +47,7 @@ outputs: {text: upper(inputs.word)}
 func TestToolNodeErrors(t *testing.T) {
 	cases := []struct{ args, want string }{
 		{`{path: 5}`, `args do not match tool "read_file"'s parameters`},
-		{`{path: '"../secret.txt"'}`, "outside the pipeline's directory"},
+		{`{path: '"../secret.txt"'}`, `read_file "../secret.txt": path escapes the pipeline directory`},
 	}
 	for _, c := range cases {
 		p := load(t, "version: 1\nname: t\nnodes:\n  - id: r\n    tool: {name: read_file, args: "+c.args+"}\n", nil)

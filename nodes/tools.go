@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -134,7 +136,7 @@ func (svc *Services) runLLMTool(ctx context.Context, s *runtime.Scope, d *dsl.To
 	ts := s.ToolScope(at.dir, args)
 	n := &dsl.Node{ID: at.name, Pos: d.Pos, Kind: dsl.KindLLM}
 	l := d.LLM
-	c, err := svc.startConversation(ts, l)
+	c, err := svc.startConversation(ctx, ts, l)
 	if err != nil {
 		return nil, err
 	}
@@ -177,13 +179,20 @@ var readFileSpec = builtinSpec("read_file",
 	"Read a text file from the pipeline's directory. Paths are relative to that directory and cannot leave it.",
 	stringProperty("path", "Path of the file, relative to the pipeline's directory."))
 
-func readFile(_ context.Context, s *runtime.Scope, _ callSite, args map[string]any) (any, error) {
+// readFile returns the file's text; past the cap (limits.max_file_kb) it
+// is cut and a last line says where, so that no file reaches the model
+// whole only because it exists.
+func readFile(ctx context.Context, s *runtime.Scope, _ callSite, args map[string]any) (any, error) {
 	path, _ := args["path"].(string)
-	b, err := dsl.ReadConfined(s.Pipeline().Dir, path)
+	head, size, err := s.Pipeline().Files.ReadHead(ctx, path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read_file %q: %w", path, err)
 	}
-	return string(b), nil
+	if int64(len(head)) == size {
+		return string(head), nil
+	}
+	return fmt.Sprintf("%s\n[read_file: cut at %d of %d bytes (limits.max_file_kb)]",
+		strings.ToValidUTF8(string(head), "\uFFFD"), len(head), size), nil
 }
 
 var httpGetSpec = builtinSpec("http_get",
@@ -193,7 +202,8 @@ var httpGetSpec = builtinSpec("http_get",
 // httpGet fetches raw from an allowed host, following redirects only to
 // allowed hosts, and returns {status, body}, with truncated: true when the
 // body was cut at cfg.MaxBytes. A status of 400 or more is a result, not
-// an error: the model reads it.
+// an error: the model reads it. Only a host listed in allow_hosts may be
+// on this machine or a local network (see guardedDialer).
 func httpGet(ctx context.Context, cfg *dsl.HTTPGet, raw string) (any, error) {
 	allowed := func(u *url.URL) error {
 		if u.Scheme != "http" && u.Scheme != "https" {
@@ -212,8 +222,16 @@ func httpGet(ctx context.Context, cfg *dsl.HTTPGet, raw string) (any, error) {
 	if err := allowed(u); err != nil {
 		return nil, err
 	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// Connect directly: through a proxy, the address checked would be the
+	// proxy's, not the host's.
+	transport.Proxy = nil
+	transport.DialContext = (&guardedDialer{allow: cfg.AllowHosts, lookup: net.DefaultResolver.LookupNetIP,
+		dial: (&net.Dialer{}).DialContext}).DialContext
+	transport.DisableKeepAlives = true
 	client := &http.Client{
-		Timeout: cfg.Timeout,
+		Transport: transport,
+		Timeout:   cfg.Timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= 10 {
 				return errors.New("stopped after 10 redirects")
@@ -226,6 +244,10 @@ func httpGet(ctx context.Context, cfg *dsl.HTTPGet, raw string) (any, error) {
 		return nil, fmt.Errorf("http_get: %w", err)
 	}
 	resp, err := client.Do(req)
+	var re *restrictedError
+	if errors.As(err, &re) {
+		return nil, fmt.Errorf("http_get %s: %w", u.Redacted(), re)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -241,6 +263,97 @@ func httpGet(ctx context.Context, cfg *dsl.HTTPGet, raw string) (any, error) {
 	}
 	out["body"] = strings.ToValidUTF8(string(body), "\uFFFD")
 	return out, nil
+}
+
+// guardedDialer connects http_get to a host. Unless the host is listed in
+// allow_hosts, it resolves the name itself and dials only addresses it has
+// checked: none on this machine or a local network (restrictedKind), so a
+// name that resolves, or is redirected, to 127.0.0.1, 10.x or the cloud
+// metadata address 169.254.169.254 is refused before any packet is sent.
+type guardedDialer struct {
+	allow  []string
+	lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+func (g *guardedDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if slices.Contains(g.allow, strings.ToLower(host)) {
+		return g.dial(ctx, network, addr)
+	}
+	var ips []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ips = append(ips, ip)
+	} else if ips, err = g.lookup(ctx, "ip", host); err != nil {
+		return nil, err
+	}
+	var refused *restrictedError
+	var dialErr error
+	for _, ip := range ips {
+		ip = ip.Unmap()
+		if kind := restrictedKind(ip); kind != "" {
+			if refused == nil {
+				refused = &restrictedError{host: host, ip: ip, kind: kind}
+			}
+			continue
+		}
+		conn, err := g.dial(ctx, network, net.JoinHostPort(ip.String(), port))
+		if err == nil {
+			return conn, nil
+		}
+		dialErr = err
+	}
+	if dialErr != nil {
+		return nil, dialErr
+	}
+	if refused != nil {
+		return nil, refused
+	}
+	return nil, fmt.Errorf("host %q has no address", host)
+}
+
+var (
+	thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
+	sharedCGNAT = netip.MustParsePrefix("100.64.0.0/10")
+	broadcast   = netip.MustParseAddr("255.255.255.255")
+)
+
+// restrictedKind names what ip is when it is on this machine, on a local
+// network or not one host; "" for an ordinary public address.
+func restrictedKind(ip netip.Addr) string {
+	switch {
+	case ip.IsLoopback():
+		return "loopback"
+	case ip.IsUnspecified() || thisNetwork.Contains(ip):
+		return "unspecified"
+	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast():
+		return "link-local"
+	case ip.IsPrivate():
+		return "private"
+	case sharedCGNAT.Contains(ip):
+		return "shared, CGNAT"
+	case ip.IsMulticast() || ip.IsInterfaceLocalMulticast() || ip == broadcast:
+		return "multicast or broadcast"
+	}
+	return ""
+}
+
+// restrictedError is a host http_get may not reach on its own.
+type restrictedError struct {
+	host string
+	ip   netip.Addr
+	kind string
+}
+
+func (e *restrictedError) Error() string {
+	what := fmt.Sprintf("host %q resolves to %s", e.host, e.ip)
+	if e.host == e.ip.String() {
+		what = e.host
+	}
+	return fmt.Sprintf("%s (%s), which http_get reaches only for a host listed in allow_hosts", what, e.kind)
 }
 
 var pythonExecuteSpec = builtinSpec("python_execute",

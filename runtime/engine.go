@@ -124,6 +124,7 @@ type run struct {
 	usage     usage
 	human     Human
 	maxLoops  int
+	userFiles []string // text the user gave as the top pipeline's inputs
 }
 
 // Run executes p with the given inputs. Inputs are checked against their
@@ -158,6 +159,11 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 	if err != nil {
 		res.Status, res.Err = StatusFailed, err
 		return finish()
+	}
+	for _, d := range p.Inputs {
+		if v, ok := in[d.Name].(string); ok && v != "" && (!d.HasDefault || d.Default != v) {
+			r.userFiles = append(r.userFiles, v)
+		}
 	}
 	if r.timeout > 0 {
 		var cancel context.CancelFunc

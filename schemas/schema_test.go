@@ -87,7 +87,7 @@ func validPipeline() m {
 		"http_get": m{"allow_hosts": l{"example.com"}, "timeout": "10s", "max_bytes": 65536},
 		"env":      l{"OPENAI_API_KEY", "HOME"},
 		"state":    m{"sir": "", "answer": nil, "scores": l{}},
-		"limits":   m{"max_steps": 500, "max_cost_usd": 2.00, "timeout": "30m"},
+		"limits":   m{"max_steps": 500, "max_cost_usd": 2.00, "timeout": "30m", "max_file_kb": 2048},
 		"sandbox":  m{"language": "python", "timeout": "10s", "memory_mb": 256, "max_output_kb": 64},
 		"nodes": l{
 			m{"id": "refine", "description": "Refine until answered.", "loop": m{

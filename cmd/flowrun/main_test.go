@@ -295,3 +295,39 @@ nodes:
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
 }
+
+// TestHardening13InputsFileCap: an inputs file over the cap is refused by
+// name and cap, from its size, before it is read.
+func TestHardening13InputsFileCap(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "p.yaml", `
+version: 1
+name: echo
+inputs:
+  task: {type: object, default: {}}
+nodes:
+  - id: a
+    set: {}
+outputs: {task: inputs.task}
+`)
+	big := filepath.Join(dir, "big.json")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(200 << 20); err != nil { // sparse: nothing to read
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, args := range [][]string{{"--inputs", big}, {"--input", "task=@" + big}} {
+		code, _, stderr := flowrun(t, append([]string{p}, args...)...)
+		want := big + " is over the 64 MiB limit for input files"
+		if code != exitInvalid || !strings.Contains(stderr, want) {
+			t.Errorf("%v: exit %d, stderr:\n%s\nwant %q", args, code, stderr, want)
+		}
+	}
+	small := writeFile(t, dir, "small.json", `{"task": {"k": 1}}`)
+	if code, stdout, stderr := flowrun(t, p, "--inputs", small); code != exitOK || !strings.Contains(stdout, `"k": 1`) {
+		t.Errorf("a small inputs file: exit %d\n%s%s", code, stdout, stderr)
+	}
+}

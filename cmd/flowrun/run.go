@@ -150,7 +150,7 @@ func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Write
 func readInputs(p *dsl.Pipeline, file string, kv []string) (map[string]any, error) {
 	in := map[string]any{}
 	if file != "" {
-		b, err := os.ReadFile(file)
+		b, err := readCapped(file)
 		if err != nil {
 			return nil, fmt.Errorf("--inputs: %w", err)
 		}
@@ -197,7 +197,7 @@ func readInputs(p *dsl.Pipeline, file string, kv []string) (map[string]any, erro
 // readInputFile is --input name=@file: a string input gets the file's
 // text, any other input the JSON or YAML value the file holds.
 func readInputFile(name, file string, text bool) (any, error) {
-	b, err := os.ReadFile(file)
+	b, err := readCapped(file)
 	if err != nil {
 		return nil, fmt.Errorf("--input %s=@%s: %w", name, file, err)
 	}
@@ -212,6 +212,32 @@ func readInputFile(name, file string, text bool) (any, error) {
 		return nil, fmt.Errorf("--input %s=@%s: the file is empty", name, file)
 	}
 	return dsl.Plain(&doc), nil
+}
+
+// maxInputFileBytes caps a file read for --inputs or --input k=@file: its
+// contents become the run's inputs, held in memory and in the run's record.
+const maxInputFileBytes = 64 << 20
+
+// readCapped reads a file of inputs, refusing one over maxInputFileBytes
+// without reading past the cap. It may be a pipe (--inputs <(cmd)).
+func readCapped(file string) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	over := fmt.Errorf("%s is over the %d MiB limit for input files; pass a smaller file", file, maxInputFileBytes>>20)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxInputFileBytes {
+		return nil, over
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxInputFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", file, err)
+	}
+	if len(b) > maxInputFileBytes {
+		return nil, over
+	}
+	return b, nil
 }
 
 // textSink prints one plain line per event, for people.
