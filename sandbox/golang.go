@@ -127,16 +127,17 @@ const goBuildMemory = 2 << 30
 
 // goBuilds compiles Go sources to wasip1 modules, cached by source hash.
 type goBuilds struct {
-	dir   string
-	locks sync.Map // hash -> chan struct{}, held while building that source
-	stale sync.Once
+	dir    string
+	memory int64    // the cap on a build's resident memory
+	locks  sync.Map // hash -> chan struct{}, held while building that source
+	stale  sync.Once
 }
 
 var goErrRE = regexp.MustCompile(`(?m)^\./code\.go:(\d+):(\d+): (.*)$`)
 
 // build returns the module for source (calling call), or a result saying
 // why there is none: a compile error, or a compile that took longer than
-// timeout or more than goBuildMemory. The go command and everything it
+// timeout or more than its memory cap. The go command and everything it
 // starts run in one process group, killed at the deadline or when ctx
 // ends; err is set when ctx ended.
 func (g *goBuilds) build(ctx context.Context, source, call string, timeout time.Duration) (string, *Result, error) {
@@ -201,7 +202,7 @@ func (g *goBuilds) build(ctx context.Context, source, call string, timeout time.
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0", "GOFLAGS=", "GOWORK=off", "GOTMPDIR="+tmp)
 	stderr := &headWriter{limit: 64 << 10}
 	cmd.Stderr = stderr
-	grp, err := proc.Start(cmd, proc.Limits{MemoryBytes: goBuildMemory})
+	grp, err := proc.Start(cmd, proc.Limits{MemoryBytes: g.memory})
 	if err != nil {
 		return "", nil, &UnavailableError{Reason: fmt.Sprintf("starting go build: %v", err)}
 	}
@@ -210,7 +211,7 @@ func (g *goBuilds) build(ctx context.Context, source, call string, timeout time.
 		case bctx.Err() != nil:
 			return g.stopped(ctx, timeout, true)
 		case grp.OverMemory():
-			return "", failed(ClassMemoryLimit, "compiling the code took more than %d MiB and was stopped", goBuildMemory>>20), nil
+			return "", failed(ClassMemoryLimit, "compiling the code took more than %d MiB and was stopped", g.memory>>20), nil
 		}
 		return "", goCompileError(stderr.buf.String(), call, err), nil
 	}

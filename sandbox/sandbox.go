@@ -140,7 +140,7 @@ func New(opts Options) *Sandbox {
 	if opts.WorkerCommand == nil {
 		opts.WorkerCommand = selfWorker
 	}
-	return &Sandbox{opts: opts, slots: make(chan struct{}, opts.Workers), goCache: &goBuilds{dir: opts.CacheDir}}
+	return &Sandbox{opts: opts, slots: make(chan struct{}, opts.Workers), goCache: &goBuilds{dir: opts.CacheDir, memory: goBuildMemory}}
 }
 
 // WorkerEnv is set in a worker process's environment.

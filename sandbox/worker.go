@@ -16,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/internal/proc"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
@@ -29,10 +30,12 @@ const (
 )
 
 // WorkerMain runs a sandbox worker on stdin and stdout when this process
-// was started as one (FLOWRUN_SANDBOX_WORKER=1), and exits; otherwise it
-// returns. Call it first thing in main, and in TestMain of tests that run
-// code.
+// was started as one (FLOWRUN_SANDBOX_WORKER=1), or the reaper that kills
+// flowrun's child processes when flowrun dies (see internal/proc), and
+// exits; otherwise it returns. Call it first thing in main, and in TestMain
+// of tests that run code.
 func WorkerMain() {
+	proc.Main()
 	if os.Getenv(WorkerEnv) != "1" {
 		return
 	}

@@ -29,6 +29,10 @@ type Limits struct {
 	MemoryBytes int64
 }
 
+// ReaperEnv is set in the environment of the reaper, the process that
+// kills flowrun's process groups when flowrun dies (Unix; see Main).
+const ReaperEnv = "FLOWRUN_PROC_REAPER"
+
 // memoryPoll is how often a group's memory is sampled.
 const memoryPoll = 100 * time.Millisecond
 

@@ -12,6 +12,7 @@ type sysGroup struct{ pgid int }
 
 func (s *sysGroup) attach(pid int) error {
 	s.pgid = pid
+	tellReaper('+', pid)
 	return nil
 }
 
@@ -26,4 +27,4 @@ func (s *sysGroup) signal(sig syscall.Signal) error {
 	return nil
 }
 
-func (s *sysGroup) release() {}
+func (s *sysGroup) release() { tellReaper('-', s.pgid) }

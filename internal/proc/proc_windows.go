@@ -14,6 +14,10 @@ type sysGroup struct{ job windows.Handle }
 
 func prepare(*exec.Cmd) {}
 
+// Main does nothing on Windows: a job object dies with flowrun's handle
+// to it, so no reaper is needed.
+func Main() {}
+
 // attach puts the started process in a new job. The processes it starts
 // from then on are in the job too; it has had no time to start any.
 func (s *sysGroup) attach(pid int) error {
