@@ -31,26 +31,7 @@ func casesFor(item int) []hostile {
 // directory (the go command's own work directory is inside it).
 func assertBuildGone(t *testing.T, cacheDir string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		all, err := proctest.Live()
-		if err != nil {
-			t.Skip(err)
-		}
-		var left []string
-		for _, p := range all {
-			if p.Mentions(cacheDir) {
-				left = append(left, strings.Join(p.Args, " "))
-			}
-		}
-		if len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("processes of the build still running: %q", left)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	proctest.WaitGone(t, "processes of the build", func(p proctest.Process) bool { return p.Mentions(cacheDir) })
 	if dirs, _ := filepath.Glob(filepath.Join(cacheDir, "go", "build-*")); len(dirs) > 0 {
 		t.Fatalf("build directories left: %v", dirs)
 	}

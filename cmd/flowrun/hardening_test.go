@@ -60,25 +60,14 @@ func waitFor(t *testing.T, pid int, what string, match func(proctest.Process) bo
 // on (dead ones still waiting to be reaped do not count).
 func assertAllGone(t *testing.T, ps []proctest.Process) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		all, _ := proctest.Live()
-		var left []string
-		for _, p := range ps {
-			for _, q := range all {
-				if q.Pid == p.Pid && strings.Join(q.Args, " ") == strings.Join(p.Args, " ") {
-					left = append(left, strings.Join(p.Args, " "))
-				}
-			}
-		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("processes outlived flowrun: %q", left)
-		}
-		time.Sleep(20 * time.Millisecond)
+	started := map[int]string{}
+	for _, p := range ps {
+		started[p.Pid] = strings.Join(p.Args, " ")
 	}
+	proctest.WaitGone(t, "processes flowrun started", func(p proctest.Process) bool {
+		args, ok := started[p.Pid]
+		return ok && args == strings.Join(p.Args, " ")
+	})
 }
 
 func isWorker(p proctest.Process) bool { return p.HasEnv(sandbox.WorkerEnv + "=1") }
@@ -86,10 +75,11 @@ func isCompiler(p proctest.Process) bool {
 	return len(p.Args) > 0 && filepath.Base(p.Args[0]) == "compile"
 }
 
-// typeBomb is Go that takes minutes to compile (see the sandbox corpus).
+// typeBomb is Go that takes minutes to compile (see the sandbox corpus),
+// new source on every call so that no build cache has it.
 func typeBomb() string {
 	var b strings.Builder
-	b.WriteString("package main\n\ntype S0[T any] struct{ A, B T }\n")
+	fmt.Fprintf(&b, "package main\n\n// %d\n\ntype S0[T any] struct{ A, B T }\n", time.Now().UnixNano())
 	for i := 1; i <= 24; i++ {
 		fmt.Fprintf(&b, "type S%d[T any] struct{ A, B S%d[T] }\n", i, i-1)
 	}

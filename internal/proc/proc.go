@@ -114,22 +114,19 @@ func (g *Group) Wait() error {
 // Kill kills every process in the group. Call Wait to reap it.
 func (g *Group) Kill() { _ = g.kill() }
 
-func (g *Group) kill() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.released {
-		return nil
-	}
-	return g.sys.kill()
-}
+func (g *Group) kill() error { return g.whileHeld(g.sys.kill) }
 
-func (g *Group) terminate() error {
+func (g *Group) terminate() error { return g.whileHeld(g.sys.terminate) }
+
+// whileHeld signals the group unless Wait has let it go: its id may name
+// another group by then.
+func (g *Group) whileHeld(signal func() error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.released {
 		return nil
 	}
-	return g.sys.terminate()
+	return signal()
 }
 
 // OverMemory reports whether the group was killed for passing its memory cap.

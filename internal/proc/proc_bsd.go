@@ -2,18 +2,11 @@
 
 package proc
 
-import (
-	"os/exec"
-	"syscall"
-)
+import "syscall"
 
-// prepare puts the process in a new process group.
-func prepare(cmd *exec.Cmd) {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setpgid = true
-}
+// setDeathSignal does nothing: only Linux has a parent-death signal. The
+// reaper kills the group when flowrun dies.
+func setDeathSignal(*syscall.SysProcAttr) {}
 
 const memoryEnforced = false
 

@@ -4,8 +4,18 @@ package proc
 
 import (
 	"errors"
+	"os/exec"
 	"syscall"
 )
+
+// prepare puts the process in a new process group.
+func prepare(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	setDeathSignal(cmd.SysProcAttr)
+}
 
 // sysGroup is a process group; its id is the first process's pid.
 type sysGroup struct{ pgid int }

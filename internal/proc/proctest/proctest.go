@@ -3,75 +3,74 @@
 package proctest
 
 import (
-	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowrun/flowrun/internal/proc/procfs"
 )
 
 // Process is one live process.
 type Process struct {
-	Pid, Parent, Group int
-	Args               []string
-	Env                []string
+	procfs.Stat
+	Args []string
+	Env  []string
 }
 
 // HasEnv reports whether the process's environment has this entry.
-func (p Process) HasEnv(entry string) bool {
-	for _, e := range p.Env {
-		if e == entry {
-			return true
-		}
-	}
-	return false
-}
+func (p Process) HasEnv(entry string) bool { return slices.Contains(p.Env, entry) }
 
 // Mentions reports whether any of the process's arguments contains s.
 func (p Process) Mentions(s string) bool {
-	for _, a := range p.Args {
-		if strings.Contains(a, s) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(p.Args, func(a string) bool { return strings.Contains(a, s) })
 }
-
-// ErrUnsupported is Live's error where there is no /proc.
-var ErrUnsupported = errors.New("listing processes needs Linux's /proc")
 
 // Live lists the processes that are running; zombies, which are dead but
 // not yet reaped, are left out.
 func Live() ([]Process, error) {
-	entries, err := os.ReadDir("/proc")
+	stats, err := procfs.Stats()
 	if err != nil {
-		return nil, ErrUnsupported
+		return nil, err
 	}
 	var out []Process
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+	for _, s := range stats {
+		if s.State == "Z" || s.State == "X" {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		p := Process{Pid: pid}
-		p.Parent, _ = strconv.Atoi(f[1])
-		p.Group, _ = strconv.Atoi(f[2])
-		p.Args = nulSplit("/proc/" + e.Name() + "/cmdline")
-		p.Env = nulSplit("/proc/" + e.Name() + "/environ")
-		out = append(out, p)
+		dir := "/proc/" + strconv.Itoa(s.Pid) + "/"
+		out = append(out, Process{Stat: s, Args: nulSplit(dir + "cmdline"), Env: nulSplit(dir + "environ")})
 	}
 	return out, nil
+}
+
+// WaitGone waits up to two seconds until no live process matches, and
+// fails the test if one still does. It skips the test where processes
+// cannot be listed.
+func WaitGone(t testing.TB, what string, match func(Process) bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		all, err := Live()
+		if err != nil {
+			t.Skip(err)
+		}
+		var left []string
+		for _, p := range all {
+			if match(p) {
+				left = append(left, strconv.Itoa(p.Pid)+" "+strings.Join(p.Args, " "))
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still running: %q", what, left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func nulSplit(path string) []string {
