@@ -146,18 +146,34 @@ func (f *file) decodeLimits(limits, sandbox *yaml.Node) {
 	if kb, ok := intValue(valueOf(limits, "max_file_kb")); ok && kb > 0 {
 		p.Files.MaxBytes = int64(kb) * 1024
 	}
-	p.Sandbox = f.sandboxLimits(sandbox)
+	p.Sandbox = f.sandboxLimits(sandbox, "sandbox")
 	p.Sandbox.Language, _ = str(valueOf(sandbox, "language"))
 }
 
-func (f *file) sandboxLimits(n *yaml.Node) SandboxDefaults {
+func (f *file) sandboxLimits(n *yaml.Node, label string) SandboxDefaults {
 	var s SandboxDefaults
 	s.Timeout = f.duration(valueOf(n, "timeout"))
-	s.MemoryMB, _ = intValue(valueOf(n, "memory_mb"))
-	if kb, ok := intValue(valueOf(n, "max_output_kb")); ok {
-		s.MaxOutputBytes = kb * 1024
-	}
+	s.MemoryMB = f.boundedInt(valueOf(n, "memory_mb"), label+".memory_mb", MaxSandboxMemoryMB,
+		"a WebAssembly guest addresses at most 4 GiB")
+	s.MaxOutputBytes = 1024 * f.boundedInt(valueOf(n, "max_output_kb"), label+".max_output_kb", MaxSandboxOutputBytes/1024,
+		"the sandbox holds each of stdout, stderr and the result in memory")
 	return s
+}
+
+// boundedInt reads a positive integer limit of at most most. A larger one
+// (why says why there is a ceiling) is reported and reads as unset; the
+// schema reports values below 1 and values that are not integers.
+func (f *file) boundedInt(n *yaml.Node, name string, most int, why string) int {
+	x, ok := floatValue(n) // a number too large for an int is a YAML float
+	if !ok || x < 1 {
+		return 0
+	}
+	if x > float64(most) {
+		f.l.errorf(f.pos(n), "%s: %s is more than %d, the most it can be (%s)", name, n.Value, most, why)
+		return 0
+	}
+	v, _ := intValue(n)
+	return v
 }
 
 func (f *file) decodeModels(n *yaml.Node) {
@@ -674,7 +690,7 @@ func (f *file) code(label string, v *yaml.Node, sc scope) *Code {
 	if a := valueOf(v, "args"); a != nil {
 		c.Args = f.value(a, sc)
 	}
-	c.Limits = f.sandboxLimits(valueOf(v, "limits"))
+	c.Limits = f.sandboxLimits(valueOf(v, "limits"), label+": code.limits")
 	if rs := valueOf(v, "result_schema"); rs != nil {
 		c.ResultSchema = mapOf(rs)
 		f.checkJSONSchema(rs, label+": result_schema", c.ResultSchema)

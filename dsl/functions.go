@@ -69,12 +69,17 @@ func FromJSON(b []byte) (any, error) {
 }
 
 // NormalizeNumbers turns json.Number values (from a decoder with
-// UseNumber) into int where integral and float64 otherwise, in place.
+// UseNumber) into int where integral and float64 otherwise, in place. An
+// integer too large for an int stays a json.Number: as a float64 it would
+// lose its last digits (2**100 would come back as 1.2676506002282294e+30).
 func NormalizeNumbers(v any) any {
 	switch x := v.(type) {
 	case json.Number:
 		if i, err := x.Int64(); err == nil {
 			return int(i)
+		}
+		if !strings.ContainsAny(string(x), ".eE") {
+			return x
 		}
 		f, _ := x.Float64()
 		return f

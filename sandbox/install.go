@@ -16,9 +16,9 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/flowrun/flowrun/internal/proc"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
@@ -272,10 +272,11 @@ func buildPython(ctx context.Context, dst, tmp string, out io.Writer) error {
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group, so that cancelling stops make and the compilers
 	// too; the script's trap removes its temporary apt entry on TERM.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
-	cmd.WaitDelay = 30 * time.Second
-	if err := cmd.Run(); err != nil {
+	g, err := proc.Start(cmd, proc.Limits{Grace: 30 * time.Second})
+	if err != nil {
+		return fmt.Errorf("starting the Python build: %w", err)
+	}
+	if err := g.Wait(); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("build stopped: %w", ctx.Err())
 		}

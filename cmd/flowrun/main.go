@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 
+	"github.com/flowrun/flowrun/internal/proc"
 	"github.com/flowrun/flowrun/sandbox"
 )
 
@@ -49,10 +51,16 @@ Run "flowrun COMMAND --help" for a command's flags.
 
 func main() {
 	sandbox.WorkerMain()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := cli(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(command(os.Args[1:]))
+}
+
+// command runs flowrun as a process: an interrupt or SIGTERM stops the
+// command (a run ends stopped), and no child process outlives it.
+func command(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	defer proc.KillAll()
+	return cli(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 }
 
 // cli runs one command and returns the process exit code.
