@@ -86,6 +86,7 @@ func (p *Pipeline) Modules() confined.Dir {
 	d.MaxBytes, d.Limit = MaxModuleBytes, ""
 	return d
 }
+
 // The largest sandbox limits a pipeline may ask for: a wasm32 guest
 // addresses at most 4 GiB, and the host holds each of stdout, stderr and the
 // result of a run in memory.
