@@ -95,15 +95,15 @@ func (f *file) checkFlow(b Block, yn []*yaml.Node, sc scope) {
 		if n.OnError == "continue" {
 			falls = true
 		}
-		if n.Branch != nil {
+		if n.Branch() != nil {
 			cases := items(valueOf(y, "branch"))
-			for ci, c := range n.Branch.Cases {
+			for ci, c := range n.Branch().Cases {
 				if c.Next != "" && ci < len(cases) {
 					target(i, "next", valueOf(cases[ci], "next"), c.Next, false)
 				}
 			}
-			if n.Branch.Default != "" {
-				target(i, "default", valueOf(y, "default"), n.Branch.Default, false)
+			if n.Branch().Default != "" {
+				target(i, "default", valueOf(y, "default"), n.Branch().Default, false)
 				falls = n.When != nil
 			} else {
 				falls = true

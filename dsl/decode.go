@@ -270,10 +270,12 @@ func (f *file) collectIDs(seq *yaml.Node) {
 				}
 			}
 		}
-		f.collectIDs(valueOf(valueOf(n, "loop"), "body"))
-		f.collectIDs(valueOf(valueOf(n, "map"), "body"))
-		for _, br := range pairs(valueOf(valueOf(n, "parallel"), "branches")) {
-			f.collectIDs(br[1])
+		for _, spec := range Kinds() {
+			if v := valueOf(n, string(spec.Kind)); v != nil && spec.yamlBodies != nil {
+				for _, body := range spec.yamlBodies(v) {
+					f.collectIDs(body)
+				}
+			}
 		}
 	}
 }
@@ -303,16 +305,16 @@ func (f *file) node(n *yaml.Node, sc scope) *Node {
 	label := fmt.Sprintf("node %q", node.ID)
 
 	var kindKey *yaml.Node
-	for _, k := range kindKeys {
-		key, _ := get(n, string(k))
-		if key == nil {
+	for _, kv := range pairs(n) {
+		key := kv[0]
+		if k := Kind(key.Value); k == KindSet || specs[k] == nil {
 			continue
 		}
 		if kindKey != nil {
-			f.l.errorf(f.pos(key), "%s has two kinds, %s and %s: a node has one kind key; split it into two nodes", label, kindKey.Value, k)
+			f.l.errorf(f.pos(key), "%s has two kinds, %s and %s: a node has one kind key; split it into two nodes", label, kindKey.Value, key.Value)
 			continue
 		}
-		kindKey, node.Kind = key, k
+		kindKey, node.Kind = key, Kind(key.Value)
 	}
 	if kindKey == nil {
 		node.Kind = KindSet
@@ -347,48 +349,17 @@ func (f *file) node(n *yaml.Node, sc scope) *Node {
 		f.l.errorf(f.pos(k), "%s: default: belongs to branch nodes; use next: to say where to go after this node", label)
 	}
 
-	v := valueOf(n, string(node.Kind))
-	switch node.Kind {
-	case KindBranch:
-		node.Branch = f.branch(label, n, v, sc)
-	case KindLoop:
-		node.Loop = f.loop(v, sc)
-	case KindMap:
-		node.Map = f.mapNode(v, sc)
-	case KindParallel:
-		node.Parallel = f.parallel(v, sc)
-	case KindCall:
-		node.Call = f.call(label, v, sc)
-	case KindLLM:
-		node.LLM = f.llm(label, v, sc)
-	case KindAgent:
-		node.Agent = f.agent(label, v, sc)
-	case KindCode:
-		node.Code = f.code(label, v, sc)
-	case KindTool:
-		node.Tool = f.toolCall(label, v, sc)
-	case KindAsk:
-		node.Ask = &Ask{Schema: mapOf(valueOf(v, "schema"))}
-		if q := valueOf(v, "question"); q != nil {
-			node.Ask.Question = f.prompt(q, sc)
-		}
-		s := f.checkJSONSchema(valueOf(v, "schema"), label+": ask.schema", node.Ask.Schema)
-		if _, d := get(v, "default"); d != nil {
-			node.Ask.Default = Plain(d)
-			if s != nil {
-				if err := validateWith(s, node.Ask.Default); err != nil {
-					f.l.errorf(f.pos(d), "%s: ask.default does not match ask.schema: %v", label, err)
-				}
-			}
-		}
+	if spec := specs[node.Kind]; spec != nil {
+		d := &nodeDecoder{f: f, node: node, n: n, v: valueOf(n, string(node.Kind)), sc: sc, label: label}
+		node.Config = spec.decode(d)
 	}
 	return node
 }
 
 func kindList() string {
-	names := make([]string, len(kindKeys))
-	for i, k := range kindKeys {
-		names[i] = string(k)
+	var names []string
+	for _, s := range Kinds() {
+		names = append(names, string(s.Kind))
 	}
 	return strings.Join(names, ", ")
 }
@@ -419,113 +390,6 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
-func (f *file) branch(label string, n, v *yaml.Node, sc scope) *Branch {
-	b := &Branch{}
-	b.Default, _ = str(valueOf(n, "default"))
-	for _, c := range items(v) {
-		bc := &Case{}
-		if w := valueOf(c, "when"); w != nil {
-			bc.When = f.condition(w, sc, "when")
-		}
-		bc.Set = f.assigns(label, valueOf(c, "set"), sc)
-		bc.Next, _ = str(valueOf(c, "next"))
-		b.Cases = append(b.Cases, bc)
-	}
-	return b
-}
-
-func (f *file) loop(v *yaml.Node, sc scope) *Loop {
-	l := &Loop{OnExhausted: "continue"}
-	l.MaxIterations, _ = intValue(valueOf(v, "max_iterations"))
-	inner := scope{inLoop: true, loopVars: true, inMap: sc.inMap, node: sc.node, mapNode: sc.mapNode}
-	if u := valueOf(v, "until"); u != nil {
-		l.Until = f.condition(u, inner, "until")
-	}
-	if w := valueOf(v, "while"); w != nil {
-		l.While = f.condition(w, inner, "while")
-	}
-	if l.Until != nil && l.While != nil {
-		k, _ := get(v, "while")
-		f.l.errorf(f.pos(k), "a loop has until or while, not both: keep one")
-	}
-	if s, ok := str(valueOf(v, "on_exhausted")); ok {
-		l.OnExhausted = s
-	}
-	l.Body = f.block(valueOf(v, "body"), inner)
-	return l
-}
-
-func (f *file) mapNode(v *yaml.Node, sc scope) *Map {
-	m := &Map{OnItemError: "fail"}
-	if o := valueOf(v, "over"); o != nil {
-		m.Over = f.bare(o, sc, false, "over")
-	}
-	m.MaxConcurrency, _ = intValue(valueOf(v, "max_concurrency"))
-	if s, ok := str(valueOf(v, "on_item_error")); ok {
-		m.OnItemError = s
-	}
-	// A map item is its own scope: break and continue cannot leave it.
-	inner := scope{inMap: true, loopVars: sc.loopVars, node: sc.node, mapNode: sc.node}
-	if r := valueOf(v, "result"); r != nil {
-		m.Result = f.bare(r, inner, false, "result")
-	}
-	m.Body = f.block(valueOf(v, "body"), inner)
-	return m
-}
-
-func (f *file) parallel(v *yaml.Node, sc scope) *Parallel {
-	p := &Parallel{}
-	p.MaxConcurrency, _ = intValue(valueOf(v, "max_concurrency"))
-	inner := scope{inMap: sc.inMap, loopVars: sc.loopVars, node: sc.node, mapNode: sc.mapNode}
-	if r := valueOf(v, "result"); r != nil {
-		p.Result = f.bare(r, inner, false, "result")
-	}
-	for _, kv := range pairs(valueOf(v, "branches")) {
-		p.Branches = append(p.Branches, &ParallelBranch{Name: kv[0].Value, Body: f.block(kv[1], inner)})
-	}
-	return p
-}
-
-func (f *file) call(label string, v *yaml.Node, sc scope) *Call {
-	c := &Call{}
-	pn := valueOf(v, "pipeline")
-	c.Path, _ = str(pn)
-	if pn != nil {
-		c.Pipeline = f.subPipeline(pn)
-	}
-	in := valueOf(v, "inputs")
-	for _, kv := range pairs(in) {
-		c.Inputs = append(c.Inputs, &Field{Name: kv[0].Value, Value: f.value(kv[1], sc)})
-	}
-	if c.Pipeline == nil {
-		return c
-	}
-	declared := map[string]bool{}
-	for _, ci := range c.Pipeline.Inputs {
-		declared[ci.Name] = true
-	}
-	given := map[string]bool{}
-	for _, kv := range pairs(in) {
-		given[kv[0].Value] = true
-		if !declared[kv[0].Value] {
-			f.l.errorf(f.pos(kv[0]), "%s: %s has no input %q%s", label, c.Path, kv[0].Value, Suggest(kv[0].Value, keys(declared)))
-		}
-	}
-	var missing []string
-	for _, ci := range c.Pipeline.Inputs {
-		if !ci.HasDefault && !given[ci.Name] {
-			missing = append(missing, strconv.Quote(ci.Name))
-		}
-	}
-	switch {
-	case len(missing) == 1:
-		f.l.errorf(f.pos(pn), "%s: %s needs input %s; pass it under inputs:", label, c.Path, missing[0])
-	case len(missing) > 1:
-		f.l.errorf(f.pos(pn), "%s: %s needs inputs %s; pass them under inputs:", label, c.Path, strings.Join(missing, ", "))
-	}
-	return c
-}
-
 // subPipeline loads a pipeline file named relative to this one.
 func (f *file) subPipeline(n *yaml.Node) *Pipeline {
 	rel, ok := str(n)
@@ -538,113 +402,6 @@ func (f *file) subPipeline(n *yaml.Node) *Pipeline {
 	}
 	at := f.pos(n)
 	return f.l.load(filepath.Join(f.dir, rel), src, &at)
-}
-
-func (f *file) llm(label string, v *yaml.Node, sc scope) *LLM {
-	l := &LLM{}
-	f.modelCall(label, l, v, sc)
-	if o := valueOf(v, "output_schema"); o != nil {
-		l.OutputSchema = f.jsonSchema(o)
-		if f.checkJSONSchema(o, label+": output_schema", l.OutputSchema) != nil {
-			for _, problem := range strictProblems(l.OutputSchema) {
-				f.l.errorf(f.pos(o), "%s: output_schema: %s", label, problem)
-			}
-		}
-	}
-	l.RepairRetries, _ = intValue(valueOf(v, "repair_retries"))
-	return l
-}
-
-func (f *file) agent(label string, v *yaml.Node, sc scope) *Agent {
-	a := &Agent{ToolRetries: 2}
-	f.modelCall(label, &a.LLM, v, sc)
-	a.MaxSteps, _ = intValue(valueOf(v, "max_steps"))
-	if r, ok := intValue(valueOf(v, "tool_retries")); ok {
-		a.ToolRetries = r
-	}
-	for _, t := range items(valueOf(v, "tools")) {
-		name, ok := str(t)
-		if !ok {
-			continue
-		}
-		a.Tools = append(a.Tools, name)
-		decl, declared := f.p.Tools[name]
-		switch {
-		case !declared && !slices.Contains(builtinTools, name):
-			f.l.errorf(f.pos(t), "%s: unknown tool %q%s; declare it under tools: (built in: %s)", label, name, Suggest(name, f.toolNames()), strings.Join(builtinTools, ", "))
-		case declared && decl.Pipeline == nil && decl.LLM == nil:
-			f.l.errorf(f.pos(t), "%s: tool %q has no implementation (no pipeline: or llm:), so it can only be listed under finish:", label, name)
-		case name == "http_get" && !declared && f.p.HTTPGet == nil:
-			f.l.errorf(f.pos(t), "%s: the built-in tool http_get is off in this pipeline: enable it with a top-level http_get: {allow_hosts: [example.com]} (an empty list allows any host)", label)
-		}
-	}
-	for _, t := range items(valueOf(v, "finish")) {
-		name, ok := str(t)
-		if !ok {
-			continue
-		}
-		a.Finish = append(a.Finish, name)
-		_, declared := f.p.Tools[name]
-		switch {
-		case !declared && slices.Contains(builtinTools, name):
-			f.l.errorf(f.pos(t), "%s: built-in tool %q cannot be a finish tool: move it to the agent's tools:, and finish with a tool declared under the pipeline's tools: with a description and parameters", label, name)
-		case !declared:
-			// Only declared tools can finish, so only they are suggested.
-			f.l.errorf(f.pos(t), "%s: unknown finish tool %q%s; declare it under tools: with a description and parameters", label, name, Suggest(name, keysOf(f.p.Tools)))
-		}
-	}
-	return a
-}
-
-func (f *file) toolNames() []string {
-	names := slices.Clone(builtinTools)
-	for n := range f.p.Tools {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// modelCall decodes the fields llm and agent nodes share.
-func (f *file) modelCall(label string, l *LLM, v *yaml.Node, sc scope) {
-	mn := valueOf(v, "model")
-	l.Model, _ = str(mn)
-	switch {
-	case mn != nil && l.Model != "" && f.p.Models[l.Model] == nil:
-		f.l.errorf(f.pos(mn), "%s: unknown model %q%s; declare it under models:", label, l.Model, Suggest(l.Model, keysOf(f.p.Models)))
-	case mn == nil && f.p.Models["default"] == nil:
-		f.l.errorf(f.pos(v), "%s: no model: set model: or declare a model named default under models:", label)
-	case mn == nil:
-		l.Model = "default"
-	}
-	if s := valueOf(v, "system"); s != nil {
-		l.System = f.prompt(s, sc)
-	}
-	if p := valueOf(v, "prompt"); p != nil {
-		l.Prompt = f.prompt(p, sc)
-	}
-	for _, im := range items(valueOf(v, "images")) {
-		l.Images = append(l.Images, f.text(im, sc))
-		if ref, ok := str(im); ok && ref != "" && !strings.Contains(ref, "${{") && !IsImageURL(ref) {
-			if err := f.p.Files.Check(ref); err != nil {
-				f.l.errorf(f.pos(im), "%s: image file %q: %s", label, ref, f.fileProblem(ref, err))
-			}
-		}
-	}
-	if mem := valueOf(v, "memory"); mem != nil {
-		l.Memory, _ = str(mem)
-		if _, ok := f.p.Memories[l.Memory]; !ok {
-			names := make([]string, 0, len(f.p.Memories))
-			for n := range f.p.Memories {
-				names = append(names, n)
-			}
-			f.l.errorf(f.pos(mem), "%s: unknown memory %q%s; declare it under memories:", label, l.Memory, Suggest(l.Memory, names))
-		}
-	}
-	if t, ok := floatValue(valueOf(v, "temperature")); ok {
-		l.Temperature = &t
-	}
-	l.MaxTokens, _ = intValue(valueOf(v, "max_tokens"))
 }
 
 // IsImageURL reports whether an images: entry is an http(s) or data URL,
@@ -661,62 +418,6 @@ func keysOf[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func (f *file) code(label string, v *yaml.Node, sc scope) *Code {
-	c := &Code{Language: f.p.Sandbox.Language}
-	if l, ok := str(valueOf(v, "language")); ok {
-		c.Language = l
-	}
-	if c.Language == "" {
-		c.Language = "python"
-	}
-	if s := valueOf(v, "source"); s != nil {
-		c.Source = f.prompt(s, sc)
-	}
-	if mn := valueOf(v, "module"); mn != nil {
-		c.Module, _ = str(mn)
-		if err := f.p.Modules().Check(c.Module); err != nil {
-			f.l.errorf(f.pos(mn), "%s: module file %q: %s", label, c.Module, f.fileProblem(c.Module, err))
-		}
-	}
-	switch {
-	case c.Language == "wasm" && c.Module == "":
-		f.l.errorf(f.pos(v), "%s: language wasm needs module: (a .wasm file)", label)
-	case c.Language != "wasm" && c.Source == nil:
-		f.l.errorf(f.pos(v), "%s: code needs source: (inline, or {file: ...})", label)
-	}
-	c.Call, _ = str(valueOf(v, "call"))
-	if a := valueOf(v, "args"); a != nil {
-		c.Args = f.value(a, sc)
-	}
-	c.Limits = f.sandboxLimits(valueOf(v, "limits"), label+": code.limits")
-	if rs := valueOf(v, "result_schema"); rs != nil {
-		c.ResultSchema = mapOf(rs)
-		f.checkJSONSchema(rs, label+": result_schema", c.ResultSchema)
-	}
-	return c
-}
-
-func (f *file) toolCall(label string, v *yaml.Node, sc scope) *ToolCall {
-	t := &ToolCall{}
-	nn := valueOf(v, "name")
-	t.Name, _ = str(nn)
-	if nn != nil && t.Name != "" {
-		decl, declared := f.p.Tools[t.Name]
-		switch {
-		case !declared && !slices.Contains(builtinTools, t.Name):
-			f.l.errorf(f.pos(nn), "%s: unknown tool %q%s", label, t.Name, Suggest(t.Name, f.toolNames()))
-		case declared && decl.Pipeline == nil && decl.LLM == nil:
-			f.l.errorf(f.pos(nn), "%s: tool %q has no implementation (no pipeline: or llm:), so it cannot be called", label, t.Name)
-		case t.Name == "http_get" && !declared && f.p.HTTPGet == nil:
-			f.l.errorf(f.pos(nn), "%s: the built-in tool http_get is off in this pipeline: enable it with a top-level http_get: {allow_hosts: [example.com]}", label)
-		}
-	}
-	if a := valueOf(v, "args"); a != nil {
-		t.Args = f.value(a, sc)
-	}
-	return t
 }
 
 // checkJSONSchema compiles a JSON schema written at n, so that a broken one

@@ -28,7 +28,7 @@ func TestHardening11SandboxLimitsBounded(t *testing.T) {
 	if p == nil {
 		t.Fatalf("the largest limits must validate:\n%s", ds)
 	}
-	l := p.Nodes[0].Code.Limits
+	l := p.Nodes[0].Code().Limits
 	if l.MemoryMB != MaxSandboxMemoryMB || l.MaxOutputBytes != MaxSandboxOutputBytes {
 		t.Fatalf("decoded %+v", l)
 	}

@@ -171,13 +171,13 @@ nodes:
 		Inputs: map[string]any{"who": "Ada"},
 		State:  map[string]any{"items": []any{1, "two"}, "none": nil, "n": 2},
 	}
-	got, err := p.Nodes[0].LLM.Prompt.Render(env)
+	got, err := p.Nodes[0].LLM().Prompt.Render(env)
 	want := "Hi Ada: [1,\"two\"] n=2.5 }}\n"
 	if err != nil || got != want {
 		t.Errorf("Render = %q, %v; want %q", got, err, want)
 	}
 	env.State = map[string]any{"n": "x"}
-	if _, err := p.Nodes[0].LLM.Prompt.Render(env); err == nil || !strings.Contains(err.Error(), "testdata/inline.yaml:") {
+	if _, err := p.Nodes[0].LLM().Prompt.Render(env); err == nil || !strings.Contains(err.Error(), "testdata/inline.yaml:") {
 		t.Errorf("Render with a bad value: err = %v, want an error naming the file", err)
 	}
 }

@@ -7,23 +7,6 @@ type Body struct {
 	Body Block
 }
 
-// children lists the bodies a node runs.
-func children(n *Node) []Body {
-	switch {
-	case n.Loop != nil:
-		return []Body{{Body: n.Loop.Body}}
-	case n.Map != nil:
-		return []Body{{Body: n.Map.Body}}
-	case n.Parallel != nil:
-		out := make([]Body, len(n.Parallel.Branches))
-		for i, br := range n.Parallel.Branches {
-			out[i] = Body{Name: br.Name, Body: br.Body}
-		}
-		return out
-	}
-	return nil
-}
-
 // usageType is the shape of a model call's token counts.
 var usageType = Object(map[string]*Type{"prompt": IntType, "completion": IntType, "reasoning": IntType, "cached": IntType, "total": IntType})
 
@@ -104,51 +87,15 @@ func toolResult(p *Pipeline, name string) *Type {
 
 // outputType is the type of nodes.<id> once n has run.
 func outputType(r *resolver, n *Node) *Type {
-	switch n.Kind {
-	case KindSet:
+	if n.Kind == KindSet {
 		fields := map[string]*Type{}
 		for _, a := range n.Set {
 			fields[a.Key] = r.valueType(a.Value)
 		}
 		return Object(fields)
-	case KindLLM:
-		return llmOutput(n.LLM)
-	case KindAgent:
-		return agentOutput(r.f.p, n.Agent)
-	case KindCode:
-		return codeOutput(n.Code)
-	case KindTool:
-		return toolResult(r.f.p, n.Tool.Name)
-	case KindBranch:
-		return Object(map[string]*Type{"case": IntType, "next": StringType})
-	case KindLoop:
-		fields := map[string]*Type{}
-		for _, b := range n.Loop.Body {
-			fields[b.ID] = r.output(b)
-		}
-		return Object(fields)
-	case KindMap:
-		if n.Map.Result != nil {
-			return ListOf(r.exprType(n.Map.Result))
-		}
-		return ListOf(r.lastOutput(n.Map.Body))
-	case KindParallel:
-		fields := map[string]*Type{}
-		for _, br := range n.Parallel.Branches {
-			if n.Parallel.Result != nil {
-				fields[br.Name] = r.exprType(n.Parallel.Result)
-			} else {
-				fields[br.Name] = r.lastOutput(br.Body)
-			}
-		}
-		return Object(fields)
-	case KindCall:
-		return pipelineOutputs(n.Call.Pipeline)
-	case KindAsk:
-		if n.Ask.Schema == nil {
-			return StringType
-		}
-		return TypeFromSchema(n.Ask.Schema)
+	}
+	if s := specs[n.Kind]; s != nil && n.Config != nil {
+		return s.output(r, n)
 	}
 	return AnyType
 }

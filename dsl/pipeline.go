@@ -161,25 +161,11 @@ type HTTPGet struct {
 // Kind is a node's kind: the one kind key it carries.
 type Kind string
 
-const (
-	KindSet      Kind = "set"
-	KindLLM      Kind = "llm"
-	KindAgent    Kind = "agent"
-	KindTool     Kind = "tool"
-	KindCode     Kind = "code"
-	KindBranch   Kind = "branch"
-	KindLoop     Kind = "loop"
-	KindMap      Kind = "map"
-	KindParallel Kind = "parallel"
-	KindCall     Kind = "call"
-	KindAsk      Kind = "ask"
-)
+// KindSet is a node with no kind key, only set:.
+const KindSet Kind = "set"
 
-// kindKeys lists the kind keys in the order the loader looks for them.
-var kindKeys = []Kind{KindLLM, KindAgent, KindTool, KindCode, KindBranch, KindLoop, KindMap, KindParallel, KindCall, KindAsk}
-
-// Node is one step of a pipeline. Exactly one of the kind fields (Branch,
-// Loop, ...) is set, matching Kind; a set node has none.
+// Node is one step of a pipeline: the fields every kind has, and the
+// configuration of its kind.
 type Node struct {
 	ID          string
 	Pos         Pos
@@ -194,16 +180,9 @@ type Node struct {
 	Timeout time.Duration
 	Confirm bool
 
-	Branch   *Branch
-	Loop     *Loop
-	Map      *Map
-	Parallel *Parallel
-	Call     *Call
-	LLM      *LLM
-	Agent    *Agent
-	Code     *Code
-	Tool     *ToolCall
-	Ask      *Ask
+	// Config is what the node's kind decoded from its kind key (*LLM,
+	// *Loop, ...: see the kind's file); the kind's accessor reads it.
+	Config any
 }
 
 // Flow targets that are not node ids.
@@ -227,106 +206,8 @@ type Retry struct {
 	RetryOn     []string
 }
 
-// Branch is a list of cases; the first whose When holds wins.
-type Branch struct {
-	Cases   []*Case
-	Default string // where to go when no case holds; "" falls through
-}
-
-// Case is one branch case.
-type Case struct {
-	When *Expr
-	Set  []*Assign
-	Next string
-}
-
-// Loop runs Body until Until holds or while While holds, at most MaxIterations times.
-type Loop struct {
-	MaxIterations int
-	Until         *Expr
-	While         *Expr
-	OnExhausted   string // continue (default) or fail
-	Body          Block
-}
-
-// Map runs Body once per element of Over.
-type Map struct {
-	Over           *Expr
-	MaxConcurrency int
-	OnItemError    string // fail (default) or skip
-	Result         *Expr
-	Body           Block
-}
-
-// Parallel runs named branches concurrently and joins them.
-type Parallel struct {
-	Branches       []*ParallelBranch // in declaration order
-	Result         *Expr
-	MaxConcurrency int
-}
-
-// ParallelBranch is one named branch of a parallel node.
-type ParallelBranch struct {
-	Name string
-	Body Block
-}
-
-// Call runs another pipeline file.
-type Call struct {
-	Path     string
-	Pipeline *Pipeline
-	Inputs   []*Field
-}
-
 // Field is a named value whose strings may interpolate ${{ }}.
 type Field struct {
 	Name  string
 	Value *Value
-}
-
-// LLM is one model call.
-type LLM struct {
-	Model         string
-	System        *Template
-	Prompt        *Template
-	Images        []*Value // each a path or URL, or a list of them
-	Memory        string
-	OutputSchema  map[string]any
-	RepairRetries int
-	Temperature   *float64
-	MaxTokens     int
-}
-
-// Agent is a tool-calling loop.
-type Agent struct {
-	LLM
-	Tools       []string
-	Finish      []string
-	MaxSteps    int
-	ToolRetries int
-}
-
-// Code runs code in the sandbox.
-type Code struct {
-	Language string
-	Source   *Template
-	Module   string
-	Call     string
-	Args     *Value
-	Limits   SandboxDefaults
-	// ResultSchema, when given, types and checks the code's result.
-	ResultSchema map[string]any
-}
-
-// ToolCall calls one registered tool.
-type ToolCall struct {
-	Name string
-	Args *Value
-}
-
-// Ask asks the human.
-type Ask struct {
-	Question *Template
-	Schema   map[string]any
-	Default  any
 }

@@ -124,24 +124,24 @@ func (r *resolver) checkBlock(b Block) {
 		}
 		r.checkWrites(n)
 		switch {
-		case n.Call != nil && n.Call.Pipeline != nil:
-			for _, fl := range n.Call.Inputs {
-				for _, in := range n.Call.Pipeline.Inputs {
+		case n.Call() != nil && n.Call().Pipeline != nil:
+			for _, fl := range n.Call().Inputs {
+				for _, in := range n.Call().Pipeline.Inputs {
 					if in.Name != fl.Name {
 						continue
 					}
 					if want, got := TypeFromSchema(in.Schema), r.valueType(fl.Value); !want.Accepts(got) {
-						r.f.l.errorf(fl.Value.pos, "%s: input %q of %s takes %s, but this is %s", label, fl.Name, n.Call.Path, want, got)
+						r.f.l.errorf(fl.Value.pos, "%s: input %q of %s takes %s, but this is %s", label, fl.Name, n.Call().Path, want, got)
 					}
 				}
 			}
-		case n.Tool != nil && n.Tool.Args != nil:
-			if t := r.f.p.Tools[n.Tool.Name]; t != nil && t.Parameters != nil {
-				want, got := TypeFromSchema(t.Parameters), r.valueType(n.Tool.Args)
-				r.checkArgs(label, n.Tool.Name, n.Tool.Args, want, got)
+		case n.Tool() != nil && n.Tool().Args != nil:
+			if t := r.f.p.Tools[n.Tool().Name]; t != nil && t.Parameters != nil {
+				want, got := TypeFromSchema(t.Parameters), r.valueType(n.Tool().Args)
+				r.checkArgs(label, n.Tool().Name, n.Tool().Args, want, got)
 			}
 		}
-		for _, c := range children(n) {
+		for _, c := range Bodies(n) {
 			r.checkBlock(c.Body)
 		}
 	}
@@ -172,7 +172,7 @@ func (r *resolver) placeBlock(b Block, parent *Node, branch string) {
 	for i, n := range b {
 		r.place[n] = placement{parent: parent, branch: branch, index: i}
 		r.byID[n.ID] = n
-		for _, child := range children(n) {
+		for _, child := range Bodies(n) {
 			r.placeBlock(child.Body, n, child.Name)
 		}
 	}
@@ -435,8 +435,8 @@ func (v *typeVisitor) root(name string) *Type {
 	case "loop":
 		return r.loop
 	case "item":
-		if sc.mapNode != nil && sc.mapNode.Map != nil {
-			if over := r.exprType(sc.mapNode.Map.Over); over.Kind == TypeList {
+		if sc.mapNode != nil && sc.mapNode.Map() != nil {
+			if over := r.exprType(sc.mapNode.Map().Over); over.Kind == TypeList {
 				return over.Elem
 			}
 		}
@@ -588,8 +588,8 @@ func fieldList(t *Type) string {
 // assigns lists the set: entries of a node and of its branch cases.
 func assigns(n *Node) []*Assign {
 	out := n.Set
-	if n.Branch != nil {
-		for _, c := range n.Branch.Cases {
+	if n.Branch() != nil {
+		for _, c := range n.Branch().Cases {
 			out = append(out[:len(out):len(out)], c.Set...)
 		}
 	}
@@ -601,7 +601,7 @@ func writes(b Block) []*Assign {
 	var out []*Assign
 	for _, n := range b {
 		out = append(out, assigns(n)...)
-		for _, c := range children(n) {
+		for _, c := range Bodies(n) {
 			out = append(out, writes(c.Body)...)
 		}
 	}
@@ -639,9 +639,9 @@ func (r *resolver) checkAssign(label string, a *Assign) {
 // unless the variable declares how writes merge.
 func (r *resolver) checkWrites(n *Node) {
 	switch {
-	case n.Parallel != nil:
+	case n.Parallel() != nil:
 		first := map[string]string{}
-		for _, br := range n.Parallel.Branches {
+		for _, br := range n.Parallel().Branches {
 			seen := map[string]bool{}
 			for _, a := range writes(br.Body) {
 				sv := r.stateVar(a.Key)
@@ -657,8 +657,8 @@ func (r *resolver) checkWrites(n *Node) {
 				first[a.Key] = br.Name
 			}
 		}
-	case n.Map != nil:
-		for _, a := range writes(n.Map.Body) {
+	case n.Map() != nil:
+		for _, a := range writes(n.Map().Body) {
 			if sv := r.stateVar(a.Key); sv != nil && sv.Merge == MergeNone {
 				r.f.l.errorf(a.Pos, "node %q: each map item has a state of its own, so this write to state.%s would be lost: fold the items' results with the map node's own set:, or declare how writes merge, e.g. state: {%s: {default: [], merge: append}} (merges: %s)",
 					n.ID, a.Key, a.Key, mergeNames())

@@ -95,36 +95,36 @@ func (c *chart) block(cl *cluster, b dsl.Block, succ, head, exit string) string 
 			return t
 		}
 		switch {
-		case n.Branch != nil:
+		case n.Branch() != nil:
 			c.add(cl, vertex{n.ID, n.ID, decision})
-			for _, k := range n.Branch.Cases {
+			for _, k := range n.Branch().Cases {
 				label := ""
 				if k.When != nil {
 					label = short(k.When.Src)
 				}
 				c.link(n.ID, resolve(k.Next), label, false)
 			}
-			c.link(n.ID, resolve(n.Branch.Default), "default", false)
-		case n.Loop != nil:
+			c.link(n.ID, resolve(n.Branch().Default), "default", false)
+		case n.Loop() != nil:
 			sub := &cluster{id: "cluster_" + n.ID, label: "loop " + n.ID}
 			cl.children = append(cl.children, sub)
 			c.add(sub, vertex{n.ID, loopLabel(n), loopHead})
-			entry := c.block(sub, n.Loop.Body, n.ID, n.ID, resolve(n.Next))
+			entry := c.block(sub, n.Loop().Body, n.ID, n.ID, resolve(n.Next))
 			c.link(n.ID, entry, "iterate", false)
 			c.link(n.ID, resolve(n.Next), "done", false)
-		case n.Map != nil:
+		case n.Map() != nil:
 			sub := &cluster{id: "cluster_" + n.ID, label: "map " + n.ID}
 			cl.children = append(cl.children, sub)
-			c.add(sub, vertex{n.ID, fmt.Sprintf("map %s over %s", n.ID, short(n.Map.Over.Src)), fork})
-			entry := c.block(sub, n.Map.Body, resolve(n.Next), "", "")
+			c.add(sub, vertex{n.ID, fmt.Sprintf("map %s over %s", n.ID, short(n.Map().Over.Src)), fork})
+			entry := c.block(sub, n.Map().Body, resolve(n.Next), "", "")
 			c.link(n.ID, entry, "each item", false)
-		case n.Parallel != nil:
+		case n.Parallel() != nil:
 			sub := &cluster{id: "cluster_" + n.ID, label: "parallel " + n.ID}
 			cl.children = append(cl.children, sub)
 			c.add(sub, vertex{n.ID, "parallel " + n.ID, fork})
 			joinID := n.ID + "__join"
 			c.add(sub, vertex{joinID, "join", join})
-			for _, br := range n.Parallel.Branches {
+			for _, br := range n.Parallel().Branches {
 				bc := &cluster{id: "cluster_" + n.ID + "_" + br.Name, label: br.Name}
 				sub.children = append(sub.children, bc)
 				c.link(n.ID, c.block(bc, br.Body, joinID, "", ""), br.Name, false)
@@ -150,8 +150,8 @@ func (c *chart) block(cl *cluster, b dsl.Block, succ, head, exit string) string 
 
 func nodeLabel(n *dsl.Node) string {
 	label := fmt.Sprintf("%s (%s)", n.ID, n.Kind)
-	if n.Call != nil {
-		label = fmt.Sprintf("%s (call %s)", n.ID, n.Call.Path)
+	if n.Call() != nil {
+		label = fmt.Sprintf("%s (call %s)", n.ID, n.Call().Path)
 	}
 	if n.When != nil {
 		label += "\nwhen " + short(n.When.Src)
@@ -160,7 +160,7 @@ func nodeLabel(n *dsl.Node) string {
 }
 
 func loopLabel(n *dsl.Node) string {
-	l := n.Loop
+	l := n.Loop()
 	label := fmt.Sprintf("loop %s, at most %d", n.ID, l.MaxIterations)
 	switch {
 	case l.Until != nil:

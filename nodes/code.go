@@ -21,11 +21,11 @@ func (k codeNode) CheckNode(_ *dsl.Pipeline, n *dsl.Node) error {
 	if k.svc.Sandbox == nil {
 		return fmt.Errorf("the sandbox is not available in this build")
 	}
-	return k.svc.Sandbox.Check(n.Code.Language)
+	return k.svc.Sandbox.Check(n.Code().Language)
 }
 
 func (k codeNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	c := n.Code
+	c := n.Code()
 	req := sandbox.Request{Language: c.Language, Call: c.Call, Limits: limitsFor(s.Pipeline(), c.Limits)}
 	if c.Source != nil {
 		src, err := s.Render(c.Source)

@@ -18,7 +18,7 @@ type loopNode struct{}
 func (loopNode) Pure(*dsl.Node) bool { return true }
 
 func (loopNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	l := n.Loop
+	l := n.Loop()
 	bound := l.MaxIterations
 	if m := s.MaxLoops(); m > 0 && m < bound {
 		bound = m

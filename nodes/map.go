@@ -23,10 +23,10 @@ type mapNode struct{}
 // Pure: the items' nodes have checkpoints of their own, except with
 // on_item_error: skip, where an item's failed node (a model call, say) has
 // none and only the map's checkpoint keeps it from being tried again.
-func (mapNode) Pure(n *dsl.Node) bool { return n.Map.OnItemError != "skip" }
+func (mapNode) Pure(n *dsl.Node) bool { return n.Map().OnItemError != "skip" }
 
 func (mapNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	m := n.Map
+	m := n.Map()
 	over, err := s.Eval(m.Over)
 	if err != nil {
 		return runtime.Outcome{}, fmt.Errorf("over: %w", err)

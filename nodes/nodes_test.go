@@ -83,7 +83,7 @@ func (p *probe) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (run
 			break
 		}
 	}
-	args, err := s.EvalValue(n.Tool.Args)
+	args, err := s.EvalValue(n.Tool().Args)
 	if err != nil {
 		return runtime.Outcome{}, err
 	}
