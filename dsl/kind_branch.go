@@ -15,7 +15,7 @@ func init() {
 		Output:  "`{case, next}`: the index of the case that held (-1 for none) and where the run went.",
 		Example: `- id: route
   branch:
-    - when: nodes.critique.json.verdict == "ACCEPT"
+    - when: state.score >= 1.0
       next: end
     - when: loop.iteration >= 3
       set: {note: '"gave up"'}

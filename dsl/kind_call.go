@@ -18,7 +18,7 @@ func init() {
 		Output:  "the called pipeline's `outputs`, typed by them.",
 		Example: `- id: solve
   call:
-    pipeline: default_refine.yaml
+    pipeline: solve_task.yaml
     inputs: {task: state.task}`,
 		Schema: `{
   "description": "Run another pipeline file; its outputs are this node's output.",
@@ -33,7 +33,7 @@ func init() {
       "type": "string"
     },
     "inputs": {
-      "description": "Inputs passed to the called pipeline; string values are \u0060${{ }}\u0060 interpolated.",
+      "description": "Inputs passed to the called pipeline, each an expression (quote text: '\"x\"'); checked against its declared inputs and their types.",
       "type": "object"
     }
   }

@@ -49,7 +49,7 @@ func init() {
       "type": "string"
     },
     "args": {
-      "description": "Arguments for \u0060call\u0060: a list of positional arguments, or any other value passed as the one argument. Strings are \u0060${{ }}\u0060 templates; a string that is exactly one \u0060${{ expr }}\u0060 keeps the expression's type."
+      "description": "Arguments for \u0060call\u0060: a list of positional arguments, or any other value passed as the one argument. Each string is an expression (quote text: '\"x\"')."
     },
     "result_schema": {
       "description": "JSON schema of the value \u0060call\u0060 returns: it types \u0060nodes.<id>.result\u0060 for the validator, and a result that does not match it is a \u0060bad_result\u0060 error.",

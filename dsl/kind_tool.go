@@ -32,7 +32,7 @@ func init() {
       "type": "string"
     },
     "args": {
-      "description": "Arguments passed to the tool; string values are \u0060${{ }}\u0060 interpolated.",
+      "description": "Arguments passed to the tool: a mapping whose values are expressions (quote text: '\"x\"'); checked against the tool's parameters.",
       "type": "object"
     }
   }
