@@ -32,7 +32,10 @@ type Runner struct {
 	MaxLoops  int
 }
 
-// Start records a new run of p and runs it.
+// Start records a new run of p and runs it. A run whose record cannot be
+// written (the store fails or its file is truncated or replaced mid-run)
+// stops at its next checkpoint and ends failed, with the store's error:
+// it never reports completed.
 func (r *Runner) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]any) (*runtime.Result, error) {
 	in, err := runtime.PrepareInputs(p, inputs)
 	if err != nil {
@@ -124,15 +127,16 @@ func (r *Runner) execute(ctx context.Context, runID string, p *dsl.Pipeline, inp
 	if err != nil {
 		return nil, err
 	}
-	sink := runtime.EventSink(rec)
-	if r.Sink != nil {
-		sink = tee{rec, r.Sink}
-	}
+	sink := &tee{rec: rec, show: r.Sink}
 	res := runtime.Run(ctx, r.Kinds, p, inputs, runtime.Options{RunID: runID, Sink: sink, LookupEnv: r.LookupEnv,
 		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops})
 	// The run's record must be written even when ctx was cancelled (Ctrl-C).
 	bg := context.WithoutCancel(ctx)
-	ferr := rec.Flush(bg)
+	var recording error
+	if err := rec.Flush(bg); err != nil {
+		recording = err
+		recordingFailed(res, err)
+	}
 	end := store.Ending{Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps,
 		CostUSD: res.CostUSD, Tokens: int(res.Tokens)}
 	if res.Pending != nil {
@@ -143,17 +147,58 @@ func (r *Runner) execute(ctx context.Context, runID string, p *dsl.Pipeline, inp
 		end.Error = res.Err.Error()
 	}
 	if err := r.Store.Finish(bg, runID, end); err != nil {
-		return res, errors.Join(ferr, err)
+		if recording == nil || !errors.Is(recording, err) {
+			recordingFailed(res, err)
+		}
+		recording = err
 	}
-	return res, ferr
+	sink.finish(res, recording != nil)
+	return res, nil
 }
 
-type tee []runtime.EventSink
-
-func (t tee) Event(e runtime.Event) {
-	for _, s := range t {
-		s.Event(e)
+// recordingFailed makes a run whose record could not be written a failed
+// run: what it did is not all in the store, so it must not look
+// completed. Its error says why, after the run's own error if it had one.
+func recordingFailed(res *runtime.Result, err error) {
+	err = fmt.Errorf("recording the run: %w", err)
+	if res.Status == runtime.StatusFailed && res.Err != nil {
+		err = errors.Join(res.Err, err)
 	}
+	res.Status, res.Err, res.Reason = runtime.StatusFailed, err, ""
+	res.Outputs, res.Pending = nil, nil
+}
+
+// tee records every event and shows it; it shows the run's end only once
+// the run is recorded, as it was recorded.
+type tee struct {
+	rec  *store.Recorder
+	show runtime.EventSink
+	end  *runtime.Event
+}
+
+func (t *tee) Event(e runtime.Event) {
+	t.rec.Event(e)
+	if t.show == nil {
+		return
+	}
+	if e.Type == runtime.EventRunFinished {
+		t.end = &e
+		return
+	}
+	t.show.Event(e)
+}
+
+// finish shows the run's end; failed says recording it failed, which
+// makes the run failed whatever the runtime said.
+func (t *tee) finish(res *runtime.Result, failed bool) {
+	if t.show == nil || t.end == nil {
+		return
+	}
+	e := *t.end
+	if failed {
+		e.Status, e.Error, e.Message, e.Outputs = res.Status, res.Err.Error(), "", nil
+	}
+	t.show.Event(e)
 }
 
 // ChangedError says a run's pipeline file changed since it started.

@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/flowrun/flowrun/redact"
 )
 
 // Cassette is a set of recorded model exchanges: what a run with --record
@@ -28,8 +30,7 @@ type Cassette struct {
 	entries []*entry
 	// served counts, per key and hash, how many entries were handed out
 	// (replay) or written (record).
-	served  map[string]int
-	secrets []string
+	served map[string]int
 }
 
 type cassetteFile struct {
@@ -104,7 +105,6 @@ func (c *Cassette) Len() int {
 func (c *Cassette) WriteFile(path string) error {
 	c.mu.Lock()
 	entries := append([]*entry(nil), c.entries...)
-	secrets := append([]string(nil), c.secrets...)
 	c.mu.Unlock()
 	sort.SliceStable(entries, func(i, j int) bool {
 		a, b := entries[i], entries[j]
@@ -129,10 +129,7 @@ func (c *Cassette) WriteFile(path string) error {
 	if err := enc.Close(); err != nil {
 		return fmt.Errorf("cassette: %w", err)
 	}
-	out := buf.Bytes()
-	for _, s := range secrets {
-		out = bytes.ReplaceAll(out, []byte(s), []byte("[redacted]"))
-	}
+	out := []byte(redact.String(buf.String()))
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".cassette-*")
 	if err != nil {
 		return fmt.Errorf("cassette: %w", err)
@@ -152,21 +149,6 @@ func (c *Cassette) WriteFile(path string) error {
 	c.path = path
 	c.mu.Unlock()
 	return nil
-}
-
-// forget registers a secret that must never be written.
-func (c *Cassette) forget(secret string) {
-	if secret == "" {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.secrets {
-		if s == secret {
-			return
-		}
-	}
-	c.secrets = append(c.secrets, secret)
 }
 
 func servedKey(k Key, hash string) string {
@@ -407,7 +389,7 @@ func aroundDiff(x, y string) (string, string) {
 		if from > 0 {
 			s = "…" + s
 		}
-		return strconv.Quote(oneLine(s, 60))
+		return strconv.Quote(redact.Line(s, 60))
 	}
 	return cut(rx), cut(ry)
 }
@@ -433,5 +415,5 @@ func show(v any) string {
 		return "nothing"
 	}
 	b, _ := json.Marshal(v)
-	return oneLine(string(b), 120)
+	return redact.Line(string(b), 120)
 }

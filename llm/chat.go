@@ -126,6 +126,9 @@ func sendChat(ctx context.Context, ep *endpoint, c *call, onDelta func(string), 
 			return nil, err
 		}
 		if len(out.Choices) == 0 {
+			if err := bodyError(out.RawJSON()); err != nil {
+				return nil, err
+			}
 			return nil, errors.New("the reply has no choices")
 		}
 		ch := out.Choices[0]

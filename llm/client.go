@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/flowrun/flowrun/redact"
 )
 
 // Options configure a Client. The zero value is ready for production use.
@@ -107,9 +109,6 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		if ep, err = c.endpointFor(req.Model); err != nil {
 			return nil, err
 		}
-		if c.opts.Record != nil {
-			c.opts.Record.forget(ep.key)
-		}
 	}
 	resp := &Response{}
 	messages := req.Messages
@@ -142,7 +141,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 			return resp, nil
 		}
 		if turn > req.RepairRetries {
-			return resp, &Error{class: ClassInvalidOutput, Endpoint: c.where(ep, cl), msg: ep.redact(invalidOutputMessage(&req, turn, problem, rep.Text))}
+			return resp, &Error{class: ClassInvalidOutput, Endpoint: c.where(ep, cl), msg: redact.String(invalidOutputMessage(&req, turn, problem, rep.Text))}
 		}
 		messages = append(append([]Message(nil), messages...),
 			Message{Role: RoleAssistant, Text: rep.Text},
@@ -163,7 +162,7 @@ func showText(s string) string {
 	if s == "" {
 		return "empty"
 	}
-	return fmt.Sprintf("%q", oneLine(s, 200))
+	return fmt.Sprintf("%q", redact.Line(s, 200))
 }
 
 // turn gets one reply for cl: from the cassette, or over HTTP with

@@ -13,7 +13,11 @@
 //     then fails with class invalid_output.
 //   - Every failure is classed. Errors implement Class() string with one of
 //     rate_limit, server, timeout, connection, invalid_output or critical
-//     (the runtime's class names). Recoverable classes are retried here with
+//     (the runtime's class names). An error a server reports with a 200
+//     (inside a stream, or as a reply's body) is classed by its code or
+//     type as the HTTP status it stands for would be: invalid_api_key as a
+//     401, insufficient_quota as critical even on a 429, rate_limit_exceeded
+//     as a 429. Recoverable classes are retried here with
 //     exponential backoff and jitter, honouring Retry-After and
 //     retry-after-ms; openai-go's own retries are off so each attempt is
 //     visible to Request.Observe. Critical errors name the endpoint and the
@@ -24,8 +28,10 @@
 //     or the model's price override.
 //   - A Cassette records exchanges into readable YAML and replays them with
 //     no network; a replay miss names the node and what differed.
-//   - An API key never appears in an error, an observed exchange or a
-//     cassette.
+//   - An API key never appears, whole or in part, in an error, an observed
+//     exchange or a cassette: the key (and any password in the base URL)
+//     is registered with package redact, and server text is redacted
+//     before it is shortened.
 //
 // The environment (OPENAI_API_KEY, OPENAI_BASE_URL, api_key_env) is read
 // through Options.Env, never from the process directly, so tests control it.

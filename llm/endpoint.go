@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/redact"
 )
 
 // DefaultBaseURL is where requests go when neither the model's base_url
@@ -89,6 +90,22 @@ func resolve(m *dsl.Model, env func(string) (string, bool)) (Endpoint, string) {
 	return ep, key
 }
 
+// Secrets are the secrets m's requests carry, read through env: its API
+// key and any password in its base URL.
+func Secrets(m *dsl.Model, env func(string) (string, bool)) []string {
+	_, key := resolve(m, env)
+	out := []string{key}
+	base, _ := env("OPENAI_BASE_URL")
+	for _, raw := range []string{m.BaseURL, base} {
+		if u, err := url.Parse(strings.TrimSpace(raw)); err == nil {
+			if pw, ok := u.User.Password(); ok {
+				out = append(out, pw)
+			}
+		}
+	}
+	return out
+}
+
 // endpointFor resolves m's endpoint and returns the cached openai-go
 // services for it. Errors are critical: bad configuration.
 func (c *Client) endpointFor(m *dsl.Model) (*endpoint, error) {
@@ -113,6 +130,8 @@ func (c *Client) endpointFor(m *dsl.Model) (*endpoint, error) {
 			return nil, criticalf("model %q: no API key for %s: set OPENAI_API_KEY, or set OPENAI_BASE_URL (or the model's base_url) to a server that needs no key", m.Name, DefaultBaseURL)
 		}
 	}
+	// Whatever goes wrong from here on may echo these.
+	redact.Add(Secrets(m, c.env)...)
 	id := raw + "\x00" + pub.KeyEnv + "\x00" + key
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -167,14 +186,6 @@ func (ep *endpoint) urlHint() string {
 		return "OPENAI_BASE_URL"
 	}
 	return "OPENAI_BASE_URL is not set, so " + DefaultBaseURL + " was used"
-}
-
-// redact removes the key from s.
-func (ep *endpoint) redact(s string) string {
-	if ep == nil || ep.key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, ep.key, "[redacted]")
 }
 
 func defaultHTTPClient() *http.Client {

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/flowrun/flowrun/redact"
 )
 
 // Error classes, the same strings as the runtime's (runtime.Class*).
@@ -82,21 +85,37 @@ func classify(ctx context.Context, err error, res *http.Response, ep *endpoint, 
 	} else if res != nil {
 		e.Status = res.StatusCode
 	}
-	var streamErr *streamError
-	var sseErr *ssestream.StreamError
+	var rerr *replyError
 	switch {
 	case e.Status >= 400:
 		if res != nil {
 			e.RetryAfter = retryAfter(res.Header, time.Now())
 		}
-		detail := ""
+		se := serverError{status: e.Status}
 		if apiErr != nil {
-			detail = apiErr.Message
+			se.code, se.message = apiErr.Code, apiErr.Message
 		}
-		e.class, e.msg = statusMessage(e.Status, url, detail, ep, model)
-	case errors.As(err, &streamErr), errors.As(err, &sseErr):
-		e.class = ClassServer
-		e.msg = fmt.Sprintf("%s reported an error mid-stream: %s", url, oneLine(err.Error(), 300))
+		head := fmt.Sprintf("%d %s from %s", e.Status, http.StatusText(e.Status), url)
+		e.class, e.msg = describe(se.equivalentStatus(), head, se.message, ep, model)
+	case asReplyError(err, &rerr):
+		// What the server sent may echo the request: only the parts read
+		// out of it go on.
+		e.err = nil
+		where := "in its reply"
+		if rerr.streamed {
+			where = "mid-stream"
+		}
+		head := fmt.Sprintf("%s reported an error %s", url, where)
+		if rerr.code != "" {
+			head += " (" + rerr.code + ")"
+		}
+		status := rerr.equivalentStatus()
+		if status == 0 {
+			// Nothing says what went wrong: the server's fault, worth a retry.
+			e.class, e.msg = ClassServer, head+": "+redact.Line(rerr.message, 300)
+			break
+		}
+		e.class, e.msg = describe(status, head, rerr.message, ep, model)
 	case errors.Is(err, errStreamCut):
 		e.class = ClassConnection
 		e.msg = fmt.Sprintf("reading from %s: %v", url, err)
@@ -116,14 +135,16 @@ func classify(ctx context.Context, err error, res *http.Response, ep *endpoint, 
 		}
 		e.msg = fmt.Sprintf("connection to %s failed: %v", url, cause)
 	}
-	e.msg = ep.redact(e.msg)
+	e.msg = redact.String(e.msg)
 	return e
 }
 
-func statusMessage(status int, url, detail string, ep *endpoint, model string) (class, msg string) {
-	head := fmt.Sprintf("%d %s from %s", status, http.StatusText(status), url)
+// describe classes an error by the HTTP status it has or stands for, and
+// says what to check. head says where it came from; detail is the
+// server's own message.
+func describe(status int, head, detail string, ep *endpoint, model string) (class, msg string) {
 	if detail != "" {
-		detail = ": " + oneLine(detail, 300)
+		detail = ": " + redact.Line(detail, 300)
 	}
 	switch {
 	case status == http.StatusTooManyRequests:
@@ -134,6 +155,8 @@ func statusMessage(status int, url, detail string, ep *endpoint, model string) (
 		return ClassServer, head + detail
 	case status == http.StatusUnauthorized:
 		return ClassCritical, head + ": check " + ep.keyHint() + detail
+	case status == http.StatusPaymentRequired:
+		return ClassCritical, head + ": the account is out of quota; check its plan and billing" + detail
 	case status == http.StatusForbidden:
 		who := "the key"
 		if ep.KeyEnv != "" {
@@ -145,6 +168,130 @@ func statusMessage(status int, url, detail string, ep *endpoint, model string) (
 	default:
 		return ClassCritical, head + ": the server rejected the request; check the model config" + detail
 	}
+}
+
+// serverError is what a server said about an error: the code and type of
+// an OpenAI-style error object, its message, and the HTTP status it came
+// with or carried (0 if none).
+type serverError struct {
+	code, typ, message string
+	status             int
+}
+
+// equivalentStatus is the HTTP status the error stands for, so that it is
+// classed as that status would be: the code says most (a 429 whose code
+// is insufficient_quota will not pass by waiting), then the status, then
+// the type. 0 when nothing is known.
+func (se serverError) equivalentStatus() int {
+	if s := statusOfName(se.code); s != 0 {
+		return s
+	}
+	if se.status != 0 {
+		return se.status
+	}
+	return statusOfName(se.typ)
+}
+
+// statusOfName maps an error code or type that OpenAI or a compatible
+// server uses to the HTTP status it stands for; quota errors stand for
+// 402. 0 when unknown.
+func statusOfName(name string) int {
+	switch strings.ToLower(name) {
+	case "invalid_api_key", "authentication_error", "authentication", "invalid_authentication", "unauthorized", "incorrect_api_key":
+		return http.StatusUnauthorized
+	case "insufficient_quota", "quota_exceeded", "billing_hard_limit_reached", "billing_not_active", "payment_required":
+		return http.StatusPaymentRequired
+	case "permission_denied", "permission_error", "insufficient_permissions", "forbidden", "unsupported_country_region_territory":
+		return http.StatusForbidden
+	case "model_not_found", "not_found", "not_found_error":
+		return http.StatusNotFound
+	case "rate_limit_exceeded", "rate_limit_error", "rate_limited", "too_many_requests", "requests", "tokens":
+		return http.StatusTooManyRequests
+	case "timeout", "request_timeout":
+		return http.StatusRequestTimeout
+	case "server_error", "internal_error", "internal_server_error", "api_error", "service_unavailable",
+		"overloaded", "overloaded_error", "engine_overloaded", "bad_gateway":
+		return http.StatusInternalServerError
+	case "context_length_exceeded", "invalid_request_error", "invalid_request", "invalid_prompt", "invalid_value",
+		"invalid_type", "unsupported_value", "unsupported_parameter", "string_above_max_length", "content_policy_violation":
+		return http.StatusBadRequest
+	}
+	if n, err := strconv.Atoi(name); err == nil && n >= 400 && n < 600 {
+		return n
+	}
+	return 0
+}
+
+// replyError is an error a server reported with a 200: inside an event
+// stream, or as the body of a reply.
+type replyError struct {
+	serverError
+	streamed bool
+}
+
+func (e *replyError) Error() string {
+	return strings.TrimSpace(e.code + " " + e.message)
+}
+
+// asReplyError finds a replyError in err's chain, or makes one of an
+// error event openai-go's stream decoder stopped at.
+func asReplyError(err error, target **replyError) bool {
+	if errors.As(err, target) {
+		return true
+	}
+	var sseErr *ssestream.StreamError
+	if !errors.As(err, &sseErr) {
+		return false
+	}
+	*target = &replyError{serverError: readServerError([]byte(sseErr.Event.Data)), streamed: true}
+	if (*target).message == "" && (*target).code == "" {
+		(*target).message = sseErr.Message
+	}
+	return true
+}
+
+// bodyError is the error a 200 reply's body reports instead of an
+// answer, nil when it reports none.
+func bodyError(body string) error {
+	var doc struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal([]byte(body), &doc) != nil || len(doc.Error) == 0 || string(doc.Error) == "null" {
+		return nil
+	}
+	return &replyError{serverError: readServerError([]byte(body))}
+}
+
+// readServerError reads an OpenAI-style error: {"error": {"code", "type",
+// "message", "status"}}, the object alone, or {"error": "text"}.
+func readServerError(data []byte) serverError {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(data, &doc) != nil {
+		return serverError{message: string(data)}
+	}
+	if inner, ok := doc["error"]; ok {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(inner, &obj) != nil {
+			return serverError{message: scalar(inner)}
+		}
+		doc = obj
+	}
+	se := serverError{code: scalar(doc["code"]), typ: scalar(doc["type"]), message: scalar(doc["message"])}
+	se.status, _ = strconv.Atoi(scalar(doc["status"]))
+	return se
+}
+
+// scalar is a JSON string's text, or a number's digits; "" otherwise.
+func scalar(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return n.String()
+	}
+	return ""
 }
 
 // isTransport reports a network-level failure. A 2xx answer that fails
@@ -192,13 +339,4 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 		}
 	}
 	return 0
-}
-
-// oneLine shortens s to at most n runes on one line, for error messages.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }

@@ -3,7 +3,6 @@ package llm
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/openai/openai-go/v3/option"
@@ -139,9 +138,9 @@ func sendResponses(ctx context.Context, ep *endpoint, c *call, onDelta func(stri
 			r := ev.Response
 			return responsesReply(&r)
 		case "response.failed":
-			return nil, &streamError{msg: fmt.Sprintf("the response failed: %s %s", ev.Response.Error.Code, ev.Response.Error.Message)}
+			return nil, &replyError{serverError: serverError{code: string(ev.Response.Error.Code), message: ev.Response.Error.Message}, streamed: true}
 		case "error":
-			return nil, &streamError{msg: fmt.Sprintf("error event: %s %s", ev.Code, ev.Message)}
+			return nil, &replyError{serverError: serverError{code: ev.Code, message: ev.Message}, streamed: true}
 		}
 	}
 	if err := stream.Err(); err != nil {
@@ -150,14 +149,9 @@ func sendResponses(ctx context.Context, ep *endpoint, c *call, onDelta func(stri
 	return nil, errStreamCut
 }
 
-// streamError is an error the server reported inside a 200 stream.
-type streamError struct{ msg string }
-
-func (e *streamError) Error() string { return e.msg }
-
 func responsesReply(out *responses.Response) (*reply, error) {
 	if out.Status == "failed" {
-		return nil, &streamError{msg: fmt.Sprintf("the response failed: %s %s", out.Error.Code, out.Error.Message)}
+		return nil, &replyError{serverError: serverError{code: string(out.Error.Code), message: out.Error.Message}}
 	}
 	r := &reply{
 		Model: out.Model,
@@ -195,6 +189,9 @@ func responsesReply(out *responses.Response) (*reply, error) {
 		r.FinishReason = "stop"
 	}
 	if out.ID == "" && len(out.Output) == 0 {
+		if err := bodyError(out.RawJSON()); err != nil {
+			return nil, err
+		}
 		return nil, errors.New("the reply has no output")
 	}
 	return r, nil

@@ -205,6 +205,9 @@ func gone(path string, pid int, start string) bool {
 // left by processes that are gone hold, and deletes those journals. The
 // journals of a live writer are left alone: it moves them in itself.
 func (s *Store) settle(ctx context.Context, runID string) error {
+	if s.readOnly {
+		return nil
+	}
 	dir := journalDir(s.path)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -82,8 +83,12 @@ type Recorder struct {
 type pendingCheckpoint struct {
 	seq     int64
 	path    string
-	data    string
+	data    string // as journaled
 	created string
+	// row, when set, is data as the database stores it, with the values
+	// it refers to (see shared.go).
+	row    string
+	values []value
 }
 
 // Recorder returns the recorder for a run, continuing its event and
@@ -154,8 +159,15 @@ func (r *Recorder) Add(ctx context.Context, cp *runtime.Checkpoint) (wait func()
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", cp.Path, err)
 	}
+	data = redact.JSON(data)
+	pc := pendingCheckpoint{seq: cp.Seq, path: cp.Path, data: string(data), created: now()}
+	if len(data) >= sharedMin {
+		if pc.row, pc.values, err = shareStrings(data); err != nil {
+			return nil, fmt.Errorf("checkpoint %s: %w", cp.Path, err)
+		}
+	}
 	r.cpSeq = cp.Seq
-	r.pending = append(r.pending, pendingCheckpoint{seq: cp.Seq, path: cp.Path, data: string(data), created: now()})
+	r.pending = append(r.pending, pc)
 	if !cp.Pure {
 		seq := cp.Seq
 		return func() error { return r.wait(seq) }, nil
@@ -335,7 +347,15 @@ func (r *Recorder) commit(ctx context.Context, all bool) error {
 	r.committing = true
 	base := r.event
 	r.mu.Unlock()
-	err := r.w.write(context.WithoutCancel(ctx), r.run, base, events, cps)
+	err := r.s.intact()
+	if err == nil {
+		if err = r.w.write(context.WithoutCancel(ctx), r.run, base, events, cps); err != nil {
+			err = fmt.Errorf("run store %s: %w", r.s.path, err)
+		} else {
+			// A file truncated during the write took the commit with it.
+			err = r.s.intact()
+		}
+	}
 	if err == nil {
 		for _, j := range files {
 			// A journal left behind is harmless: settle keeps what the
@@ -373,18 +393,30 @@ func (r *Recorder) commit(ctx context.Context, all bool) error {
 // transaction.
 func (w *writer) write(ctx context.Context, run string, seq int64, events []runtime.Event, cps []pendingCheckpoint) error {
 	// Encode first, so that the write lock is held for the writes only.
+	var values []value
 	evRows := w.evArgs[:0]
 	for _, e := range events {
+		var row string
+		var vs []value
 		data, err := json.Marshal(e)
+		if err == nil {
+			row, vs, err = shareStrings(redact.JSON(data))
+		}
 		if err != nil {
 			return fmt.Errorf("event %s %s: %w", e.Type, e.Path, err)
 		}
+		values = append(values, vs...)
 		seq++
-		evRows = append(evRows, run, seq, e.Type, e.Path, string(data))
+		evRows = append(evRows, run, seq, e.Type, e.Path, row)
 	}
 	cpRows := w.cpArgs[:0]
 	for _, cp := range cps {
-		cpRows = append(cpRows, run, cp.seq, cp.path, cp.data, cp.created)
+		row := cp.data
+		if cp.row != "" {
+			row = cp.row
+			values = append(values, cp.values...)
+		}
+		cpRows = append(cpRows, run, cp.seq, cp.path, row, cp.created)
 	}
 	defer func() {
 		clear(evRows)
@@ -397,6 +429,14 @@ func (w *writer) write(ctx context.Context, run string, seq int64, events []runt
 	err := w.insert(ctx, w.events, evRows)
 	if err == nil {
 		err = w.insert(ctx, w.checkpoints, cpRows)
+	}
+	for _, v := range values {
+		if err != nil {
+			break
+		}
+		if _, err = w.value.ExecContext(ctx, v.hash, v.data); err == nil {
+			_, err = w.valueRef.ExecContext(ctx, run, v.hash)
+		}
 	}
 	if err == nil {
 		_, err = w.commit.ExecContext(ctx)
@@ -412,6 +452,7 @@ func (w *writer) write(ctx context.Context, run string, seq int64, events []runt
 type writer struct {
 	conn                    *sql.Conn
 	begin, commit, rollback *sql.Stmt
+	value, valueRef         *sql.Stmt
 	events, checkpoints     inserter
 	evArgs, cpArgs          []any
 }
@@ -468,6 +509,8 @@ func (s *Store) newWriter(ctx context.Context) (*writer, error) {
 		{&w.events.batch, events + values(batchRows)},
 		{&w.checkpoints.one, checkpoints + values(1)},
 		{&w.checkpoints.batch, checkpoints + values(batchRows)},
+		{&w.value, `INSERT OR IGNORE INTO shared_values (hash, data) VALUES (?, ?)`},
+		{&w.valueRef, `INSERT OR IGNORE INTO value_refs (run_id, hash) VALUES (?, ?)`},
 	} {
 		if *st.to, err = conn.PrepareContext(ctx, st.sql); err != nil {
 			w.close()
@@ -479,7 +522,7 @@ func (s *Store) newWriter(ctx context.Context) (*writer, error) {
 
 func (w *writer) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.events.one, w.events.batch, w.checkpoints.one, w.checkpoints.batch} {
+	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.value, w.valueRef, w.events.one, w.events.batch, w.checkpoints.one, w.checkpoints.batch} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -500,22 +543,41 @@ func (s *Store) Checkpoints(ctx context.Context, runID string, upTo int64) ([]*r
 		q = `SELECT data FROM checkpoints WHERE run_id = ? AND discarded = 0 AND seq <= ? ORDER BY seq`
 		args = append(args, upTo)
 	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.texts(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*runtime.Checkpoint
-	for rows.Next() {
-		var data string
-		if err := rows.Scan(&data); err != nil {
-			return nil, err
+	vs := &valueReader{db: s.db}
+	out := make([]*runtime.Checkpoint, 0, len(rows))
+	for _, data := range rows {
+		data, err := vs.restore(ctx, data)
+		if err != nil {
+			return nil, fmt.Errorf("run %s: %w", runID, err)
 		}
 		cp, err := decodeCheckpoint(data)
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", runID, err)
 		}
 		out = append(out, cp)
+	}
+	return out, nil
+}
+
+// texts returns the one text column of the rows a query selects. The
+// rows are read to the end before the caller reads anything else.
+func (s *Store) texts(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var data string
+		if err := rows.Scan(&data); err != nil {
+			return nil, err
+		}
+		out = append(out, data)
 	}
 	return out, rows.Err()
 }
@@ -540,16 +602,16 @@ func decodeCheckpoint(data string) (*runtime.Checkpoint, error) {
 
 // Events returns a run's events in order.
 func (s *Store) Events(ctx context.Context, runID string) ([]runtime.Event, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT data FROM events WHERE run_id = ? ORDER BY seq`, runID)
+	rows, err := s.texts(ctx, `SELECT data FROM events WHERE run_id = ? ORDER BY seq`, runID)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []runtime.Event
-	for rows.Next() {
-		var data string
-		if err := rows.Scan(&data); err != nil {
-			return nil, err
+	vs := &valueReader{db: s.db}
+	out := make([]runtime.Event, 0, len(rows))
+	for _, data := range rows {
+		data, err := vs.restore(ctx, data)
+		if err != nil {
+			return nil, fmt.Errorf("run %s: %w", runID, err)
 		}
 		var e runtime.Event
 		if err := json.Unmarshal([]byte(data), &e); err != nil {
@@ -557,5 +619,5 @@ func (s *Store) Events(ctx context.Context, runID string) ([]runtime.Event, erro
 		}
 		out = append(out, e)
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/redact"
 )
 
 // Run statuses the store knows beyond the runtime's.
@@ -69,7 +70,7 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 	_, err = s.db.ExecContext(ctx, `INSERT INTO runs (id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, pipeline_src,
 		status, inputs, parent_run, parent_seq, pid, pid_start, started_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?)`,
-		r.ID, r.Pipeline, r.PipelineAbs, r.PipelineName, r.PipelineHash, r.PipelineSrc, StatusRunning, string(inputs),
+		r.ID, r.Pipeline, r.PipelineAbs, r.PipelineName, r.PipelineHash, redact.String(r.PipelineSrc), StatusRunning, string(redact.JSON(inputs)),
 		r.ParentRun, nullSeq(r.ParentRun, r.ParentSeq), os.Getpid(), processStart(os.Getpid()), t, t)
 	if err != nil {
 		return fmt.Errorf("run %s: %w", r.ID, err)
@@ -224,24 +225,31 @@ func (s *Store) Finish(ctx context.Context, id string, e Ending) error {
 		if err != nil {
 			return fmt.Errorf("run %s: outputs: %w", id, err)
 		}
-		outputs = string(b)
+		outputs = string(redact.JSON(b))
 	}
 	if e.Pending != nil {
 		b, err := json.Marshal(e.Pending)
 		if err != nil {
 			return fmt.Errorf("run %s: pending question: %w", id, err)
 		}
-		pending = string(b)
+		pending = string(redact.JSON(b))
+	}
+	if err := s.intact(); err != nil {
+		return err
 	}
 	t := now()
 	_, err := s.db.ExecContext(ctx, `UPDATE runs SET status = ?, outputs = ?, error = ?, reason = ?, steps = ?, cost_usd = ?, tokens = ?,
 		pending = ?, pid = 0, pid_start = '', updated_at = ?, finished_at = ? WHERE id = ?`,
-		e.Status, outputs, e.Error, e.Reason, e.Steps, e.CostUSD, e.Tokens, pending, t, t, id)
-	return err
+		e.Status, outputs, redact.String(e.Error), redact.String(e.Reason), e.Steps, e.CostUSD, e.Tokens, pending, t, t, id)
+	if err != nil {
+		return fmt.Errorf("run store %s: %w", s.path, err)
+	}
+	return s.intact()
 }
 
 // Prune deletes runs that started before the cutoff and are not running,
-// with their checkpoints, events and snapshots. It returns how many went.
+// with their checkpoints, events, snapshots and the values only they
+// shared. It returns how many went.
 func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM runs WHERE started_at < ? AND status != ?`,
 		before.UTC().Format(time.RFC3339Nano), StatusRunning)
@@ -249,6 +257,9 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
 		return 0, err
 	}
 	n, _ := res.RowsAffected()
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM shared_values WHERE hash NOT IN (SELECT hash FROM value_refs)`); err != nil {
+		return int(n), err
+	}
 	if err := s.dropJournals(ctx); err != nil {
 		return int(n), err
 	}

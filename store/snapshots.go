@@ -179,8 +179,20 @@ func (s *Store) Fork(ctx context.Context, parentID string, seq int64, child *Run
 	if err := s.CreateRun(ctx, child); err != nil {
 		return err
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO checkpoints (run_id, seq, path, data, created_at)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (run_id, seq, path, data, created_at)
 		SELECT ?, seq, path, data, created_at FROM checkpoints WHERE run_id = ? AND discarded = 0 AND seq <= ?`,
-		child.ID, parentID, seq)
-	return err
+		child.ID, parentID, seq); err != nil {
+		return err
+	}
+	// The copies may name values the parent shares (see shared.go).
+	if _, err := tx.ExecContext(ctx, `INSERT INTO value_refs (run_id, hash) SELECT ?, hash FROM value_refs WHERE run_id = ?`,
+		child.ID, parentID); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

@@ -6,6 +6,12 @@
 // checkpoints may be in a journal file beside the database (DB.journal/,
 // see Recorder) before they are moved in; the store moves in those a
 // killed process left before anything reads them.
+//
+// A string of 16 KiB or more (a code node's stdout, a long reply) is
+// stored once however many events and checkpoints hold it. Every text
+// written is redacted first (package redact). A database file truncated,
+// replaced or deleted under an open store is noticed at the next write,
+// which fails with *LostError, as does every write after it.
 package store
 
 import (
@@ -13,10 +19,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
@@ -35,6 +43,13 @@ func DefaultPath() string {
 type Store struct {
 	db   *sql.DB
 	path string
+	// file is the database file as first opened, size the largest size it
+	// was seen at, lost why it can no longer be trusted (see intact).
+	file os.FileInfo
+	size atomic.Int64
+	lost atomic.Pointer[LostError]
+	// readOnly: opened by OpenReadOnly; journals are not moved in.
+	readOnly bool
 }
 
 // Open opens (creating if needed) the database at path and brings its
@@ -60,7 +75,10 @@ func Open(path string) (*Store, error) {
 		s := &Store{db: db, path: path}
 		err = s.migrate(context.Background())
 		if err == nil {
-			return s, nil
+			if s.file, err = os.Stat(path); err == nil {
+				s.size.Store(s.file.Size())
+				return s, nil
+			}
 		}
 		db.Close()
 		if !busy(err) || time.Now().After(deadline) {
@@ -68,6 +86,93 @@ func Open(path string) (*Store, error) {
 		}
 		time.Sleep(time.Duration(10+rand.IntN(20*min(attempt+1, 10))) * time.Millisecond)
 	}
+}
+
+// OpenReadOnly opens the database at path for commands that only read
+// it (listing runs, showing one), writing nothing: not the file, not its
+// directory, not the schema. It works on a file or directory flowrun may
+// not write: when SQLite cannot create the WAL index beside the file, the
+// file is read as immutable, which does not see what is still only in a
+// WAL file (a run in progress in another process). Checkpoints that a
+// killed process left in a journal are not moved in, so they are not
+// read. A missing file is an error that wraps fs.ErrNotExist.
+func OpenReadOnly(path string) (*Store, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("run store %s: %w", path, err)
+	}
+	var errs []error
+	for _, params := range []string{"mode=ro&_pragma=busy_timeout(10000)", "mode=ro&immutable=1"} {
+		db, err := sql.Open("sqlite", "file:"+path+"?"+params)
+		if err == nil {
+			s := &Store{db: db, path: path, readOnly: true}
+			if err = s.readable(context.Background()); err == nil {
+				return s, nil
+			}
+			db.Close()
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("run store %s: %w", path, errors.Join(errs...))
+}
+
+// readable checks that this build can read the database's schema.
+func (s *Store) readable(ctx context.Context) error {
+	var v int
+	if err := s.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v); err != nil {
+		return err
+	}
+	return knownSchema(v)
+}
+
+// knownSchema checks that this build knows schema version v.
+func knownSchema(v int) error {
+	if v > len(migrations) {
+		return fmt.Errorf("the database is from a newer flowrun (schema %d, this build knows %d)", v, len(migrations))
+	}
+	return nil
+}
+
+// LostError says the database file was truncated, replaced or deleted
+// while this process had it open: what the process wrote since may be
+// lost, and the file may be damaged. A store that saw this refuses to
+// write.
+type LostError struct {
+	Path string
+	What string // what happened to the file
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("run store %s: the database file %s while flowrun used it; what was written since may be lost and the file may be damaged", e.Path, e.What)
+}
+
+// intact checks that the database file is still the one opened and has
+// not shrunk, which SQLite never does to it here (no VACUUM, no
+// auto_vacuum), so that a file truncated or replaced under a writer is
+// noticed before the writer reports success. Once it fails it always
+// fails.
+func (s *Store) intact() error {
+	if lost := s.lost.Load(); lost != nil {
+		return lost
+	}
+	fi, err := os.Stat(s.path)
+	var what string
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		what = "was deleted"
+	case err != nil:
+		return fmt.Errorf("run store %s: %w", s.path, err)
+	case !os.SameFile(fi, s.file):
+		what = "was replaced by another file"
+	case fi.Size() < s.size.Load():
+		what = fmt.Sprintf("was truncated (from %d to %d bytes)", s.size.Load(), fi.Size())
+	default:
+		if fi.Size() > s.size.Load() {
+			s.size.Store(fi.Size())
+		}
+		return nil
+	}
+	s.lost.CompareAndSwap(nil, &LostError{Path: s.path, What: what})
+	return s.lost.Load()
 }
 
 // busy reports SQLite's "database is locked".
@@ -134,6 +239,16 @@ var migrations = []string{
 		created_at TEXT NOT NULL,
 		PRIMARY KEY (run_id, label)
 	);`,
+	// See shared.go.
+	`CREATE TABLE shared_values (
+		hash TEXT PRIMARY KEY,  -- sha256 of data, hex
+		data TEXT NOT NULL      -- a JSON value
+	);
+	CREATE TABLE value_refs (
+		run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+		hash   TEXT NOT NULL,
+		PRIMARY KEY (run_id, hash)
+	);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -155,8 +270,8 @@ func (s *Store) migrate(ctx context.Context) error {
 	case err != nil:
 		return err
 	}
-	if v > len(migrations) {
-		return fmt.Errorf("the database is from a newer flowrun (schema %d, this build knows %d)", v, len(migrations))
+	if err := knownSchema(v); err != nil {
+		return err
 	}
 	for i := v; i < len(migrations); i++ {
 		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {

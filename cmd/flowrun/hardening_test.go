@@ -1,172 +1,325 @@
-//go:build linux
-
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/flowrun/flowrun/internal/proc/proctest"
-	"github.com/flowrun/flowrun/sandbox"
+	"github.com/flowrun/flowrun/llm/llmtest"
 )
 
-// descendants lists the live processes below pid.
-func descendants(t *testing.T, pid int) []proctest.Process {
-	t.Helper()
-	all, err := proctest.Live()
-	if err != nil {
-		t.Skip(err)
-	}
-	below := map[int]bool{pid: true}
-	var out []proctest.Process
-	for grew := true; grew; {
-		grew = false
-		for _, p := range all {
-			if below[p.Parent] && !below[p.Pid] {
-				below[p.Pid] = true
-				out = append(out, p)
-				grew = true
-			}
+// hardeningKey is an API key no other text in a run contains any four
+// characters of: letters that are not hex digits, in no English order.
+const hardeningKey = "sk-QZXJVKWQZPXJKVQWZXPJQKVWZXJQPKVWMZ"
+
+// keyPieces are the substrings of hardeningKey of four or more characters.
+func keyPieces() []string {
+	var out []string
+	for i := range hardeningKey {
+		for j := i + 4; j <= len(hardeningKey); j++ {
+			out = append(out, hardeningKey[i:j])
 		}
 	}
 	return out
 }
 
-// waitFor waits up to 30 s for a descendant of pid that matches, and
-// returns every descendant at that moment.
-func waitFor(t *testing.T, pid int, what string, match func(proctest.Process) bool) []proctest.Process {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ps := descendants(t, pid)
-		for _, p := range ps {
-			if match(p) {
-				return ps
-			}
+// leakedPiece is the longest piece of the key in text, "" if none.
+func leakedPiece(text string) string {
+	best := ""
+	for _, p := range keyPieces() {
+		if len(p) > len(best) && strings.Contains(text, p) {
+			best = p
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s started under flowrun", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	return best
 }
 
-// assertAllGone checks that none of these processes is alive two seconds
-// on (dead ones still waiting to be reaped do not count).
-func assertAllGone(t *testing.T, ps []proctest.Process) {
-	t.Helper()
-	started := map[int]string{}
-	for _, p := range ps {
-		started[p.Pid] = strings.Join(p.Args, " ")
-	}
-	proctest.WaitGone(t, "processes flowrun started", func(p proctest.Process) bool {
-		args, ok := started[p.Pid]
-		return ok && args == strings.Join(p.Args, " ")
+// TestHardening05RedactBeforeTruncate: a server that echoes the API key in
+// its error message, after padding that puts the key at every offset
+// around the 300-character cut, leaves no piece of the key (four
+// characters or more) in stderr, the cassette, the JSON events, the
+// store's rows and files, or show and show --json.
+func TestHardening05RedactBeforeTruncate(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+		msgs, _ := r.Body["messages"].([]any)
+		last, _ := msgs[len(msgs)-1].(map[string]any)
+		text, _ := last["content"].(string)
+		pad, err := strconv.Atoi(strings.TrimPrefix(text, "pad "))
+		if err != nil {
+			return llmtest.Error(400, "no pad in "+text)
+		}
+		return llmtest.Error(401, "Incorrect API key provided: "+strings.Repeat("x", pad)+r.Header.Get("Authorization")+" is not valid.")
 	})
-}
-
-func isWorker(p proctest.Process) bool { return p.HasEnv(sandbox.WorkerEnv + "=1") }
-func isCompiler(p proctest.Process) bool {
-	return len(p.Args) > 0 && filepath.Base(p.Args[0]) == "compile"
-}
-
-// typeBomb is Go that takes minutes to compile (see the sandbox corpus),
-// new source on every call so that no build cache has it.
-func typeBomb() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "package main\n\n// %d\n\ntype S0[T any] struct{ A, B T }\n", time.Now().UnixNano())
-	for i := 1; i <= 24; i++ {
-		fmt.Fprintf(&b, "type S%d[T any] struct{ A, B S%d[T] }\n", i, i-1)
-	}
-	b.WriteString("\nfunc f() any {\n\tvar x S24[int]\n\treturn x\n}\n")
-	return b.String()
-}
-
-// codePipeline writes a pipeline of one code node with a 600 s timeout.
-func codePipeline(t *testing.T, language, source string) string {
-	t.Helper()
-	src := strings.ReplaceAll(source, "\n", "\n        ")
-	return writeFile(t, t.TempDir(), "spin.yaml", `
+	dir := t.TempDir()
+	db := filepath.Join(dir, "runs.db")
+	// The 401's detail is cut at 300 characters; the key starts after
+	// "Incorrect API key provided: " (28), the padding and "Bearer " (7).
+	first, last := 300-28-7-len(hardeningKey)-2, 300-28-7+2
+	p := writeFile(t, dir, "echo.yaml", fmt.Sprintf(`
 version: 1
-name: spin
+name: echo
+models: {default: {model: gpt-4.1-mini}}
 nodes:
-  - id: spin
-    code:
-      language: `+language+`
-      call: f
-      limits: {timeout: 600s}
-      source: |
-        `+src+`
-`)
+  - id: each
+    map:
+      over: '%d..%d'
+      max_concurrency: 4
+      body:
+        - id: ask
+          llm: {prompt: "pad ${{ item }}"}
+          on_error: continue
+outputs: {answers: nodes.each}
+`, first, last))
+	env := []string{"OPENAI_BASE_URL=" + srv.URL, "OPENAI_API_KEY=" + hardeningKey}
+	cassette := filepath.Join(dir, "echo.cassette.yaml")
+
+	var outputs []string
+	step := func(args ...string) string {
+		t.Helper()
+		code, stdout, stderr := runDurProc(t, env, append(args, "--store", db)...)
+		if code != exitOK {
+			t.Fatalf("flowrun %s: exit %d\n%s", strings.Join(args, " "), code, stderr)
+		}
+		outputs = append(outputs, stdout, stderr)
+		return stdout + stderr
+	}
+	out := step("run", p, "--record", cassette)
+	if !strings.Contains(out, "Incorrect API key provided: xxx") {
+		t.Fatalf("the echoed error is not shown, so the test proves nothing:\n%s", out)
+	}
+	step("run", p, "--json")
+	run := durRunOfPipeline(t, db)
+	step("show", run)
+	step("show", run, "--json")
+	step("runs", "--json")
+	if n := srv.Calls(); n != 2*(last-first+1) {
+		t.Fatalf("%d requests, want %d", n, 2*(last-first+1))
+	}
+
+	for i, out := range outputs {
+		if piece := leakedPiece(out); piece != "" {
+			t.Errorf("output %d holds %q of the key:\n%s", i, piece, out)
+		}
+	}
+	rec, err := os.ReadFile(cassette)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if piece := leakedPiece(string(rec)); piece != "" {
+		t.Errorf("the cassette holds %q of the key", piece)
+	}
+	if !bytes.Contains(rec, []byte("[redacted]")) {
+		t.Error("the cassette shows no redaction: the key never reached it")
+	}
+	sawRedacted := false
+	for _, c := range durDumpStore(t, db) {
+		if piece := leakedPiece(c.text); piece != "" {
+			t.Errorf("table %s, row %d, column %s holds %q of the key", c.table, c.row, c.column, piece)
+		}
+		sawRedacted = sawRedacted || strings.Contains(c.text, "[redacted]")
+	}
+	if !sawRedacted {
+		t.Error("no row of the store shows a redaction: the key never reached it")
+	}
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		raw, err := os.ReadFile(db + suffix)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if piece := leakedPiece(string(raw)); piece != "" {
+			t.Errorf("the bytes of %s hold %q of the key", filepath.Base(db+suffix), piece)
+		}
+	}
 }
 
-// TestHardening02NoProcessOutlivesFlowrun: killing flowrun while its code
-// spins in a worker (SIGKILL, which it cannot handle, or SIGTERM, which
-// stops the run) or while go build compiles leaves no process behind.
-func TestHardening02NoProcessOutlivesFlowrun(t *testing.T) {
-	spin := "def f():\n    while True:\n        pass\n"
-	cases := []struct {
-		name     string
-		language string
-		source   string
-		sig      syscall.Signal
-		busy     func(proctest.Process) bool
-	}{
-		{"SIGKILL while python spins", sandbox.Python, spin, syscall.SIGKILL, isWorker},
-		{"SIGTERM while python spins", sandbox.Python, spin, syscall.SIGTERM, isWorker},
-		{"SIGKILL while go compiles", sandbox.Go, typeBomb(), syscall.SIGKILL, isCompiler},
+// durRunOfPipeline is the id of the first run in the store.
+func durRunOfPipeline(t *testing.T, db string) string {
+	t.Helper()
+	runs := durDumpStore(t, db)
+	for _, c := range runs {
+		if c.table == "runs" && c.column == "id" {
+			return c.text
+		}
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			var env []string
-			if c.language == sandbox.Python {
-				if err := sandbox.New(sandbox.Options{}).Check(sandbox.Python); err != nil {
-					if os.Getenv("CI") != "" {
-						t.Fatal(err)
+	t.Fatal("no run in the store")
+	return ""
+}
+
+// TestHardening10StoreTruncatedMidRun truncates the database file while a
+// run writes to it, in a new store (everything still in the WAL, so SQLite
+// itself notices nothing) and in one with history (SQLite finds pages
+// gone). The run stops at its next checkpoint and fails, naming the store
+// and what happened to it; it never says completed.
+func TestHardening10StoreTruncatedMidRun(t *testing.T) {
+	const nodes = 20
+	var b strings.Builder
+	b.WriteString("version: 1\nname: slow\nmodels: {default: {model: gpt-4.1-mini}}\nnodes:\n")
+	for i := range nodes {
+		fmt.Fprintf(&b, "  - id: n%d\n    llm: {prompt: \"@n%d hello\"}\n", i, i)
+	}
+	for _, history := range []bool{false, true} {
+		t.Run(fmt.Sprintf("history=%v", history), func(t *testing.T) {
+			dir := t.TempDir()
+			p := writeFile(t, dir, "slow.yaml", b.String())
+			db := filepath.Join(dir, "runs.db")
+			model := newDurModel(t)
+			if history {
+				for range 2 {
+					if code, _, stderr := runDurProc(t, model.env("sk-before"), "run", p, "--store", db); code != exitOK {
+						t.Fatalf("the run before: exit %d\n%s", code, stderr)
 					}
-					t.Skip(err)
 				}
-			} else {
-				env = []string{"XDG_CACHE_HOME=" + t.TempDir()} // nothing compiled yet
 			}
-			p := startDurProc(t, env, codePipeline(t, c.language, c.source))
-			waitFor(t, p.pid(), "busy child", c.busy)
-			time.Sleep(300 * time.Millisecond) // well into the code (or the compile)
-			ps := descendants(t, p.pid())
-			if err := p.cmd.Process.Signal(c.sig); err != nil {
+			model.hook("sk-slow", func(int, string) llmtest.Reply { return llmtest.Reply{Delay: 40 * time.Millisecond} })
+			proc := startDurProc(t, model.env("sk-slow"), "run", p, "--store", db)
+			deadline := time.Now().Add(durDeadline)
+			for len(model.paths("sk-slow")) < 5 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the run made no progress:\n%s", proc.abort())
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			if err := os.Truncate(db, 0); err != nil {
 				t.Fatal(err)
 			}
-			code := p.wait()
-			assertAllGone(t, ps)
-			if c.sig == syscall.SIGTERM && (code != exitFailed || !strings.Contains(p.stderr(), "stopped: cancelled")) {
-				t.Fatalf("SIGTERM must stop the run: exit %d\n%s", code, p.stderr())
+			truncatedAt := len(model.paths("sk-slow"))
+			code := proc.wait()
+			stderr := proc.stderr()
+			if code != exitFailed {
+				t.Fatalf("exit %d, want %d\n%s", code, exitFailed, stderr)
+			}
+			if !strings.Contains(stderr, "failed: recording the run: run store "+db+": the database file was truncated") {
+				t.Errorf("the failure does not name the store and what happened:\n%s", stderr)
+			}
+			if strings.Contains(stderr, "completed") || strings.Contains(proc.stdout(), "{") {
+				t.Errorf("the run reports completion or outputs:\n%s\nstdout: %s", stderr, proc.stdout())
+			}
+			if strings.Contains(stderr, "flowrun resume") {
+				t.Errorf("a resume from a damaged store is suggested:\n%s", stderr)
+			}
+			// Detected at the next commit, at most a group delay later:
+			// the node in flight finishes, none after it starts.
+			if n := len(model.paths("sk-slow")); n > truncatedAt+2 {
+				t.Errorf("%d model calls after the truncation: the run went on", n-truncatedAt)
 			}
 		})
 	}
 }
 
-// TestHardening01CancelledCompileIsStopped: Ctrl-C while go build compiles
-// the code ends the run stopped (not completed, and the node not ok with
-// a compile_error), with the compiler killed and its directories removed.
-func TestHardening01CancelledCompileIsStopped(t *testing.T) {
-	cache := t.TempDir()
-	p := startDurProc(t, []string{"XDG_CACHE_HOME=" + cache}, codePipeline(t, sandbox.Go, typeBomb()))
-	waitFor(t, p.pid(), "compiler", isCompiler)
-	ps := descendants(t, p.pid())
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+// TestHardening13CodeOutputStoredOnce runs a code node whose stdout is 3
+// MB. Its output is in its sandbox_run event, its node_finished event and
+// its checkpoint, and the loop around it repeats it in its own checkpoint;
+// the database grows by about one copy, and show --json still has it whole.
+func TestHardening13CodeOutputStoredOnce(t *testing.T) {
+	const size = 3 << 20
+	dir := t.TempDir()
+	db := filepath.Join(dir, "runs.db")
+	small := writeFile(t, dir, "small.yaml", "version: 1\nname: small\nstate: {x: 0}\nnodes:\n  - id: a\n    set: {x: 1}\n")
+	if code, _, stderr := runDurProc(t, nil, "run", small, "--store", db); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	before := fileSize(t, db)
+	p := writeFile(t, dir, "big.yaml", fmt.Sprintf(`
+version: 1
+name: big
+nodes:
+  - id: once
+    loop:
+      max_iterations: 1
+      body:
+        - id: shout
+          code:
+            source: |
+              def f():
+                  print("x" * %d, end="")
+                  return 1
+            call: f
+            limits: {max_output_kb: 4096}
+outputs: {ok: nodes.shout.ok}
+`, size))
+	if code, _, stderr := runDurProc(t, nil, "run", p, "--store", db); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	grew := fileSize(t, db) - before
+	t.Logf("the database grew by %d bytes for a %d-byte output", grew, size)
+	if grew > size*3/2 {
+		t.Errorf("the database grew by %d bytes for one %d-byte output: it is stored more than once", grew, size)
+	}
+
+	var run string
+	for _, c := range durDumpStore(t, db) {
+		if c.table == "runs" && c.column == "pipeline_name" && c.text == "big" {
+			run = durDumpRunID(t, db, c.row)
+		}
+	}
+	raw := durShow(t, db, run, "--json")
+	var doc struct {
+		Events []struct {
+			Type   string         `json:"type"`
+			Path   string         `json:"path"`
+			Output map[string]any `json:"output"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
 		t.Fatal(err)
 	}
-	code := p.wait()
-	if code != exitFailed || !strings.Contains(p.stderr(), "stopped: cancelled") || strings.Contains(p.stderr(), "compile_error") {
-		t.Fatalf("exit %d:\n%s", code, p.stderr())
+	whole := 0
+	for _, e := range doc.Events {
+		if out, _ := e.Output["stdout"].(string); len(out) == size && e.Path == "once[1]/shout" {
+			whole++
+		}
 	}
-	assertAllGone(t, ps)
-	if left, _ := filepath.Glob(filepath.Join(cache, "flowrun", "sandbox", "go", "build-*")); len(left) > 0 {
-		t.Fatalf("build directories left: %v", left)
+	if whole != 2 {
+		t.Errorf("%d events hold the whole stdout, want 2 (sandbox_run and node_finished)", whole)
 	}
+}
+
+// durShow is what flowrun show prints for a run.
+func durShow(t *testing.T, db, run string, flags ...string) string {
+	t.Helper()
+	code, stdout, stderr := runDurProc(t, nil, append([]string{"show", run, "--store", db}, flags...)...)
+	if code != exitOK {
+		t.Fatalf("show %v: exit %d\n%s", flags, code, stderr)
+	}
+	return stdout
+}
+
+// fileSize is the size of a database file and its WAL.
+func fileSize(t *testing.T, db string) int64 {
+	t.Helper()
+	var n int64
+	for _, suffix := range []string{"", "-wal"} {
+		fi, err := os.Stat(db + suffix)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += fi.Size()
+	}
+	return n
+}
+
+// durDumpRunID is the id of the row-th run in durDumpStore's order.
+func durDumpRunID(t *testing.T, db string, row int) string {
+	t.Helper()
+	for _, c := range durDumpStore(t, db) {
+		if c.table == "runs" && c.column == "id" && c.row == row {
+			return c.text
+		}
+	}
+	t.Fatalf("no run row %d", row)
+	return ""
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/flowrun/flowrun/internal/proc"
+	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/sandbox"
 )
 
@@ -65,6 +66,10 @@ func command(args []string) int {
 
 // cli runs one command and returns the process exit code.
 func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// Progress, errors and prompts are for people; stdout is sanitised by
+	// each command that prints text there, and JSON is left as JSON.
+	stderr = textOut{stderr}
+	redact.Add(os.Getenv("OPENAI_API_KEY"))
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitInvalid
@@ -76,9 +81,9 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "run":
 		return runCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "validate":
-		return validateCmd(args[1:], stdout, stderr)
+		return validateCmd(args[1:], textOut{stdout}, stderr)
 	case "graph":
-		return graphCmd(args[1:], stdout, stderr)
+		return graphCmd(args[1:], textOut{stdout}, stderr)
 	case "schema":
 		return schemaCmd(args[1:], stdout, stderr)
 	case "resume":

@@ -49,6 +49,7 @@ func startModels(p *dsl.Pipeline, f *modelFlags, stderr io.Writer) (*modelSessio
 		}
 		ms.svc.Models[name] = id
 	}
+	registerSecrets(p)
 	opts := llm.Options{}
 	replay := f.replay
 	if replay == "" && needsEndpoint(p) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/nodes"
+	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -91,7 +93,7 @@ func storeFlag(fs *flag.FlagSet) *string {
 
 func progressSink(asJSON bool, stdout io.Writer, live *textSink) runtime.EventSink {
 	if asJSON {
-		return &jsonSink{enc: json.NewEncoder(stdout)}
+		return &jsonSink{w: stdout}
 	}
 	return live
 }
@@ -100,7 +102,7 @@ func progressSink(asJSON bool, stdout io.Writer, live *textSink) runtime.EventSi
 // model text as it streams in.
 func liveView(asJSON bool, stderr io.Writer) *textSink {
 	t := &textSink{w: stderr}
-	if f, ok := stderr.(*os.File); ok && !asJSON && isTerminal(f) {
+	if f, ok := fileOf(stderr); ok && !asJSON && isTerminal(f) {
 		t.stream = true
 	}
 	return t
@@ -112,13 +114,8 @@ func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "flowrun: %v\n", err)
 		return exitFailed
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "flowrun: run %s: recording the run: %v\n", res.RunID, err)
-	}
 	if !asJSON && res.Outputs != nil && res.Status == runtime.StatusCompleted {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(res.Outputs)
+		writeJSON(stdout, res.Outputs)
 	}
 	switch res.Status {
 	case runtime.StatusCompleted:
@@ -140,7 +137,11 @@ func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Write
 		}
 		fmt.Fprintf(stderr, "flowrun: run %s stopped: %s\nTo continue: %s\n", res.RunID, res.Reason, hint)
 	default:
-		fmt.Fprintf(stderr, "flowrun: run %s failed: %v\nAfter fixing the cause, continue it with: flowrun resume %s\n", res.RunID, res.Err, res.RunID)
+		fmt.Fprintf(stderr, "flowrun: run %s failed: %v\n", res.RunID, res.Err)
+		var lost *store.LostError
+		if !errors.As(res.Err, &lost) {
+			fmt.Fprintf(stderr, "After fixing the cause, continue it with: flowrun resume %s\n", res.RunID)
+		}
 	}
 	return exitFailed
 }
@@ -247,7 +248,8 @@ type textSink struct {
 	exchange bool // show each turn's reply and each tool's result (flowrun show)
 
 	mu        sync.Mutex
-	streaming string // path whose text is being shown
+	streaming string        // path whose text is being shown
+	redacted  redact.Stream // of that text
 }
 
 // delta shows streamed model text under the node it belongs to.
@@ -258,18 +260,24 @@ func (t *textSink) delta(path, text string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.streaming != path {
+		t.endStream()
 		fmt.Fprintf(t.w, "\n  ... %s: ", path)
 		t.streaming = path
 	}
-	fmt.Fprint(t.w, text)
+	fmt.Fprint(t.w, t.redacted.Next(text))
+}
+
+// endStream ends the line of streamed text, if one is being shown.
+func (t *textSink) endStream() {
+	if t.streaming != "" {
+		fmt.Fprintln(t.w, t.redacted.End())
+		t.streaming = ""
+	}
 }
 
 func (t *textSink) Event(e runtime.Event) {
 	t.mu.Lock()
-	if t.streaming != "" {
-		fmt.Fprintln(t.w)
-		t.streaming = ""
-	}
+	t.endStream()
 	t.mu.Unlock()
 	switch e.Type {
 	case runtime.EventModelTurn:
@@ -380,7 +388,13 @@ func duration(ms float64) string {
 	return fmt.Sprintf("%.2fs", ms/1000)
 }
 
-// jsonSink prints one JSON event per line, for programs.
-type jsonSink struct{ enc *json.Encoder }
+// jsonSink prints one JSON event per line, for programs, secrets redacted.
+type jsonSink struct{ w io.Writer }
 
-func (j *jsonSink) Event(e runtime.Event) { _ = j.enc.Encode(e) }
+func (j *jsonSink) Event(e runtime.Event) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return
+	}
+	_, _ = j.w.Write(append(redact.JSON(b), '\n'))
+}

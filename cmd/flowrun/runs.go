@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -28,10 +29,25 @@ func openStore(path string, stderr io.Writer) (*store.Store, bool) {
 	return st, true
 }
 
+// readStore opens the store for a command that only reads it, so that it
+// works where flowrun may not write. missing says there is no store yet.
+func readStore(path string, stderr io.Writer) (st *store.Store, missing, ok bool) {
+	st, err := store.OpenReadOnly(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, true, false
+	case err != nil:
+		fmt.Fprintf(stderr, "flowrun: %v\n", err)
+		return nil, false, false
+	}
+	return st, false, true
+}
+
 // storeCmd runs a command that works on the run store: it parses fs's
 // flags (and --store), requires nargs positional arguments (else prints
-// usage and exits 2), opens the store and calls do.
-func storeCmd(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, nargs int, usage string, do func(st *store.Store, rest []string) int) int {
+// usage and exits 2), opens the store (to read only, for a command that
+// only reads) and calls do.
+func storeCmd(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, nargs int, usage string, readOnly bool, do func(st *store.Store, rest []string) int) int {
 	storePath := storeFlag(fs)
 	rest, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
@@ -41,7 +57,17 @@ func storeCmd(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, nargs i
 		fmt.Fprintln(stderr, usage)
 		return exitInvalid
 	}
-	st, ok := openStore(*storePath, stderr)
+	var st *store.Store
+	if readOnly {
+		var missing bool
+		st, missing, ok = readStore(*storePath, stderr)
+		if missing {
+			fmt.Fprintf(stderr, "flowrun: no run store at %s: no run has been recorded there (--store or FLOWRUN_STORE names another)\n", *storePath)
+			return exitInvalid
+		}
+	} else {
+		st, ok = openStore(*storePath, stderr)
+	}
 	if !ok {
 		return exitFailed
 	}
@@ -141,14 +167,17 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flowrun runs: unexpected %q (did you mean flowrun show %s?)\n", rest[0], rest[0])
 		return exitInvalid
 	}
-	st, ok := openStore(*storePath, stderr)
-	if !ok {
+	var runs []*store.Run
+	st, missing, ok := readStore(*storePath, stderr)
+	switch {
+	case ok:
+		defer st.Close()
+		var err error
+		if runs, err = st.Runs(context.Background()); err != nil {
+			return storeError(err, stderr)
+		}
+	case !missing:
 		return exitFailed
-	}
-	defer st.Close()
-	runs, err := st.Runs(context.Background())
-	if err != nil {
-		return storeError(err, stderr)
 	}
 	if *asJSON {
 		out := make([]map[string]any, 0, len(runs))
@@ -157,7 +186,7 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return writeJSON(stdout, out)
 	}
-	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	w := tabwriter.NewWriter(textOut{stdout}, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tPIPELINE\tSTATUS\tSTARTED\tDURATION\tCOST\tTOKENS")
 	for _, r := range runs {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t$%.4f\t%d\n", r.ID, r.Pipeline, r.Status, r.Started.Local().Format("2006-01-02 15:04:05"),
@@ -202,15 +231,6 @@ func runDurationMS(r *store.Run) int64 {
 	return end.Sub(r.Started).Milliseconds()
 }
 
-func writeJSON(w io.Writer, v any) int {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return exitFailed
-	}
-	return exitOK
-}
-
 func pruneCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("runs prune", "flowrun runs prune --older-than AGE\n\nDeletes runs that started more than AGE ago (30d, 12h, 90m) and are not running.")
 	older := fs.String("older-than", "", "age such as `30d`, 12h or 90m")
@@ -233,7 +253,7 @@ func pruneCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return storeError(err, stderr)
 	}
-	fmt.Fprintf(stdout, "deleted %d run(s) older than %s\n", n, *older)
+	fmt.Fprintf(textOut{stdout}, "deleted %d run(s) older than %s\n", n, *older)
 	return exitOK
 }
 
@@ -256,7 +276,7 @@ func parseAge(s string) (time.Duration, error) {
 func showCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("show", "flowrun show RUN [--json]\n\nPrints a run's timeline: nodes with their paths, durations and errors.")
 	asJSON := fs.Bool("json", false, "print the run and its events as JSON")
-	return storeCmd(fs, args, stdout, stderr, 1, "flowrun show: name one run (flowrun runs lists them)", func(st *store.Store, rest []string) int {
+	return storeCmd(fs, args, stdout, stderr, 1, "flowrun show: name one run (flowrun runs lists them)", true, func(st *store.Store, rest []string) int {
 		return show(st, rest[0], *asJSON, stdout, stderr)
 	})
 }
@@ -286,6 +306,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		m["snapshots"] = snaps
 		return writeJSON(stdout, m)
 	}
+	stdout = textOut{stdout}
 	fmt.Fprintf(stdout, "run %s  %s (%s)  %s\n", r.ID, r.PipelineName, r.Pipeline, r.Status)
 	fmt.Fprintf(stdout, "started %s, %s, %d steps, %d checkpoints, $%.4f, %d tokens\n",
 		r.Started.Local().Format("2006-01-02 15:04:05"), runDuration(r), r.Steps, len(cps), r.CostUSD, r.Tokens)
@@ -314,7 +335,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 func snapshotCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("snapshot", "flowrun snapshot RUN --label LABEL\n\nStores an immutable snapshot of the run's current checkpoint.")
 	label := fs.String("label", "", "the snapshot's `label` (unique per run)")
-	return storeCmd(fs, args, stdout, stderr, 1, "flowrun snapshot: name one run and give --label", func(st *store.Store, rest []string) int {
+	return storeCmd(fs, args, stdout, stderr, 1, "flowrun snapshot: name one run and give --label", false, func(st *store.Store, rest []string) int {
 		if *label == "" {
 			fmt.Fprintln(stderr, "flowrun snapshot: name one run and give --label")
 			return exitInvalid
@@ -323,7 +344,7 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return storeError(err, stderr)
 		}
-		fmt.Fprintf(stdout, "snapshot %q of run %s at checkpoint %d\n", s.Label, s.Run, s.Seq)
+		fmt.Fprintf(textOut{stdout}, "snapshot %q of run %s at checkpoint %d\n", s.Label, s.Run, s.Seq)
 		return exitOK
 	})
 }
@@ -331,7 +352,7 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) int {
 func snapshotsCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("snapshots", "flowrun snapshots RUN [--json]\n\nLists a run's snapshots.")
 	asJSON := fs.Bool("json", false, "print the snapshots as JSON")
-	return storeCmd(fs, args, stdout, stderr, 1, "flowrun snapshots: name one run", func(st *store.Store, rest []string) int {
+	return storeCmd(fs, args, stdout, stderr, 1, "flowrun snapshots: name one run", true, func(st *store.Store, rest []string) int {
 		snaps, err := st.Snapshots(context.Background(), rest[0])
 		if err != nil {
 			return storeError(err, stderr)
@@ -339,7 +360,7 @@ func snapshotsCmd(args []string, stdout, stderr io.Writer) int {
 		if *asJSON {
 			return writeJSON(stdout, snaps)
 		}
-		w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		w := tabwriter.NewWriter(textOut{stdout}, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "LABEL\tCHECKPOINT\tKIND\tCREATED")
 		for _, s := range snaps {
 			fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", s.Label, s.Seq, s.Kind, s.Created.Local().Format("2006-01-02 15:04:05"))
@@ -351,12 +372,12 @@ func snapshotsCmd(args []string, stdout, stderr io.Writer) int {
 
 func rollbackCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("rollback", "flowrun rollback RUN SNAPSHOT\n\nMakes a snapshot the run's current state and records a rollback snapshot.\nIt runs nothing: flowrun resume RUN continues from there.")
-	return storeCmd(fs, args, stdout, stderr, 2, "flowrun rollback: name a run and one of its snapshots", func(st *store.Store, rest []string) int {
+	return storeCmd(fs, args, stdout, stderr, 2, "flowrun rollback: name a run and one of its snapshots", false, func(st *store.Store, rest []string) int {
 		s, err := st.Rollback(context.Background(), rest[0], rest[1])
 		if err != nil {
 			return storeError(err, stderr)
 		}
-		fmt.Fprintf(stdout, "run %s rolled back to checkpoint %d (recorded as snapshot %q); continue with: flowrun resume %s\n", s.Run, s.Seq, s.Label, s.Run)
+		fmt.Fprintf(textOut{stdout}, "run %s rolled back to checkpoint %d (recorded as snapshot %q); continue with: flowrun resume %s\n", s.Run, s.Seq, s.Label, s.Run)
 		return exitOK
 	})
 }

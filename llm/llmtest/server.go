@@ -85,6 +85,29 @@ type Reply struct {
 	// Cut ends a streamed reply after its first delta, as a dropped
 	// connection would.
 	Cut bool
+	// Fail, when set, is an error reported with status 200: inside the
+	// stream after the first delta (a chat chunk {"error": {...}}, a
+	// Responses "error" event), or as the body of a reply not streamed.
+	Fail *Failure
+}
+
+// Failure is an OpenAI-style error object: {"message", "type", "code"}.
+type Failure struct {
+	Code, Type, Message string
+}
+
+func (f *Failure) object() map[string]any {
+	obj := map[string]any{"message": f.Message, "type": f.Type, "param": nil, "code": nil}
+	if f.Code != "" {
+		obj["code"] = f.Code
+	}
+	return obj
+}
+
+// InStream is a reply that starts with text and then fails inside the
+// stream (or, not streamed, answers 200 with the error as its body).
+func InStream(code, typ, message string) Reply {
+	return Reply{Text: "partial answer", Fail: &Failure{Code: code, Type: typ, Message: message}}
 }
 
 // Text is a plain text reply.
@@ -269,6 +292,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	for k, v := range rep.Header {
 		w.Header().Set(k, v)
 	}
+	if rep.Fail != nil && !req.Stream {
+		b, _ := json.Marshal(map[string]any{"error": rep.Fail.object()})
+		rep.Body = string(b)
+	}
 	if rep.Status >= 400 || rep.Body != "" {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(max(rep.Status, 200))
@@ -375,6 +402,10 @@ func streamChat(w http.ResponseWriter, req Request, rep Reply) {
 		if rep.Cut {
 			return
 		}
+		if rep.Fail != nil {
+			sse.data(map[string]any{"error": rep.Fail.object()})
+			return
+		}
 	}
 	for i, tc := range rep.ToolCalls {
 		chunk(map[string]any{"tool_calls": []any{map[string]any{
@@ -457,6 +488,10 @@ func streamResponses(w http.ResponseWriter, req Request, rep Reply) {
 			"item_id": msgID, "output_index": 0, "content_index": 0, "delta": piece, "logprobs": []any{},
 		})
 		if rep.Cut {
+			return
+		}
+		if rep.Fail != nil {
+			event("error", map[string]any{"code": rep.Fail.Code, "message": rep.Fail.Message, "param": nil})
 			return
 		}
 	}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/redact"
+)
+
+// printable is text as flowrun shows it to a person: secrets redacted,
+// then every control character but newline and tab shown as an escape
+// (ESC as \x1b, a carriage return as \x0d), and so are bidirectional
+// overrides and bytes that are not UTF-8. What a model or sandboxed code
+// wrote cannot retitle the terminal, move its cursor, clear it or hide
+// text. JSON output needs none of this: encoding/json escapes control
+// characters itself.
+func printable(s string) string {
+	s = redact.String(s)
+	clean := utf8.ValidString(s)
+	for _, r := range s {
+		if unsafeRune(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r < utf8.RuneSelf && unsafeRune(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unsafeRune(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// unsafeRune says whether r would act on a terminal instead of showing:
+// C0 and C1 controls but newline and tab, DEL, and bidirectional
+// embeddings, overrides and isolates.
+func unsafeRune(r rune) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return false
+	case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
+		return true
+	}
+	return r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
+}
+
+// textOut is a writer for a person's eyes: everything written to it goes
+// through printable. Each write must hold whole lines or runes (fmt's
+// calls do).
+type textOut struct{ w io.Writer }
+
+func (t textOut) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(t.w, printable(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// fileOf is the file w writes to, looking through textOut.
+func fileOf(w io.Writer) (*os.File, bool) {
+	if t, ok := w.(textOut); ok {
+		w = t.w
+	}
+	f, ok := w.(*os.File)
+	return f, ok
+}
+
+// writeJSON prints v as indented JSON, secrets redacted.
+func writeJSON(w io.Writer, v any) int {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return exitFailed
+	}
+	if _, err := w.Write(redact.JSON(buf.Bytes())); err != nil {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// registerSecrets tells package redact the secrets a run of p may meet
+// before anything runs: each model's API key and base URL password (of p
+// and the pipelines it calls), and the values of env: names that say
+// they are secret.
+func registerSecrets(p *dsl.Pipeline) {
+	seen := map[*dsl.Pipeline]bool{}
+	add := func(q *dsl.Pipeline) {
+		if seen[q] {
+			return
+		}
+		seen[q] = true
+		for _, m := range q.Models {
+			redact.Add(llm.Secrets(m, os.LookupEnv)...)
+		}
+		for _, name := range q.Env {
+			if secretName(name) {
+				redact.Add(os.Getenv(name))
+			}
+		}
+	}
+	add(p)
+	dsl.Walk(p, func(q *dsl.Pipeline, _ *dsl.Node) { add(q) })
+}
+
+// secretName says whether an environment variable's name marks its value
+// as a secret.
+func secretName(name string) bool {
+	up := strings.ToUpper(name)
+	for _, word := range []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PRIVATE"} {
+		if strings.Contains(up, word) {
+			return true
+		}
+	}
+	return false
+}
