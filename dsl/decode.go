@@ -465,6 +465,7 @@ func (f *file) readFile(n *yaml.Node, what, rel string) ([]byte, bool) {
 		f.l.errorf(f.pos(n), "%s %q: %s", what, rel, f.fileProblem(rel, err))
 		return nil, false
 	}
+	f.recordFile(rel, src)
 	return src, true
 }
 

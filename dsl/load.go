@@ -38,8 +38,11 @@ func Load(path string) (*Pipeline, Diagnostics) {
 // references resolve against the directory of path.
 func LoadSource(path string, src []byte) (*Pipeline, Diagnostics) {
 	root, _ := filepath.Abs(filepath.Dir(path))
-	l := &loader{root: root, loaded: map[string]*Pipeline{}, sources: map[string][]string{}}
+	l := &loader{root: root, loaded: map[string]*Pipeline{}, sources: map[string][]string{}, read: map[string]string{}}
 	p := l.load(path, src, nil)
+	if p != nil {
+		p.Sources, p.Hash = l.bundle()
+	}
 	ds := l.diags.sorted()
 	for i := range ds {
 		ds[i].Pos = l.clamp(ds[i].Pos)
@@ -87,6 +90,7 @@ type loader struct {
 	sources map[string][]string  // display path -> lines, for carets
 	loaded  map[string]*Pipeline // absolute path -> compiled pipeline
 	stack   []string             // absolute paths being loaded, to catch call cycles
+	read    map[string]string    // every file read, by Source.Path
 }
 
 // clamp moves a position past the last line, where yaml.v3 puts the end of
@@ -160,6 +164,7 @@ func (l *loader) load(name string, src []byte, at *Pos) (p *Pipeline) {
 	l.stack = append(l.stack, abs)
 	defer func() { l.stack = l.stack[:len(l.stack)-1] }()
 
+	l.record(abs, src)
 	text := string(src)
 	l.sources[name] = splitLines(text)
 	sum := sha256.Sum256(src)

@@ -9,9 +9,12 @@ import (
 // Pipeline is a loaded, checked and compiled pipeline file. It is immutable:
 // the runtime reads it from many goroutines and never parses strings again.
 type Pipeline struct {
-	Path        string // as given to Load
-	Dir         string // directory that relative paths in the file resolve against
-	Hash        string // sha256 of the file's bytes, hex
+	Path string // as given to Load
+	Dir  string // directory that relative paths in the file resolve against
+	// Hash is the pipeline's version: a sha256 over every file the load
+	// read (Sources), hex. Sources is set on the pipeline that was loaded.
+	Hash        string
+	Sources     []Source
 	Name        string
 	Description string
 	Inputs      []*Input // in file order

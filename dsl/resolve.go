@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -535,9 +536,12 @@ func (v *typeVisitor) checkFileArg(n *ast.CallNode) {
 	if !ok {
 		return
 	}
-	if err := v.r.f.p.Files.Check(name.Value); err != nil {
+	src, err := v.r.f.p.Files.ReadFile(context.Background(), name.Value)
+	if err != nil {
 		v.fail(name, fmt.Sprintf("%s %q: %s", fn.Value, name.Value, v.r.f.fileProblem(name.Value, err)))
+		return
 	}
+	v.r.f.recordFile(name.Value, src)
 }
 
 // noField says that base has no field name, in the words of what base is.

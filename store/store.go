@@ -249,6 +249,9 @@ var migrations = []string{
 		hash   TEXT NOT NULL,
 		PRIMARY KEY (run_id, hash)
 	);`,
+	// Every file the pipeline's load read, so that a resume sees a change
+	// to a prompt or a called pipeline, not only to the pipeline file.
+	`ALTER TABLE runs ADD COLUMN pipeline_files TEXT NOT NULL DEFAULT '{}';`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {
