@@ -32,8 +32,11 @@ func init() {
   ],
   "properties": {
     "max_iterations": {
-      "description": "Stop the loop after this many iterations even if \u0060until\u0060 never holds.",
-      "type": "integer",
+      "description": "Stop the loop after this many iterations even if \u0060until\u0060 never holds: a number, or an expression evaluated once when the loop starts (an integer of at least 1).",
+      "type": [
+        "integer",
+        "string"
+      ],
       "minimum": 1
     },
     "until": {
@@ -71,7 +74,8 @@ func init() {
 
 // Loop runs Body until Until holds or while While holds, at most MaxIterations times.
 type Loop struct {
-	MaxIterations int
+	MaxIterations int   // the bound, when the file gives a number
+	MaxExpr       *Expr // the bound, when the file gives an expression
 	Until         *Expr
 	While         *Expr
 	OnExhausted   string // continue (default) or fail
@@ -91,7 +95,13 @@ func loopOutput(r *resolver, n *Node) *Type {
 
 func (f *file) loop(v *yaml.Node, sc scope) *Loop {
 	l := &Loop{OnExhausted: "continue"}
-	l.MaxIterations, _ = intValue(valueOf(v, "max_iterations"))
+	if mi := valueOf(v, "max_iterations"); mi != nil {
+		if _, isText := str(mi); isText {
+			l.MaxExpr = f.bare(mi, sc, false, "max_iterations")
+		} else {
+			l.MaxIterations, _ = intValue(mi)
+		}
+	}
 	inner := scope{inLoop: true, loopVars: true, inMap: sc.inMap, node: sc.node, mapNode: sc.mapNode}
 	if u := valueOf(v, "until"); u != nil {
 		l.Until = f.condition(u, inner, "until")

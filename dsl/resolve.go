@@ -124,6 +124,11 @@ func (r *resolver) checkBlock(b Block) {
 			r.checkAssign(label, a)
 		}
 		r.checkWrites(n)
+		if l := n.Loop(); l != nil && l.MaxExpr != nil {
+			if t := r.exprType(l.MaxExpr); t.Kind != TypeAny && t.Kind != TypeInt {
+				r.f.l.errorf(l.MaxExpr.Pos, "%s: max_iterations must be an integer, but this is %s", label, describeKind(t))
+			}
+		}
 		switch {
 		case n.Call() != nil && n.Call().Pipeline != nil:
 			for _, fl := range n.Call().Inputs {

@@ -167,7 +167,11 @@ func forkLabel(n *dsl.Node) string {
 
 func loopLabel(n *dsl.Node) string {
 	l := n.Loop()
-	label := fmt.Sprintf("loop %s, at most %d", n.ID, l.MaxIterations)
+	most := fmt.Sprint(l.MaxIterations)
+	if l.MaxExpr != nil {
+		most = short(l.MaxExpr.Src)
+	}
+	label := fmt.Sprintf("loop %s, at most %s", n.ID, most)
 	switch {
 	case l.Until != nil:
 		label += "\nuntil " + short(l.Until.Src)

@@ -855,3 +855,31 @@ outputs: {seen: state.seen, total: state.total, best: state.best, last: state.la
 		}
 	}
 }
+
+// TestLoopBoundFromExpression checks that max_iterations may be an
+// expression, evaluated once when the loop starts.
+func TestLoopBoundFromExpression(t *testing.T) {
+	p := load(t, `
+version: 1
+name: t
+inputs: {rounds: {type: integer}}
+state: {n: 0}
+nodes:
+  - id: again
+    loop:
+      max_iterations: inputs.rounds * 2
+      body:
+        - id: inc
+          set: {n: state.n + 1}
+outputs: {n: state.n}
+`, nil)
+	res, _ := run(t, p, nodes.Kinds(nodes.Services{}), map[string]any{"rounds": 3})
+	mustComplete(t, res)
+	if res.Outputs["n"] != 6 {
+		t.Fatalf("outputs %v, want n 6", res.Outputs)
+	}
+	res, _ = run(t, p, nodes.Kinds(nodes.Services{}), map[string]any{"rounds": 0})
+	if res.Status != runtime.StatusFailed || !strings.Contains(res.Err.Error(), "max_iterations must be an integer of at least 1, got 0") {
+		t.Fatalf("status %s err %v", res.Status, res.Err)
+	}
+}
