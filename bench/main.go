@@ -464,7 +464,7 @@ func registry(model string) (runtime.Registry, error) {
 type instantModel struct{}
 
 func (instantModel) Execute(_ context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	if _, err := s.Render(n.LLM.Prompt); err != nil {
+	if _, err := s.Render(n.LLM().Prompt); err != nil {
 		return runtime.Outcome{}, err
 	}
 	return runtime.Outcome{Output: map[string]any{"text": answer}}, nil

@@ -278,3 +278,33 @@ func sizeText(v any) string {
 	}
 	return fmt.Sprintf("%vx%v", s[0], s[1])
 }
+
+func init() {
+	for _, fn := range []Function{
+		{Name: "grid_text", Signature: "grid_text(grid) string", Doc: "An ARC grid as rows of digits, one row per line.",
+			Types: []any{new(func(any) string)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return GridText(args[0]) }
+			}},
+		{Name: "arc_report", Signature: "arc_report(outputs, task) object",
+			Doc:   "Scores what a transform produced for each input of an ARC task: per pair match, size, palette and pixels off; totals, solved flags and a text report.",
+			Types: []any{new(func(any, any) map[string]any)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return ARCReport(args[0], args[1]) }
+			}},
+		{Name: "arc_augment", Signature: "arc_augment(task) object",
+			Doc:   "An ARC task with rotated and flipped copies of its training pairs added.",
+			Types: []any{new(func(any) map[string]any)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return ARCAugment(args[0]) }
+			}},
+		{Name: "arc_png", Signature: "arc_png(grid) string",
+			Doc:   "An ARC grid drawn in the ARC palette, as a PNG data URL for images:.",
+			Types: []any{new(func(any) string)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return ARCPNG(args[0]) }
+			}},
+	} {
+		RegisterFunction(fn)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -68,7 +69,18 @@ func (f *file) checkFlow(b Block, yn []*yaml.Node, sc scope) {
 			if allowKeywords {
 				words = []string{"fail", "continue"}
 			}
-			f.l.errorf(f.pos(at), "%s: %s %q does not exist%s", label, field, t, Suggest(t, append(words, siblings[i+1:]...)))
+			later := siblings[i+1:]
+			hint := Suggest(t, append(words, later...))
+			if hint == "" {
+				targets := `"` + strings.Join(words, `", "`) + `"`
+				if len(later) > 0 {
+					targets += ` or a later sibling's id ("` + strings.Join(later, `", "`) + `")`
+				} else {
+					targets += " (no later sibling to jump to)"
+				}
+				hint = ": " + field + " takes " + targets
+			}
+			f.l.errorf(f.pos(at), "%s: %s %q does not exist%s", label, field, t, hint)
 		}
 	}
 	for i, n := range b {
@@ -83,15 +95,15 @@ func (f *file) checkFlow(b Block, yn []*yaml.Node, sc scope) {
 		if n.OnError == "continue" {
 			falls = true
 		}
-		if n.Branch != nil {
+		if n.Branch() != nil {
 			cases := items(valueOf(y, "branch"))
-			for ci, c := range n.Branch.Cases {
+			for ci, c := range n.Branch().Cases {
 				if c.Next != "" && ci < len(cases) {
 					target(i, "next", valueOf(cases[ci], "next"), c.Next, false)
 				}
 			}
-			if n.Branch.Default != "" {
-				target(i, "default", valueOf(y, "default"), n.Branch.Default, false)
+			if n.Branch().Default != "" {
+				target(i, "default", valueOf(y, "default"), n.Branch().Default, false)
 				falls = n.When != nil
 			} else {
 				falls = true
@@ -278,4 +290,21 @@ func simplifySchemaError(err error) error {
 		msgs = append(msgs, where+l.Message)
 	}
 	return fmt.Errorf("%s", strings.Join(msgs, "; "))
+}
+
+// almostTemplateRE finds {{ x }} and ${ x }: interpolation written the way
+// other tools spell it, which flowrun sends as text.
+var almostTemplateRE = regexp.MustCompile(`(\$?)\{(\{?)\s*([A-Za-z_][A-Za-z0-9_.\[\]"']*)\s*\}(\}?)`)
+
+// templateHints warns about {{ x }} and ${ x } in the text of a template
+// when x reads like an expression flowrun knows, since the model would
+// otherwise receive the braces.
+func (f *file) templateHints(text string, at func(int) Pos) {
+	for _, m := range almostTemplateRE.FindAllStringSubmatchIndex(text, -1) {
+		dollar, open2, inner, close2 := text[m[2]:m[3]], text[m[4]:m[5]], text[m[6]:m[7]], text[m[8]:m[9]]
+		if !namesRoot(inner) || (dollar == "$" && open2 == "{") || len(open2) != len(close2) || (dollar == "" && open2 == "") {
+			continue
+		}
+		f.l.warnf(at(m[0]), "%s is sent as text: to interpolate, write ${{ %s }}", text[m[0]:m[1]], inner)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -34,6 +35,14 @@ type scope struct {
 	// tool is set while compiling an llm tool's templates: inputs are the
 	// tool's parameters, and state and nodes are out of reach.
 	tool *Tool
+	// node is the node whose field is being compiled (nil for outputs and
+	// memories); mapNode is the map whose item and index are in scope.
+	node, mapNode *Node
+	// maybeText marks a plain string in an expression field: when it does
+	// not compile, the author may have meant the text itself.
+	maybeText bool
+	// afterRun marks the node's own set:, which reads its output.
+	afterRun bool
 }
 
 // decode builds the typed pipeline from the YAML tree. The schema has been
@@ -54,7 +63,14 @@ func (f *file) decode() {
 	}
 	f.state = map[string]bool{}
 	for _, kv := range pairs(valueOf(root, "state")) {
-		p.State = append(p.State, StateVar{Name: kv[0].Value, Initial: Plain(kv[1])})
+		sv := f.stateDecl(kv[0].Value, kv[1])
+		p.State = append(p.State, sv)
+		if sv.Merge != MergeNone {
+			if p.merges == nil {
+				p.merges = map[string]Merge{}
+			}
+			p.merges[sv.Name] = sv.Merge
+		}
 		f.state[kv[0].Value] = true
 	}
 	// Collect node ids first: memory prompts and tool declarations are
@@ -75,6 +91,9 @@ func (f *file) decode() {
 	f.decodeHTTPGet(valueOf(root, "http_get"))
 	f.decodeTools(valueOf(root, "tools"))
 
+	if k, _ := get(root, "nodes"); k == nil && valueOf(root, "outputs") == nil {
+		f.l.errorf(f.pos(root), "missing required field \"nodes\": a pipeline runs nodes (or, with outputs: alone, computes them from its inputs)")
+	}
 	p.Nodes = f.block(valueOf(root, "nodes"), scope{})
 
 	for _, kv := range pairs(valueOf(root, "outputs")) {
@@ -127,18 +146,34 @@ func (f *file) decodeLimits(limits, sandbox *yaml.Node) {
 	if kb, ok := intValue(valueOf(limits, "max_file_kb")); ok && kb > 0 {
 		p.Files.MaxBytes = int64(kb) * 1024
 	}
-	p.Sandbox = f.sandboxLimits(sandbox)
+	p.Sandbox = f.sandboxLimits(sandbox, "sandbox")
 	p.Sandbox.Language, _ = str(valueOf(sandbox, "language"))
 }
 
-func (f *file) sandboxLimits(n *yaml.Node) SandboxDefaults {
+func (f *file) sandboxLimits(n *yaml.Node, label string) SandboxDefaults {
 	var s SandboxDefaults
 	s.Timeout = f.duration(valueOf(n, "timeout"))
-	s.MemoryMB, _ = intValue(valueOf(n, "memory_mb"))
-	if kb, ok := intValue(valueOf(n, "max_output_kb")); ok {
-		s.MaxOutputBytes = kb * 1024
-	}
+	s.MemoryMB = f.boundedInt(valueOf(n, "memory_mb"), label+".memory_mb", MaxSandboxMemoryMB,
+		"a WebAssembly guest addresses at most 4 GiB")
+	s.MaxOutputBytes = 1024 * f.boundedInt(valueOf(n, "max_output_kb"), label+".max_output_kb", MaxSandboxOutputBytes/1024,
+		"the sandbox holds each of stdout, stderr and the result in memory")
 	return s
+}
+
+// boundedInt reads a positive integer limit of at most most. A larger one
+// (why says why there is a ceiling) is reported and reads as unset; the
+// schema reports values below 1 and values that are not integers.
+func (f *file) boundedInt(n *yaml.Node, name string, most int, why string) int {
+	x, ok := floatValue(n) // a number too large for an int is a YAML float
+	if !ok || x < 1 {
+		return 0
+	}
+	if x > float64(most) {
+		f.l.errorf(f.pos(n), "%s: %s is more than %d, the most it can be (%s)", name, n.Value, most, why)
+		return 0
+	}
+	v, _ := intValue(n)
+	return v
 }
 
 func (f *file) decodeModels(n *yaml.Node) {
@@ -235,10 +270,12 @@ func (f *file) collectIDs(seq *yaml.Node) {
 				}
 			}
 		}
-		f.collectIDs(valueOf(valueOf(n, "loop"), "body"))
-		f.collectIDs(valueOf(valueOf(n, "map"), "body"))
-		for _, br := range pairs(valueOf(valueOf(n, "parallel"), "branches")) {
-			f.collectIDs(br[1])
+		for _, spec := range Kinds() {
+			if v := valueOf(n, string(spec.Kind)); v != nil && spec.yamlBodies != nil {
+				for _, body := range spec.yamlBodies(v) {
+					f.collectIDs(body)
+				}
+			}
 		}
 	}
 }
@@ -262,21 +299,22 @@ func (f *file) node(n *yaml.Node, sc scope) *Node {
 		return nil
 	}
 	node := &Node{Pos: f.pos(n)}
+	sc.node = node
 	node.ID, _ = str(valueOf(n, "id"))
 	node.Description, _ = str(valueOf(n, "description"))
 	label := fmt.Sprintf("node %q", node.ID)
 
 	var kindKey *yaml.Node
-	for _, k := range kindKeys {
-		key, _ := get(n, string(k))
-		if key == nil {
+	for _, kv := range pairs(n) {
+		key := kv[0]
+		if k := Kind(key.Value); k == KindSet || specs[k] == nil {
 			continue
 		}
 		if kindKey != nil {
-			f.l.errorf(f.pos(key), "%s has two kinds, %s and %s: a node has one kind key; split it into two nodes", label, kindKey.Value, k)
+			f.l.errorf(f.pos(key), "%s has two kinds, %s and %s: a node has one kind key; split it into two nodes", label, kindKey.Value, key.Value)
 			continue
 		}
-		kindKey, node.Kind = key, k
+		kindKey, node.Kind = key, Kind(key.Value)
 	}
 	if kindKey == nil {
 		node.Kind = KindSet
@@ -288,7 +326,9 @@ func (f *file) node(n *yaml.Node, sc scope) *Node {
 	if w := valueOf(n, "when"); w != nil {
 		node.When = f.condition(w, sc, "when")
 	}
-	node.Set = f.assigns(label, valueOf(n, "set"), sc)
+	after := sc
+	after.afterRun = true
+	node.Set = f.assigns(label, valueOf(n, "set"), after)
 	node.Next, _ = str(valueOf(n, "next"))
 	node.OnError, _ = str(valueOf(n, "on_error"))
 	node.Timeout = f.duration(valueOf(n, "timeout"))
@@ -309,48 +349,17 @@ func (f *file) node(n *yaml.Node, sc scope) *Node {
 		f.l.errorf(f.pos(k), "%s: default: belongs to branch nodes; use next: to say where to go after this node", label)
 	}
 
-	v := valueOf(n, string(node.Kind))
-	switch node.Kind {
-	case KindBranch:
-		node.Branch = f.branch(label, n, v, sc)
-	case KindLoop:
-		node.Loop = f.loop(v, sc)
-	case KindMap:
-		node.Map = f.mapNode(v, sc)
-	case KindParallel:
-		node.Parallel = f.parallel(v, sc)
-	case KindCall:
-		node.Call = f.call(label, v, sc)
-	case KindLLM:
-		node.LLM = f.llm(label, v, sc)
-	case KindAgent:
-		node.Agent = f.agent(label, v, sc)
-	case KindCode:
-		node.Code = f.code(label, v, sc)
-	case KindTool:
-		node.Tool = f.toolCall(label, v, sc)
-	case KindAsk:
-		node.Ask = &Ask{Schema: mapOf(valueOf(v, "schema"))}
-		if q := valueOf(v, "question"); q != nil {
-			node.Ask.Question = f.prompt(q, sc)
-		}
-		s := f.checkJSONSchema(valueOf(v, "schema"), label+": ask.schema", node.Ask.Schema)
-		if _, d := get(v, "default"); d != nil {
-			node.Ask.Default = Plain(d)
-			if s != nil {
-				if err := validateWith(s, node.Ask.Default); err != nil {
-					f.l.errorf(f.pos(d), "%s: ask.default does not match ask.schema: %v", label, err)
-				}
-			}
-		}
+	if spec := specs[node.Kind]; spec != nil {
+		d := &nodeDecoder{f: f, node: node, n: n, v: valueOf(n, string(node.Kind)), sc: sc, label: label}
+		node.Config = spec.decode(d)
 	}
 	return node
 }
 
 func kindList() string {
-	names := make([]string, len(kindKeys))
-	for i, k := range kindKeys {
-		names[i] = string(k)
+	var names []string
+	for _, s := range Kinds() {
+		names = append(names, string(s.Kind))
 	}
 	return strings.Join(names, ", ")
 }
@@ -367,7 +376,7 @@ func (f *file) assigns(label string, n *yaml.Node, sc scope) []*Assign {
 		if !f.state[key] {
 			f.l.errorf(f.pos(kv[0]), "%s: set: no state variable %q%s; declare it under state:", label, key, Suggest(key, keys(f.state)))
 		}
-		out = append(out, &Assign{Key: key, Value: f.value(kv[1], sc)})
+		out = append(out, &Assign{Key: key, Pos: f.pos(kv[0]), Value: f.value(kv[1], sc)})
 	}
 	return out
 }
@@ -379,113 +388,6 @@ func keys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func (f *file) branch(label string, n, v *yaml.Node, sc scope) *Branch {
-	b := &Branch{}
-	b.Default, _ = str(valueOf(n, "default"))
-	for _, c := range items(v) {
-		bc := &Case{}
-		if w := valueOf(c, "when"); w != nil {
-			bc.When = f.condition(w, sc, "when")
-		}
-		bc.Set = f.assigns(label, valueOf(c, "set"), sc)
-		bc.Next, _ = str(valueOf(c, "next"))
-		b.Cases = append(b.Cases, bc)
-	}
-	return b
-}
-
-func (f *file) loop(v *yaml.Node, sc scope) *Loop {
-	l := &Loop{OnExhausted: "continue"}
-	l.MaxIterations, _ = intValue(valueOf(v, "max_iterations"))
-	inner := scope{inLoop: true, loopVars: true, inMap: sc.inMap}
-	if u := valueOf(v, "until"); u != nil {
-		l.Until = f.condition(u, inner, "until")
-	}
-	if w := valueOf(v, "while"); w != nil {
-		l.While = f.condition(w, inner, "while")
-	}
-	if l.Until != nil && l.While != nil {
-		k, _ := get(v, "while")
-		f.l.errorf(f.pos(k), "a loop has until or while, not both: keep one")
-	}
-	if s, ok := str(valueOf(v, "on_exhausted")); ok {
-		l.OnExhausted = s
-	}
-	l.Body = f.block(valueOf(v, "body"), inner)
-	return l
-}
-
-func (f *file) mapNode(v *yaml.Node, sc scope) *Map {
-	m := &Map{OnItemError: "fail"}
-	if o := valueOf(v, "over"); o != nil {
-		m.Over = f.bare(o, sc, false, "over")
-	}
-	m.MaxConcurrency, _ = intValue(valueOf(v, "max_concurrency"))
-	if s, ok := str(valueOf(v, "on_item_error")); ok {
-		m.OnItemError = s
-	}
-	// A map item is its own scope: break and continue cannot leave it.
-	inner := scope{inMap: true, loopVars: sc.loopVars}
-	if r := valueOf(v, "result"); r != nil {
-		m.Result = f.bare(r, inner, false, "result")
-	}
-	m.Body = f.block(valueOf(v, "body"), inner)
-	return m
-}
-
-func (f *file) parallel(v *yaml.Node, sc scope) *Parallel {
-	p := &Parallel{}
-	p.MaxConcurrency, _ = intValue(valueOf(v, "max_concurrency"))
-	inner := scope{inMap: sc.inMap, loopVars: sc.loopVars}
-	if r := valueOf(v, "result"); r != nil {
-		p.Result = f.bare(r, inner, false, "result")
-	}
-	for _, kv := range pairs(valueOf(v, "branches")) {
-		p.Branches = append(p.Branches, &ParallelBranch{Name: kv[0].Value, Body: f.block(kv[1], inner)})
-	}
-	return p
-}
-
-func (f *file) call(label string, v *yaml.Node, sc scope) *Call {
-	c := &Call{}
-	pn := valueOf(v, "pipeline")
-	c.Path, _ = str(pn)
-	if pn != nil {
-		c.Pipeline = f.subPipeline(pn)
-	}
-	in := valueOf(v, "inputs")
-	for _, kv := range pairs(in) {
-		c.Inputs = append(c.Inputs, &Field{Name: kv[0].Value, Value: f.data(kv[1], sc)})
-	}
-	if c.Pipeline == nil {
-		return c
-	}
-	declared := map[string]bool{}
-	for _, ci := range c.Pipeline.Inputs {
-		declared[ci.Name] = true
-	}
-	given := map[string]bool{}
-	for _, kv := range pairs(in) {
-		given[kv[0].Value] = true
-		if !declared[kv[0].Value] {
-			f.l.errorf(f.pos(kv[0]), "%s: %s has no input %q%s", label, c.Path, kv[0].Value, Suggest(kv[0].Value, keys(declared)))
-		}
-	}
-	var missing []string
-	for _, ci := range c.Pipeline.Inputs {
-		if !ci.HasDefault && !given[ci.Name] {
-			missing = append(missing, strconv.Quote(ci.Name))
-		}
-	}
-	switch {
-	case len(missing) == 1:
-		f.l.errorf(f.pos(pn), "%s: %s needs input %s; pass it under inputs:", label, c.Path, missing[0])
-	case len(missing) > 1:
-		f.l.errorf(f.pos(pn), "%s: %s needs inputs %s; pass them under inputs:", label, c.Path, strings.Join(missing, ", "))
-	}
-	return c
 }
 
 // subPipeline loads a pipeline file named relative to this one.
@@ -502,109 +404,6 @@ func (f *file) subPipeline(n *yaml.Node) *Pipeline {
 	return f.l.load(filepath.Join(f.dir, rel), src, &at)
 }
 
-func (f *file) llm(label string, v *yaml.Node, sc scope) *LLM {
-	l := &LLM{}
-	f.modelCall(label, l, v, sc)
-	if o := valueOf(v, "output_schema"); o != nil {
-		l.OutputSchema = f.jsonSchema(o)
-		f.checkJSONSchema(o, label+": output_schema", l.OutputSchema)
-	}
-	l.RepairRetries, _ = intValue(valueOf(v, "repair_retries"))
-	return l
-}
-
-func (f *file) agent(label string, v *yaml.Node, sc scope) *Agent {
-	a := &Agent{ToolRetries: 2}
-	f.modelCall(label, &a.LLM, v, sc)
-	a.MaxSteps, _ = intValue(valueOf(v, "max_steps"))
-	if r, ok := intValue(valueOf(v, "tool_retries")); ok {
-		a.ToolRetries = r
-	}
-	for _, t := range items(valueOf(v, "tools")) {
-		name, ok := str(t)
-		if !ok {
-			continue
-		}
-		a.Tools = append(a.Tools, name)
-		decl, declared := f.p.Tools[name]
-		switch {
-		case !declared && !slices.Contains(builtinTools, name):
-			f.l.errorf(f.pos(t), "%s: unknown tool %q%s; declare it under tools: (built in: %s)", label, name, Suggest(name, f.toolNames()), strings.Join(builtinTools, ", "))
-		case declared && decl.Pipeline == nil && decl.LLM == nil:
-			f.l.errorf(f.pos(t), "%s: tool %q has no implementation (no pipeline: or llm:), so it can only be listed under finish:", label, name)
-		case name == "http_get" && !declared && f.p.HTTPGet == nil:
-			f.l.errorf(f.pos(t), "%s: the built-in tool http_get is off in this pipeline: enable it with a top-level http_get: {allow_hosts: [example.com]} (an empty list allows any host)", label)
-		}
-	}
-	for _, t := range items(valueOf(v, "finish")) {
-		name, ok := str(t)
-		if !ok {
-			continue
-		}
-		a.Finish = append(a.Finish, name)
-		_, declared := f.p.Tools[name]
-		switch {
-		case !declared && slices.Contains(builtinTools, name):
-			f.l.errorf(f.pos(t), "%s: built-in tool %q cannot be a finish tool: move it to the agent's tools:, and finish with a tool declared under the pipeline's tools: with a description and parameters", label, name)
-		case !declared:
-			// Only declared tools can finish, so only they are suggested.
-			f.l.errorf(f.pos(t), "%s: unknown finish tool %q%s; declare it under tools: with a description and parameters", label, name, Suggest(name, keysOf(f.p.Tools)))
-		}
-	}
-	return a
-}
-
-func (f *file) toolNames() []string {
-	names := slices.Clone(builtinTools)
-	for n := range f.p.Tools {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// modelCall decodes the fields llm and agent nodes share.
-func (f *file) modelCall(label string, l *LLM, v *yaml.Node, sc scope) {
-	mn := valueOf(v, "model")
-	l.Model, _ = str(mn)
-	switch {
-	case mn != nil && l.Model != "" && f.p.Models[l.Model] == nil:
-		f.l.errorf(f.pos(mn), "%s: unknown model %q%s; declare it under models:", label, l.Model, Suggest(l.Model, keysOf(f.p.Models)))
-	case mn == nil && f.p.Models["default"] == nil:
-		f.l.errorf(f.pos(v), "%s: no model: set model: or declare a model named default under models:", label)
-	case mn == nil:
-		l.Model = "default"
-	}
-	if s := valueOf(v, "system"); s != nil {
-		l.System = f.prompt(s, sc)
-	}
-	if p := valueOf(v, "prompt"); p != nil {
-		l.Prompt = f.prompt(p, sc)
-	}
-	for _, im := range items(valueOf(v, "images")) {
-		l.Images = append(l.Images, f.data(im, sc))
-		if ref, ok := str(im); ok && ref != "" && !strings.Contains(ref, "${{") && !IsImageURL(ref) {
-			if err := f.p.Files.Check(ref); err != nil {
-				f.l.errorf(f.pos(im), "%s: image file %q: %s", label, ref, f.fileProblem(ref, err))
-			}
-		}
-	}
-	if mem := valueOf(v, "memory"); mem != nil {
-		l.Memory, _ = str(mem)
-		if _, ok := f.p.Memories[l.Memory]; !ok {
-			names := make([]string, 0, len(f.p.Memories))
-			for n := range f.p.Memories {
-				names = append(names, n)
-			}
-			f.l.errorf(f.pos(mem), "%s: unknown memory %q%s; declare it under memories:", label, l.Memory, Suggest(l.Memory, names))
-		}
-	}
-	if t, ok := floatValue(valueOf(v, "temperature")); ok {
-		l.Temperature = &t
-	}
-	l.MaxTokens, _ = intValue(valueOf(v, "max_tokens"))
-}
-
 // IsImageURL reports whether an images: entry is an http(s) or data URL,
 // sent as it is, rather than a file.
 func IsImageURL(ref string) bool {
@@ -619,56 +418,6 @@ func keysOf[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func (f *file) code(label string, v *yaml.Node, sc scope) *Code {
-	c := &Code{Language: f.p.Sandbox.Language}
-	if l, ok := str(valueOf(v, "language")); ok {
-		c.Language = l
-	}
-	if c.Language == "" {
-		c.Language = "python"
-	}
-	if s := valueOf(v, "source"); s != nil {
-		c.Source = f.prompt(s, sc)
-	}
-	if mn := valueOf(v, "module"); mn != nil {
-		c.Module, _ = str(mn)
-		if err := f.p.Modules().Check(c.Module); err != nil {
-			f.l.errorf(f.pos(mn), "%s: module file %q: %s", label, c.Module, f.fileProblem(c.Module, err))
-		}
-	}
-	switch {
-	case c.Language == "wasm" && c.Module == "":
-		f.l.errorf(f.pos(v), "%s: language wasm needs module: (a .wasm file)", label)
-	case c.Language != "wasm" && c.Source == nil:
-		f.l.errorf(f.pos(v), "%s: code needs source: (inline, or {file: ...})", label)
-	}
-	c.Call, _ = str(valueOf(v, "call"))
-	if a := valueOf(v, "args"); a != nil {
-		c.Args = f.data(a, sc)
-	}
-	c.Limits = f.sandboxLimits(valueOf(v, "limits"))
-	return c
-}
-
-func (f *file) toolCall(label string, v *yaml.Node, sc scope) *ToolCall {
-	t := &ToolCall{}
-	nn := valueOf(v, "name")
-	t.Name, _ = str(nn)
-	if nn != nil && t.Name != "" {
-		decl, declared := f.p.Tools[t.Name]
-		switch {
-		case !declared && !slices.Contains(builtinTools, t.Name):
-			f.l.errorf(f.pos(nn), "%s: unknown tool %q%s", label, t.Name, Suggest(t.Name, f.toolNames()))
-		case declared && decl.Pipeline == nil && decl.LLM == nil:
-			f.l.errorf(f.pos(nn), "%s: tool %q has no implementation (no pipeline: or llm:), so it cannot be called", label, t.Name)
-		}
-	}
-	if a := valueOf(v, "args"); a != nil {
-		t.Args = f.data(a, sc)
-	}
-	return t
 }
 
 // checkJSONSchema compiles a JSON schema written at n, so that a broken one
@@ -716,6 +465,7 @@ func (f *file) readFile(n *yaml.Node, what, rel string) ([]byte, bool) {
 		f.l.errorf(f.pos(n), "%s %q: %s", what, rel, f.fileProblem(rel, err))
 		return nil, false
 	}
+	f.recordFile(rel, src)
 	return src, true
 }
 
@@ -761,6 +511,7 @@ func (f *file) prompt(n *yaml.Node, sc scope) *Template {
 	t := &Template{}
 	for _, s := range spans {
 		if !s.isExpr {
+			f.templateHints(s.text, func(off int) Pos { return offsetPos(path, text, s.offset+off) })
 			t.parts = append(t.parts, templatePart{text: s.text})
 			continue
 		}
@@ -789,6 +540,7 @@ func (f *file) template(n *yaml.Node, sc scope) *Template {
 	t := &Template{}
 	for _, sp := range spans {
 		if !sp.isExpr {
+			f.templateHints(sp.text, func(off int) Pos { return f.scalarPos(n, sp.offset+off) })
 			t.parts = append(t.parts, templatePart{text: sp.text})
 			continue
 		}
@@ -856,51 +608,59 @@ func (f *file) bare(n *yaml.Node, sc scope, asBool bool, field string) *Expr {
 	return f.compile(s, sc, asBool, func(o int) Pos { return f.scalarPos(n, lead+o) })
 }
 
-// value compiles a set:, outputs: or similar value: a string is an
-// expression (text with ${{ }} is a template producing a string); any other
-// YAML value is taken literally.
+// value compiles an expression field (set: values, outputs, call inputs,
+// tool and code args, ...). A string is an expression, and "${{ expr }}"
+// alone is one too; a string mixing text with ${{ }} is a template that
+// yields a string. Lists and mappings hold values, and any other scalar is
+// a literal.
 func (f *file) value(n *yaml.Node, sc scope) *Value {
-	if n == nil {
-		return &Value{}
+	v := f.valueAt(n, sc)
+	if n != nil {
+		v.pos = f.pos(n)
 	}
-	if _, ok := str(n); !ok {
-		return f.data(n, sc)
-	}
-	if strings.Contains(n.Value, "${{") {
-		if inner, off, ok := wholeExpr(n.Value); ok {
-			return &Value{expr: f.compile(inner, sc, false, func(o int) Pos { return f.scalarPos(n, off+o) })}
-		}
-		return &Value{tmpl: f.template(n, sc)}
-	}
-	return &Value{expr: f.bare(n, sc, false, "value")}
+	return v
 }
 
-// data compiles a data field (call inputs, tool and code args): literal
-// YAML whose strings are templates.
-func (f *file) data(n *yaml.Node, sc scope) *Value {
+func (f *file) valueAt(n *yaml.Node, sc scope) *Value {
 	switch {
 	case n == nil:
 		return &Value{}
 	case n.Kind == yaml.SequenceNode:
 		v := &Value{list: []*Value{}}
 		for _, c := range items(n) {
-			v.list = append(v.list, f.data(c, sc))
+			v.list = append(v.list, f.value(c, sc))
 		}
 		return v
 	case n.Kind == yaml.MappingNode:
 		v := &Value{obj: []*Field{}}
 		for _, kv := range pairs(n) {
-			v.obj = append(v.obj, &Field{Name: kv[0].Value, Value: f.data(kv[1], sc)})
+			v.obj = append(v.obj, &Field{Name: kv[0].Value, Value: f.value(kv[1], sc)})
 		}
 		return v
 	}
-	if s, ok := str(n); ok && strings.Contains(s, "${{") {
+	s, ok := str(n)
+	if !ok {
+		return &Value{lit: Plain(n)}
+	}
+	if strings.Contains(s, "${{") {
 		if inner, off, ok := wholeExpr(s); ok {
 			return &Value{expr: f.compile(inner, sc, false, func(o int) Pos { return f.scalarPos(n, off+o) })}
 		}
 		return &Value{tmpl: f.template(n, sc)}
 	}
-	return &Value{lit: Plain(n)}
+	sc.maybeText = true
+	return &Value{expr: f.bare(n, sc, false, "value")}
+}
+
+// text compiles a text field that may also give a list (images:): a
+// template, except that "${{ expr }}" alone keeps the expression's type.
+func (f *file) text(n *yaml.Node, sc scope) *Value {
+	if s, ok := str(n); ok {
+		if inner, off, ok := wholeExpr(s); ok {
+			return &Value{expr: f.compile(inner, sc, false, func(o int) Pos { return f.scalarPos(n, off+o) })}
+		}
+	}
+	return &Value{tmpl: f.template(n, sc)}
 }
 
 // compile compiles one expression and checks its names. at maps a byte
@@ -926,6 +686,16 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 				name := strings.TrimPrefix(msg, "unknown name ")
 				msg = fmt.Sprintf("unknown name %s%s; expressions can use inputs, state, nodes, loop, item, index, run, env", name, Suggest(name, envNames))
 			}
+			if m := structFieldRE.FindStringSubmatch(msg); m != nil {
+				root, fields := "loop", loopFields
+				if m[1] == "RunInfo" {
+					root, fields = "run", runFields
+				}
+				msg = fmt.Sprintf("%s has no field %q%s; its fields are %s", root, m[2], Suggest(m[2], fields), strings.Join(fields, ", "))
+			}
+			if sc.maybeText && !namesRoot(src) && (strings.HasPrefix(msg, "unknown name ") || strings.HasPrefix(msg, "unexpected token")) {
+				msg += fmt.Sprintf("; this field is an expression: to give the text itself, quote it: '%s'", strconv.Quote(src))
+			}
 			f.l.errorf(at(runeOffset(src, fe.From)), "in `%s`: %s", oneLine(src), msg)
 		} else {
 			f.l.errorf(at(0), "in `%s`: %v", oneLine(src), err)
@@ -938,10 +708,26 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 		f.l.errorf(at(0), "in `%s`: a condition must be true or false, but this is %s", oneLine(src), t)
 		return nil
 	}
-	return &Expr{Src: src, Pos: at(0), prog: prog}
+	e := &Expr{Src: src, Pos: at(0), prog: prog}
+	pe := &pendingExpr{src: src, tree: tree, sc: sc, asBool: asBool, at: at}
+	f.pending = append(f.pending, pe)
+	f.pendingOf[e] = pe
+	return e
 }
 
 var envNames = []string{"inputs", "state", "nodes", "loop", "item", "index", "run", "env"}
+
+var (
+	structFieldRE = regexp.MustCompile(`^type dsl\.(LoopInfo|RunInfo) has no field (\w+)$`)
+	loopFields    = []string{"index", "iteration", "max"}
+	runFields     = []string{"cost_usd", "id", "step", "tokens"}
+)
+
+var rootNameRE = regexp.MustCompile(`\b(inputs|state|nodes|loop|item|index|run|env)\b`)
+
+// namesRoot reports whether src mentions a name expressions read, so that
+// it is surely an expression rather than text that was meant literally.
+func namesRoot(src string) bool { return rootNameRE.MatchString(src) }
 
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
@@ -971,9 +757,10 @@ func parseOnly(src string) (*ast.Node, error) {
 	return &tree.Node, nil
 }
 
-// checkNames reports references expr-lang cannot see are wrong: node ids,
-// state variables, inputs and env names are map keys to it, and loop, item
-// and index exist only inside loops and maps.
+// checkNames reports names used outside the scope that defines them: loop
+// exists only inside loops, item and index only inside maps, and an llm
+// tool sees its arguments only. Member names are checked with their types
+// by the resolve phase.
 func (f *file) checkNames(root *ast.Node, src string, sc scope, at func(int) Pos) {
 	v := &nameVisitor{f: f, sc: sc}
 	ast.Walk(root, v)
@@ -1004,75 +791,12 @@ func (v *nameVisitor) Visit(node *ast.Node) {
 		case (n.Value == "item" || n.Value == "index") && !v.sc.inMap:
 			v.add(n, n.Value+" is only defined inside a map body")
 		}
-	case *ast.MemberNode:
-		id, ok := n.Node.(*ast.IdentifierNode)
-		prop, isStr := n.Property.(*ast.StringNode)
-		if !ok || !isStr {
-			return
-		}
-		name := prop.Value
-		if v.sc.tool != nil {
-			v.visitToolMember(id.Value, prop)
-			return
-		}
-		switch id.Value {
-		case "nodes":
-			if _, known := v.f.ids[name]; !known {
-				v.add(prop, fmt.Sprintf("no node with id %q%s", name, Suggest(name, v.f.idSet)))
-			}
-		case "state":
-			if !v.f.state[name] {
-				v.add(prop, fmt.Sprintf("no state variable %q%s; declare it under state:", name, Suggest(name, keys(v.f.state))))
-			}
-		case "inputs":
-			var names []string
-			for _, in := range v.f.p.Inputs {
-				if in.Name == name {
-					return
-				}
-				names = append(names, in.Name)
-			}
-			v.add(prop, fmt.Sprintf("no input %q%s; declare it under inputs:", name, Suggest(name, names)))
-		case "env":
-			if !slices.Contains(v.f.p.Env, name) {
-				v.add(prop, fmt.Sprintf("env.%s is not declared; list %s under env: to use it", name, name))
-			}
-		}
-	case *ast.CallNode:
-		// A literal path that leaves the pipeline directory fails at load;
-		// one computed when the pipeline runs fails then.
-		fn, ok := n.Callee.(*ast.IdentifierNode)
-		if !ok || (fn.Value != "read_file" && fn.Value != "render") || len(n.Arguments) == 0 {
-			return
-		}
-		if path, ok := n.Arguments[0].(*ast.StringNode); ok {
-			if err := v.f.p.Files.Check(path.Value); errors.Is(err, confined.ErrOutside) {
-				v.add(path, fmt.Sprintf("%s %q: %s", fn.Value, path.Value, v.f.fileProblem(path.Value, err)))
-			}
-		}
 	}
 }
 
 // toolHidden are the names an llm tool's templates cannot use: a tool is
 // a function of its arguments, whichever node calls it.
 var toolHidden = []string{"state", "nodes", "loop", "item", "index"}
-
-// visitToolMember checks inputs.<name> in an llm tool's templates against
-// the tool's parameters.
-func (v *nameVisitor) visitToolMember(root string, prop *ast.StringNode) {
-	switch root {
-	case "inputs":
-		props, _ := v.sc.tool.Parameters["properties"].(map[string]any)
-		if _, ok := props[prop.Value]; ok {
-			return
-		}
-		v.add(prop, fmt.Sprintf("tool %q has no parameter %q%s; declare it under the tool's parameters.properties", v.sc.tool.Name, prop.Value, Suggest(prop.Value, keysOf(props))))
-	case "env":
-		if !slices.Contains(v.f.p.Env, prop.Value) {
-			v.add(prop, fmt.Sprintf("env.%s is not declared; list %s under env: to use it", prop.Value, prop.Value))
-		}
-	}
-}
 
 func (v *nameVisitor) add(n ast.Node, msg string) {
 	v.problems = append(v.problems, nameProblem{from: n.Location().From, msg: msg})

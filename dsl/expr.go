@@ -147,6 +147,7 @@ func Stringify(v any) string {
 // args) are templates, and a string that is exactly one ${{ expr }} keeps
 // the expression's type.
 type Value struct {
+	pos  Pos // where the value is written
 	expr *Expr
 	tmpl *Template
 	lit  any

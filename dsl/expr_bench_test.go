@@ -24,7 +24,7 @@ nodes:
 	if p == nil {
 		b.Fatal(ds)
 	}
-	loop := p.Nodes[0].Loop
+	loop := p.Nodes[0].Loop()
 	inc, tmpl := loop.Body[0].Set[0].Value, loop.Body[1].Set[0].Value
 	env := &Env{Inputs: map[string]any{"n": 1000}, State: map[string]any{"counter": 300, "out": ""}, Nodes: map[string]any{}}
 	b.ReportAllocs()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 
@@ -15,41 +16,110 @@ import (
 	"github.com/flowrun/flowrun/internal/confined"
 )
 
-// helperFunctions are the few functions expressions may call beyond
-// expr-lang's built-ins. read_file and render read through files; dir is
-// where the pipeline is, for positions in rendered files.
+// Function is an expression function: its name, the signature and text
+// the reference shows, the signatures expr-lang checks calls against, and
+// its implementation for one pipeline.
+type Function struct {
+	Name      string
+	Signature string // as the reference shows it: "extract_code(text, lang?) string"
+	Doc       string
+	// Types are expr-lang signatures, one per accepted form:
+	// new(func(string) string), ...
+	Types []any
+	// Bind makes the implementation for one pipeline file.
+	Bind func(env FunctionEnv) func(args ...any) (any, error)
+}
+
+// FunctionEnv is what a function may know of the pipeline that calls it.
+type FunctionEnv struct {
+	Dir   string        // the pipeline file's directory, for positions
+	Files *confined.Dir // the pipeline's files (read_file, render)
+}
+
+var (
+	functionsMu sync.RWMutex
+	functions   = map[string]Function{}
+)
+
+// RegisterFunction makes fn callable from every expression loaded after
+// it. The DSL's own functions are registered here; domain packages (arc)
+// register theirs, and the CLI links them in.
+func RegisterFunction(fn Function) {
+	functionsMu.Lock()
+	defer functionsMu.Unlock()
+	if _, dup := functions[fn.Name]; dup {
+		panic("expression function registered twice: " + fn.Name)
+	}
+	functions[fn.Name] = fn
+}
+
+// Functions lists the registered expression functions, sorted by name.
+func Functions() []Function {
+	functionsMu.RLock()
+	defer functionsMu.RUnlock()
+	out := make([]Function, 0, len(functions))
+	for _, fn := range functions {
+		out = append(out, fn)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// helperFunctions binds every registered function for one pipeline file.
 func helperFunctions(dir string, files *confined.Dir) []expr.Option {
-	r := &renderer{dir: dir, files: files}
-	return []expr.Option{
-		expr.Function("json", func(args ...any) (any, error) {
-			b, err := json.Marshal(args[0])
-			return string(b), err
-		}, new(func(any) string)),
-		expr.Function("fromJSON", func(args ...any) (any, error) {
-			return FromJSON([]byte(args[0].(string)))
-		}, new(func(string) any)),
-		expr.Function("extract_code", func(args ...any) (any, error) {
-			lang := ""
-			if len(args) > 1 {
-				lang = args[1].(string)
-			}
-			return CodeBlock(args[0].(string), lang)
-		}, new(func(string) string), new(func(string, string) string)),
-		expr.Function("grid_text", func(args ...any) (any, error) {
-			return GridText(args[0])
-		}, new(func(any) string)),
-		expr.Function("arc_report", func(args ...any) (any, error) {
-			return ARCReport(args[0], args[1])
-		}, new(func(any, any) map[string]any)),
-		expr.Function("arc_augment", func(args ...any) (any, error) { return ARCAugment(args[0]) }, new(func(any) map[string]any)),
-		expr.Function("arc_png", func(args ...any) (any, error) { return ARCPNG(args[0]) }, new(func(any) string)),
-		expr.Function("read_file", func(args ...any) (any, error) {
-			return readFile(files, args[0].(string))
-		}, new(func(string) string)),
-		expr.Function("render", func(args ...any) (any, error) {
-			vars, _ := args[1].(map[string]any)
-			return r.render(args[0].(string), vars)
-		}, new(func(string, map[string]any) string)),
+	env := FunctionEnv{Dir: dir, Files: files}
+	var opts []expr.Option
+	for _, fn := range Functions() {
+		opts = append(opts, expr.Function(fn.Name, fn.Bind(env), fn.Types...))
+	}
+	return opts
+}
+
+func init() {
+	for _, fn := range []Function{
+		{Name: "json", Signature: "json(value) string", Doc: "The value as compact JSON text.",
+			Types: []any{new(func(any) string)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) {
+					b, err := json.Marshal(args[0])
+					return string(b), err
+				}
+			}},
+		{Name: "fromJSON", Signature: "fromJSON(text) any", Doc: "Parses JSON text; integral numbers become integers.",
+			Types: []any{new(func(string) any)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return FromJSON([]byte(args[0].(string))) }
+			}},
+		{Name: "extract_code", Signature: "extract_code(text, lang?) string",
+			Doc:   "The first fenced code block of a model's reply (in language lang, when given); an error when there is none.",
+			Types: []any{new(func(string) string), new(func(string, string) string)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) {
+					lang := ""
+					if len(args) > 1 {
+						lang = args[1].(string)
+					}
+					return CodeBlock(args[0].(string), lang)
+				}
+			}},
+		{Name: "read_file", Signature: "read_file(path) string",
+			Doc:   "The text of a file inside the pipeline directory, at most limits.max_file_kb. A literal path is checked when the pipeline loads.",
+			Types: []any{new(func(string) string)},
+			Bind: func(env FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return readFile(env.Files, args[0].(string)) }
+			}},
+		{Name: "render", Signature: "render(path, vars) string",
+			Doc:   "Renders a template file inside the pipeline directory; its ${{ }} see vars as the names they read.",
+			Types: []any{new(func(string, map[string]any) string)},
+			Bind: func(env FunctionEnv) func(...any) (any, error) {
+				r := &renderer{dir: env.Dir, files: env.Files}
+				return func(args ...any) (any, error) {
+					vars, _ := args[1].(map[string]any)
+					return r.render(args[0].(string), vars)
+				}
+			}},
+	} {
+		RegisterFunction(fn)
 	}
 }
 
@@ -69,12 +139,17 @@ func FromJSON(b []byte) (any, error) {
 }
 
 // NormalizeNumbers turns json.Number values (from a decoder with
-// UseNumber) into int where integral and float64 otherwise, in place.
+// UseNumber) into int where integral and float64 otherwise, in place. An
+// integer too large for an int stays a json.Number: as a float64 it would
+// lose its last digits (2**100 would come back as 1.2676506002282294e+30).
 func NormalizeNumbers(v any) any {
 	switch x := v.(type) {
 	case json.Number:
 		if i, err := x.Int64(); err == nil {
 			return int(i)
+		}
+		if !strings.ContainsAny(string(x), ".eE") {
+			return x
 		}
 		f, _ := x.Float64()
 		return f

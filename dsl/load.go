@@ -38,8 +38,11 @@ func Load(path string) (*Pipeline, Diagnostics) {
 // references resolve against the directory of path.
 func LoadSource(path string, src []byte) (*Pipeline, Diagnostics) {
 	root, _ := filepath.Abs(filepath.Dir(path))
-	l := &loader{root: root, loaded: map[string]*Pipeline{}, sources: map[string][]string{}}
+	l := &loader{root: root, loaded: map[string]*Pipeline{}, sources: map[string][]string{}, read: map[string]string{}}
 	p := l.load(path, src, nil)
+	if p != nil {
+		p.Sources, p.Hash = l.bundle()
+	}
 	ds := l.diags.sorted()
 	for i := range ds {
 		ds[i].Pos = l.clamp(ds[i].Pos)
@@ -87,6 +90,7 @@ type loader struct {
 	sources map[string][]string  // display path -> lines, for carets
 	loaded  map[string]*Pipeline // absolute path -> compiled pipeline
 	stack   []string             // absolute paths being loaded, to catch call cycles
+	read    map[string]string    // every file read, by Source.Path
 }
 
 // clamp moves a position past the last line, where yaml.v3 puts the end of
@@ -130,6 +134,9 @@ type file struct {
 	opts  []expr.Option
 	// schemaErrs are the instance locations the pipeline schema rejected.
 	schemaErrs []string
+	// pending are the expressions compiled so far, for the resolve phase.
+	pending   []*pendingExpr
+	pendingOf map[*Expr]*pendingExpr
 }
 
 var yamlLineRE = regexp.MustCompile(`(?s)^line (\d+): (.*)$`)
@@ -157,13 +164,15 @@ func (l *loader) load(name string, src []byte, at *Pos) (p *Pipeline) {
 	l.stack = append(l.stack, abs)
 	defer func() { l.stack = l.stack[:len(l.stack)-1] }()
 
+	l.record(abs, src)
 	text := string(src)
 	l.sources[name] = splitLines(text)
 	sum := sha256.Sum256(src)
 	base, _ := filepath.Rel(l.root, filepath.Dir(abs))
 	f := &file{l: l, name: name, dir: filepath.Dir(name), src: text,
 		p: &Pipeline{Path: name, Dir: filepath.Dir(name), Hash: hex.EncodeToString(sum[:]),
-			Files: confined.Dir{Root: l.root, Base: base, MaxBytes: DefaultMaxFileBytes, Limit: "limits.max_file_kb"}}}
+			Files: confined.Dir{Root: l.root, Base: base, MaxBytes: DefaultMaxFileBytes, Limit: "limits.max_file_kb"}},
+		pendingOf: map[*Expr]*pendingExpr{}}
 	f.opts = append([]expr.Option{expr.Env(Env{})}, helperFunctions(f.dir, &f.p.Files)...)
 
 	root, ok := f.parseYAML(src)
@@ -183,6 +192,7 @@ func (l *loader) load(name string, src []byte, at *Pos) (p *Pipeline) {
 	f.checkSchema(doc, ptrs)
 	before := len(l.diags)
 	f.decode()
+	f.resolve()
 	if hasErrorsSince(l.diags, before) {
 		return nil
 	}
@@ -353,6 +363,12 @@ func explainYAMLError(line, msg string) (int, string) {
 	case strings.HasPrefix(msg, "unknown anchor '"):
 		name := strings.TrimSuffix(strings.TrimPrefix(msg, "unknown anchor '"), "' referenced")
 		at = strings.Index(line, "*"+name)
+	case msg == "mapping values are not allowed in this context":
+		if first := strings.Index(line, ": "); first >= 0 {
+			if second := strings.Index(line[first+2:], ": "); second >= 0 {
+				at, msg = first+2, msg+": this value contains ': '; put it in quotes"
+			}
+		}
 	case msg == "did not find expected key" || msg == "did not find expected '-' indicator":
 		msg += ": check this line's indentation"
 	}

@@ -72,8 +72,8 @@ func TestValid(t *testing.T) {
 			if p == nil {
 				t.Fatal("Load returned no pipeline")
 			}
-			if len(p.Nodes) == 0 {
-				t.Error("the pipeline has no nodes")
+			if len(p.Nodes) == 0 && len(p.Outputs) == 0 {
+				t.Error("the pipeline has neither nodes nor outputs")
 			}
 		})
 	}
@@ -171,13 +171,13 @@ nodes:
 		Inputs: map[string]any{"who": "Ada"},
 		State:  map[string]any{"items": []any{1, "two"}, "none": nil, "n": 2},
 	}
-	got, err := p.Nodes[0].LLM.Prompt.Render(env)
+	got, err := p.Nodes[0].LLM().Prompt.Render(env)
 	want := "Hi Ada: [1,\"two\"] n=2.5 }}\n"
 	if err != nil || got != want {
 		t.Errorf("Render = %q, %v; want %q", got, err, want)
 	}
 	env.State = map[string]any{"n": "x"}
-	if _, err := p.Nodes[0].LLM.Prompt.Render(env); err == nil || !strings.Contains(err.Error(), "testdata/inline.yaml:") {
+	if _, err := p.Nodes[0].LLM().Prompt.Render(env); err == nil || !strings.Contains(err.Error(), "testdata/inline.yaml:") {
 		t.Errorf("Render with a bad value: err = %v, want an error naming the file", err)
 	}
 }
@@ -186,21 +186,20 @@ func TestEvalBoolRejectsString(t *testing.T) {
 	p := loadString(t, `
 version: 1
 name: cond
-inputs: {flag: {type: string}}
-state: {x: 0}
+state: {x: 0, flag: null}
 nodes:
   - id: a
-    when: inputs.flag
+    when: state.flag
     set: {x: "1"}
 `)
 	when := p.Nodes[0].When
 	for _, flag := range []any{"true", "false", "", nil} {
-		_, err := when.EvalBool(&Env{Inputs: map[string]any{"flag": flag}})
+		_, err := when.EvalBool(&Env{State: map[string]any{"flag": flag}})
 		if err == nil || !strings.Contains(err.Error(), "must be true or false") {
 			t.Errorf("EvalBool with flag %#v: err = %v; strings must never be coerced to booleans", flag, err)
 		}
 	}
-	if ok, err := when.EvalBool(&Env{Inputs: map[string]any{"flag": true}}); err != nil || !ok {
+	if ok, err := when.EvalBool(&Env{State: map[string]any{"flag": true}}); err != nil || !ok {
 		t.Errorf("EvalBool with flag true = %v, %v", ok, err)
 	}
 }

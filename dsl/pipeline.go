@@ -9,9 +9,12 @@ import (
 // Pipeline is a loaded, checked and compiled pipeline file. It is immutable:
 // the runtime reads it from many goroutines and never parses strings again.
 type Pipeline struct {
-	Path        string // as given to Load
-	Dir         string // directory that relative paths in the file resolve against
-	Hash        string // sha256 of the file's bytes, hex
+	Path string // as given to Load
+	Dir  string // directory that relative paths in the file resolve against
+	// Hash is the pipeline's version: a sha256 over every file the load
+	// read (Sources), hex. Sources is set on the pipeline that was loaded.
+	Hash        string
+	Sources     []Source
 	Name        string
 	Description string
 	Inputs      []*Input // in file order
@@ -29,7 +32,8 @@ type Pipeline struct {
 	// pipelines, read_file, render, images): relative to Dir, never outside
 	// the directory of the pipeline that was run, at most limits.max_file_kb
 	// each. Modules reads wasm modules.
-	Files confined.Dir
+	Files  confined.Dir
+	merges map[string]Merge // state variables that declare a merge; nil if none
 }
 
 // Block is a list of sibling nodes that run in order.
@@ -53,12 +57,16 @@ type Input struct {
 type StateVar struct {
 	Name    string
 	Initial any
+	Type    *Type
+	Merge   Merge          // how writes combine; MergeNone replaces
+	Schema  map[string]any // declared, when the file gives one
 }
 
 // Output is one named value the pipeline returns.
 type Output struct {
 	Name  string
 	Value *Value
+	Type  *Type // what the validator knows of the value
 }
 
 // Limits bound a whole run.
@@ -81,6 +89,14 @@ func (p *Pipeline) Modules() confined.Dir {
 	d.MaxBytes, d.Limit = MaxModuleBytes, ""
 	return d
 }
+
+// The largest sandbox limits a pipeline may ask for: a wasm32 guest
+// addresses at most 4 GiB, and the host holds each of stdout, stderr and the
+// result of a run in memory.
+const (
+	MaxSandboxMemoryMB    = 4096
+	MaxSandboxOutputBytes = 256 << 20
+)
 
 // SandboxDefaults apply to every code node that does not set its own.
 type SandboxDefaults struct {
@@ -148,25 +164,11 @@ type HTTPGet struct {
 // Kind is a node's kind: the one kind key it carries.
 type Kind string
 
-const (
-	KindSet      Kind = "set"
-	KindLLM      Kind = "llm"
-	KindAgent    Kind = "agent"
-	KindTool     Kind = "tool"
-	KindCode     Kind = "code"
-	KindBranch   Kind = "branch"
-	KindLoop     Kind = "loop"
-	KindMap      Kind = "map"
-	KindParallel Kind = "parallel"
-	KindCall     Kind = "call"
-	KindAsk      Kind = "ask"
-)
+// KindSet is a node with no kind key, only set:.
+const KindSet Kind = "set"
 
-// kindKeys lists the kind keys in the order the loader looks for them.
-var kindKeys = []Kind{KindLLM, KindAgent, KindTool, KindCode, KindBranch, KindLoop, KindMap, KindParallel, KindCall, KindAsk}
-
-// Node is one step of a pipeline. Exactly one of the kind fields (Branch,
-// Loop, ...) is set, matching Kind; a set node has none.
+// Node is one step of a pipeline: the fields every kind has, and the
+// configuration of its kind.
 type Node struct {
 	ID          string
 	Pos         Pos
@@ -181,16 +183,9 @@ type Node struct {
 	Timeout time.Duration
 	Confirm bool
 
-	Branch   *Branch
-	Loop     *Loop
-	Map      *Map
-	Parallel *Parallel
-	Call     *Call
-	LLM      *LLM
-	Agent    *Agent
-	Code     *Code
-	Tool     *ToolCall
-	Ask      *Ask
+	// Config is what the node's kind decoded from its kind key (*LLM,
+	// *Loop, ...: see the kind's file); the kind's accessor reads it.
+	Config any
 }
 
 // Flow targets that are not node ids.
@@ -203,6 +198,7 @@ const (
 // Assign is one `set:` entry.
 type Assign struct {
 	Key   string
+	Pos   Pos // of the key
 	Value *Value
 }
 
@@ -213,104 +209,8 @@ type Retry struct {
 	RetryOn     []string
 }
 
-// Branch is a list of cases; the first whose When holds wins.
-type Branch struct {
-	Cases   []*Case
-	Default string // where to go when no case holds; "" falls through
-}
-
-// Case is one branch case.
-type Case struct {
-	When *Expr
-	Set  []*Assign
-	Next string
-}
-
-// Loop runs Body until Until holds or while While holds, at most MaxIterations times.
-type Loop struct {
-	MaxIterations int
-	Until         *Expr
-	While         *Expr
-	OnExhausted   string // continue (default) or fail
-	Body          Block
-}
-
-// Map runs Body once per element of Over.
-type Map struct {
-	Over           *Expr
-	MaxConcurrency int
-	OnItemError    string // fail (default) or skip
-	Result         *Expr
-	Body           Block
-}
-
-// Parallel runs named branches concurrently and joins them.
-type Parallel struct {
-	Branches       []*ParallelBranch // in declaration order
-	Result         *Expr
-	MaxConcurrency int
-}
-
-// ParallelBranch is one named branch of a parallel node.
-type ParallelBranch struct {
-	Name string
-	Body Block
-}
-
-// Call runs another pipeline file.
-type Call struct {
-	Path     string
-	Pipeline *Pipeline
-	Inputs   []*Field
-}
-
 // Field is a named value whose strings may interpolate ${{ }}.
 type Field struct {
 	Name  string
 	Value *Value
-}
-
-// LLM is one model call.
-type LLM struct {
-	Model         string
-	System        *Template
-	Prompt        *Template
-	Images        []*Value // each a path or URL, or a list of them
-	Memory        string
-	OutputSchema  map[string]any
-	RepairRetries int
-	Temperature   *float64
-	MaxTokens     int
-}
-
-// Agent is a tool-calling loop.
-type Agent struct {
-	LLM
-	Tools       []string
-	Finish      []string
-	MaxSteps    int
-	ToolRetries int
-}
-
-// Code runs code in the sandbox.
-type Code struct {
-	Language string
-	Source   *Template
-	Module   string
-	Call     string
-	Args     *Value
-	Limits   SandboxDefaults
-}
-
-// ToolCall calls one registered tool.
-type ToolCall struct {
-	Name string
-	Args *Value
-}
-
-// Ask asks the human.
-type Ask struct {
-	Question *Template
-	Schema   map[string]any
-	Default  any
 }

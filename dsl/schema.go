@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,29 +15,63 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 	"gopkg.in/yaml.v3"
-
-	"github.com/flowrun/flowrun/schemas"
 )
 
 var (
 	schemaOnce     sync.Once
+	schemaJSON     []byte
 	compiledSchema *jsonschema.Schema
 	schemaDoc      map[string]any
 )
 
 const schemaURL = "pipeline.schema.json"
 
+// baseSchema is the pipeline schema without the node kinds: the top-level
+// sections, the common node fields and the shared definitions.
+//
+//go:embed schema_base.json
+var baseSchema []byte
+
+// Schema is the JSON schema (draft 2020-12) of a pipeline file: the base
+// with every node kind's fragment. schemas/pipeline.schema.json is this,
+// written by go generate for editors.
+func Schema() []byte {
+	pipelineSchema()
+	return schemaJSON
+}
+
+func buildSchema() map[string]any {
+	var doc map[string]any
+	if err := json.Unmarshal(baseSchema, &doc); err != nil {
+		panic(fmt.Sprintf("dsl/schema_base.json: %v", err))
+	}
+	defs := doc["$defs"].(map[string]any)
+	props := defs["node"].(map[string]any)["properties"].(map[string]any)
+	for _, s := range Kinds() {
+		var fragment map[string]any
+		if err := json.Unmarshal([]byte(s.Schema), &fragment); err != nil {
+			panic(fmt.Sprintf("node kind %s: schema: %v", s.Kind, err))
+		}
+		defs["kind_"+string(s.Kind)] = fragment
+		props[string(s.Kind)] = map[string]any{"$ref": "#/$defs/kind_" + string(s.Kind), "description": s.Summary}
+	}
+	return doc
+}
+
 func pipelineSchema() (*jsonschema.Schema, map[string]any) {
 	schemaOnce.Do(func() {
+		schemaDoc = buildSchema()
+		b, err := json.MarshalIndent(schemaDoc, "", "  ")
+		if err != nil {
+			panic(err)
+		}
+		schemaJSON = append(b, '\n')
 		c := jsonschema.NewCompiler()
 		c.Draft = jsonschema.Draft2020
-		if err := c.AddResource(schemaURL, bytes.NewReader(schemas.Pipeline)); err != nil {
-			panic(fmt.Sprintf("embedded pipeline schema: %v", err))
+		if err := c.AddResource(schemaURL, bytes.NewReader(schemaJSON)); err != nil {
+			panic(fmt.Sprintf("pipeline schema: %v", err))
 		}
 		compiledSchema = c.MustCompile(schemaURL)
-		if err := json.Unmarshal(schemas.Pipeline, &schemaDoc); err != nil {
-			panic(fmt.Sprintf("embedded pipeline schema: %v", err))
-		}
 	})
 	return compiledSchema, schemaDoc
 }
@@ -200,6 +235,10 @@ func (f *file) schemaDiagnostic(ve *jsonschema.ValidationError, ps *pointers) {
 	case "type":
 		if strings.HasPrefix(msg, "expected boolean") && yaml11Bools[strings.ToLower(at.Value)] {
 			msg += fmt.Sprintf(": write true or false (YAML 1.2 reads %s as a string)", at.Value)
+		}
+		if (strings.Contains(ve.AbsoluteKeywordLocation, durationKW) || strings.Contains(ve.KeywordLocation, durationKW)) &&
+			at.Kind == yaml.ScalarNode && (at.ShortTag() == "!!int" || at.ShortTag() == "!!float") {
+			msg = fmt.Sprintf("%s is a number, and a duration needs a unit: write %ss (or 500ms, 2m, 1h)", at.Value, at.Value)
 		}
 	case "not":
 		// A "not" in the schema carries its message as its description,

@@ -10,17 +10,11 @@ func Walk(p *Pipeline, fn func(*Pipeline, *Node)) {
 	walk = func(p *Pipeline, b Block) {
 		for _, n := range b {
 			fn(p, n)
-			switch {
-			case n.Loop != nil:
-				walk(p, n.Loop.Body)
-			case n.Map != nil:
-				walk(p, n.Map.Body)
-			case n.Parallel != nil:
-				for _, br := range n.Parallel.Branches {
-					walk(p, br.Body)
-				}
-			case n.Call != nil && n.Call.Pipeline != nil:
-				walkP(n.Call.Pipeline)
+			for _, body := range Bodies(n) {
+				walk(p, body.Body)
+			}
+			if c := n.Call(); c != nil {
+				walkP(c.Pipeline)
 			}
 		}
 	}

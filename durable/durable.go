@@ -57,8 +57,12 @@ func newRun(p *dsl.Pipeline, inputs map[string]any) (*store.Run, error) {
 		return nil, fmt.Errorf("reading %s: %w", p.Path, err)
 	}
 	abs, _ := filepath.Abs(p.Path)
+	files := make(map[string]string, len(p.Sources))
+	for _, s := range p.Sources {
+		files[s.Path] = s.Content
+	}
 	return &store.Run{ID: runtime.NewRunID(), Pipeline: p.Path, PipelineAbs: abs, PipelineName: p.Name,
-		PipelineHash: p.Hash, PipelineSrc: string(src), Inputs: inputs}, nil
+		PipelineHash: p.Hash, PipelineSrc: string(src), PipelineFiles: files, Inputs: inputs}, nil
 }
 
 // ResumeOptions say how to resume.
@@ -83,7 +87,7 @@ func (r *Runner) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 		return nil, fmt.Errorf("run %s: its pipeline %s no longer loads:\n%s", runID, prev.Pipeline, ds)
 	}
 	if p.Hash != prev.PipelineHash && !opts.AllowChanged {
-		return nil, &ChangedError{Run: runID, Path: prev.Pipeline, Diff: diffLines(prev.PipelineSrc, readOr(prev.PipelineAbs))}
+		return nil, changed(runID, prev, p)
 	}
 	if r.Services != nil {
 		if r.Kinds, err = r.Services(p); err != nil {
@@ -201,22 +205,35 @@ func (t *tee) finish(res *runtime.Result, failed bool) {
 	t.show.Event(e)
 }
 
-// ChangedError says a run's pipeline file changed since it started.
+// ChangedError says files of a run's pipeline changed since it started.
 type ChangedError struct {
-	Run, Path, Diff string
+	Run, Path string
+	Changes   []string // per file: its path and what differs
 }
 
 func (e *ChangedError) Error() string {
 	return fmt.Sprintf("run %s: %s changed since the run started; resuming could mix two versions of the pipeline.\n%s\nTo resume anyway: flowrun resume %s --allow-changed",
-		e.Run, e.Path, e.Diff, e.Run)
+		e.Run, e.Path, strings.Join(e.Changes, "\n"), e.Run)
 }
 
-func readOr(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
+// changed says which of the files a run's pipeline read have changed. A run
+// recorded before the store kept every file has only its pipeline file.
+func changed(runID string, prev *store.Run, p *dsl.Pipeline) *ChangedError {
+	var was []dsl.Source
+	for path, content := range prev.PipelineFiles {
+		was = append(was, dsl.Source{Path: path, Content: content})
 	}
-	return string(b)
+	now := p.Sources
+	if len(was) == 0 {
+		main := filepath.ToSlash(filepath.Base(p.Path))
+		was = []dsl.Source{{Path: main, Content: prev.PipelineSrc}}
+		for _, s := range p.Sources {
+			if s.Path == main {
+				now = []dsl.Source{s}
+			}
+		}
+	}
+	return &ChangedError{Run: runID, Path: prev.Pipeline, Changes: dsl.SourceChanges(was, now, diffLines)}
 }
 
 // diffLines names the lines that differ between two versions of a file,

@@ -95,39 +95,38 @@ func (c *chart) block(cl *cluster, b dsl.Block, succ, head, exit string) string 
 			return t
 		}
 		switch {
-		case n.Branch != nil:
+		case n.Branch() != nil:
 			c.add(cl, vertex{n.ID, n.ID, decision})
-			for _, k := range n.Branch.Cases {
+			for _, k := range n.Branch().Cases {
 				label := ""
 				if k.When != nil {
 					label = short(k.When.Src)
 				}
 				c.link(n.ID, resolve(k.Next), label, false)
 			}
-			c.link(n.ID, resolve(n.Branch.Default), "default", false)
-		case n.Loop != nil:
+			c.link(n.ID, resolve(n.Branch().Default), "default", false)
+		case n.Loop() != nil:
 			sub := &cluster{id: "cluster_" + n.ID, label: "loop " + n.ID}
 			cl.children = append(cl.children, sub)
 			c.add(sub, vertex{n.ID, loopLabel(n), loopHead})
-			entry := c.block(sub, n.Loop.Body, n.ID, n.ID, resolve(n.Next))
+			entry := c.block(sub, n.Loop().Body, n.ID, n.ID, resolve(n.Next))
 			c.link(n.ID, entry, "iterate", false)
 			c.link(n.ID, resolve(n.Next), "done", false)
-		case n.Map != nil:
-			sub := &cluster{id: "cluster_" + n.ID, label: "map " + n.ID}
+		case len(dsl.Bodies(n)) > 0:
+			// Any other node that runs bodies (map, parallel) fans out to
+			// them and joins.
+			sub := &cluster{id: "cluster_" + n.ID, label: string(n.Kind) + " " + n.ID}
 			cl.children = append(cl.children, sub)
-			c.add(sub, vertex{n.ID, fmt.Sprintf("map %s over %s", n.ID, short(n.Map.Over.Src)), fork})
-			entry := c.block(sub, n.Map.Body, resolve(n.Next), "", "")
-			c.link(n.ID, entry, "each item", false)
-		case n.Parallel != nil:
-			sub := &cluster{id: "cluster_" + n.ID, label: "parallel " + n.ID}
-			cl.children = append(cl.children, sub)
-			c.add(sub, vertex{n.ID, "parallel " + n.ID, fork})
+			c.add(sub, vertex{n.ID, forkLabel(n), fork})
 			joinID := n.ID + "__join"
 			c.add(sub, vertex{joinID, "join", join})
-			for _, br := range n.Parallel.Branches {
-				bc := &cluster{id: "cluster_" + n.ID + "_" + br.Name, label: br.Name}
-				sub.children = append(sub.children, bc)
-				c.link(n.ID, c.block(bc, br.Body, joinID, "", ""), br.Name, false)
+			for _, body := range dsl.Bodies(n) {
+				bc, label := sub, "each item"
+				if body.Name != "" {
+					bc, label = &cluster{id: "cluster_" + n.ID + "_" + body.Name, label: body.Name}, body.Name
+					sub.children = append(sub.children, bc)
+				}
+				c.link(n.ID, c.block(bc, body.Body, joinID, "", ""), label, false)
 			}
 			c.link(joinID, resolve(n.Next), "", false)
 		default:
@@ -150,8 +149,8 @@ func (c *chart) block(cl *cluster, b dsl.Block, succ, head, exit string) string 
 
 func nodeLabel(n *dsl.Node) string {
 	label := fmt.Sprintf("%s (%s)", n.ID, n.Kind)
-	if n.Call != nil {
-		label = fmt.Sprintf("%s (call %s)", n.ID, n.Call.Path)
+	if n.Call() != nil {
+		label = fmt.Sprintf("%s (call %s)", n.ID, n.Call().Path)
 	}
 	if n.When != nil {
 		label += "\nwhen " + short(n.When.Src)
@@ -159,9 +158,20 @@ func nodeLabel(n *dsl.Node) string {
 	return label
 }
 
+func forkLabel(n *dsl.Node) string {
+	if m := n.Map(); m != nil {
+		return fmt.Sprintf("map %s over %s", n.ID, short(m.Over.Src))
+	}
+	return string(n.Kind) + " " + n.ID
+}
+
 func loopLabel(n *dsl.Node) string {
-	l := n.Loop
-	label := fmt.Sprintf("loop %s, at most %d", n.ID, l.MaxIterations)
+	l := n.Loop()
+	most := fmt.Sprint(l.MaxIterations)
+	if l.MaxExpr != nil {
+		most = short(l.MaxExpr.Src)
+	}
+	label := fmt.Sprintf("loop %s, at most %s", n.ID, most)
 	switch {
 	case l.Until != nil:
 		label += "\nuntil " + short(l.Until.Src)

@@ -30,7 +30,7 @@ type agentNode struct{ svc *Services }
 // CheckNode refuses, before the run starts, an agent listing a tool that
 // cannot run here.
 func (k agentNode) CheckNode(_ *dsl.Pipeline, n *dsl.Node) error {
-	for _, name := range n.Agent.Tools {
+	for _, name := range n.Agent().Tools {
 		if err := k.svc.checkTool(name); err != nil {
 			return err
 		}
@@ -39,7 +39,7 @@ func (k agentNode) CheckNode(_ *dsl.Pipeline, n *dsl.Node) error {
 }
 
 func (k agentNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	a := n.Agent
+	a := n.Agent()
 	tools, err := k.svc.agentTools(s.Pipeline(), a)
 	if err != nil {
 		return runtime.Outcome{}, err

@@ -17,7 +17,7 @@ var defaultAnswerSchema = map[string]any{"type": "string"}
 type askNode struct{}
 
 func (askNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	a := n.Ask
+	a := n.Ask()
 	text, err := s.Render(a.Question)
 	if err != nil {
 		return runtime.Outcome{}, fmt.Errorf("question: %w", err)

@@ -17,7 +17,7 @@ type branchNode struct{}
 func (branchNode) Pure(*dsl.Node) bool { return true }
 
 func (branchNode) Execute(_ context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	for i, c := range n.Branch.Cases {
+	for i, c := range n.Branch().Cases {
 		ok, err := s.EvalBool(c.When)
 		if err != nil {
 			return runtime.Outcome{}, fmt.Errorf("case %d: %w", i+1, err)
@@ -30,5 +30,5 @@ func (branchNode) Execute(_ context.Context, s *runtime.Scope, n *dsl.Node) (run
 		}
 		return runtime.Outcome{Output: map[string]any{"case": i, "next": c.Next}, Next: c.Next}, nil
 	}
-	return runtime.Outcome{Output: map[string]any{"case": -1, "next": n.Branch.Default}, Next: n.Branch.Default}, nil
+	return runtime.Outcome{Output: map[string]any{"case": -1, "next": n.Branch().Default}, Next: n.Branch().Default}, nil
 }

@@ -21,11 +21,11 @@ func (k codeNode) CheckNode(_ *dsl.Pipeline, n *dsl.Node) error {
 	if k.svc.Sandbox == nil {
 		return fmt.Errorf("the sandbox is not available in this build")
 	}
-	return k.svc.Sandbox.Check(n.Code.Language)
+	return k.svc.Sandbox.Check(n.Code().Language)
 }
 
 func (k codeNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	c := n.Code
+	c := n.Code()
 	req := sandbox.Request{Language: c.Language, Call: c.Call, Limits: limitsFor(s.Pipeline(), c.Limits)}
 	if c.Source != nil {
 		src, err := s.Render(c.Source)
@@ -52,6 +52,13 @@ func (k codeNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (r
 	res, err := k.svc.runCode(ctx, s, n, req)
 	if err != nil {
 		return runtime.Outcome{}, err
+	}
+	if c.ResultSchema != nil && res.OK {
+		// The validator typed nodes.<id>.result by the schema; a result
+		// that breaks it is the code's mistake, fed back like any other.
+		if err := dsl.ValidateValue(c.ResultSchema, res.Result); err != nil {
+			res.OK, res.Error = false, &sandbox.Error{Class: sandbox.ClassBadResult, Message: "the result does not match result_schema: " + err.Error()}
+		}
 	}
 	return runtime.Outcome{Output: resultMap(res)}, nil
 }

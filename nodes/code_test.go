@@ -160,3 +160,39 @@ outputs: {answer: nodes.solve.finish.args.answer}
 		t.Fatal("no sandbox_run event")
 	}
 }
+
+// TestCodeResultSchema checks that a result breaking result_schema is the
+// code's bad_result, data for the pipeline, while a matching one passes.
+func TestCodeResultSchema(t *testing.T) {
+	p := load(t, `
+version: 1
+name: t
+nodes:
+  - id: good
+    code:
+      language: go
+      source: |
+        package main
+
+        func f(x int) map[string]int { return map[string]int{"total": x} }
+      call: f
+      args: [3]
+      result_schema: {type: object, properties: {total: {type: integer}}, required: [total]}
+  - id: bad
+    code:
+      language: go
+      source: |
+        package main
+
+        func f(x int) map[string]string { return map[string]string{"total": "three"} }
+      call: f
+      args: [3]
+      result_schema: {type: object, properties: {total: {type: integer}}, required: [total]}
+outputs: {total: nodes.good.result.total, ok: nodes.bad.ok, class: nodes.bad.error.class}
+`, nil)
+	res, _ := run(t, p, codeKinds(t, sandbox.Go), nil)
+	mustComplete(t, res)
+	if res.Outputs["total"] != 3 || res.Outputs["ok"] != false || res.Outputs["class"] != "bad_result" {
+		t.Fatalf("outputs %v", res.Outputs)
+	}
+}

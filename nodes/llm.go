@@ -14,7 +14,7 @@ import (
 type llmNode struct{ svc *Services }
 
 func (k llmNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	l := n.LLM
+	l := n.LLM()
 	c, err := k.svc.startConversation(ctx, s, l)
 	if err != nil {
 		return runtime.Outcome{}, err

@@ -18,8 +18,18 @@ type loopNode struct{}
 func (loopNode) Pure(*dsl.Node) bool { return true }
 
 func (loopNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	l := n.Loop
+	l := n.Loop()
 	bound := l.MaxIterations
+	if l.MaxExpr != nil {
+		v, err := s.Eval(l.MaxExpr)
+		if err != nil {
+			return runtime.Outcome{}, fmt.Errorf("max_iterations: %w", err)
+		}
+		if bound, _ = v.(int); bound < 1 {
+			return runtime.Outcome{}, runtime.Errorf(runtime.ClassExpression, "%s: max_iterations must be an integer of at least 1, got %v", l.MaxExpr.Pos, v)
+		}
+	}
+	declared := bound
 	if m := s.MaxLoops(); m > 0 && m < bound {
 		bound = m
 	}
@@ -69,7 +79,7 @@ func (loopNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (run
 	}
 	if !done && (l.Until != nil || l.While != nil) {
 		msg := fmt.Sprintf("loop %q reached max_iterations (%d) before its condition held", n.ID, bound)
-		if bound < l.MaxIterations {
+		if bound < declared {
 			msg = fmt.Sprintf("loop %q reached --max-loops (%d) before its condition held", n.ID, bound)
 		}
 		if l.OnExhausted == "fail" {

@@ -23,10 +23,10 @@ type mapNode struct{}
 // Pure: the items' nodes have checkpoints of their own, except with
 // on_item_error: skip, where an item's failed node (a model call, say) has
 // none and only the map's checkpoint keeps it from being tried again.
-func (mapNode) Pure(n *dsl.Node) bool { return n.Map.OnItemError != "skip" }
+func (mapNode) Pure(n *dsl.Node) bool { return n.Map().OnItemError != "skip" }
 
 func (mapNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	m := n.Map
+	m := n.Map()
 	over, err := s.Eval(m.Over)
 	if err != nil {
 		return runtime.Outcome{}, fmt.Errorf("over: %w", err)
@@ -41,8 +41,13 @@ func (mapNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runt
 	}
 	skip := m.OnItemError == "skip"
 	results := make([]any, len(list))
+	// Items' state writes reach the run only for variables that declare
+	// a merge (the validator refuses others), joined in item order.
+	merges := s.Pipeline().HasMerges()
+	items := make([]*runtime.Scope, len(list))
 	errs, first := fanOut(ctx, len(list), limit, !skip, func(ctx context.Context, i int) error {
-		item := s.Child(n.ID+"["+strconv.Itoa(i)+"]/", false)
+		item := s.Child(n.ID+"["+strconv.Itoa(i)+"]/", merges)
+		items[i] = item
 		item.SetItem(list[i], i)
 		if _, err := item.RunBlock(ctx, m.Body); err != nil {
 			return err
@@ -58,6 +63,13 @@ func (mapNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runt
 		results[i] = r
 		return nil
 	})
+	if merges && (skip || first == nil) {
+		for i, item := range items {
+			if item != nil && (errs == nil || errs[i] == nil) {
+				s.JoinState(item)
+			}
+		}
+	}
 	if !skip {
 		return runtime.Outcome{Output: results}, first
 	}

@@ -17,7 +17,7 @@ type parallelNode struct{}
 func (parallelNode) Pure(*dsl.Node) bool { return true }
 
 func (parallelNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	p := n.Parallel
+	p := n.Parallel()
 	scopes := make([]*runtime.Scope, len(p.Branches))
 	results := make([]any, len(p.Branches))
 	limit := p.MaxConcurrency

@@ -38,7 +38,7 @@ func TestPureCheckpoints(t *testing.T) {
 	p := load(t, `
 version: 1
 name: pure
-state: {n: 0}
+state: {n: 0, m: {default: 0, merge: replace}}
 nodes:
   - id: rounds
     loop:
@@ -57,14 +57,14 @@ nodes:
       over: '[1]'
       body:
         - id: item
-          set: {n: item}
+          set: {m: item}
   - id: skipping
     map:
       over: '[1]'
       on_item_error: skip
       body:
         - id: inner
-          set: {n: item}
+          set: {m: item}
   - id: both
     parallel:
       branches:

@@ -81,7 +81,7 @@ nodes:
           map:
             over: '[1, 2, 3]'
             max_concurrency: 2
-            result: nodes.work
+            result: int(nodes.work)
             body:
               - id: work
                 tool: {name: read_file, args: {value: "${{ item * loop_it }}"}}
@@ -91,11 +91,11 @@ nodes:
             branches:
               a:
                 - id: pa
-                  tool: {name: read_file, args: {value: a}}
+                  tool: {name: read_file, args: {value: '"a"'}}
                   set: {log: 'concat(state.log, ["a"])'}
               b:
                 - id: pb
-                  tool: {name: read_file, args: {value: b}}
+                  tool: {name: read_file, args: {value: '"b"'}}
                   set: {best: state.total}
         - id: route
           branch:
@@ -117,7 +117,7 @@ state: {y: 0}
 nodes:
   - id: twice
     tool: {name: read_file, args: {value: "${{ inputs.x * 2 }}"}}
-    set: {y: nodes.twice}
+    set: {y: int(nodes.twice)}
 outputs: {y: state.y}
 `
 

@@ -13,21 +13,21 @@ import (
 type toolNode struct{ svc *Services }
 
 func (k toolNode) CheckNode(_ *dsl.Pipeline, n *dsl.Node) error {
-	return k.svc.checkTool(n.Tool.Name)
+	return k.svc.checkTool(n.Tool().Name)
 }
 
 func (k toolNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	t, err := k.svc.lookupTool(s.Pipeline(), n.Tool.Name)
+	t, err := k.svc.lookupTool(s.Pipeline(), n.Tool().Name)
 	if err != nil {
 		return runtime.Outcome{}, err
 	}
 	if t.run == nil {
-		return runtime.Outcome{}, runtime.Errorf(runtime.ClassCritical, "tool %q has no implementation: it can only be an agent's finish tool", n.Tool.Name)
+		return runtime.Outcome{}, runtime.Errorf(runtime.ClassCritical, "tool %q has no implementation: it can only be an agent's finish tool", n.Tool().Name)
 	}
 	if t.needsModel && k.svc.LLM == nil {
-		return runtime.Outcome{}, runtime.Errorf(runtime.ClassCritical, "tool %q makes a model call, and there is no model client", n.Tool.Name)
+		return runtime.Outcome{}, runtime.Errorf(runtime.ClassCritical, "tool %q makes a model call, and there is no model client", n.Tool().Name)
 	}
-	v, err := s.EvalValue(n.Tool.Args)
+	v, err := s.EvalValue(n.Tool().Args)
 	if err != nil {
 		return runtime.Outcome{}, fmt.Errorf("args: %w", err)
 	}
@@ -39,7 +39,7 @@ func (k toolNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (r
 		args = map[string]any{}
 	}
 	if err := dsl.ValidateValue(t.spec.Parameters, args); err != nil {
-		return runtime.Outcome{}, runtime.Errorf(runtime.ClassCritical, "args do not match tool %q's parameters: %v", n.Tool.Name, err)
+		return runtime.Outcome{}, runtime.Errorf(runtime.ClassCritical, "args do not match tool %q's parameters: %v", n.Tool().Name, err)
 	}
 	out, err := t.run(ctx, s, callSite{name: n.ID}, args)
 	return runtime.Outcome{Output: out}, err

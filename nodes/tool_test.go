@@ -21,7 +21,7 @@ tools:
     pipeline: shout.yaml
 nodes:
   - id: read
-    tool: {name: read_file, args: {path: notes.txt}}
+    tool: {name: read_file, args: {path: '"notes.txt"'}}
   - id: loud
     tool: {name: shout, args: {word: "${{ trim(nodes.read) }}"}}
 outputs: {read: nodes.read, loud: nodes.loud.text}
@@ -47,7 +47,7 @@ outputs: {text: upper(inputs.word)}
 func TestToolNodeErrors(t *testing.T) {
 	cases := []struct{ args, want string }{
 		{`{path: 5}`, `args do not match tool "read_file"'s parameters`},
-		{`{path: ../secret.txt}`, `read_file "../secret.txt": path escapes the pipeline directory`},
+		{`{path: '"../secret.txt"'}`, `read_file "../secret.txt": path escapes the pipeline directory`},
 	}
 	for _, c := range cases {
 		p := load(t, "version: 1\nname: t\nnodes:\n  - id: r\n    tool: {name: read_file, args: "+c.args+"}\n", nil)
@@ -60,7 +60,7 @@ func TestToolNodeErrors(t *testing.T) {
 			t.Errorf("args %s: status %s err %v, want %q", c.args, res.Status, res.Err, c.want)
 		}
 	}
-	p := load(t, "version: 1\nname: t\nnodes:\n  - id: py\n    tool: {name: python_execute, args: {code: 'print(1)'}}\n", nil)
+	p := load(t, "version: 1\nname: t\nnodes:\n  - id: py\n    tool: {name: python_execute, args: {code: '\"print(1)\"'}}\n", nil)
 	if err := nodes.Kinds(nodes.Services{}).Check(p); err == nil || !strings.Contains(err.Error(), "tool python_execute runs code in the sandbox, which is not available here") {
 		t.Fatalf("preflight: %v", err)
 	}

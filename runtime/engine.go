@@ -16,7 +16,7 @@ import (
 )
 
 // Executor runs one kind of node. It reads the node's kind-specific fields
-// (n.Loop, n.Branch, ...) and returns the node's output. The runtime handles
+// (n.Loop(), n.Branch(), ...) and returns the node's output. The runtime handles
 // everything common to all kinds: when, set, retry, on_error, timeout,
 // events and limits.
 type Executor interface {

@@ -34,9 +34,10 @@ type Scope struct {
 	pipeline *dsl.Pipeline
 	path     string // prefix of the paths of nodes run here, "refine[2]/"
 	env      dsl.Env
-	last     any       // output of the last node that finished here
-	written  *[]string // state keys written, in order, when the parent must replay them
-	effects  *effects  // what nodes wrote, when the run keeps checkpoints
+	last     any            // output of the last node that finished here
+	written  *[]string      // state keys written, in order, when the parent must replay them
+	base     map[string]any // the state when this branch scope began, for merges
+	effects  *effects       // what nodes wrote, when the run keeps checkpoints
 	mem      memories
 	attempt  int // the running node's attempt, from 1
 }
@@ -110,7 +111,7 @@ func (s *Scope) assign(as []*dsl.Assign, keep bool) (map[string]any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("set %s: %w", as[0].Key, err)
 		}
-		s.SetState(as[0].Key, v)
+		s.write(as[0].Key, v)
 		if !keep {
 			return nil, nil
 		}
@@ -126,7 +127,7 @@ func (s *Scope) assign(as []*dsl.Assign, keep bool) (map[string]any, error) {
 		vals = append(vals, v)
 	}
 	for i, a := range as {
-		s.SetState(a.Key, vals[i])
+		s.write(a.Key, vals[i])
 	}
 	if !keep {
 		return nil, nil
@@ -136,6 +137,15 @@ func (s *Scope) assign(as []*dsl.Assign, keep bool) (map[string]any, error) {
 		out[a.Key] = vals[i]
 	}
 	return out, nil
+}
+
+// write is a set: of one variable: an update combined with the current
+// value when the variable declares a merge, else the new value.
+func (s *Scope) write(key string, v any) {
+	if m := s.pipeline.MergeOf(key); m != dsl.MergeNone {
+		v = m.Apply(s.env.State[key], v)
+	}
+	s.SetState(key, v)
 }
 
 // SetState writes one state variable.
@@ -185,6 +195,9 @@ func (s *Scope) Child(seg string, trackWrites bool) *Scope {
 	c.env.Nodes = maps.Clone(s.env.Nodes)
 	if trackWrites {
 		c.written = new([]string)
+		if s.pipeline.HasMerges() {
+			c.base = maps.Clone(s.env.State)
+		}
 	}
 	if s.effects != nil {
 		c.effects = &effects{}
@@ -196,17 +209,32 @@ func (s *Scope) Child(seg string, trackWrites bool) *Scope {
 // Join applies a branch scope's state writes, in the order it made them,
 // and makes its node outputs visible here.
 func (s *Scope) Join(c *Scope) {
-	if c.written != nil {
-		for _, k := range *c.written {
-			s.SetState(k, c.env.State[k])
-		}
-	}
+	s.JoinState(c)
 	for k, v := range c.env.Nodes {
 		if s.env.Nodes[k] != nil || v != nil {
 			s.setOutput(k, v)
 		}
 	}
 	s.joinMemories(c)
+}
+
+// JoinState applies a branch scope's state writes, in the order it made
+// them; a variable that declares a merge combines what the branch added.
+func (s *Scope) JoinState(c *Scope) {
+	if c.written == nil {
+		return
+	}
+	done := map[string]bool{}
+	for _, k := range *c.written {
+		m := s.pipeline.MergeOf(k)
+		switch {
+		case m == dsl.MergeNone:
+			s.SetState(k, c.env.State[k])
+		case !done[k]:
+			done[k] = true
+			s.SetState(k, m.Join(s.env.State[k], c.base[k], c.env.State[k]))
+		}
+	}
 }
 
 // SetItem sets a map item's variables.

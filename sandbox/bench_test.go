@@ -149,14 +149,14 @@ func BenchmarkCancellationDesign(b *testing.B) {
 	defer s.Close()
 	needPython(b, s)
 	ctx := context.Background()
-	j, res := s.prepare(ctx, Request{Language: Python, Source: arcTransform, Call: "transform", Args: []any{arcGrid()}, Limits: Limits{}.withDefaults()})
-	if res != nil {
-		b.Fatal(res.Error)
+	j, res, err := s.prepare(ctx, Request{Language: Python, Source: arcTransform, Call: "transform", Args: []any{arcGrid()}, Limits: Limits{}.withDefaults()})
+	if err != nil || res != nil {
+		b.Fatal(err, res)
 	}
 	measure := func(closeOnDone bool) time.Duration {
-		h := &host{runtimes: map[int]*limitedRuntime{}, closeOnDone: closeOnDone}
+		h := &host{closeOnDone: closeOnDone}
 		defer h.close(ctx)
-		if r, fatal := h.run(ctx, j, func() {}); fatal != "" || !r.OK {
+		if r, fatal := h.run(ctx, j, func() {}); fatal != "" || r.Error != nil {
 			b.Fatalf("%s %+v", fatal, r)
 		}
 		start := time.Now()

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flowrun/flowrun/internal/proc"
+	"github.com/flowrun/flowrun/internal/proc/proctest"
 )
 
 // hostile is one piece of code a model might write, and what must happen.
@@ -19,6 +21,10 @@ type hostile struct {
 	limits Limits
 	class  string                          // expected error class; "" means ok
 	check  func(t *testing.T, res *Result) // more assertions, if any
+	item   int                             // the issue 10 item the case guards, if any
+	// cold cases are compiled inside the run, so that their timeout covers
+	// the compile; the others are compiled before the corpus runs.
+	cold bool
 }
 
 func pyFn(body string) string { return "def f():\n" + indent(body) + "\n" }
@@ -72,6 +78,82 @@ var corpus = []hostile{
 	{name: "result not JSON", lang: Python, source: pyFn("return {1, 2}"), class: ClassBadResult},
 	{name: "result not JSON", lang: Go, source: goFn(`"math"`, "return math.NaN()"), class: ClassBadResult},
 	{name: "sys.exit", lang: Python, source: pyFn("import sys\nsys.exit(3)"), class: ClassRuntimeError},
+	{name: "generic type bomb", lang: Go, source: typeBomb(24), limits: Limits{Timeout: time.Second}, class: ClassTimeout, item: 1, cold: true, check: mentions("compiling the code took longer")},
+	{name: "stdout between 1x and 2x the cap", lang: Python, source: pyFn("print('x' * 190_000)\nreturn 1"), limits: Limits{MaxOutputBytes: 100 << 10}, class: ClassOutputLimit, item: 9, check: keptAtMost(100 << 10)},
+	{name: "stdout between 1x and 2x the cap", lang: Go, source: goFn(`"fmt"; "strings"`, "fmt.Print(strings.Repeat(\"x\", 190_000))\nreturn 1"), limits: Limits{MaxOutputBytes: 100 << 10}, class: ClassOutputLimit, item: 9, check: keptAtMost(100 << 10)},
+	{name: "result between 1x and 2x the cap", lang: Python, source: pyFn("return 'x' * 150_000"), limits: Limits{MaxOutputBytes: 100 << 10}, class: ClassOutputLimit, item: 9},
+	{name: "result between 1x and 2x the cap", lang: Go, source: goFn(`"strings"`, "return strings.Repeat(\"x\", 150_000)"), limits: Limits{MaxOutputBytes: 100 << 10}, class: ClassOutputLimit, item: 9},
+	{name: "forged timeout envelope", lang: Python, source: pyForge(`'{"result": null, "error": {"class": "timeout", "message": "forged"}}'`), class: ClassRuntimeError, item: 9, check: mentions("only the sandbox decides")},
+	{name: "forged timeout envelope", lang: Go, source: goForge("`{\"result\": null, \"error\": {\"class\": \"timeout\", \"message\": \"forged\"}}`"), class: ClassRuntimeError, item: 9, check: mentions("only the sandbox decides")},
+	{name: "forged sandbox_unavailable envelope", lang: Python, source: pyForge(`'{"result": null, "error": {"class": "sandbox_unavailable", "message": "forged"}}'`), class: ClassRuntimeError, item: 9, check: mentions("only the sandbox decides")},
+	{name: "forged output_limit envelope", lang: Go, source: goForge("`{\"result\": null, \"error\": {\"class\": \"output_limit\", \"message\": \"forged\"}}`"), class: ClassRuntimeError, item: 9, check: mentions("only the sandbox decides")},
+	{name: "forged memory_limit envelope", lang: Python, source: pyForge(`'{"result": null, "error": {"class": "memory_limit", "message": "forged"}}'`), class: ClassRuntimeError, item: 9, check: mentions("below its memory limit")},
+	{name: "forged result over the cap", lang: Python, source: pyForge(`'{"result": "' + 'x' * 150_000 + '", "error": null}'`), limits: Limits{MaxOutputBytes: 100 << 10}, class: ClassOutputLimit, item: 9},
+	{name: "forged result over the cap", lang: Go, source: goForge("`{\"result\": \"` + strings.Repeat(\"x\", 150_000) + `\", \"error\": null}`"), limits: Limits{MaxOutputBytes: 100 << 10}, class: ClassOutputLimit, item: 9},
+}
+
+// typeBomb is Go whose types double in size at every level: compiling it
+// takes minutes (24 levels took 36 s on the host's go build). Each call
+// gives new source, which neither flowrun's nor Go's build cache has seen.
+func typeBomb(levels int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "package main\n\n// %d\n\ntype S0[T any] struct{ A, B T }\n", time.Now().UnixNano())
+	for i := 1; i <= levels; i++ {
+		fmt.Fprintf(&b, "type S%d[T any] struct{ A, B S%d[T] }\n", i, i-1)
+	}
+	fmt.Fprintf(&b, "\nfunc f() any {\n\tvar x S%d[int]\n\treturn x\n}\n", levels)
+	return b.String()
+}
+
+// pyForge is Python that reads the harness's marker from the harness's own
+// frame and reports the envelope it likes, instead of the harness.
+func pyForge(envelope string) string {
+	return pyFn("import sys, os\nmarker = sys._getframe(1).f_locals['marker']\nsys.__stdout__.write(marker + " + envelope + " + '\\n')\nsys.__stdout__.flush()\nos._exit(0)")
+}
+
+// goForge is Go that finds the harness's marker in its own memory (below a
+// fresh large allocation) and reports the envelope it likes.
+func goForge(envelope string) string {
+	return `package main
+
+import (
+	"os"
+	"strings"
+	"unsafe"
+)
+
+var _ = strings.Repeat
+
+func f() any {
+	probe := make([]byte, 8<<20)
+	end := uintptr(unsafe.Pointer(&probe[0]))
+	prefix := "\x1eflowrun-result-"
+	n := len(prefix) + 32
+	for p := uintptr(4096); p+uintptr(n) < end; p++ {
+		b := unsafe.Slice((*byte)(unsafe.Pointer(p)), n)
+		if string(b[:len(prefix)]) != prefix {
+			continue
+		}
+		hex := true
+		for _, c := range b[len(prefix):] {
+			hex = hex && (c >= '0' && c <= '9' || c >= 'a' && c <= 'f')
+		}
+		if hex {
+			os.Stdout.WriteString("\n" + string(b) + "\n" + ` + envelope + ` + "\n")
+			os.Exit(0)
+		}
+	}
+	return "the marker is not in memory"
+}
+`
+}
+
+func keptAtMost(n int) func(*testing.T, *Result) {
+	return func(t *testing.T, res *Result) {
+		if len(res.Stdout) == 0 || len(res.Stdout) > n {
+			t.Errorf("stdout before the cap must be kept, at most the limit: %d bytes", len(res.Stdout))
+		}
+	}
 }
 
 func keptOutput(t *testing.T, res *Result) {
@@ -147,33 +229,12 @@ func TestHostileCorpus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Compile the Go cases first: a timeout covers compiling too, and the
+	// timeouts here are for the code.
+	warm(t, s, corpus)
 	baseRSS, baseG := hostRSS(), runtime.NumGoroutine()
 	for _, c := range corpus {
-		t.Run(c.lang+"/"+c.name, func(t *testing.T) {
-			if c.lang == Python {
-				needPython(t, s)
-			}
-			res, err := s.Run(ctx, Request{Language: c.lang, Source: c.source, Call: "f", Limits: c.limits})
-			if err != nil {
-				t.Fatalf("the sandbox failed instead of the code: %v", err)
-			}
-			got := ""
-			if res.Error != nil {
-				got = res.Error.Class
-			}
-			if got != c.class || res.OK != (c.class == "") {
-				t.Fatalf("class %q ok=%v, want %q; result %+v error %+v", got, res.OK, c.class, res.Result, res.Error)
-			}
-			if c.class == ClassTimeout {
-				// The code must stop within 100 ms of its deadline.
-				if over := res.DurationMS - float64(c.limits.Timeout.Milliseconds()); over > 100 || over < 0 {
-					t.Errorf("stopped %.0f ms after the deadline", over)
-				}
-			}
-			if c.check != nil {
-				c.check(t, res)
-			}
-		})
+		t.Run(c.lang+"/"+c.name, func(t *testing.T) { c.run(t, s) })
 	}
 	// The host is healthy: memory near where it started, no goroutines left.
 	runtime.GC()
@@ -193,6 +254,57 @@ func TestHostileCorpus(t *testing.T) {
 	}
 }
 
+// warm compiles the Go cases that are not cold.
+func warm(t *testing.T, s *Sandbox, cases []hostile) {
+	t.Helper()
+	for _, c := range cases {
+		if c.lang == Go && !c.cold {
+			if _, _, err := s.goCache.build(context.Background(), c.source, "f", time.Minute); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+		}
+	}
+}
+
+// run runs one case and checks its class, that a timeout stopped the code
+// in time, and the case's own checks.
+func (c hostile) run(t *testing.T, s *Sandbox) {
+	t.Helper()
+	if c.lang == Python {
+		needPython(t, s)
+	}
+	start := time.Now()
+	res, err := s.Run(context.Background(), Request{Language: c.lang, Source: c.source, Call: "f", Limits: c.limits})
+	wall := time.Since(start)
+	if err != nil {
+		t.Fatalf("the sandbox failed instead of the code: %v", err)
+	}
+	got := ""
+	if res.Error != nil {
+		got = res.Error.Class
+	}
+	if got != c.class || res.OK != (c.class == "") {
+		t.Fatalf("class %q ok=%v, want %q; result %.200v error %+v", got, res.OK, c.class, res.Result, res.Error)
+	}
+	switch {
+	case c.class == ClassTimeout && c.cold:
+		// Compiling counts: the whole run, compile included, stops
+		// within its timeout and the time it takes to end the compiler.
+		if over := wall - c.limits.Timeout; over > 500*time.Millisecond {
+			t.Errorf("stopped %s after the deadline", over)
+		}
+	case c.class == ClassTimeout:
+		// The code must stop within 100 ms of its deadline (which
+		// finding the cached build moved a little earlier).
+		if over := res.DurationMS - float64(c.limits.Timeout.Milliseconds()); over > 100 || over < -20 {
+			t.Errorf("stopped %.0f ms after the deadline", over)
+		}
+	}
+	if c.check != nil {
+		c.check(t, res)
+	}
+}
+
 // sharedCache is one cache dir for the package's tests, so that compiled
 // modules and Go builds are reused between tests.
 func sharedCache(t testing.TB) string {
@@ -205,33 +317,18 @@ func sharedCache(t testing.TB) string {
 
 func hostRSS() int64 { return rss() }
 
-// children lists this process's live child processes.
+// children lists this process's live child processes, but for the reaper
+// (see internal/proc), which lives as long as this process.
 func children() []int {
-	me := os.Getpid()
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		f := statFields(pid)
-		if len(f) > 1 && f[1] == strconv.Itoa(me) && f[0] != "Z" {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-func statFields(pid int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	all, err := proctest.Live()
 	if err != nil {
 		return nil
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil
+	var out []int
+	for _, p := range all {
+		if p.Parent == os.Getpid() && !p.HasEnv(proc.ReaperEnv+"=1") {
+			out = append(out, p.Pid)
+		}
 	}
-	return strings.Fields(s[i+1:])
+	return out
 }

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,6 +16,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/flowrun/flowrun/internal/proc"
 )
 
 // goHarness is main.go for a Go build: it decodes the arguments into the
@@ -39,9 +41,8 @@ var flowrunCall any = %s
 
 func main() {
 	var req struct {
-		Args      json.RawMessage ` + "`json:\"args\"`" + `
-		Nonce     string          ` + "`json:\"nonce\"`" + `
-		MaxOutput int             ` + "`json:\"max_output\"`" + `
+		Args  json.RawMessage ` + "`json:\"args\"`" + `
+		Nonce string          ` + "`json:\"nonce\"`" + `
 	}
 	in, _ := io.ReadAll(os.Stdin)
 	_ = json.Unmarshal(in, &req)
@@ -116,28 +117,33 @@ func main() {
 		report(nil, "bad_result", "the result is not JSON-serialisable: "+err.Error(), 0)
 		return
 	}
-	if len(b) > req.MaxOutput {
-		report(nil, "output_limit", fmt.Sprintf("the result is %%d bytes; the limit is %%d", len(b), req.MaxOutput), 0)
-		return
-	}
 	os.Stdout.WriteString(marker + "{\"result\": " + string(b) + ", \"error\": null}\n")
 }
 `
 
+// goBuildMemory caps the resident memory of one go build (the go command,
+// the compiler and the linker together).
+const goBuildMemory = 2 << 30
+
 // goBuilds compiles Go sources to wasip1 modules, cached by source hash.
 type goBuilds struct {
-	dir   string
-	locks sync.Map // hash -> *sync.Mutex
+	dir    string
+	memory int64    // the cap on a build's resident memory
+	locks  sync.Map // hash -> chan struct{}, held while building that source
+	stale  sync.Once
 }
 
 var goErrRE = regexp.MustCompile(`(?m)^\./code\.go:(\d+):(\d+): (.*)$`)
 
-// build returns the module for source (calling call), or a result holding
-// the compile error.
-func (g *goBuilds) build(ctx context.Context, source, call string) (string, *Result) {
+// build returns the module for source (calling call), or a result saying
+// why there is none: a compile error, or a compile that took longer than
+// timeout or more than its memory cap. The go command and everything it
+// starts run in one process group, killed at the deadline or when ctx
+// ends; err is set when ctx ended.
+func (g *goBuilds) build(ctx context.Context, source, call string, timeout time.Duration) (string, *Result, error) {
 	src, hasMain, res := prepareGoSource(source)
 	if res != nil {
-		return "", res
+		return "", res, nil
 	}
 	target := "nil"
 	switch {
@@ -150,40 +156,92 @@ func (g *goBuilds) build(ctx context.Context, source, call string) (string, *Res
 	harness := fmt.Sprintf(goHarness, target)
 	sum := sha256.Sum256([]byte(runtime.Version() + "\x00" + harness + "\x00" + src))
 	hash := hex.EncodeToString(sum[:12])
-	out := filepath.Join(g.dir, "go", hash+".wasm")
-	mu, _ := g.locks.LoadOrStore(hash, &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
-	if _, err := os.Stat(out); err == nil {
-		return out, nil
+	builds := filepath.Join(g.dir, "go")
+	out := filepath.Join(builds, hash+".wasm")
+	bctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	lock, _ := g.locks.LoadOrStore(hash, make(chan struct{}, 1))
+	select {
+	case lock.(chan struct{}) <- struct{}{}:
+		defer func() { <-lock.(chan struct{}) }()
+	case <-bctx.Done():
+		return g.stopped(ctx, timeout, false)
 	}
-	work, err := os.MkdirTemp("", "flowrun-go-")
+	if _, err := os.Stat(out); err == nil {
+		return out, nil, nil
+	}
+	if err := os.MkdirAll(builds, 0o755); err != nil {
+		return "", nil, &UnavailableError{Reason: fmt.Sprintf("go build: %v", err)}
+	}
+	g.stale.Do(func() { removeStaleBuilds(builds) })
+	// Everything a build writes, the go command's own work directory
+	// (GOTMPDIR) included, is under work, removed when the build ends,
+	// however it ends.
+	work, err := os.MkdirTemp(builds, "build-")
 	if err != nil {
-		return "", failed(ClassCompileError, "go build: %v", err)
+		return "", nil, &UnavailableError{Reason: fmt.Sprintf("go build: %v", err)}
 	}
 	defer os.RemoveAll(work)
-	files := map[string]string{"go.mod": "module sandboxed\n\ngo 1.22\n", "code.go": src, "flowrun_main.go": harness}
+	files := map[string]string{"src/go.mod": "module sandboxed\n\ngo 1.22\n", "src/code.go": src, "src/flowrun_main.go": harness}
 	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o644); err != nil {
-			return "", failed(ClassCompileError, "go build: %v", err)
+		p := filepath.Join(work, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", nil, &UnavailableError{Reason: fmt.Sprintf("go build: %v", err)}
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			return "", nil, &UnavailableError{Reason: fmt.Sprintf("go build: %v", err)}
 		}
 	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return "", failed(ClassCompileError, "go build: %v", err)
+	tmp := filepath.Join(work, "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return "", nil, &UnavailableError{Reason: fmt.Sprintf("go build: %v", err)}
 	}
-	tmp := out + ".tmp" + strconv.Itoa(os.Getpid())
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, ".")
-	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0", "GOFLAGS=", "GOWORK=off")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return "", goCompileError(stderr.String(), call, err)
+	built := filepath.Join(work, "code.wasm")
+	cmd := exec.CommandContext(bctx, "go", "build", "-trimpath", "-o", built, ".")
+	cmd.Dir = filepath.Join(work, "src")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0", "GOFLAGS=", "GOWORK=off", "GOTMPDIR="+tmp)
+	stderr := &headWriter{limit: 64 << 10}
+	cmd.Stderr = stderr
+	grp, err := proc.Start(cmd, proc.Limits{MemoryBytes: g.memory})
+	if err != nil {
+		return "", nil, &UnavailableError{Reason: fmt.Sprintf("starting go build: %v", err)}
 	}
-	if err := os.Rename(tmp, out); err != nil {
-		return "", failed(ClassCompileError, "go build: %v", err)
+	if err := grp.Wait(); err != nil {
+		switch {
+		case bctx.Err() != nil:
+			return g.stopped(ctx, timeout, true)
+		case grp.OverMemory():
+			return "", failed(ClassMemoryLimit, "compiling the code took more than %d MiB and was stopped", g.memory>>20), nil
+		}
+		return "", goCompileError(stderr.buf.String(), call, err), nil
 	}
-	return out, nil
+	if err := os.Rename(built, out); err != nil {
+		return "", nil, &UnavailableError{Reason: fmt.Sprintf("go build: %v", err)}
+	}
+	return out, nil, nil
+}
+
+// stopped is how a build that did not finish ends: ctx's error when the
+// caller stopped waiting, a timeout result when the build's own deadline
+// passed.
+func (g *goBuilds) stopped(ctx context.Context, timeout time.Duration, compiling bool) (string, *Result, error) {
+	if err := ctx.Err(); err != nil {
+		return "", nil, err
+	}
+	if compiling {
+		return "", failed(ClassTimeout, "compiling the code took longer than its timeout (%s) and was stopped", timeout), nil
+	}
+	return "", failed(ClassTimeout, "the same code was still being compiled for another run when its timeout (%s) passed", timeout), nil
+}
+
+// removeStaleBuilds removes build directories a killed flowrun left behind.
+func removeStaleBuilds(dir string) {
+	old, _ := filepath.Glob(filepath.Join(dir, "build-*"))
+	for _, d := range old {
+		if info, err := os.Stat(d); err == nil && time.Since(info.ModTime()) > 24*time.Hour {
+			_ = os.RemoveAll(d)
+		}
+	}
 }
 
 func goCompileError(out, call string, err error) *Result {

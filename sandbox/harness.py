@@ -6,7 +6,6 @@ def _main():
     req = json.loads(sys.stdin.read())
     src, call, args = req["source"], req["call"], req["args"]
     marker = "\n\x1eflowrun-result-" + req["nonce"] + "\n"
-    limit = req["max_output"]
     out = sys.__stdout__
 
     def report(result=None, error=None):
@@ -62,9 +61,6 @@ def _main():
         text = json.dumps(result, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as e:
         report(error={"class": "bad_result", "message": "the result is not JSON-serialisable: %s" % e})
-        return
-    if len(text) > limit:
-        report(error={"class": "output_limit", "message": "the result is %d bytes; the limit is %d" % (len(text), limit)})
         return
     sys.stdout.flush()
     sys.stderr.flush()

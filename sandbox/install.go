@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/internal/proc"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
@@ -304,10 +305,13 @@ func buildPython(ctx context.Context, dst, tmp string, out io.Writer) error {
 	fmt.Fprintf(out, "building Python %s for WASI from source (several minutes)\n", PythonVersion)
 	cmd := exec.CommandContext(ctx, "bash", script, dst)
 	cmd.Stdout, cmd.Stderr = out, out
-	// The script's trap removes its temporary apt entry on TERM.
-	stopGroupOnCancel(cmd)
-	cmd.WaitDelay = 30 * time.Second
-	if err := cmd.Run(); err != nil {
+	// Own process group, so that cancelling stops make and the compilers
+	// too; the script's trap removes its temporary apt entry on TERM.
+	g, err := proc.Start(cmd, proc.Limits{Grace: 30 * time.Second})
+	if err != nil {
+		return fmt.Errorf("starting the Python build: %w", err)
+	}
+	if err := g.Wait(); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("build stopped: %w", ctx.Err())
 		}

@@ -1,39 +1,47 @@
-//go:build unix
-
 package sandbox
 
 import (
-	"syscall"
-
 	"github.com/tetratelabs/wazero/experimental"
 )
 
-// mmapAllocator backs each linear memory with one anonymous mapping of its
-// maximum size, reserved but not committed: growing it commits pages in
-// place. wazero's default allocator copies the whole memory on every
-// growth, which made a guest growing to 1 GiB take seconds and several GB.
-type mmapAllocator struct{}
-
-func (mmapAllocator) Allocate(capacity, max uint64) experimental.LinearMemory {
-	b, err := syscall.Mmap(-1, 0, int(max), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_NORESERVE)
-	if err != nil {
-		return nil
-	}
-	return &mmapMemory{buf: b}
+// guestMemory hands a run's linear memory to wazero and enforces the run's
+// memory limit itself: the wazero runtime allows what wasm32 addresses, and
+// a growth past limit fails here, where the host sees it. A refused growth
+// is what makes a run's end memory_limit; the guest saying so (a
+// MemoryError, "fatal error: out of memory" on stderr) is not enough.
+type guestMemory struct {
+	limit   uint64
+	refused bool
 }
 
-type mmapMemory struct{ buf []byte }
-
-func (m *mmapMemory) Reallocate(size uint64) []byte {
-	if size > uint64(len(m.buf)) {
-		return nil
-	}
-	return m.buf[:size]
+func (a *guestMemory) Allocate(capacity, max uint64) experimental.LinearMemory {
+	most := min(max, a.limit)
+	return &linearMemory{owner: a, most: most, buf: reserve(most)}
 }
 
-func (m *mmapMemory) Free() {
-	if m.buf != nil {
-		_ = syscall.Munmap(m.buf)
-		m.buf = nil
+// linearMemory is one guest memory: buf's length is its size, and it may
+// grow to most bytes.
+type linearMemory struct {
+	owner *guestMemory
+	most  uint64
+	buf   []byte
+}
+
+func (m *linearMemory) Reallocate(size uint64) []byte {
+	if size > m.most {
+		m.owner.refused = true
+		return nil
 	}
+	b, ok := resize(m.buf, size, m.most)
+	if !ok {
+		m.owner.refused = true
+		return nil
+	}
+	m.buf = b
+	return b
+}
+
+func (m *linearMemory) Free() {
+	release(m.buf)
+	m.buf = nil
 }

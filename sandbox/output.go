@@ -31,3 +31,17 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 	// once; wazero turns it into an error returned from instantiation.
 	panic(errOutputLimit)
 }
+
+// headWriter keeps the first limit bytes written to it and discards the
+// rest without failing the writer.
+type headWriter struct {
+	buf   bytes.Buffer
+	limit int
+}
+
+func (h *headWriter) Write(p []byte) (int, error) {
+	if room := h.limit - h.buf.Len(); room > 0 {
+		h.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/internal/proc"
 )
 
 // Languages.
@@ -140,7 +140,7 @@ func New(opts Options) *Sandbox {
 	if opts.WorkerCommand == nil {
 		opts.WorkerCommand = selfWorker
 	}
-	return &Sandbox{opts: opts, slots: make(chan struct{}, opts.Workers), goCache: &goBuilds{dir: opts.CacheDir}}
+	return &Sandbox{opts: opts, slots: make(chan struct{}, opts.Workers), goCache: &goBuilds{dir: opts.CacheDir, memory: goBuildMemory}}
 }
 
 // WorkerEnv is set in a worker process's environment.
@@ -176,41 +176,58 @@ func (s *Sandbox) Check(language string) error {
 }
 
 // Run runs one request. The returned error is non-nil only when the
-// sandbox itself cannot run (class sandbox_unavailable); everything the
-// code does is in the Result.
+// sandbox itself cannot run (class sandbox_unavailable), the limits are out
+// of range, or ctx ended; everything the code does is in the Result.
+// Limits.Timeout covers compiling Go code and running it.
 func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	req.Limits = req.Limits.withDefaults()
+	if err := req.Limits.check(); err != nil {
+		return nil, err
+	}
 	if err := s.Check(req.Language); err != nil {
 		return nil, err
 	}
-	job, res := s.prepare(ctx, req)
-	if res != nil {
-		return res, nil // a compile error: nothing ran
+	start := time.Now()
+	job, res, err := s.prepare(ctx, req)
+	if err != nil || res != nil {
+		return res, err // a compile error, or a compile that took the whole timeout: nothing ran
 	}
+	compiling := time.Since(start)
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	defer func() { <-s.slots }()
-	return s.runOnWorker(ctx, job, req.Limits.Timeout)
+	return s.runOnWorker(ctx, job, req.Limits, compiling)
+}
+
+func (l Limits) check() error {
+	switch {
+	case l.MemoryMB > dsl.MaxSandboxMemoryMB:
+		return fmt.Errorf("sandbox memory limit %d MiB: a WebAssembly guest addresses at most %d MiB", l.MemoryMB, dsl.MaxSandboxMemoryMB)
+	case l.MaxOutputBytes > dsl.MaxSandboxOutputBytes:
+		return fmt.Errorf("sandbox output limit %d bytes: the most is %d", l.MaxOutputBytes, dsl.MaxSandboxOutputBytes)
+	}
+	return nil
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
 
-// prepare turns a request into a worker job; a Go compile error is the
-// result itself.
-func (s *Sandbox) prepare(ctx context.Context, req Request) (*job, *Result) {
+// prepare turns a request into a worker job. A Go compile error, or a
+// compile that ran out of time or memory, is the result itself; err is
+// set when ctx ended while compiling.
+func (s *Sandbox) prepare(ctx context.Context, req Request) (*job, *Result, error) {
 	nonce := make([]byte, 16)
 	_, _ = rand.Read(nonce)
 	j := &job{Language: req.Language, MemoryMB: req.Limits.MemoryMB, MaxOutput: req.Limits.MaxOutputBytes,
 		Nonce: hex.EncodeToString(nonce), PythonDir: s.opts.PythonDir, CacheDir: s.opts.CacheDir}
-	payload := map[string]any{"source": req.Source, "call": req.Call, "args": req.Args, "nonce": j.Nonce, "max_output": req.Limits.MaxOutputBytes}
+	payload := map[string]any{"source": req.Source, "call": req.Call, "args": req.Args, "nonce": j.Nonce}
 	switch req.Language {
 	case Go:
-		path, res := s.goCache.build(ctx, req.Source, req.Call)
-		if res != nil {
-			return nil, res
+		path, res, err := s.goCache.build(ctx, req.Source, req.Call, req.Limits.Timeout)
+		if err != nil || res != nil {
+			return nil, res, err
 		}
 		j.Module = path
 	case Wasm:
@@ -224,9 +241,9 @@ func (s *Sandbox) prepare(ctx context.Context, req Request) (*job, *Result) {
 		j.Stdin, err = json.Marshal(req.Args)
 	}
 	if err != nil {
-		return nil, failed(ClassRuntimeError, "args are not JSON: %v", err)
+		return nil, failed(ClassRuntimeError, "args are not JSON: %v", err), nil
 	}
-	return j, nil
+	return j, nil, nil
 }
 
 // job is what a worker runs.
@@ -243,7 +260,7 @@ type job struct {
 
 // worker is one worker process and its pipes.
 type worker struct {
-	cmd  *exec.Cmd
+	proc *proc.Group
 	in   io.WriteCloser
 	out  *bufio.Reader
 	runs int
@@ -251,15 +268,36 @@ type worker struct {
 
 // workerMessage is a line a worker writes: "started" when the guest is
 // about to run (the deadline counts from there, so compiling the module is
-// not charged to the code), then the result.
+// not charged to the code), then the report.
 type workerMessage struct {
 	Started bool    `json:"started,omitempty"`
-	Result  *Result `json:"result,omitempty"`
+	Report  *report `json:"report,omitempty"`
 	Fatal   string  `json:"fatal,omitempty"` // the worker cannot run anything
 	Recycle bool    `json:"recycle,omitempty"`
 }
 
-func (s *Sandbox) runOnWorker(ctx context.Context, j *job, timeout time.Duration) (*Result, error) {
+// maxMessage bounds a line read from a worker running a job with this
+// output limit: stdout (with the envelope), stderr and the result, base64
+// encoded, and room for the rest. The worker caps what it keeps; this
+// keeps the parent bounded whatever a worker sends.
+func maxMessage(maxOutput int) int { return 8*maxOutput + 1<<16 }
+
+// readMessage reads one line of at most limit bytes.
+func readMessage(r *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > limit {
+			return nil, fmt.Errorf("a message from the worker is longer than %d bytes", limit)
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
+}
+
+func (s *Sandbox) runOnWorker(ctx context.Context, j *job, limits Limits, compiling time.Duration) (*Result, error) {
 	w, err := s.take()
 	if err != nil {
 		return nil, &UnavailableError{Reason: fmt.Sprintf("starting a sandbox worker: %v", err)}
@@ -273,23 +311,18 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, timeout time.Duration
 	readErr := make(chan error, 1)
 	go func() {
 		for {
-			line, err := w.out.ReadBytes('\n')
+			line, err := readMessage(w.out, maxMessage(j.MaxOutput))
 			if err != nil {
 				readErr <- err
 				return
 			}
 			var m workerMessage
-			d := json.NewDecoder(bytes.NewReader(line))
-			d.UseNumber() // integral results stay ints, as in the guest
-			if err := d.Decode(&m); err != nil {
-				readErr <- fmt.Errorf("bad message from worker: %q", line)
+			if err := json.Unmarshal(line, &m); err != nil {
+				readErr <- fmt.Errorf("bad message from worker: %.200q", line)
 				return
 			}
-			if m.Result != nil {
-				m.Result.Result = dsl.NormalizeNumbers(m.Result.Result)
-			}
 			lines <- m
-			if m.Result != nil || m.Fatal != "" {
+			if m.Report != nil || m.Fatal != "" {
 				return
 			}
 		}
@@ -302,7 +335,7 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, timeout time.Duration
 			switch {
 			case m.Started:
 				started = time.Now()
-				t := time.NewTimer(timeout)
+				t := time.NewTimer(max(limits.Timeout-compiling, 0))
 				defer t.Stop()
 				deadline = t.C
 			case m.Fatal != "":
@@ -315,8 +348,9 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, timeout time.Duration
 				} else {
 					s.put(w)
 				}
-				m.Result.DurationMS = msSince(started)
-				return m.Result, nil
+				res := finish(m.Report, limits.MaxOutputBytes)
+				res.DurationMS = msSince(started)
+				return res, nil
 			}
 		case err := <-readErr:
 			// The worker died mid-run: the guest cannot take it down through
@@ -328,7 +362,7 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, timeout time.Duration
 			res.DurationMS = msSince(started)
 			return res, nil
 		case <-deadline:
-			res := failed(ClassTimeout, "the code ran longer than its timeout (%s) and was stopped", timeout)
+			res := failed(ClassTimeout, "%s", timeoutMessage(limits.Timeout, compiling))
 			res.DurationMS = msSince(started)
 			w.kill()
 			return res, nil
@@ -337,6 +371,64 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, timeout time.Duration
 			return nil, ctx.Err()
 		}
 	}
+}
+
+func timeoutMessage(timeout, compiling time.Duration) string {
+	if compiling < 10*time.Millisecond {
+		return fmt.Sprintf("the code ran longer than its timeout (%s) and was stopped", timeout)
+	}
+	return fmt.Sprintf("the code ran longer than its timeout (%s, of which compiling took %s) and was stopped", timeout, compiling.Round(time.Millisecond))
+}
+
+// finish turns a worker's report into the run's result, enforcing the
+// output caps on the bytes the guest wrote: stdout, stderr and the result
+// may each be at most maxOutput bytes, whatever the worker kept.
+func finish(rep *report, maxOutput int) *Result {
+	res := &Result{Stdout: string(rep.Stdout), Stderr: string(rep.Stderr), Error: rep.Error}
+	over := ""
+	switch {
+	case rep.Error != nil && rep.Error.Class == ClassOutputLimit:
+	case len(rep.Stdout) > maxOutput:
+		over = fmt.Sprintf("the code wrote %d bytes to stdout; the limit is %d", len(rep.Stdout), maxOutput)
+	case len(rep.Stderr) > maxOutput:
+		over = fmt.Sprintf("the code wrote %d bytes to stderr; the limit is %d", len(rep.Stderr), maxOutput)
+	case len(rep.Result) > maxOutput:
+		over = fmt.Sprintf("the result is %d bytes; the limit is %d", len(rep.Result), maxOutput)
+	default:
+		if res.Error != nil {
+			return res
+		}
+		if len(rep.Result) > 0 {
+			v, err := decodeJSON(rep.Result)
+			if err != nil {
+				res.Error = &Error{Class: ClassBadResult, Message: err.Error()}
+				return res
+			}
+			res.Result = v
+		}
+		res.OK = true
+		return res
+	}
+	if over != "" {
+		res.Error = &Error{Class: ClassOutputLimit, Message: over}
+	}
+	res.Stdout, res.Stderr = truncate(res.Stdout, maxOutput), truncate(res.Stderr, maxOutput)
+	return res
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+func decodeJSON(b []byte) (any, error) {
+	v, err := dsl.FromJSON(b)
+	if err != nil {
+		return nil, fmt.Errorf("the result is not JSON: %v", err)
+	}
+	return v, nil
 }
 
 func (s *Sandbox) take() (*worker, error) {
@@ -362,10 +454,11 @@ func (s *Sandbox) take() (*worker, error) {
 		return nil, err
 	}
 	cmd.Stderr = nil
-	if err := cmd.Start(); err != nil {
+	g, err := proc.Start(cmd, proc.Limits{})
+	if err != nil {
 		return nil, err
 	}
-	return &worker{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<16)}, nil
+	return &worker{proc: g, in: in, out: bufio.NewReaderSize(out, 1<<16)}, nil
 }
 
 func (s *Sandbox) put(w *worker) {
@@ -380,9 +473,9 @@ func (s *Sandbox) put(w *worker) {
 
 // kill ends the worker and reaps it, returning how it ended.
 func (w *worker) kill() error {
-	_ = w.cmd.Process.Kill()
+	w.proc.Kill()
 	_ = w.in.Close()
-	return w.cmd.Wait()
+	return w.proc.Wait()
 }
 
 // Close stops every idle worker. Runs in progress end their workers

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/internal/proc"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
@@ -28,120 +30,124 @@ const (
 )
 
 // WorkerMain runs a sandbox worker on stdin and stdout when this process
-// was started as one (FLOWRUN_SANDBOX_WORKER=1), and exits; otherwise it
-// returns. Call it first thing in main, and in TestMain of tests that run
-// code.
+// was started as one (FLOWRUN_SANDBOX_WORKER=1), or the reaper that kills
+// flowrun's child processes when flowrun dies (see internal/proc), and
+// exits; otherwise it returns. Call it first thing in main, and in TestMain
+// of tests that run code.
 func WorkerMain() {
+	proc.Main()
 	if os.Getenv(WorkerEnv) != "1" {
 		return
 	}
 	os.Exit(serve(os.Stdin, os.Stdout))
 }
 
-// host is a worker's wazero state: one runtime per memory limit, each with
-// its compiled modules, all sharing the on-disk compilation cache.
+// host is a worker's wazero state: one runtime and its compiled modules,
+// sharing the on-disk compilation cache. The runtime allows what wasm32
+// addresses; each run's guestMemory enforces the run's own limit.
 type host struct {
-	cache    wazero.CompilationCache
-	runtimes map[int]*limitedRuntime
+	cache   wazero.CompilationCache
+	rt      wazero.Runtime
+	modules map[string]wazero.CompiledModule // by path
 	// closeOnDone makes wazero check the context in the guest's loops. The
 	// workers run without it (they are killed at the deadline instead);
 	// BenchmarkCancellationDesign measures what it would cost.
 	closeOnDone bool
 }
 
-type limitedRuntime struct {
-	rt      wazero.Runtime
-	modules map[string]wazero.CompiledModule // by path
-}
-
 func serve(in io.Reader, out io.Writer) int {
 	ctx := context.Background()
-	h := &host{runtimes: map[int]*limitedRuntime{}}
+	h := &host{}
 	defer h.close(ctx)
-	r := bufio.NewReaderSize(in, 1<<20)
+	jobs := make(chan []byte)
+	go readJobs(in, jobs)
 	enc := json.NewEncoder(out)
 	for runs := 1; ; runs++ {
-		line, err := r.ReadBytes('\n')
-		if err != nil {
-			return 0
-		}
 		var j job
-		if err := json.Unmarshal(line, &j); err != nil {
+		if err := json.Unmarshal(<-jobs, &j); err != nil {
 			_ = enc.Encode(workerMessage{Fatal: fmt.Sprintf("bad job: %v", err)})
 			return 1
 		}
-		res, fatal := h.run(ctx, &j, func() { _ = enc.Encode(workerMessage{Started: true}) })
+		rep, fatal := h.run(ctx, &j, func() { _ = enc.Encode(workerMessage{Started: true}) })
 		if fatal != "" {
 			_ = enc.Encode(workerMessage{Fatal: fatal})
 			return 1
 		}
 		recycle := runs >= recycleAfter || rss() > recycleRSS
-		_ = enc.Encode(workerMessage{Result: res, Recycle: recycle})
+		_ = enc.Encode(workerMessage{Report: rep, Recycle: recycle})
 		if recycle {
 			return 0
 		}
 	}
 }
 
-func (h *host) close(ctx context.Context) {
-	for _, lr := range h.runtimes {
-		_ = lr.rt.Close(ctx)
-	}
-}
-
-// runtimeFor returns the runtime for a memory limit.
-func (h *host) runtimeFor(ctx context.Context, cacheDir string, memoryMB int) (*limitedRuntime, error) {
-	if lr, ok := h.runtimes[memoryMB]; ok {
-		return lr, nil
-	}
-	if h.cache == nil {
-		dir := filepath.Join(cacheDir, "wazero")
-		c, err := wazero.NewCompilationCacheWithDir(dir)
+// readJobs passes on the parent's jobs. The pipe closing means the parent
+// is gone (or wants this worker gone), so the worker exits at once, even
+// while a guest spins: on systems without a parent-death signal this is
+// what keeps a worker from outliving flowrun.
+func readJobs(in io.Reader, jobs chan<- []byte) {
+	r := bufio.NewReaderSize(in, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
 		if err != nil {
-			return nil, fmt.Errorf("compilation cache %s: %w", dir, err)
+			os.Exit(0)
 		}
-		h.cache = c
+		jobs <- line
 	}
-	cfg := wazero.NewRuntimeConfig().
-		WithCompilationCache(h.cache).
-		WithMemoryLimitPages(uint32(memoryMB) * 16). // 64 KiB pages
-		WithCloseOnContextDone(h.closeOnDone)
-	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
-	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
-	lr := &limitedRuntime{rt: rt, modules: map[string]wazero.CompiledModule{}}
-	h.runtimes[memoryMB] = lr
-	return lr, nil
 }
 
-func (lr *limitedRuntime) compile(ctx context.Context, path string) (wazero.CompiledModule, error) {
-	if m, ok := lr.modules[path]; ok {
+func (h *host) close(ctx context.Context) {
+	if h.rt != nil {
+		_ = h.rt.Close(ctx)
+	}
+}
+
+func (h *host) runtime(ctx context.Context, cacheDir string) error {
+	if h.rt != nil {
+		return nil
+	}
+	dir := filepath.Join(cacheDir, "wazero")
+	c, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return fmt.Errorf("compilation cache %s: %w", dir, err)
+	}
+	cfg := wazero.NewRuntimeConfig().WithCompilationCache(c).WithCloseOnContextDone(h.closeOnDone)
+	h.cache, h.rt, h.modules = c, wazero.NewRuntimeWithConfig(ctx, cfg), map[string]wazero.CompiledModule{}
+	wasi_snapshot_preview1.MustInstantiate(ctx, h.rt)
+	return nil
+}
+
+func (h *host) compile(ctx context.Context, path string) (wazero.CompiledModule, error) {
+	if m, ok := h.modules[path]; ok {
 		return m, nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	m, err := lr.rt.CompileModule(ctx, b)
+	m, err := h.rt.CompileModule(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	// Go builds are many and small; keep a bounded set.
-	if len(lr.modules) > 64 {
-		for k, old := range lr.modules {
+	if len(h.modules) > 64 {
+		for k, old := range h.modules {
 			_ = old.Close(ctx)
-			delete(lr.modules, k)
+			delete(h.modules, k)
 			break
 		}
 	}
-	lr.modules[path] = m
+	h.modules[path] = m
 	return m, nil
 }
 
 // run runs one job in a fresh module instance. fatal is set when nothing
 // can run in this worker.
-func (h *host) run(ctx context.Context, j *job, started func()) (res *Result, fatal string) {
-	lr, err := h.runtimeFor(ctx, j.CacheDir, j.MemoryMB)
-	if err != nil {
+func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fatal string) {
+	if j.MemoryMB < 1 || j.MemoryMB > dsl.MaxSandboxMemoryMB || j.MaxOutput < 1 || j.MaxOutput > dsl.MaxSandboxOutputBytes {
+		return nil, fmt.Sprintf("bad job: memory limit %d MiB, output limit %d bytes", j.MemoryMB, j.MaxOutput)
+	}
+	if err := h.runtime(ctx, j.CacheDir); err != nil {
 		return nil, err.Error()
 	}
 	modPath := j.Module
@@ -156,10 +162,10 @@ func (h *host) run(ctx context.Context, j *job, started func()) (res *Result, fa
 		fsConfig = fsConfig.WithReadOnlyDirMount(stdlib, pythonGuestLib)
 		args = pythonArgs
 	}
-	compiled, err := lr.compile(ctx, modPath)
+	compiled, err := h.compile(ctx, modPath)
 	if err != nil {
 		if j.Language == Wasm {
-			return failed(ClassCompileError, "loading module %s: %v", filepath.Base(modPath), err), ""
+			return &report{Error: &Error{Class: ClassCompileError, Message: fmt.Sprintf("loading module %s: %v", filepath.Base(modPath), err)}}, ""
 		}
 		return nil, fmt.Sprintf("compiling %s: %v", modPath, err)
 	}
@@ -168,20 +174,22 @@ func (h *host) run(ctx context.Context, j *job, started func()) (res *Result, fa
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithArgs(args...).
-		WithStdin(strings.NewReader(string(j.Stdin))).
+		WithStdin(bytes.NewReader(j.Stdin)).
 		WithStdout(stdout).
 		WithStderr(stderr).
 		WithFSConfig(fsConfig).
 		WithStartFunctions("_start")
 	// No WithEnv, WithSysWalltime, WithSysNanotime or WithRandSource: the
 	// guest gets no environment, a fixed clock and a fixed random source.
+	mem := &guestMemory{limit: uint64(j.MemoryMB) << 20}
 	started()
-	runErr := instantiate(experimental.WithMemoryAllocator(ctx, mmapAllocator{}), lr.rt, compiled, cfg)
-	return outcome(j, runErr, stdout, stderr), ""
+	runErr := instantiate(experimental.WithMemoryAllocator(ctx, mem), h.rt, compiled, cfg)
+	return outcome(j, runErr, mem.refused, stdout, stderr), ""
 }
 
 // instantiate runs the module's start function, turning a panic from a
-// capped writer into an error.
+// capped writer (or from wazero, when a memory could not be allocated) into
+// an error.
 func instantiate(ctx context.Context, rt wazero.Runtime, compiled wazero.CompiledModule, cfg wazero.ModuleConfig) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -199,81 +207,105 @@ func instantiate(ctx context.Context, rt wazero.Runtime, compiled wazero.Compile
 	return err
 }
 
-// outcome reads what a run produced.
-func outcome(j *job, runErr error, stdout, stderr *cappedBuffer) *Result {
-	out := stdout.buf.String()
-	res := &Result{Stderr: stderr.buf.String()}
+// report is what a worker sends back for a run: what the guest wrote, as
+// raw bytes, so that the parent's caps count exactly what the guest wrote,
+// the result as the guest's JSON text, and how the run failed.
+type report struct {
+	Stdout []byte `json:"stdout,omitempty"`
+	Stderr []byte `json:"stderr,omitempty"`
+	Result []byte `json:"result,omitempty"`
+	Error  *Error `json:"error,omitempty"`
+}
+
+// outcome reads what a run produced. outOfMemory says a growth of the
+// guest's memory was refused.
+func outcome(j *job, runErr error, outOfMemory bool, stdout, stderr *cappedBuffer) *report {
+	out := stdout.buf.Bytes()
+	rep := &report{Stdout: out, Stderr: stderr.buf.Bytes()}
+	marker := []byte(envelopeMarker(j.Nonce))
 	if stdout.flooded || stderr.flooded || errors.Is(runErr, errOutputLimit) {
-		res.Stdout = out
-		if i := strings.Index(out, envelopeMarker(j.Nonce)); i >= 0 {
-			res.Stdout = out[:i]
+		msg := fmt.Sprintf("the code wrote more than %d bytes to stdout or stderr and was stopped", j.MaxOutput)
+		if i := bytes.Index(out, marker); i >= 0 {
+			rep.Stdout = out[:i]
+			if !stderr.flooded {
+				msg = fmt.Sprintf("the result is more than %d bytes and was cut off", j.MaxOutput)
+			}
 		}
-		if len(res.Stdout) > j.MaxOutput {
-			res.Stdout = res.Stdout[:j.MaxOutput]
-		}
-		res.Error = &Error{Class: ClassOutputLimit, Message: fmt.Sprintf("the code wrote more than %d bytes to stdout or stderr and was stopped", j.MaxOutput)}
-		return res
+		rep.Error = &Error{Class: ClassOutputLimit, Message: msg}
+		return rep
 	}
 	var exit *sys.ExitError
 	if runErr != nil && !(errors.As(runErr, &exit) && exit.ExitCode() == 0) {
-		res.Stdout = out
-		if errors.As(runErr, &exit) {
+		switch {
+		case outOfMemory:
+			rep.Error = &Error{Class: ClassMemoryLimit, Message: fmt.Sprintf("the code ran out of memory (its limit is %d MiB)", j.MemoryMB)}
+		case errors.As(runErr, &exit):
 			// A harness always exits 0; anything else is the guest's own
 			// exit, or a Go runtime's fatal error.
-			res.Error = exitError(int(exit.ExitCode()), res.Stderr)
-		} else {
-			res.Error = trapError(runErr)
+			rep.Error = exitError(int(exit.ExitCode()), rep.Stderr)
+		default:
+			rep.Error = trapError(runErr)
 		}
-		return res
+		return rep
 	}
 	if j.Language == Wasm {
-		return wasmResult(j, out, res)
+		return wasmResult(rep)
 	}
-	marker := envelopeMarker(j.Nonce)
-	i := strings.LastIndex(out, marker)
+	i := bytes.LastIndex(out, marker)
 	if i < 0 {
-		res.Stdout = out
-		res.Error = &Error{Class: ClassRuntimeError, Message: "the code ended the program before it finished (sys.exit or os._exit?)"}
-		return res
+		rep.Error = &Error{Class: ClassRuntimeError, Message: "the code ended the program before it finished (sys.exit or os._exit?)"}
+		return rep
 	}
-	res.Stdout = out[:i]
+	rep.Stdout = out[:i]
 	var env struct {
 		Result json.RawMessage `json:"result"`
 		Error  *Error          `json:"error"`
 	}
-	if err := json.Unmarshal([]byte(out[i+len(marker):]), &env); err != nil {
-		res.Error = &Error{Class: ClassRuntimeError, Message: "the sandbox harness's result was cut short"}
-		return res
+	if err := json.Unmarshal(out[i+len(marker):], &env); err != nil {
+		rep.Error = &Error{Class: ClassRuntimeError, Message: "the sandbox harness's result was cut short"}
+		return rep
 	}
 	if env.Error != nil {
-		res.Error = env.Error
-		return res
+		rep.Error = claimed(env.Error, outOfMemory)
+		return rep
 	}
-	res.OK = true
-	if len(env.Result) > 0 {
-		v, err := decodeJSON(env.Result)
-		if err != nil {
-			return &Result{Stdout: res.Stdout, Stderr: res.Stderr, Error: &Error{Class: ClassBadResult, Message: err.Error()}}
-		}
-		res.Result = v
-	}
-	return res
+	rep.Result = env.Result
+	return rep
 }
 
 // envelopeMarker starts the harness's report on stdout; the nonce keeps
-// the code's own output from being taken for it by accident.
+// the code's own output from being taken for it by accident. It is no
+// secret from the code, which can read it from its own memory, so nothing
+// the envelope says is trusted beyond what the code may choose anyway.
 func envelopeMarker(nonce string) string { return "\n\x1eflowrun-result-" + nonce + "\n" }
 
+// claimed is the error a run's envelope reports. The code may choose its
+// result and fail on its own terms (compile_error, runtime_error,
+// bad_result), but the limits are the host's to report: memory_limit only
+// when this worker refused a growth, never timeout, output_limit or
+// sandbox_unavailable, which code that forges the envelope could claim.
+func claimed(e *Error, outOfMemory bool) *Error {
+	switch e.Class {
+	case ClassCompileError, ClassRuntimeError, ClassBadResult:
+		return e
+	case ClassMemoryLimit:
+		if outOfMemory {
+			return e
+		}
+		return &Error{Class: ClassRuntimeError, Line: e.Line, Message: e.Message + " (the run was below its memory limit)"}
+	}
+	return &Error{Class: ClassRuntimeError, Line: e.Line, Message: fmt.Sprintf("the code reported the error class %q, which only the sandbox decides: %s", e.Class, e.Message)}
+}
+
 // exitError describes a guest that exited with a non-zero status.
-func exitError(code int, stderr string) *Error {
+func exitError(code int, stderr []byte) *Error {
+	s := string(stderr)
 	switch {
-	case strings.Contains(stderr, "fatal error: out of memory"):
-		return &Error{Class: ClassMemoryLimit, Message: "the code ran out of memory"}
-	case strings.Contains(stderr, "goroutine stack exceeds"):
+	case strings.Contains(s, "goroutine stack exceeds"):
 		return &Error{Class: ClassRuntimeError, Message: "the code recursed too deeply (stack overflow)"}
-	case strings.Contains(stderr, "fatal error: "):
-		i := strings.Index(stderr, "fatal error: ")
-		return &Error{Class: ClassRuntimeError, Message: firstLine(stderr[i:])}
+	case strings.Contains(s, "fatal error: "):
+		i := strings.Index(s, "fatal error: ")
+		return &Error{Class: ClassRuntimeError, Message: firstLine(s[i:])}
 	}
 	return &Error{Class: ClassRuntimeError, Message: fmt.Sprintf("the code exited with status %d", code)}
 }
@@ -285,41 +317,30 @@ func firstLine(s string) string {
 	return s
 }
 
-// trapError describes a guest that trapped (stack overflow, memory
-// exhausted, unreachable).
+// trapError describes a guest that trapped (stack overflow, unreachable).
 func trapError(err error) *Error {
 	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "out of memory"), strings.Contains(msg, "memory limit"):
-		return &Error{Class: ClassMemoryLimit, Message: "the code ran out of memory: " + msg}
-	case strings.Contains(msg, "stack overflow"), strings.Contains(msg, "call stack exhausted"):
+	if strings.Contains(msg, "stack overflow") || strings.Contains(msg, "call stack exhausted") {
 		return &Error{Class: ClassRuntimeError, Message: "the code recursed too deeply (stack overflow)"}
 	}
 	return &Error{Class: ClassRuntimeError, Message: "the code crashed: " + msg}
 }
 
 // wasmResult reads a user module's result: its whole stdout, as JSON.
-func wasmResult(j *job, out string, res *Result) *Result {
-	if strings.TrimSpace(out) == "" {
-		res.OK = true
-		return res
+func wasmResult(rep *report) *report {
+	out := rep.Stdout
+	rep.Stdout = nil
+	if len(bytes.TrimSpace(out)) == 0 {
+		return rep
 	}
-	v, err := decodeJSON([]byte(out))
-	if err != nil {
-		res.Stdout = out
-		res.Error = &Error{Class: ClassBadResult, Message: "a wasm module's stdout is its result and must be JSON: " + err.Error()}
-		return res
+	var v json.RawMessage
+	if err := json.Unmarshal(out, &v); err != nil {
+		rep.Stdout = out
+		rep.Error = &Error{Class: ClassBadResult, Message: "a wasm module's stdout is its result and must be JSON: " + err.Error()}
+		return rep
 	}
-	res.OK, res.Result = true, v
-	return res
-}
-
-func decodeJSON(b []byte) (any, error) {
-	v, err := dsl.FromJSON(b)
-	if err != nil {
-		return nil, fmt.Errorf("the result is not JSON: %v", err)
-	}
-	return v, nil
+	rep.Result = out
+	return rep
 }
 
 // rss is this process's resident memory in bytes.

@@ -58,7 +58,7 @@ nodes:
               set: {log: 'concat(state.log, [state.n])'}
               next: continue
   - id: last
-    tool: {name: read_file, args: {path: end}}
+    tool: {name: read_file, args: {path: '"end"'}}
 outputs: {n: state.n, log: state.log, last: nodes.last}
 `
 

@@ -28,21 +28,24 @@ type Run struct {
 	PipelineName string
 	PipelineHash string
 	PipelineSrc  string
-	Status       string
-	Inputs       map[string]any
-	Outputs      map[string]any
-	Error        string
-	Reason       string
-	CostUSD      float64
-	Tokens       int
-	Steps        int
-	ParentRun    string
-	ParentSeq    int64
-	Pending      map[string]any
-	PID          int
-	Started      time.Time
-	Updated      time.Time
-	Finished     time.Time
+	// PipelineFiles are the files the pipeline's load read (prompts,
+	// schemas, called pipelines, the pipeline itself), by path.
+	PipelineFiles map[string]string
+	Status        string
+	Inputs        map[string]any
+	Outputs       map[string]any
+	Error         string
+	Reason        string
+	CostUSD       float64
+	Tokens        int
+	Steps         int
+	ParentRun     string
+	ParentSeq     int64
+	Pending       map[string]any
+	PID           int
+	Started       time.Time
+	Updated       time.Time
+	Finished      time.Time
 }
 
 // ErrNotFound is returned for an unknown run id.
@@ -65,10 +68,14 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 		return fmt.Errorf("run %s: inputs: %w", r.ID, err)
 	}
 	t := now()
-	_, err = s.db.ExecContext(ctx, `INSERT INTO runs (id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, pipeline_src,
+	files, err := json.Marshal(r.PipelineFiles)
+	if err != nil {
+		return fmt.Errorf("run %s: pipeline files: %w", r.ID, err)
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO runs (id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, pipeline_src, pipeline_files,
 		status, inputs, parent_run, parent_seq, pid, pid_start, started_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?)`,
-		r.ID, r.Pipeline, r.PipelineAbs, r.PipelineName, r.PipelineHash, redact.String(r.PipelineSrc), StatusRunning, string(redact.JSON(inputs)),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?)`,
+		r.ID, r.Pipeline, r.PipelineAbs, r.PipelineName, r.PipelineHash, redact.String(r.PipelineSrc), string(redact.JSON(files)), StatusRunning, string(redact.JSON(inputs)),
 		r.ParentRun, nullSeq(r.ParentRun, r.ParentSeq), os.Getpid(), processStart(os.Getpid()), t, t)
 	if err != nil {
 		return fmt.Errorf("run %s: %w", r.ID, err)
@@ -84,21 +91,24 @@ func nullSeq(parent string, seq int64) any {
 	return seq
 }
 
-const runColumns = `id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, pipeline_src, status, inputs, outputs, error, reason,
+const runColumns = `id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, pipeline_src, pipeline_files, status, inputs, outputs, error, reason,
 	cost_usd, tokens, steps, parent_run, parent_seq, pending, pid, started_at, updated_at, finished_at`
 
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var r Run
-	var inputs string
+	var inputs, files string
 	var outputs, parent, pending, started, updated, finished sql.NullString
 	var parentSeq sql.NullInt64
-	err := row.Scan(&r.ID, &r.Pipeline, &r.PipelineAbs, &r.PipelineName, &r.PipelineHash, &r.PipelineSrc, &r.Status, &inputs,
+	err := row.Scan(&r.ID, &r.Pipeline, &r.PipelineAbs, &r.PipelineName, &r.PipelineHash, &r.PipelineSrc, &files, &r.Status, &inputs,
 		&outputs, &r.Error, &r.Reason, &r.CostUSD, &r.Tokens, &r.Steps, &parent, &parentSeq, &pending, &r.PID,
 		&started, &updated, &finished)
 	if err != nil {
 		return nil, err
 	}
 	r.Inputs = decodeMap(inputs)
+	if err := json.Unmarshal([]byte(files), &r.PipelineFiles); err != nil {
+		return nil, fmt.Errorf("run %s: pipeline files: %w", r.ID, err)
+	}
 	if outputs.Valid {
 		r.Outputs = decodeMap(outputs.String)
 	}

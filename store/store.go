@@ -249,6 +249,45 @@ var migrations = []string{
 		hash   TEXT NOT NULL,
 		PRIMARY KEY (run_id, hash)
 	);`,
+	// Every file the pipeline's load read, so that a resume sees a change
+	// to a prompt or a called pipeline, not only to the pipeline file.
+	`ALTER TABLE runs ADD COLUMN pipeline_files TEXT NOT NULL DEFAULT '{}';`,
+	// Batches: a pipeline run over a dataset, one durable run per item.
+	`CREATE TABLE batches (
+		id            TEXT PRIMARY KEY,
+		pipeline      TEXT NOT NULL,  -- path as given
+		pipeline_abs  TEXT NOT NULL,
+		pipeline_name TEXT NOT NULL,
+		pipeline_hash TEXT NOT NULL,
+		dataset       TEXT NOT NULL,  -- path as given
+		dataset_hash  TEXT NOT NULL,
+		flags         TEXT NOT NULL,  -- JSON: the options it ran with
+		status        TEXT NOT NULL,
+		reason        TEXT NOT NULL DEFAULT '',
+		pid           INTEGER NOT NULL DEFAULT 0,
+		pid_start     TEXT NOT NULL DEFAULT '',
+		started_at    TEXT NOT NULL,
+		updated_at    TEXT NOT NULL,
+		finished_at   TEXT
+	);
+	CREATE TABLE batch_items (
+		batch_id    TEXT NOT NULL REFERENCES batches(id) ON DELETE CASCADE,
+		idx         INTEGER NOT NULL,  -- position in the dataset
+		item_key    TEXT NOT NULL,     -- stable name: file name, line, or id field
+		item        TEXT NOT NULL,     -- JSON: the dataset row
+		run_id      TEXT,              -- the item's run, once started
+		status      TEXT NOT NULL,     -- pending, running, completed, failed, stopped, waiting
+		scores      TEXT,              -- JSON: metric name -> value
+		error       TEXT NOT NULL DEFAULT '',
+		class       TEXT NOT NULL DEFAULT '',
+		cost_usd    REAL NOT NULL DEFAULT 0,
+		tokens      INTEGER NOT NULL DEFAULT 0,
+		duration_ms REAL NOT NULL DEFAULT 0,
+		updated_at  TEXT NOT NULL,
+		PRIMARY KEY (batch_id, idx),
+		UNIQUE (batch_id, item_key)
+	);
+	CREATE INDEX batch_items_run ON batch_items(run_id);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/flowrun/flowrun/internal/proc"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/sandbox"
 )
@@ -52,16 +53,17 @@ Run "flowrun COMMAND --help" for a command's flags.
 
 func main() {
 	sandbox.WorkerMain()
-	os.Exit(cliMain())
+	os.Exit(command(os.Args[1:]))
 }
 
-// cliMain runs the command line of this process. SIGTERM (on Windows,
-// closing the console or logging off) stops a run as Ctrl-C does, so that
-// it is recorded as stopped.
-func cliMain() int {
+// command runs flowrun as a process: an interrupt or SIGTERM (on Windows,
+// closing the console or logging off) stops the command, so that a run is
+// recorded as stopped, and no child process outlives it.
+func command(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return cli(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	defer proc.KillAll()
+	return cli(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 }
 
 // cli runs one command and returns the process exit code.

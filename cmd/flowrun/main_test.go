@@ -260,7 +260,7 @@ func TestReadmeDiagnosticIsReal(t *testing.T) {
 func TestMain(m *testing.M) {
 	sandbox.WorkerMain()
 	if os.Getenv("FLOWRUN_TEST_AS_CLI") == "1" {
-		os.Exit(cliMain())
+		os.Exit(command(os.Args[1:]))
 	}
 	dir, err := os.MkdirTemp("", "flowrun-cli-test")
 	if err != nil {

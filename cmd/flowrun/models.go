@@ -83,10 +83,10 @@ func needsEndpoint(p *dsl.Pipeline) bool {
 	dsl.Walk(p, func(q *dsl.Pipeline, n *dsl.Node) {
 		var name string
 		switch {
-		case n.LLM != nil:
-			name = n.LLM.Model
-		case n.Agent != nil:
-			name = n.Agent.Model
+		case n.LLM() != nil:
+			name = n.LLM().Model
+		case n.Agent() != nil:
+			name = n.Agent().Model
 		default:
 			return
 		}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/graph"
-	"github.com/flowrun/flowrun/schemas"
 )
 
 func validateCmd(args []string, stdout, stderr io.Writer) int {
@@ -78,6 +77,6 @@ func schemaCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "flowrun schema: takes no arguments")
 		return exitInvalid
 	}
-	_, _ = stdout.Write(schemas.Pipeline)
+	_, _ = stdout.Write(dsl.Schema())
 	return exitOK
 }

@@ -1,0 +1,40 @@
+//go:build unix
+
+package proc
+
+import (
+	"errors"
+	"os/exec"
+	"syscall"
+)
+
+// prepare puts the process in a new process group.
+func prepare(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	setDeathSignal(cmd.SysProcAttr)
+}
+
+// sysGroup is a process group; its id is the first process's pid.
+type sysGroup struct{ pgid int }
+
+func (s *sysGroup) attach(pid int) error {
+	s.pgid = pid
+	tellReaper('+', pid)
+	return nil
+}
+
+func (s *sysGroup) kill() error { return s.signal(syscall.SIGKILL) }
+
+func (s *sysGroup) terminate() error { return s.signal(syscall.SIGTERM) }
+
+func (s *sysGroup) signal(sig syscall.Signal) error {
+	if err := syscall.Kill(-s.pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
+}
+
+func (s *sysGroup) release() { tellReaper('-', s.pgid) }

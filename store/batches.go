@@ -1,0 +1,268 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/flowrun/flowrun/redact"
+)
+
+// Batch statuses beyond the run statuses an item may have.
+const (
+	ItemPending = "pending"
+)
+
+// Batch is one pipeline run over a dataset: its record, not its items.
+type Batch struct {
+	ID           string
+	Pipeline     string // path as given
+	PipelineAbs  string
+	PipelineName string
+	PipelineHash string
+	Dataset      string // path as given
+	DatasetHash  string
+	Flags        map[string]any // the options it ran with
+	Status       string         // running, completed, stopped, failed
+	Reason       string         // why it stopped, when it did
+	PID          int            // the process running it, 0 when none
+	Started      time.Time
+	Updated      time.Time
+	Finished     time.Time
+}
+
+// BatchItem is one dataset item of a batch and what its run gave.
+type BatchItem struct {
+	Batch      string
+	Index      int    // position in the dataset
+	Key        string // stable name: a file name, a line number or an id field
+	Item       map[string]any
+	Run        string // the item's run, once started
+	Status     string // ItemPending, or the run's status
+	Scores     map[string]any
+	Error      string
+	Class      string
+	CostUSD    float64
+	Tokens     int
+	DurationMS float64
+	Updated    time.Time
+}
+
+// CreateBatch records a new batch and its items, all pending, held by this
+// process.
+func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []*BatchItem) error {
+	flags, err := json.Marshal(b.Flags)
+	if err != nil {
+		return fmt.Errorf("batch %s: flags: %w", b.ID, err)
+	}
+	if err := s.intact(); err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("run store %s: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	t := now()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO batches (id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, dataset, dataset_hash,
+		flags, status, pid, pid_start, started_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		b.ID, b.Pipeline, b.PipelineAbs, b.PipelineName, b.PipelineHash, b.Dataset, b.DatasetHash, string(redact.JSON(flags)),
+		StatusRunning, os.Getpid(), processStart(os.Getpid()), t, t); err != nil {
+		return fmt.Errorf("batch %s: %w", b.ID, err)
+	}
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO batch_items (batch_id, idx, item_key, item, status, updated_at) VALUES (?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for _, it := range items {
+		item, err := json.Marshal(it.Item)
+		if err != nil {
+			return fmt.Errorf("batch %s: item %s: %w", b.ID, it.Key, err)
+		}
+		if _, err := stmt.ExecContext(ctx, b.ID, it.Index, it.Key, string(redact.JSON(item)), ItemPending, t); err != nil {
+			return fmt.Errorf("batch %s: item %s: %w", b.ID, it.Key, err)
+		}
+		it.Batch, it.Status = b.ID, ItemPending
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("run store %s: %w", s.path, err)
+	}
+	b.Status, b.PID = StatusRunning, os.Getpid()
+	return s.intact()
+}
+
+const batchColumns = `id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, dataset, dataset_hash, flags, status, reason, pid,
+	started_at, updated_at, finished_at`
+
+func scanBatch(row interface{ Scan(...any) error }) (*Batch, error) {
+	var b Batch
+	var flags string
+	var started, updated, finished sql.NullString
+	if err := row.Scan(&b.ID, &b.Pipeline, &b.PipelineAbs, &b.PipelineName, &b.PipelineHash, &b.Dataset, &b.DatasetHash,
+		&flags, &b.Status, &b.Reason, &b.PID, &started, &updated, &finished); err != nil {
+		return nil, err
+	}
+	b.Flags = decodeMap(flags)
+	b.Started, b.Updated, b.Finished = parseTime(started), parseTime(updated), parseTime(finished)
+	return &b, nil
+}
+
+// Batch returns one batch by id or unambiguous id prefix.
+func (s *Store) Batch(ctx context.Context, id string) (*Batch, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+batchColumns+` FROM batches WHERE id = ? OR id LIKE ? ORDER BY id = ? DESC, started_at DESC LIMIT 6`,
+		id, strings.ReplaceAll(id, "%", "")+"%", id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var found []*Batch
+	for rows.Next() {
+		b, err := scanBatch(rows)
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, b)
+	}
+	switch {
+	case len(found) == 0:
+		return nil, fmt.Errorf("%w: no batch %q in %s: flowrun batches lists them", ErrNotFound, id, s.path)
+	case found[0].ID == id || len(found) == 1:
+		return found[0], nil
+	}
+	ids := make([]string, len(found))
+	for i, b := range found {
+		ids[i] = b.ID
+	}
+	return nil, fmt.Errorf("batch %q is ambiguous in %s: it starts %s", id, s.path, strings.Join(ids, ", "))
+}
+
+// Batches lists batches, newest first.
+func (s *Store) Batches(ctx context.Context) ([]*Batch, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+batchColumns+` FROM batches ORDER BY started_at DESC, id DESC`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*Batch
+	for rows.Next() {
+		b, err := scanBatch(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+const itemColumns = `batch_id, idx, item_key, item, run_id, status, scores, error, class, cost_usd, tokens, duration_ms, updated_at`
+
+// BatchItems lists a batch's items in dataset order.
+func (s *Store) BatchItems(ctx context.Context, batchID string) ([]*BatchItem, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+itemColumns+` FROM batch_items WHERE batch_id = ? ORDER BY idx`, batchID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*BatchItem
+	for rows.Next() {
+		var it BatchItem
+		var item string
+		var run, scores, updated sql.NullString
+		if err := rows.Scan(&it.Batch, &it.Index, &it.Key, &item, &run, &it.Status, &scores, &it.Error, &it.Class,
+			&it.CostUSD, &it.Tokens, &it.DurationMS, &updated); err != nil {
+			return nil, err
+		}
+		it.Item, it.Run, it.Updated = decodeMap(item), run.String, parseTime(updated)
+		if scores.Valid {
+			it.Scores = decodeMap(scores.String)
+		}
+		out = append(out, &it)
+	}
+	return out, rows.Err()
+}
+
+// StartItem links an item to the run that computes it. An item keeps the
+// first run it was given: starting it again (a resumed batch) must pass
+// that same run.
+func (s *Store) StartItem(ctx context.Context, batchID string, index int, runID string) error {
+	if err := s.intact(); err != nil {
+		return err
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE batch_items SET run_id = ?, status = ?, updated_at = ?
+		WHERE batch_id = ? AND idx = ? AND (run_id IS NULL OR run_id = ?)`, runID, StatusRunning, now(), batchID, index, runID)
+	if err != nil {
+		return fmt.Errorf("run store %s: %w", s.path, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("batch %s: item %d already has another run", batchID, index)
+	}
+	return s.intact()
+}
+
+// FinishItem records what an item's run gave. Recording it twice keeps
+// the last: an item has exactly one result.
+func (s *Store) FinishItem(ctx context.Context, it *BatchItem) error {
+	var scores any
+	if it.Scores != nil {
+		b, err := json.Marshal(it.Scores)
+		if err != nil {
+			return fmt.Errorf("batch %s: item %s: scores: %w", it.Batch, it.Key, err)
+		}
+		scores = string(b)
+	}
+	if err := s.intact(); err != nil {
+		return err
+	}
+	_, err := s.db.ExecContext(ctx, `UPDATE batch_items SET status = ?, scores = ?, error = ?, class = ?, cost_usd = ?, tokens = ?,
+		duration_ms = ?, updated_at = ? WHERE batch_id = ? AND idx = ?`,
+		it.Status, scores, redact.String(it.Error), it.Class, it.CostUSD, it.Tokens, it.DurationMS, now(), it.Batch, it.Index)
+	if err != nil {
+		return fmt.Errorf("run store %s: %w", s.path, err)
+	}
+	return s.intact()
+}
+
+// ClaimBatch makes this process the holder of a batch about to resume; it
+// fails with *InProgressError while another live process holds it.
+func (s *Store) ClaimBatch(ctx context.Context, id string) error {
+	var pid int
+	var start string
+	if err := s.db.QueryRowContext(ctx, `SELECT pid, pid_start FROM batches WHERE id = ?`, id).Scan(&pid, &start); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: no batch %q in %s", ErrNotFound, id, s.path)
+		}
+		return err
+	}
+	if pid != 0 && pid != os.Getpid() && alive(pid, start) {
+		return &InProgressError{Run: id, PID: pid}
+	}
+	if err := s.intact(); err != nil {
+		return err
+	}
+	_, err := s.db.ExecContext(ctx, `UPDATE batches SET status = ?, reason = '', pid = ?, pid_start = ?, updated_at = ?, finished_at = NULL WHERE id = ?`,
+		StatusRunning, os.Getpid(), processStart(os.Getpid()), now(), id)
+	if err != nil {
+		return fmt.Errorf("run store %s: %w", s.path, err)
+	}
+	return s.intact()
+}
+
+// FinishBatch records how a batch attempt ended and releases it.
+func (s *Store) FinishBatch(ctx context.Context, id, status, reason string) error {
+	if err := s.intact(); err != nil {
+		return err
+	}
+	t := now()
+	_, err := s.db.ExecContext(ctx, `UPDATE batches SET status = ?, reason = ?, pid = 0, pid_start = '', updated_at = ?, finished_at = ? WHERE id = ?`,
+		status, redact.String(reason), t, t, id)
+	if err != nil {
+		return fmt.Errorf("run store %s: %w", s.path, err)
+	}
+	return s.intact()
+}
