@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -280,7 +281,7 @@ type workerMessage struct {
 // output limit: stdout (with the envelope), stderr and the result, base64
 // encoded, and room for the rest. The worker caps what it keeps; this
 // keeps the parent bounded whatever a worker sends.
-func maxMessage(maxOutput int) int { return 8*maxOutput + 1<<16 }
+func maxMessage(maxOutput int) int { return int(min(8*int64(maxOutput)+1<<16, math.MaxInt)) }
 
 // readMessage reads one line of at most limit bytes.
 func readMessage(r *bufio.Reader, limit int) ([]byte, error) {

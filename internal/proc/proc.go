@@ -71,14 +71,21 @@ func Start(cmd *exec.Cmd, l Limits) (*Group, error) {
 		// Wait must not wait for it.
 		cmd.WaitDelay = 5 * time.Second
 	}
+	// Until the group is attached a cancel waits: signalling an unset
+	// process group would signal flowrun's own.
+	g.mu.Lock()
 	if err := cmd.Start(); err != nil {
+		g.mu.Unlock()
 		return nil, err
 	}
 	if err := g.sys.attach(cmd.Process.Pid); err != nil {
+		g.released = true
+		g.mu.Unlock()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, err
 	}
+	g.mu.Unlock()
 	liveMu.Lock()
 	live[g] = struct{}{}
 	liveMu.Unlock()
