@@ -213,7 +213,14 @@ func (l Limits) check() error {
 	return nil
 }
 
-func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
+// msSince is how long the code has run, in milliseconds: none if it never
+// started.
+func msSince(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(time.Since(t).Microseconds()) / 1000
+}
 
 // prepare turns a request into a worker job. A Go compile error, or a
 // compile that ran out of time or memory, is the result itself; err is
