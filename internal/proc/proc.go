@@ -4,12 +4,11 @@
 // process group on Unix, a job object on Windows) together with everything
 // it starts. Kill, the command's context ending (for a command made by
 // exec.CommandContext) and KillAll end the whole group; Wait ends what is
-// left of it once the first process has exited. On Linux the first process
-// also receives SIGKILL when flowrun dies, however it dies; on Windows the
-// job is killed when flowrun's handle to it closes, which the system does
-// when flowrun dies. Elsewhere a child that must not outlive a killed
-// flowrun watches a pipe from flowrun and exits when it closes (the sandbox
-// workers do).
+// left of it once the first process has exited. When flowrun dies, however
+// it dies, its groups die too: on Unix a reaper process (see Main) kills
+// every live group when the pipe from flowrun closes, and on Linux each
+// group's first process also gets SIGKILL from the kernel (Pdeathsig); on
+// Windows the system kills a job when flowrun's handle to it closes.
 package proc
 
 import (
