@@ -13,5 +13,10 @@
 // to memory stays in a process that is recycled; the host never panics and
 // never grows without bound. What the code does (compile error, exception,
 // timeout, memory or output limit, a result that is not JSON) is data in the
-// Result, not an error; only an unusable sandbox is an error.
+// Result, not an error; only an unusable sandbox, limits out of range or the
+// caller's context ending is an error. The classes that report a limit
+// (timeout, memory_limit, output_limit) are decided by the host from what it
+// measured, never by what the code reports, and a Go compile is bounded by
+// the run's timeout. No worker or compiler outlives flowrun (see
+// internal/proc).
 package sandbox

@@ -85,6 +85,8 @@ func TestHardening02WorkerExitsWhenItsPipeCloses(t *testing.T) {
 		t.Fatal(err, res)
 	}
 	cmd := selfWorker()
+	// A -race worker sleeps a second on its way out unless told not to.
+	cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -212,7 +213,14 @@ func (l Limits) check() error {
 	return nil
 }
 
-func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
+// msSince is how long the code has run, in milliseconds: none if it never
+// started.
+func msSince(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(time.Since(t).Microseconds()) / 1000
+}
 
 // prepare turns a request into a worker job. A Go compile error, or a
 // compile that ran out of time or memory, is the result itself; err is
@@ -280,7 +288,7 @@ type workerMessage struct {
 // output limit: stdout (with the envelope), stderr and the result, base64
 // encoded, and room for the rest. The worker caps what it keeps; this
 // keeps the parent bounded whatever a worker sends.
-func maxMessage(maxOutput int) int { return 8*maxOutput + 1<<16 }
+func maxMessage(maxOutput int) int { return int(min(8*int64(maxOutput)+1<<16, math.MaxInt)) }
 
 // readMessage reads one line of at most limit bytes.
 func readMessage(r *bufio.Reader, limit int) ([]byte, error) {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -57,6 +58,7 @@ type host struct {
 
 func serve(in io.Reader, out io.Writer) int {
 	ctx := context.Background()
+	debug.SetMemoryLimit(recycleRSS)
 	h := &host{}
 	defer h.close(ctx)
 	jobs := make(chan []byte)
@@ -182,6 +184,11 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 	// No WithEnv, WithSysWalltime, WithSysNanotime or WithRandSource: the
 	// guest gets no environment, a fixed clock and a fixed random source.
 	mem := &guestMemory{limit: uint64(j.MemoryMB) << 20}
+	// No garbage collection while the guest runs: a collection stops every
+	// goroutine, which a guest spinning in compiled code never lets it do,
+	// and the worker would freeze, unable even to exit when its parent
+	// goes (see readJobs). serve's memory limit still bounds the heap.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	started()
 	runErr := instantiate(experimental.WithMemoryAllocator(ctx, mem), h.rt, compiled, cfg)
 	return outcome(j, runErr, mem.refused, stdout, stderr), ""

@@ -4,12 +4,11 @@
 // process group on Unix, a job object on Windows) together with everything
 // it starts. Kill, the command's context ending (for a command made by
 // exec.CommandContext) and KillAll end the whole group; Wait ends what is
-// left of it once the first process has exited. On Linux the first process
-// also receives SIGKILL when flowrun dies, however it dies; on Windows the
-// job is killed when flowrun's handle to it closes, which the system does
-// when flowrun dies. Elsewhere a child that must not outlive a killed
-// flowrun watches a pipe from flowrun and exits when it closes (the sandbox
-// workers do).
+// left of it once the first process has exited. When flowrun dies, however
+// it dies, its groups die too: on Unix a reaper process (see Main) kills
+// every live group when the pipe from flowrun closes, and on Linux each
+// group's first process also gets SIGKILL from the kernel (Pdeathsig); on
+// Windows the system kills a job when flowrun's handle to it closes.
 package proc
 
 import (
@@ -71,14 +70,21 @@ func Start(cmd *exec.Cmd, l Limits) (*Group, error) {
 		// Wait must not wait for it.
 		cmd.WaitDelay = 5 * time.Second
 	}
+	// Until the group is attached a cancel waits: signalling an unset
+	// process group would signal flowrun's own.
+	g.mu.Lock()
 	if err := cmd.Start(); err != nil {
+		g.mu.Unlock()
 		return nil, err
 	}
 	if err := g.sys.attach(cmd.Process.Pid); err != nil {
+		g.released = true
+		g.mu.Unlock()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, err
 	}
+	g.mu.Unlock()
 	liveMu.Lock()
 	live[g] = struct{}{}
 	liveMu.Unlock()

@@ -31,6 +31,9 @@ func (s *sysGroup) kill() error { return s.signal(syscall.SIGKILL) }
 func (s *sysGroup) terminate() error { return s.signal(syscall.SIGTERM) }
 
 func (s *sysGroup) signal(sig syscall.Signal) error {
+	if s.pgid <= 1 {
+		return nil // not a group of ours: -0 would be flowrun's own
+	}
 	if err := syscall.Kill(-s.pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
 	}
