@@ -71,9 +71,6 @@ func Kinds() []*KindSpec {
 	return out
 }
 
-// SpecOf is the spec of a kind; nil for an unknown one.
-func SpecOf(k Kind) *KindSpec { return specs[k] }
-
 // Bodies lists the blocks node n runs as part of itself: a loop or map
 // body, a parallel node's branches.
 func Bodies(n *Node) []Body {
