@@ -2,7 +2,6 @@ package dsl
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,10 +17,10 @@ import (
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
 	exprfile "github.com/expr-lang/expr/file"
-	"github.com/santhosh-tekuri/jsonschema/v5"
 	"gopkg.in/yaml.v3"
 
 	"github.com/flowrun/flowrun/internal/confined"
+	"github.com/flowrun/flowrun/jsonvalue"
 )
 
 // builtinTools are the tools every agent may use without declaring them.
@@ -126,12 +125,12 @@ func (f *file) decodeInputs(n *yaml.Node) {
 		if f.schemaErrorUnder("/inputs/" + escapePointer(in.Name)) {
 			continue // the pipeline schema has reported the declaration
 		}
-		s, err := compileSchema(schema)
+		s, err := jsonvalue.Compile(schema)
 		switch {
 		case err != nil:
 			f.l.errorf(f.pos(kv[0]), "input %q: the declaration is not a valid JSON schema: %v", in.Name, err)
 		case k != nil:
-			if err := validateWith(s, in.Default); err != nil {
+			if err := s.Validate(in.Default); err != nil {
 				f.l.errorf(f.pos(d), "input %q: default does not match its declaration: %v", in.Name, err)
 			}
 		}
@@ -422,11 +421,11 @@ func keysOf[V any](m map[string]V) []string {
 
 // checkJSONSchema compiles a JSON schema written at n, so that a broken one
 // fails the load rather than the run; nil when there is none or it is broken.
-func (f *file) checkJSONSchema(n *yaml.Node, what string, schema map[string]any) *jsonschema.Schema {
+func (f *file) checkJSONSchema(n *yaml.Node, what string, schema map[string]any) *jsonvalue.Schema {
 	if schema == nil {
 		return nil
 	}
-	s, err := compileSchema(schema)
+	s, err := jsonvalue.Compile(schema)
 	if err != nil {
 		f.l.errorf(f.pos(n), "%s is not a valid JSON schema: %v", what, err)
 	}
@@ -799,21 +798,4 @@ var toolHidden = []string{"state", "nodes", "loop", "item", "index"}
 
 func (v *nameVisitor) add(n ast.Node, msg string) {
 	v.problems = append(v.problems, nameProblem{from: n.Location().From, msg: msg})
-}
-
-// ValidateValue checks a value against a JSON schema given as Go values.
-func ValidateValue(schema map[string]any, v any) error {
-	s, err := compileSchema(schema)
-	if err != nil {
-		return err
-	}
-	return validateWith(s, v)
-}
-
-func jsonRoundTrip(v any) (any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return FromJSON(b)
 }

@@ -34,7 +34,7 @@ type ToolCall struct {
 	Name string `json:"name" yaml:"name"`
 	// Arguments is the JSON text the model wrote, verbatim.
 	Arguments string `json:"arguments" yaml:"arguments"`
-	// Args is Arguments parsed (numbers normalised as in dsl.FromJSON), or
+	// Args is Arguments parsed (numbers normalised as in jsonvalue.Decode), or
 	// nil when ArgsError is set: the text was truncated or not JSON.
 	Args      any    `json:"args,omitempty" yaml:"-"`
 	ArgsError string `json:"args_error,omitempty" yaml:"-"`

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -188,7 +189,7 @@ func (r *agentRun) problem(resp *llm.Response, choice llm.ToolChoice) string {
 		if _, ok := tc.Args.(map[string]any); !ok {
 			return fmt.Sprintf("tool %s: the arguments are not a JSON object: %s", tc.Name, tc.Arguments)
 		}
-		if err := dsl.ValidateValue(t.spec.Parameters, tc.Args); err != nil {
+		if err := jsonvalue.Validate(t.spec.Parameters, tc.Args); err != nil {
 			return fmt.Sprintf("tool %s: the arguments do not match its parameters: %v", tc.Name, err)
 		}
 	}

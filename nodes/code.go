@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
 )
@@ -56,7 +57,7 @@ func (k codeNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (r
 	if c.ResultSchema != nil && res.OK {
 		// The validator typed nodes.<id>.result by the schema; a result
 		// that breaks it is the code's mistake, fed back like any other.
-		if err := dsl.ValidateValue(c.ResultSchema, res.Result); err != nil {
+		if err := jsonvalue.Validate(c.ResultSchema, res.Result); err != nil {
 			res.OK, res.Error = false, &sandbox.Error{Class: sandbox.ClassBadResult, Message: "the result does not match result_schema: " + err.Error()}
 		}
 	}

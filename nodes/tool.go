@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -38,7 +39,7 @@ func (k toolNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (r
 	if args == nil {
 		args = map[string]any{}
 	}
-	if err := dsl.ValidateValue(t.spec.Parameters, args); err != nil {
+	if err := jsonvalue.Validate(t.spec.Parameters, args); err != nil {
 		return runtime.Outcome{}, runtime.Errorf(runtime.ClassCritical, "args do not match tool %q's parameters: %v", n.Tool().Name, err)
 	}
 	out, err := t.run(ctx, s, callSite{name: n.ID}, args)

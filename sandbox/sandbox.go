@@ -17,6 +17,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/internal/proc"
+	"github.com/flowrun/flowrun/jsonvalue"
 )
 
 // Languages.
@@ -424,7 +425,7 @@ func truncate(s string, n int) string {
 }
 
 func decodeJSON(b []byte) (any, error) {
-	v, err := dsl.FromJSON(b)
+	v, err := jsonvalue.Decode(b)
 	if err != nil {
 		return nil, fmt.Errorf("the result is not JSON: %v", err)
 	}

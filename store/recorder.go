@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -527,7 +527,7 @@ func decodeCheckpoint(data string) (*runtime.Checkpoint, error) {
 	if err := json.Unmarshal([]byte(data), &cp); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	v, err := dsl.FromJSON([]byte(data))
+	v, err := jsonvalue.Decode([]byte(data))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -185,7 +186,7 @@ func readInputs(p *dsl.Pipeline, file string, kv []string) (map[string]any, erro
 			in[name] = raw
 			continue
 		}
-		if v, err := dsl.FromJSON([]byte(raw)); err == nil {
+		if v, err := jsonvalue.Decode([]byte(raw)); err == nil {
 			in[name] = v
 		} else {
 			in[name] = raw
