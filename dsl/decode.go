@@ -19,8 +19,10 @@ import (
 	exprfile "github.com/expr-lang/expr/file"
 	"gopkg.in/yaml.v3"
 
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/confined"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/sandbox/bounds"
 )
 
 // builtinTools are the tools every agent may use without declaring them.
@@ -152,9 +154,9 @@ func (f *file) decodeLimits(limits, sandbox *yaml.Node) {
 func (f *file) sandboxLimits(n *yaml.Node, label string) SandboxDefaults {
 	var s SandboxDefaults
 	s.Timeout = f.duration(valueOf(n, "timeout"))
-	s.MemoryMB = f.boundedInt(valueOf(n, "memory_mb"), label+".memory_mb", MaxSandboxMemoryMB,
+	s.MemoryMB = f.boundedInt(valueOf(n, "memory_mb"), label+".memory_mb", bounds.MaxMemoryMB,
 		"a WebAssembly guest addresses at most 4 GiB")
-	s.MaxOutputBytes = 1024 * f.boundedInt(valueOf(n, "max_output_kb"), label+".max_output_kb", MaxSandboxOutputBytes/1024,
+	s.MaxOutputBytes = 1024 * f.boundedInt(valueOf(n, "max_output_kb"), label+".max_output_kb", bounds.MaxOutputBytes/1024,
 		"the sandbox holds each of stdout, stderr and the result in memory")
 	return s
 }
@@ -340,7 +342,7 @@ func (f *file) node(n *yaml.Node, sc scope) *Node {
 		node.Retry.Backoff = f.duration(valueOf(r, "backoff"))
 		for _, c := range items(valueOf(r, "retry_on")) {
 			if s, ok := str(c); ok {
-				node.Retry.RetryOn = append(node.Retry.RetryOn, s)
+				node.Retry.RetryOn = append(node.Retry.RetryOn, errclass.Class(s))
 			}
 		}
 	}

@@ -74,9 +74,18 @@ type Loop struct {
 	MaxIterations int
 	Until         *Expr
 	While         *Expr
-	OnExhausted   string // continue (default) or fail
+	OnExhausted   OnExhausted
 	Body          Block
 }
+
+// OnExhausted is what a loop does when it reaches max_iterations while
+// until or while still asks for more.
+type OnExhausted string
+
+const (
+	ExhaustedContinue OnExhausted = "continue" // record a loop_exhausted event and go on (the default)
+	ExhaustedFail     OnExhausted = "fail"     // fail the node with the class loop_exhausted
+)
 
 // Loop is the configuration of a loop node; nil for a node of another kind.
 func (n *Node) Loop() *Loop { return Config[*Loop](n) }
@@ -90,7 +99,7 @@ func loopOutput(r *resolver, n *Node) *Type {
 }
 
 func (f *file) loop(v *yaml.Node, sc scope) *Loop {
-	l := &Loop{OnExhausted: "continue"}
+	l := &Loop{OnExhausted: ExhaustedContinue}
 	l.MaxIterations, _ = intValue(valueOf(v, "max_iterations"))
 	inner := scope{inLoop: true, loopVars: true, inMap: sc.inMap, node: sc.node, mapNode: sc.mapNode}
 	if u := valueOf(v, "until"); u != nil {
@@ -103,8 +112,9 @@ func (f *file) loop(v *yaml.Node, sc scope) *Loop {
 		k, _ := get(v, "while")
 		f.l.errorf(f.pos(k), "a loop has until or while, not both: keep one")
 	}
-	if s, ok := str(valueOf(v, "on_exhausted")); ok {
-		l.OnExhausted = s
+	// The schema has rejected any other value.
+	if s, _ := str(valueOf(v, "on_exhausted")); OnExhausted(s) == ExhaustedFail {
+		l.OnExhausted = ExhaustedFail
 	}
 	l.Body = f.block(valueOf(v, "body"), inner)
 	return l

@@ -3,6 +3,7 @@ package dsl
 import (
 	"time"
 
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/confined"
 )
 
@@ -86,14 +87,6 @@ func (p *Pipeline) Modules() confined.Dir {
 	d.MaxBytes, d.Limit = MaxModuleBytes, ""
 	return d
 }
-
-// The largest sandbox limits a pipeline may ask for: a wasm32 guest
-// addresses at most 4 GiB, and the host holds each of stdout, stderr and the
-// result of a run in memory.
-const (
-	MaxSandboxMemoryMB    = 4096
-	MaxSandboxOutputBytes = 256 << 20
-)
 
 // SandboxDefaults apply to every code node that does not set its own.
 type SandboxDefaults struct {
@@ -203,7 +196,7 @@ type Assign struct {
 type Retry struct {
 	MaxAttempts int
 	Backoff     time.Duration
-	RetryOn     []string
+	RetryOn     []errclass.Class // empty: every class in errclass.Retryable
 }
 
 // Field is a named value whose strings may interpolate ${{ }}.

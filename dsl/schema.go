@@ -15,6 +15,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 	"gopkg.in/yaml.v3"
 
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/jsonvalue"
 )
 
@@ -47,6 +48,12 @@ func buildSchema() map[string]any {
 		panic(fmt.Sprintf("dsl/schema_base.json: %v", err))
 	}
 	defs := doc["$defs"].(map[string]any)
+	retryOn := defs["retry"].(map[string]any)["properties"].(map[string]any)["retry_on"].(map[string]any)
+	var classes []any
+	for _, c := range errclass.Retryable() {
+		classes = append(classes, string(c))
+	}
+	retryOn["items"].(map[string]any)["enum"] = classes
 	props := defs["node"].(map[string]any)["properties"].(map[string]any)
 	for _, s := range Kinds() {
 		var fragment map[string]any

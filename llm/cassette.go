@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/flowrun/flowrun/errclass"
 )
 
 // Cassette is a set of recorded model exchanges: what a run with --record
@@ -54,9 +56,9 @@ type entry struct {
 }
 
 type recordedError struct {
-	Class   string `yaml:"class"`
-	Status  int    `yaml:"status,omitempty"`
-	Message string `yaml:"message"`
+	Class   errclass.Class `yaml:"class"`
+	Status  int            `yaml:"status,omitempty"`
+	Message string         `yaml:"message"`
 }
 
 const cassetteVersion = 1
@@ -206,7 +208,7 @@ func (c *Cassette) replay(k Key, hash string, cl *call) (*reply, *Error) {
 			return &r, nil
 		}
 	}
-	return nil, &Error{class: ClassCritical, Endpoint: "cassette", msg: c.missMessage(k, hash, n, cl)}
+	return nil, &Error{class: errclass.Critical, Endpoint: "cassette", msg: c.missMessage(k, hash, n, cl)}
 }
 
 // missMessage names the node and what differs from the closest entry.

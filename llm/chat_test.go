@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm/llmtest"
 )
 
@@ -222,8 +223,8 @@ func TestStructuredOutputRepair(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v", err)
 			}
-			if err != nil && ClassOf(err) != ClassInvalidOutput {
-				t.Errorf("class %q, want invalid_output: %v", ClassOf(err), err)
+			if err != nil && errclass.Of(err) != errclass.InvalidOutput {
+				t.Errorf("class %q, want invalid_output: %v", errclass.Of(err), err)
 			}
 			if resp == nil {
 				t.Fatal("no response")

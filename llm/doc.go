@@ -11,9 +11,9 @@
 //     parsed and checked against it (JSON Schema 2020-12); an invalid reply
 //     is sent back with its validation errors up to RepairRetries times, and
 //     then fails with class invalid_output.
-//   - Every failure is classed. Errors implement Class() string with one of
-//     rate_limit, server, timeout, connection, invalid_output or critical
-//     (the runtime's class names). Recoverable classes are retried here with
+//   - Every failure is classed. Errors implement Class() errclass.Class
+//     with one of rate_limit, server, timeout, connection, invalid_output
+//     or critical, as the runtime routes them. Recoverable classes are retried here with
 //     exponential backoff and jitter, honouring Retry-After and
 //     retry-after-ms; openai-go's own retries are off so each attempt is
 //     visible to Request.Observe. Critical errors name the endpoint and the

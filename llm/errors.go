@@ -14,21 +14,13 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
-)
 
-// Error classes, the same strings as the runtime's (runtime.Class*).
-const (
-	ClassRateLimit     = "rate_limit"
-	ClassServer        = "server"
-	ClassTimeout       = "timeout"
-	ClassConnection    = "connection"
-	ClassInvalidOutput = "invalid_output"
-	ClassCritical      = "critical"
+	"github.com/flowrun/flowrun/errclass"
 )
 
 // Error is a failed model call. Its message never contains an API key.
 type Error struct {
-	class string
+	class errclass.Class
 	// Status is the HTTP status, 0 when there was no response.
 	Status int
 	// Endpoint is the URL called, with any credentials removed.
@@ -41,31 +33,25 @@ type Error struct {
 
 func (e *Error) Error() string { return e.msg }
 
-// Class is one of the Class* constants.
-func (e *Error) Class() string { return e.class }
+// Class is the failure's class: rate_limit, server, timeout, connection,
+// invalid_output or critical.
+func (e *Error) Class() errclass.Class { return e.class }
 
 func (e *Error) Unwrap() error { return e.err }
 
-// Retryable reports whether an error of this class may succeed if sent again.
-func Retryable(class string) bool {
+// Retryable reports whether a call that failed with this class may succeed
+// if sent again. An invalid_output is not sent again as it is: the node
+// retries it, with the problem told to the model.
+func Retryable(class errclass.Class) bool {
 	switch class {
-	case ClassRateLimit, ClassServer, ClassTimeout, ClassConnection:
+	case errclass.RateLimit, errclass.Server, errclass.Timeout, errclass.Connection:
 		return true
 	}
 	return false
 }
 
-// ClassOf returns err's class, or "" when it has none.
-func ClassOf(err error) string {
-	var c interface{ Class() string }
-	if errors.As(err, &c) {
-		return c.Class()
-	}
-	return ""
-}
-
 func criticalf(format string, args ...any) *Error {
-	return &Error{class: ClassCritical, msg: fmt.Sprintf(format, args...)}
+	return &Error{class: errclass.Critical, msg: fmt.Sprintf(format, args...)}
 }
 
 // classify turns what openai-go returned for one attempt into an *Error.
@@ -95,20 +81,20 @@ func classify(ctx context.Context, err error, res *http.Response, ep *endpoint, 
 		}
 		e.class, e.msg = statusMessage(e.Status, url, detail, ep, model)
 	case errors.As(err, &streamErr), errors.As(err, &sseErr):
-		e.class = ClassServer
+		e.class = errclass.Server
 		e.msg = fmt.Sprintf("%s reported an error mid-stream: %s", url, oneLine(err.Error(), 300))
 	case errors.Is(err, errStreamCut):
-		e.class = ClassConnection
+		e.class = errclass.Connection
 		e.msg = fmt.Sprintf("reading from %s: %v", url, err)
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded), isTimeout(err):
-		e.class = ClassTimeout
+		e.class = errclass.Timeout
 		e.msg = fmt.Sprintf("timeout waiting for %s", url)
 	case e.Status >= 200 && !isTransport(err):
 		// The server answered 2xx with a body that could not be read.
-		e.class = ClassServer
+		e.class = errclass.Server
 		e.msg = fmt.Sprintf("malformed response from %s: %v", url, err)
 	default:
-		e.class = ClassConnection
+		e.class = errclass.Connection
 		cause := err
 		var ue *neturl.Error
 		if errors.As(err, &ue) {
@@ -120,30 +106,30 @@ func classify(ctx context.Context, err error, res *http.Response, ep *endpoint, 
 	return e
 }
 
-func statusMessage(status int, url, detail string, ep *endpoint, model string) (class, msg string) {
+func statusMessage(status int, url, detail string, ep *endpoint, model string) (class errclass.Class, msg string) {
 	head := fmt.Sprintf("%d %s from %s", status, http.StatusText(status), url)
 	if detail != "" {
 		detail = ": " + oneLine(detail, 300)
 	}
 	switch {
 	case status == http.StatusTooManyRequests:
-		return ClassRateLimit, head + detail
+		return errclass.RateLimit, head + detail
 	case status == http.StatusRequestTimeout:
-		return ClassTimeout, head + detail
+		return errclass.Timeout, head + detail
 	case status == http.StatusConflict || status >= 500:
-		return ClassServer, head + detail
+		return errclass.Server, head + detail
 	case status == http.StatusUnauthorized:
-		return ClassCritical, head + ": check " + ep.keyHint() + detail
+		return errclass.Critical, head + ": check " + ep.keyHint() + detail
 	case status == http.StatusForbidden:
 		who := "the key"
 		if ep.KeyEnv != "" {
 			who = "the key in " + ep.KeyEnv
 		}
-		return ClassCritical, head + ": " + who + " may not use model " + strconv.Quote(model) + " here; check the key and the model" + detail
+		return errclass.Critical, head + ": " + who + " may not use model " + strconv.Quote(model) + " here; check the key and the model" + detail
 	case status == http.StatusNotFound:
-		return ClassCritical, head + ": check the model name " + strconv.Quote(model) + " and the endpoint (" + ep.urlHint() + ")" + detail
+		return errclass.Critical, head + ": check the model name " + strconv.Quote(model) + " and the endpoint (" + ep.urlHint() + ")" + detail
 	default:
-		return ClassCritical, head + ": the server rejected the request; check the model config" + detail
+		return errclass.Critical, head + ": the server rejected the request; check the model config" + detail
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 )
 
 // Roles of a Message.
@@ -161,7 +162,7 @@ type Exchange struct {
 	// (its usage and cost, before validation).
 	Reply *Response
 	Err   error
-	Class string // Err's class
+	Class errclass.Class // Err's class
 	// Wait is the pause before the next try when Err will be retried.
 	Wait time.Duration
 }

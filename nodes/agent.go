@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/runtime"
@@ -155,7 +156,7 @@ func (r *agentRun) turn(ctx context.Context, choice llm.ToolChoice, step int) (*
 			return resp, nil
 		}
 		if try > r.a.ToolRetries {
-			return nil, runtime.Errorf(runtime.ClassInvalidOutput, "step %d: %s (asked %d times; tool_retries: %d)", step, problem, try, r.a.ToolRetries)
+			return nil, runtime.Errorf(errclass.InvalidOutput, "step %d: %s (asked %d times; tool_retries: %d)", step, problem, try, r.a.ToolRetries)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -72,8 +73,8 @@ func (loopNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (run
 		if bound < l.MaxIterations {
 			msg = fmt.Sprintf("loop %q reached --max-loops (%d) before its condition held", n.ID, bound)
 		}
-		if l.OnExhausted == "fail" {
-			return runtime.Outcome{}, runtime.Errorf(runtime.ClassLoopExhausted, "%s (on_exhausted: fail)", msg)
+		if l.OnExhausted == dsl.ExhaustedFail {
+			return runtime.Outcome{}, runtime.Errorf(errclass.LoopExhausted, "%s (on_exhausted: fail)", msg)
 		}
 		s.Emit(runtime.Event{Type: runtime.EventLoopExhausted, Path: s.Path(n.ID), Node: n.ID, Kind: string(n.Kind), Message: msg})
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
@@ -43,7 +44,7 @@ func (svc *Services) startConversation(ctx context.Context, s *runtime.Scope, l 
 	p := s.Pipeline()
 	m, ok := p.Models[l.Model]
 	if !ok {
-		return nil, runtime.Errorf(runtime.ClassCritical, "model %q is not declared in %s", l.Model, p.Path)
+		return nil, runtime.Errorf(errclass.Critical, "model %q is not declared in %s", l.Model, p.Path)
 	}
 	if id, ok := svc.Models[l.Model]; ok {
 		override := *m
@@ -93,14 +94,14 @@ func (svc *Services) startConversation(ctx context.Context, s *runtime.Scope, l 
 		for _, r := range refs {
 			ref, isText := r.(string)
 			if !isText {
-				return nil, runtime.Errorf(runtime.ClassCritical, "images[%d]: expected a path or URL, got %T", i, r)
+				return nil, runtime.Errorf(errclass.Critical, "images[%d]: expected a path or URL, got %T", i, r)
 			}
 			if ref == "" {
 				continue
 			}
 			url, err := llm.ImageURL(ref, func(name string) ([]byte, error) { return readImage(ctx, s, name) })
 			if err != nil {
-				return nil, runtime.Errorf(runtime.ClassCritical, "images[%d]: %w", i, err)
+				return nil, runtime.Errorf(errclass.Critical, "images[%d]: %w", i, err)
 			}
 			user.Images = append(user.Images, url)
 		}

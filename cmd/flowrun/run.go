@@ -286,7 +286,7 @@ func (t *textSink) Event(e runtime.Event) {
 	case runtime.EventSandboxRun:
 		status := "ok"
 		if e.Class != "" {
-			status = e.Class + ": " + firstLine(e.Error)
+			status = string(e.Class) + ": " + firstLine(e.Error)
 		}
 		fmt.Fprintf(t.w, "  code  %-40s %-8s %s %s\n", e.Path, e.Kind, status, duration(e.DurationMS))
 		if t.exchange {
