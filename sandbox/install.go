@@ -18,11 +18,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/internal/proc"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
-
-	"github.com/flowrun/flowrun/internal/proc"
 )
 
 // PythonVersion is the CPython version the sandbox runs, built for WASI by
