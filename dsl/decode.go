@@ -22,6 +22,7 @@ import (
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/confined"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/llmconf"
 	"github.com/flowrun/flowrun/sandbox/bounds"
 )
 
@@ -178,10 +179,10 @@ func (f *file) boundedInt(n *yaml.Node, name string, most int, why string) int {
 }
 
 func (f *file) decodeModels(n *yaml.Node) {
-	f.p.Models = map[string]*Model{}
+	f.p.Models = map[string]*llmconf.Model{}
 	for _, kv := range pairs(n) {
 		v := kv[1]
-		m := &Model{Name: kv[0].Value, Pos: f.pos(kv[0])}
+		m := &llmconf.Model{Name: kv[0].Value}
 		m.Model, _ = str(valueOf(v, "model"))
 		m.API, _ = str(valueOf(v, "api"))
 		if m.API == "" {
@@ -206,7 +207,7 @@ func (f *file) decodeModels(n *yaml.Node) {
 		m.MaxConcurrency, _ = intValue(valueOf(v, "max_concurrency"))
 		m.Timeout = f.duration(valueOf(v, "timeout"))
 		if pr := valueOf(v, "price"); pr != nil {
-			m.Price = &Price{}
+			m.Price = &llmconf.Price{}
 			m.Price.InputPerMTok, _ = floatValue(valueOf(pr, "input_per_mtok"))
 			m.Price.OutputPerMTok, _ = floatValue(valueOf(pr, "output_per_mtok"))
 			m.Price.CachedInputPerMTok, _ = floatValue(valueOf(pr, "cached_input_per_mtok"))
@@ -403,13 +404,6 @@ func (f *file) subPipeline(n *yaml.Node) *Pipeline {
 	}
 	at := f.pos(n)
 	return f.l.load(filepath.Join(f.dir, rel), src, &at)
-}
-
-// IsImageURL reports whether an images: entry is an http(s) or data URL,
-// sent as it is, rather than a file.
-func IsImageURL(ref string) bool {
-	lower := strings.ToLower(ref)
-	return strings.HasPrefix(lower, "http://") || strings.HasPrefix(lower, "https://") || strings.HasPrefix(lower, "data:")
 }
 
 func keysOf[V any](m map[string]V) []string {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/confined"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // Pipeline is a loaded, checked and compiled pipeline file. It is immutable:
@@ -16,7 +17,7 @@ type Pipeline struct {
 	Name        string
 	Description string
 	Inputs      []*Input // in file order
-	Models      map[string]*Model
+	Models      map[string]*llmconf.Model
 	Memories    map[string]*Memory
 	Tools       map[string]*Tool
 	HTTPGet     *HTTPGet // nil: the built-in http_get tool is off
@@ -94,33 +95,6 @@ type SandboxDefaults struct {
 	Timeout        time.Duration
 	MemoryMB       int
 	MaxOutputBytes int
-}
-
-// Model is a named model configuration.
-type Model struct {
-	Name            string
-	Pos             Pos
-	Model           string
-	API             string // chat (default) or responses
-	Temperature     *float64
-	TopP            *float64
-	MaxTokens       int
-	Seed            *int
-	ReasoningEffort string
-	Verbosity       string
-	BaseURL         string
-	APIKeyEnv       string
-	RPM, TPM        int
-	MaxConcurrency  int
-	Timeout         time.Duration
-	Price           *Price
-}
-
-// Price overrides the built-in price table for a model, in USD per million tokens.
-type Price struct {
-	InputPerMTok       float64
-	OutputPerMTok      float64
-	CachedInputPerMTok float64
 }
 
 // Memory is a named conversation that persists across nodes and iterations.

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 type outcome struct {
@@ -31,7 +31,7 @@ func scriptedRun(t *testing.T, c *Client) []outcome {
 	t.Helper()
 	ctx := context.Background()
 	chat := model("gpt-4.1-mini")
-	vision := &dsl.Model{Name: "vision", Model: "gpt-4.1", API: "responses", ReasoningEffort: "low"}
+	vision := &llmconf.Model{Name: "vision", Model: "gpt-4.1", API: "responses", ReasoningEffort: "low"}
 	tools := []ToolSpec{
 		{Name: "ocr", Parameters: map[string]any{"type": "object", "properties": map[string]any{"region": map[string]any{"type": "string"}}}},
 		{Name: "finish", Parameters: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}},
@@ -202,7 +202,7 @@ func TestRequestHash(t *testing.T) {
 	base := func() *Request {
 		return &Request{
 			Key:   Key{Node: "n", Iteration: 1, Attempt: 1},
-			Model: &dsl.Model{Name: "default", Model: "gpt-4.1", Temperature: ptr(0.0)},
+			Model: &llmconf.Model{Name: "default", Model: "gpt-4.1", Temperature: ptr(0.0)},
 			Messages: []Message{
 				{Role: RoleUser, Text: "hi"},
 				{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "f", Arguments: `{"a":1}`, Args: map[string]any{"a": 1}}}},

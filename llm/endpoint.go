@@ -9,7 +9,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // DefaultBaseURL is where requests go when neither the model's base_url
@@ -45,12 +45,12 @@ type endpoint struct {
 
 // ResolveEndpoint tells where m's requests would go, and whether a key is
 // set, given an environment lookup such as os.LookupEnv.
-func ResolveEndpoint(m *dsl.Model, env func(string) (string, bool)) Endpoint {
+func ResolveEndpoint(m *llmconf.Model, env func(string) (string, bool)) Endpoint {
 	ep, _ := resolve(m, env)
 	return ep
 }
 
-func resolve(m *dsl.Model, env func(string) (string, bool)) (Endpoint, string) {
+func resolve(m *llmconf.Model, env func(string) (string, bool)) (Endpoint, string) {
 	look := func(name string) string {
 		if v, ok := env(name); ok {
 			return strings.TrimSpace(v)
@@ -91,7 +91,7 @@ func resolve(m *dsl.Model, env func(string) (string, bool)) (Endpoint, string) {
 
 // endpointFor resolves m's endpoint and returns the cached openai-go
 // services for it. Errors are critical: bad configuration.
-func (c *Client) endpointFor(m *dsl.Model) (*endpoint, error) {
+func (c *Client) endpointFor(m *llmconf.Model) (*endpoint, error) {
 	pub, key := resolve(m, c.env)
 	raw := pub.URL
 	switch pub.URLFrom {
@@ -140,7 +140,7 @@ func (c *Client) endpointFor(m *dsl.Model) (*endpoint, error) {
 	return ep, nil
 }
 
-func urlSetting(m *dsl.Model, ep Endpoint) string {
+func urlSetting(m *llmconf.Model, ep Endpoint) string {
 	if ep.URLFrom == "base_url" {
 		return "base_url of model " + m.Name
 	}

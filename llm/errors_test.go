@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/llmconf"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -19,7 +19,7 @@ func TestErrorClasses(t *testing.T) {
 	cases := []struct {
 		name   string
 		reply  llmtest.Reply
-		model  *dsl.Model
+		model  *llmconf.Model
 		class  errclass.Class
 		status int
 		msg    string // substring; {url} is the endpoint
@@ -34,7 +34,7 @@ func TestErrorClasses(t *testing.T) {
 		{"408", llmtest.Error(408, "Request timed out."), nil, errclass.Timeout, 408, "408 Request Timeout from {url}"},
 		{"malformed JSON body", llmtest.Reply{Body: `{"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, "mess`}, nil, errclass.Server, 200, "malformed response from {url}"},
 		{"connection reset", llmtest.Reply{Reset: true}, nil, errclass.Connection, 0, "connection to {url} failed"},
-		{"timeout", llmtest.Reply{Delay: 5 * time.Second, Text: "late"}, &dsl.Model{Name: "slow", Model: "gpt-4.1", Timeout: 30 * time.Millisecond}, errclass.Timeout, 0, "timeout waiting for {url}"},
+		{"timeout", llmtest.Reply{Delay: 5 * time.Second, Text: "late"}, &llmconf.Model{Name: "slow", Model: "gpt-4.1", Timeout: 30 * time.Millisecond}, errclass.Timeout, 0, "timeout waiting for {url}"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,14 +225,14 @@ func TestConfigErrors(t *testing.T) {
 	none := func(string) (string, bool) { return "", false }
 	cases := []struct {
 		name  string
-		model *dsl.Model
+		model *llmconf.Model
 		want  []string
 	}{
 		{"no key, no endpoint", model("gpt-4.1"), []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", DefaultBaseURL}},
-		{"api_key_env unset", &dsl.Model{Name: "m", Model: "x", BaseURL: "http://127.0.0.1:9/v1", APIKeyEnv: "MY_KEY"}, []string{"MY_KEY", "not set"}},
-		{"bad base_url", &dsl.Model{Name: "m", Model: "x", BaseURL: "localhost:8080"}, []string{"base_url", "not an http(s) URL"}},
-		{"unknown api", &dsl.Model{Name: "m", Model: "x", API: "assistants"}, []string{`api "assistants"`}},
-		{"no model name", &dsl.Model{Name: "m"}, []string{"no model name"}},
+		{"api_key_env unset", &llmconf.Model{Name: "m", Model: "x", BaseURL: "http://127.0.0.1:9/v1", APIKeyEnv: "MY_KEY"}, []string{"MY_KEY", "not set"}},
+		{"bad base_url", &llmconf.Model{Name: "m", Model: "x", BaseURL: "localhost:8080"}, []string{"base_url", "not an http(s) URL"}},
+		{"unknown api", &llmconf.Model{Name: "m", Model: "x", API: "assistants"}, []string{`api "assistants"`}},
+		{"no model name", &llmconf.Model{Name: "m"}, []string{"no model name"}},
 	}
 	c := New(Options{Env: none})
 	for _, tc := range cases {

@@ -3,8 +3,8 @@ package llm
 import (
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // Roles of a Message.
@@ -74,7 +74,7 @@ type Key struct {
 // Request is one model call.
 type Request struct {
 	Key   Key
-	Model *dsl.Model
+	Model *llmconf.Model
 	// Per-node overrides of the model config; nil / 0 keep the model's.
 	Temperature *float64
 	MaxTokens   int

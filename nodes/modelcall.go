@@ -9,6 +9,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/llmconf"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
 )
@@ -31,7 +32,7 @@ type Services struct {
 // (memory history included) and the turns this node adds, which go into
 // its memory when the node succeeds.
 type conversation struct {
-	model  *dsl.Model
+	model  *llmconf.Model
 	memory string
 	sent   []llm.Message
 	added  []llm.Message
