@@ -1,18 +1,13 @@
 package dsl
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr/parser"
-	"github.com/santhosh-tekuri/jsonschema/v5"
 	"gopkg.in/yaml.v3"
 )
 
@@ -226,70 +221,6 @@ func blockIndent(lines []string, header int) int {
 		}
 	}
 	return 0
-}
-
-// compiledSchemas caches compiled schemas by their JSON text (json.Marshal
-// sorts keys, so equal schemas share an entry): a tool's parameters or an
-// answer schema is checked on every call, and compiling costs far more
-// than validating. Schemas come from pipeline files, so the set is small.
-var compiledSchemas sync.Map // string -> *jsonschema.Schema
-
-func compileSchema(schema map[string]any) (*jsonschema.Schema, error) {
-	b, err := json.Marshal(schema)
-	if err != nil {
-		return nil, err
-	}
-	if s, ok := compiledSchemas.Load(string(b)); ok {
-		return s.(*jsonschema.Schema), nil
-	}
-	s, err := compileSchemaJSON(b)
-	if err == nil {
-		compiledSchemas.Store(string(b), s)
-	}
-	return s, err
-}
-
-func compileSchemaJSON(b []byte) (*jsonschema.Schema, error) {
-	c := jsonschema.NewCompiler()
-	c.Draft = jsonschema.Draft2020
-	if err := c.AddResource("value.json", bytes.NewReader(b)); err != nil {
-		return nil, err
-	}
-	s, err := c.Compile("value.json")
-	var se *jsonschema.SchemaError
-	if errors.As(err, &se) {
-		// Say what is wrong in the schema, not which meta-schema URL failed.
-		return nil, simplifySchemaError(se.Err)
-	}
-	return s, err
-}
-
-func validateWith(s *jsonschema.Schema, v any) error {
-	norm, err := jsonRoundTrip(v)
-	if err != nil {
-		return err
-	}
-	if err := s.Validate(norm); err != nil {
-		return simplifySchemaError(err)
-	}
-	return nil
-}
-
-// simplifySchemaError turns a validation error tree into one line.
-func simplifySchemaError(err error) error {
-	ve, ok := err.(*jsonschema.ValidationError)
-	if !ok {
-		return err
-	}
-	var msgs []string
-	for _, l := range leafErrors(ve) {
-		where := fieldPath(splitPointer(l.InstanceLocation))
-		if where != "" {
-			where += ": "
-		}
-		msgs = append(msgs, where+l.Message)
-	}
-	return fmt.Errorf("%s", strings.Join(msgs, "; "))
 }
 
 // almostTemplateRE finds {{ x }} and ${ x }: interpolation written the way

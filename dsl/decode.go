@@ -2,7 +2,6 @@ package dsl
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,10 +17,13 @@ import (
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
 	exprfile "github.com/expr-lang/expr/file"
-	"github.com/santhosh-tekuri/jsonschema/v5"
 	"gopkg.in/yaml.v3"
 
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/confined"
+	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/llmconf"
+	"github.com/flowrun/flowrun/sandbox/bounds"
 )
 
 // builtinTools are the tools every agent may use without declaring them.
@@ -126,12 +128,12 @@ func (f *file) decodeInputs(n *yaml.Node) {
 		if f.schemaErrorUnder("/inputs/" + escapePointer(in.Name)) {
 			continue // the pipeline schema has reported the declaration
 		}
-		s, err := compileSchema(schema)
+		s, err := jsonvalue.Compile(schema)
 		switch {
 		case err != nil:
 			f.l.errorf(f.pos(kv[0]), "input %q: the declaration is not a valid JSON schema: %v", in.Name, err)
 		case k != nil:
-			if err := validateWith(s, in.Default); err != nil {
+			if err := s.Validate(in.Default); err != nil {
 				f.l.errorf(f.pos(d), "input %q: default does not match its declaration: %v", in.Name, err)
 			}
 		}
@@ -153,9 +155,9 @@ func (f *file) decodeLimits(limits, sandbox *yaml.Node) {
 func (f *file) sandboxLimits(n *yaml.Node, label string) SandboxDefaults {
 	var s SandboxDefaults
 	s.Timeout = f.duration(valueOf(n, "timeout"))
-	s.MemoryMB = f.boundedInt(valueOf(n, "memory_mb"), label+".memory_mb", MaxSandboxMemoryMB,
+	s.MemoryMB = f.boundedInt(valueOf(n, "memory_mb"), label+".memory_mb", bounds.MaxMemoryMB,
 		"a WebAssembly guest addresses at most 4 GiB")
-	s.MaxOutputBytes = 1024 * f.boundedInt(valueOf(n, "max_output_kb"), label+".max_output_kb", MaxSandboxOutputBytes/1024,
+	s.MaxOutputBytes = 1024 * f.boundedInt(valueOf(n, "max_output_kb"), label+".max_output_kb", bounds.MaxOutputBytes/1024,
 		"the sandbox holds each of stdout, stderr and the result in memory")
 	return s
 }
@@ -177,10 +179,10 @@ func (f *file) boundedInt(n *yaml.Node, name string, most int, why string) int {
 }
 
 func (f *file) decodeModels(n *yaml.Node) {
-	f.p.Models = map[string]*Model{}
+	f.p.Models = map[string]*llmconf.Model{}
 	for _, kv := range pairs(n) {
 		v := kv[1]
-		m := &Model{Name: kv[0].Value, Pos: f.pos(kv[0])}
+		m := &llmconf.Model{Name: kv[0].Value}
 		m.Model, _ = str(valueOf(v, "model"))
 		m.API, _ = str(valueOf(v, "api"))
 		if m.API == "" {
@@ -205,7 +207,7 @@ func (f *file) decodeModels(n *yaml.Node) {
 		m.MaxConcurrency, _ = intValue(valueOf(v, "max_concurrency"))
 		m.Timeout = f.duration(valueOf(v, "timeout"))
 		if pr := valueOf(v, "price"); pr != nil {
-			m.Price = &Price{}
+			m.Price = &llmconf.Price{}
 			m.Price.InputPerMTok, _ = floatValue(valueOf(pr, "input_per_mtok"))
 			m.Price.OutputPerMTok, _ = floatValue(valueOf(pr, "output_per_mtok"))
 			m.Price.CachedInputPerMTok, _ = floatValue(valueOf(pr, "cached_input_per_mtok"))
@@ -341,7 +343,7 @@ func (f *file) node(n *yaml.Node, sc scope) *Node {
 		node.Retry.Backoff = f.duration(valueOf(r, "backoff"))
 		for _, c := range items(valueOf(r, "retry_on")) {
 			if s, ok := str(c); ok {
-				node.Retry.RetryOn = append(node.Retry.RetryOn, s)
+				node.Retry.RetryOn = append(node.Retry.RetryOn, errclass.Class(s))
 			}
 		}
 	}
@@ -404,13 +406,6 @@ func (f *file) subPipeline(n *yaml.Node) *Pipeline {
 	return f.l.load(filepath.Join(f.dir, rel), src, &at)
 }
 
-// IsImageURL reports whether an images: entry is an http(s) or data URL,
-// sent as it is, rather than a file.
-func IsImageURL(ref string) bool {
-	lower := strings.ToLower(ref)
-	return strings.HasPrefix(lower, "http://") || strings.HasPrefix(lower, "https://") || strings.HasPrefix(lower, "data:")
-}
-
 func keysOf[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -422,11 +417,11 @@ func keysOf[V any](m map[string]V) []string {
 
 // checkJSONSchema compiles a JSON schema written at n, so that a broken one
 // fails the load rather than the run; nil when there is none or it is broken.
-func (f *file) checkJSONSchema(n *yaml.Node, what string, schema map[string]any) *jsonschema.Schema {
+func (f *file) checkJSONSchema(n *yaml.Node, what string, schema map[string]any) *jsonvalue.Schema {
 	if schema == nil {
 		return nil
 	}
-	s, err := compileSchema(schema)
+	s, err := jsonvalue.Compile(schema)
 	if err != nil {
 		f.l.errorf(f.pos(n), "%s is not a valid JSON schema: %v", what, err)
 	}
@@ -800,21 +795,4 @@ var toolHidden = []string{"state", "nodes", "loop", "item", "index"}
 
 func (v *nameVisitor) add(n ast.Node, msg string) {
 	v.problems = append(v.problems, nameProblem{from: n.Location().From, msg: msg})
-}
-
-// ValidateValue checks a value against a JSON schema given as Go values.
-func ValidateValue(schema map[string]any, v any) error {
-	s, err := compileSchema(schema)
-	if err != nil {
-		return err
-	}
-	return validateWith(s, v)
-}
-
-func jsonRoundTrip(v any) (any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return FromJSON(b)
 }

@@ -11,6 +11,8 @@ import (
 
 	exprfile "github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/vm"
+
+	"github.com/flowrun/flowrun/jsonvalue"
 )
 
 // Env is the environment every expression and template is compiled against
@@ -83,7 +85,7 @@ func (e *Expr) EvalBool(env *Env) (bool, error) {
 	}
 	b, ok := v.(bool)
 	if !ok {
-		return false, fmt.Errorf("%s: `%s` must be true or false, got %s", e.Pos, e.Src, describe(v))
+		return false, fmt.Errorf("%s: `%s` must be true or false, got %s", e.Pos, e.Src, jsonvalue.Describe(v))
 	}
 	return b, nil
 }
@@ -186,20 +188,4 @@ func (v *Value) Eval(env *Env) (any, error) {
 		return out, nil
 	}
 	return v.lit, nil
-}
-
-func describe(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return fmt.Sprintf("the string %q", v)
-	case int, int64, float64:
-		return fmt.Sprintf("the number %v", v)
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "a map"
-	}
-	return fmt.Sprintf("%T", v)
 }

@@ -1,19 +1,19 @@
 package dsl
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/expr-lang/expr"
 
+	"github.com/flowrun/flowrun/codefence"
 	"github.com/flowrun/flowrun/internal/confined"
+	"github.com/flowrun/flowrun/jsonvalue"
 )
 
 // Function is an expression function: its name, the signature and text
@@ -42,8 +42,8 @@ var (
 )
 
 // RegisterFunction makes fn callable from every expression loaded after
-// it. The DSL's own functions are registered here; domain packages (arc)
-// register theirs, and the CLI links them in.
+// it. The DSL's own functions are registered here; a domain package
+// registers its own from a Register function that the CLI calls once.
 func RegisterFunction(fn Function) {
 	functionsMu.Lock()
 	defer functionsMu.Unlock()
@@ -88,7 +88,7 @@ func init() {
 		{Name: "fromJSON", Signature: "fromJSON(text) any", Doc: "Parses JSON text; integral numbers become integers.",
 			Types: []any{new(func(string) any)},
 			Bind: func(FunctionEnv) func(...any) (any, error) {
-				return func(args ...any) (any, error) { return FromJSON([]byte(args[0].(string))) }
+				return func(args ...any) (any, error) { return jsonvalue.Decode([]byte(args[0].(string))) }
 			}},
 		{Name: "extract_code", Signature: "extract_code(text, lang?) string",
 			Doc:   "The first fenced code block of a model's reply (in language lang, when given); an error when there is none.",
@@ -99,7 +99,7 @@ func init() {
 					if len(args) > 1 {
 						lang = args[1].(string)
 					}
-					return CodeBlock(args[0].(string), lang)
+					return codefence.Block(args[0].(string), lang)
 				}
 			}},
 		{Name: "read_file", Signature: "read_file(path) string",
@@ -121,127 +121,6 @@ func init() {
 	} {
 		RegisterFunction(fn)
 	}
-}
-
-// FromJSON decodes JSON, turning integral numbers into int so that
-// expressions compare them naturally (`index == 1`).
-func FromJSON(b []byte) (any, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, fmt.Errorf("fromJSON: %w", err)
-	}
-	if d.More() {
-		return nil, fmt.Errorf("fromJSON: unexpected data after the JSON value")
-	}
-	return NormalizeNumbers(v), nil
-}
-
-// NormalizeNumbers turns json.Number values (from a decoder with
-// UseNumber) into int where integral and float64 otherwise, in place. An
-// integer too large for an int stays a json.Number: as a float64 it would
-// lose its last digits (2**100 would come back as 1.2676506002282294e+30).
-func NormalizeNumbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return int(i)
-		}
-		if !strings.ContainsAny(string(x), ".eE") {
-			return x
-		}
-		f, _ := x.Float64()
-		return f
-	case []any:
-		for i := range x {
-			x[i] = NormalizeNumbers(x[i])
-		}
-	case map[string]any:
-		for k := range x {
-			x[k] = NormalizeNumbers(x[k])
-		}
-	}
-	return v
-}
-
-var fenceRE = regexp.MustCompile("(?ms)^[ \t]*```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)^[ \t]*```")
-
-// ExtractCode returns the last fenced code block in text, preferring blocks
-// tagged with lang. Text with no fence is returned trimmed, as models often
-// answer with bare code.
-func ExtractCode(text, lang string) string {
-	matches := fenceRE.FindAllStringSubmatch(text, -1)
-	if len(matches) == 0 {
-		return strings.TrimSpace(text)
-	}
-	for i := len(matches) - 1; i >= 0; i-- {
-		if lang == "" || strings.EqualFold(matches[i][1], lang) {
-			return strings.TrimRight(matches[i][2], "\n")
-		}
-	}
-	return strings.TrimRight(matches[len(matches)-1][2], "\n")
-}
-
-// langAliases are the fence tags models use for a language.
-var langAliases = map[string][]string{
-	"python": {"python", "py", "python3"},
-	"go":     {"go", "golang"},
-}
-
-// CodeBlock is extract_code: the last fenced block tagged lang (or one of
-// its usual aliases), or the only block when there is just one. A text
-// with no block is an error, so that a reply without code fails loudly
-// instead of running prose.
-func CodeBlock(text, lang string) (string, error) {
-	blocks := fenceRE.FindAllStringSubmatch(text, -1)
-	if len(blocks) == 0 {
-		return "", fmt.Errorf("extract_code: no code block in the text (expected a fenced block: ```%s ... ```)", lang)
-	}
-	if lang == "" {
-		return strings.TrimRight(blocks[len(blocks)-1][2], "\n"), nil
-	}
-	tags := langAliases[strings.ToLower(lang)]
-	if tags == nil {
-		tags = []string{strings.ToLower(lang)}
-	}
-	for i := len(blocks) - 1; i >= 0; i-- {
-		for _, t := range tags {
-			if strings.EqualFold(blocks[i][1], t) {
-				return strings.TrimRight(blocks[i][2], "\n"), nil
-			}
-		}
-	}
-	if len(blocks) == 1 {
-		return strings.TrimRight(blocks[0][2], "\n"), nil
-	}
-	return "", fmt.Errorf("extract_code: no %s code block among the text's %d blocks", lang, len(blocks))
-}
-
-// GridText renders an ARC grid (a list of rows of integers) one row per
-// line, cells separated by spaces.
-func GridText(grid any) (string, error) {
-	rows, ok := grid.([]any)
-	if !ok {
-		return "", fmt.Errorf("grid_text: expected a list of rows, got %s", describe(grid))
-	}
-	var b strings.Builder
-	for i, row := range rows {
-		cells, ok := row.([]any)
-		if !ok {
-			return "", fmt.Errorf("grid_text: row %d is %s, not a list", i, describe(row))
-		}
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		for j, c := range cells {
-			if j > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(Stringify(c))
-		}
-	}
-	return b.String(), nil
 }
 
 // readFile is read_file in expressions: the whole file, as text.

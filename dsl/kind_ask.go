@@ -65,7 +65,7 @@ func decodeAsk(d *nodeDecoder) any {
 	if _, dn := get(v, "default"); dn != nil {
 		a.Default = Plain(dn)
 		if s != nil {
-			if err := validateWith(s, a.Default); err != nil {
+			if err := s.Validate(a.Default); err != nil {
 				f.l.errorf(f.pos(dn), "%s: ask.default does not match ask.schema: %v", d.label, err)
 			}
 		}

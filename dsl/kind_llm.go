@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // KindLLM is the llm node kind.
@@ -127,7 +129,7 @@ func (f *file) modelCall(label string, l *LLM, v *yaml.Node, sc scope) {
 	}
 	for _, im := range items(valueOf(v, "images")) {
 		l.Images = append(l.Images, f.text(im, sc))
-		if ref, ok := str(im); ok && ref != "" && !strings.Contains(ref, "${{") && !IsImageURL(ref) {
+		if ref, ok := str(im); ok && ref != "" && !strings.Contains(ref, "${{") && !llmconf.IsImageURL(ref) {
 			if err := f.p.Files.Check(ref); err != nil {
 				f.l.errorf(f.pos(im), "%s: image file %q: %s", label, ref, f.fileProblem(ref, err))
 			}

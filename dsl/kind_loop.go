@@ -78,9 +78,18 @@ type Loop struct {
 	MaxExpr       *Expr // the bound, when the file gives an expression
 	Until         *Expr
 	While         *Expr
-	OnExhausted   string // continue (default) or fail
+	OnExhausted   OnExhausted
 	Body          Block
 }
+
+// OnExhausted is what a loop does when it reaches max_iterations while
+// until or while still asks for more.
+type OnExhausted string
+
+const (
+	ExhaustedContinue OnExhausted = "continue" // record a loop_exhausted event and go on (the default)
+	ExhaustedFail     OnExhausted = "fail"     // fail the node with the class loop_exhausted
+)
 
 // Loop is the configuration of a loop node; nil for a node of another kind.
 func (n *Node) Loop() *Loop { return Config[*Loop](n) }
@@ -94,7 +103,7 @@ func loopOutput(r *resolver, n *Node) *Type {
 }
 
 func (f *file) loop(v *yaml.Node, sc scope) *Loop {
-	l := &Loop{OnExhausted: "continue"}
+	l := &Loop{OnExhausted: ExhaustedContinue}
 	if mi := valueOf(v, "max_iterations"); mi != nil {
 		if _, isText := str(mi); isText {
 			l.MaxExpr = f.bare(mi, sc, false, "max_iterations")
@@ -113,8 +122,9 @@ func (f *file) loop(v *yaml.Node, sc scope) *Loop {
 		k, _ := get(v, "while")
 		f.l.errorf(f.pos(k), "a loop has until or while, not both: keep one")
 	}
-	if s, ok := str(valueOf(v, "on_exhausted")); ok {
-		l.OnExhausted = s
+	// The schema has rejected any other value.
+	if s, _ := str(valueOf(v, "on_exhausted")); OnExhausted(s) == ExhaustedFail {
+		l.OnExhausted = ExhaustedFail
 	}
 	l.Body = f.block(valueOf(v, "body"), inner)
 	return l

@@ -72,10 +72,18 @@ func init() {
 type Map struct {
 	Over           *Expr
 	MaxConcurrency int
-	OnItemError    string // fail (default) or skip
+	OnItemError    OnItemError
 	Result         *Expr
 	Body           Block
 }
+
+// OnItemError is what a map does when one of its items fails.
+type OnItemError string
+
+const (
+	ItemErrorFail OnItemError = "fail" // fail the map node (the default)
+	ItemErrorSkip OnItemError = "skip" // record a map_item_skipped event; the item's result is null
+)
 
 // Map is the configuration of a map node; nil for a node of another kind.
 func (n *Node) Map() *Map { return Config[*Map](n) }
@@ -89,13 +97,14 @@ func mapOutput(r *resolver, n *Node) *Type {
 }
 
 func (f *file) mapNode(v *yaml.Node, sc scope) *Map {
-	m := &Map{OnItemError: "fail"}
+	m := &Map{OnItemError: ItemErrorFail}
 	if o := valueOf(v, "over"); o != nil {
 		m.Over = f.bare(o, sc, false, "over")
 	}
 	m.MaxConcurrency, _ = intValue(valueOf(v, "max_concurrency"))
-	if s, ok := str(valueOf(v, "on_item_error")); ok {
-		m.OnItemError = s
+	// The schema has rejected any other value.
+	if s, _ := str(valueOf(v, "on_item_error")); OnItemError(s) == ItemErrorSkip {
+		m.OnItemError = ItemErrorSkip
 	}
 	// A map item is its own scope: break and continue cannot leave it.
 	inner := scope{inMap: true, loopVars: sc.loopVars, node: sc.node, mapNode: sc.node}

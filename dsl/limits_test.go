@@ -3,6 +3,8 @@ package dsl
 import (
 	"strings"
 	"testing"
+
+	"github.com/flowrun/flowrun/sandbox/bounds"
 )
 
 // TestHardening11SandboxLimitsBounded: sandbox limits a wasm32 guest cannot
@@ -29,7 +31,7 @@ func TestHardening11SandboxLimitsBounded(t *testing.T) {
 		t.Fatalf("the largest limits must validate:\n%s", ds)
 	}
 	l := p.Nodes[0].Code().Limits
-	if l.MemoryMB != MaxSandboxMemoryMB || l.MaxOutputBytes != MaxSandboxOutputBytes {
+	if l.MemoryMB != bounds.MaxMemoryMB || l.MaxOutputBytes != bounds.MaxOutputBytes {
 		t.Fatalf("decoded %+v", l)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 )
@@ -76,71 +75,6 @@ func TestValid(t *testing.T) {
 				t.Error("the pipeline has neither nodes nor outputs")
 			}
 		})
-	}
-}
-
-func TestCodeBlock(t *testing.T) {
-	tests := []struct {
-		name, text, lang, want, err string
-	}{
-		{"tagged", "Here:\n```python\nprint(1)\n```\nDone.", "python", "print(1)", ""},
-		{"alias", "```py\nx = 1\n```", "python", "x = 1", ""},
-		{"last of the language", "```python\na\n```\n```go\ng\n```\n```python\nb\n```", "python", "b", ""},
-		{"the only block", "```\nbare\n```", "python", "bare", ""},
-		{"no language: last", "```go\ng\n```\n```python\np\n```", "", "p", ""},
-		{"none", "just prose", "python", "", "no code block in the text"},
-		{"none of the language", "```go\ng\n```\n```rust\nr\n```", "python", "", "no python code block among the text's 2 blocks"},
-	}
-	for _, tt := range tests {
-		got, err := CodeBlock(tt.text, tt.lang)
-		if got != tt.want || (tt.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.err)) {
-			t.Errorf("%s: CodeBlock(%q, %q) = %q, %v; want %q, %q", tt.name, tt.text, tt.lang, got, err, tt.want, tt.err)
-		}
-	}
-}
-
-func TestExtractCode(t *testing.T) {
-	tests := []struct {
-		name, text, lang, want string
-	}{
-		{"bare code", "  x = 1\n", "", "x = 1"},
-		{"one fence", "Here:\n```python\nprint(1)\n```\nDone.", "", "print(1)"},
-		{"last fence wins", "```\na\n```\ntext\n```\nb\n```", "", "b"},
-		{"language preferred", "```python\np\n```\n```go\ng\n```", "python", "p"},
-		{"language missing: last", "```python\np\n```\n```go\ng\n```", "rust", "g"},
-		{"indented fence", "  ```py\n  x\n  ```", "py", "  x"},
-	}
-	for _, tt := range tests {
-		if got := ExtractCode(tt.text, tt.lang); got != tt.want {
-			t.Errorf("%s: ExtractCode(%q, %q) = %q, want %q", tt.name, tt.text, tt.lang, got, tt.want)
-		}
-	}
-}
-
-func TestGridText(t *testing.T) {
-	got, err := GridText([]any{[]any{1, 2}, []any{3.0, 4}})
-	if err != nil || got != "1 2\n3 4" {
-		t.Errorf("GridText = %q, %v; want %q", got, err, "1 2\n3 4")
-	}
-	for _, bad := range []any{"1 2", []any{[]any{1}, 2}} {
-		if _, err := GridText(bad); err == nil {
-			t.Errorf("GridText(%#v): no error", bad)
-		}
-	}
-}
-
-func TestFromJSONNormalisesNumbers(t *testing.T) {
-	v, err := FromJSON([]byte(`{"i": 1, "f": 1.5, "e": 2e3, "list": [3, -4, 5.25]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := v.(map[string]any)
-	want := map[string]any{"i": 1, "f": 1.5, "e": 2000.0, "list": []any{3, -4, 5.25}}
-	if !reflect.DeepEqual(m, want) {
-		t.Errorf("FromJSON = %#v, want %#v", m, want)
-	}
-	if _, err := FromJSON([]byte(`{} {}`)); err == nil {
-		t.Error("FromJSON accepted two values")
 	}
 }
 

@@ -167,7 +167,7 @@ func (f *file) stateDecl(name string, v *yaml.Node) StateVar {
 		sv.Schema = s
 		sv.Type = TypeFromSchema(s)
 		if sch := f.checkJSONSchema(valueOf(v, "schema"), fmt.Sprintf("state %q: schema", name), s); sch != nil {
-			if err := validateWith(sch, sv.Initial); err != nil {
+			if err := sch.Validate(sv.Initial); err != nil {
 				f.l.errorf(f.pos(v), "state %q: default does not match its schema: %v", name, err)
 			}
 		}

@@ -3,7 +3,9 @@ package dsl
 import (
 	"time"
 
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/confined"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // Pipeline is a loaded, checked and compiled pipeline file. It is immutable:
@@ -18,7 +20,7 @@ type Pipeline struct {
 	Name        string
 	Description string
 	Inputs      []*Input // in file order
-	Models      map[string]*Model
+	Models      map[string]*llmconf.Model
 	Memories    map[string]*Memory
 	Tools       map[string]*Tool
 	HTTPGet     *HTTPGet // nil: the built-in http_get tool is off
@@ -90,47 +92,12 @@ func (p *Pipeline) Modules() confined.Dir {
 	return d
 }
 
-// The largest sandbox limits a pipeline may ask for: a wasm32 guest
-// addresses at most 4 GiB, and the host holds each of stdout, stderr and the
-// result of a run in memory.
-const (
-	MaxSandboxMemoryMB    = 4096
-	MaxSandboxOutputBytes = 256 << 20
-)
-
 // SandboxDefaults apply to every code node that does not set its own.
 type SandboxDefaults struct {
 	Language       string
 	Timeout        time.Duration
 	MemoryMB       int
 	MaxOutputBytes int
-}
-
-// Model is a named model configuration.
-type Model struct {
-	Name            string
-	Pos             Pos
-	Model           string
-	API             string // chat (default) or responses
-	Temperature     *float64
-	TopP            *float64
-	MaxTokens       int
-	Seed            *int
-	ReasoningEffort string
-	Verbosity       string
-	BaseURL         string
-	APIKeyEnv       string
-	RPM, TPM        int
-	MaxConcurrency  int
-	Timeout         time.Duration
-	Price           *Price
-}
-
-// Price overrides the built-in price table for a model, in USD per million tokens.
-type Price struct {
-	InputPerMTok       float64
-	OutputPerMTok      float64
-	CachedInputPerMTok float64
 }
 
 // Memory is a named conversation that persists across nodes and iterations.
@@ -206,7 +173,7 @@ type Assign struct {
 type Retry struct {
 	MaxAttempts int
 	Backoff     time.Duration
-	RetryOn     []string
+	RetryOn     []errclass.Class // empty: every class in errclass.Retryable
 }
 
 // Field is a named value whose strings may interpolate ${{ }}.

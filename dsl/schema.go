@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -15,6 +14,9 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 	"gopkg.in/yaml.v3"
+
+	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/jsonvalue"
 )
 
 var (
@@ -46,6 +48,12 @@ func buildSchema() map[string]any {
 		panic(fmt.Sprintf("dsl/schema_base.json: %v", err))
 	}
 	defs := doc["$defs"].(map[string]any)
+	retryOn := defs["retry"].(map[string]any)["properties"].(map[string]any)["retry_on"].(map[string]any)
+	var classes []any
+	for _, c := range errclass.Retryable() {
+		classes = append(classes, string(c))
+	}
+	retryOn["items"].(map[string]any)["enum"] = classes
 	props := defs["node"].(map[string]any)["properties"].(map[string]any)
 	for _, s := range Kinds() {
 		var fragment map[string]any
@@ -83,7 +91,7 @@ func (f *file) checkSchema(doc any, ps *pointers) {
 	if !errors.As(err, &ve) {
 		return
 	}
-	for _, leaf := range leafErrors(ve) {
+	for _, leaf := range jsonvalue.LeafErrors(ve) {
 		f.schemaErrs = append(f.schemaErrs, leaf.InstanceLocation)
 		f.schemaDiagnostic(leaf, ps)
 	}
@@ -100,83 +108,13 @@ func (f *file) schemaErrorUnder(ptr string) bool {
 	return false
 }
 
-// leafErrors flattens a validation error tree to the errors worth showing.
-// Where oneOf/anyOf alternatives all fail on the value's type, it keeps the
-// one merged error ("expected string or object"); otherwise it follows the
-// alternative that got deepest into the value, which is the one the author
-// most likely meant.
-func leafErrors(ve *jsonschema.ValidationError) []*jsonschema.ValidationError {
-	if len(ve.Causes) == 0 {
-		return []*jsonschema.ValidationError{ve}
-	}
-	kw := lastSegment(ve.KeywordLocation)
-	if kw != "oneOf" && kw != "anyOf" {
-		var out []*jsonschema.ValidationError
-		for _, c := range ve.Causes {
-			out = append(out, leafErrors(c)...)
-		}
-		return out
-	}
-	var types []string
-	allTypes := true
-	for _, c := range ve.Causes {
-		if len(c.Causes) == 0 && lastSegment(c.KeywordLocation) == "type" && c.InstanceLocation == ve.InstanceLocation {
-			if m := typeMsgRE.FindStringSubmatch(c.Message); m != nil {
-				types = append(types, m[1])
-				continue
-			}
-		}
-		allTypes = false
-	}
-	if allTypes {
-		got := typeMsgRE.FindStringSubmatch(ve.Causes[0].Message)[2]
-		return []*jsonschema.ValidationError{{
-			KeywordLocation:  ve.KeywordLocation + "/type",
-			InstanceLocation: ve.InstanceLocation,
-			Message:          fmt.Sprintf("expected %s, but got %s", strings.Join(types, " or "), got),
-		}}
-	}
-	var best []*jsonschema.ValidationError
-	bestDepth := -1
-	for _, c := range ve.Causes {
-		leaves := leafErrors(c)
-		d := 0
-		for _, l := range leaves {
-			d = max(d, strings.Count(l.InstanceLocation, "/"))
-		}
-		// A type mismatch at the value itself means "not this alternative".
-		if len(leaves) == 1 && lastSegment(leaves[0].KeywordLocation) == "type" && leaves[0].InstanceLocation == ve.InstanceLocation {
-			d = -1
-		}
-		if d > bestDepth {
-			best, bestDepth = leaves, d
-		}
-	}
-	return best
-}
-
 var (
-	typeMsgRE  = regexp.MustCompile(`^expected (.+), but got (\w+)$`)
 	quotedRE   = regexp.MustCompile(`'([^']*)'`)
 	durationKW = "/$defs/duration"
 )
 
 func lastSegment(p string) string {
 	return p[strings.LastIndex(p, "/")+1:]
-}
-
-func splitPointer(p string) []string {
-	if p == "" {
-		return nil
-	}
-	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
-	for i, s := range parts {
-		if u, err := url.PathUnescape(s); err == nil {
-			s = u
-		}
-		parts[i] = strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
-	}
-	return parts
 }
 
 func (f *file) schemaDiagnostic(ve *jsonschema.ValidationError, ps *pointers) {
@@ -297,7 +235,7 @@ func quoteValue(n *yaml.Node) string {
 // describePointer names the field a JSON pointer refers to, relative to the
 // innermost node that holds it: `node "refine": loop.max_iterations: `.
 func (f *file) describePointer(ptr string, ps *pointers) string {
-	segs := splitPointer(ptr)
+	segs := jsonvalue.SplitPointer(ptr)
 	nodeEnd := -1
 	for i := 0; i+1 < len(segs); i++ {
 		_, isIndex := atoi(segs[i+1])
@@ -317,12 +255,12 @@ func (f *file) describePointer(ptr string, ps *pointers) string {
 		if _, id := get(ps.value[nodePtr], "id"); id != nil && id.Value != "" {
 			fmt.Fprintf(&b, "node %q: ", id.Value)
 		} else {
-			fmt.Fprintf(&b, "%s: ", fieldPath(segs[:nodeEnd]))
+			fmt.Fprintf(&b, "%s: ", jsonvalue.FieldPath(segs[:nodeEnd]))
 		}
 		rest = segs[nodeEnd:]
 	}
 	if len(rest) > 0 {
-		b.WriteString(fieldPath(rest))
+		b.WriteString(jsonvalue.FieldPath(rest))
 		b.WriteString(": ")
 	}
 	return b.String()
@@ -341,21 +279,6 @@ func atoi(s string) (int, bool) {
 	return i, err == nil
 }
 
-func fieldPath(segs []string) string {
-	var b strings.Builder
-	for _, s := range segs {
-		if _, ok := atoi(s); ok {
-			fmt.Fprintf(&b, "[%s]", s)
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(s)
-	}
-	return b.String()
-}
-
 // schemaValue returns the part of the pipeline schema document that an
 // absolute keyword location points at, or nil.
 func schemaValue(loc string) any {
@@ -364,7 +287,7 @@ func schemaValue(loc string) any {
 		loc = loc[i+1:]
 	}
 	var cur any = doc
-	for _, s := range splitPointer(loc) {
+	for _, s := range jsonvalue.SplitPointer(loc) {
 		switch c := cur.(type) {
 		case map[string]any:
 			cur = c[s]

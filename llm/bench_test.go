@@ -8,8 +8,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // The pair of benchmarks measures the layer's overhead per call: b.N calls
@@ -52,7 +52,7 @@ func inWorkers(b *testing.B, call func() error) {
 func BenchmarkCallsFlowrun(b *testing.B) {
 	srv := benchServer(b)
 	c := New(Options{Env: srv.Env(fakeKey)})
-	m := &dsl.Model{Name: "default", Model: "gpt-4.1-mini", MaxConcurrency: benchWorkers}
+	m := &llmconf.Model{Name: "default", Model: "gpt-4.1-mini", MaxConcurrency: benchWorkers}
 	req := Request{Key: Key{Node: "map/llm"}, Model: m, Messages: []Message{{Role: RoleSystem, Text: "Be brief."}, {Role: RoleUser, Text: "Say ok."}}}
 	inWorkers(b, func() error {
 		_, err := c.Complete(context.Background(), req)

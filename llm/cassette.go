@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/redact"
 )
 
@@ -55,9 +56,9 @@ type entry struct {
 }
 
 type recordedError struct {
-	Class   string `yaml:"class"`
-	Status  int    `yaml:"status,omitempty"`
-	Message string `yaml:"message"`
+	Class   errclass.Class `yaml:"class"`
+	Status  int            `yaml:"status,omitempty"`
+	Message string         `yaml:"message"`
 }
 
 const cassetteVersion = 1
@@ -188,7 +189,7 @@ func (c *Cassette) replay(k Key, hash string, cl *call) (*reply, *Error) {
 			return &r, nil
 		}
 	}
-	return nil, &Error{class: ClassCritical, Endpoint: "cassette", msg: c.missMessage(k, hash, n, cl)}
+	return nil, &Error{class: errclass.Critical, Endpoint: "cassette", msg: c.missMessage(k, hash, n, cl)}
 }
 
 // missMessage names the node and what differs from the closest entry.

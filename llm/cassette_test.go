@@ -8,13 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 type outcome struct {
 	Resp  *Response
-	Class string
+	Class errclass.Class
 	Err   string
 }
 
@@ -30,7 +31,7 @@ func scriptedRun(t *testing.T, c *Client) []outcome {
 	t.Helper()
 	ctx := context.Background()
 	chat := model("gpt-4.1-mini")
-	vision := &dsl.Model{Name: "vision", Model: "gpt-4.1", API: "responses", ReasoningEffort: "low"}
+	vision := &llmconf.Model{Name: "vision", Model: "gpt-4.1", API: "responses", ReasoningEffort: "low"}
 	tools := []ToolSpec{
 		{Name: "ocr", Parameters: map[string]any{"type": "object", "properties": map[string]any{"region": map[string]any{"type": "string"}}}},
 		{Name: "finish", Parameters: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}},
@@ -40,7 +41,7 @@ func scriptedRun(t *testing.T, c *Client) []outcome {
 	add := func(resp *Response, err error) {
 		o := outcome{Resp: resp}
 		if err != nil {
-			o.Class, o.Err = ClassOf(err), strings.TrimSuffix(err.Error(), " (replayed)")
+			o.Class, o.Err = errclass.Of(err), strings.TrimSuffix(err.Error(), " (replayed)")
 		}
 		out = append(out, o)
 	}
@@ -90,7 +91,7 @@ func TestRecordThenReplay(t *testing.T) {
 	if srv.Calls() != 8 {
 		t.Fatalf("recording made %d calls, want 8", srv.Calls())
 	}
-	if recorded[1].Resp.Turns != 2 || recorded[3].Resp.ToolCalls[0].ArgsError != "" || recorded[2].Resp.ToolCalls[0].ArgsError == "" || recorded[6].Class != ClassCritical {
+	if recorded[1].Resp.Turns != 2 || recorded[3].Resp.ToolCalls[0].ArgsError != "" || recorded[2].Resp.ToolCalls[0].ArgsError == "" || recorded[6].Class != errclass.Critical {
 		t.Fatalf("the scripted run did not go as planned: %+v", recorded)
 	}
 	path := filepath.Join(t.TempDir(), "run.cassette.yaml")
@@ -179,14 +180,14 @@ func TestReplayMiss(t *testing.T) {
 	for _, tc := range cases {
 		_, err := c.Complete(context.Background(), tc.req)
 		if tc.want == nil {
-			if ClassOf(err) != ClassCritical || !strings.Contains(err.Error(), "400 Bad Request") {
+			if errclass.Of(err) != errclass.Critical || !strings.Contains(err.Error(), "400 Bad Request") {
 				t.Errorf("%s: replayed error %v", tc.name, err)
 			}
 			_, err = c.Complete(context.Background(), tc.req)
 			tc.want = []string{"this request was recorded 1 time(s) here and this is call 2"}
 		}
-		if ClassOf(err) != ClassCritical {
-			t.Errorf("%s: class %q: %v", tc.name, ClassOf(err), err)
+		if errclass.Of(err) != errclass.Critical {
+			t.Errorf("%s: class %q: %v", tc.name, errclass.Of(err), err)
 			continue
 		}
 		for _, w := range tc.want {
@@ -201,7 +202,7 @@ func TestRequestHash(t *testing.T) {
 	base := func() *Request {
 		return &Request{
 			Key:   Key{Node: "n", Iteration: 1, Attempt: 1},
-			Model: &dsl.Model{Name: "default", Model: "gpt-4.1", Temperature: ptr(0.0)},
+			Model: &llmconf.Model{Name: "default", Model: "gpt-4.1", Temperature: ptr(0.0)},
 			Messages: []Message{
 				{Role: RoleUser, Text: "hi"},
 				{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "f", Arguments: `{"a":1}`, Args: map[string]any{"a": 1}}}},

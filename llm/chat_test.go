@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // wire re-encodes a decoded body fragment for comparison.
@@ -40,7 +41,7 @@ func TestChatRequestShape(t *testing.T) {
 	}
 	srv.Push(llmtest.Reply{Text: "four", Usage: llmtest.Usage{Prompt: 1000, Completion: 200, Cached: 400, Reasoning: 50}, Model: "gpt-4.1-mini-2025-04-14"})
 
-	m := &dsl.Model{Name: "default", Model: "gpt-4.1-mini", Temperature: ptr(0.7), Seed: ptr(7), MaxTokens: 100}
+	m := &llmconf.Model{Name: "default", Model: "gpt-4.1-mini", Temperature: ptr(0.7), Seed: ptr(7), MaxTokens: 100}
 	resp, err := c.Complete(context.Background(), Request{
 		Key:         Key{Node: "ask", Iteration: 1, Attempt: 1},
 		Model:       m,
@@ -222,8 +223,8 @@ func TestStructuredOutputRepair(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v", err)
 			}
-			if err != nil && ClassOf(err) != ClassInvalidOutput {
-				t.Errorf("class %q, want invalid_output: %v", ClassOf(err), err)
+			if err != nil && errclass.Of(err) != errclass.InvalidOutput {
+				t.Errorf("class %q, want invalid_output: %v", errclass.Of(err), err)
 			}
 			if resp == nil {
 				t.Fatal("no response")
@@ -320,7 +321,7 @@ func TestPerModelEndpoint(t *testing.T) {
 		return "", false
 	}
 	c := New(Options{Env: env})
-	m := &dsl.Model{Name: "local", Model: "qwen", BaseURL: other.URL + "/", APIKeyEnv: "LOCAL_KEY"}
+	m := &llmconf.Model{Name: "local", Model: "qwen", BaseURL: other.URL + "/", APIKeyEnv: "LOCAL_KEY"}
 	resp, err := c.Complete(context.Background(), Request{Model: m, Messages: userSays("hi")})
 	if err != nil {
 		t.Fatal(err)
@@ -348,7 +349,7 @@ func TestOpenAIKeyStaysWithOpenAI(t *testing.T) {
 		return "", false
 	}
 	c := New(Options{Env: env, MaxAttempts: 1})
-	m := &dsl.Model{Name: "remote", Model: "x", BaseURL: elsewhere.URL}
+	m := &llmconf.Model{Name: "remote", Model: "x", BaseURL: elsewhere.URL}
 	if _, err := c.Complete(context.Background(), Request{Model: m, Messages: userSays("hi")}); err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +360,7 @@ func TestOpenAIKeyStaysWithOpenAI(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "check the model's api_key_env") {
 		t.Errorf("401 without a key should point at api_key_env: %v", err)
 	}
-	if ep := ResolveEndpoint(&dsl.Model{Model: "x", BaseURL: "https://api.openai.com/v1"}, env); ep.KeyEnv != "OPENAI_API_KEY" || !ep.HasKey {
+	if ep := ResolveEndpoint(&llmconf.Model{Model: "x", BaseURL: "https://api.openai.com/v1"}, env); ep.KeyEnv != "OPENAI_API_KEY" || !ep.HasKey {
 		t.Errorf("OpenAI's own base_url should get OPENAI_API_KEY: %+v", ep)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/redact"
 )
 
@@ -141,7 +142,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 			return resp, nil
 		}
 		if turn > req.RepairRetries {
-			return resp, &Error{class: ClassInvalidOutput, Endpoint: c.where(ep, cl), msg: redact.String(invalidOutputMessage(&req, turn, problem, rep.Text))}
+			return resp, &Error{class: errclass.InvalidOutput, Endpoint: c.where(ep, cl), msg: redact.String(invalidOutputMessage(&req, turn, problem, rep.Text))}
 		}
 		messages = append(append([]Message(nil), messages...),
 			Message{Role: RoleAssistant, Text: rep.Text},
@@ -230,7 +231,7 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter, req *Request) (*reply, *Error) {
 	release, err := lim.acquire(ctx, cl.estimateTokens())
 	if err != nil {
-		return nil, &Error{class: ClassTimeout, Endpoint: c.where(ep, cl), msg: "waiting for the rate limiter: " + err.Error(), err: err}
+		return nil, &Error{class: errclass.Timeout, Endpoint: c.where(ep, cl), msg: "waiting for the rate limiter: " + err.Error(), err: err}
 	}
 	timeout := c.opts.Timeout
 	if req.Model.Timeout > 0 {
@@ -258,10 +259,10 @@ func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter,
 // ended is the error for a call whose context ended.
 func (c *Client) ended(ctx context.Context, ep *endpoint, cl *call, last *Error) *Error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &Error{class: ClassTimeout, Endpoint: c.where(ep, cl), msg: "timeout: the deadline passed while calling " + c.where(ep, cl), err: ctx.Err()}
+		return &Error{class: errclass.Timeout, Endpoint: c.where(ep, cl), msg: "timeout: the deadline passed while calling " + c.where(ep, cl), err: ctx.Err()}
 	}
 	// Cancelled: nothing to retry.
-	return &Error{class: ClassCritical, Status: last.Status, Endpoint: last.Endpoint, msg: "cancelled while calling " + c.where(ep, cl), err: ctx.Err()}
+	return &Error{class: errclass.Critical, Status: last.Status, Endpoint: last.Endpoint, msg: "cancelled while calling " + c.where(ep, cl), err: ctx.Err()}
 }
 
 // backoff is the wait before retry number try: what the server asked

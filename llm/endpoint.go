@@ -9,7 +9,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/llmconf"
 	"github.com/flowrun/flowrun/redact"
 )
 
@@ -46,12 +46,12 @@ type endpoint struct {
 
 // ResolveEndpoint tells where m's requests would go, and whether a key is
 // set, given an environment lookup such as os.LookupEnv.
-func ResolveEndpoint(m *dsl.Model, env func(string) (string, bool)) Endpoint {
+func ResolveEndpoint(m *llmconf.Model, env func(string) (string, bool)) Endpoint {
 	ep, _ := resolve(m, env)
 	return ep
 }
 
-func resolve(m *dsl.Model, env func(string) (string, bool)) (Endpoint, string) {
+func resolve(m *llmconf.Model, env func(string) (string, bool)) (Endpoint, string) {
 	look := func(name string) string {
 		if v, ok := env(name); ok {
 			return strings.TrimSpace(v)
@@ -92,7 +92,7 @@ func resolve(m *dsl.Model, env func(string) (string, bool)) (Endpoint, string) {
 
 // Secrets are the secrets m's requests carry, read through env: its API
 // key and any password in its base URL.
-func Secrets(m *dsl.Model, env func(string) (string, bool)) []string {
+func Secrets(m *llmconf.Model, env func(string) (string, bool)) []string {
 	_, key := resolve(m, env)
 	out := []string{key}
 	base, _ := env("OPENAI_BASE_URL")
@@ -108,7 +108,7 @@ func Secrets(m *dsl.Model, env func(string) (string, bool)) []string {
 
 // endpointFor resolves m's endpoint and returns the cached openai-go
 // services for it. Errors are critical: bad configuration.
-func (c *Client) endpointFor(m *dsl.Model) (*endpoint, error) {
+func (c *Client) endpointFor(m *llmconf.Model) (*endpoint, error) {
 	pub, key := resolve(m, c.env)
 	raw := pub.URL
 	switch pub.URLFrom {
@@ -159,7 +159,7 @@ func (c *Client) endpointFor(m *dsl.Model) (*endpoint, error) {
 	return ep, nil
 }
 
-func urlSetting(m *dsl.Model, ep Endpoint) string {
+func urlSetting(m *llmconf.Model, ep Endpoint) string {
 	if ep.URLFrom == "base_url" {
 		return "base_url of model " + m.Name
 	}

@@ -16,22 +16,13 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/redact"
-)
-
-// Error classes, the same strings as the runtime's (runtime.Class*).
-const (
-	ClassRateLimit     = "rate_limit"
-	ClassServer        = "server"
-	ClassTimeout       = "timeout"
-	ClassConnection    = "connection"
-	ClassInvalidOutput = "invalid_output"
-	ClassCritical      = "critical"
 )
 
 // Error is a failed model call. Its message never contains an API key.
 type Error struct {
-	class string
+	class errclass.Class
 	// Status is the HTTP status, 0 when there was no response.
 	Status int
 	// Endpoint is the URL called, with any credentials removed.
@@ -44,31 +35,25 @@ type Error struct {
 
 func (e *Error) Error() string { return e.msg }
 
-// Class is one of the Class* constants.
-func (e *Error) Class() string { return e.class }
+// Class is the failure's class: rate_limit, server, timeout, connection,
+// invalid_output or critical.
+func (e *Error) Class() errclass.Class { return e.class }
 
 func (e *Error) Unwrap() error { return e.err }
 
-// Retryable reports whether an error of this class may succeed if sent again.
-func Retryable(class string) bool {
+// Retryable reports whether a call that failed with this class may succeed
+// if sent again. An invalid_output is not sent again as it is: the node
+// retries it, with the problem told to the model.
+func Retryable(class errclass.Class) bool {
 	switch class {
-	case ClassRateLimit, ClassServer, ClassTimeout, ClassConnection:
+	case errclass.RateLimit, errclass.Server, errclass.Timeout, errclass.Connection:
 		return true
 	}
 	return false
 }
 
-// ClassOf returns err's class, or "" when it has none.
-func ClassOf(err error) string {
-	var c interface{ Class() string }
-	if errors.As(err, &c) {
-		return c.Class()
-	}
-	return ""
-}
-
 func criticalf(format string, args ...any) *Error {
-	return &Error{class: ClassCritical, msg: fmt.Sprintf(format, args...)}
+	return &Error{class: errclass.Critical, msg: fmt.Sprintf(format, args...)}
 }
 
 // classify turns what openai-go returned for one attempt into an *Error.
@@ -112,22 +97,22 @@ func classify(ctx context.Context, err error, res *http.Response, ep *endpoint, 
 		status := rerr.equivalentStatus()
 		if status == 0 {
 			// Nothing says what went wrong: the server's fault, worth a retry.
-			e.class, e.msg = ClassServer, head+": "+redact.Line(rerr.message, 300)
+			e.class, e.msg = errclass.Server, head+": "+redact.Line(rerr.message, 300)
 			break
 		}
 		e.class, e.msg = describe(status, head, rerr.message, ep, model)
 	case errors.Is(err, errStreamCut):
-		e.class = ClassConnection
+		e.class = errclass.Connection
 		e.msg = fmt.Sprintf("reading from %s: %v", url, err)
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded), isTimeout(err):
-		e.class = ClassTimeout
+		e.class = errclass.Timeout
 		e.msg = fmt.Sprintf("timeout waiting for %s", url)
 	case e.Status >= 200 && !isTransport(err):
 		// The server answered 2xx with a body that could not be read.
-		e.class = ClassServer
+		e.class = errclass.Server
 		e.msg = fmt.Sprintf("malformed response from %s: %v", url, err)
 	default:
-		e.class = ClassConnection
+		e.class = errclass.Connection
 		cause := err
 		var ue *neturl.Error
 		if errors.As(err, &ue) {
@@ -142,31 +127,31 @@ func classify(ctx context.Context, err error, res *http.Response, ep *endpoint, 
 // describe classes an error by the HTTP status it has or stands for, and
 // says what to check. head says where it came from; detail is the
 // server's own message.
-func describe(status int, head, detail string, ep *endpoint, model string) (class, msg string) {
+func describe(status int, head, detail string, ep *endpoint, model string) (class errclass.Class, msg string) {
 	if detail != "" {
 		detail = ": " + redact.Line(detail, 300)
 	}
 	switch {
 	case status == http.StatusTooManyRequests:
-		return ClassRateLimit, head + detail
+		return errclass.RateLimit, head + detail
 	case status == http.StatusRequestTimeout:
-		return ClassTimeout, head + detail
+		return errclass.Timeout, head + detail
 	case status == http.StatusConflict || status >= 500:
-		return ClassServer, head + detail
+		return errclass.Server, head + detail
 	case status == http.StatusUnauthorized:
-		return ClassCritical, head + ": check " + ep.keyHint() + detail
+		return errclass.Critical, head + ": check " + ep.keyHint() + detail
 	case status == http.StatusPaymentRequired:
-		return ClassCritical, head + ": the account is out of quota; check its plan and billing" + detail
+		return errclass.Critical, head + ": the account is out of quota; check its plan and billing" + detail
 	case status == http.StatusForbidden:
 		who := "the key"
 		if ep.KeyEnv != "" {
 			who = "the key in " + ep.KeyEnv
 		}
-		return ClassCritical, head + ": " + who + " may not use model " + strconv.Quote(model) + " here; check the key and the model" + detail
+		return errclass.Critical, head + ": " + who + " may not use model " + strconv.Quote(model) + " here; check the key and the model" + detail
 	case status == http.StatusNotFound:
-		return ClassCritical, head + ": check the model name " + strconv.Quote(model) + " and the endpoint (" + ep.urlHint() + ")" + detail
+		return errclass.Critical, head + ": check the model name " + strconv.Quote(model) + " and the endpoint (" + ep.urlHint() + ")" + detail
 	default:
-		return ClassCritical, head + ": the server rejected the request; check the model config" + detail
+		return errclass.Critical, head + ": the server rejected the request; check the model config" + detail
 	}
 }
 

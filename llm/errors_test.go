@@ -3,13 +3,15 @@ package llm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/llmconf"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -17,22 +19,22 @@ func TestErrorClasses(t *testing.T) {
 	cases := []struct {
 		name   string
 		reply  llmtest.Reply
-		model  *dsl.Model
-		class  string
+		model  *llmconf.Model
+		class  errclass.Class
 		status int
 		msg    string // substring; {url} is the endpoint
 	}{
-		{"401", llmtest.Error(401, "Incorrect API key provided."), nil, ClassCritical, 401, "401 Unauthorized from {url}: check OPENAI_API_KEY"},
-		{"403", llmtest.Error(403, "Project does not have access."), nil, ClassCritical, 403, "403 Forbidden from {url}: the key in OPENAI_API_KEY may not use model \"gpt-4.1\""},
-		{"404", llmtest.Error(404, "The model does not exist."), nil, ClassCritical, 404, "404 Not Found from {url}: check the model name \"gpt-4.1\" and the endpoint (OPENAI_BASE_URL)"},
-		{"400", llmtest.Error(400, "Invalid schema for response_format."), nil, ClassCritical, 400, "400 Bad Request from {url}: the server rejected the request; check the model config: Invalid schema"},
-		{"500", llmtest.Error(500, "The server had an error."), nil, ClassServer, 500, "500 Internal Server Error from {url}"},
-		{"503 plain text", llmtest.Reply{Status: 503, Body: "upstream unavailable"}, nil, ClassServer, 503, "503 Service Unavailable from {url}"},
-		{"429", llmtest.Error(429, "Rate limit reached."), nil, ClassRateLimit, 429, "429 Too Many Requests from {url}: Rate limit reached."},
-		{"408", llmtest.Error(408, "Request timed out."), nil, ClassTimeout, 408, "408 Request Timeout from {url}"},
-		{"malformed JSON body", llmtest.Reply{Body: `{"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, "mess`}, nil, ClassServer, 200, "malformed response from {url}"},
-		{"connection reset", llmtest.Reply{Reset: true}, nil, ClassConnection, 0, "connection to {url} failed"},
-		{"timeout", llmtest.Reply{Delay: 5 * time.Second, Text: "late"}, &dsl.Model{Name: "slow", Model: "gpt-4.1", Timeout: 30 * time.Millisecond}, ClassTimeout, 0, "timeout waiting for {url}"},
+		{"401", llmtest.Error(401, "Incorrect API key provided."), nil, errclass.Critical, 401, "401 Unauthorized from {url}: check OPENAI_API_KEY"},
+		{"403", llmtest.Error(403, "Project does not have access."), nil, errclass.Critical, 403, "403 Forbidden from {url}: the key in OPENAI_API_KEY may not use model \"gpt-4.1\""},
+		{"404", llmtest.Error(404, "The model does not exist."), nil, errclass.Critical, 404, "404 Not Found from {url}: check the model name \"gpt-4.1\" and the endpoint (OPENAI_BASE_URL)"},
+		{"400", llmtest.Error(400, "Invalid schema for response_format."), nil, errclass.Critical, 400, "400 Bad Request from {url}: the server rejected the request; check the model config: Invalid schema"},
+		{"500", llmtest.Error(500, "The server had an error."), nil, errclass.Server, 500, "500 Internal Server Error from {url}"},
+		{"503 plain text", llmtest.Reply{Status: 503, Body: "upstream unavailable"}, nil, errclass.Server, 503, "503 Service Unavailable from {url}"},
+		{"429", llmtest.Error(429, "Rate limit reached."), nil, errclass.RateLimit, 429, "429 Too Many Requests from {url}: Rate limit reached."},
+		{"408", llmtest.Error(408, "Request timed out."), nil, errclass.Timeout, 408, "408 Request Timeout from {url}"},
+		{"malformed JSON body", llmtest.Reply{Body: `{"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, "mess`}, nil, errclass.Server, 200, "malformed response from {url}"},
+		{"connection reset", llmtest.Reply{Reset: true}, nil, errclass.Connection, 0, "connection to {url} failed"},
+		{"timeout", llmtest.Reply{Delay: 5 * time.Second, Text: "late"}, &llmconf.Model{Name: "slow", Model: "gpt-4.1", Timeout: 30 * time.Millisecond}, errclass.Timeout, 0, "timeout waiting for {url}"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,7 +53,7 @@ func TestErrorClasses(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("%T is not *llm.Error: %v", err, err)
 			}
-			if e.Class() != tc.class || ClassOf(err) != tc.class {
+			if e.Class() != tc.class || errclass.Of(err) != tc.class {
 				t.Errorf("class %q, want %q (%v)", e.Class(), tc.class, err)
 			}
 			if e.Status != tc.status {
@@ -76,8 +78,8 @@ func TestConnectionRefused(t *testing.T) {
 	c, _ := testClient(t, srv, func(o *Options) { o.MaxAttempts = 2 })
 	srv.Close()
 	_, err := c.Complete(context.Background(), Request{Model: model("gpt-4.1"), Messages: userSays("hi")})
-	if ClassOf(err) != ClassConnection {
-		t.Fatalf("class %q: %v", ClassOf(err), err)
+	if errclass.Of(err) != errclass.Connection {
+		t.Fatalf("class %q: %v", errclass.Of(err), err)
 	}
 }
 
@@ -87,8 +89,8 @@ func TestCriticalIsNotRetried(t *testing.T) {
 		srv.Push(llmtest.Error(status, "no"), llmtest.Text("unreachable"))
 		c, s := testClient(t, srv)
 		_, err := c.Complete(context.Background(), Request{Model: model("gpt-4.1"), Messages: userSays("hi")})
-		if ClassOf(err) != ClassCritical || srv.Calls() != 1 || len(s.waits()) != 0 {
-			t.Errorf("%d: class %q, %d calls, waits %v", status, ClassOf(err), srv.Calls(), s.waits())
+		if errclass.Of(err) != errclass.Critical || srv.Calls() != 1 || len(s.waits()) != 0 {
+			t.Errorf("%d: class %q, %d calls, waits %v", status, errclass.Of(err), srv.Calls(), s.waits())
 		}
 	}
 }
@@ -167,8 +169,8 @@ func TestStormOutlastsAttempts(t *testing.T) {
 	srv.Handle(func(llmtest.Request) llmtest.Reply { return llmtest.Error(503, "overloaded") })
 	c, s := testClient(t, srv, func(o *Options) { o.MaxAttempts = 3 })
 	_, err := c.Complete(context.Background(), Request{Model: model("gpt-4.1"), Messages: userSays("hi")})
-	if ClassOf(err) != ClassServer || srv.Calls() != 3 || len(s.waits()) != 2 {
-		t.Errorf("class %q after %d calls, waits %v", ClassOf(err), srv.Calls(), s.waits())
+	if errclass.Of(err) != errclass.Server || srv.Calls() != 3 || len(s.waits()) != 2 {
+		t.Errorf("class %q after %d calls, waits %v", errclass.Of(err), srv.Calls(), s.waits())
 	}
 }
 
@@ -178,7 +180,7 @@ func TestRetryAfterTooLong(t *testing.T) {
 	c, s := testClient(t, srv)
 	_, err := c.Complete(context.Background(), Request{Model: model("gpt-4.1"), Messages: userSays("hi")})
 	var e *Error
-	if !errors.As(err, &e) || e.Class() != ClassRateLimit || e.RetryAfter != 10*time.Minute {
+	if !errors.As(err, &e) || e.Class() != errclass.RateLimit || e.RetryAfter != 10*time.Minute {
 		t.Fatalf("error %#v", err)
 	}
 	if srv.Calls() != 1 || len(s.waits()) != 0 {
@@ -214,8 +216,8 @@ func TestCallerDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	_, err := c.Complete(ctx, Request{Model: model("gpt-4.1"), Messages: userSays("hi")})
-	if ClassOf(err) != ClassTimeout || srv.Calls() != 1 || len(s.waits()) != 0 {
-		t.Errorf("class %q after %d calls, waits %v: %v", ClassOf(err), srv.Calls(), s.waits(), err)
+	if errclass.Of(err) != errclass.Timeout || srv.Calls() != 1 || len(s.waits()) != 0 {
+		t.Errorf("class %q after %d calls, waits %v: %v", errclass.Of(err), srv.Calls(), s.waits(), err)
 	}
 }
 
@@ -223,20 +225,20 @@ func TestConfigErrors(t *testing.T) {
 	none := func(string) (string, bool) { return "", false }
 	cases := []struct {
 		name  string
-		model *dsl.Model
+		model *llmconf.Model
 		want  []string
 	}{
 		{"no key, no endpoint", model("gpt-4.1"), []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", DefaultBaseURL}},
-		{"api_key_env unset", &dsl.Model{Name: "m", Model: "x", BaseURL: "http://127.0.0.1:9/v1", APIKeyEnv: "MY_KEY"}, []string{"MY_KEY", "not set"}},
-		{"bad base_url", &dsl.Model{Name: "m", Model: "x", BaseURL: "localhost:8080"}, []string{"base_url", "not an http(s) URL"}},
-		{"unknown api", &dsl.Model{Name: "m", Model: "x", API: "assistants"}, []string{`api "assistants"`}},
-		{"no model name", &dsl.Model{Name: "m"}, []string{"no model name"}},
+		{"api_key_env unset", &llmconf.Model{Name: "m", Model: "x", BaseURL: "http://127.0.0.1:9/v1", APIKeyEnv: "MY_KEY"}, []string{"MY_KEY", "not set"}},
+		{"bad base_url", &llmconf.Model{Name: "m", Model: "x", BaseURL: "localhost:8080"}, []string{"base_url", "not an http(s) URL"}},
+		{"unknown api", &llmconf.Model{Name: "m", Model: "x", API: "assistants"}, []string{`api "assistants"`}},
+		{"no model name", &llmconf.Model{Name: "m"}, []string{"no model name"}},
 	}
 	c := New(Options{Env: none})
 	for _, tc := range cases {
 		_, err := c.Complete(context.Background(), Request{Model: tc.model, Messages: userSays("hi")})
-		if ClassOf(err) != ClassCritical {
-			t.Errorf("%s: class %q: %v", tc.name, ClassOf(err), err)
+		if errclass.Of(err) != errclass.Critical {
+			t.Errorf("%s: class %q: %v", tc.name, errclass.Of(err), err)
 			continue
 		}
 		for _, w := range tc.want {
@@ -247,20 +249,10 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-func TestClassNamesMatchRuntime(t *testing.T) {
-	// The runtime routes retry_on by these exact strings.
-	pairs := [][2]string{
-		{ClassRateLimit, runtime.ClassRateLimit}, {ClassServer, runtime.ClassServer},
-		{ClassTimeout, runtime.ClassTimeout}, {ClassConnection, runtime.ClassConnection},
-		{ClassInvalidOutput, runtime.ClassInvalidOutput}, {ClassCritical, runtime.ClassCritical},
-	}
-	for _, p := range pairs {
-		if p[0] != p[1] {
-			t.Errorf("llm class %q, runtime class %q", p[0], p[1])
-		}
-	}
-	err := error(&Error{class: ClassRateLimit, msg: "x"})
-	if runtime.ClassOf(err) != runtime.ClassRateLimit {
+func TestRuntimeSeesTheClass(t *testing.T) {
+	// The runtime routes retry_on by the class a model call's error names.
+	err := fmt.Errorf("node: %w", &Error{class: errclass.RateLimit, msg: "x"})
+	if runtime.ClassOf(err) != errclass.RateLimit {
 		t.Errorf("runtime.ClassOf = %q", runtime.ClassOf(err))
 	}
 }

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // TestHardening07InStreamErrorClass: an error a server reports with a 200
@@ -19,17 +20,17 @@ func TestHardening07InStreamErrorClass(t *testing.T) {
 	const attempts = 3
 	cases := []struct {
 		code, typ string
-		class     string
+		class     errclass.Class
 		msg       string // in the error
 	}{
-		{"invalid_api_key", "invalid_request_error", ClassCritical, "check OPENAI_API_KEY"},
-		{"", "authentication_error", ClassCritical, "check OPENAI_API_KEY"},
-		{"insufficient_quota", "insufficient_quota", ClassCritical, "out of quota"},
-		{"model_not_found", "invalid_request_error", ClassCritical, `check the model name "gpt-4.1"`},
-		{"context_length_exceeded", "invalid_request_error", ClassCritical, "the server rejected the request"},
-		{"rate_limit_exceeded", "requests", ClassRateLimit, "rate_limit_exceeded"},
-		{"server_error", "server_error", ClassServer, "server_error"},
-		{"something_new", "", ClassServer, "something_new"},
+		{"invalid_api_key", "invalid_request_error", errclass.Critical, "check OPENAI_API_KEY"},
+		{"", "authentication_error", errclass.Critical, "check OPENAI_API_KEY"},
+		{"insufficient_quota", "insufficient_quota", errclass.Critical, "out of quota"},
+		{"model_not_found", "invalid_request_error", errclass.Critical, `check the model name "gpt-4.1"`},
+		{"context_length_exceeded", "invalid_request_error", errclass.Critical, "the server rejected the request"},
+		{"rate_limit_exceeded", "requests", errclass.RateLimit, "rate_limit_exceeded"},
+		{"server_error", "server_error", errclass.Server, "server_error"},
+		{"something_new", "", errclass.Server, "something_new"},
 	}
 	for _, api := range []string{APIChat, APIResponses} {
 		for _, streamed := range []bool{true, false} {
@@ -44,13 +45,13 @@ func TestHardening07InStreamErrorClass(t *testing.T) {
 						return llmtest.InStream(tc.code, tc.typ, "the server says no")
 					})
 					c, _ := testClient(t, srv, func(o *Options) { o.MaxAttempts = attempts })
-					req := Request{Model: &dsl.Model{Name: "default", Model: "gpt-4.1", API: api}, Messages: userSays("hi")}
+					req := Request{Model: &llmconf.Model{Name: "default", Model: "gpt-4.1", API: api}, Messages: userSays("hi")}
 					if streamed {
 						req.OnDelta = func(string) {}
 					}
 					_, err := c.Complete(context.Background(), req)
-					if ClassOf(err) != tc.class {
-						t.Fatalf("class %q, want %q: %v", ClassOf(err), tc.class, err)
+					if errclass.Of(err) != tc.class {
+						t.Fatalf("class %q, want %q: %v", errclass.Of(err), tc.class, err)
 					}
 					want := 1
 					if Retryable(tc.class) {
@@ -73,8 +74,8 @@ func TestHardening07InStreamErrorClass(t *testing.T) {
 		})
 		c, _ := testClient(t, srv, func(o *Options) { o.MaxAttempts = attempts })
 		_, err := c.Complete(context.Background(), Request{Model: model("gpt-4.1"), Messages: userSays("hi")})
-		if ClassOf(err) != ClassCritical || srv.Calls() != 1 || !strings.Contains(err.Error(), "429 Too Many Requests") {
-			t.Fatalf("class %q after %d requests: %v", ClassOf(err), srv.Calls(), err)
+		if errclass.Of(err) != errclass.Critical || srv.Calls() != 1 || !strings.Contains(err.Error(), "429 Too Many Requests") {
+			t.Fatalf("class %q after %d requests: %v", errclass.Of(err), srv.Calls(), err)
 		}
 	})
 }

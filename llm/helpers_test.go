@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // fakeKey is recognisable so tests can assert it never leaks.
@@ -43,8 +43,8 @@ func testClient(t *testing.T, srv *llmtest.Server, tweak ...func(*Options)) (*Cl
 	return New(opts), s
 }
 
-func model(name string) *dsl.Model {
-	return &dsl.Model{Name: "default", Model: name}
+func model(name string) *llmconf.Model {
+	return &llmconf.Model{Name: "default", Model: name}
 }
 
 func userSays(text string) []Message {

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // ImageURL turns an image reference into what a Message carries: an
@@ -16,7 +16,7 @@ import (
 // bytes read returns, sent as a base64 data URL whose MIME type comes from
 // the extension, else from the content.
 func ImageURL(ref string, read func(name string) ([]byte, error)) (string, error) {
-	if dsl.IsImageURL(ref) {
+	if llmconf.IsImageURL(ref) {
 		return ref, nil
 	}
 	b, err := read(ref)

@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // prices are OpenAI's standard-tier list prices in USD per million tokens
@@ -12,7 +12,7 @@ import (
 // https://openai.com/api/pricing/ and checked on 2025-08-20. A model's
 // `price:` in the pipeline file overrides them. Reasoning tokens are billed
 // as output tokens and are already counted in completion tokens.
-var prices = map[string]dsl.Price{
+var prices = map[string]llmconf.Price{
 	"gpt-4.1":      {InputPerMTok: 2.00, CachedInputPerMTok: 0.50, OutputPerMTok: 8.00},
 	"gpt-4.1-mini": {InputPerMTok: 0.40, CachedInputPerMTok: 0.10, OutputPerMTok: 1.60},
 	"gpt-4.1-nano": {InputPerMTok: 0.10, CachedInputPerMTok: 0.025, OutputPerMTok: 0.40},
@@ -32,7 +32,7 @@ var snapshotRE = regexp.MustCompile(`^-\d{4}-\d{2}-\d{2}$`)
 // the built-in entry for the model or its dated snapshot
 // (gpt-4.1-mini-2025-04-14 costs what gpt-4.1-mini does). ok is false for
 // a model the table does not know, whose calls then cost 0.
-func LookupPrice(model string, override *dsl.Price) (p dsl.Price, ok bool) {
+func LookupPrice(model string, override *llmconf.Price) (p llmconf.Price, ok bool) {
 	if override != nil {
 		return *override, true
 	}
@@ -46,14 +46,14 @@ func LookupPrice(model string, override *dsl.Price) (p dsl.Price, ok bool) {
 		}
 	}
 	if best == "" {
-		return dsl.Price{}, false
+		return llmconf.Price{}, false
 	}
 	return prices[best], true
 }
 
 // Cost prices usage in USD. Cached prompt tokens cost the cached rate when
 // the price has one, else the input rate.
-func Cost(u Usage, p dsl.Price) float64 {
+func Cost(u Usage, p llmconf.Price) float64 {
 	cached := min(max(u.Cached, 0), u.Prompt)
 	cachedRate := p.CachedInputPerMTok
 	if cachedRate == 0 {
@@ -67,7 +67,7 @@ func Cost(u Usage, p dsl.Price) float64 {
 
 // cost prices one reply: by the requested model, else by the model the
 // server says answered.
-func cost(u Usage, m *dsl.Model, answered string) float64 {
+func cost(u Usage, m *llmconf.Model, answered string) float64 {
 	p, ok := LookupPrice(m.Model, m.Price)
 	if !ok {
 		p, ok = LookupPrice(answered, nil)

@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 func TestLookupPrice(t *testing.T) {
@@ -32,7 +32,7 @@ func TestLookupPrice(t *testing.T) {
 			t.Errorf("%s: %+v %v, want input %v %v", tc.model, p, ok, tc.in, tc.ok)
 		}
 	}
-	over := &dsl.Price{InputPerMTok: 1, OutputPerMTok: 2}
+	over := &llmconf.Price{InputPerMTok: 1, OutputPerMTok: 2}
 	if p, ok := LookupPrice("llama3.1:8b", over); !ok || p != *over {
 		t.Errorf("override ignored: %+v", p)
 	}
@@ -42,14 +42,14 @@ func TestCost(t *testing.T) {
 	cases := []struct {
 		name  string
 		usage Usage
-		price dsl.Price
+		price llmconf.Price
 		want  float64
 	}{
-		{"plain", Usage{Prompt: 1_000_000, Completion: 1_000_000}, dsl.Price{InputPerMTok: 2, OutputPerMTok: 8}, 10},
-		{"cached at cached rate", Usage{Prompt: 1_000_000, Cached: 500_000, Completion: 0}, dsl.Price{InputPerMTok: 2, CachedInputPerMTok: 0.5, OutputPerMTok: 8}, 1.25},
-		{"cached without cached rate", Usage{Prompt: 1_000_000, Cached: 500_000}, dsl.Price{InputPerMTok: 2, OutputPerMTok: 8}, 2},
-		{"reasoning is inside completion", Usage{Prompt: 0, Completion: 1000, Reasoning: 800}, dsl.Price{InputPerMTok: 1, OutputPerMTok: 4}, 0.004},
-		{"free local model", Usage{Prompt: 5000, Completion: 5000}, dsl.Price{}, 0},
+		{"plain", Usage{Prompt: 1_000_000, Completion: 1_000_000}, llmconf.Price{InputPerMTok: 2, OutputPerMTok: 8}, 10},
+		{"cached at cached rate", Usage{Prompt: 1_000_000, Cached: 500_000, Completion: 0}, llmconf.Price{InputPerMTok: 2, CachedInputPerMTok: 0.5, OutputPerMTok: 8}, 1.25},
+		{"cached without cached rate", Usage{Prompt: 1_000_000, Cached: 500_000}, llmconf.Price{InputPerMTok: 2, OutputPerMTok: 8}, 2},
+		{"reasoning is inside completion", Usage{Prompt: 0, Completion: 1000, Reasoning: 800}, llmconf.Price{InputPerMTok: 1, OutputPerMTok: 4}, 0.004},
+		{"free local model", Usage{Prompt: 5000, Completion: 5000}, llmconf.Price{}, 0},
 	}
 	for _, tc := range cases {
 		if got := Cost(tc.usage, tc.price); math.Abs(got-tc.want) > 1e-12 {
@@ -60,13 +60,13 @@ func TestCost(t *testing.T) {
 
 func TestCostUsesOverrideThenAnsweringModel(t *testing.T) {
 	u := Usage{Prompt: 1_000_000}
-	if got := cost(u, &dsl.Model{Model: "my-finetune", Price: &dsl.Price{InputPerMTok: 3}}, "whatever"); got != 3 {
+	if got := cost(u, &llmconf.Model{Model: "my-finetune", Price: &llmconf.Price{InputPerMTok: 3}}, "whatever"); got != 3 {
 		t.Errorf("override: %v", got)
 	}
-	if got := cost(u, &dsl.Model{Model: "my-alias"}, "gpt-4.1-2025-04-14"); got != 2 {
+	if got := cost(u, &llmconf.Model{Model: "my-alias"}, "gpt-4.1-2025-04-14"); got != 2 {
 		t.Errorf("answering model: %v", got)
 	}
-	if got := cost(u, &dsl.Model{Model: "local"}, "local"); got != 0 {
+	if got := cost(u, &llmconf.Model{Model: "local"}, "local"); got != 0 {
 		t.Errorf("unknown: %v", got)
 	}
 }

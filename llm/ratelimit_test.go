@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // fakeClock moves only when someone sleeps.
@@ -93,8 +93,8 @@ func TestMaxConcurrency(t *testing.T) {
 	c, _ := testClient(t, srv)
 	// Two configs for the same endpoint and model share one limiter; the
 	// stricter max_concurrency wins.
-	loose := &dsl.Model{Name: "a", Model: "gpt-4.1-nano", MaxConcurrency: 8}
-	tight := &dsl.Model{Name: "b", Model: "gpt-4.1-nano", MaxConcurrency: 3}
+	loose := &llmconf.Model{Name: "a", Model: "gpt-4.1-nano", MaxConcurrency: 8}
+	tight := &llmconf.Model{Name: "b", Model: "gpt-4.1-nano", MaxConcurrency: 3}
 	var wg sync.WaitGroup
 	errs := make(chan error, 40)
 	for i := range 40 {
@@ -124,7 +124,7 @@ func TestRPMEndToEnd(t *testing.T) {
 	srv.Handle(func(llmtest.Request) llmtest.Reply { return llmtest.Text("ok") })
 	clk := &fakeClock{now: epoch}
 	c, _ := testClient(t, srv, func(o *Options) { o.Now, o.Sleep = clk.Now, clk.Sleep })
-	m := &dsl.Model{Name: "m", Model: "gpt-4o-mini", RPM: 60}
+	m := &llmconf.Model{Name: "m", Model: "gpt-4o-mini", RPM: 60}
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {

@@ -3,7 +3,8 @@ package llm
 import (
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // Roles of a Message.
@@ -34,7 +35,7 @@ type ToolCall struct {
 	Name string `json:"name" yaml:"name"`
 	// Arguments is the JSON text the model wrote, verbatim.
 	Arguments string `json:"arguments" yaml:"arguments"`
-	// Args is Arguments parsed (numbers normalised as in dsl.FromJSON), or
+	// Args is Arguments parsed (numbers normalised as in jsonvalue.Decode), or
 	// nil when ArgsError is set: the text was truncated or not JSON.
 	Args      any    `json:"args,omitempty" yaml:"-"`
 	ArgsError string `json:"args_error,omitempty" yaml:"-"`
@@ -73,7 +74,7 @@ type Key struct {
 // Request is one model call.
 type Request struct {
 	Key   Key
-	Model *dsl.Model
+	Model *llmconf.Model
 	// Per-node overrides of the model config; nil / 0 keep the model's.
 	Temperature *float64
 	MaxTokens   int
@@ -161,7 +162,7 @@ type Exchange struct {
 	// (its usage and cost, before validation).
 	Reply *Response
 	Err   error
-	Class string // Err's class
+	Class errclass.Class // Err's class
 	// Wait is the pause before the next try when Err will be retried.
 	Wait time.Duration
 }

@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 func TestResponsesRequestShape(t *testing.T) {
@@ -16,7 +16,7 @@ func TestResponsesRequestShape(t *testing.T) {
 		Text:  "done",
 		Usage: llmtest.Usage{Prompt: 2000, Completion: 500, Reasoning: 300, Cached: 1000},
 	})
-	m := &dsl.Model{Name: "vision", Model: "o4-mini", API: "responses", ReasoningEffort: "low", Verbosity: "high", MaxTokens: 900}
+	m := &llmconf.Model{Name: "vision", Model: "o4-mini", API: "responses", ReasoningEffort: "low", Verbosity: "high", MaxTokens: 900}
 	resp, err := c.Complete(context.Background(), Request{
 		Model: m,
 		Messages: []Message{
@@ -67,7 +67,7 @@ func TestResponsesStructuredOutput(t *testing.T) {
 	srv := llmtest.New(t)
 	c, _ := testClient(t, srv)
 	srv.Push(llmtest.Text(`{"caption": "a red square"}`))
-	m := &dsl.Model{Name: "v", Model: "gpt-5-mini", API: "responses"}
+	m := &llmconf.Model{Name: "v", Model: "gpt-5-mini", API: "responses"}
 	schema := map[string]any{"type": "object", "properties": map[string]any{"caption": map[string]any{"type": "string"}}, "required": []any{"caption"}}
 	resp, err := c.Complete(context.Background(), Request{Model: m, Messages: userSays("caption"), OutputSchema: schema})
 	if err != nil {
@@ -85,7 +85,7 @@ func TestResponsesStructuredOutput(t *testing.T) {
 func TestResponsesToolCallsAndFinishReasons(t *testing.T) {
 	srv := llmtest.New(t)
 	c, _ := testClient(t, srv)
-	m := &dsl.Model{Name: "r", Model: "gpt-5", API: "responses"}
+	m := &llmconf.Model{Name: "r", Model: "gpt-5", API: "responses"}
 	srv.Push(
 		llmtest.Calls(llmtest.Call("finish", map[string]any{"answer": 42})),
 		llmtest.Reply{Text: "partial", FinishReason: "length"},

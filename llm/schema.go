@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/codefence"
+	"github.com/flowrun/flowrun/jsonvalue"
 )
 
 // strictSchema returns a copy of schema fit for OpenAI's strict mode as far
@@ -66,12 +67,12 @@ func parseStructured(text string, schema map[string]any) (any, error) {
 	if body == "" {
 		return nil, fmt.Errorf("the reply is empty, not JSON")
 	}
-	v, err := dsl.FromJSON([]byte(body))
+	v, err := jsonvalue.Decode([]byte(body))
 	if err != nil {
 		// Some compatible servers wrap JSON in a code fence despite the
 		// response format.
-		if code := dsl.ExtractCode(body, "json"); code != body {
-			if v2, err2 := dsl.FromJSON([]byte(code)); err2 == nil {
+		if code := codefence.BlockOrText(body, "json"); code != body {
+			if v2, err2 := jsonvalue.Decode([]byte(code)); err2 == nil {
 				v, err = v2, nil
 			}
 		}
@@ -79,7 +80,7 @@ func parseStructured(text string, schema map[string]any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the reply is not valid JSON: %v", err)
 	}
-	if err := dsl.ValidateValue(schema, v); err != nil {
+	if err := jsonvalue.Validate(schema, v); err != nil {
 		return nil, fmt.Errorf("the reply does not match the schema: %v", err)
 	}
 	return v, nil

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/jsonvalue"
 )
 
 // APIs a model config may choose.
@@ -137,7 +137,7 @@ func parseToolCalls(tcs []ToolCall) []ToolCall {
 		if args == "" {
 			args = "{}"
 		}
-		v, err := dsl.FromJSON([]byte(args))
+		v, err := jsonvalue.Decode([]byte(args))
 		if err != nil {
 			out[i].ArgsError = fmt.Sprintf("arguments of %s are not valid JSON: %v", tc.Name, err)
 			continue

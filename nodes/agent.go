@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -154,7 +156,7 @@ func (r *agentRun) turn(ctx context.Context, choice llm.ToolChoice, step int) (*
 			return resp, nil
 		}
 		if try > r.a.ToolRetries {
-			return nil, runtime.Errorf(runtime.ClassInvalidOutput, "step %d: %s (asked %d times; tool_retries: %d)", step, problem, try, r.a.ToolRetries)
+			return nil, runtime.Errorf(errclass.InvalidOutput, "step %d: %s (asked %d times; tool_retries: %d)", step, problem, try, r.a.ToolRetries)
 		}
 	}
 }
@@ -188,7 +190,7 @@ func (r *agentRun) problem(resp *llm.Response, choice llm.ToolChoice) string {
 		if _, ok := tc.Args.(map[string]any); !ok {
 			return fmt.Sprintf("tool %s: the arguments are not a JSON object: %s", tc.Name, tc.Arguments)
 		}
-		if err := dsl.ValidateValue(t.spec.Parameters, tc.Args); err != nil {
+		if err := jsonvalue.Validate(t.spec.Parameters, tc.Args); err != nil {
 			return fmt.Sprintf("tool %s: the arguments do not match its parameters: %v", tc.Name, err)
 		}
 	}

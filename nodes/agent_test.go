@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/runtime"
@@ -346,7 +347,7 @@ nodes:
 	if res.Status != runtime.StatusFailed || !errors.As(res.Err, &ne) {
 		t.Fatalf("status %s, err %v", res.Status, res.Err)
 	}
-	if ne.Class != runtime.ClassInvalidOutput || !strings.Contains(ne.Error(), "tool lookup") || !strings.Contains(ne.Error(), "word") {
+	if ne.Class != errclass.InvalidOutput || !strings.Contains(ne.Error(), "tool lookup") || !strings.Contains(ne.Error(), "word") {
 		t.Errorf("class %s, error %v", ne.Class, ne)
 	}
 	if n := srv.Calls(); n != 2 {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -32,8 +34,8 @@ func (askNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runt
 	if err != nil {
 		return runtime.Outcome{}, err
 	}
-	if err := dsl.ValidateValue(schema, answer); err != nil {
-		return runtime.Outcome{}, runtime.Errorf(runtime.ClassCritical, "the answer does not match the question's schema: %v", err)
+	if err := jsonvalue.Validate(schema, answer); err != nil {
+		return runtime.Outcome{}, runtime.Errorf(errclass.Critical, "the answer does not match the question's schema: %v", err)
 	}
 	return runtime.Outcome{Output: answer}, nil
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
 )
@@ -37,7 +39,7 @@ func (k codeNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (r
 	if c.Module != "" {
 		path, err := copyModule(ctx, s.Pipeline(), c.Module)
 		if err != nil {
-			return runtime.Outcome{}, runtime.Errorf(runtime.ClassCritical, "module %q: %w", c.Module, err)
+			return runtime.Outcome{}, runtime.Errorf(errclass.Critical, "module %q: %w", c.Module, err)
 		}
 		defer os.Remove(path)
 		req.Module = path
@@ -56,8 +58,8 @@ func (k codeNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (r
 	if c.ResultSchema != nil && res.OK {
 		// The validator typed nodes.<id>.result by the schema; a result
 		// that breaks it is the code's mistake, fed back like any other.
-		if err := dsl.ValidateValue(c.ResultSchema, res.Result); err != nil {
-			res.OK, res.Error = false, &sandbox.Error{Class: sandbox.ClassBadResult, Message: "the result does not match result_schema: " + err.Error()}
+		if err := jsonvalue.Validate(c.ResultSchema, res.Result); err != nil {
+			res.OK, res.Error = false, &sandbox.Error{Class: errclass.BadResult, Message: "the result does not match result_schema: " + err.Error()}
 		}
 	}
 	return runtime.Outcome{Output: resultMap(res)}, nil
@@ -104,7 +106,7 @@ func limitsFor(p *dsl.Pipeline, l dsl.SandboxDefaults) sandbox.Limits {
 // runCode runs a request and records it as an event.
 func (svc *Services) runCode(ctx context.Context, s *runtime.Scope, n *dsl.Node, req sandbox.Request) (*sandbox.Result, error) {
 	if svc.Sandbox == nil {
-		return nil, runtime.Errorf(sandbox.ClassUnavailable, "the sandbox is not available in this build")
+		return nil, runtime.Errorf(errclass.SandboxUnavailable, "the sandbox is not available in this build")
 	}
 	res, err := svc.Sandbox.Run(ctx, req)
 	if err != nil {
@@ -122,7 +124,7 @@ func (svc *Services) runCode(ctx context.Context, s *runtime.Scope, n *dsl.Node,
 func resultMap(r *sandbox.Result) map[string]any {
 	m := map[string]any{"ok": r.OK, "result": r.Result, "stdout": r.Stdout, "stderr": r.Stderr, "error": nil, "duration_ms": r.DurationMS}
 	if r.Error != nil {
-		e := map[string]any{"class": r.Error.Class, "message": r.Error.Message}
+		e := map[string]any{"class": string(r.Error.Class), "message": r.Error.Message}
 		if r.Error.Line > 0 {
 			e["line"] = r.Error.Line
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/nodes"
@@ -65,13 +66,13 @@ outputs: {prime: nodes.judge.json.prime, text: nodes.judge.text}
 		repairs string
 		replies []llmtest.Reply
 		prime   any
-		class   string
+		class   errclass.Class
 	}{
 		{"valid", "0", []llmtest.Reply{llmtest.JSON(map[string]any{"prime": true, "why": "no divisors"})}, true, ""},
 		{"invalid then repaired", "1", []llmtest.Reply{llmtest.JSON(map[string]any{"prime": "yes"}),
 			llmtest.JSON(map[string]any{"prime": true, "why": "fixed"})}, true, ""},
 		{"invalid and failed", "1", []llmtest.Reply{llmtest.JSON(map[string]any{"prime": "yes"}), llmtest.Text("still not json")},
-			nil, runtime.ClassInvalidOutput},
+			nil, errclass.InvalidOutput},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -187,13 +188,13 @@ func TestLLMRecoverableErrorsThenSuccess(t *testing.T) {
 	cases := []struct {
 		name  string
 		first llmtest.Reply
-		class string
+		class errclass.Class
 	}{
-		{"500", llmtest.Error(500, "boom"), runtime.ClassServer},
-		{"connection reset", llmtest.Reply{Reset: true}, runtime.ClassConnection},
-		{"truncated JSON body", llmtest.Reply{Body: `{"id": "x", "choices": [`}, runtime.ClassServer},
-		{"timeout", llmtest.Reply{Delay: 2 * time.Second, Text: "late"}, runtime.ClassTimeout},
-		{"429 Retry-After", llmtest.RateLimited("Retry-After", "7"), runtime.ClassRateLimit},
+		{"500", llmtest.Error(500, "boom"), errclass.Server},
+		{"connection reset", llmtest.Reply{Reset: true}, errclass.Connection},
+		{"truncated JSON body", llmtest.Reply{Body: `{"id": "x", "choices": [`}, errclass.Server},
+		{"timeout", llmtest.Reply{Delay: 2 * time.Second, Text: "late"}, errclass.Timeout},
+		{"429 Retry-After", llmtest.RateLimited("Retry-After", "7"), errclass.RateLimit},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -214,7 +215,7 @@ outputs: {text: nodes.ask.text}
 			if res.Outputs["text"] != "fine" || srv.Calls() != 2 {
 				t.Fatalf("outputs %v after %d calls", res.Outputs, srv.Calls())
 			}
-			var classes []string
+			var classes []errclass.Class
 			for _, e := range rec.events {
 				if e.Type == runtime.EventModelTurn {
 					classes = append(classes, e.Turn.Class)
@@ -223,7 +224,7 @@ outputs: {text: nodes.ask.text}
 			if len(classes) != 2 || classes[0] != c.class || classes[1] != "" {
 				t.Fatalf("turn classes %q, want [%s, ok]", classes, c.class)
 			}
-			if c.class == runtime.ClassRateLimit && (len(w.d) != 1 || w.d[0] != 7*time.Second) {
+			if c.class == errclass.RateLimit && (len(w.d) != 1 || w.d[0] != 7*time.Second) {
 				t.Fatalf("waits %v, want exactly Retry-After's 7s", w.d)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -26,7 +27,7 @@ func (loopNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (run
 			return runtime.Outcome{}, fmt.Errorf("max_iterations: %w", err)
 		}
 		if bound, _ = v.(int); bound < 1 {
-			return runtime.Outcome{}, runtime.Errorf(runtime.ClassExpression, "%s: max_iterations must be an integer of at least 1, got %v", l.MaxExpr.Pos, v)
+			return runtime.Outcome{}, runtime.Errorf(errclass.Expression, "%s: max_iterations must be an integer of at least 1, got %v", l.MaxExpr.Pos, v)
 		}
 	}
 	declared := bound
@@ -82,8 +83,8 @@ func (loopNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (run
 		if bound < declared {
 			msg = fmt.Sprintf("loop %q reached --max-loops (%d) before its condition held", n.ID, bound)
 		}
-		if l.OnExhausted == "fail" {
-			return runtime.Outcome{}, runtime.Errorf(runtime.ClassLoopExhausted, "%s (on_exhausted: fail)", msg)
+		if l.OnExhausted == dsl.ExhaustedFail {
+			return runtime.Outcome{}, runtime.Errorf(errclass.LoopExhausted, "%s (on_exhausted: fail)", msg)
 		}
 		s.Emit(runtime.Event{Type: runtime.EventLoopExhausted, Path: s.Path(n.ID), Node: n.ID, Kind: string(n.Kind), Message: msg})
 	}

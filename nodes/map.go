@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -23,7 +24,7 @@ type mapNode struct{}
 // Pure: the items' nodes have checkpoints of their own, except with
 // on_item_error: skip, where an item's failed node (a model call, say) has
 // none and only the map's checkpoint keeps it from being tried again.
-func (mapNode) Pure(n *dsl.Node) bool { return n.Map().OnItemError != "skip" }
+func (mapNode) Pure(n *dsl.Node) bool { return n.Map().OnItemError != dsl.ItemErrorSkip }
 
 func (mapNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
 	m := n.Map()
@@ -33,13 +34,13 @@ func (mapNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runt
 	}
 	list, err := asList(over)
 	if err != nil {
-		return runtime.Outcome{}, runtime.Errorf(runtime.ClassExpression, "%s: over: %w", m.Over.Pos, err)
+		return runtime.Outcome{}, runtime.Errorf(errclass.Expression, "%s: over: %w", m.Over.Pos, err)
 	}
 	limit := m.MaxConcurrency
 	if limit == 0 {
 		limit = defaultMapConcurrency
 	}
-	skip := m.OnItemError == "skip"
+	skip := m.OnItemError == dsl.ItemErrorSkip
 	results := make([]any, len(list))
 	// Items' state writes reach the run only for variables that declare
 	// a merge (the validator refuses others), joined in item order.

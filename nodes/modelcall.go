@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/llmconf"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
 )
@@ -30,7 +32,7 @@ type Services struct {
 // (memory history included) and the turns this node adds, which go into
 // its memory when the node succeeds.
 type conversation struct {
-	model  *dsl.Model
+	model  *llmconf.Model
 	memory string
 	sent   []llm.Message
 	added  []llm.Message
@@ -43,7 +45,7 @@ func (svc *Services) startConversation(ctx context.Context, s *runtime.Scope, l 
 	p := s.Pipeline()
 	m, ok := p.Models[l.Model]
 	if !ok {
-		return nil, runtime.Errorf(runtime.ClassCritical, "model %q is not declared in %s", l.Model, p.Path)
+		return nil, runtime.Errorf(errclass.Critical, "model %q is not declared in %s", l.Model, p.Path)
 	}
 	if id, ok := svc.Models[l.Model]; ok {
 		override := *m
@@ -93,14 +95,14 @@ func (svc *Services) startConversation(ctx context.Context, s *runtime.Scope, l 
 		for _, r := range refs {
 			ref, isText := r.(string)
 			if !isText {
-				return nil, runtime.Errorf(runtime.ClassCritical, "images[%d]: expected a path or URL, got %T", i, r)
+				return nil, runtime.Errorf(errclass.Critical, "images[%d]: expected a path or URL, got %T", i, r)
 			}
 			if ref == "" {
 				continue
 			}
 			url, err := llm.ImageURL(ref, func(name string) ([]byte, error) { return readImage(ctx, s, name) })
 			if err != nil {
-				return nil, runtime.Errorf(runtime.ClassCritical, "images[%d]: %w", i, err)
+				return nil, runtime.Errorf(errclass.Critical, "images[%d]: %w", i, err)
 			}
 			user.Images = append(user.Images, url)
 		}

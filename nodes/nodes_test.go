@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -308,7 +309,7 @@ outputs: {n: state.n}
 				t.Fatalf("status %s err %v", res.Status, res.Err)
 			}
 			var ne *runtime.NodeError
-			if !errors.As(res.Err, &ne) || ne.Class != runtime.ClassLoopExhausted || ne.Path != "spin" {
+			if !errors.As(res.Err, &ne) || ne.Class != errclass.LoopExhausted || ne.Path != "spin" {
 				t.Fatalf("error %#v", res.Err)
 			}
 		})
@@ -575,7 +576,7 @@ outputs: {v: nodes.flaky}
 `, nil)
 	pr := &probe{behave: func(a map[string]any, call int64) (any, error) {
 		if call < 3 {
-			return nil, runtime.Errorf(runtime.ClassServer, "503 from upstream")
+			return nil, runtime.Errorf(errclass.Server, "503 from upstream")
 		}
 		return a["value"], nil
 	}}
@@ -596,7 +597,7 @@ nodes:
     retry: {max_attempts: 5, backoff: 1ms, retry_on: [rate_limit]}
 `, nil)
 	pr := &probe{behave: func(map[string]any, int64) (any, error) {
-		return nil, runtime.Errorf(runtime.ClassCritical, "401 unauthorized")
+		return nil, runtime.Errorf(errclass.Critical, "401 unauthorized")
 	}}
 	res, _ := run(t, p, kindsWith(pr), nil)
 	if res.Status != runtime.StatusFailed || pr.calls.Load() != 1 {
@@ -618,7 +619,7 @@ outputs: {err: nodes.slow.error.class}
 	start := time.Now()
 	res, _ := run(t, p, kindsWith(&probe{}), nil)
 	mustComplete(t, res)
-	if res.Outputs["err"] != runtime.ClassTimeout {
+	if res.Outputs["err"] != string(errclass.Timeout) {
 		t.Fatalf("class %v", res.Outputs["err"])
 	}
 	if time.Since(start) > 3*time.Second {

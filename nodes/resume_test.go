@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -39,7 +40,7 @@ func (m *memoryCheckpoints) prefix(t *testing.T, k int) []*runtime.Checkpoint {
 		}
 		// Values come back as the store returns them: JSON numbers as int
 		// where integral.
-		v, _ := dsl.FromJSON(b)
+		v, _ := jsonvalue.Decode(b)
 		raw := v.(map[string]any)
 		cp.Output = raw["output"]
 		if s, ok := raw["state"].(map[string]any); ok {
@@ -183,6 +184,6 @@ func normalize(t *testing.T, v any) any {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := dsl.FromJSON(b)
+	out, _ := jsonvalue.Decode(b)
 	return out
 }

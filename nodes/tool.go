@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -22,10 +24,10 @@ func (k toolNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (r
 		return runtime.Outcome{}, err
 	}
 	if t.run == nil {
-		return runtime.Outcome{}, runtime.Errorf(runtime.ClassCritical, "tool %q has no implementation: it can only be an agent's finish tool", n.Tool().Name)
+		return runtime.Outcome{}, runtime.Errorf(errclass.Critical, "tool %q has no implementation: it can only be an agent's finish tool", n.Tool().Name)
 	}
 	if t.needsModel && k.svc.LLM == nil {
-		return runtime.Outcome{}, runtime.Errorf(runtime.ClassCritical, "tool %q makes a model call, and there is no model client", n.Tool().Name)
+		return runtime.Outcome{}, runtime.Errorf(errclass.Critical, "tool %q makes a model call, and there is no model client", n.Tool().Name)
 	}
 	v, err := s.EvalValue(n.Tool().Args)
 	if err != nil {
@@ -33,13 +35,13 @@ func (k toolNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (r
 	}
 	args, _ := v.(map[string]any)
 	if v != nil && args == nil {
-		return runtime.Outcome{}, runtime.Errorf(runtime.ClassCritical, "args must be a map of the tool's parameters, got %T", v)
+		return runtime.Outcome{}, runtime.Errorf(errclass.Critical, "args must be a map of the tool's parameters, got %T", v)
 	}
 	if args == nil {
 		args = map[string]any{}
 	}
-	if err := dsl.ValidateValue(t.spec.Parameters, args); err != nil {
-		return runtime.Outcome{}, runtime.Errorf(runtime.ClassCritical, "args do not match tool %q's parameters: %v", n.Tool().Name, err)
+	if err := jsonvalue.Validate(t.spec.Parameters, args); err != nil {
+		return runtime.Outcome{}, runtime.Errorf(errclass.Critical, "args do not match tool %q's parameters: %v", n.Tool().Name, err)
 	}
 	out, err := t.run(ctx, s, callSite{name: n.ID}, args)
 	return runtime.Outcome{Output: out}, err

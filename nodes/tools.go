@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
@@ -68,7 +69,7 @@ func (svc *Services) agentTools(p *dsl.Pipeline, a *dsl.Agent) ([]*tool, error) 
 			return err
 		}
 		if t.run == nil && !finish {
-			return runtime.Errorf(runtime.ClassCritical, "tool %q has no implementation, so it can only be a finish tool", name)
+			return runtime.Errorf(errclass.Critical, "tool %q has no implementation, so it can only be a finish tool", name)
 		}
 		t.finish = finish
 		seen[name] = t
@@ -90,7 +91,7 @@ func (svc *Services) agentTools(p *dsl.Pipeline, a *dsl.Agent) ([]*tool, error) 
 
 func (svc *Services) lookupTool(p *dsl.Pipeline, name string) (*tool, error) {
 	if err := svc.checkTool(name); err != nil {
-		return nil, runtime.Errorf(sandbox.ClassUnavailable, "%w", err)
+		return nil, runtime.Errorf(errclass.SandboxUnavailable, "%w", err)
 	}
 	if d, ok := p.Tools[name]; ok {
 		t := &tool{spec: llm.ToolSpec{Name: name, Description: d.Description, Parameters: d.Parameters}}
@@ -119,7 +120,7 @@ func (svc *Services) lookupTool(p *dsl.Pipeline, name string) (*tool, error) {
 		return &tool{spec: readFileSpec, run: readFile}, nil
 	case "http_get":
 		if p.HTTPGet == nil {
-			return nil, runtime.Errorf(runtime.ClassCritical, "tool http_get is off in %s: enable it with a top-level http_get:", p.Path)
+			return nil, runtime.Errorf(errclass.Critical, "tool http_get is off in %s: enable it with a top-level http_get:", p.Path)
 		}
 		cfg := p.HTTPGet
 		return &tool{spec: httpGetSpec, run: func(ctx context.Context, _ *runtime.Scope, _ callSite, args map[string]any) (any, error) {
@@ -127,7 +128,7 @@ func (svc *Services) lookupTool(p *dsl.Pipeline, name string) (*tool, error) {
 			return httpGet(ctx, cfg, raw)
 		}}, nil
 	}
-	return nil, runtime.Errorf(runtime.ClassCritical, "unknown tool %q", name)
+	return nil, runtime.Errorf(errclass.Critical, "unknown tool %q", name)
 }
 
 // runLLMTool makes an llm tool's one model call, its templates seeing the
@@ -387,7 +388,7 @@ func (svc *Services) codeTool(language string) func(context.Context, *runtime.Sc
 			reply["stderr"] = res.Stderr
 		}
 		if res.Error != nil {
-			reply["error"] = map[string]any{"class": res.Error.Class, "message": res.Error.Message, "line": res.Error.Line}
+			reply["error"] = map[string]any{"class": string(res.Error.Class), "message": res.Error.Message, "line": res.Error.Line}
 		}
 		return reply, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/jsonvalue"
 )
 
 // Executor runs one kind of node. It reads the node's kind-specific fields
@@ -269,7 +270,7 @@ func PrepareInputs(p *dsl.Pipeline, given map[string]any) (map[string]any, error
 			}
 			v = in.Default
 		}
-		if err := dsl.ValidateValue(in.Schema, v); err != nil {
+		if err := jsonvalue.Validate(in.Schema, v); err != nil {
 			msg := fmt.Sprintf("input %q: %v", in.Name, err)
 			if in.Description != "" { // the declaration says what a valid value is
 				msg += "\n    " + strings.TrimSpace(in.Description)

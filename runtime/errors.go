@@ -5,58 +5,43 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-)
 
-// Error classes. Executors return errors that implement Classed to choose
-// one; anything else is ClassError, which is not retried.
-const (
-	ClassRateLimit     = "rate_limit"
-	ClassServer        = "server"
-	ClassTimeout       = "timeout"
-	ClassConnection    = "connection"
-	ClassInvalidOutput = "invalid_output"
-	ClassCritical      = "critical"
-	ClassExpression    = "expression"
-	ClassLoopExhausted = "loop_exhausted"
-	ClassError         = "error"
+	"github.com/flowrun/flowrun/errclass"
 )
 
 // defaultRetryOn is what a retry: block without retry_on retries.
-var defaultRetryOn = []string{ClassRateLimit, ClassTimeout, ClassServer, ClassConnection, ClassInvalidOutput}
+var defaultRetryOn = errclass.Retryable()
 
-// Classed is an error that knows its class.
-type Classed interface {
-	error
-	Class() string
-}
-
+// classedError is an error of a class the runtime chose (Errorf).
 type classedError struct {
-	class string
+	class errclass.Class
 	err   error
 }
 
-func (e *classedError) Error() string { return e.err.Error() }
-func (e *classedError) Unwrap() error { return e.err }
-func (e *classedError) Class() string { return e.class }
+func (e *classedError) Error() string         { return e.err.Error() }
+func (e *classedError) Unwrap() error         { return e.err }
+func (e *classedError) Class() errclass.Class { return e.class }
 
-// Errorf returns an error of the given class.
-func Errorf(class, format string, args ...any) error {
+// Errorf returns an error of the given class. An executor's error chooses
+// its class with a Class() errclass.Class method; any other is class
+// "error" (errclass.Other), which is not retried.
+func Errorf(class errclass.Class, format string, args ...any) error {
 	return &classedError{class: class, err: fmt.Errorf(format, args...)}
 }
 
-// ClassOf returns an error's class.
-func ClassOf(err error) string {
-	var c Classed
-	if errors.As(err, &c) {
-		return c.Class()
+// ClassOf returns an error's class: the one it names, timeout for a
+// deadline, else errclass.Other.
+func ClassOf(err error) errclass.Class {
+	if c := errclass.Of(err); c != "" {
+		return c
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return ClassTimeout
+		return errclass.Timeout
 	}
-	return ClassError
+	return errclass.Other
 }
 
-func retryable(class string, r []string) bool {
+func retryable(class errclass.Class, r []errclass.Class) bool {
 	if len(r) == 0 {
 		r = defaultRetryOn
 	}
@@ -67,7 +52,7 @@ func retryable(class string, r []string) bool {
 // it happened. An enclosing loop, map or call passes it on unchanged.
 type NodeError struct {
 	Path  string
-	Class string
+	Class errclass.Class
 	Err   error
 }
 

@@ -3,6 +3,8 @@ package runtime
 import (
 	"sync"
 	"time"
+
+	"github.com/flowrun/flowrun/errclass"
 )
 
 // Event types.
@@ -37,7 +39,7 @@ type Event struct {
 	DurationMS float64        `json:"duration_ms,omitempty"`
 	Output     any            `json:"output,omitempty"`
 	Error      string         `json:"error,omitempty"`
-	Class      string         `json:"class,omitempty"`
+	Class      errclass.Class `json:"class,omitempty"`
 	Message    string         `json:"message,omitempty"`
 	Status     string         `json:"status,omitempty"`
 	Outputs    map[string]any `json:"outputs,omitempty"`

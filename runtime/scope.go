@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 )
 
 // Flow is how a block ended.
@@ -54,7 +55,7 @@ func (s *Scope) refresh() *dsl.Env {
 func (s *Scope) Eval(e *dsl.Expr) (any, error) {
 	v, err := e.Eval(s.refresh())
 	if err != nil {
-		return nil, Errorf(ClassExpression, "%w", err)
+		return nil, Errorf(errclass.Expression, "%w", err)
 	}
 	return v, nil
 }
@@ -63,7 +64,7 @@ func (s *Scope) Eval(e *dsl.Expr) (any, error) {
 func (s *Scope) EvalBool(e *dsl.Expr) (bool, error) {
 	b, err := e.EvalBool(s.refresh())
 	if err != nil {
-		return false, Errorf(ClassExpression, "%w", err)
+		return false, Errorf(errclass.Expression, "%w", err)
 	}
 	return b, nil
 }
@@ -72,7 +73,7 @@ func (s *Scope) EvalBool(e *dsl.Expr) (bool, error) {
 func (s *Scope) EvalValue(v *dsl.Value) (any, error) {
 	x, err := v.Eval(s.refresh())
 	if err != nil {
-		return nil, Errorf(ClassExpression, "%w", err)
+		return nil, Errorf(errclass.Expression, "%w", err)
 	}
 	return x, nil
 }
@@ -81,7 +82,7 @@ func (s *Scope) EvalValue(v *dsl.Value) (any, error) {
 func (s *Scope) Render(t *dsl.Template) (string, error) {
 	x, err := t.Render(s.refresh())
 	if err != nil {
-		return "", Errorf(ClassExpression, "%w", err)
+		return "", Errorf(errclass.Expression, "%w", err)
 	}
 	return x, nil
 }
@@ -269,7 +270,7 @@ func (s *Scope) ToolScope(seg string, args map[string]any) *Scope {
 func (s *Scope) runPipeline(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, seg string, journaled bool) (map[string]any, error) {
 	in, err := PrepareInputs(p, inputs)
 	if err != nil {
-		return nil, Errorf(ClassCritical, "%w", err)
+		return nil, Errorf(errclass.Critical, "%w", err)
 	}
 	sub := s.run.topScope(p, in, s.path+seg)
 	if !journaled {
@@ -280,7 +281,7 @@ func (s *Scope) runPipeline(ctx context.Context, p *dsl.Pipeline, inputs map[str
 	}
 	out, err := sub.outputs(p)
 	if err != nil {
-		return nil, Errorf(ClassExpression, "%w", err)
+		return nil, Errorf(errclass.Expression, "%w", err)
 	}
 	return out, nil
 }
@@ -387,7 +388,7 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 	}
 	exec := s.run.kinds[n.Kind]
 	if exec == nil {
-		return "", &NodeError{Path: s.Path(n.ID), Class: ClassCritical, Err: fmt.Errorf("node kind %s is not available in this build yet", n.Kind)}
+		return "", &NodeError{Path: s.Path(n.ID), Class: errclass.Critical, Err: fmt.Errorf("node kind %s is not available in this build yet", n.Kind)}
 	}
 	var start time.Time // only events need the time
 	if s.run.sink.sink != nil {
@@ -443,7 +444,7 @@ func (s *Scope) try(ctx context.Context, exec Executor, n *dsl.Node) (Outcome, e
 	defer cancel()
 	out, err := exec.Execute(nctx, s, n)
 	if err != nil && nctx.Err() != nil && ctx.Err() == nil {
-		err = Errorf(ClassTimeout, "timed out after %s (timeout: %s)", n.Timeout, n.Timeout)
+		err = Errorf(errclass.Timeout, "timed out after %s (timeout: %s)", n.Timeout, n.Timeout)
 	}
 	return out, err
 }
@@ -456,7 +457,7 @@ func EndsRun(err error) bool {
 	return errors.As(err, &stop) || errors.As(err, &wait)
 }
 
-func classOf(err error) string {
+func classOf(err error) errclass.Class {
 	var ne *NodeError
 	if errors.As(err, &ne) {
 		return ne.Class
@@ -596,7 +597,7 @@ func (s *Scope) fail(ctx context.Context, n *dsl.Node, err error, start time.Tim
 	if !handled {
 		return "", ne
 	}
-	out := map[string]any{"error": map[string]any{"class": ne.Class, "message": ne.Err.Error(), "path": ne.Path}}
+	out := map[string]any{"error": map[string]any{"class": string(ne.Class), "message": ne.Err.Error(), "path": ne.Path}}
 	s.setOutput(n.ID, out)
 	next := n.OnError
 	if next == "continue" {

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 )
 
 // usage is what a run has spent on model calls, shared by all its scopes.
@@ -106,17 +107,17 @@ func (s *Scope) joinMemories(c *Scope) {
 
 // Turn is one model exchange, recorded as an event.
 type Turn struct {
-	Model     string  `json:"model"`
-	Endpoint  string  `json:"endpoint,omitempty"`
-	Attempt   int     `json:"attempt"` // the node's attempt
-	Try       int     `json:"try"`     // the HTTP try within it
-	Messages  any     `json:"messages,omitempty"`
-	Reply     any     `json:"reply,omitempty"`
-	Usage     any     `json:"usage,omitempty"`
-	CostUSD   float64 `json:"cost_usd,omitempty"`
-	LatencyMS float64 `json:"latency_ms"`
-	Class     string  `json:"class,omitempty"`
-	Error     string  `json:"error,omitempty"`
+	Model     string         `json:"model"`
+	Endpoint  string         `json:"endpoint,omitempty"`
+	Attempt   int            `json:"attempt"` // the node's attempt
+	Try       int            `json:"try"`     // the HTTP try within it
+	Messages  any            `json:"messages,omitempty"`
+	Reply     any            `json:"reply,omitempty"`
+	Usage     any            `json:"usage,omitempty"`
+	CostUSD   float64        `json:"cost_usd,omitempty"`
+	LatencyMS float64        `json:"latency_ms"`
+	Class     errclass.Class `json:"class,omitempty"`
+	Error     string         `json:"error,omitempty"`
 }
 
 // ToolCall is one tool an agent called, recorded as an event.

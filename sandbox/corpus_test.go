@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/proc"
 	"github.com/flowrun/flowrun/internal/proc/proctest"
 )
@@ -19,7 +20,7 @@ type hostile struct {
 	lang   string
 	source string
 	limits Limits
-	class  string                          // expected error class; "" means ok
+	class  errclass.Class                  // expected error class; "" means ok
 	check  func(t *testing.T, res *Result) // more assertions, if any
 	item   int                             // the issue 10 item the case guards, if any
 	// cold cases are compiled inside the run, so that their timeout covers
@@ -42,54 +43,54 @@ func goFn(imports, body string) string {
 }
 
 var corpus = []hostile{
-	{name: "infinite loop", lang: Python, source: pyFn("while True:\n    pass"), limits: Limits{Timeout: 500 * time.Millisecond}, class: ClassTimeout},
-	{name: "infinite loop", lang: Go, source: goFn("", "for {\n}"), limits: Limits{Timeout: 500 * time.Millisecond}, class: ClassTimeout},
-	{name: "memory bomb", lang: Python, source: pyFn("x = []\nwhile True:\n    x.append(bytearray(1 << 20))"), limits: Limits{MemoryMB: 64}, class: ClassMemoryLimit},
-	{name: "memory bomb", lang: Go, source: goFn("", "var x [][]byte\nfor {\n\tx = append(x, make([]byte, 1<<20))\n}"), limits: Limits{MemoryMB: 64}, class: ClassMemoryLimit},
-	{name: "stdout flood", lang: Python, source: pyFn("while True:\n    print('x' * 1000)"), limits: Limits{MaxOutputBytes: 10000}, class: ClassOutputLimit, check: keptOutput},
-	{name: "stdout flood", lang: Go, source: goFn(`"fmt"; "strings"`, "for {\n\tfmt.Println(strings.Repeat(\"x\", 1000))\n}"), limits: Limits{MaxOutputBytes: 10000}, class: ClassOutputLimit, check: keptOutput},
-	{name: "stderr flood", lang: Python, source: pyFn("import sys\nwhile True:\n    sys.stderr.write('e' * 1000)"), limits: Limits{MaxOutputBytes: 10000}, class: ClassOutputLimit},
-	{name: "stderr flood", lang: Go, source: goFn(`"os"`, "for {\n\tos.Stderr.WriteString(\"eeee\")\n}"), limits: Limits{MaxOutputBytes: 10000}, class: ClassOutputLimit},
-	{name: "read /etc/passwd", lang: Python, source: pyFn("return open('/etc/passwd').read()"), class: ClassRuntimeError, check: mentions("Capabilities insufficient")},
-	{name: "read /etc/passwd", lang: Go, source: goFn(`"os"`, "b, err := os.ReadFile(\"/etc/passwd\")\nif err != nil {\n\tpanic(err)\n}\nreturn string(b)"), class: ClassRuntimeError},
-	{name: "path traversal through the stdlib mount", lang: Python, source: pyFn("return open('" + pythonGuestLib + "/../../../../etc/passwd').read()"), class: ClassRuntimeError},
-	{name: "writing into the stdlib mount", lang: Python, source: pyFn("open('" + pythonGuestLib + "/evil.py', 'w').write('x')"), class: ClassRuntimeError},
-	{name: "listing the root", lang: Python, source: pyFn("import os\nreturn sorted(os.listdir('/'))"), class: ClassRuntimeError, check: mentions("Capabilities insufficient")},
+	{name: "infinite loop", lang: Python, source: pyFn("while True:\n    pass"), limits: Limits{Timeout: 500 * time.Millisecond}, class: errclass.Timeout},
+	{name: "infinite loop", lang: Go, source: goFn("", "for {\n}"), limits: Limits{Timeout: 500 * time.Millisecond}, class: errclass.Timeout},
+	{name: "memory bomb", lang: Python, source: pyFn("x = []\nwhile True:\n    x.append(bytearray(1 << 20))"), limits: Limits{MemoryMB: 64}, class: errclass.MemoryLimit},
+	{name: "memory bomb", lang: Go, source: goFn("", "var x [][]byte\nfor {\n\tx = append(x, make([]byte, 1<<20))\n}"), limits: Limits{MemoryMB: 64}, class: errclass.MemoryLimit},
+	{name: "stdout flood", lang: Python, source: pyFn("while True:\n    print('x' * 1000)"), limits: Limits{MaxOutputBytes: 10000}, class: errclass.OutputLimit, check: keptOutput},
+	{name: "stdout flood", lang: Go, source: goFn(`"fmt"; "strings"`, "for {\n\tfmt.Println(strings.Repeat(\"x\", 1000))\n}"), limits: Limits{MaxOutputBytes: 10000}, class: errclass.OutputLimit, check: keptOutput},
+	{name: "stderr flood", lang: Python, source: pyFn("import sys\nwhile True:\n    sys.stderr.write('e' * 1000)"), limits: Limits{MaxOutputBytes: 10000}, class: errclass.OutputLimit},
+	{name: "stderr flood", lang: Go, source: goFn(`"os"`, "for {\n\tos.Stderr.WriteString(\"eeee\")\n}"), limits: Limits{MaxOutputBytes: 10000}, class: errclass.OutputLimit},
+	{name: "read /etc/passwd", lang: Python, source: pyFn("return open('/etc/passwd').read()"), class: errclass.RuntimeError, check: mentions("Capabilities insufficient")},
+	{name: "read /etc/passwd", lang: Go, source: goFn(`"os"`, "b, err := os.ReadFile(\"/etc/passwd\")\nif err != nil {\n\tpanic(err)\n}\nreturn string(b)"), class: errclass.RuntimeError},
+	{name: "path traversal through the stdlib mount", lang: Python, source: pyFn("return open('" + pythonGuestLib + "/../../../../etc/passwd').read()"), class: errclass.RuntimeError},
+	{name: "writing into the stdlib mount", lang: Python, source: pyFn("open('" + pythonGuestLib + "/evil.py', 'w').write('x')"), class: errclass.RuntimeError},
+	{name: "listing the root", lang: Python, source: pyFn("import os\nreturn sorted(os.listdir('/'))"), class: errclass.RuntimeError, check: mentions("Capabilities insufficient")},
 	{name: "listing the stdlib mount", lang: Python, source: pyFn("import os\nreturn len(os.listdir('" + pythonGuestLib + "')) > 100"), check: func(t *testing.T, res *Result) {
 		if res.Result != true {
 			t.Errorf("the stdlib should be readable: %v", res.Result)
 		}
 	}},
-	{name: "open a socket", lang: Python, source: pyFn("import socket\ns = socket.socket()\ns.connect(('127.0.0.1', 80))"), class: ClassRuntimeError},
-	{name: "open a socket", lang: Go, source: goFn(`"net"`, "c, err := net.Dial(\"tcp\", \"127.0.0.1:80\")\nif err != nil {\n\tpanic(err)\n}\nreturn c != nil"), class: ClassRuntimeError},
-	{name: "spawn a subprocess", lang: Python, source: pyFn("import subprocess\nreturn subprocess.run(['ls'], capture_output=True).stdout"), class: ClassRuntimeError},
-	{name: "spawn a subprocess", lang: Go, source: goFn(`"os/exec"`, "out, err := exec.Command(\"ls\").Output()\nif err != nil {\n\tpanic(err)\n}\nreturn string(out)"), class: ClassRuntimeError},
+	{name: "open a socket", lang: Python, source: pyFn("import socket\ns = socket.socket()\ns.connect(('127.0.0.1', 80))"), class: errclass.RuntimeError},
+	{name: "open a socket", lang: Go, source: goFn(`"net"`, "c, err := net.Dial(\"tcp\", \"127.0.0.1:80\")\nif err != nil {\n\tpanic(err)\n}\nreturn c != nil"), class: errclass.RuntimeError},
+	{name: "spawn a subprocess", lang: Python, source: pyFn("import subprocess\nreturn subprocess.run(['ls'], capture_output=True).stdout"), class: errclass.RuntimeError},
+	{name: "spawn a subprocess", lang: Go, source: goFn(`"os/exec"`, "out, err := exec.Command(\"ls\").Output()\nif err != nil {\n\tpanic(err)\n}\nreturn string(out)"), class: errclass.RuntimeError},
 	{name: "os.environ", lang: Python, source: pyFn("import os\nreturn dict(os.environ)"), check: emptyEnv},
 	{name: "os.environ", lang: Go, source: goFn(`"os"`, "return os.Environ()"), check: emptyEnv},
-	{name: "deep recursion", lang: Python, source: "def g(n):\n    return g(n + 1) + 1\n\ndef f():\n    return g(0)\n", class: ClassRuntimeError},
-	{name: "deep recursion", lang: Go, source: "package main\n\nfunc g(n int) int { return g(n+1) + 1 }\n\nfunc f() any { return g(0) }\n", limits: Limits{MemoryMB: 512, Timeout: time.Minute}, class: ClassRuntimeError},
-	{name: "100 MB result", lang: Python, source: pyFn("return 'x' * 100_000_000"), limits: Limits{MemoryMB: 512}, class: ClassOutputLimit},
-	{name: "100 MB result", lang: Go, source: goFn(`"strings"`, "return strings.Repeat(\"x\", 100_000_000)"), limits: Limits{MemoryMB: 768, Timeout: time.Minute}, class: ClassOutputLimit},
-	{name: "syntax error", lang: Python, source: "def f():\n    return (1 +\n\nx = 2\n", class: ClassCompileError, check: atLine(2)},
-	{name: "syntax error", lang: Go, source: "package main\n\nfunc f() any {\n\treturn 1 +\n}\n", class: ClassCompileError, check: atLine(5)},
-	{name: "exception deep in a helper", lang: Python, source: "def helper(grid):\n    return grid[99]\n\ndef middle(g):\n    return helper(g)\n\ndef f():\n    return middle([1, 2])\n", class: ClassRuntimeError, check: all(atLine(2), mentions("IndexError"), mentions("in helper"), lacks("harness"), lacks("_main"))},
-	{name: "panic deep in a helper", lang: Go, source: "package main\n\nfunc helper(g []int) int {\n\treturn g[99]\n}\n\nfunc f() any { return helper([]int{1, 2}) }\n", class: ClassRuntimeError, check: all(atLine(4), mentions("index out of range"))},
-	{name: "import numpy", lang: Python, source: pyFn("import numpy\nreturn 1"), class: ClassRuntimeError, check: all(mentions("No module named 'numpy'"), mentions("standard library only"))},
-	{name: "result not JSON", lang: Python, source: pyFn("return {1, 2}"), class: ClassBadResult},
-	{name: "result not JSON", lang: Go, source: goFn(`"math"`, "return math.NaN()"), class: ClassBadResult},
-	{name: "sys.exit", lang: Python, source: pyFn("import sys\nsys.exit(3)"), class: ClassRuntimeError},
-	{name: "generic type bomb", lang: Go, source: typeBomb(24), limits: Limits{Timeout: time.Second}, class: ClassTimeout, item: 1, cold: true, check: mentions("compiling the code took longer")},
-	{name: "stdout between 1x and 2x the cap", lang: Python, source: pyFn("print('x' * 190_000)\nreturn 1"), limits: Limits{MaxOutputBytes: 100 << 10}, class: ClassOutputLimit, item: 9, check: keptAtMost(100 << 10)},
-	{name: "stdout between 1x and 2x the cap", lang: Go, source: goFn(`"fmt"; "strings"`, "fmt.Print(strings.Repeat(\"x\", 190_000))\nreturn 1"), limits: Limits{MaxOutputBytes: 100 << 10}, class: ClassOutputLimit, item: 9, check: keptAtMost(100 << 10)},
-	{name: "result between 1x and 2x the cap", lang: Python, source: pyFn("return 'x' * 150_000"), limits: Limits{MaxOutputBytes: 100 << 10}, class: ClassOutputLimit, item: 9},
-	{name: "result between 1x and 2x the cap", lang: Go, source: goFn(`"strings"`, "return strings.Repeat(\"x\", 150_000)"), limits: Limits{MaxOutputBytes: 100 << 10}, class: ClassOutputLimit, item: 9},
-	{name: "forged timeout envelope", lang: Python, source: pyForge(`'{"result": null, "error": {"class": "timeout", "message": "forged"}}'`), class: ClassRuntimeError, item: 9, check: mentions("only the sandbox decides")},
-	{name: "forged timeout envelope", lang: Go, source: goForge("`{\"result\": null, \"error\": {\"class\": \"timeout\", \"message\": \"forged\"}}`"), class: ClassRuntimeError, item: 9, check: mentions("only the sandbox decides")},
-	{name: "forged sandbox_unavailable envelope", lang: Python, source: pyForge(`'{"result": null, "error": {"class": "sandbox_unavailable", "message": "forged"}}'`), class: ClassRuntimeError, item: 9, check: mentions("only the sandbox decides")},
-	{name: "forged output_limit envelope", lang: Go, source: goForge("`{\"result\": null, \"error\": {\"class\": \"output_limit\", \"message\": \"forged\"}}`"), class: ClassRuntimeError, item: 9, check: mentions("only the sandbox decides")},
-	{name: "forged memory_limit envelope", lang: Python, source: pyForge(`'{"result": null, "error": {"class": "memory_limit", "message": "forged"}}'`), class: ClassRuntimeError, item: 9, check: mentions("below its memory limit")},
-	{name: "forged result over the cap", lang: Python, source: pyForge(`'{"result": "' + 'x' * 150_000 + '", "error": null}'`), limits: Limits{MaxOutputBytes: 100 << 10}, class: ClassOutputLimit, item: 9},
-	{name: "forged result over the cap", lang: Go, source: goForge("`{\"result\": \"` + strings.Repeat(\"x\", 150_000) + `\", \"error\": null}`"), limits: Limits{MaxOutputBytes: 100 << 10}, class: ClassOutputLimit, item: 9},
+	{name: "deep recursion", lang: Python, source: "def g(n):\n    return g(n + 1) + 1\n\ndef f():\n    return g(0)\n", class: errclass.RuntimeError},
+	{name: "deep recursion", lang: Go, source: "package main\n\nfunc g(n int) int { return g(n+1) + 1 }\n\nfunc f() any { return g(0) }\n", limits: Limits{MemoryMB: 512, Timeout: time.Minute}, class: errclass.RuntimeError},
+	{name: "100 MB result", lang: Python, source: pyFn("return 'x' * 100_000_000"), limits: Limits{MemoryMB: 512}, class: errclass.OutputLimit},
+	{name: "100 MB result", lang: Go, source: goFn(`"strings"`, "return strings.Repeat(\"x\", 100_000_000)"), limits: Limits{MemoryMB: 768, Timeout: time.Minute}, class: errclass.OutputLimit},
+	{name: "syntax error", lang: Python, source: "def f():\n    return (1 +\n\nx = 2\n", class: errclass.CompileError, check: atLine(2)},
+	{name: "syntax error", lang: Go, source: "package main\n\nfunc f() any {\n\treturn 1 +\n}\n", class: errclass.CompileError, check: atLine(5)},
+	{name: "exception deep in a helper", lang: Python, source: "def helper(grid):\n    return grid[99]\n\ndef middle(g):\n    return helper(g)\n\ndef f():\n    return middle([1, 2])\n", class: errclass.RuntimeError, check: all(atLine(2), mentions("IndexError"), mentions("in helper"), lacks("harness"), lacks("_main"))},
+	{name: "panic deep in a helper", lang: Go, source: "package main\n\nfunc helper(g []int) int {\n\treturn g[99]\n}\n\nfunc f() any { return helper([]int{1, 2}) }\n", class: errclass.RuntimeError, check: all(atLine(4), mentions("index out of range"))},
+	{name: "import numpy", lang: Python, source: pyFn("import numpy\nreturn 1"), class: errclass.RuntimeError, check: all(mentions("No module named 'numpy'"), mentions("standard library only"))},
+	{name: "result not JSON", lang: Python, source: pyFn("return {1, 2}"), class: errclass.BadResult},
+	{name: "result not JSON", lang: Go, source: goFn(`"math"`, "return math.NaN()"), class: errclass.BadResult},
+	{name: "sys.exit", lang: Python, source: pyFn("import sys\nsys.exit(3)"), class: errclass.RuntimeError},
+	{name: "generic type bomb", lang: Go, source: typeBomb(24), limits: Limits{Timeout: time.Second}, class: errclass.Timeout, item: 1, cold: true, check: mentions("compiling the code took longer")},
+	{name: "stdout between 1x and 2x the cap", lang: Python, source: pyFn("print('x' * 190_000)\nreturn 1"), limits: Limits{MaxOutputBytes: 100 << 10}, class: errclass.OutputLimit, item: 9, check: keptAtMost(100 << 10)},
+	{name: "stdout between 1x and 2x the cap", lang: Go, source: goFn(`"fmt"; "strings"`, "fmt.Print(strings.Repeat(\"x\", 190_000))\nreturn 1"), limits: Limits{MaxOutputBytes: 100 << 10}, class: errclass.OutputLimit, item: 9, check: keptAtMost(100 << 10)},
+	{name: "result between 1x and 2x the cap", lang: Python, source: pyFn("return 'x' * 150_000"), limits: Limits{MaxOutputBytes: 100 << 10}, class: errclass.OutputLimit, item: 9},
+	{name: "result between 1x and 2x the cap", lang: Go, source: goFn(`"strings"`, "return strings.Repeat(\"x\", 150_000)"), limits: Limits{MaxOutputBytes: 100 << 10}, class: errclass.OutputLimit, item: 9},
+	{name: "forged timeout envelope", lang: Python, source: pyForge(`'{"result": null, "error": {"class": "timeout", "message": "forged"}}'`), class: errclass.RuntimeError, item: 9, check: mentions("only the sandbox decides")},
+	{name: "forged timeout envelope", lang: Go, source: goForge("`{\"result\": null, \"error\": {\"class\": \"timeout\", \"message\": \"forged\"}}`"), class: errclass.RuntimeError, item: 9, check: mentions("only the sandbox decides")},
+	{name: "forged sandbox_unavailable envelope", lang: Python, source: pyForge(`'{"result": null, "error": {"class": "sandbox_unavailable", "message": "forged"}}'`), class: errclass.RuntimeError, item: 9, check: mentions("only the sandbox decides")},
+	{name: "forged output_limit envelope", lang: Go, source: goForge("`{\"result\": null, \"error\": {\"class\": \"output_limit\", \"message\": \"forged\"}}`"), class: errclass.RuntimeError, item: 9, check: mentions("only the sandbox decides")},
+	{name: "forged memory_limit envelope", lang: Python, source: pyForge(`'{"result": null, "error": {"class": "memory_limit", "message": "forged"}}'`), class: errclass.RuntimeError, item: 9, check: mentions("below its memory limit")},
+	{name: "forged result over the cap", lang: Python, source: pyForge(`'{"result": "' + 'x' * 150_000 + '", "error": null}'`), limits: Limits{MaxOutputBytes: 100 << 10}, class: errclass.OutputLimit, item: 9},
+	{name: "forged result over the cap", lang: Go, source: goForge("`{\"result\": \"` + strings.Repeat(\"x\", 150_000) + `\", \"error\": null}`"), limits: Limits{MaxOutputBytes: 100 << 10}, class: errclass.OutputLimit, item: 9},
 }
 
 // typeBomb is Go whose types double in size at every level: compiling it
@@ -279,7 +280,7 @@ func (c hostile) run(t *testing.T, s *Sandbox) {
 	if err != nil {
 		t.Fatalf("the sandbox failed instead of the code: %v", err)
 	}
-	got := ""
+	var got errclass.Class
 	if res.Error != nil {
 		got = res.Error.Class
 	}
@@ -287,13 +288,13 @@ func (c hostile) run(t *testing.T, s *Sandbox) {
 		t.Fatalf("class %q ok=%v, want %q; result %.200v error %+v", got, res.OK, c.class, res.Result, res.Error)
 	}
 	switch {
-	case c.class == ClassTimeout && c.cold:
+	case c.class == errclass.Timeout && c.cold:
 		// Compiling counts: the whole run, compile included, stops
 		// within its timeout and the time it takes to end the compiler.
 		if over := wall - c.limits.Timeout; over > 500*time.Millisecond {
 			t.Errorf("stopped %s after the deadline", over)
 		}
-	case c.class == ClassTimeout:
+	case c.class == errclass.Timeout:
 		// The code must stop within 100 ms of its deadline (which
 		// finding the cached build moved a little earlier).
 		if over := res.DurationMS - float64(c.limits.Timeout.Milliseconds()); over > 100 || over < -20 {

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/proc"
 )
 
@@ -211,7 +212,7 @@ func (g *goBuilds) build(ctx context.Context, source, call string, timeout time.
 		case bctx.Err() != nil:
 			return g.stopped(ctx, timeout, true)
 		case grp.OverMemory():
-			return "", failed(ClassMemoryLimit, "compiling the code took more than %d MiB and was stopped", g.memory>>20), nil
+			return "", failed(errclass.MemoryLimit, "compiling the code took more than %d MiB and was stopped", g.memory>>20), nil
 		}
 		return "", goCompileError(stderr.buf.String(), call, err), nil
 	}
@@ -229,9 +230,9 @@ func (g *goBuilds) stopped(ctx context.Context, timeout time.Duration, compiling
 		return "", nil, err
 	}
 	if compiling {
-		return "", failed(ClassTimeout, "compiling the code took longer than its timeout (%s) and was stopped", timeout), nil
+		return "", failed(errclass.Timeout, "compiling the code took longer than its timeout (%s) and was stopped", timeout), nil
 	}
-	return "", failed(ClassTimeout, "the same code was still being compiled for another run when its timeout (%s) passed", timeout), nil
+	return "", failed(errclass.Timeout, "the same code was still being compiled for another run when its timeout (%s) passed", timeout), nil
 }
 
 // removeStaleBuilds removes build directories a killed flowrun left behind.
@@ -246,7 +247,7 @@ func removeStaleBuilds(dir string) {
 
 func goCompileError(out, call string, err error) *Result {
 	if strings.Contains(out, "flowrun_main.go") && strings.Contains(out, "undefined: "+call) {
-		return failed(ClassCompileError, "the code defines no function named %s", call)
+		return failed(errclass.CompileError, "the code defines no function named %s", call)
 	}
 	var msgs []string
 	line := 0
@@ -257,9 +258,9 @@ func goCompileError(out, call string, err error) *Result {
 		msgs = append(msgs, fmt.Sprintf("line %s:%s: %s", m[1], m[2], m[3]))
 	}
 	if len(msgs) == 0 {
-		return failed(ClassCompileError, "go build: %v: %s", err, strings.TrimSpace(out))
+		return failed(errclass.CompileError, "go build: %v: %s", err, strings.TrimSpace(out))
 	}
-	return &Result{Error: &Error{Class: ClassCompileError, Message: strings.Join(msgs, "\n"), Line: line}}
+	return &Result{Error: &Error{Class: errclass.CompileError, Message: strings.Join(msgs, "\n"), Line: line}}
 }
 
 // renamedMain is what the code's own main function is called in a build.
@@ -276,7 +277,7 @@ func prepareGoSource(src string) (out string, hasMain bool, res *Result) {
 		if m := regexp.MustCompile(`code\.go:(\d+)`).FindStringSubmatch(err.Error()); m != nil {
 			line, _ = strconv.Atoi(m[1])
 		}
-		return "", false, &Result{Error: &Error{Class: ClassCompileError, Message: strings.ReplaceAll(err.Error(), "code.go:", "line "), Line: line}}
+		return "", false, &Result{Error: &Error{Class: errclass.CompileError, Message: strings.ReplaceAll(err.Error(), "code.go:", "line "), Line: line}}
 	}
 	type edit struct {
 		off, end int

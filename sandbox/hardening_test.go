@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/proc/proctest"
 )
 
@@ -67,7 +68,7 @@ func TestHardening01GoCompileBounded(t *testing.T) {
 		s.goCache.memory = 64 << 20
 		defer func() { s.goCache.memory = goBuildMemory }()
 		res, err := s.Run(context.Background(), Request{Language: Go, Source: typeBomb(24), Call: "f", Limits: Limits{Timeout: 10 * time.Minute}})
-		if err != nil || res.Error == nil || res.Error.Class != ClassMemoryLimit {
+		if err != nil || res.Error == nil || res.Error.Class != errclass.MemoryLimit {
 			t.Fatalf("want memory_limit, got %v %+v", err, res)
 		}
 		assertBuildGone(t, s.opts.CacheDir)
@@ -187,7 +188,7 @@ func TestHardening01NoBuildDirectoryLeftOnError(t *testing.T) {
 	s := New(Options{CacheDir: dir})
 	defer s.Close()
 	res, err := s.Run(context.Background(), Request{Language: Go, Source: goFn("", "return undefinedName"), Call: "f"})
-	if err != nil || res.Error == nil || res.Error.Class != ClassCompileError {
+	if err != nil || res.Error == nil || res.Error.Class != errclass.CompileError {
 		t.Fatalf("%v %+v", err, res)
 	}
 	assertBuildGone(t, dir)

@@ -16,8 +16,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/proc"
+	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/sandbox/bounds"
 )
 
 // Languages.
@@ -25,17 +27,6 @@ const (
 	Python = "python"
 	Go     = "go"
 	Wasm   = "wasm"
-)
-
-// Error classes of a run.
-const (
-	ClassCompileError = "compile_error"
-	ClassRuntimeError = "runtime_error"
-	ClassTimeout      = "timeout"
-	ClassMemoryLimit  = "memory_limit"
-	ClassOutputLimit  = "output_limit"
-	ClassBadResult    = "bad_result"
-	ClassUnavailable  = "sandbox_unavailable"
 )
 
 // Limits bound one run. Zero values take the defaults.
@@ -85,12 +76,12 @@ type Result struct {
 
 // Error is a run's failure.
 type Error struct {
-	Class   string `json:"class"`
-	Message string `json:"message"`
-	Line    int    `json:"line,omitempty"`
+	Class   errclass.Class `json:"class"` // compile_error, runtime_error, timeout, memory_limit, output_limit or bad_result
+	Message string         `json:"message"`
+	Line    int            `json:"line,omitempty"`
 }
 
-func failed(class, format string, args ...any) *Result {
+func failed(class errclass.Class, format string, args ...any) *Result {
 	return &Result{Error: &Error{Class: class, Message: fmt.Sprintf(format, args...)}}
 }
 
@@ -100,7 +91,7 @@ type UnavailableError struct{ Reason string }
 func (e *UnavailableError) Error() string { return "sandbox unavailable: " + e.Reason }
 
 // Class is the runtime error class of an unusable sandbox.
-func (e *UnavailableError) Class() string { return ClassUnavailable }
+func (e *UnavailableError) Class() errclass.Class { return errclass.SandboxUnavailable }
 
 // Options configure a Sandbox.
 type Options struct {
@@ -205,10 +196,10 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 
 func (l Limits) check() error {
 	switch {
-	case l.MemoryMB > dsl.MaxSandboxMemoryMB:
-		return fmt.Errorf("sandbox memory limit %d MiB: a WebAssembly guest addresses at most %d MiB", l.MemoryMB, dsl.MaxSandboxMemoryMB)
-	case l.MaxOutputBytes > dsl.MaxSandboxOutputBytes:
-		return fmt.Errorf("sandbox output limit %d bytes: the most is %d", l.MaxOutputBytes, dsl.MaxSandboxOutputBytes)
+	case l.MemoryMB > bounds.MaxMemoryMB:
+		return fmt.Errorf("sandbox memory limit %d MiB: a WebAssembly guest addresses at most %d MiB", l.MemoryMB, bounds.MaxMemoryMB)
+	case l.MaxOutputBytes > bounds.MaxOutputBytes:
+		return fmt.Errorf("sandbox output limit %d bytes: the most is %d", l.MaxOutputBytes, bounds.MaxOutputBytes)
 	}
 	return nil
 }
@@ -249,7 +240,7 @@ func (s *Sandbox) prepare(ctx context.Context, req Request) (*job, *Result, erro
 		j.Stdin, err = json.Marshal(req.Args)
 	}
 	if err != nil {
-		return nil, failed(ClassRuntimeError, "args are not JSON: %v", err), nil
+		return nil, failed(errclass.RuntimeError, "args are not JSON: %v", err), nil
 	}
 	return j, nil, nil
 }
@@ -366,11 +357,11 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, limits Limits, compil
 			if werr := w.kill(); werr != nil {
 				err = werr
 			}
-			res := failed(ClassRuntimeError, "the sandbox worker died while running the code: %v", err)
+			res := failed(errclass.RuntimeError, "the sandbox worker died while running the code: %v", err)
 			res.DurationMS = msSince(started)
 			return res, nil
 		case <-deadline:
-			res := failed(ClassTimeout, "%s", timeoutMessage(limits.Timeout, compiling))
+			res := failed(errclass.Timeout, "%s", timeoutMessage(limits.Timeout, compiling))
 			res.DurationMS = msSince(started)
 			w.kill()
 			return res, nil
@@ -395,7 +386,7 @@ func finish(rep *report, maxOutput int) *Result {
 	res := &Result{Stdout: string(rep.Stdout), Stderr: string(rep.Stderr), Error: rep.Error}
 	over := ""
 	switch {
-	case rep.Error != nil && rep.Error.Class == ClassOutputLimit:
+	case rep.Error != nil && rep.Error.Class == errclass.OutputLimit:
 	case len(rep.Stdout) > maxOutput:
 		over = fmt.Sprintf("the code wrote %d bytes to stdout; the limit is %d", len(rep.Stdout), maxOutput)
 	case len(rep.Stderr) > maxOutput:
@@ -409,7 +400,7 @@ func finish(rep *report, maxOutput int) *Result {
 		if len(rep.Result) > 0 {
 			v, err := decodeJSON(rep.Result)
 			if err != nil {
-				res.Error = &Error{Class: ClassBadResult, Message: err.Error()}
+				res.Error = &Error{Class: errclass.BadResult, Message: err.Error()}
 				return res
 			}
 			res.Result = v
@@ -418,7 +409,7 @@ func finish(rep *report, maxOutput int) *Result {
 		return res
 	}
 	if over != "" {
-		res.Error = &Error{Class: ClassOutputLimit, Message: over}
+		res.Error = &Error{Class: errclass.OutputLimit, Message: over}
 	}
 	res.Stdout, res.Stderr = truncate(res.Stdout, maxOutput), truncate(res.Stderr, maxOutput)
 	return res
@@ -432,7 +423,7 @@ func truncate(s string, n int) string {
 }
 
 func decodeJSON(b []byte) (any, error) {
-	v, err := dsl.FromJSON(b)
+	v, err := jsonvalue.Decode(b)
 	if err != nil {
 		return nil, fmt.Errorf("the result is not JSON: %v", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/flowrun/flowrun/errclass"
 )
 
 // TestUserWasmModule runs a module the user brings: args JSON on stdin,
@@ -58,13 +60,13 @@ func main() {
 		t.Fatalf("%+v %+v", res, res.Error)
 	}
 	res, _ = s.Run(context.Background(), Request{Language: Wasm, Module: mod, Args: "not a list"})
-	if res.OK || res.Error.Class != ClassRuntimeError {
+	if res.OK || res.Error.Class != errclass.RuntimeError {
 		t.Fatalf("a module exiting 2 is a runtime error: %+v", res)
 	}
 	bad := filepath.Join(dir, "bad.wasm")
 	_ = os.WriteFile(bad, []byte("not wasm"), 0o644)
 	res, _ = s.Run(context.Background(), Request{Language: Wasm, Module: bad})
-	if res.OK || res.Error.Class != ClassCompileError {
+	if res.OK || res.Error.Class != errclass.CompileError {
 		t.Fatalf("a broken module is a compile error: %+v", res)
 	}
 }

@@ -16,11 +16,13 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
-	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/internal/proc"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/internal/proc"
+	"github.com/flowrun/flowrun/sandbox/bounds"
 )
 
 // recycleAfter and recycleRSS bound a worker's life: it asks to be replaced
@@ -146,7 +148,7 @@ func (h *host) compile(ctx context.Context, path string) (wazero.CompiledModule,
 // run runs one job in a fresh module instance. fatal is set when nothing
 // can run in this worker.
 func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fatal string) {
-	if j.MemoryMB < 1 || j.MemoryMB > dsl.MaxSandboxMemoryMB || j.MaxOutput < 1 || j.MaxOutput > dsl.MaxSandboxOutputBytes {
+	if j.MemoryMB < 1 || j.MemoryMB > bounds.MaxMemoryMB || j.MaxOutput < 1 || j.MaxOutput > bounds.MaxOutputBytes {
 		return nil, fmt.Sprintf("bad job: memory limit %d MiB, output limit %d bytes", j.MemoryMB, j.MaxOutput)
 	}
 	if err := h.runtime(ctx, j.CacheDir); err != nil {
@@ -167,7 +169,7 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 	compiled, err := h.compile(ctx, modPath)
 	if err != nil {
 		if j.Language == Wasm {
-			return &report{Error: &Error{Class: ClassCompileError, Message: fmt.Sprintf("loading module %s: %v", filepath.Base(modPath), err)}}, ""
+			return &report{Error: &Error{Class: errclass.CompileError, Message: fmt.Sprintf("loading module %s: %v", filepath.Base(modPath), err)}}, ""
 		}
 		return nil, fmt.Sprintf("compiling %s: %v", modPath, err)
 	}
@@ -238,14 +240,14 @@ func outcome(j *job, runErr error, outOfMemory bool, stdout, stderr *cappedBuffe
 				msg = fmt.Sprintf("the result is more than %d bytes and was cut off", j.MaxOutput)
 			}
 		}
-		rep.Error = &Error{Class: ClassOutputLimit, Message: msg}
+		rep.Error = &Error{Class: errclass.OutputLimit, Message: msg}
 		return rep
 	}
 	var exit *sys.ExitError
 	if runErr != nil && !(errors.As(runErr, &exit) && exit.ExitCode() == 0) {
 		switch {
 		case outOfMemory:
-			rep.Error = &Error{Class: ClassMemoryLimit, Message: fmt.Sprintf("the code ran out of memory (its limit is %d MiB)", j.MemoryMB)}
+			rep.Error = &Error{Class: errclass.MemoryLimit, Message: fmt.Sprintf("the code ran out of memory (its limit is %d MiB)", j.MemoryMB)}
 		case errors.As(runErr, &exit):
 			// A harness always exits 0; anything else is the guest's own
 			// exit, or a Go runtime's fatal error.
@@ -260,7 +262,7 @@ func outcome(j *job, runErr error, outOfMemory bool, stdout, stderr *cappedBuffe
 	}
 	i := bytes.LastIndex(out, marker)
 	if i < 0 {
-		rep.Error = &Error{Class: ClassRuntimeError, Message: "the code ended the program before it finished (sys.exit or os._exit?)"}
+		rep.Error = &Error{Class: errclass.RuntimeError, Message: "the code ended the program before it finished (sys.exit or os._exit?)"}
 		return rep
 	}
 	rep.Stdout = out[:i]
@@ -269,7 +271,7 @@ func outcome(j *job, runErr error, outOfMemory bool, stdout, stderr *cappedBuffe
 		Error  *Error          `json:"error"`
 	}
 	if err := json.Unmarshal(out[i+len(marker):], &env); err != nil {
-		rep.Error = &Error{Class: ClassRuntimeError, Message: "the sandbox harness's result was cut short"}
+		rep.Error = &Error{Class: errclass.RuntimeError, Message: "the sandbox harness's result was cut short"}
 		return rep
 	}
 	if env.Error != nil {
@@ -293,15 +295,15 @@ func envelopeMarker(nonce string) string { return "\n\x1eflowrun-result-" + nonc
 // sandbox_unavailable, which code that forges the envelope could claim.
 func claimed(e *Error, outOfMemory bool) *Error {
 	switch e.Class {
-	case ClassCompileError, ClassRuntimeError, ClassBadResult:
+	case errclass.CompileError, errclass.RuntimeError, errclass.BadResult:
 		return e
-	case ClassMemoryLimit:
+	case errclass.MemoryLimit:
 		if outOfMemory {
 			return e
 		}
-		return &Error{Class: ClassRuntimeError, Line: e.Line, Message: e.Message + " (the run was below its memory limit)"}
+		return &Error{Class: errclass.RuntimeError, Line: e.Line, Message: e.Message + " (the run was below its memory limit)"}
 	}
-	return &Error{Class: ClassRuntimeError, Line: e.Line, Message: fmt.Sprintf("the code reported the error class %q, which only the sandbox decides: %s", e.Class, e.Message)}
+	return &Error{Class: errclass.RuntimeError, Line: e.Line, Message: fmt.Sprintf("the code reported the error class %q, which only the sandbox decides: %s", e.Class, e.Message)}
 }
 
 // exitError describes a guest that exited with a non-zero status.
@@ -309,12 +311,12 @@ func exitError(code int, stderr []byte) *Error {
 	s := string(stderr)
 	switch {
 	case strings.Contains(s, "goroutine stack exceeds"):
-		return &Error{Class: ClassRuntimeError, Message: "the code recursed too deeply (stack overflow)"}
+		return &Error{Class: errclass.RuntimeError, Message: "the code recursed too deeply (stack overflow)"}
 	case strings.Contains(s, "fatal error: "):
 		i := strings.Index(s, "fatal error: ")
-		return &Error{Class: ClassRuntimeError, Message: firstLine(s[i:])}
+		return &Error{Class: errclass.RuntimeError, Message: firstLine(s[i:])}
 	}
-	return &Error{Class: ClassRuntimeError, Message: fmt.Sprintf("the code exited with status %d", code)}
+	return &Error{Class: errclass.RuntimeError, Message: fmt.Sprintf("the code exited with status %d", code)}
 }
 
 func firstLine(s string) string {
@@ -328,9 +330,9 @@ func firstLine(s string) string {
 func trapError(err error) *Error {
 	msg := err.Error()
 	if strings.Contains(msg, "stack overflow") || strings.Contains(msg, "call stack exhausted") {
-		return &Error{Class: ClassRuntimeError, Message: "the code recursed too deeply (stack overflow)"}
+		return &Error{Class: errclass.RuntimeError, Message: "the code recursed too deeply (stack overflow)"}
 	}
-	return &Error{Class: ClassRuntimeError, Message: "the code crashed: " + msg}
+	return &Error{Class: errclass.RuntimeError, Message: "the code crashed: " + msg}
 }
 
 // wasmResult reads a user module's result: its whole stdout, as JSON.
@@ -343,7 +345,7 @@ func wasmResult(rep *report) *report {
 	var v json.RawMessage
 	if err := json.Unmarshal(out, &v); err != nil {
 		rep.Stdout = out
-		rep.Error = &Error{Class: ClassBadResult, Message: "a wasm module's stdout is its result and must be JSON: " + err.Error()}
+		rep.Error = &Error{Class: errclass.BadResult, Message: "a wasm module's stdout is its result and must be JSON: " + err.Error()}
 		return rep
 	}
 	rep.Result = out

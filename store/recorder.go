@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/redact"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -589,7 +589,7 @@ func decodeCheckpoint(data string) (*runtime.Checkpoint, error) {
 	if err := json.Unmarshal([]byte(data), &cp); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	v, err := dsl.FromJSON([]byte(data))
+	v, err := jsonvalue.Decode([]byte(data))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/redact"
+	"github.com/flowrun/flowrun/jsonvalue"
 )
 
 // Run statuses the store knows beyond the runtime's.
@@ -121,7 +121,7 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 }
 
 func decodeMap(s string) map[string]any {
-	v, err := dsl.FromJSON([]byte(s))
+	v, err := jsonvalue.Decode([]byte(s))
 	if err != nil {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -89,7 +90,7 @@ func (h *terminalHuman) Answer(ctx context.Context, q runtime.Question) (any, bo
 		}
 		a, perr := parseAnswer(q.Schema, line)
 		if perr == nil {
-			perr = dsl.ValidateValue(q.Schema, a)
+			perr = jsonvalue.Validate(q.Schema, a)
 		}
 		if perr == nil {
 			return a, true, nil
@@ -128,7 +129,7 @@ func parseAnswer(schema map[string]any, text string) (any, error) {
 			return fieldAnswers(schema, strings.Fields(text))
 		}
 	}
-	v, err := dsl.FromJSON([]byte(text))
+	v, err := jsonvalue.Decode([]byte(text))
 	if err != nil {
 		return nil, fmt.Errorf("not JSON: %v", err)
 	}
@@ -210,7 +211,7 @@ func readAnswer(q *runtime.Question, values []string, file string) (any, error) 
 	if err != nil {
 		return nil, fmt.Errorf("--answer: %w", err)
 	}
-	if err := dsl.ValidateValue(schema, a); err != nil {
+	if err := jsonvalue.Validate(schema, a); err != nil {
 		return nil, fmt.Errorf("--answer does not match the question's schema: %w", err)
 	}
 	return a, nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/flowrun/flowrun/arc"
 	"github.com/flowrun/flowrun/internal/proc"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/sandbox"
@@ -53,6 +54,7 @@ Run "flowrun COMMAND --help" for a command's flags.
 
 func main() {
 	sandbox.WorkerMain()
+	arc.Register()
 	os.Exit(command(os.Args[1:]))
 }
 

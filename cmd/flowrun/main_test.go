@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flowrun/flowrun/arc"
 	"github.com/flowrun/flowrun/sandbox"
 )
 
@@ -259,6 +260,7 @@ func TestReadmeDiagnosticIsReal(t *testing.T) {
 // that tests can run it as a real subprocess (and kill it).
 func TestMain(m *testing.M) {
 	sandbox.WorkerMain()
+	arc.Register()
 	if os.Getenv("FLOWRUN_TEST_AS_CLI") == "1" {
 		os.Exit(command(os.Args[1:]))
 	}

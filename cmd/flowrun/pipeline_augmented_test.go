@@ -9,7 +9,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/arc"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm/llmtest"
 )
 
@@ -128,11 +129,11 @@ func TestAugmentedExampleTasks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		task, err := dsl.FromJSON(b)
+		task, err := jsonvalue.Decode(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		aug, err := dsl.ARCAugment(task)
+		aug, err := arc.Augment(task)
 		if err != nil {
 			t.Fatal(err)
 		}

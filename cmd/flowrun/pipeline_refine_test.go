@@ -9,7 +9,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/arc"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm/llmtest"
 )
 
@@ -327,7 +328,7 @@ func TestARCExampleTasks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		task, err := dsl.FromJSON(b)
+		task, err := jsonvalue.Decode(b)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
@@ -335,7 +336,7 @@ func TestARCExampleTasks(t *testing.T) {
 		for _, p := range task.(map[string]any)["train"].([]any) {
 			outs = append(outs, map[string]any{"output": p.(map[string]any)["output"]})
 		}
-		rep, err := dsl.ARCReport(outs, task)
+		rep, err := arc.Report(outs, task)
 		if err != nil || rep["solved_train"] != true {
 			t.Fatalf("%s: %v %v", f, err, rep["text"])
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
@@ -186,7 +187,7 @@ func readInputs(p *dsl.Pipeline, file string, kv []string) (map[string]any, erro
 			in[name] = raw
 			continue
 		}
-		if v, err := dsl.FromJSON([]byte(raw)); err == nil {
+		if v, err := jsonvalue.Decode([]byte(raw)); err == nil {
 			in[name] = v
 		} else {
 			in[name] = raw
@@ -293,7 +294,7 @@ func (t *textSink) Event(e runtime.Event) {
 	case runtime.EventSandboxRun:
 		status := "ok"
 		if e.Class != "" {
-			status = e.Class + ": " + firstLine(e.Error)
+			status = string(e.Class) + ": " + firstLine(e.Error)
 		}
 		fmt.Fprintf(t.w, "  code  %-40s %-8s %s %s\n", e.Path, e.Kind, status, duration(e.DurationMS))
 		if t.exchange {

@@ -1,6 +1,7 @@
-// Command gen writes the files generated from the dsl package's specs:
-// schemas/pipeline.schema.json and docs/reference.md. Run it with
-// go generate ./dsl; a test in dsl checks the committed files are current.
+// Command gen writes the files generated from the dsl package's specs and
+// its expression function registry, with the ARC functions the CLI links
+// in: schemas/pipeline.schema.json and docs/reference.md. Run it with
+// go generate ./dsl; its test checks the committed files are current.
 package main
 
 import (
@@ -8,18 +9,24 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/flowrun/flowrun/arc"
 	"github.com/flowrun/flowrun/dsl"
 )
 
 func main() {
-	root := ".."
-	files := map[string][]byte{
-		filepath.Join(root, "schemas", "pipeline.schema.json"): dsl.Schema(),
-		filepath.Join(root, "docs", "reference.md"):            []byte(dsl.Reference()),
-	}
-	for path, b := range files {
+	for path, b := range generated("..") {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			log.Fatal(err)
 		}
+	}
+}
+
+// generated maps each generated file's path, under the repository root
+// root, to its content.
+func generated(root string) map[string][]byte {
+	arc.Register()
+	return map[string][]byte{
+		filepath.Join(root, "schemas", "pipeline.schema.json"): dsl.Schema(),
+		filepath.Join(root, "docs", "reference.md"):            []byte(dsl.Reference()),
 	}
 }

@@ -1,4 +1,4 @@
-package dsl
+package arc
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestARCAugmentAddsRotationsAndFlips(t *testing.T) {
+func TestAugmentAddsRotationsAndFlips(t *testing.T) {
 	g := func(rows ...any) []any { return rows }
 	r := func(c ...any) []any { return c }
 	test := []any{map[string]any{"input": g(r(5))}}
@@ -20,7 +20,7 @@ func TestARCAugmentAddsRotationsAndFlips(t *testing.T) {
 		"test": test,
 		"name": "kept",
 	}
-	aug, err := ARCAugment(task)
+	aug, err := Augment(task)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestARCAugmentAddsRotationsAndFlips(t *testing.T) {
 	}
 }
 
-func TestARCAugmentErrors(t *testing.T) {
+func TestAugmentErrors(t *testing.T) {
 	for _, c := range []struct {
 		task any
 		want string
@@ -64,7 +64,7 @@ func TestARCAugmentErrors(t *testing.T) {
 		{map[string]any{"train": []any{map[string]any{"input": []any{[]any{1, 2}, []any{3}}, "output": []any{}}}}, "train[0].input: row 1 has 1 cells and row 0 has 2"},
 		{map[string]any{"train": []any{map[string]any{"input": []any{[]any{1}}, "output": "x"}}}, "train[0].output: expected a grid"},
 	} {
-		if _, err := ARCAugment(c.task); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := Augment(c.task); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.task, err, c.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package dsl
+package arc
 
 import (
 	"bytes"
@@ -7,11 +7,13 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+
+	"github.com/flowrun/flowrun/jsonvalue"
 )
 
-// arcPalette is the ARC colour palette, colours 0 to 9 as the ARC viewer
+// cellColours is the ARC colour palette, colours 0 to 9 as the ARC viewer
 // draws them.
-var arcPalette = color.Palette{
+var cellColours = color.Palette{
 	color.RGBA{0x00, 0x00, 0x00, 0xff}, // 0 black
 	color.RGBA{0x00, 0x74, 0xd9, 0xff}, // 1 blue
 	color.RGBA{0xff, 0x41, 0x36, 0xff}, // 2 red
@@ -27,40 +29,40 @@ var arcPalette = color.Palette{
 // gridLine separates cells so that a model can count them.
 var gridLine = color.RGBA{0x55, 0x55, 0x55, 0xff}
 
-const arcCell = 16 // pixels per cell, grid lines included
+const cellPixels = 16 // pixels per cell, grid lines included
 
-// ARCPNG is arc_png(grid): the grid drawn with the ARC palette, as a PNG
+// PNG is arc_png(grid): the grid drawn with the ARC palette, as a PNG
 // data URL that an llm node's images: can send.
-func ARCPNG(grid any) (string, error) {
+func PNG(grid any) (string, error) {
 	rows, ok := grid.([]any)
 	if !ok || len(rows) == 0 {
-		return "", fmt.Errorf("arc_png: expected a grid (a list of rows), got %s", describe(grid))
+		return "", fmt.Errorf("arc_png: expected a grid (a list of rows), got %s", jsonvalue.Describe(grid))
 	}
 	width := 0
 	cells := make([][]int, len(rows))
 	for r, row := range rows {
 		list, ok := row.([]any)
 		if !ok {
-			return "", fmt.Errorf("arc_png: row %d is %s, not a list", r, describe(row))
+			return "", fmt.Errorf("arc_png: row %d is %s, not a list", r, jsonvalue.Describe(row))
 		}
 		width = max(width, len(list))
 		for c, v := range list {
 			n, ok := v.(int)
 			if !ok || n < 0 || n > 9 {
-				return "", fmt.Errorf("arc_png: cell [%d][%d] is %s, not a colour 0-9", r, c, describe(v))
+				return "", fmt.Errorf("arc_png: cell [%d][%d] is %s, not a colour 0-9", r, c, jsonvalue.Describe(v))
 			}
 			cells[r] = append(cells[r], n)
 		}
 	}
-	pal := append(color.Palette{}, arcPalette...)
+	pal := append(color.Palette{}, cellColours...)
 	pal = append(pal, gridLine)
-	img := image.NewPaletted(image.Rect(0, 0, width*arcCell+1, len(rows)*arcCell+1), pal)
+	img := image.NewPaletted(image.Rect(0, 0, width*cellPixels+1, len(rows)*cellPixels+1), pal)
 	for y := range img.Rect.Dy() {
 		for x := range img.Rect.Dx() {
-			r, c := y/arcCell, x/arcCell
+			r, c := y/cellPixels, x/cellPixels
 			switch {
-			case x%arcCell == 0 || y%arcCell == 0:
-				img.SetColorIndex(x, y, uint8(len(arcPalette)))
+			case x%cellPixels == 0 || y%cellPixels == 0:
+				img.SetColorIndex(x, y, uint8(len(cellColours)))
 			case r < len(cells) && c < len(cells[r]):
 				img.SetColorIndex(x, y, uint8(cells[r][c]))
 			}

@@ -1,12 +1,15 @@
-package dsl
+package arc
 
 import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/jsonvalue"
 )
 
-// ARCReport is arc_report(outputs, task): it scores what a transform
+// Report is arc_report(outputs, task): it scores what a transform
 // produced for each input of an ARC task. outputs lists one entry per
 // input, training inputs first, then test inputs, each {output: grid} or
 // {error: "..."} (what the shipped refine pipeline's sandbox wrapper
@@ -23,16 +26,16 @@ import (
 // pairs passed) and text, a plain-language summary for a prompt: it shows
 // each training pair's verdict (with both grids when it failed) and only
 // the size or the error of each test pair, never a test output.
-func ARCReport(outputs, task any) (map[string]any, error) {
+func Report(outputs, task any) (map[string]any, error) {
 	t, ok := task.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("arc_report: task must be a mapping with train and test, got %s", describe(task))
+		return nil, fmt.Errorf("arc_report: task must be a mapping with train and test, got %s", jsonvalue.Describe(task))
 	}
-	train, err := arcPairs(t["train"], "train")
+	train, err := taskPairs(t["train"], "train")
 	if err != nil {
 		return nil, err
 	}
-	test, err := arcPairs(t["test"], "test")
+	test, err := taskPairs(t["test"], "test")
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +45,7 @@ func ARCReport(outputs, task any) (map[string]any, error) {
 	case []any:
 		outs = o
 	default:
-		return nil, fmt.Errorf("arc_report: outputs must be a list (one entry per train then test input), got %s", describe(outputs))
+		return nil, fmt.Errorf("arc_report: outputs must be a list (one entry per train then test input), got %s", jsonvalue.Describe(outputs))
 	}
 	entry := func(i int) any {
 		if i < len(outs) {
@@ -55,7 +58,7 @@ func ARCReport(outputs, task any) (map[string]any, error) {
 		res := make([]any, len(pairs))
 		passed, known := 0, true
 		for i, p := range pairs {
-			r := arcPair(entry(offset+i), p)
+			r := scorePair(entry(offset+i), p)
 			r["index"], r["split"] = i, split
 			res[i] = r
 			if r["match"] == true {
@@ -67,10 +70,10 @@ func ARCReport(outputs, task any) (map[string]any, error) {
 			if split == "test" {
 				// The text goes back to the model: it never shows a test
 				// output or whether a test pair passed.
-				fmt.Fprintf(&text, "%s %d: %s\n", split, i+1, arcTestLine(r))
+				fmt.Fprintf(&text, "%s %d: %s\n", split, i+1, testLine(r))
 				continue
 			}
-			fmt.Fprintf(&text, "%s %d: %s\n", split, i+1, arcPairLine(r))
+			fmt.Fprintf(&text, "%s %d: %s\n", split, i+1, pairLine(r))
 			if r["match"] == false && r["output"] != nil && r["known"] == true {
 				got, _ := GridText(r["output"])
 				want, _ := GridText(p["output"])
@@ -100,35 +103,35 @@ func ARCReport(outputs, task any) (map[string]any, error) {
 	return out, nil
 }
 
-func arcPairs(v any, split string) ([]map[string]any, error) {
+func taskPairs(v any, split string) ([]map[string]any, error) {
 	if v == nil {
 		return nil, nil
 	}
 	list, ok := v.([]any)
 	if !ok {
-		return nil, fmt.Errorf("arc_report: task.%s must be a list of {input, output}, got %s", split, describe(v))
+		return nil, fmt.Errorf("arc_report: task.%s must be a list of {input, output}, got %s", split, jsonvalue.Describe(v))
 	}
 	out := make([]map[string]any, len(list))
 	for i, p := range list {
 		m, ok := p.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("arc_report: task.%s[%d] must be {input, output}, got %s", split, i, describe(p))
+			return nil, fmt.Errorf("arc_report: task.%s[%d] must be {input, output}, got %s", split, i, jsonvalue.Describe(p))
 		}
 		out[i] = m
 	}
 	return out, nil
 }
 
-// arcPair scores one produced entry against one pair.
-func arcPair(entry any, pair map[string]any) map[string]any {
+// scorePair scores one produced entry against one pair.
+func scorePair(entry any, pair map[string]any) map[string]any {
 	r := map[string]any{"match": false, "size_ok": false, "palette_ok": false, "pixels_off": nil,
 		"expected_size": nil, "got_size": nil, "expected_colors": nil, "got_colors": nil, "error": nil, "known": true, "output": nil}
-	want, wantErr := arcGrid(pair["output"])
+	want, wantErr := intGrid(pair["output"])
 	if pair["output"] == nil || wantErr != nil {
 		r["known"] = false
 	} else {
-		r["expected_size"] = arcSize(want)
-		r["expected_colors"] = arcColors(want)
+		r["expected_size"] = gridSize(want)
+		r["expected_colors"] = colorCounts(want)
 	}
 	e, _ := entry.(map[string]any)
 	switch {
@@ -136,20 +139,20 @@ func arcPair(entry any, pair map[string]any) map[string]any {
 		r["error"] = "no output: the code did not run"
 		return r
 	case e == nil:
-		r["error"] = fmt.Sprintf("unexpected result entry %s", describe(entry))
+		r["error"] = fmt.Sprintf("unexpected result entry %s", jsonvalue.Describe(entry))
 		return r
 	case e["error"] != nil:
-		r["error"] = Stringify(e["error"])
+		r["error"] = dsl.Stringify(e["error"])
 		return r
 	}
-	got, err := arcGrid(e["output"])
+	got, err := intGrid(e["output"])
 	if err != nil {
 		r["error"] = "transform returned " + err.Error()
 		return r
 	}
 	r["output"] = e["output"]
-	r["got_size"] = arcSize(got)
-	r["got_colors"] = arcColors(got)
+	r["got_size"] = gridSize(got)
+	r["got_colors"] = colorCounts(got)
 	if r["known"] == false {
 		return r
 	}
@@ -174,18 +177,18 @@ func arcPair(entry any, pair map[string]any) map[string]any {
 	return r
 }
 
-// arcGrid checks that v is a rectangular-or-ragged list of rows of
+// intGrid checks that v is a rectangular-or-ragged list of rows of
 // integers and returns it as ints.
-func arcGrid(v any) ([][]int, error) {
+func intGrid(v any) ([][]int, error) {
 	rows, ok := v.([]any)
 	if !ok {
-		return nil, fmt.Errorf("%s, not a list of rows", describe(v))
+		return nil, fmt.Errorf("%s, not a list of rows", jsonvalue.Describe(v))
 	}
 	g := make([][]int, len(rows))
 	for i, row := range rows {
 		cells, ok := row.([]any)
 		if !ok {
-			return nil, fmt.Errorf("row %d as %s, not a list", i, describe(row))
+			return nil, fmt.Errorf("row %d as %s, not a list", i, jsonvalue.Describe(row))
 		}
 		g[i] = make([]int, len(cells))
 		for j, c := range cells {
@@ -200,14 +203,14 @@ func arcGrid(v any) ([][]int, error) {
 				}
 				g[i][j] = int(n)
 			default:
-				return nil, fmt.Errorf("cell [%d][%d] as %s, not an integer", i, j, describe(c))
+				return nil, fmt.Errorf("cell [%d][%d] as %s, not an integer", i, j, jsonvalue.Describe(c))
 			}
 		}
 	}
 	return g, nil
 }
 
-func arcSize(g [][]int) []any {
+func gridSize(g [][]int) []any {
 	w := 0
 	if len(g) > 0 {
 		w = len(g[0])
@@ -215,7 +218,7 @@ func arcSize(g [][]int) []any {
 	return []any{len(g), w}
 }
 
-func arcColors(g [][]int) map[string]any {
+func colorCounts(g [][]int) map[string]any {
 	m := map[string]any{}
 	for _, row := range g {
 		for _, c := range row {
@@ -245,10 +248,10 @@ func samePalette(a, b [][]int) bool {
 	return set(a) == set(b)
 }
 
-func arcPairLine(r map[string]any) string {
+func pairLine(r map[string]any) string {
 	switch {
 	case r["error"] != nil:
-		return "ERROR " + Stringify(r["error"])
+		return "ERROR " + dsl.Stringify(r["error"])
 	case r["known"] == false:
 		return fmt.Sprintf("produced a %v grid (expected output unknown)", sizeText(r["got_size"]))
 	case r["match"] == true:
@@ -258,15 +261,15 @@ func arcPairLine(r map[string]any) string {
 	}
 	palette := "palette correct"
 	if r["palette_ok"] == false {
-		palette = fmt.Sprintf("wrong palette: got colours %s, expected %s", Stringify(r["got_colors"]), Stringify(r["expected_colors"]))
+		palette = fmt.Sprintf("wrong palette: got colours %s, expected %s", dsl.Stringify(r["got_colors"]), dsl.Stringify(r["expected_colors"]))
 	}
 	return fmt.Sprintf("FAIL %v pixels off (size correct, %s)", r["pixels_off"], palette)
 }
 
-// arcTestLine describes a test pair without its expected output.
-func arcTestLine(r map[string]any) string {
+// testLine describes a test pair without its expected output.
+func testLine(r map[string]any) string {
 	if r["error"] != nil {
-		return "ERROR " + Stringify(r["error"])
+		return "ERROR " + dsl.Stringify(r["error"])
 	}
 	return fmt.Sprintf("produced a %s grid", sizeText(r["got_size"]))
 }
@@ -277,34 +280,4 @@ func sizeText(v any) string {
 		return "?"
 	}
 	return fmt.Sprintf("%vx%v", s[0], s[1])
-}
-
-func init() {
-	for _, fn := range []Function{
-		{Name: "grid_text", Signature: "grid_text(grid) string", Doc: "An ARC grid as rows of digits, one row per line.",
-			Types: []any{new(func(any) string)},
-			Bind: func(FunctionEnv) func(...any) (any, error) {
-				return func(args ...any) (any, error) { return GridText(args[0]) }
-			}},
-		{Name: "arc_report", Signature: "arc_report(outputs, task) object",
-			Doc:   "Scores what a transform produced for each input of an ARC task: per pair match, size, palette and pixels off; totals, solved flags and a text report.",
-			Types: []any{new(func(any, any) map[string]any)},
-			Bind: func(FunctionEnv) func(...any) (any, error) {
-				return func(args ...any) (any, error) { return ARCReport(args[0], args[1]) }
-			}},
-		{Name: "arc_augment", Signature: "arc_augment(task) object",
-			Doc:   "An ARC task with rotated and flipped copies of its training pairs added.",
-			Types: []any{new(func(any) map[string]any)},
-			Bind: func(FunctionEnv) func(...any) (any, error) {
-				return func(args ...any) (any, error) { return ARCAugment(args[0]) }
-			}},
-		{Name: "arc_png", Signature: "arc_png(grid) string",
-			Doc:   "An ARC grid drawn in the ARC palette, as a PNG data URL for images:.",
-			Types: []any{new(func(any) string)},
-			Bind: func(FunctionEnv) func(...any) (any, error) {
-				return func(args ...any) (any, error) { return ARCPNG(args[0]) }
-			}},
-	} {
-		RegisterFunction(fn)
-	}
 }

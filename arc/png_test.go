@@ -1,4 +1,4 @@
-package dsl
+package arc
 
 import (
 	"bytes"
@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-func TestARCPNG(t *testing.T) {
-	url, err := ARCPNG([]any{[]any{0, 1}, []any{2, 9}})
+func TestPNG(t *testing.T) {
+	url, err := PNG([]any{[]any{0, 1}, []any{2, 9}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,13 +21,13 @@ func TestARCPNG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := img.Bounds(); b.Dx() != 2*arcCell+1 || b.Dy() != 2*arcCell+1 {
+	if b := img.Bounds(); b.Dx() != 2*cellPixels+1 || b.Dy() != 2*cellPixels+1 {
 		t.Fatalf("size %v", b)
 	}
 	// The centre of each cell has its colour; cell borders are grid lines.
 	for _, c := range []struct{ r, c, colour int }{{0, 0, 0}, {0, 1, 1}, {1, 0, 2}, {1, 1, 9}} {
-		got := img.At(c.c*arcCell+arcCell/2, c.r*arcCell+arcCell/2)
-		if got != arcPalette[c.colour] {
+		got := img.At(c.c*cellPixels+cellPixels/2, c.r*cellPixels+cellPixels/2)
+		if got != cellColours[c.colour] {
 			r, g, b, _ := got.RGBA()
 			t.Errorf("cell [%d][%d] is %d,%d,%d, want colour %d", c.r, c.c, r>>8, g>>8, b>>8, c.colour)
 		}
@@ -36,7 +36,7 @@ func TestARCPNG(t *testing.T) {
 		t.Error("no grid line at the border")
 	}
 	for _, bad := range []any{nil, []any{}, []any{[]any{10}}, []any{"row"}} {
-		if _, err := ARCPNG(bad); err == nil {
+		if _, err := PNG(bad); err == nil {
 			t.Errorf("arc_png(%v) should fail", bad)
 		}
 	}

@@ -1,11 +1,11 @@
-package dsl
+package arc
 
 import (
 	"strings"
 	"testing"
 )
 
-func arcTask() map[string]any {
+func sampleTask() map[string]any {
 	g := func(rows ...any) []any { return rows }
 	r := func(c ...any) []any { return c }
 	return map[string]any{
@@ -20,7 +20,7 @@ func arcTask() map[string]any {
 	}
 }
 
-func TestARCReportScoresEachPair(t *testing.T) {
+func TestReportScoresEachPair(t *testing.T) {
 	g := func(rows ...any) []any { return rows }
 	r := func(c ...any) []any { return c }
 	outputs := []any{
@@ -29,7 +29,7 @@ func TestARCReportScoresEachPair(t *testing.T) {
 		map[string]any{"error": "ZeroDivisionError: boom"},    // raised
 		map[string]any{"output": g(r(0, 0, 0), r(3, 0, 0.0))}, // wrong size
 	}
-	rep, err := ARCReport(outputs, arcTask())
+	rep, err := Report(outputs, sampleTask())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,10 +71,10 @@ func TestARCReportScoresEachPair(t *testing.T) {
 	}
 }
 
-func TestARCReportNoOutputsAndUnknownTest(t *testing.T) {
-	task := arcTask()
+func TestReportNoOutputsAndUnknownTest(t *testing.T) {
+	task := sampleTask()
 	delete(task["test"].([]any)[0].(map[string]any), "output")
-	rep, err := ARCReport(nil, task)
+	rep, err := Report(nil, task)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +85,14 @@ func TestARCReportNoOutputsAndUnknownTest(t *testing.T) {
 		t.Fatalf("error %v", e)
 	}
 	// A bad grid from the transform is that pair's error, not a failure.
-	rep, err = ARCReport([]any{map[string]any{"output": "nope"}}, arcTask())
+	rep, err = Report([]any{map[string]any{"output": "nope"}}, sampleTask())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e, _ := rep["train"].([]any)[0].(map[string]any)["error"].(string); !strings.HasPrefix(e, "transform returned") {
 		t.Fatalf("error %q", e)
 	}
-	if _, err := ARCReport(nil, "task"); err == nil {
+	if _, err := Report(nil, "task"); err == nil {
 		t.Fatal("a task that is not a mapping is accepted")
 	}
 }

@@ -1,25 +1,27 @@
-package dsl
+package arc
 
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/flowrun/flowrun/jsonvalue"
 )
 
-// arcAugmentations are the copies arc_augment adds of each training pair,
+// augmentations are the copies arc_augment adds of each training pair,
 // in order: the same geometric transformation applied to the input and to
 // the output grid.
-var arcAugmentations = []struct {
+var augmentations = []struct {
 	name string
 	f    func([][]int) [][]int
 }{
-	{"rot90", arcRot90},
-	{"rot180", func(g [][]int) [][]int { return arcRot90(arcRot90(g)) }},
-	{"rot270", func(g [][]int) [][]int { return arcRot90(arcRot90(arcRot90(g))) }},
-	{"flip_horizontal", arcFlipH},
-	{"flip_vertical", arcFlipV},
+	{"rot90", rot90},
+	{"rot180", func(g [][]int) [][]int { return rot90(rot90(g)) }},
+	{"rot270", func(g [][]int) [][]int { return rot90(rot90(rot90(g))) }},
+	{"flip_horizontal", flipH},
+	{"flip_vertical", flipV},
 }
 
-// ARCAugment is arc_augment(task): a copy of the ARC task whose train list
+// Augment is arc_augment(task): a copy of the ARC task whose train list
 // holds the original pairs, in order, then each pair rotated by 90, 180 and
 // 270 degrees clockwise, mirrored left-right (flip_horizontal) and flipped
 // upside down (flip_vertical), input and output alike. A pair equal to one
@@ -30,23 +32,23 @@ var arcAugmentations = []struct {
 // The copies are only valid examples when the task's rule commutes with
 // rotations and flips (a recolouring, a border, ...): a rule like "flip
 // upside down" becomes "mirror left-right" once rotated by 90 degrees.
-func ARCAugment(task any) (map[string]any, error) {
+func Augment(task any) (map[string]any, error) {
 	t, ok := task.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("arc_augment: task must be a mapping with train and test, got %s", describe(task))
+		return nil, fmt.Errorf("arc_augment: task must be a mapping with train and test, got %s", jsonvalue.Describe(task))
 	}
-	pairs, err := arcPairs(t["train"], "train")
+	pairs, err := taskPairs(t["train"], "train")
 	if err != nil {
 		return nil, fmt.Errorf("arc_augment: %w", err)
 	}
 	type pair struct{ in, out [][]int }
 	originals := make([]pair, len(pairs))
 	for i, p := range pairs {
-		in, err := arcRect(p["input"])
+		in, err := rectGrid(p["input"])
 		if err != nil {
 			return nil, fmt.Errorf("arc_augment: train[%d].input: %w", i, err)
 		}
-		out, err := arcRect(p["output"])
+		out, err := rectGrid(p["output"])
 		if err != nil {
 			return nil, fmt.Errorf("arc_augment: train[%d].output: %w", i, err)
 		}
@@ -60,13 +62,13 @@ func ARCAugment(task any) (map[string]any, error) {
 			return
 		}
 		seen[string(key)] = true
-		train = append(train, map[string]any{"input": arcGridValue(p.in), "output": arcGridValue(p.out)})
+		train = append(train, map[string]any{"input": gridValue(p.in), "output": gridValue(p.out)})
 	}
 	for _, p := range originals {
 		add(p)
 	}
 	for _, p := range originals {
-		for _, a := range arcAugmentations {
+		for _, a := range augmentations {
 			add(pair{a.f(p.in), a.f(p.out)})
 		}
 	}
@@ -78,9 +80,9 @@ func ARCAugment(task any) (map[string]any, error) {
 	return out, nil
 }
 
-// arcRect parses a grid and checks that every row has the same length.
-func arcRect(v any) ([][]int, error) {
-	g, err := arcGrid(v)
+// rectGrid parses a grid and checks that every row has the same length.
+func rectGrid(v any) ([][]int, error) {
+	g, err := intGrid(v)
 	if err != nil {
 		return nil, fmt.Errorf("expected a grid, got %w", err)
 	}
@@ -92,8 +94,8 @@ func arcRect(v any) ([][]int, error) {
 	return g, nil
 }
 
-// arcRot90 rotates a rectangular grid by 90 degrees clockwise.
-func arcRot90(g [][]int) [][]int {
+// rot90 rotates a rectangular grid by 90 degrees clockwise.
+func rot90(g [][]int) [][]int {
 	h := len(g)
 	if h == 0 {
 		return [][]int{}
@@ -109,8 +111,8 @@ func arcRot90(g [][]int) [][]int {
 	return out
 }
 
-// arcFlipH mirrors each row left-right.
-func arcFlipH(g [][]int) [][]int {
+// flipH mirrors each row left-right.
+func flipH(g [][]int) [][]int {
 	out := make([][]int, len(g))
 	for i, row := range g {
 		out[i] = make([]int, len(row))
@@ -121,8 +123,8 @@ func arcFlipH(g [][]int) [][]int {
 	return out
 }
 
-// arcFlipV reverses the order of the rows.
-func arcFlipV(g [][]int) [][]int {
+// flipV reverses the order of the rows.
+func flipV(g [][]int) [][]int {
 	out := make([][]int, len(g))
 	for i, row := range g {
 		out[len(g)-1-i] = append([]int(nil), row...)
@@ -130,8 +132,8 @@ func arcFlipV(g [][]int) [][]int {
 	return out
 }
 
-// arcGridValue turns a grid back into the value expressions see.
-func arcGridValue(g [][]int) []any {
+// gridValue turns a grid back into the value expressions see.
+func gridValue(g [][]int) []any {
 	rows := make([]any, len(g))
 	for i, row := range g {
 		cells := make([]any, len(row))

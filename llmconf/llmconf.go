@@ -1,0 +1,44 @@
+// Package llmconf is what a pipeline configures for model calls: each model
+// it declares under models: (which model, API and endpoint, its sampling
+// settings, client limits and price) and how an images: entry is read. dsl
+// decodes it from the file; llm calls models with it. It depends on nothing
+// else in flowrun.
+package llmconf
+
+import (
+	"strings"
+	"time"
+)
+
+// Model is a named model configuration.
+type Model struct {
+	Name            string
+	Model           string
+	API             string // chat (default) or responses
+	Temperature     *float64
+	TopP            *float64
+	MaxTokens       int
+	Seed            *int
+	ReasoningEffort string
+	Verbosity       string
+	BaseURL         string
+	APIKeyEnv       string
+	RPM, TPM        int
+	MaxConcurrency  int
+	Timeout         time.Duration
+	Price           *Price
+}
+
+// Price overrides the built-in price table for a model, in USD per million tokens.
+type Price struct {
+	InputPerMTok       float64
+	OutputPerMTok      float64
+	CachedInputPerMTok float64
+}
+
+// IsImageURL reports whether an images: entry is an http(s) or data URL,
+// sent as it is, rather than a file.
+func IsImageURL(ref string) bool {
+	lower := strings.ToLower(ref)
+	return strings.HasPrefix(lower, "http://") || strings.HasPrefix(lower, "https://") || strings.HasPrefix(lower, "data:")
+}
