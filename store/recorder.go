@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 )
 

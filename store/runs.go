@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/redact"
 )
 
 // Run statuses the store knows beyond the runtime's.
