@@ -2,8 +2,8 @@ package dsl
 
 import (
 	"path/filepath"
-	"strings"
 	"slices"
+	"strings"
 
 	"github.com/expr-lang/expr"
 	"gopkg.in/yaml.v3"
