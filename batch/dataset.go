@@ -87,7 +87,7 @@ func ReadDataset(path string) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	assignKeys(d.Items, path)
+	assignKeys(d.Items)
 	return d, nil
 }
 
@@ -226,10 +226,13 @@ func readList(path string, b []byte) ([]*Item, error) {
 }
 
 // assignKeys names items by their "id" field when every item has a
-// distinct one (a directory's items keep their file names).
-func assignKeys(items []*Item, path string) {
+// distinct one; a broken entry keeps its line or row.
+func assignKeys(items []*Item) {
 	seen := map[string]bool{}
 	for _, it := range items {
+		if it.Err != nil {
+			continue
+		}
 		id, ok := it.Fields()["id"]
 		if !ok || id == nil {
 			return
@@ -241,7 +244,9 @@ func assignKeys(items []*Item, path string) {
 		seen[k] = true
 	}
 	for _, it := range items {
-		it.Key = dsl.Stringify(it.Fields()["id"])
+		if it.Err == nil {
+			it.Key = dsl.Stringify(it.Fields()["id"])
+		}
 	}
 }
 
