@@ -273,8 +273,9 @@ func kindOf(v any) string {
 // Inputs are the pipeline inputs an item gives. mapping names, per input,
 // the field it comes from (--map input=field); other inputs take the field
 // of their own name. A file of a directory dataset with no field naming
-// an input (an ARC task file: {train, test}) is given whole to the
-// pipeline's one required input, when it has exactly one. CSV text is parsed as JSON for an input that is
+// an input (an ARC task file: {train, test}) is given whole to one input:
+// the only input without a default, or, when all have defaults, the only
+// object input. CSV text is parsed as JSON for an input that is
 // not a string.
 func Inputs(p *dsl.Pipeline, it *Item, mapping map[string]string) (map[string]any, error) {
 	if it.Err != nil {
@@ -304,8 +305,8 @@ func Inputs(p *dsl.Pipeline, it *Item, mapping map[string]string) (map[string]an
 		in[input.Name] = v
 	}
 	required := requiredInputs(p)
-	if it.File && !matched && len(mapping) == 0 && len(required) == 1 {
-		return map[string]any{required[0]: it.Value}, nil
+	if target := wholeInput(p, required); it.File && !matched && len(mapping) == 0 && target != "" {
+		return map[string]any{target: it.Value}, nil
 	}
 	for _, name := range required {
 		if _, ok := in[name]; !ok {
@@ -317,6 +318,27 @@ func Inputs(p *dsl.Pipeline, it *Item, mapping map[string]string) (map[string]an
 		}
 	}
 	return in, nil
+}
+
+// wholeInput is the input a whole file goes to: the one input without a
+// default, or, when every input has one, the one object input.
+func wholeInput(p *dsl.Pipeline, required []string) string {
+	if len(required) == 1 {
+		return required[0]
+	}
+	if len(required) > 0 {
+		return ""
+	}
+	var objects []string
+	for _, in := range p.Inputs {
+		if in.Type == "object" {
+			objects = append(objects, in.Name)
+		}
+	}
+	if len(objects) == 1 {
+		return objects[0]
+	}
+	return ""
 }
 
 func requiredInputs(p *dsl.Pipeline) []string {

@@ -312,3 +312,43 @@ func TestBatchMaxCostStopsAndResumes(t *testing.T) {
 		}
 	}
 }
+
+// A judge pipeline (score: {pipeline: FILE}) runs per completed item with
+// the item, the outputs and the run's figures as inputs; its outputs are
+// metrics after the expressions, and a --score metric replaces one of the
+// same name.
+func TestBatchJudgePipelineAndScoreFlag(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "judge.yaml", `
+version: 1
+name: judge
+inputs:
+  item: {type: object}
+  outputs: {type: object}
+  run: {type: object}
+outputs:
+  verdict: inputs.outputs.answer == inputs.item.expected
+  tokens: inputs.run.tokens
+`)
+	p := writeFile(t, dir, "qa.yaml", strings.Replace(fmt.Sprintf(qaPipeline, ""), "score:\n", "score:\n  pipeline: judge.yaml\n", 1))
+	data := writeFile(t, dir, "qa.yaml.json", `[{"question": "q1", "expected": "A1"}, {"question": "q2", "expected": "no"}]`)
+	_, srv := newQAModel(t, 0)
+	useModel(t, srv)
+	db := filepath.Join(dir, "runs.db")
+	code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--score", "chars=len(outputs.answer) * 10", "--score", "pass=outputs.answer == \"A1\"")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	b, items := batchStore(t, db)
+	if fmt.Sprint(b.Flags["metrics"]) != "[exact chars pass verdict tokens]" || b.Flags["primary"] != "pass" {
+		t.Fatalf("metrics %v, primary %v", b.Flags["metrics"], b.Flags["primary"])
+	}
+	got := fmt.Sprint(items[0].Scores, items[1].Scores)
+	if want := "map[chars:20 exact:true pass:true tokens:120 verdict:true] map[chars:20 exact:false pass:false tokens:120 verdict:false]"; got != want {
+		t.Fatalf("scores\n got %s\nwant %s", got, want)
+	}
+	code, _, stderr = flowrun(t, "batch", p, "--dataset", data, "--store", db, "--score", "chars=outputs.nope")
+	if code != exitInvalid || !strings.Contains(stderr, `--score chars:1:9: error: in `+"`outputs.nope`"+`: outputs has no field "nope"`) {
+		t.Fatalf("a bad --score: exit %d\n%s", code, stderr)
+	}
+}
