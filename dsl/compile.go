@@ -36,6 +36,8 @@ type scope struct {
 	maybeText bool
 	// afterRun marks the node's own set:, which reads its output.
 	afterRun bool
+	// score marks a metric of score:, which sees outputs, item and run.
+	score bool
 }
 
 // prompt compiles a prompt field: an inline template, or {file: path}
@@ -224,7 +226,11 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 	if err == nil {
 		f.checkNames(tree, src, sc, at)
 	}
-	prog, err := expr.Compile(src, f.opts...)
+	opts, names := f.opts, envNames
+	if sc.score {
+		opts, names = f.scoreOptions(), scoreNames
+	}
+	prog, err := expr.Compile(src, opts...)
 	if err != nil {
 		var fe *exprfile.Error
 		if errors.As(err, &fe) {
@@ -238,12 +244,15 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 			}
 			if strings.HasPrefix(msg, "unknown name ") {
 				name := strings.TrimPrefix(msg, "unknown name ")
-				msg = fmt.Sprintf("unknown name %s%s; expressions can use inputs, state, nodes, loop, item, index, run, env", name, Suggest(name, envNames))
+				msg = fmt.Sprintf("unknown name %s%s; %s can use %s", name, Suggest(name, names), exprKind(sc), strings.Join(names, ", "))
 			}
 			if m := structFieldRE.FindStringSubmatch(msg); m != nil {
 				root, fields := "loop", loopFields
-				if m[1] == "RunInfo" {
+				switch m[1] {
+				case "RunInfo":
 					root, fields = "run", runFields
+				case "ScoreRun":
+					root, fields = "run", scoreRunFields
 				}
 				msg = fmt.Sprintf("%s has no field %q%s; its fields are %s", root, m[2], Suggest(m[2], fields), strings.Join(fields, ", "))
 			}
@@ -271,8 +280,15 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 
 var envNames = []string{"inputs", "state", "nodes", "loop", "item", "index", "run", "env"}
 
+func exprKind(sc scope) string {
+	if sc.score {
+		return "a metric"
+	}
+	return "expressions"
+}
+
 var (
-	structFieldRE = regexp.MustCompile(`^type dsl\.(LoopInfo|RunInfo) has no field (\w+)$`)
+	structFieldRE = regexp.MustCompile(`^type dsl\.(LoopInfo|RunInfo|ScoreRun) has no field (\w+)$`)
 	loopFields    = []string{"index", "iteration", "max"}
 	runFields     = []string{"cost_usd", "id", "step", "tokens"}
 )
@@ -342,6 +358,7 @@ func (v *nameVisitor) Visit(node *ast.Node) {
 			v.add(n, fmt.Sprintf("tool %q: an llm tool's templates see its arguments as inputs.<parameter>, not %s; add a parameter for what the tool needs", v.sc.tool.Name, n.Value))
 		case n.Value == "loop" && !v.sc.loopVars:
 			v.add(n, "loop is only defined inside a loop body")
+		case v.sc.score:
 		case (n.Value == "item" || n.Value == "index") && !v.sc.inMap:
 			v.add(n, n.Value+" is only defined inside a map body")
 		}

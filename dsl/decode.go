@@ -76,6 +76,7 @@ func (f *file) decode() {
 	for _, kv := range pairs(valueOf(root, "outputs")) {
 		p.Outputs = append(p.Outputs, &Output{Name: kv[0].Value, Value: f.value(kv[1], scope{})})
 	}
+	f.decodeScore(valueOf(root, "score"))
 }
 
 func valueOf(n *yaml.Node, key string) *yaml.Node {

@@ -56,7 +56,9 @@ type Expr struct {
 var vms = sync.Pool{New: func() any { return new(vm.VM) }}
 
 // Eval runs the expression. Errors name the expression's file:line:col.
-func (e *Expr) Eval(env *Env) (any, error) {
+func (e *Expr) Eval(env *Env) (any, error) { return e.run(env) }
+
+func (e *Expr) run(env any) (any, error) {
 	m := vms.Get().(*vm.VM)
 	v, err := m.Run(e.prog, env)
 	// Drop what the machine still references, so that a pooled machine

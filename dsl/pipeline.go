@@ -30,6 +30,7 @@ type Pipeline struct {
 	Sandbox     SandboxDefaults
 	Nodes       Block
 	Outputs     []*Output // in file order
+	Score       *Score    // nil: no score: section
 	// Files reads the files the pipeline names (prompts, schemas, called
 	// pipelines, read_file, render, images): relative to Dir, never outside
 	// the directory of the pipeline that was run, at most limits.max_file_kb

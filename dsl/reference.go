@@ -34,6 +34,8 @@ func Reference() string {
 		writeFields(&b, fragment, func(string) bool { return true })
 		fmt.Fprintf(&b, "\n**Output** (`nodes.<id>`): %s\n\n```yaml\n%s\n```\n\n", s.Output, s.Example)
 	}
+	score := doc["properties"].(map[string]any)["score"].(map[string]any)
+	fmt.Fprintf(&b, "## Scoring (`score:`)\n\n%s See docs/batch.md.\n\n```yaml\nscore:\n  solved: outputs.solved_test == true\n  exact: outputs.answer == item.expected\n  cheap: run.cost_usd < 0.01\n```\n\n", score["description"])
 	b.WriteString("## Expression functions\n\n")
 	b.WriteString("Besides expr-lang's built-ins (`len`, `map`, `filter`, `join`, `split`, `trim`, `upper`, `max`, `sum`, ...):\n\n")
 	b.WriteString("| function | what it does |\n|---|---|\n")

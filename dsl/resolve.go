@@ -81,6 +81,7 @@ func (f *file) resolve() {
 	}
 	r.checkTools()
 	r.checkBlock(f.p.Nodes)
+	r.checkScore()
 }
 
 // checkTools checks that a pipeline tool's parameters are the inputs its
@@ -204,7 +205,11 @@ func (r *resolver) typeOf(pe *pendingExpr) *Type {
 		return pe.typ
 	}
 	env := types.Map{}
-	for _, name := range envNames {
+	names := envNames
+	if pe.sc.score {
+		names = scoreNames
+	}
+	for _, name := range names {
 		env[name] = types.Any
 	}
 	for name, t := range v.roots {
@@ -428,6 +433,9 @@ type typeVisitor struct {
 
 func (v *typeVisitor) root(name string) *Type {
 	sc, r := v.pe.sc, v.r
+	if sc.score {
+		return r.scoreRoot(name)
+	}
 	switch name {
 	case "inputs":
 		if sc.tool != nil {

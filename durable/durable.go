@@ -37,11 +37,19 @@ type Runner struct {
 // stops at its next checkpoint and ends failed, with the store's error:
 // it never reports completed.
 func (r *Runner) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]any) (*runtime.Result, error) {
+	return r.StartAs(ctx, runtime.NewRunID(), p, inputs)
+}
+
+// StartAs is Start with a run id the caller chose (runtime.NewRunID), so
+// that it can record the id elsewhere before the run exists: a batch
+// links its item to the run first, and a kill in between leaves a link to
+// a run that never started, never a run that no item knows.
+func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs map[string]any) (*runtime.Result, error) {
 	in, err := runtime.PrepareInputs(p, inputs)
 	if err != nil {
 		return nil, err
 	}
-	run, err := newRun(p, in)
+	run, err := newRun(id, p, in)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +59,7 @@ func (r *Runner) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]a
 	return r.execute(ctx, run.ID, p, in, nil)
 }
 
-func newRun(p *dsl.Pipeline, inputs map[string]any) (*store.Run, error) {
+func newRun(id string, p *dsl.Pipeline, inputs map[string]any) (*store.Run, error) {
 	src, err := os.ReadFile(p.Path)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", p.Path, err)
@@ -61,7 +69,7 @@ func newRun(p *dsl.Pipeline, inputs map[string]any) (*store.Run, error) {
 	for _, s := range p.Sources {
 		files[s.Path] = s.Content
 	}
-	return &store.Run{ID: runtime.NewRunID(), Pipeline: p.Path, PipelineAbs: abs, PipelineName: p.Name,
+	return &store.Run{ID: id, Pipeline: p.Path, PipelineAbs: abs, PipelineName: p.Name,
 		PipelineHash: p.Hash, PipelineSrc: string(src), PipelineFiles: files, Inputs: inputs}, nil
 }
 
@@ -102,7 +110,7 @@ func (r *Runner) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 		if err != nil {
 			return nil, err
 		}
-		child, err := newRun(p, prev.Inputs)
+		child, err := newRun(runtime.NewRunID(), p, prev.Inputs)
 		if err != nil {
 			return nil, err
 		}

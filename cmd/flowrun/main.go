@@ -42,6 +42,10 @@ Usage:
   flowrun snapshot RUN --label L    label the run's current checkpoint
   flowrun snapshots RUN             list a run's snapshots
   flowrun rollback RUN SNAPSHOT     make a snapshot the run's current state
+  flowrun batch FILE --dataset D [flags]
+                                    run a pipeline over a dataset and score it
+  flowrun batch resume BATCH [--retry-failed]
+                                    continue a batch
   flowrun sandbox install python [--from DIR|ARCHIVE]
                                     install CPython for WASI (code nodes' python)
   flowrun sandbox export [-o FILE]  write it as one archive for another machine
@@ -104,6 +108,8 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return rollbackCmd(args[1:], stdout, stderr)
 	case "sandbox":
 		return sandboxCmd(ctx, args[1:], stdout, stderr)
+	case "batch":
+		return batchCmd(ctx, args[1:], stdin, stdout, stderr)
 	}
 	if strings.HasPrefix(args[0], "-") {
 		fmt.Fprintf(stderr, "flowrun: unknown flag %s before a command or file; see flowrun --help\n", args[0])

@@ -1,0 +1,468 @@
+// Package batch runs a pipeline over a dataset and scores each item.
+//
+// Guarantees: every item of a batch is one durable run in the store,
+// linked to the batch before the run exists, and ends with exactly one
+// result (its last). A batch interrupted at any point (Ctrl-C, a kill, its
+// cost limit) resumes without running a finished item again and resumes
+// each unfinished run from its checkpoints, so no finished node is paid for
+// twice. A problem with one item (a malformed line, a missing field, a
+// failing run) fails that item, named, and the rest of the batch runs. All
+// runs of a batch share one model client, so a model's rpm, tpm and
+// max_concurrency are one budget for the whole batch.
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/expr-lang/expr"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+// ClassDataset is the error class of an item whose dataset entry is
+// unusable: not JSON, the wrong number of CSV fields, a missing input.
+const ClassDataset = "dataset"
+
+// ClassScore is the error class of a completed item whose metrics could
+// not all be computed.
+const ClassScore = "score"
+
+// Selection picks the items of a dataset a batch runs: those the filter
+// accepts, then a sample, then the first Limit.
+type Selection struct {
+	Filter string // an expr-lang condition over item
+	Sample int
+	Seed   uint64
+	Limit  int
+}
+
+// Select applies sel to items, keeping dataset order. Items whose entry
+// is broken are kept whatever the filter says, so that they are reported.
+func Select(items []*Item, sel Selection) ([]*Item, error) {
+	out := items
+	if sel.Filter != "" {
+		prog, err := expr.Compile(sel.Filter, expr.Env(map[string]any{"item": map[string]any{}}), expr.AsBool())
+		if err != nil {
+			return nil, fmt.Errorf("--filter %q: %v", sel.Filter, err)
+		}
+		out = nil
+		for _, it := range items {
+			if it.Err != nil {
+				out = append(out, it)
+				continue
+			}
+			v, err := expr.Run(prog, map[string]any{"item": it.Fields()})
+			if err != nil {
+				return nil, fmt.Errorf("--filter %q on %s: %v", sel.Filter, it.Where, err)
+			}
+			if v == true {
+				out = append(out, it)
+			}
+		}
+	}
+	if sel.Sample > 0 && sel.Sample < len(out) {
+		rng := rand.New(rand.NewPCG(sel.Seed, 0xba7c4))
+		picked := rng.Perm(len(out))[:sel.Sample]
+		keep := make([]bool, len(out))
+		for _, i := range picked {
+			keep[i] = true
+		}
+		var sampled []*Item
+		for i, it := range out {
+			if keep[i] {
+				sampled = append(sampled, it)
+			}
+		}
+		out = sampled
+	}
+	if sel.Limit > 0 && sel.Limit < len(out) {
+		out = out[:sel.Limit]
+	}
+	return out, nil
+}
+
+// Runner runs the items of a batch.
+type Runner struct {
+	Store    *store.Store
+	Pipeline *dsl.Pipeline
+	Kinds    runtime.Registry // one model client for every run: one rate budget
+	Human    runtime.Human
+	MaxLoops int
+	Scorer   *Scorer
+	Map      map[string]string // --map input=field
+
+	Concurrency int     // items run at once; default 8
+	MaxCostUSD  float64 // no item starts once the spend would pass it; 0: no limit
+	RetryFailed bool    // run failed items again (resuming their runs)
+	// AllowChanged resumes item runs whose pipeline changed since they started.
+	AllowChanged bool
+
+	// Progress is told of each item as it finishes, one call at a time.
+	Progress func(Progress)
+}
+
+// Progress is the state of a batch as an item finishes.
+type Progress struct {
+	Item    *store.BatchItem
+	Where   string // the item's place in the dataset
+	Total   int
+	Done    int // items with a final result: completed or failed
+	Passed  int // items passing the primary metric
+	Failed  int
+	Spent   float64 // USD, the whole batch's
+	Started time.Time
+	Ran     int // items finished by this process, for the rate
+}
+
+// Create records a new batch of the selected items; created is told once
+// it has its id. Items whose entry is broken, or does not give the
+// pipeline valid inputs, are recorded as failed with class "dataset" at
+// once, and reported to Progress.
+func (r *Runner) Create(ctx context.Context, b *store.Batch, items []*Item, created func(*store.Batch)) error {
+	rows := make([]*store.BatchItem, len(items))
+	for i, it := range items {
+		rows[i] = &store.BatchItem{Index: it.Index, Key: it.Key, Item: it.Fields()}
+	}
+	b.ID = "b" + runtime.NewRunID()
+	if err := r.Store.CreateBatch(ctx, b, rows); err != nil {
+		return err
+	}
+	created(b)
+	st := &batchState{r: r, b: b, total: len(rows), started: time.Now()}
+	for i, it := range items {
+		if _, err := r.inputs(it); err != nil {
+			row := rows[i]
+			row.Status, row.Error, row.Class = runtime.StatusFailed, err.Error(), ClassDataset
+			if err := r.Store.FinishItem(ctx, row); err != nil {
+				return err
+			}
+			st.finished(row, it, 0)
+		}
+	}
+	return nil
+}
+
+func (r *Runner) inputs(it *Item) (map[string]any, error) {
+	in, err := Inputs(r.Pipeline, it, r.Map)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := runtime.PrepareInputs(r.Pipeline, in); err != nil {
+		return nil, fmt.Errorf("%s: %w", it.Where, err)
+	}
+	return in, nil
+}
+
+// final says an item has its result: it is not run again (but by
+// RetryFailed, for a failed one).
+func final(status string) bool {
+	return status == runtime.StatusCompleted || status == runtime.StatusFailed
+}
+
+// Run runs every item of batch b that has no result yet: pending items
+// start, items whose run started resume it. dataset gives the pending
+// items' entries (by Index); it may be nil when none is pending. It
+// returns how the batch ended: completed when every item has its result,
+// else stopped with the reason.
+func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (status, reason string, err error) {
+	rows, err := r.Store.BatchItems(ctx, b.ID)
+	if err != nil {
+		return "", "", err
+	}
+	byIndex := map[int]*Item{}
+	for _, it := range dataset {
+		byIndex[it.Index] = it
+	}
+	st := &batchState{r: r, b: b, total: len(rows), started: time.Now(), prior: map[int]float64{}}
+	var todo []*store.BatchItem
+	for _, row := range rows {
+		switch {
+		case row.Status == runtime.StatusCompleted:
+			st.done++
+			st.spent += row.CostUSD
+			if r.Scorer.Passed(row.Scores) {
+				st.passed++
+			}
+		case row.Status == runtime.StatusFailed && !(r.RetryFailed && row.Class != ClassDataset):
+			st.done++
+			st.failed++
+			st.spent += row.CostUSD
+		default:
+			// What the item's run spent before: its total replaces it when
+			// the item finishes.
+			if row.Run != "" {
+				if run, err := r.Store.Run(ctx, row.Run); err == nil {
+					st.spent += run.CostUSD
+					st.prior[row.Index] = run.CostUSD
+				}
+			}
+			if row.Status == store.ItemPending && byIndex[row.Index] == nil {
+				return "", "", fmt.Errorf("batch %s: item %s (index %d) is not in the dataset any more", b.ID, row.Key, row.Index)
+			}
+			todo = append(todo, row)
+		}
+	}
+
+	concurrency := r.Concurrency
+	if concurrency <= 0 {
+		concurrency = 8
+	}
+	slots := make(chan struct{}, concurrency)
+	var wg sync.WaitGroup
+	for _, row := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		if why := st.overBudget(); why != "" {
+			st.setStop(why)
+			break
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		// A slot frees when an item ends, and its spend may have used up
+		// the budget since the check above.
+		if why := st.overBudget(); why != "" {
+			<-slots
+			st.setStop(why)
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			st.runItem(ctx, row, byIndex[row.Index])
+		}()
+	}
+	wg.Wait()
+	return st.outcome(ctx)
+}
+
+// batchState is what a batch's workers share.
+type batchState struct {
+	r       *Runner
+	b       *store.Batch
+	started time.Time
+	prior   map[int]float64 // by item index: what its run had spent when the batch resumed
+
+	mu                          sync.Mutex
+	total, done, passed, failed int
+	ran                         int
+	spent                       float64 // finished items' cost plus what running items have spent so far
+	ranCost                     float64 // cost of the items finished by this process
+	waiting                     []string
+	stop                        string
+	storeErr                    error
+}
+
+// overBudget says why no further item may start, or "": the spend so far
+// plus one item's average cost would pass --max-cost-usd.
+func (st *batchState) overBudget() string {
+	limit := st.r.MaxCostUSD
+	if limit <= 0 {
+		return ""
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	next := 0.0
+	if st.ran > 0 {
+		next = st.ranCost / float64(st.ran)
+	}
+	if st.spent+next <= limit && st.spent < limit {
+		return ""
+	}
+	return fmt.Sprintf("--max-cost-usd %.4g: $%.4f spent, and an item costs about $%.4f", limit, st.spent, next)
+}
+
+func (st *batchState) setStop(why string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.stop == "" {
+		st.stop = why
+	}
+}
+
+// spendSink counts an item's model spend into the batch's as it happens.
+type spendSink struct {
+	st      *batchState
+	counted float64
+}
+
+func (s *spendSink) Event(e runtime.Event) {
+	if e.Type == runtime.EventModelTurn && e.Turn != nil && e.Turn.CostUSD > 0 {
+		s.st.mu.Lock()
+		s.st.spent += e.Turn.CostUSD
+		s.st.mu.Unlock()
+		s.counted += e.Turn.CostUSD
+	}
+}
+
+// runItem starts or resumes one item's run, scores it and records the result.
+func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Item) {
+	r := st.r
+	sink := &spendSink{st: st}
+	runner := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops}
+	started := time.Now()
+	res, err := st.execute(ctx, runner, row, it)
+	bg := context.WithoutCancel(ctx)
+	row.DurationMS = float64(time.Since(started).Microseconds()) / 1000
+	row.Scores, row.Error, row.Class = nil, "", ""
+	var de *datasetError
+	switch {
+	case err != nil && errors.As(err, &de):
+		row.Status, row.Error, row.Class = runtime.StatusFailed, de.err.Error(), ClassDataset
+	case err != nil:
+		row.Status, row.Error, row.Class = runtime.StatusFailed, err.Error(), string(runtime.ClassOf(err))
+	default:
+		row.Status, row.CostUSD, row.Tokens = res.Status, res.CostUSD, int(res.Tokens)
+		switch res.Status {
+		case runtime.StatusCompleted:
+			if r.Scorer == nil {
+				break
+			}
+			env := &dsl.ScoreEnv{Outputs: res.Outputs, Item: row.Item,
+				Run: dsl.ScoreRun{CostUSD: res.CostUSD, Tokens: int(res.Tokens), DurationMS: row.DurationMS, Status: res.Status}}
+			judge := func(ctx context.Context, p *dsl.Pipeline, in map[string]any) (*runtime.Result, error) {
+				j := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops}
+				return j.Start(ctx, p, in)
+			}
+			scores, cost, tokens, serr := r.Scorer.Score(ctx, env, judge)
+			row.Scores, row.CostUSD, row.Tokens = scores, row.CostUSD+cost, row.Tokens+tokens
+			if serr != nil {
+				row.Error, row.Class = serr.Error(), ClassScore
+			}
+		case runtime.StatusFailed:
+			row.Error, row.Class = errText(res.Err), string(runtime.ClassOf(res.Err))
+		case runtime.StatusStopped:
+			row.Error, row.Class = res.Reason, runtime.StatusStopped
+		case runtime.StatusWaiting:
+			row.Error, row.Class = "waiting: "+res.Pending.Text, runtime.StatusWaiting
+		}
+	}
+	if ferr := r.Store.FinishItem(bg, row); ferr != nil {
+		st.mu.Lock()
+		st.storeErr = errors.Join(st.storeErr, ferr)
+		st.mu.Unlock()
+	}
+	st.finished(row, it, sink.counted+st.prior[row.Index])
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// datasetError is an item whose entry cannot give the pipeline inputs.
+type datasetError struct{ err error }
+
+func (e *datasetError) Error() string { return e.err.Error() }
+
+// execute starts the item's run, or resumes the run it already has. A run
+// already finished (the batch was killed before recording it) is read
+// back from the store, not run again.
+func (st *batchState) execute(ctx context.Context, runner *durable.Runner, row *store.BatchItem, it *Item) (*runtime.Result, error) {
+	r := st.r
+	if row.Run != "" {
+		prev, err := r.Store.Run(ctx, row.Run)
+		switch {
+		case err == nil && (prev.Status == runtime.StatusCompleted || (prev.Status == runtime.StatusFailed && !r.RetryFailed)):
+			res := &runtime.Result{RunID: prev.ID, Status: prev.Status, Outputs: prev.Outputs, CostUSD: prev.CostUSD, Tokens: int64(prev.Tokens)}
+			if prev.Error != "" {
+				res.Err = errors.New(prev.Error)
+			}
+			return res, nil
+		case err == nil:
+			return runner.Resume(ctx, row.Run, durable.ResumeOptions{AllowChanged: r.AllowChanged})
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+		// Linked, but killed before the run was recorded: start it now.
+	}
+	if it == nil {
+		return nil, &datasetError{fmt.Errorf("item %s: its run %s was never recorded and the dataset entry is gone", row.Key, row.Run)}
+	}
+	in, err := r.inputs(it)
+	if err != nil {
+		return nil, &datasetError{err}
+	}
+	id := row.Run
+	if id == "" {
+		id = runtime.NewRunID()
+		if err := r.Store.StartItem(ctx, row.Batch, row.Index, id); err != nil {
+			return nil, err
+		}
+		row.Run = id
+	}
+	return runner.StartAs(ctx, id, r.Pipeline, in)
+}
+
+// finished counts an item's result and reports progress; counted is
+// what the batch's spend already holds of the item's cost.
+func (st *batchState) finished(row *store.BatchItem, it *Item, counted float64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	// The run's total replaces what its turns added as they happened.
+	st.spent += row.CostUSD - counted
+	st.ran++
+	st.ranCost += row.CostUSD
+	switch row.Status {
+	case runtime.StatusCompleted:
+		st.done++
+		if st.r.Scorer.Passed(row.Scores) {
+			st.passed++
+		}
+	case runtime.StatusFailed:
+		st.done++
+		st.failed++
+	case runtime.StatusWaiting:
+		st.waiting = append(st.waiting, row.Run)
+	}
+	if st.r.Progress == nil {
+		return
+	}
+	where := row.Key
+	if it != nil {
+		where = it.Where
+	}
+	st.r.Progress(Progress{Item: row, Where: where, Total: st.total, Done: st.done, Passed: st.passed, Failed: st.failed,
+		Spent: st.spent, Started: st.started, Ran: st.ran})
+}
+
+// outcome records how this attempt at the batch ended.
+func (st *batchState) outcome(ctx context.Context) (status, reason string, err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	status = runtime.StatusCompleted
+	switch {
+	case st.storeErr != nil:
+		status, reason = runtime.StatusFailed, "recording results: "+st.storeErr.Error()
+	case st.stop != "":
+		status, reason = runtime.StatusStopped, st.stop
+	case ctx.Err() != nil:
+		status, reason = runtime.StatusStopped, "interrupted"
+	case st.done < st.total && len(st.waiting) > 0:
+		status, reason = runtime.StatusStopped, fmt.Sprintf("%d item(s) wait for an answer: answer each run with flowrun resume RUN --answer ... (runs %s), or resume the batch with --auto", len(st.waiting), strings.Join(st.waiting, ", "))
+	case st.done < st.total:
+		status, reason = runtime.StatusStopped, fmt.Sprintf("%d item(s) have no result yet", st.total-st.done)
+	}
+	err = st.r.Store.FinishBatch(context.WithoutCancel(ctx), st.b.ID, status, reason)
+	if st.storeErr != nil {
+		err = errors.Join(st.storeErr, err)
+	}
+	return status, reason, err
+}

@@ -1,0 +1,150 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// Scorer computes an item's metrics from its run: the pipeline's score:
+// expressions (those given on the command line replace any of the same
+// name, or add to them), then the judge pipeline's outputs.
+type Scorer struct {
+	Metrics []*dsl.Metric
+	Judge   *dsl.Pipeline
+	// Primary is the metric that says whether an item passed: the one
+	// named "pass", else the first boolean one; "" when there is none.
+	Primary string
+}
+
+// NewScorer is the scorer of p with extra metrics (--score) merged in.
+func NewScorer(p *dsl.Pipeline, extra []*dsl.Metric) *Scorer {
+	s := &Scorer{}
+	if p.Score != nil {
+		s.Metrics = append(s.Metrics, p.Score.Metrics...)
+		s.Judge = p.Score.Judge
+	}
+	for _, m := range extra {
+		i := slices.IndexFunc(s.Metrics, func(x *dsl.Metric) bool { return x.Name == m.Name })
+		if i >= 0 {
+			s.Metrics[i] = m
+		} else {
+			s.Metrics = append(s.Metrics, m)
+		}
+	}
+	types := map[string]*dsl.Type{}
+	for _, m := range s.Metrics {
+		types[m.Name] = m.Type
+	}
+	if s.Judge != nil {
+		for _, o := range s.Judge.Outputs {
+			types[o.Name] = o.Type
+		}
+	}
+	names := s.Names()
+	switch {
+	case types["pass"] != nil:
+		s.Primary = "pass"
+	default:
+		for _, n := range names {
+			if t := types[n]; t != nil && t.Kind == dsl.TypeBool {
+				s.Primary = n
+				break
+			}
+		}
+	}
+	return s
+}
+
+// Names lists the metrics in declaration order.
+func (s *Scorer) Names() []string {
+	var out []string
+	for _, m := range s.Metrics {
+		out = append(out, m.Name)
+	}
+	if s.Judge != nil {
+		for _, o := range s.Judge.Outputs {
+			out = append(out, o.Name)
+		}
+	}
+	return out
+}
+
+// judgeRun runs the judge pipeline on its inputs.
+type judgeRun func(ctx context.Context, p *dsl.Pipeline, inputs map[string]any) (*runtime.Result, error)
+
+// Score computes the metrics of a completed run. A metric that cannot be
+// computed is left out and named in the error; the judge's spend is
+// returned so that it counts toward the item's.
+func (s *Scorer) Score(ctx context.Context, env *dsl.ScoreEnv, judge judgeRun) (scores map[string]any, costUSD float64, tokens int, err error) {
+	scores = map[string]any{}
+	var errs []error
+	for _, m := range s.Metrics {
+		v, err := m.Eval(env)
+		if err == nil {
+			err = checkMetric(v)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("metric %s: %w", m.Name, err))
+			continue
+		}
+		scores[m.Name] = v
+	}
+	if s.Judge != nil {
+		in := map[string]any{}
+		for _, input := range s.Judge.Inputs {
+			switch input.Name {
+			case "item":
+				in["item"] = env.Item
+			case "outputs":
+				in["outputs"] = env.Outputs
+			case "run":
+				in["run"] = map[string]any{"cost_usd": env.Run.CostUSD, "tokens": env.Run.Tokens,
+					"duration_ms": env.Run.DurationMS, "status": env.Run.Status}
+			}
+		}
+		res, err := judge(ctx, s.Judge, in)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("judge %s: %w", s.Judge.Path, err))
+		case res.Status != runtime.StatusCompleted:
+			costUSD, tokens = res.CostUSD, int(res.Tokens)
+			errs = append(errs, fmt.Errorf("judge %s: run %s %s: %v%s", s.Judge.Path, res.RunID, res.Status, res.Err, res.Reason))
+		default:
+			costUSD, tokens = res.CostUSD, int(res.Tokens)
+			for _, o := range s.Judge.Outputs {
+				v := res.Outputs[o.Name]
+				if err := checkMetric(v); err != nil {
+					errs = append(errs, fmt.Errorf("judge %s: output %s: %w", s.Judge.Path, o.Name, err))
+					continue
+				}
+				scores[o.Name] = v
+			}
+		}
+	}
+	if len(errs) > 0 {
+		err = errs[0]
+		for _, e := range errs[1:] {
+			err = fmt.Errorf("%w; %v", err, e)
+		}
+	}
+	return scores, costUSD, tokens, err
+}
+
+// checkMetric refuses a value that is neither a boolean nor a number
+// (checked at load when its type is known, here when it was not).
+func checkMetric(v any) error {
+	switch v.(type) {
+	case bool, int, int64, float64:
+		return nil
+	}
+	return fmt.Errorf("gave %s; a metric must be true/false or a number", kindOf(v))
+}
+
+// Passed says whether an item's scores pass the primary metric.
+func (s *Scorer) Passed(scores map[string]any) bool {
+	return s != nil && s.Primary != "" && scores[s.Primary] == true
+}

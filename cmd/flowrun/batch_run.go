@@ -1,0 +1,589 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flowrun/flowrun/batch"
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/nodes"
+	"github.com/flowrun/flowrun/redact"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+// batchCommand is a subcommand of flowrun batch.
+type batchCommand func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int
+
+// batchCommands are flowrun batch's subcommands; flowrun batch PIPELINE
+// (any other first argument) runs a new batch. Files that add
+// subcommands register them here from an init function.
+var batchCommands = map[string]batchCommand{
+	"resume": batchResumeCmd,
+}
+
+func batchCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if sub, ok := batchCommands[args[0]]; ok {
+			return sub(ctx, args[1:], stdin, stdout, stderr)
+		}
+	}
+	return batchRunCmd(ctx, args, stdin, stdout, stderr)
+}
+
+// batchFlags are the flags of flowrun batch and batch resume that say how
+// the items run.
+type batchFlags struct {
+	concurrency int
+	maxCost     float64
+	asJSON      bool
+	auto        bool
+	maxLoops    int
+	storePath   *string
+	models      modelFlags
+}
+
+func (f *batchFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.concurrency, "concurrency", 8, "run `N` items at once")
+	fs.Float64Var(&f.maxCost, "max-cost-usd", 0, "start no item once the batch's spend would pass `USD` (0: no limit); the batch stops, resumable")
+	fs.BoolVar(&f.asJSON, "json", false, "print one JSON event per finished item, then a summary, on stdout")
+	fs.BoolVar(&f.auto, "auto", false, "accept every confirmation and answer every ask with its default")
+	fs.IntVar(&f.maxLoops, "max-loops", 0, "cap every loop at `N` iterations")
+	f.storePath = storeFlag(fs)
+	f.models.register(fs)
+}
+
+func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("batch", "flowrun batch PIPELINE --dataset D [flags]\n       flowrun batch resume BATCH [--retry-failed]\n\nRuns the pipeline once per dataset item (a durable run each) and scores\nevery item with the pipeline's score: section and --score. Exit 0 when\nevery item has its result, 1 when the batch stopped, 2 on bad usage.")
+	var bf batchFlags
+	bf.register(fs)
+	dataset := fs.String("dataset", "", "the items: a `path` to a .jsonl, .csv, .json or .yaml list, or a directory of .json files")
+	var maps, scores inputFlags
+	fs.Var(&maps, "map", "give input `INPUT=FIELD` the item's field FIELD (repeatable)")
+	fs.Var(&scores, "score", "a metric `NAME=EXPR` over outputs, item and run (repeatable); replaces score: entries of the same name")
+	limit := fs.Int("limit", 0, "run only the first `N` items (after --filter and --sample)")
+	sample := fs.Int("sample", 0, "run a random sample of `N` items (deterministic: see --seed)")
+	seed := fs.Uint64("seed", 0, "the sample's `seed`")
+	filter := fs.String("filter", "", "run only the items for which this expr-lang `condition` over item holds, e.g. 'item.level == \"easy\"'")
+	files, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(files) != 1 || *dataset == "" {
+		fmt.Fprintln(stderr, "flowrun batch: name one pipeline and a dataset: flowrun batch PIPELINE --dataset D (see flowrun batch --help)")
+		return exitInvalid
+	}
+	p, ds := dsl.Load(files[0])
+	if len(ds) > 0 {
+		fmt.Fprintln(stderr, ds.String())
+	}
+	if p == nil {
+		return exitInvalid
+	}
+	mapping, err := batch.ParseMap(p, maps)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+		return exitInvalid
+	}
+	scorer, code := batchScorer(p, scores, stderr)
+	if scorer == nil {
+		return code
+	}
+	d, err := batch.ReadDataset(*dataset)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+		return exitInvalid
+	}
+	items, err := batch.Select(d.Items, batch.Selection{Filter: *filter, Sample: *sample, Seed: *seed, Limit: *limit})
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+		return exitInvalid
+	}
+	if len(items) == 0 {
+		fmt.Fprintf(stderr, "flowrun batch: no item of %s is selected\n", *dataset)
+		return exitInvalid
+	}
+	if bf.models.replay == "" && needsEndpoint(p) {
+		if c := datasetCassette(*dataset); c != "" {
+			bf.models.replay = c
+			fmt.Fprintf(stderr, "no OPENAI_API_KEY or OPENAI_BASE_URL: replaying %s (offline)\n", c)
+		}
+	}
+	st, r, finish, code := batchRunner(p, &bf, stdin, stderr)
+	if r == nil {
+		return code
+	}
+	defer st.Close()
+	defer finish()
+	r.Map, r.Scorer = mapping, scorer
+	view := newBatchView(r.Scorer, bf.asJSON, stdout, stderr)
+	r.Progress = view.item
+	pipelineAbs, _ := filepath.Abs(p.Path)
+	datasetAbs, _ := filepath.Abs(*dataset)
+	b := &store.Batch{Pipeline: p.Path, PipelineAbs: pipelineAbs, PipelineName: p.Name, PipelineHash: p.Hash,
+		Dataset: *dataset, DatasetHash: d.Hash, Flags: map[string]any{
+			"concurrency": bf.concurrency, "limit": *limit, "sample": *sample, "seed": *seed, "filter": *filter,
+			"max_cost_usd": bf.maxCost, "auto": bf.auto, "max_loops": bf.maxLoops, "map": mapping,
+			"metrics": scorer.Names(), "primary": scorer.Primary, "score": []string(scores),
+			"model": []string(bf.models.models), "replay": absOrEmpty(bf.models.replay), "dataset_abs": datasetAbs}}
+	if err := r.Create(ctx, b, items, view.start); err != nil {
+		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+		return exitFailed
+	}
+	return runBatch(ctx, r, b, items, view)
+}
+
+func absOrEmpty(path string) string {
+	if path == "" {
+		return ""
+	}
+	abs, _ := filepath.Abs(path)
+	return abs
+}
+
+// datasetCassette is the cassette a dataset ships for offline runs:
+// cassette.yaml in a dataset directory, NAME.cassette.yaml beside a
+// dataset file NAME.jsonl; "" when there is none.
+func datasetCassette(dataset string) string {
+	c := strings.TrimSuffix(dataset, filepath.Ext(dataset)) + ".cassette.yaml"
+	if fi, err := os.Stat(dataset); err == nil && fi.IsDir() {
+		c = filepath.Join(dataset, "cassette.yaml")
+	}
+	if _, err := os.Stat(c); err != nil {
+		return ""
+	}
+	return c
+}
+
+// batchScorer builds the metrics: the pipeline's score: with --score
+// NAME=EXPR merged in.
+func batchScorer(p *dsl.Pipeline, scores []string, stderr io.Writer) (*batch.Scorer, int) {
+	var extra []*dsl.Metric
+	for _, s := range scores {
+		name, src, ok := strings.Cut(s, "=")
+		if !ok || strings.TrimSpace(name) == "" {
+			fmt.Fprintf(stderr, "flowrun batch: --score %q: write it as NAME=EXPR, e.g. --score exact='outputs.answer == item.expected'\n", s)
+			return nil, exitInvalid
+		}
+		m, ds := dsl.ParseMetric(p, strings.TrimSpace(name), src)
+		if m == nil {
+			fmt.Fprintln(stderr, ds.String())
+			return nil, exitInvalid
+		}
+		extra = append(extra, m)
+	}
+	return batch.NewScorer(p, extra), exitOK
+}
+
+// batchRunner opens the store and builds one model client for every run
+// of the batch, so that its rate limits hold batch-wide.
+func batchRunner(p *dsl.Pipeline, bf *batchFlags, stdin io.Reader, stderr io.Writer) (*store.Store, *batch.Runner, func(), int) {
+	ms, err := startModels(p, &bf.models, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+		return nil, nil, nil, exitInvalid
+	}
+	kinds := nodes.Kinds(ms.svc)
+	if err := kinds.Check(p); err != nil {
+		ms.finish(stderr)
+		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+		return nil, nil, nil, exitFailed
+	}
+	st, err := store.Open(*bf.storePath)
+	if err != nil {
+		ms.finish(stderr)
+		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+		return nil, nil, nil, exitFailed
+	}
+	// Many runs at once cannot share a terminal's prompt: questions are
+	// answered by --auto or wait.
+	human := newHuman(humanFlags{auto: bf.auto, noInput: true}, stdin, stderr)
+	r := &batch.Runner{Store: st, Pipeline: p, Kinds: kinds, Human: human, MaxLoops: bf.maxLoops,
+		Concurrency: bf.concurrency, MaxCostUSD: bf.maxCost}
+	return st, r, func() { ms.finish(stderr) }, exitOK
+}
+
+// runBatch runs the batch's unfinished items with progress on stderr (or
+// JSON events on stdout) and prints how it ended.
+func runBatch(ctx context.Context, r *batch.Runner, b *store.Batch, items []*batch.Item, view *batchView) int {
+	status, reason, err := r.Run(ctx, b, items)
+	view.end()
+	if err != nil {
+		fmt.Fprintf(view.stderr, "flowrun batch: %v\n", err)
+		return exitFailed
+	}
+	rows, err := r.Store.BatchItems(context.WithoutCancel(ctx), b.ID)
+	if err != nil {
+		fmt.Fprintf(view.stderr, "flowrun batch: %v\n", err)
+		return exitFailed
+	}
+	view.summary(status, reason, rows)
+	if status != runtime.StatusCompleted {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("batch resume", "flowrun batch resume BATCH [--retry-failed] [flags]\n\nContinues a batch (an id, a prefix of one, or last): items with a result\nare kept, started runs resume from their checkpoints, pending items start.\nFlags given here replace those the batch started with.")
+	var bf batchFlags
+	bf.register(fs)
+	retry := fs.Bool("retry-failed", false, "also run the failed items again, each resuming its run (the failed node runs again)")
+	allowChanged := fs.Bool("allow-changed", false, "resume even if the pipeline changed since the batch started")
+	ids, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(ids) != 1 {
+		fmt.Fprintln(stderr, "flowrun batch resume: name one batch (an id, a prefix, or last)")
+		return exitInvalid
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	st0, err := store.Open(*bf.storePath)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
+		return exitFailed
+	}
+	b, err := st0.FindBatch(ctx, ids[0])
+	var rows []*store.BatchItem
+	if err == nil {
+		rows, err = st0.BatchItems(ctx, b.ID)
+	}
+	st0.Close()
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
+		return exitInvalid
+	}
+	p, ds := dsl.Load(b.PipelineAbs)
+	if p == nil {
+		fmt.Fprintf(stderr, "flowrun batch resume: batch %s: its pipeline %s no longer loads:\n%s\n", b.ID, b.Pipeline, ds)
+		return exitInvalid
+	}
+	if p.Hash != b.PipelineHash && !*allowChanged {
+		fmt.Fprintf(stderr, "flowrun batch resume: %s changed since batch %s started; its items would mix two versions of the pipeline. Start a new batch, or resume anyway with --allow-changed\n", b.Pipeline, b.ID)
+		return exitInvalid
+	}
+	flagsOf(b.Flags, &bf, set)
+	mapping := map[string]string{}
+	if m, ok := b.Flags["map"].(map[string]any); ok {
+		for k, v := range m {
+			mapping[k] = fmt.Sprint(v)
+		}
+	}
+	scorer, code := batchScorer(p, stringsOf(b.Flags["score"]), stderr)
+	if scorer == nil {
+		return code
+	}
+	var items []*batch.Item
+	for _, row := range rows {
+		if row.Status == store.ItemPending {
+			d, err := batch.ReadDataset(fmt.Sprint(b.Flags["dataset_abs"]))
+			if err != nil {
+				fmt.Fprintf(stderr, "flowrun batch resume: batch %s has items not started yet: %v\n", b.ID, err)
+				return exitInvalid
+			}
+			if d.Hash != b.DatasetHash {
+				fmt.Fprintf(stderr, "flowrun batch resume: the dataset %s changed since batch %s started; start a new batch\n", b.Dataset, b.ID)
+				return exitInvalid
+			}
+			items = d.Items
+			break
+		}
+	}
+	st, r, finish, code := batchRunner(p, &bf, stdin, stderr)
+	if r == nil {
+		return code
+	}
+	defer st.Close()
+	defer finish()
+	r.Map, r.Scorer, r.RetryFailed, r.AllowChanged = mapping, scorer, *retry, *allowChanged
+	view := newBatchView(r.Scorer, bf.asJSON, stdout, stderr)
+	r.Progress = view.item
+	if err := st.ClaimBatch(ctx, b.ID); err != nil {
+		var busy *store.InProgressError
+		if errors.As(err, &busy) {
+			fmt.Fprintf(stderr, "flowrun batch resume: batch %s is running in process %d\n", b.ID, busy.PID)
+		} else {
+			fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
+		}
+		return exitFailed
+	}
+	view.start(b)
+	return runBatch(ctx, r, b, items, view)
+}
+
+// flagsOf fills the flags not given on the command line from those the
+// batch started with.
+func flagsOf(saved map[string]any, bf *batchFlags, given map[string]bool) {
+	num := func(k string) float64 { f, _ := saved[k].(float64); return f }
+	if !given["concurrency"] && num("concurrency") > 0 {
+		bf.concurrency = int(num("concurrency"))
+	}
+	if !given["max-cost-usd"] {
+		bf.maxCost = num("max_cost_usd")
+	}
+	if !given["max-loops"] {
+		bf.maxLoops = int(num("max_loops"))
+	}
+	if !given["auto"] {
+		bf.auto, _ = saved["auto"].(bool)
+	}
+	if !given["replay"] {
+		bf.models.replay, _ = saved["replay"].(string)
+	}
+	if !given["model"] {
+		bf.models.models = stringsOf(saved["model"])
+	}
+}
+
+func stringsOf(v any) []string {
+	list, _ := v.([]any)
+	var out []string
+	for _, x := range list {
+		out = append(out, fmt.Sprint(x))
+	}
+	return out
+}
+
+// batchView shows a batch's progress: on a terminal one live line, redrawn,
+// with each failure printed above it; elsewhere one plain line per item;
+// with --json one JSON event per item on stdout.
+type batchView struct {
+	b      *store.Batch
+	scorer *batch.Scorer
+	asJSON bool
+	stdout io.Writer
+	stderr io.Writer
+	term   *os.File // the terminal for the live line; nil when none
+
+	mu   sync.Mutex
+	drew bool
+}
+
+func newBatchView(scorer *batch.Scorer, asJSON bool, stdout, stderr io.Writer) *batchView {
+	v := &batchView{scorer: scorer, asJSON: asJSON, stdout: stdout, stderr: stderr}
+	if f, ok := fileOf(stderr); ok && !asJSON && isTerminal(f) {
+		v.term = f
+	}
+	return v
+}
+
+// start announces the batch, once it has its id.
+func (v *batchView) start(b *store.Batch) {
+	v.b = b
+	if !v.asJSON {
+		fmt.Fprintf(v.stderr, "batch %s: %s over %s\n", v.b.ID, v.b.Pipeline, v.b.Dataset)
+	}
+}
+
+func (v *batchView) item(p batch.Progress) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	it := p.Item
+	if v.asJSON {
+		writeEvent(v.stdout, map[string]any{"type": "item_finished", "batch": v.b.ID, "index": it.Index, "key": it.Key,
+			"run": it.Run, "status": it.Status, "scores": it.Scores, "error": it.Error, "class": it.Class,
+			"cost_usd": it.CostUSD, "tokens": it.Tokens, "duration_ms": it.DurationMS, "done": p.Done, "total": p.Total})
+		return
+	}
+	failed := it.Status != runtime.StatusCompleted || it.Class != ""
+	if v.term == nil {
+		mark := "ok  "
+		switch {
+		case failed:
+			mark = "FAIL"
+		case v.scorer.Primary != "" && !v.scorer.Passed(it.Scores):
+			mark = "miss"
+		}
+		fmt.Fprintf(v.stderr, "  %s %-24s %-9s %s $%.4f %s%s\n", mark, it.Key, it.Status, scoreText(it.Scores), it.CostUSD, duration(it.DurationMS), failureText(it))
+		return
+	}
+	if failed {
+		v.clearLine()
+		fmt.Fprintf(v.stderr, "  FAIL %s (%s) %s%s\n", it.Key, p.Where, it.Status, failureText(it))
+	}
+	v.drawLine(p)
+}
+
+func failureText(it *store.BatchItem) string {
+	if it.Error == "" {
+		return ""
+	}
+	class := it.Class
+	if class == "" {
+		class = "error"
+	}
+	return ": " + class + ": " + firstLine(it.Error)
+}
+
+func scoreText(scores map[string]any) string {
+	names := make([]string, 0, len(scores))
+	for k := range scores {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, k := range names {
+		parts = append(parts, k+"="+dsl.Stringify(scores[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// clearLine removes the live line so that a message can take its place.
+func (v *batchView) clearLine() {
+	if v.drew {
+		fmt.Fprint(v.term, "\r\x1b[K")
+		v.drew = false
+	}
+}
+
+func (v *batchView) drawLine(p batch.Progress) {
+	elapsed := time.Since(p.Started)
+	line := fmt.Sprintf("%d/%d done", p.Done, p.Total)
+	if v.scorer.Primary != "" && p.Done > 0 {
+		line += fmt.Sprintf(", %s %.1f%% (%d/%d)", v.scorer.Primary, 100*float64(p.Passed)/float64(p.Done), p.Passed, p.Done)
+	}
+	if p.Failed > 0 {
+		line += fmt.Sprintf(", %d failed", p.Failed)
+	}
+	line += fmt.Sprintf(", $%.4f", p.Spent)
+	if p.Ran > 0 && elapsed > 0 {
+		rate := float64(p.Ran) / elapsed.Seconds()
+		line += fmt.Sprintf(", %.2f items/s", rate)
+		if left := p.Total - p.Done; left > 0 && rate > 0 {
+			line += ", ETA " + (time.Duration(float64(left)/rate) * time.Second).Round(time.Second).String()
+		}
+	}
+	fmt.Fprint(v.term, "\r\x1b[K"+printable(line))
+	v.drew = true
+}
+
+func (v *batchView) end() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.term != nil && v.drew {
+		fmt.Fprintln(v.term)
+		v.drew = false
+	}
+}
+
+// summary prints the batch's totals: stderr for people, or a last JSON
+// line on stdout.
+func (v *batchView) summary(status, reason string, rows []*store.BatchItem) {
+	t := totalsOf(rows, v.scorer.Names())
+	if v.asJSON {
+		ev := map[string]any{"type": "batch_finished", "batch": v.b.ID, "status": status, "reason": reason,
+			"items": len(rows), "completed": t.completed, "failed": t.failed, "pending": t.pending,
+			"primary": v.scorer.Primary, "metrics": t.metrics, "cost_usd": t.cost, "tokens": t.tokens,
+			"failures": t.classes}
+		if v.scorer.Primary != "" && len(rows) > 0 {
+			ev["passed"] = t.passed[v.scorer.Primary]
+			ev["pass_rate"] = float64(t.passed[v.scorer.Primary]) / float64(len(rows))
+		}
+		writeEvent(v.stdout, ev)
+		return
+	}
+	fmt.Fprintf(v.stderr, "batch %s %s: %d items, %d completed, %d failed", v.b.ID, status, len(rows), t.completed, t.failed)
+	if t.pending > 0 {
+		fmt.Fprintf(v.stderr, ", %d without a result", t.pending)
+	}
+	fmt.Fprintf(v.stderr, "; $%.4f, %d tokens\n", t.cost, t.tokens)
+	for _, name := range v.scorer.Names() {
+		m := t.metrics[name]
+		if m == nil {
+			continue
+		}
+		mark := ""
+		if name == v.scorer.Primary {
+			mark = " (pass rate)"
+		}
+		if rate, ok := m["rate"]; ok {
+			fmt.Fprintf(v.stderr, "  %-20s %5.1f%%  %d/%d%s\n", name, 100*rate.(float64), m["true"], len(rows), mark)
+		} else {
+			fmt.Fprintf(v.stderr, "  %-20s mean %.4g over %d items\n", name, m["mean"], m["n"])
+		}
+	}
+	if reason != "" {
+		fmt.Fprintf(v.stderr, "stopped: %s\nTo continue: flowrun batch resume %s\n", reason, v.b.ID)
+	}
+}
+
+// batchTotals are a batch's figures for its closing line.
+type batchTotals struct {
+	completed, failed, pending int
+	cost                       float64
+	tokens                     int
+	passed                     map[string]int
+	metrics                    map[string]map[string]any
+	classes                    map[string]int
+}
+
+// totalsOf aggregates the items: a boolean metric as the share of all
+// items for which it is true (an item without a result counts as false),
+// a number as the mean over the items that have it.
+func totalsOf(rows []*store.BatchItem, names []string) batchTotals {
+	t := batchTotals{passed: map[string]int{}, metrics: map[string]map[string]any{}, classes: map[string]int{}}
+	sums, counts, bools := map[string]float64{}, map[string]int{}, map[string]bool{}
+	for _, it := range rows {
+		switch it.Status {
+		case runtime.StatusCompleted:
+			t.completed++
+		case runtime.StatusFailed:
+			t.failed++
+		default:
+			t.pending++
+		}
+		if it.Class != "" {
+			t.classes[it.Class]++
+		}
+		t.cost += it.CostUSD
+		t.tokens += it.Tokens
+		for k, v := range it.Scores {
+			switch x := v.(type) {
+			case bool:
+				bools[k] = true
+				if x {
+					t.passed[k]++
+				}
+			case int:
+				sums[k] += float64(x)
+				counts[k]++
+			case int64:
+				sums[k] += float64(x)
+				counts[k]++
+			case float64:
+				sums[k] += x
+				counts[k]++
+			}
+		}
+	}
+	for _, name := range names {
+		switch {
+		case bools[name] && len(rows) > 0:
+			t.metrics[name] = map[string]any{"rate": float64(t.passed[name]) / float64(len(rows)), "true": t.passed[name]}
+		case counts[name] > 0:
+			t.metrics[name] = map[string]any{"mean": sums[name] / float64(counts[name]), "n": counts[name]}
+		}
+	}
+	return t
+}
+
+// writeEvent prints one JSON line, secrets redacted.
+func writeEvent(w io.Writer, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	_, _ = w.Write(append(redact.JSON(b), '\n'))
+}

@@ -1,0 +1,204 @@
+package dsl
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/expr-lang/expr"
+	"gopkg.in/yaml.v3"
+)
+
+// Score is a pipeline's score: section: the metrics a batch computes for
+// each item whose run completed.
+type Score struct {
+	Metrics []*Metric // expression metrics, in file order
+	// Judge is score: {pipeline: FILE}: a pipeline run per item with the
+	// inputs item, outputs and run; each of its outputs is a metric,
+	// after the expression metrics.
+	Judge    *Pipeline
+	JudgePos Pos
+}
+
+// Names lists every metric in declaration order: the expressions, then
+// the judge's outputs.
+func (s *Score) Names() []string {
+	if s == nil {
+		return nil
+	}
+	var out []string
+	for _, m := range s.Metrics {
+		out = append(out, m.Name)
+	}
+	if s.Judge != nil {
+		for _, o := range s.Judge.Outputs {
+			out = append(out, o.Name)
+		}
+	}
+	return out
+}
+
+// Metric is one named score: an expression over outputs, item and run.
+type Metric struct {
+	Name  string
+	Pos   Pos
+	Value *Value
+	Type  *Type // boolean (a pass rate), a number (a mean), or any
+	// broken says the expression did not compile (and was reported).
+	broken bool
+}
+
+// ScoreEnv is what a metric sees: the run's outputs, the dataset item (a
+// row of fields) and what the run cost.
+type ScoreEnv struct {
+	Outputs map[string]any `expr:"outputs"`
+	Item    map[string]any `expr:"item"`
+	Run     ScoreRun       `expr:"run"`
+}
+
+// ScoreRun is run in a metric.
+type ScoreRun struct {
+	CostUSD    float64 `expr:"cost_usd"`
+	Tokens     int     `expr:"tokens"`
+	DurationMS float64 `expr:"duration_ms"`
+	Status     string  `expr:"status"`
+}
+
+// Eval computes the metric.
+func (m *Metric) Eval(env *ScoreEnv) (any, error) {
+	if e := m.Value.expr; e != nil {
+		return e.run(env)
+	}
+	return m.Value.lit, nil
+}
+
+var (
+	scoreNames     = []string{"outputs", "item", "run"}
+	scoreRunFields = []string{"cost_usd", "duration_ms", "status", "tokens"}
+	scoreRunType   = Object(map[string]*Type{"cost_usd": FloatType, "tokens": IntType, "duration_ms": FloatType, "status": StringType})
+)
+
+// judgeInputs are the inputs a judge pipeline may take.
+var judgeInputs = []string{"item", "outputs", "run"}
+
+func (f *file) scoreOptions() []expr.Option {
+	return append([]expr.Option{expr.Env(ScoreEnv{})}, f.opts[1:]...)
+}
+
+func (f *file) decodeScore(n *yaml.Node) {
+	if n == nil {
+		return
+	}
+	s := &Score{}
+	for _, kv := range pairs(n) {
+		if kv[0].Value == "pipeline" {
+			s.JudgePos = f.pos(kv[1])
+			s.Judge = f.subPipeline(kv[1])
+			continue
+		}
+		s.Metrics = append(s.Metrics, f.metric(kv[0].Value, kv[1]))
+	}
+	f.p.Score = s
+}
+
+func (f *file) metric(name string, n *yaml.Node) *Metric {
+	m := &Metric{Name: name, Pos: f.pos(n), Value: f.value(n, scope{score: true})}
+	_, isString := str(n)
+	m.broken = isString && m.Value.expr == nil && m.Value.tmpl == nil
+	return m
+}
+
+// checkScore types the metrics, and checks that the judge takes what a
+// batch gives it and that no two metrics share a name.
+func (r *resolver) checkScore() {
+	s := r.f.p.Score
+	if s == nil {
+		return
+	}
+	for _, m := range s.Metrics {
+		r.checkMetric(m)
+	}
+	j := s.Judge
+	if j == nil {
+		return
+	}
+	for _, in := range j.Inputs {
+		if !slices.Contains(judgeInputs, in.Name) && !in.HasDefault {
+			r.f.l.errorf(s.JudgePos, "score: judge %s needs input %q, but a judge gets only item, outputs and run; give it a default or remove it", j.Path, in.Name)
+		}
+	}
+	for _, o := range j.Outputs {
+		for _, m := range s.Metrics {
+			if m.Name == o.Name {
+				r.f.l.errorf(m.Pos, "score: metric %q is also an output of the judge %s; rename one", m.Name, filepath.ToSlash(j.Path))
+			}
+		}
+		if !metricType(o.Type) {
+			r.f.l.errorf(s.JudgePos, "score: output %q of the judge %s is %s; a metric must be true/false or a number", o.Name, j.Path, describeKind(o.Type))
+		}
+	}
+}
+
+func (r *resolver) checkMetric(m *Metric) {
+	if m.broken {
+		return
+	}
+	m.Type = r.valueType(m.Value)
+	if !metricType(m.Type) {
+		r.f.l.errorf(m.Pos, "score: metric %q is %s; a metric must be true/false (a pass rate) or a number (a mean)", m.Name, describeKind(m.Type))
+	}
+}
+
+func metricType(t *Type) bool {
+	return t == nil || t.Kind == TypeAny || t.Kind == TypeBool || t.numeric()
+}
+
+// scoreRoot is the type of a name a metric reads, or nil.
+func (r *resolver) scoreRoot(name string) *Type {
+	switch name {
+	case "outputs":
+		fields := make(map[string]*Type, len(r.f.p.Outputs))
+		for _, o := range r.f.p.Outputs {
+			// Set once the pipeline has loaded (a --score metric).
+			fields[o.Name] = o.Type
+			if o.Type == nil {
+				fields[o.Name] = r.valueType(o.Value)
+			}
+		}
+		return Object(fields)
+	case "item":
+		return AnyType
+	case "run":
+		return scoreRunType
+	}
+	return nil
+}
+
+// ParseMetric compiles a metric given on the command line (--score
+// name=expr) and checks it against p's outputs like one in its score:.
+// Diagnostics point into the expression itself.
+func ParseMetric(p *Pipeline, name, src string) (*Metric, Diagnostics) {
+	label := "--score " + name
+	l := &loader{sources: map[string][]string{label: {src}}, loaded: map[string]*Pipeline{}, read: map[string]string{}}
+	f := &file{l: l, name: label, dir: p.Dir, p: p, pendingOf: map[*Expr]*pendingExpr{}}
+	f.opts = append([]expr.Option{expr.Env(Env{})}, helperFunctions(p.Dir, &p.Files)...)
+	m := &Metric{Name: name, Pos: Pos{File: label, Line: 1, Col: 1}}
+	if strings.TrimSpace(src) == "" {
+		return nil, Diagnostics{{Pos: m.Pos, Message: "empty expression: write --score name=EXPR, e.g. --score exact='outputs.answer == item.expected'"}}
+	}
+	at := func(o int) Pos { return Pos{File: label, Line: 1, Col: len([]rune(src[:o])) + 1} }
+	if e := f.compile(src, scope{score: true, maybeText: true}, false, at); e != nil {
+		m.Value = &Value{expr: e, pos: m.Pos}
+		r := &resolver{f: f, outputs: map[*Node]*Type{}, busy: map[*Node]bool{}}
+		r.typeOf(f.pendingOf[e])
+		r.checkMetric(m)
+	}
+	ds := l.diags.sorted()
+	for i := range ds {
+		ds[i].Line = l.sourceLine(ds[i].Pos)
+	}
+	if ds.HasErrors() {
+		return nil, ds
+	}
+	return m, ds
+}
