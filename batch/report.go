@@ -65,8 +65,10 @@ func WriteReport(ctx context.Context, st *store.Store, w io.Writer, b, against *
 		return err
 	}
 	r := &report{Generated: time.Now().Format("2006-01-02 15:04:05"), S: s, Outcomes: map[int]string{}}
-	runs := make([]string, 0, len(s.Rows))
+	type ref struct{ run, key, side string }
+	var runs []ref
 	var base *Summary
+	side := ""
 	if against != nil {
 		if base, err = Summarize(ctx, st, against); err != nil {
 			return err
@@ -75,28 +77,30 @@ func WriteReport(ctx context.Context, st *store.Store, w io.Writer, b, against *
 		for _, p := range r.C.Pairs {
 			r.Outcomes[p.B.Index] = p.Outcome
 		}
-		for _, p := range append(append([]Pair{}, r.C.Fixed...), r.C.Broken...) {
-			runs = append(runs, p.A.Run)
-		}
+		side = "B"
 	}
 	for _, row := range s.Rows {
-		runs = append(runs, row.Run)
+		runs = append(runs, ref{row.Run, row.Key, side})
+	}
+	if r.C != nil {
+		for _, p := range append(append([]Pair{}, r.C.Fixed...), r.C.Broken...) {
+			runs = append(runs, ref{p.A.Run, p.Key, "A"})
+		}
 	}
 	for _, m := range s.Metrics {
 		r.Metrics = append(r.Metrics, m.Name)
 	}
 	r.Pass = newPassChart(s, base)
 	r.Cost = newCostChart(s, base)
-	seen := map[string]bool{}
-	for _, run := range runs {
-		if run == "" || seen[run] {
+	for _, ref := range runs {
+		if ref.run == "" {
 			continue
 		}
-		seen[run] = true
-		tl, err := readTimeline(ctx, st, run)
+		tl, err := readTimeline(ctx, st, ref.run)
 		if err != nil {
-			return fmt.Errorf("batch %s: report: run %s: %w", b.ID, run, err)
+			return fmt.Errorf("batch %s: report: run %s: %w", b.ID, ref.run, err)
 		}
+		tl.Key, tl.Side = ref.key, ref.side
 		r.Timelines = append(r.Timelines, *tl)
 	}
 	var page strings.Builder
@@ -145,15 +149,15 @@ func scoreText(v any) string {
 
 // Geometry of the charts, in SVG user units.
 const (
-	chartWidth  = 760
-	labelWidth  = 190
-	plotWidth   = chartWidth - labelWidth - 70
+	chartWidth  = 540
+	labelWidth  = 110
+	plotWidth   = chartWidth - labelWidth - 130 // room for the label right of the widest whisker
 	barHeight   = 18
 	barGap      = 4
 	groupGap    = 14
-	histHeight  = 180
+	histHeight  = 160
 	histBins    = 12
-	histPadLeft = 40
+	histPadLeft = 34
 )
 
 type passBar struct {
@@ -173,22 +177,23 @@ type passGroup struct {
 }
 
 type passChart struct {
-	Height float64
-	Groups []passGroup
-	Ticks  []tick
-	Width  float64
+	Width, Height float64
+	LabelX, PlotX float64
+	Groups        []passGroup
+	Ticks         []tick
 }
 
 type tick struct {
-	X     float64
-	Label string
+	X      float64
+	Label  string
+	Anchor string // text-anchor
 }
 
 // newPassChart draws each boolean metric as a bar with its Wilson
 // interval as an error bar; with a base batch, A's bar above B's.
 func newPassChart(s, base *Summary) passChart {
-	c := passChart{Width: chartWidth}
-	y := 20.0
+	c := passChart{Width: chartWidth, LabelX: labelWidth - 8, PlotX: labelWidth}
+	y := 24.0
 	for _, m := range s.Metrics {
 		if m.Rate == nil {
 			continue
@@ -225,7 +230,7 @@ func newPassChart(s, base *Summary) passChart {
 		y += groupGap
 	}
 	for i := 0; i <= 4; i++ {
-		c.Ticks = append(c.Ticks, tick{X: labelWidth + float64(i)/4*plotWidth, Label: fmt.Sprintf("%d%%", i*25)})
+		c.Ticks = append(c.Ticks, tick{X: labelWidth + float64(i)/4*plotWidth, Label: fmt.Sprintf("%d%%", i*25), Anchor: "middle"})
 	}
 	c.Height = y + 16
 	return c
@@ -240,6 +245,7 @@ type histBar struct {
 
 type costChart struct {
 	Width, Height, Base float64
+	PlotX, AxisX        float64
 	Bars                []histBar
 	Ticks               []tick
 	MaxCount            int
@@ -249,7 +255,7 @@ type costChart struct {
 // newCostChart is a histogram of the per-item cost of the items that
 // ran; with a base batch, A's and B's bars side by side in each bin.
 func newCostChart(s, base *Summary) costChart {
-	c := costChart{Width: chartWidth, Height: histHeight + 40, Base: histHeight + 10}
+	c := costChart{Width: chartWidth, Height: histHeight + 40, Base: histHeight + 10, PlotX: histPadLeft, AxisX: histPadLeft - 6}
 	series := []struct {
 		name string
 		rows []Row
@@ -298,8 +304,9 @@ func newCostChart(s, base *Summary) costChart {
 				Y: c.Base - h, H: h, Count: n, From: fmt.Sprintf("$%.4f", float64(bin)*width), To: fmt.Sprintf("$%.4f", float64(bin+1)*width)})
 		}
 	}
-	for _, i := range []int{0, histBins / 2, histBins} {
-		c.Ticks = append(c.Ticks, tick{X: histPadLeft + float64(i)*binW, Label: fmt.Sprintf("$%.4f", float64(i)*width)})
+	for i, anchor := range []string{"start", "middle", "end"} {
+		at := float64(i * histBins / 2)
+		c.Ticks = append(c.Ticks, tick{X: histPadLeft + at*binW, Label: fmt.Sprintf("$%.4f", at*width), Anchor: anchor})
 	}
 	return c
 }
@@ -307,6 +314,7 @@ func newCostChart(s, base *Summary) costChart {
 // timeline is one run's events as the report shows them.
 type timeline struct {
 	Run, Key, Pipeline, Status, Error, Reason string
+	Side                                      string // "A" or "B" in a comparison
 	Started                                   string
 	DurationMS, CostUSD                       float64
 	Tokens                                    int
@@ -340,7 +348,7 @@ func readTimeline(ctx context.Context, st *store.Store, runID string) (*timeline
 		end = r.Updated
 	}
 	tl := &timeline{Run: r.ID, Pipeline: r.PipelineName, Status: r.Status, Error: r.Error, Reason: r.Reason,
-		Started: r.Started.Format("2006-01-02 15:04:05"), DurationMS: ms(end.Sub(r.Started)), CostUSD: r.CostUSD, Tokens: r.Tokens}
+		Started: r.Started.Format("2006-01-02 15:04:05"), CostUSD: r.CostUSD, Tokens: r.Tokens}
 	start := r.Started
 	if len(events) > 0 && events[0].Time.Before(start) {
 		start = events[0].Time
@@ -351,6 +359,7 @@ func readTimeline(ctx context.Context, st *store.Store, runID string) (*timeline
 			span = ms(last)
 		}
 	}
+	tl.DurationMS = span
 	for _, e := range events {
 		en, ok := timelineEntry(e)
 		if !ok {
