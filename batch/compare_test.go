@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"github.com/flowrun/flowrun/batch/batchtest"
 	"math"
 	"strings"
 	"testing"
@@ -39,9 +40,9 @@ func TestMcNemar(t *testing.T) {
 // one failed in both, one item only in each.
 func TestCompareFixedBroken(t *testing.T) {
 	ctx := context.Background()
-	st := openTestStore(t)
-	a := fixture(t, st, "b20261122T100000-aaaa", append(keys("k", 13), "gone"), "PPFFFFFFFFPPFP", 1, "")
-	b := fixture(t, st, "b20261122T110000-bbbb", append(keys("k", 13), "new"), "FFPPPPPPPPPPFF", 2, "")
+	st := batchtest.OpenStore(t)
+	a := batchtest.Record(t, st, "b20261122T100000-aaaa", append(batchtest.Keys("k", 13), "gone"), "PPFFFFFFFFPPFP", 1, "")
+	b := batchtest.Record(t, st, "b20261122T110000-bbbb", append(batchtest.Keys("k", 13), "new"), "FFPPPPPPPPPPFF", 2, "")
 	c, err := Compare(ctx, st, a, b)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/flowrun/flowrun/batch/batchtest"
 	"image"
 	"image/png"
 	"os"
@@ -22,12 +23,12 @@ const xss = `<script>alert(1)</script>`
 // reply whose text hold markup, and writes B's report against A.
 func reportFixture(t *testing.T) (html string, a, b string) {
 	t.Helper()
-	st := openTestStore(t)
-	ks := keys("task-", 40)
+	st := batchtest.OpenStore(t)
+	ks := batchtest.Keys("task-", 40)
 	pa := "PPPFFFFFFFFPPPPPPPPPPPPPFFFFFPPPEPFFPPS."
 	pb := "FFPPPPPPPPPPPPPPPFPPPPPPFFFFFPPPEPFFPPP."
-	ba := fixture(t, st, "b20261122T100000-aaaa", ks, pa, 1, "")
-	bb := fixture(t, st, "b20261122T110000-bbbb", ks, pb, 1.3, "tool said "+xss)
+	ba := batchtest.Record(t, st, "b20261122T100000-aaaa", ks, pa, 1, "")
+	bb := batchtest.Record(t, st, "b20261122T110000-bbbb", ks, pb, 1.3, "tool said "+xss)
 	var buf bytes.Buffer
 	if err := WriteReport(context.Background(), st, &buf, bb, ba); err != nil {
 		t.Fatal(err)

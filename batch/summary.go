@@ -9,10 +9,12 @@ package batch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/flowrun/flowrun/store"
@@ -21,11 +23,31 @@ import (
 // Wilson z for a 95% interval.
 const z95 = 1.959963984540054
 
+// AmbiguousError says a batch id prefix names more than one batch.
+type AmbiguousError struct{ Err error }
+
+func (e *AmbiguousError) Error() string { return e.Err.Error() }
+func (e *AmbiguousError) Unwrap() error { return e.Err }
+
 // Find returns a batch by id, unambiguous id prefix, or "last" (the
 // newest).
 func Find(ctx context.Context, st *store.Store, id string) (*store.Batch, error) {
 	if id != "last" {
-		return st.Batch(ctx, id)
+		b, err := st.Batch(ctx, id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			if all, lerr := st.Batches(ctx); lerr == nil && len(all) > 1 && id != "" {
+				n := 0
+				for _, x := range all {
+					if strings.HasPrefix(x.ID, id) {
+						n++
+					}
+				}
+				if n > 1 {
+					return nil, &AmbiguousError{err}
+				}
+			}
+		}
+		return b, err
 	}
 	all, err := st.Batches(ctx)
 	if err != nil {

@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"github.com/flowrun/flowrun/batch/batchtest"
 	"math"
 	"strings"
 	"testing"
@@ -49,8 +50,8 @@ func TestPercentile(t *testing.T) {
 // metric, 1 run failed, 1 item still pending.
 func TestSummaryFigures(t *testing.T) {
 	ctx := context.Background()
-	st := openTestStore(t)
-	b := fixture(t, st, "b20261122T100000-aaaa", keys("t", 10), "PPPPPPFFE.", 1, "")
+	st := batchtest.OpenStore(t)
+	b := batchtest.Record(t, st, "b20261122T100000-aaaa", batchtest.Keys("t", 10), "PPPPPPFFE.", 1, "")
 	s, err := Summarize(ctx, st, b)
 	if err != nil {
 		t.Fatal(err)
@@ -96,8 +97,8 @@ func TestSummaryFigures(t *testing.T) {
 // TestSummaryWithoutDeclaredMetrics: a batch recorded without its metric
 // names takes them from its items, and "pass" is the primary.
 func TestSummaryWithoutDeclaredMetrics(t *testing.T) {
-	st := openTestStore(t)
-	b := fixture(t, st, "b20261122T100000-bbbb", keys("t", 3), "PFE", 1, "")
+	st := batchtest.OpenStore(t)
+	b := batchtest.Record(t, st, "b20261122T100000-bbbb", batchtest.Keys("t", 3), "PFE", 1, "")
 	b.Flags = map[string]any{}
 	items, err := st.BatchItems(context.Background(), b.ID)
 	if err != nil {
@@ -115,12 +116,12 @@ func TestSummaryWithoutDeclaredMetrics(t *testing.T) {
 
 func TestFind(t *testing.T) {
 	ctx := context.Background()
-	st := openTestStore(t)
+	st := batchtest.OpenStore(t)
 	if _, err := Find(ctx, st, "last"); err == nil || !strings.Contains(err.Error(), "no batch") {
 		t.Errorf("last with no batch: %v", err)
 	}
-	fixture(t, st, "b20261122T100000-aaaa", keys("t", 1), "P", 1, "")
-	fixture(t, st, "b20261122T110000-bbbb", keys("t", 1), "F", 1, "")
+	batchtest.Record(t, st, "b20261122T100000-aaaa", batchtest.Keys("t", 1), "P", 1, "")
+	batchtest.Record(t, st, "b20261122T110000-bbbb", batchtest.Keys("t", 1), "F", 1, "")
 	if b, err := Find(ctx, st, "last"); err != nil || b.ID != "b20261122T110000-bbbb" {
 		t.Errorf("last: %v, %v", b, err)
 	}

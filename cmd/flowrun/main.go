@@ -41,6 +41,13 @@ Usage:
   flowrun snapshot RUN --label L    label the run's current checkpoint
   flowrun snapshots RUN             list a run's snapshots
   flowrun rollback RUN SNAPSHOT     make a snapshot the run's current state
+  flowrun batches [--json]          list batches
+  flowrun batch show BATCH [--format text|json|jsonl|csv]
+                                    a batch's summary and per-item table
+  flowrun batch compare A B [--json]
+                                    what B fixed and broke since A, and is it chance
+  flowrun batch report BATCH [--compare A] [-o FILE]
+                                    one self-contained HTML page of it
   flowrun sandbox install python [--from DIR|ARCHIVE]
                                     install CPython for WASI (code nodes' python)
   flowrun sandbox export [-o FILE]  write it as one archive for another machine
@@ -102,6 +109,16 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return rollbackCmd(args[1:], stdout, stderr)
 	case "sandbox":
 		return sandboxCmd(ctx, args[1:], stdout, stderr)
+	case "batches":
+		return batchesCmd(ctx, args[1:], stdout, stderr)
+	case "batch":
+		if len(args) > 1 {
+			if code, handled := batchView(ctx, args[1], args[2:], stdout, stderr); handled {
+				return code
+			}
+		}
+		fmt.Fprintln(stderr, "flowrun batch: give show, compare or report (see flowrun --help)")
+		return exitInvalid
 	}
 	if strings.HasPrefix(args[0], "-") {
 		fmt.Fprintf(stderr, "flowrun: unknown flag %s before a command or file; see flowrun --help\n", args[0])

@@ -1,4 +1,7 @@
-package batch
+// Package batchtest records batches in a real store for tests: items with
+// known outcomes, scores, costs and durations, each item that ran backed
+// by a real run with a timeline.
+package batchtest
 
 import (
 	"context"
@@ -11,7 +14,9 @@ import (
 	"github.com/flowrun/flowrun/store"
 )
 
-func openTestStore(t *testing.T) *store.Store {
+// OpenStore opens a new store in a temporary directory, closed when the
+// test ends.
+func OpenStore(t *testing.T) *store.Store {
 	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "flowrun.db"))
 	if err != nil {
@@ -21,7 +26,8 @@ func openTestStore(t *testing.T) *store.Store {
 	return st
 }
 
-func keys(prefix string, n int) []string {
+// Keys are n keys: prefix01, prefix02...
+func Keys(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
 		out[i] = fmt.Sprintf("%s%02d", prefix, i+1)
@@ -29,7 +35,7 @@ func keys(prefix string, n int) []string {
 	return out
 }
 
-// fixture records batch id with one item per key, whose outcome is the
+// Record records batch id with one item per key, whose outcome is the
 // same letter of pattern: P completed and passed, F completed and not
 // passed, E failed (class model_error), S stopped, . pending. Item i
 // costs scale*0.001*(i+1) USD and scale*100*(i+1) ms and 100*(i+1)
@@ -37,7 +43,7 @@ func keys(prefix string, n int) []string {
 // steps (i+1). Each item that ran has a real run in the store with a
 // timeline of one llm node; fail, when set, is the error text of failed
 // items and the reply of the others.
-func fixture(t *testing.T, st *store.Store, id string, keys []string, pattern string, scale float64, fail string) *store.Batch {
+func Record(t *testing.T, st *store.Store, id string, keys []string, pattern string, scale float64, fail string) *store.Batch {
 	t.Helper()
 	ctx := context.Background()
 	if len(keys) != len(pattern) {
