@@ -1,9 +1,3 @@
-// Package batch runs a pipeline over a dataset and reads the results back.
-//
-// The analysis half (Summarize, Compare, WriteReport) only reads the store:
-// every figure it gives is computed from the batch's item records, so two
-// readings of the same batch give the same figures. Pass rates count every
-// item of the batch, an item that did not complete as not passed.
 package batch
 
 import (
@@ -156,7 +150,11 @@ type Summary struct {
 	Rows        []Row          `json:"rows"`
 }
 
-// Summarize reads a batch's items and computes its summary.
+// Summarize reads a batch's items and computes its summary. It, Compare
+// and WriteReport only read the store: every figure comes from the
+// batch's item records, so two readings of one batch agree. Pass rates
+// count every item of the batch, an item that did not complete as not
+// passed.
 func Summarize(ctx context.Context, st *store.Store, b *store.Batch) (*Summary, error) {
 	items, err := st.BatchItems(ctx, b.ID)
 	if err != nil {
@@ -300,16 +298,16 @@ func metricNames(b *store.Batch, items []*store.BatchItem) ([]string, string) {
 		return names, "pass"
 	}
 	for _, n := range names {
-		if kindOf(n, items) == "rate" {
+		if metricKind(n, items) == "rate" {
 			return names, n
 		}
 	}
 	return names, ""
 }
 
-// kindOf says how a metric aggregates: "rate" when every value it has is
-// a boolean, "mean" when every one is a number, else "other".
-func kindOf(name string, items []*store.BatchItem) string {
+// metricKind says how a metric aggregates: "rate" when every value it
+// has is a boolean, "mean" when every one is a number, else "other".
+func metricKind(name string, items []*store.BatchItem) string {
 	kind := ""
 	for _, it := range items {
 		v, ok := it.Scores[name]
@@ -334,7 +332,7 @@ func kindOf(name string, items []*store.BatchItem) string {
 }
 
 func aggregate(name string, items []*store.BatchItem) Metric {
-	m := Metric{Name: name, Kind: kindOf(name, items)}
+	m := Metric{Name: name, Kind: metricKind(name, items)}
 	var sum float64
 	k := 0
 	for _, it := range items {

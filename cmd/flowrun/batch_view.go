@@ -19,9 +19,9 @@ import (
 	"github.com/flowrun/flowrun/store"
 )
 
-// batchView runs the batch subcommands that read a batch back: show,
+// batchViewCmd runs the batch subcommands that read a batch back: show,
 // compare and report. handled is false for any other subcommand.
-func batchView(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) (code int, handled bool) {
+func batchViewCmd(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) (code int, handled bool) {
 	switch sub {
 	case "show":
 		return batchShowCmd(ctx, args, stdout, stderr), true

@@ -12,9 +12,9 @@ import (
 	"github.com/flowrun/flowrun/store"
 )
 
-// batchStore records two batches of the same 14 items, B fixing 8 and
+// viewStore records two batches of the same 14 items, B fixing 8 and
 // breaking 2 of A's, and returns the store's path.
-func batchStore(t *testing.T) string {
+func viewStore(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "flowrun.db")
 	st, err := store.Open(path)
@@ -28,7 +28,7 @@ func batchStore(t *testing.T) string {
 }
 
 func TestBatchesList(t *testing.T) {
-	path := batchStore(t)
+	path := viewStore(t)
 	code, out, errOut := flowrun(t, "batches", "--store", path)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -57,7 +57,7 @@ func TestBatchesList(t *testing.T) {
 }
 
 func TestBatchShow(t *testing.T) {
-	path := batchStore(t)
+	path := viewStore(t)
 	code, out, errOut := flowrun(t, "batch", "show", "last", "--store", path)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -116,7 +116,7 @@ func TestBatchShow(t *testing.T) {
 }
 
 func TestBatchCompareCLI(t *testing.T) {
-	path := batchStore(t)
+	path := viewStore(t)
 	code, out, errOut := flowrun(t, "batch", "compare", "b20261122T10", "last", "--store", path)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -145,7 +145,7 @@ func TestBatchCompareCLI(t *testing.T) {
 }
 
 func TestBatchReportCLI(t *testing.T) {
-	path := batchStore(t)
+	path := viewStore(t)
 	out := filepath.Join(t.TempDir(), "report.html")
 	code, stdout, errOut := flowrun(t, "batch", "report", "last", "--compare", "b20261122T10", "-o", out, "--store", path)
 	if code != exitOK || !strings.Contains(stdout, "wrote "+out) {

@@ -113,7 +113,7 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return batchesCmd(ctx, args[1:], stdout, stderr)
 	case "batch":
 		if len(args) > 1 {
-			if code, handled := batchView(ctx, args[1], args[2:], stdout, stderr); handled {
+			if code, handled := batchViewCmd(ctx, args[1], args[2:], stdout, stderr); handled {
 				return code
 			}
 		}
