@@ -21,7 +21,7 @@ var reportSource string
 
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"pct":   func(r float64) string { return fmt.Sprintf("%.1f%%", 100*r) },
-	"usd":   func(v float64) string { return fmt.Sprintf("$%.4f", v) },
+	"usd":   USD,
 	"ms":    durationText,
 	"score": scoreText,
 	"runID": func(run string) string { return "run-" + run },
@@ -109,6 +109,21 @@ func WriteReport(ctx context.Context, st *store.Store, w io.Writer, b, against *
 	}
 	_, err = io.WriteString(w, redact.String(page.String()))
 	return err
+}
+
+// USD is an amount as a person reads it: four decimals, or two
+// significant digits below a hundredth of a cent, so that a cheap item
+// does not read as free.
+func USD(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("$%.0f", v)
+	case v >= 1:
+		return fmt.Sprintf("$%.2f", v)
+	case v > 0 && v < 0.0001:
+		return fmt.Sprintf("$%.*f", 1-int(math.Floor(math.Log10(v))), v)
+	}
+	return fmt.Sprintf("$%.4f", v)
 }
 
 func durationText(ms float64) string {
@@ -266,11 +281,11 @@ func newCostChart(s, base *Summary) costChart {
 			rows []Row
 		}{{"A", base.Rows}, {"B", s.Rows}}
 	}
-	hi := 0.0
+	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, sr := range series {
 		for _, r := range sr.rows {
 			if r.Run != "" {
-				hi = math.Max(hi, r.CostUSD)
+				lo, hi = math.Min(lo, r.CostUSD), math.Max(hi, r.CostUSD)
 				c.Items++
 			}
 		}
@@ -278,10 +293,17 @@ func newCostChart(s, base *Summary) costChart {
 	if c.Items == 0 {
 		return c
 	}
-	if hi == 0 {
-		hi = 1e-6
+	if hi-lo <= 1e-12 {
+		// Every item cost the same: one bar in the middle of the middle
+		// bin rather than on an edge (at 0 when they were free).
+		w := hi / histBins
+		lo = hi - (histBins/2+0.5)*w
+		if hi == 0 {
+			lo, w = 0, 1e-5
+		}
+		hi = lo + histBins*w
 	}
-	width := hi / histBins
+	width := (hi - lo) / histBins
 	counts := make([][]int, len(series))
 	for i, sr := range series {
 		counts[i] = make([]int, histBins)
@@ -289,7 +311,7 @@ func newCostChart(s, base *Summary) costChart {
 			if r.Run == "" {
 				continue
 			}
-			bin := min(int(r.CostUSD/width), histBins-1)
+			bin := min(int((r.CostUSD-lo)/width), histBins-1)
 			counts[i][bin]++
 			c.MaxCount = max(c.MaxCount, counts[i][bin])
 		}
@@ -301,12 +323,12 @@ func newCostChart(s, base *Summary) costChart {
 			n := counts[i][bin]
 			h := float64(n) / float64(c.MaxCount) * histHeight
 			c.Bars = append(c.Bars, histBar{Series: sr.name, X: histPadLeft + float64(bin)*binW + 2 + float64(i)*barW, W: barW,
-				Y: c.Base - h, H: h, Count: n, From: fmt.Sprintf("$%.4f", float64(bin)*width), To: fmt.Sprintf("$%.4f", float64(bin+1)*width)})
+				Y: c.Base - h, H: h, Count: n, From: USD(lo + float64(bin)*width), To: USD(lo + float64(bin+1)*width)})
 		}
 	}
 	for i, anchor := range []string{"start", "middle", "end"} {
 		at := float64(i * histBins / 2)
-		c.Ticks = append(c.Ticks, tick{X: histPadLeft + at*binW, Label: fmt.Sprintf("$%.4f", at*width), Anchor: anchor})
+		c.Ticks = append(c.Ticks, tick{X: histPadLeft + at*binW, Label: USD(lo + at*width), Anchor: anchor})
 	}
 	return c
 }

@@ -149,3 +149,35 @@ func colours(img image.Image) int {
 	}
 	return len(seen)
 }
+
+// TestCostHistogram: every item that ran is in one bin, and items that
+// all cost the same make one bar in the middle rather than at an edge.
+func TestCostHistogram(t *testing.T) {
+	rows := func(costs ...float64) *Summary {
+		s := &Summary{}
+		for i, c := range costs {
+			s.Rows = append(s.Rows, Row{Index: i, Run: fmt.Sprint("r", i), CostUSD: c})
+		}
+		s.Rows = append(s.Rows, Row{Index: len(costs)}) // pending: not counted
+		return s
+	}
+	c := newCostChart(rows(0.01, 0.02, 0.02, 0.05, 0.10), nil)
+	total := 0
+	for _, b := range c.Bars {
+		total += b.Count
+	}
+	if c.Items != 5 || total != 5 || c.Bars[0].Count != 1 || c.Bars[histBins-1].Count != 1 || c.MaxCount != 2 {
+		t.Errorf("items %d, binned %d, first %d, last %d, max %d", c.Items, total, c.Bars[0].Count, c.Bars[histBins-1].Count, c.MaxCount)
+	}
+	c = newCostChart(rows(0.003, 0.003, 0.003), nil)
+	if c.Bars[histBins/2].Count != 3 {
+		t.Errorf("equal costs: bins %+v", c.Bars)
+	}
+	if c := newCostChart(rows(), nil); c.Items != 0 || c.Bars != nil {
+		t.Errorf("no item ran: %+v", c)
+	}
+	c = newCostChart(rows(0.01, 0.02), rows(0.03))
+	if len(c.Bars) != 2*histBins || c.Bars[0].Series != "A" || c.Bars[1].Series != "B" {
+		t.Errorf("with a base batch, A and B side by side in each bin: %+v", c.Bars[:2])
+	}
+}

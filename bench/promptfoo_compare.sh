@@ -33,7 +33,7 @@ fi
 
 echo "# building flowrun" >&2
 go build -o "$OUT/flowrun" ./cmd/flowrun
-if ! "$OUT/flowrun" batch --help 2>&1 | grep -q -- --dataset; then
+if [[ "$("$OUT/flowrun" batch --help 2>&1 || true)" != *--dataset* ]]; then
 	echo "promptfoo_compare: this flowrun has no 'flowrun batch PIPELINE --dataset D': build it from a tree that has the batch runner" >&2
 	exit 2
 fi

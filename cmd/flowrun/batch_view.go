@@ -85,7 +85,7 @@ func batchesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			pass = fmt.Sprintf("%.1f%%", 100*s.PassRate.Rate)
 		}
 		fmt.Fprintf(out, "%-26s %-9s %9s %6s %9s  %s\n", s.ID, s.Status, fmt.Sprintf("%d/%d", s.Items.Done(), s.Items.Total),
-			pass, money(s.CostUSD), s.Started.Local().Format("01-02 15:04"))
+			pass, batch.USD(s.CostUSD), s.Started.Local().Format("01-02 15:04"))
 		fmt.Fprintf(out, "  %s\n", clip(s.Pipeline+" on "+s.Dataset, 76))
 	}
 	return exitOK
@@ -100,16 +100,6 @@ func batchError(err error, stderr io.Writer) int {
 		return exitInvalid
 	}
 	return storeError(err, stderr)
-}
-
-func money(usd float64) string {
-	if usd >= 100 {
-		return fmt.Sprintf("$%.0f", usd)
-	}
-	if usd >= 1 {
-		return fmt.Sprintf("$%.2f", usd)
-	}
-	return fmt.Sprintf("$%.4f", usd)
 }
 
 // clip shortens s to n runes, keeping its end (where a path's file name is).
@@ -178,7 +168,7 @@ func printSummary(w io.Writer, s *batch.Summary) {
 			fmt.Fprintf(w, "  %-8s not a boolean or a number: see the item table\n", m.Name)
 		}
 	}
-	fmt.Fprintf(w, "cost       %s total, %s per item (mean)\n", money(s.CostUSD), money(s.CostPerItem))
+	fmt.Fprintf(w, "cost       %s total, %s per item (mean)\n", batch.USD(s.CostUSD), batch.USD(s.CostPerItem))
 	fmt.Fprintf(w, "tokens     %d\n", s.Tokens)
 	fmt.Fprintf(w, "latency    p50 %s, p95 %s\n", duration(s.P50MS), duration(s.P95MS))
 	if len(s.Failures) > 0 {
@@ -196,7 +186,7 @@ func printSummary(w io.Writer, s *batch.Summary) {
 		}
 		fmt.Fprintf(w, "\n%s:\n", list.title)
 		for _, r := range list.rows {
-			fmt.Fprintf(w, "  %-30s %9s %9s  run %s\n", r.Key, duration(r.DurationMS), money(r.CostUSD), r.Run)
+			fmt.Fprintf(w, "  %-30s %9s %9s  run %s\n", r.Key, duration(r.DurationMS), batch.USD(r.CostUSD), r.Run)
 		}
 	}
 	fmt.Fprintln(w)
@@ -216,7 +206,7 @@ func printSummary(w io.Writer, s *batch.Summary) {
 			}
 			switch v := col.value(r); col.unit {
 			case "usd":
-				fmt.Fprint(tw, money(v.(float64)))
+				fmt.Fprint(tw, batch.USD(v.(float64)))
 			case "ms":
 				fmt.Fprint(tw, duration(v.(float64)))
 			default:
@@ -396,7 +386,7 @@ func printComparison(w io.Writer, c *batch.Comparison) {
 	}
 	fmt.Fprintf(w, "McNemar    p = %.4g: %s (exact test on the %d items that changed)\n", c.PValue, verdict, len(c.Fixed)+len(c.Broken))
 	fmt.Fprintf(w, "cost       %s -> %s per item (%+.4f), total %s -> %s (%+.4f USD)\n",
-		money(c.CostUSD.MeanA), money(c.CostUSD.MeanB), c.CostUSD.MeanDelta, money(c.CostUSD.A), money(c.CostUSD.B), c.CostUSD.Delta)
+		batch.USD(c.CostUSD.MeanA), batch.USD(c.CostUSD.MeanB), c.CostUSD.MeanDelta, batch.USD(c.CostUSD.A), batch.USD(c.CostUSD.B), c.CostUSD.Delta)
 	fmt.Fprintf(w, "latency    %s -> %s per item (%s%s), total %s -> %s\n",
 		duration(c.LatencyMS.MeanA), duration(c.LatencyMS.MeanB), sign(c.LatencyMS.MeanDelta), duration(abs(c.LatencyMS.MeanDelta)),
 		duration(c.LatencyMS.A), duration(c.LatencyMS.B))
