@@ -139,7 +139,17 @@ func (s *Store) Batch(ctx context.Context, id string) (*Batch, error) {
 	for i, b := range found {
 		ids[i] = b.ID
 	}
-	return nil, fmt.Errorf("batch %q is ambiguous in %s: it starts %s", id, s.path, strings.Join(ids, ", "))
+	return nil, &AmbiguousError{What: "batch", Ref: id, Path: s.path, Matches: ids}
+}
+
+// AmbiguousError says an id prefix names more than one record.
+type AmbiguousError struct {
+	What, Ref, Path string
+	Matches         []string
+}
+
+func (e *AmbiguousError) Error() string {
+	return fmt.Sprintf("%s %q is ambiguous in %s: it starts %s", e.What, e.Ref, e.Path, strings.Join(e.Matches, ", "))
 }
 
 // Batches lists batches, newest first.

@@ -285,9 +285,11 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if scorer == nil {
 		return code
 	}
+	// The dataset is read again for items that have no run yet, and for
+	// items linked to a run the kill left unrecorded.
 	var items []*batch.Item
 	for _, row := range rows {
-		if row.Status == store.ItemPending {
+		if row.Status != runtime.StatusCompleted && row.Status != runtime.StatusFailed {
 			d, err := batch.ReadDataset(fmt.Sprint(b.Flags["dataset_abs"]))
 			if err != nil {
 				fmt.Fprintf(stderr, "flowrun batch resume: batch %s has items not started yet: %v\n", b.ID, err)
@@ -478,105 +480,46 @@ func (v *batchView) end() {
 	}
 }
 
-// summary prints the batch's totals: stderr for people, or a last JSON
-// line on stdout.
+// summary prints the batch's totals (the figures batch show gives):
+// stderr for people, or a last JSON line on stdout.
 func (v *batchView) summary(status, reason string, rows []*store.BatchItem) {
-	t := totalsOf(rows, v.scorer.Names())
+	b := *v.b
+	b.Status, b.Reason = status, reason
+	s := batch.SummarizeItems(&b, rows)
+	failures := map[string]int{}
+	for _, f := range s.Failures {
+		failures[f.Class] = f.Count
+	}
 	if v.asJSON {
 		ev := map[string]any{"type": "batch_finished", "batch": v.b.ID, "status": status, "reason": reason,
-			"items": len(rows), "completed": t.completed, "failed": t.failed, "pending": t.pending,
-			"primary": v.scorer.Primary, "metrics": t.metrics, "cost_usd": t.cost, "tokens": t.tokens,
-			"failures": t.classes}
-		if v.scorer.Primary != "" && len(rows) > 0 {
-			ev["passed"] = t.passed[v.scorer.Primary]
-			ev["pass_rate"] = float64(t.passed[v.scorer.Primary]) / float64(len(rows))
+			"items": s.Items.Total, "completed": s.Items.Completed, "failed": s.Items.Failed,
+			"pending": s.Items.Total - s.Items.Completed - s.Items.Failed,
+			"primary": s.Primary, "metrics": s.Metrics, "cost_usd": s.CostUSD, "tokens": s.Tokens, "failures": failures}
+		if s.PassRate != nil {
+			ev["passed"], ev["pass_rate"] = s.PassRate.Passed, s.PassRate.Rate
 		}
 		writeEvent(v.stdout, ev)
 		return
 	}
-	fmt.Fprintf(v.stderr, "batch %s %s: %d items, %d completed, %d failed", v.b.ID, status, len(rows), t.completed, t.failed)
-	if t.pending > 0 {
-		fmt.Fprintf(v.stderr, ", %d without a result", t.pending)
+	fmt.Fprintf(v.stderr, "batch %s %s: %d items, %d completed, %d failed", v.b.ID, status, s.Items.Total, s.Items.Completed, s.Items.Failed)
+	if rest := s.Items.Total - s.Items.Completed - s.Items.Failed; rest > 0 {
+		fmt.Fprintf(v.stderr, ", %d without a result", rest)
 	}
-	fmt.Fprintf(v.stderr, "; $%.4f, %d tokens\n", t.cost, t.tokens)
-	for _, name := range v.scorer.Names() {
-		m := t.metrics[name]
-		if m == nil {
-			continue
-		}
+	fmt.Fprintf(v.stderr, "; %s, %d tokens\n", batch.USD(s.CostUSD), s.Tokens)
+	for _, m := range s.Metrics {
 		mark := ""
-		if name == v.scorer.Primary {
+		if m.Primary {
 			mark = " (pass rate)"
 		}
-		if rate, ok := m["rate"]; ok {
-			fmt.Fprintf(v.stderr, "  %-20s %5.1f%%  %d/%d%s\n", name, 100*rate.(float64), m["true"], len(rows), mark)
-		} else {
-			fmt.Fprintf(v.stderr, "  %-20s mean %.4g over %d items\n", name, m["mean"], m["n"])
+		if m.Rate != nil {
+			fmt.Fprintf(v.stderr, "  %-20s %5.1f%%  %d/%d%s\n", m.Name, 100*m.Rate.Rate, m.Rate.Passed, m.Rate.N, mark)
+		} else if m.Kind == "mean" {
+			fmt.Fprintf(v.stderr, "  %-20s mean %.4g over %d items\n", m.Name, m.Mean, m.N)
 		}
 	}
 	if reason != "" {
 		fmt.Fprintf(v.stderr, "stopped: %s\nTo continue: flowrun batch resume %s\n", reason, v.b.ID)
 	}
-}
-
-// batchTotals are a batch's figures for its closing line.
-type batchTotals struct {
-	completed, failed, pending int
-	cost                       float64
-	tokens                     int
-	passed                     map[string]int
-	metrics                    map[string]map[string]any
-	classes                    map[string]int
-}
-
-// totalsOf aggregates the items: a boolean metric as the share of all
-// items for which it is true (an item without a result counts as false),
-// a number as the mean over the items that have it.
-func totalsOf(rows []*store.BatchItem, names []string) batchTotals {
-	t := batchTotals{passed: map[string]int{}, metrics: map[string]map[string]any{}, classes: map[string]int{}}
-	sums, counts, bools := map[string]float64{}, map[string]int{}, map[string]bool{}
-	for _, it := range rows {
-		switch it.Status {
-		case runtime.StatusCompleted:
-			t.completed++
-		case runtime.StatusFailed:
-			t.failed++
-		default:
-			t.pending++
-		}
-		if it.Class != "" {
-			t.classes[it.Class]++
-		}
-		t.cost += it.CostUSD
-		t.tokens += it.Tokens
-		for k, v := range it.Scores {
-			switch x := v.(type) {
-			case bool:
-				bools[k] = true
-				if x {
-					t.passed[k]++
-				}
-			case int:
-				sums[k] += float64(x)
-				counts[k]++
-			case int64:
-				sums[k] += float64(x)
-				counts[k]++
-			case float64:
-				sums[k] += x
-				counts[k]++
-			}
-		}
-	}
-	for _, name := range names {
-		switch {
-		case bools[name] && len(rows) > 0:
-			t.metrics[name] = map[string]any{"rate": float64(t.passed[name]) / float64(len(rows)), "true": t.passed[name]}
-		case counts[name] > 0:
-			t.metrics[name] = map[string]any{"mean": sums[name] / float64(counts[name]), "n": counts[name]}
-		}
-	}
-	return t
 }
 
 // writeEvent prints one JSON line, secrets redacted.

@@ -127,7 +127,7 @@ func TestBatchScoresEveryItemAndNamesBadLines(t *testing.T) {
 		"FAIL line 9", "qa.jsonl:9: not JSON: unexpected EOF",
 		"FAIL line 10", `qa.jsonl:10: no field for the required input "question" (fields: expected); name the field with --map question=FIELD`,
 		"FAIL line 11", "the model refuses this question",
-		"completed: 11 items, 8 completed, 3 failed; $1.1200, 960 tokens",
+		"completed: 11 items, 8 completed, 3 failed; $1.12, 960 tokens",
 		"exact                 36.4%  4/11 (pass rate)",
 		"chars                mean 2 over 8 items",
 	} {
@@ -303,7 +303,7 @@ func TestBatchMaxCostStopsAndResumes(t *testing.T) {
 		t.Fatalf("batch %s (%s), %d items done, pid %d", b.Status, b.Reason, done, b.PID)
 	}
 	code, _, stderr = flowrun(t, "batch", "resume", b.ID[:10], "--store", db, "--max-cost-usd", "5")
-	if code != exitOK || !strings.Contains(stderr, "completed: 10 items, 10 completed, 0 failed; $1.4000") {
+	if code != exitOK || !strings.Contains(stderr, "completed: 10 items, 10 completed, 0 failed; $1.40") {
 		t.Fatalf("resume: exit %d\n%s", code, stderr)
 	}
 	for q, n := range model.requests() {

@@ -46,6 +46,13 @@ Usage:
                                     run a pipeline over a dataset and score it
   flowrun batch resume BATCH [--retry-failed]
                                     continue a batch
+  flowrun batches [--json]          list batches
+  flowrun batch show BATCH [--format text|json|jsonl|csv]
+                                    a batch's summary and per-item table
+  flowrun batch compare A B [--json]
+                                    what B fixed and broke since A, and is it chance
+  flowrun batch report BATCH [--compare A] [-o FILE]
+                                    one self-contained HTML page of it
   flowrun sandbox install python [--from DIR|ARCHIVE]
                                     install CPython for WASI (code nodes' python)
   flowrun sandbox export [-o FILE]  write it as one archive for another machine
@@ -108,6 +115,8 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return rollbackCmd(args[1:], stdout, stderr)
 	case "sandbox":
 		return sandboxCmd(ctx, args[1:], stdout, stderr)
+	case "batches":
+		return batchesCmd(ctx, args[1:], stdout, stderr)
 	case "batch":
 		return batchCmd(ctx, args[1:], stdin, stdout, stderr)
 	}

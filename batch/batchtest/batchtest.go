@@ -1,0 +1,139 @@
+// Package batchtest records batches in a real store for tests: items with
+// known outcomes, scores, costs and durations, each item that ran backed
+// by a real run with a timeline.
+package batchtest
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+// OpenStore opens a new store in a temporary directory, closed when the
+// test ends.
+func OpenStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "flowrun.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// Keys are n keys: prefix01, prefix02...
+func Keys(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%02d", prefix, i+1)
+	}
+	return out
+}
+
+// Record records batch id with one item per key, whose outcome is the
+// same letter of pattern: P completed and passed, F completed and not
+// passed, E failed (class model_error), S stopped, . pending. Item i
+// costs scale*0.001*(i+1) USD and scale*100*(i+1) ms and 100*(i+1)
+// tokens, and scores solved (the primary), exact (true for even i) and
+// steps (i+1). Each item that ran has a real run in the store with a
+// timeline of one llm node; fail, when set, is the error text of failed
+// items and the reply of the others.
+func Record(t *testing.T, st *store.Store, id string, keys []string, pattern string, scale float64, fail string) *store.Batch {
+	t.Helper()
+	ctx := context.Background()
+	if len(keys) != len(pattern) {
+		t.Fatalf("fixture %s: %d keys, %d outcomes", id, len(keys), len(pattern))
+	}
+	b := &store.Batch{ID: id, Pipeline: "pipelines/solve.yaml", PipelineName: "solve", Dataset: "tasks.jsonl",
+		Flags: map[string]any{"metrics": []any{"solved", "exact", "steps"}, "primary": "solved", "concurrency": 4}}
+	items := make([]*store.BatchItem, len(keys))
+	for i, k := range keys {
+		items[i] = &store.BatchItem{Index: i, Key: k, Item: map[string]any{"id": k, "expected": i}}
+	}
+	if err := st.CreateBatch(ctx, b, items); err != nil {
+		t.Fatal(err)
+	}
+	for i, outcome := range pattern {
+		if outcome == '.' {
+			continue
+		}
+		runID := fmt.Sprintf("%s-r%02d", id, i+1)
+		it := &store.BatchItem{Batch: id, Index: i, Key: keys[i], CostUSD: scale * 0.001 * float64(i+1),
+			Tokens: 100 * (i + 1), DurationMS: scale * 100 * float64(i+1)}
+		switch outcome {
+		case 'P', 'F':
+			it.Status = "completed"
+			it.Scores = map[string]any{"solved": outcome == 'P', "exact": i%2 == 0, "steps": i + 1}
+		case 'E':
+			it.Status, it.Class, it.Error = "failed", "model_error", "the model answered 500"
+			if fail != "" {
+				it.Error = fail
+			}
+		case 'S':
+			it.Status, it.Class, it.Error = "stopped", "", "interrupted"
+		}
+		recordRun(t, st, runID, it, fail)
+		if err := st.StartItem(ctx, id, i, runID); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.FinishItem(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.FinishBatch(ctx, id, "completed", ""); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Batch(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// recordRun records a run of one llm node with its events, as the
+// runtime would.
+func recordRun(t *testing.T, st *store.Store, runID string, it *store.BatchItem, reply string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := st.CreateRun(ctx, &store.Run{ID: runID, Pipeline: "pipelines/solve.yaml", PipelineName: "solve",
+		Inputs: map[string]any{"task": it.Key}}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.Recorder(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply == "" {
+		reply = "The answer is " + it.Key
+	}
+	start := time.Now()
+	at := func(ms float64) time.Time { return start.Add(time.Duration(ms * float64(time.Millisecond))) }
+	d := it.DurationMS
+	rec.Event(runtime.Event{Type: runtime.EventRunStarted, Run: runID, Time: start, Pipeline: "solve"})
+	rec.Event(runtime.Event{Type: runtime.EventNodeStarted, Run: runID, Time: at(d * 0.05), Path: "solve", Node: "solve", Kind: "llm"})
+	turn := &runtime.Turn{Model: "gpt-4.1-mini", Attempt: 1, Try: 1, LatencyMS: d * 0.8, CostUSD: it.CostUSD,
+		Usage: map[string]any{"total": it.Tokens}, Reply: map[string]any{"text": reply}}
+	if it.Status == "failed" {
+		turn.Reply, turn.Class, turn.Error = nil, errclass.Class(it.Class), it.Error
+	}
+	rec.Event(runtime.Event{Type: runtime.EventModelTurn, Run: runID, Time: at(d * 0.9), Path: "solve", Node: "solve", Turn: turn})
+	end := runtime.Event{Type: runtime.EventNodeFinished, Run: runID, Time: at(d * 0.95), Path: "solve", Node: "solve", Kind: "llm", DurationMS: d * 0.9}
+	if it.Status == "failed" {
+		end.Type, end.Class, end.Error = runtime.EventNodeFailed, errclass.Class(it.Class), it.Error
+	}
+	rec.Event(end)
+	rec.Event(runtime.Event{Type: runtime.EventRunFinished, Run: runID, Time: at(d), Status: it.Status, Error: it.Error})
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Finish(ctx, runID, store.Ending{Status: it.Status, Error: it.Error, CostUSD: it.CostUSD, Tokens: it.Tokens,
+		Outputs: map[string]any{"answer": reply}}); err != nil {
+		t.Fatal(err)
+	}
+}

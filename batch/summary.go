@@ -1,0 +1,375 @@
+package batch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/flowrun/flowrun/store"
+)
+
+// Wilson z for a 95% interval.
+const z95 = 1.959963984540054
+
+// Rate is a proportion with its 95% Wilson score interval.
+type Rate struct {
+	Passed int     `json:"passed"`
+	N      int     `json:"n"`
+	Rate   float64 `json:"rate"`
+	Low    float64 `json:"low"`
+	High   float64 `json:"high"`
+}
+
+// Wilson is k successes out of n with the 95% Wilson score interval. With
+// no trials the interval is the whole of [0, 1].
+func Wilson(k, n int) Rate {
+	if n <= 0 {
+		return Rate{Passed: k, N: n, High: 1}
+	}
+	p := float64(k) / float64(n)
+	nf := float64(n)
+	z2 := z95 * z95
+	denom := 1 + z2/nf
+	center := (p + z2/(2*nf)) / denom
+	half := z95 * math.Sqrt(p*(1-p)/nf+z2/(4*nf*nf)) / denom
+	return Rate{Passed: k, N: n, Rate: p, Low: math.Max(0, center-half), High: math.Min(1, center+half)}
+}
+
+// Metric is one score aggregated over a batch: a boolean as a rate over
+// all items, a number as a mean over the items that have it.
+type Metric struct {
+	Name    string  `json:"name"`
+	Kind    string  `json:"kind"` // "rate", "mean" or "other"
+	Primary bool    `json:"primary,omitempty"`
+	Rate    *Rate   `json:"rate,omitempty"`
+	Mean    float64 `json:"mean,omitempty"`
+	N       int     `json:"n"` // items with a value
+}
+
+// Counts are a batch's items by status.
+type Counts struct {
+	Total     int `json:"total"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Stopped   int `json:"stopped"`
+	Waiting   int `json:"waiting"`
+	Running   int `json:"running"`
+	Pending   int `json:"pending"`
+}
+
+// Done is how many items have a result.
+func (c Counts) Done() int { return c.Completed + c.Failed + c.Stopped + c.Waiting }
+
+// FailureClass is the items that failed or stopped with one error class.
+type FailureClass struct {
+	Class string   `json:"class"`
+	Count int      `json:"count"`
+	Keys  []string `json:"keys"`  // the first few
+	Error string   `json:"error"` // the first item's
+}
+
+// Row is one item as the per-item table shows it.
+type Row struct {
+	Index      int            `json:"index"`
+	Key        string         `json:"key"`
+	Status     string         `json:"status"`
+	Pass       *bool          `json:"pass,omitempty"` // the primary metric; nil when there is none
+	Scores     map[string]any `json:"scores,omitempty"`
+	CostUSD    float64        `json:"cost_usd"`
+	Tokens     int            `json:"tokens"`
+	DurationMS float64        `json:"duration_ms"`
+	Run        string         `json:"run,omitempty"`
+	Class      string         `json:"class,omitempty"`
+	Error      string         `json:"error,omitempty"`
+}
+
+// Summary is what a batch gave, as `flowrun batch show` prints it.
+type Summary struct {
+	ID          string         `json:"id"`
+	Pipeline    string         `json:"pipeline"`
+	Name        string         `json:"name"`
+	Dataset     string         `json:"dataset"`
+	Status      string         `json:"status"`
+	Reason      string         `json:"reason,omitempty"`
+	Started     time.Time      `json:"started"`
+	Finished    *time.Time     `json:"finished,omitempty"`
+	Items       Counts         `json:"items"`
+	Primary     string         `json:"primary,omitempty"`
+	PassRate    *Rate          `json:"pass_rate,omitempty"`
+	Metrics     []Metric       `json:"metrics"`
+	CostUSD     float64        `json:"cost_usd"`
+	CostPerItem float64        `json:"cost_per_item_usd"` // mean over the items that ran
+	Tokens      int            `json:"tokens"`
+	P50MS       float64        `json:"latency_p50_ms"`
+	P95MS       float64        `json:"latency_p95_ms"`
+	Failures    []FailureClass `json:"failures"`
+	Slowest     []Row          `json:"slowest"`
+	Costliest   []Row          `json:"most_expensive"`
+	Rows        []Row          `json:"rows"`
+}
+
+// Summarize reads a batch's items and computes its summary. It, Compare
+// and WriteReport only read the store: every figure comes from the
+// batch's item records, so two readings of one batch agree. Pass rates
+// count every item of the batch, an item that did not complete as not
+// passed.
+func Summarize(ctx context.Context, st *store.Store, b *store.Batch) (*Summary, error) {
+	items, err := st.BatchItems(ctx, b.ID)
+	if err != nil {
+		return nil, fmt.Errorf("batch %s: reading its items: %w", b.ID, err)
+	}
+	return SummarizeItems(b, items), nil
+}
+
+// SummarizeItems is Summarize for items already read.
+func SummarizeItems(b *store.Batch, items []*store.BatchItem) *Summary {
+	s := &Summary{ID: b.ID, Pipeline: b.Pipeline, Name: b.PipelineName, Dataset: b.Dataset, Status: b.Status, Reason: b.Reason,
+		Started: b.Started, Metrics: []Metric{}, Failures: []FailureClass{}, Rows: make([]Row, 0, len(items))}
+	if !b.Finished.IsZero() {
+		f := b.Finished
+		s.Finished = &f
+	}
+	names, primary := metricNames(b, items)
+	s.Primary = primary
+	var durations []float64
+	ran := 0
+	failures := map[string]*FailureClass{}
+	for _, it := range items {
+		s.Items.Total++
+		switch it.Status {
+		case "completed":
+			s.Items.Completed++
+		case "failed":
+			s.Items.Failed++
+		case "stopped":
+			s.Items.Stopped++
+		case store.StatusWaiting:
+			s.Items.Waiting++
+		case store.StatusRunning:
+			s.Items.Running++
+		default:
+			s.Items.Pending++
+		}
+		if it.Run != "" {
+			ran++
+		}
+		s.CostUSD += it.CostUSD
+		s.Tokens += it.Tokens
+		if finished(it.Status) {
+			durations = append(durations, it.DurationMS)
+		}
+		if it.Status == "failed" || it.Status == "stopped" {
+			class := it.Class
+			if class == "" {
+				class = it.Status
+			}
+			f := failures[class]
+			if f == nil {
+				f = &FailureClass{Class: class, Error: it.Error}
+				failures[class] = f
+			}
+			f.Count++
+			if len(f.Keys) < 5 {
+				f.Keys = append(f.Keys, it.Key)
+			}
+		}
+		s.Rows = append(s.Rows, row(it, primary))
+	}
+	if ran > 0 {
+		s.CostPerItem = s.CostUSD / float64(ran)
+	}
+	slices.Sort(durations)
+	s.P50MS, s.P95MS = Percentile(durations, 50), Percentile(durations, 95)
+	for _, name := range names {
+		m := aggregate(name, items)
+		m.Primary = name == primary
+		if m.Primary {
+			s.PassRate = m.Rate
+		}
+		s.Metrics = append(s.Metrics, m)
+	}
+	for _, f := range failures {
+		s.Failures = append(s.Failures, *f)
+	}
+	sort.Slice(s.Failures, func(i, j int) bool {
+		a, b := s.Failures[i], s.Failures[j]
+		return a.Count > b.Count || a.Count == b.Count && a.Class < b.Class
+	})
+	s.Slowest = top(s.Rows, func(r Row) float64 { return r.DurationMS })
+	s.Costliest = top(s.Rows, func(r Row) float64 { return r.CostUSD })
+	return s
+}
+
+// finished says whether an item's run has ended (for now: a waiting run
+// has ended its attempt).
+func finished(status string) bool {
+	switch status {
+	case "completed", "failed", "stopped", store.StatusWaiting:
+		return true
+	}
+	return false
+}
+
+func row(it *store.BatchItem, primary string) Row {
+	r := Row{Index: it.Index, Key: it.Key, Status: it.Status, Scores: it.Scores, CostUSD: it.CostUSD, Tokens: it.Tokens,
+		DurationMS: it.DurationMS, Run: it.Run, Class: it.Class, Error: it.Error}
+	if primary != "" {
+		p := passed(it, primary)
+		r.Pass = &p
+	}
+	return r
+}
+
+// passed says whether an item passed the primary metric: its run
+// completed and the metric is true.
+func passed(it *store.BatchItem, primary string) bool {
+	return it.Status == "completed" && it.Scores[primary] == true
+}
+
+// metricNames are the batch's metrics in declaration order and its
+// primary one, from its flags; a batch recorded without them gets its
+// items' score names in sorted order and the conventional primary.
+func metricNames(b *store.Batch, items []*store.BatchItem) ([]string, string) {
+	var names []string
+	if list, ok := b.Flags["metrics"].([]any); ok {
+		for _, n := range list {
+			if s, ok := n.(string); ok {
+				names = append(names, s)
+			}
+		}
+	}
+	if names == nil {
+		seen := map[string]bool{}
+		for _, it := range items {
+			for n := range it.Scores {
+				if !seen[n] {
+					seen[n] = true
+					names = append(names, n)
+				}
+			}
+		}
+		slices.Sort(names)
+	}
+	if p, ok := b.Flags["primary"].(string); ok && p != "" {
+		return names, p
+	}
+	if slices.Contains(names, "pass") {
+		return names, "pass"
+	}
+	for _, n := range names {
+		if metricKind(n, items) == "rate" {
+			return names, n
+		}
+	}
+	return names, ""
+}
+
+// metricKind says how a metric aggregates: "rate" when every value it
+// has is a boolean, "mean" when every one is a number, else "other".
+func metricKind(name string, items []*store.BatchItem) string {
+	kind := ""
+	for _, it := range items {
+		v, ok := it.Scores[name]
+		if !ok || v == nil {
+			continue
+		}
+		k := "other"
+		if _, isBool := v.(bool); isBool {
+			k = "rate"
+		} else if _, isNum := number(v); isNum {
+			k = "mean"
+		}
+		if kind != "" && kind != k {
+			return "other"
+		}
+		kind = k
+	}
+	if kind == "" {
+		return "rate" // no values yet: every item so far counts as not passed
+	}
+	return kind
+}
+
+func aggregate(name string, items []*store.BatchItem) Metric {
+	m := Metric{Name: name, Kind: metricKind(name, items)}
+	var sum float64
+	k := 0
+	for _, it := range items {
+		v, ok := it.Scores[name]
+		if !ok || v == nil {
+			continue
+		}
+		m.N++
+		switch m.Kind {
+		case "rate":
+			if it.Status == "completed" && v == true {
+				k++
+			}
+		case "mean":
+			f, _ := number(v)
+			sum += f
+		}
+	}
+	switch m.Kind {
+	case "rate":
+		r := Wilson(k, len(items))
+		m.Rate = &r
+	case "mean":
+		if m.N > 0 {
+			m.Mean = sum / float64(m.N)
+		}
+	}
+	return m
+}
+
+func number(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case float64:
+		return x, true
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// Percentile is the p-th percentile of sorted values, interpolating
+// linearly between the closest ranks (0 for no values).
+func Percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	pos := p / 100 * float64(len(sorted)-1)
+	lo := int(math.Floor(pos))
+	if lo >= len(sorted)-1 {
+		return sorted[len(sorted)-1]
+	}
+	return sorted[lo] + (pos-float64(lo))*(sorted[lo+1]-sorted[lo])
+}
+
+// top is the five rows with the largest positive value, largest first,
+// in dataset order among equals.
+func top(rows []Row, value func(Row) float64) []Row {
+	var out []Row
+	for _, r := range rows {
+		if value(r) > 0 {
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return value(out[i]) > value(out[j]) })
+	if len(out) > 5 {
+		out = out[:5]
+	}
+	if out == nil {
+		out = []Row{}
+	}
+	return out
+}

@@ -1,0 +1,493 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/flowrun/flowrun/batch"
+	"github.com/flowrun/flowrun/redact"
+	"github.com/flowrun/flowrun/store"
+)
+
+// batchViewCmd runs the batch subcommands that read a batch back: show,
+// compare and report. handled is false for any other subcommand.
+func batchViewCmd(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) (code int, handled bool) {
+	switch sub {
+	case "show":
+		return batchShowCmd(ctx, args, stdout, stderr), true
+	case "compare":
+		return batchCompareCmd(ctx, args, stdout, stderr), true
+	case "report":
+		return batchReportCmd(ctx, args, stdout, stderr), true
+	}
+	return 0, false
+}
+
+func batchesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("batches", "flowrun batches [--json]\n\nLists batches, newest first: their status, items done, pass rate and cost.")
+	asJSON := fs.Bool("json", false, "print each batch's summary (without its items) as a JSON list")
+	storePath := storeFlag(fs)
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "flowrun batches: unexpected %q (did you mean flowrun batch show %s?)\n", rest[0], rest[0])
+		return exitInvalid
+	}
+	var sums []*batch.Summary
+	st, missing, ok := readStore(*storePath, stderr)
+	switch {
+	case ok:
+		defer st.Close()
+		all, err := st.Batches(ctx)
+		if err != nil {
+			return storeError(err, stderr)
+		}
+		for _, b := range all {
+			s, err := batch.Summarize(ctx, st, b)
+			if err != nil {
+				return storeError(err, stderr)
+			}
+			s.Rows, s.Slowest, s.Costliest = nil, nil, nil
+			sums = append(sums, s)
+		}
+	case !missing:
+		return exitFailed
+	}
+	if *asJSON {
+		if sums == nil {
+			sums = []*batch.Summary{}
+		}
+		return writeJSON(stdout, sums)
+	}
+	out := textOut{stdout}
+	if len(sums) == 0 {
+		fmt.Fprintln(out, "no batches yet: flowrun batch PIPELINE --dataset FILE runs one")
+		return exitOK
+	}
+	// Two lines a batch, so that it fits 80 columns: the figures, then
+	// what ran over what.
+	fmt.Fprintf(out, "%-26s %-9s %9s %6s %9s  %s\n", "BATCH", "STATUS", "DONE", "PASS", "COST", "STARTED")
+	for _, s := range sums {
+		pass := "-"
+		if s.PassRate != nil {
+			pass = fmt.Sprintf("%.1f%%", 100*s.PassRate.Rate)
+		}
+		fmt.Fprintf(out, "%-26s %-9s %9s %6s %9s  %s\n", s.ID, s.Status, fmt.Sprintf("%d/%d", s.Items.Done(), s.Items.Total),
+			pass, batch.USD(s.CostUSD), s.Started.Local().Format("01-02 15:04"))
+		fmt.Fprintf(out, "  %s\n", clip(s.Pipeline+" on "+s.Dataset, 76))
+	}
+	return exitOK
+}
+
+// batchError prints an error finding a batch; an unknown or ambiguous id
+// is a usage error.
+func batchError(err error, stderr io.Writer) int {
+	var ambiguous *store.AmbiguousError
+	if errors.As(err, &ambiguous) {
+		fmt.Fprintf(stderr, "flowrun: %v\n", err)
+		return exitInvalid
+	}
+	return storeError(err, stderr)
+}
+
+// clip shortens s to n runes, keeping its end (where a path's file name is).
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return "…" + string(r[len(r)-n+1:])
+}
+
+func batchShowCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("batch show", "flowrun batch show BATCH [--format text|json|jsonl|csv]\n\nA batch's summary (items, pass rate with its 95% interval, other metrics, cost,\ntokens, latency, failures by class, slowest and most expensive items) and its\nper-item table. jsonl and csv export the per-item table, one row per item;\njson is the whole summary. BATCH is an id, an unambiguous prefix of one, or last.")
+	format := fs.String("format", "text", "text, json (the summary), jsonl or csv (the item table)")
+	return storeCmd(fs, args, stdout, stderr, 1, "flowrun batch show: name one batch (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
+		if !slices.Contains([]string{"text", "json", "jsonl", "csv"}, *format) {
+			fmt.Fprintf(stderr, "flowrun batch show: --format %q: give text, json, jsonl or csv\n", *format)
+			return exitInvalid
+		}
+		b, err := st.FindBatch(ctx, rest[0])
+		if err != nil {
+			return batchError(err, stderr)
+		}
+		s, err := batch.Summarize(ctx, st, b)
+		if err != nil {
+			return storeError(err, stderr)
+		}
+		switch *format {
+		case "json":
+			return writeJSON(stdout, s)
+		case "jsonl":
+			return writeRowsJSONL(stdout, s)
+		case "csv":
+			return writeRowsCSV(stdout, s)
+		}
+		printSummary(textOut{stdout}, s)
+		return exitOK
+	})
+}
+
+func printSummary(w io.Writer, s *batch.Summary) {
+	fmt.Fprintf(w, "batch %s  %s (%s) on %s  %s", s.ID, s.Name, s.Pipeline, s.Dataset, s.Status)
+	if s.Reason != "" {
+		fmt.Fprintf(w, " (%s)", s.Reason)
+	}
+	fmt.Fprintf(w, "\nstarted %s\n\n", s.Started.Local().Format("2006-01-02 15:04:05"))
+	c := s.Items
+	fmt.Fprintf(w, "items      %d: %d completed, %d failed, %d stopped, %d waiting, %d pending", c.Total, c.Completed, c.Failed, c.Stopped, c.Waiting, c.Pending)
+	if c.Running > 0 {
+		fmt.Fprintf(w, ", %d running", c.Running)
+	}
+	fmt.Fprintln(w)
+	if s.PassRate != nil {
+		fmt.Fprintf(w, "pass rate  %s (%s)\n", rateText(s.PassRate), s.Primary)
+	} else {
+		fmt.Fprintln(w, "pass rate  - (no boolean metric was scored)")
+	}
+	for _, m := range s.Metrics {
+		switch {
+		case m.Primary:
+		case m.Rate != nil:
+			fmt.Fprintf(w, "  %-8s %s\n", m.Name, rateText(m.Rate))
+		case m.Kind == "mean":
+			fmt.Fprintf(w, "  %-8s mean %.4g over %d items\n", m.Name, m.Mean, m.N)
+		default:
+			fmt.Fprintf(w, "  %-8s not a boolean or a number: see the item table\n", m.Name)
+		}
+	}
+	fmt.Fprintf(w, "cost       %s total, %s per item (mean)\n", batch.USD(s.CostUSD), batch.USD(s.CostPerItem))
+	fmt.Fprintf(w, "tokens     %d\n", s.Tokens)
+	fmt.Fprintf(w, "latency    p50 %s, p95 %s\n", duration(s.P50MS), duration(s.P95MS))
+	if len(s.Failures) > 0 {
+		fmt.Fprintln(w, "\nfailures by class:")
+		for _, f := range s.Failures {
+			fmt.Fprintf(w, "  %-18s %4d  %s: %s\n", f.Class, f.Count, strings.Join(f.Keys, ", "), clip(firstLine(f.Error), 80))
+		}
+	}
+	for _, list := range []struct {
+		title string
+		rows  []batch.Row
+	}{{"slowest", s.Slowest}, {"most expensive", s.Costliest}} {
+		if len(list.rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s:\n", list.title)
+		for _, r := range list.rows {
+			fmt.Fprintf(w, "  %-30s %9s %9s  run %s\n", r.Key, duration(r.DurationMS), batch.USD(r.CostUSD), r.Run)
+		}
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	cols := rowColumns(s)
+	for i, col := range cols {
+		if i > 0 {
+			fmt.Fprint(tw, "\t")
+		}
+		fmt.Fprint(tw, strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(col.name, "_usd"), "_ms")))
+	}
+	fmt.Fprintln(tw)
+	for _, r := range s.Rows {
+		for i, col := range cols {
+			if i > 0 {
+				fmt.Fprint(tw, "\t")
+			}
+			switch v := col.value(r); col.unit {
+			case "usd":
+				fmt.Fprint(tw, batch.USD(v.(float64)))
+			case "ms":
+				fmt.Fprint(tw, duration(v.(float64)))
+			default:
+				fmt.Fprint(tw, firstLine(cellText(v)))
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+func rateText(r *batch.Rate) string {
+	return fmt.Sprintf("%.1f%% (%d/%d), 95%% interval %.1f%%-%.1f%%", 100*r.Rate, r.Passed, r.N, 100*r.Low, 100*r.High)
+}
+
+type rowColumn struct {
+	name  string
+	value func(batch.Row) any
+	unit  string // "usd" or "ms": how a person reads it
+}
+
+// rowColumns are the columns of the per-item table: the item, its
+// status, the primary metric, the other metrics (each under its own name,
+// or score.NAME where that is taken), then cost, tokens, duration, run
+// and error.
+func rowColumns(s *batch.Summary) []rowColumn {
+	cols := []rowColumn{
+		{"key", func(r batch.Row) any { return r.Key }, ""},
+		{"status", func(r batch.Row) any { return r.Status }, ""},
+	}
+	if s.Primary != "" {
+		cols = append(cols, rowColumn{s.Primary, func(r batch.Row) any { return r.Scores[s.Primary] }, ""})
+	}
+	tail := []rowColumn{
+		{"cost_usd", func(r batch.Row) any { return r.CostUSD }, "usd"},
+		{"tokens", func(r batch.Row) any { return r.Tokens }, ""},
+		{"duration_ms", func(r batch.Row) any { return r.DurationMS }, "ms"},
+		{"run", func(r batch.Row) any { return r.Run }, ""},
+		{"class", func(r batch.Row) any { return r.Class }, ""},
+		{"error", func(r batch.Row) any { return r.Error }, ""},
+	}
+	taken := map[string]bool{"index": true, "pass": true}
+	for _, c := range append(cols, tail...) {
+		taken[c.name] = true
+	}
+	for _, m := range s.Metrics {
+		if m.Name == s.Primary {
+			continue
+		}
+		name := m.Name
+		if taken[name] {
+			name = "score." + name
+		}
+		cols = append(cols, rowColumn{name, func(r batch.Row) any { return r.Scores[m.Name] }, ""})
+	}
+	return append(cols, tail...)
+}
+
+func cellText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case bool, int:
+		return fmt.Sprint(x)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// writeRowsJSONL prints one JSON object a line per item: index, pass
+// (the primary metric, as the pass rate counts it) and the table's
+// columns.
+func writeRowsJSONL(stdout io.Writer, s *batch.Summary) int {
+	cols := rowColumns(s)
+	for _, r := range s.Rows {
+		m := map[string]any{"index": r.Index}
+		if r.Pass != nil {
+			m["pass"] = *r.Pass
+		}
+		for _, c := range cols {
+			if v := c.value(r); v != nil {
+				m[c.name] = v
+			}
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			return exitFailed
+		}
+		if _, err := stdout.Write(append(redact.JSON(b), '\n')); err != nil {
+			return exitFailed
+		}
+	}
+	return exitOK
+}
+
+func writeRowsCSV(stdout io.Writer, s *batch.Summary) int {
+	cols := rowColumns(s)
+	w := csv.NewWriter(stdout)
+	header := []string{"index", "pass"}
+	for _, c := range cols {
+		header = append(header, c.name)
+	}
+	_ = w.Write(header)
+	for _, r := range s.Rows {
+		pass := ""
+		if r.Pass != nil {
+			pass = strconv.FormatBool(*r.Pass)
+		}
+		rec := []string{strconv.Itoa(r.Index), pass}
+		for _, c := range cols {
+			rec = append(rec, redact.String(cellText(c.value(r))))
+		}
+		_ = w.Write(rec)
+	}
+	w.Flush()
+	if w.Error() != nil {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("batch compare", "flowrun batch compare A B [--json]\n\nWhat changed from batch A to batch B, item by item (matched by key): the items\nB fixed and broke, the pass-rate change with McNemar's exact test, and the\ncost and latency changes.")
+	asJSON := fs.Bool("json", false, "print the comparison as JSON")
+	return storeCmd(fs, args, stdout, stderr, 2, "flowrun batch compare: name two batches, the earlier first (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
+		a, err := st.FindBatch(ctx, rest[0])
+		if err != nil {
+			return batchError(err, stderr)
+		}
+		b, err := st.FindBatch(ctx, rest[1])
+		if err != nil {
+			return batchError(err, stderr)
+		}
+		c, err := batch.Compare(ctx, st, a, b)
+		if err != nil {
+			return storeError(err, stderr)
+		}
+		if *asJSON {
+			return writeJSON(stdout, c)
+		}
+		printComparison(textOut{stdout}, c)
+		return exitOK
+	})
+}
+
+func printComparison(w io.Writer, c *batch.Comparison) {
+	for _, s := range []struct {
+		label string
+		side  batch.Side
+	}{{"A", c.A}, {"B", c.B}} {
+		pass := "no pass/fail metric"
+		if s.side.PassRate != nil {
+			pass = fmt.Sprintf("pass %.1f%% (%s)", 100*s.side.PassRate.Rate, s.side.Primary)
+		}
+		fmt.Fprintf(w, "%s  %s  %s (%s), %d items, %s\n", s.label, s.side.ID, s.side.Name, s.side.Pipeline, s.side.Items, pass)
+	}
+	if c.A.Primary != c.B.Primary {
+		fmt.Fprintf(w, "note: A passes by %q and B by %q\n", c.A.Primary, c.B.Primary)
+	}
+	fmt.Fprintf(w, "\n%d items in both", c.Matched)
+	if len(c.OnlyA)+len(c.OnlyB) > 0 {
+		fmt.Fprintf(w, " (%d only in A, %d only in B)", len(c.OnlyA), len(c.OnlyB))
+	}
+	fmt.Fprintf(w, "\npass rate  %.1f%% -> %.1f%%  (%+.1f points)\n", 100*c.PassA.Rate, 100*c.PassB.Rate, 100*c.Delta)
+	fmt.Fprintf(w, "items      %d fixed, %d broken, %d same (%d passed in both, %d failed in both)\n",
+		len(c.Fixed), len(c.Broken), c.SamePass+c.SameFail, c.SamePass, c.SameFail)
+	verdict := "could well be chance"
+	if c.PValue < 0.05 {
+		verdict = "unlikely to be chance"
+	}
+	fmt.Fprintf(w, "McNemar    p = %.4g: %s (exact test on the %d items that changed)\n", c.PValue, verdict, len(c.Fixed)+len(c.Broken))
+	fmt.Fprintf(w, "cost       %s -> %s per item (%+.4f), total %s -> %s (%+.4f USD)\n",
+		batch.USD(c.CostUSD.MeanA), batch.USD(c.CostUSD.MeanB), c.CostUSD.MeanDelta, batch.USD(c.CostUSD.A), batch.USD(c.CostUSD.B), c.CostUSD.Delta)
+	fmt.Fprintf(w, "latency    %s -> %s per item (%s%s), total %s -> %s\n",
+		duration(c.LatencyMS.MeanA), duration(c.LatencyMS.MeanB), sign(c.LatencyMS.MeanDelta), duration(abs(c.LatencyMS.MeanDelta)),
+		duration(c.LatencyMS.A), duration(c.LatencyMS.B))
+	keyList(w, "fixed (failed in A, passed in B)", pairKeys(c.Fixed))
+	keyList(w, "broken (passed in A, failed in B)", pairKeys(c.Broken))
+	keyList(w, "only in A", c.OnlyA)
+	keyList(w, "only in B", c.OnlyB)
+}
+
+func sign(v float64) string {
+	if v < 0 {
+		return "-"
+	}
+	return "+"
+}
+
+func abs(v float64) float64 { return max(v, -v) }
+
+func pairKeys(ps []batch.Pair) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Key
+	}
+	return out
+}
+
+// keyList prints a titled list of keys, wrapped to 80 columns.
+func keyList(w io.Writer, title string, ks []string) {
+	if len(ks) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s: %d\n", title, len(ks))
+	line := " "
+	for _, k := range ks {
+		if len(line)+1+len(k) > 80 && line != " " {
+			fmt.Fprintln(w, line)
+			line = " "
+		}
+		line += " " + k
+	}
+	fmt.Fprintln(w, line)
+}
+
+func batchReportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("batch report", "flowrun batch report BATCH [--compare A] [-o FILE]\n\nWrites one self-contained HTML page (it opens with no network): the summary,\na pass-rate chart with 95% intervals, a cost histogram, the item table and\neach item's run timeline. With --compare, what changed since batch A first.")
+	against := fs.String("compare", "", "compare with this earlier `batch` (A)")
+	out := fs.String("o", "", "the HTML `file` to write (default BATCH.html)")
+	return storeCmd(fs, args, stdout, stderr, 1, "flowrun batch report: name one batch (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
+		b, err := st.FindBatch(ctx, rest[0])
+		if err != nil {
+			return batchError(err, stderr)
+		}
+		var a *store.Batch
+		if *against != "" {
+			if a, err = st.FindBatch(ctx, *against); err != nil {
+				return batchError(err, stderr)
+			}
+		}
+		path := *out
+		if path == "" {
+			path = b.ID + ".html"
+		}
+		if err := writeReportFile(ctx, st, path, b, a); err != nil {
+			fmt.Fprintf(stderr, "flowrun batch report: %v\n", err)
+			return exitFailed
+		}
+		fmt.Fprintf(textOut{stdout}, "wrote %s\n", path)
+		return exitOK
+	})
+}
+
+// writeReportFile writes the report beside path and renames it into
+// place, so that a failure leaves any earlier report whole.
+func writeReportFile(ctx context.Context, st *store.Store, path string, b, a *store.Batch) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(f.Name())
+	if err := batch.WriteReport(ctx, st, f, b, a); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// The view commands are subcommands of flowrun batch, beside run and resume.
+func init() {
+	for _, sub := range []string{"show", "compare", "report"} {
+		batchCommands[sub] = func(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+			code, _ := batchViewCmd(ctx, sub, args, stdout, stderr)
+			return code
+		}
+	}
+}
