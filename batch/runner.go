@@ -162,12 +162,6 @@ func (r *Runner) inputs(it *Item) (map[string]any, error) {
 	return in, nil
 }
 
-// final says an item has its result: it is not run again (but by
-// RetryFailed, for a failed one).
-func final(status string) bool {
-	return status == runtime.StatusCompleted || status == runtime.StatusFailed
-}
-
 // Run runs every item of batch b that has no result yet: pending items
 // start, items whose run started resume it. dataset gives the pending
 // items' entries (by Index); it may be nil when none is pending. It

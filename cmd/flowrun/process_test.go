@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"testing"
@@ -16,20 +15,4 @@ func flowrunProcess(t *testing.T, env []string, args ...string) *exec.Cmd {
 	// start many.
 	cmd.Env = append(append(os.Environ(), "FLOWRUN_TEST_AS_CLI=1", "GORACE=atexit_sleep_ms=0"), env...)
 	return cmd
-}
-
-// runProcess runs the flowrun command as a subprocess to its end.
-func runProcess(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	cmd := flowrunProcess(t, env, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), out.String(), errb.String()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, out.String(), errb.String()
 }
