@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -493,7 +494,7 @@ func reply(v any) string {
 
 func usageText(u any) string {
 	m, _ := u.(map[string]any)
-	if total, isNum := number(m["total"]); isNum {
+	if total, isNum := jsonvalue.Number(m["total"]); isNum {
 		return fmt.Sprintf("%.0f tokens", total)
 	}
 	return "tokens unknown"

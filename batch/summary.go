@@ -2,13 +2,13 @@ package batch
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
 	"time"
 
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -280,7 +280,7 @@ func metricKind(name string, items []*store.BatchItem) string {
 		k := "other"
 		if _, isBool := v.(bool); isBool {
 			k = "rate"
-		} else if _, isNum := number(v); isNum {
+		} else if _, isNum := jsonvalue.Number(v); isNum {
 			k = "mean"
 		}
 		if kind != "" && kind != k {
@@ -310,7 +310,7 @@ func aggregate(name string, items []*store.BatchItem) Metric {
 				k++
 			}
 		case "mean":
-			f, _ := number(v)
+			f, _ := jsonvalue.Number(v)
 			sum += f
 		}
 	}
@@ -324,21 +324,6 @@ func aggregate(name string, items []*store.BatchItem) Metric {
 		}
 	}
 	return m
-}
-
-func number(v any) (float64, bool) {
-	switch x := v.(type) {
-	case int:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case float64:
-		return x, true
-	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil
-	}
-	return 0, false
 }
 
 // Percentile is the p-th percentile of sorted values, interpolating

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/flowrun/flowrun/jsonvalue"
 	"gopkg.in/yaml.v3"
 )
 
@@ -48,8 +49,8 @@ func (m Merge) Apply(cur, update any) any {
 		}
 		return append(out, update)
 	case MergeSum, MergeMax, MergeMin:
-		a, aok := number(cur)
-		b, bok := number(update)
+		a, aok := jsonvalue.Number(cur)
+		b, bok := jsonvalue.Number(update)
 		if !aok || !bok {
 			if aok && update == nil {
 				return cur
@@ -73,18 +74,6 @@ func (m Merge) Apply(cur, update any) any {
 		return r
 	}
 	return update
-}
-
-func number(v any) (float64, bool) {
-	switch x := v.(type) {
-	case int:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case float64:
-		return x, true
-	}
-	return 0, false
 }
 
 // MergeOf is how writes to the state variable key combine.
@@ -111,8 +100,8 @@ func (m Merge) Join(cur, base, branch any) any {
 		}
 		return MergeExtend.Apply(cur, br[len(b):])
 	case MergeSum:
-		x, xok := number(base)
-		y, yok := number(branch)
+		x, xok := jsonvalue.Number(base)
+		y, yok := jsonvalue.Number(branch)
 		if !xok || !yok {
 			return m.Apply(cur, branch)
 		}

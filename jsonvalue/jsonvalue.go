@@ -61,6 +61,23 @@ func NormalizeNumbers(v any) any {
 	return v
 }
 
+// Number reads a JSON number as expressions produce it (int, int64,
+// float64, or a json.Number too large for int64) as a float64.
+func Number(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case float64:
+		return x, true
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
 // Describe names a value's kind for an error message: "the string \"x\"",
 // "the number 3", "a list", "a map", "null".
 func Describe(v any) string {

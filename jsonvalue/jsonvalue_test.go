@@ -72,3 +72,14 @@ func TestDescribe(t *testing.T) {
 		}
 	}
 }
+
+func TestNumber(t *testing.T) {
+	for v, want := range map[any]float64{1: 1, int64(2): 2, 2.5: 2.5, json.Number("1e30"): 1e30} {
+		if got, ok := Number(v); !ok || got != want {
+			t.Errorf("Number(%#v) = %v, %v", v, got, ok)
+		}
+	}
+	if _, ok := Number("3"); ok {
+		t.Error("a string is not a number")
+	}
+}

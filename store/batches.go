@@ -115,19 +115,10 @@ func scanBatch(row interface{ Scan(...any) error }) (*Batch, error) {
 
 // Batch returns one batch by id or unambiguous id prefix.
 func (s *Store) Batch(ctx context.Context, id string) (*Batch, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+batchColumns+` FROM batches WHERE id = ? OR id LIKE ? ORDER BY id = ? DESC, started_at DESC LIMIT 6`,
+	found, err := queryAll(ctx, s, scanBatch, `SELECT `+batchColumns+` FROM batches WHERE id = ? OR id LIKE ? ORDER BY id = ? DESC, started_at DESC LIMIT 6`,
 		id, strings.ReplaceAll(id, "%", "")+"%", id)
 	if err != nil {
 		return nil, err
-	}
-	defer rows.Close()
-	var found []*Batch
-	for rows.Next() {
-		b, err := scanBatch(rows)
-		if err != nil {
-			return nil, err
-		}
-		found = append(found, b)
 	}
 	switch {
 	case len(found) == 0:
@@ -154,20 +145,7 @@ func (e *AmbiguousError) Error() string {
 
 // Batches lists batches, newest first.
 func (s *Store) Batches(ctx context.Context) ([]*Batch, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+batchColumns+` FROM batches ORDER BY started_at DESC, id DESC`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*Batch
-	for rows.Next() {
-		b, err := scanBatch(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s, scanBatch, `SELECT `+batchColumns+` FROM batches ORDER BY started_at DESC, id DESC`)
 }
 
 const itemColumns = `batch_id, idx, item_key, item, run_id, status, scores, error, class, cost_usd, tokens, duration_ms, updated_at`

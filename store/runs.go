@@ -158,18 +158,23 @@ func (s *Store) notFound(ctx context.Context, id string) error {
 
 // Runs lists runs, newest first.
 func (s *Store) Runs(ctx context.Context) ([]*Run, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+runColumns+` FROM runs ORDER BY started_at DESC, id DESC`)
+	return queryAll(ctx, s, scanRun, `SELECT `+runColumns+` FROM runs ORDER BY started_at DESC, id DESC`)
+}
+
+// queryAll runs a query and scans each row with scan.
+func queryAll[T any](ctx context.Context, s *Store, scan func(interface{ Scan(...any) error }) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []*Run
+	var out []T
 	for rows.Next() {
-		r, err := scanRun(rows)
+		x, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, r)
+		out = append(out, x)
 	}
 	return out, rows.Err()
 }
