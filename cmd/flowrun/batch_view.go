@@ -324,7 +324,7 @@ func writeRowsCSV(stdout io.Writer, s *batch.Summary) int {
 		}
 		rec := []string{strconv.Itoa(r.Index), pass}
 		for _, c := range cols {
-			rec = append(rec, redact.String(cellText(c.value(r))))
+			rec = append(rec, spreadsheetSafe(redact.String(cellText(c.value(r)))))
 		}
 		_ = w.Write(rec)
 	}
@@ -490,4 +490,17 @@ func init() {
 			return code
 		}
 	}
+}
+
+// spreadsheetSafe keeps a cell that came from a model or a dataset from
+// running as a formula when the CSV is opened in a spreadsheet: text that
+// starts like one gets a leading quote; numbers stay numbers.
+func spreadsheetSafe(cell string) string {
+	if cell == "" || !strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
+		return cell
+	}
+	if _, err := strconv.ParseFloat(cell, 64); err == nil {
+		return cell
+	}
+	return "'" + cell
 }
