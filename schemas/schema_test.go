@@ -355,14 +355,21 @@ func TestUndocumentedDetected(t *testing.T) {
 }
 
 // TestClosedObjects checks that every object schema listing its properties
-// also forbids unknown keys, so typos are reported.
+// also forbids unknown keys, or gives them a schema of their own (score:
+// takes metrics by name beside pipeline:), so typos are reported.
 func TestClosedObjects(t *testing.T) {
 	walk(loadSchemaDoc(t), "#", func(ptr string, s map[string]any) {
 		if _, ok := s["properties"]; !ok {
 			return
 		}
-		if ap, ok := s["additionalProperties"].(bool); !ok || ap {
-			t.Errorf("%s lists properties but does not set additionalProperties: false", ptr)
+		switch ap := s["additionalProperties"].(type) {
+		case bool:
+			if ap {
+				t.Errorf("%s lists properties but allows any other key", ptr)
+			}
+		case map[string]any:
+		default:
+			t.Errorf("%s lists properties but does not set additionalProperties", ptr)
 		}
 	})
 }
