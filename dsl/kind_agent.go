@@ -152,3 +152,20 @@ func (f *file) toolNames() []string {
 	sort.Strings(names)
 	return names
 }
+
+// agentOutput types finish.args by the finish tools' parameters: a field
+// any of them declares may be read; one none declares is a mistake.
+func agentOutput(p *Pipeline, a *Agent) *Type {
+	var args *Type
+	for _, name := range a.Finish {
+		if t := p.Tools[name]; t != nil {
+			args = Join(args, TypeFromSchema(t.Parameters))
+		}
+	}
+	if args == nil {
+		args = AnyType
+	}
+	finish := Object(map[string]*Type{"name": StringType, "args": args})
+	return Object(map[string]*Type{"finish": finish, "steps": IntType, "text": StringType,
+		"usage": usageType, "cost_usd": FloatType})
+}

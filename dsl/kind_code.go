@@ -132,3 +132,15 @@ func (f *file) code(label string, v *yaml.Node, sc scope) *Code {
 	}
 	return c
 }
+
+// sandboxErrorType is the shape of a code run's error.
+var sandboxErrorType = Object(map[string]*Type{"class": StringType, "message": StringType, "line": IntType})
+
+func codeOutput(c *Code) *Type {
+	result := AnyType
+	if c.ResultSchema != nil {
+		result = TypeFromSchema(c.ResultSchema)
+	}
+	return Object(map[string]*Type{"ok": BoolType, "result": result, "stdout": StringType, "stderr": StringType,
+		"error": sandboxErrorType, "duration_ms": FloatType})
+}

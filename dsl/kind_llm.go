@@ -150,3 +150,15 @@ func (f *file) modelCall(label string, l *LLM, v *yaml.Node, sc scope) {
 	}
 	l.MaxTokens, _ = intValue(valueOf(v, "max_tokens"))
 }
+
+// usageType is the shape of a model call's token counts.
+var usageType = Object(map[string]*Type{"prompt": IntType, "completion": IntType, "reasoning": IntType, "cached": IntType, "total": IntType})
+
+func llmOutput(l *LLM) *Type {
+	json := AnyType
+	if l.OutputSchema != nil {
+		json = TypeFromSchema(l.OutputSchema)
+	}
+	return Object(map[string]*Type{"text": StringType, "json": json, "finish_reason": StringType,
+		"usage": usageType, "cost_usd": FloatType, "model": StringType})
+}

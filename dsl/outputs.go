@@ -7,47 +7,6 @@ type Body struct {
 	Body Block
 }
 
-// usageType is the shape of a model call's token counts.
-var usageType = Object(map[string]*Type{"prompt": IntType, "completion": IntType, "reasoning": IntType, "cached": IntType, "total": IntType})
-
-// sandboxErrorType is the shape of a code run's error.
-var sandboxErrorType = Object(map[string]*Type{"class": StringType, "message": StringType, "line": IntType})
-
-func llmOutput(l *LLM) *Type {
-	json := AnyType
-	if l.OutputSchema != nil {
-		json = TypeFromSchema(l.OutputSchema)
-	}
-	return Object(map[string]*Type{"text": StringType, "json": json, "finish_reason": StringType,
-		"usage": usageType, "cost_usd": FloatType, "model": StringType})
-}
-
-// agentOutput types finish.args by the finish tools' parameters: a field
-// any of them declares may be read; one none declares is a mistake.
-func agentOutput(p *Pipeline, a *Agent) *Type {
-	var args *Type
-	for _, name := range a.Finish {
-		if t := p.Tools[name]; t != nil {
-			args = Join(args, TypeFromSchema(t.Parameters))
-		}
-	}
-	if args == nil {
-		args = AnyType
-	}
-	finish := Object(map[string]*Type{"name": StringType, "args": args})
-	return Object(map[string]*Type{"finish": finish, "steps": IntType, "text": StringType,
-		"usage": usageType, "cost_usd": FloatType})
-}
-
-func codeOutput(c *Code) *Type {
-	result := AnyType
-	if c.ResultSchema != nil {
-		result = TypeFromSchema(c.ResultSchema)
-	}
-	return Object(map[string]*Type{"ok": BoolType, "result": result, "stdout": StringType, "stderr": StringType,
-		"error": sandboxErrorType, "duration_ms": FloatType})
-}
-
 // pipelineOutputs is the type of a called pipeline's outputs.
 func pipelineOutputs(p *Pipeline) *Type {
 	if p == nil {
