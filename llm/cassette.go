@@ -45,7 +45,7 @@ type entry struct {
 	Node      string `yaml:"node"`
 	Iteration int    `yaml:"iteration"`
 	Attempt   int    `yaml:"attempt"`
-	Hash      string `yaml:"hash"`
+	Hash      string `yaml:"hash,omitempty"` // optional: without it the entry answers any request for its key
 	Repeat    int    `yaml:"repeat,omitempty"`
 	Request   *call  `yaml:"request"`
 	// Exactly one of Response and Error is set.
@@ -180,7 +180,7 @@ func (c *Cassette) replay(k Key, hash string, cl *call) (*reply, *Error) {
 	sk := servedKey(k, hash)
 	n := c.served[sk]
 	for _, e := range c.entries {
-		if e.Node == k.Node && e.Iteration == k.Iteration && e.Attempt == k.Attempt && e.Hash == hash && e.Repeat == n {
+		if e.Node == k.Node && e.Iteration == k.Iteration && e.Attempt == k.Attempt && (e.Hash == hash || e.Hash == "") && e.Repeat == n {
 			c.served[sk]++
 			if e.Error != nil {
 				return nil, &Error{class: e.Error.Class, Status: e.Error.Status, Endpoint: "cassette", msg: e.Error.Message + " (replayed)"}
@@ -246,6 +246,9 @@ func (c *Cassette) missMessage(k Key, hash string, n int, cl *call) string {
 		if best == nil || score < bestScore {
 			best, bestScore, bestDiff = e, score, path
 		}
+	}
+	if bestDiff == "" {
+		bestDiff = "nothing the cassette shows (an image or other abbreviated content differs, or its hash was edited); remove hash: to match on node, iteration and attempt alone"
 	}
 	return fmt.Sprintf("%s: the closest entry (iteration %d, attempt %d) differs in %s", where, best.Iteration, best.Attempt, bestDiff)
 }

@@ -237,7 +237,7 @@ func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter,
 	if req.Model.Timeout > 0 {
 		timeout = req.Model.Timeout
 	}
-	actx, cancel := context.WithTimeout(ctx, timeout)
+	actx, cancel := context.WithTimeout(context.WithValue(ctx, keyInContext{}, req.Key), timeout)
 	defer cancel()
 	var res *http.Response
 	var rep *reply
@@ -320,4 +320,15 @@ func (f funcClock) Sleep(ctx context.Context, d time.Duration) error {
 		return realClock{}.Sleep(ctx, d)
 	}
 	return f.sleep(ctx, d)
+}
+
+type keyInContext struct{}
+
+// KeyOf returns the Key of the model call an outgoing HTTP request was made
+// for, read from the request's context. A transport given as
+// Options.HTTPClient may route by it: flowrun test answers each node from
+// its mocks this way, over real HTTP.
+func KeyOf(ctx context.Context) (Key, bool) {
+	k, ok := ctx.Value(keyInContext{}).(Key)
+	return k, ok
 }

@@ -31,6 +31,7 @@ Usage:
   flowrun FILE [flags]              run a pipeline (same as flowrun run FILE)
   flowrun run FILE [flags]          run a pipeline
   flowrun validate FILE...          check pipelines; every problem with file:line:col
+  flowrun test [PATH...]            run *.test.yaml cases offline with mocked models (--coverage, --junit FILE)
   flowrun graph FILE [--format mermaid|dot]
                                     draw a pipeline
   flowrun schema                    print the pipeline JSON schema
@@ -95,6 +96,8 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitOK
 	case "run":
 		return runCmd(ctx, args[1:], stdin, stdout, stderr)
+	case "test":
+		return testCmd(ctx, args[1:], stdout, stderr)
 	case "validate":
 		return validateCmd(args[1:], textOut{stdout}, stderr)
 	case "graph":

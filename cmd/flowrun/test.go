@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/flowrun/flowrun/flowtest"
+	"github.com/flowrun/flowrun/sandbox"
+)
+
+func testCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("test", "flowrun test [PATH...] [--run REGEXP] [--junit FILE] [--coverage] [-v]\n\nRuns the test files (*.test.yaml) under PATHs (default .), offline, cases in\nparallel. Exit 0 all passed, 1 a case failed, 2 a test file is invalid.")
+	run := fs.String("run", "", "run only the cases whose name matches this `regexp`")
+	junit := fs.String("junit", "", "write the results as JUnit XML to `file`")
+	coverage := fs.Bool("coverage", false, "report the nodes, branch cases and loop exits no case exercised, per pipeline")
+	verbose := fs.Bool("v", false, "print passing cases too")
+	paths, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(paths) == 0 {
+		paths = []string{"."}
+	}
+	var filter *regexp.Regexp
+	if *run != "" {
+		var err error
+		if filter, err = regexp.Compile(*run); err != nil {
+			fmt.Fprintf(stderr, "flowrun test: --run: %v\n", err)
+			return exitInvalid
+		}
+	}
+	found, err := flowtest.Find(paths)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun test: %v\n", err)
+		return exitInvalid
+	}
+	if len(found) == 0 {
+		fmt.Fprintf(stderr, "flowrun test: no *.test.yaml files under %s\n", strings.Join(paths, ", "))
+		return exitInvalid
+	}
+	files, ds := flowtest.LoadAll(found)
+	if len(ds) > 0 {
+		fmt.Fprintln(stderr, ds.String())
+		return exitInvalid
+	}
+	sb := sandbox.New(sandbox.Options{})
+	defer sb.Close()
+	began := time.Now()
+	results := (&flowtest.Runner{Sandbox: sb}).RunAll(ctx, files, filter, runtime.GOMAXPROCS(0))
+	elapsed := time.Since(began)
+	failed := 0
+	for _, r := range results {
+		if r.Pass {
+			if *verbose {
+				fmt.Fprintf(stdout, "ok   %s: %s (%s)\n", r.File.Path, r.Case.Name, r.Duration.Round(time.Millisecond))
+			}
+			continue
+		}
+		failed++
+		fmt.Fprintf(stdout, "FAIL %s: %s (%s)\n", r.File.Path, r.Case.Name, r.Case.Pos)
+		for _, p := range r.Problems {
+			fmt.Fprintf(stdout, "    %s\n", p)
+		}
+	}
+	if *coverage {
+		for _, f := range files {
+			cov := flowtest.NewCoverage(f.Pipeline)
+			for _, r := range results {
+				if r.File == f {
+					cov.Add(r.Events)
+				}
+			}
+			fmt.Fprint(stdout, cov.String())
+		}
+	}
+	if *junit != "" {
+		out, err := os.Create(*junit)
+		if err == nil {
+			err = flowtest.WriteJUnit(out, results)
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "flowrun test: --junit: %v\n", err)
+			return exitFailed
+		}
+	}
+	fmt.Fprintf(stdout, "%d passed, %d failed, %d cases in %s (%.0f cases/s)\n", len(results)-failed, failed, len(results),
+		elapsed.Round(time.Millisecond), float64(len(results))/max(elapsed.Seconds(), 1e-9))
+	if failed > 0 {
+		return exitFailed
+	}
+	return exitOK
+}

@@ -1,0 +1,179 @@
+package flowtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeTest(t *testing.T, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	src, err := os.ReadFile("testdata/loop.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "loop.yaml"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "loop.test.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runFile(t *testing.T, body string) (*File, []*Result) {
+	t.Helper()
+	f, ds := Load(writeTest(t, body))
+	if len(ds) > 0 {
+		t.Fatalf("load: %s", ds)
+	}
+	return f, (&Runner{}).RunAll(context.Background(), []*File{f}, nil, 2)
+}
+
+const reviseTwice = `
+cases:
+  - name: revise twice then accept
+    mocks:
+      critique:
+        - {json: {verdict: REVISE}}
+        - {json: {verdict: REVISE}}
+        - {json: {verdict: ACCEPT}}
+    expect:
+      outputs: {verdict: ACCEPT}
+      route: [refine, critique, route, critique, route, critique, route]
+`
+
+func TestMocksServeEachIterationInOrder(t *testing.T) {
+	_, results := runFile(t, reviseTwice)
+	if !results[0].Pass {
+		t.Fatalf("case failed: %s", strings.Join(results[0].Problems, "\n"))
+	}
+	if got := results[0].Route[len(results[0].Route)-1]; got != "refine[3]/route" {
+		t.Errorf("last step %q, want refine[3]/route", got)
+	}
+}
+
+func TestFailingExpectationShowsTheDiff(t *testing.T) {
+	_, results := runFile(t, `
+cases:
+  - name: wrong
+    mocks:
+      critique: {json: {verdict: ACCEPT}}
+    expect:
+      outputs: {verdict: REVISE}
+      route: [refine, critique, route, critique]
+`)
+	r := results[0]
+	if r.Pass {
+		t.Fatal("a case with wrong expectations passed")
+	}
+	all := strings.Join(r.Problems, "\n")
+	for _, want := range []string{`outputs.verdict:`, `expected "REVISE"`, `got      "ACCEPT"`, "route:", "✗  4 critique", "-"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("problems lack %q:\n%s", want, all)
+		}
+	}
+}
+
+func TestUnmockedModelNodeIsNamed(t *testing.T) {
+	_, results := runFile(t, `
+cases:
+  - name: no mocks
+    expect: {status: completed}
+`)
+	all := strings.Join(results[0].Problems, "\n")
+	if results[0].Pass || !strings.Contains(all, `no mock for node "refine/critique"`) {
+		t.Fatalf("want a failure naming the node, got:\n%s", all)
+	}
+}
+
+func TestMockForUnknownNodeIsPositioned(t *testing.T) {
+	_, ds := Load(writeTest(t, `
+cases:
+  - name: typo
+    mocks:
+      critque: {json: {verdict: ACCEPT}}
+    expect:
+      outputs: {verdikt: ACCEPT}
+`))
+	s := ds.String()
+	for _, want := range []string{
+		`loop.test.yaml:5:7: error: mocks: the pipeline has no node "critque" (did you mean "critique"?)`,
+		`loop.test.yaml:7:17: error: expect.outputs: the pipeline has no output "verdikt" (did you mean "verdict"?)`,
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("diagnostics lack %q:\n%s", want, s)
+		}
+	}
+}
+
+func TestMockThatBreaksOutputSchemaIsRefused(t *testing.T) {
+	_, ds := Load(writeTest(t, `
+cases:
+  - name: bad
+    mocks:
+      critique: {json: {verdict: MAYBE}}
+`))
+	if !strings.Contains(ds.String(), `loop.test.yaml:5:24: error: mock for "critique" does not match its output_schema`) {
+		t.Errorf("got:\n%s", ds)
+	}
+}
+
+func TestCoverageNamesUncoveredRoutes(t *testing.T) {
+	f, results := runFile(t, reviseTwice)
+	cov := NewCoverage(f.Pipeline)
+	cov.Add(results[0].Events)
+	covered, total := cov.Counts()
+	// Items: 3 nodes, route's case 1 and default, and the loop's until,
+	// exhausted and break exits: 8; the case never breaks or exhausts.
+	if covered != 5 || total != 8 {
+		t.Errorf("covered %d of %d, want 5 of 8:\n%s", covered, total, cov)
+	}
+	s := cov.String()
+	for _, want := range []string{"refine/route case 1 (when: state.verdict == \"STOP\")", "refine loop exit: exhausted", "refine loop exit: break"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q:\n%s", want, s)
+		}
+	}
+	_, more := runFile(t, `
+cases:
+  - name: stop
+    mocks: {critique: {json: {verdict: STOP}}}
+  - name: never accepts
+    mocks: {critique: {json: {verdict: REVISE}}}
+`)
+	for _, r := range more {
+		cov.Add(r.Events)
+	}
+	if covered, total := cov.Counts(); covered != total {
+		t.Errorf("after the stop and exhausted cases, %d of %d:\n%s", covered, total, cov)
+	}
+}
+
+func TestJUnitParses(t *testing.T) {
+	_, results := runFile(t, reviseTwice+`
+  - name: fails
+    mocks: {critique: {json: {verdict: ACCEPT}}}
+    expect: {status: failed}
+`)
+	var buf bytes.Buffer
+	if err := WriteJUnit(&buf, results); err != nil {
+		t.Fatal(err)
+	}
+	var got junitSuites
+	if err := xml.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatalf("JUnit does not parse: %v\n%s", err, buf.String())
+	}
+	if got.Tests != 2 || got.Fails != 1 || len(got.Suites) != 1 || got.Suites[0].Cases[1].Failure == nil {
+		t.Errorf("got %+v", got)
+	}
+	if !strings.Contains(got.Suites[0].Cases[1].Failure.Message, "status: expected failed, got completed") {
+		t.Errorf("failure message %q", got.Suites[0].Cases[1].Failure.Message)
+	}
+}

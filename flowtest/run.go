@@ -1,0 +1,366 @@
+package flowtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/expr-lang/expr"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/nodes"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/sandbox"
+)
+
+// Result is how one case went.
+type Result struct {
+	File     *File
+	Case     *Case
+	Pass     bool
+	Problems []string // each a failed expectation with expected and actual
+	Status   string
+	Route    []string
+	Outputs  map[string]any
+	Events   []runtime.Event
+	Duration time.Duration
+}
+
+// Runner runs cases. Sandbox runs the code nodes that have no mock; nil
+// makes them fail as unavailable.
+type Runner struct {
+	Sandbox *sandbox.Sandbox
+}
+
+const nodeHeader = "X-Flowrun-Test-Node"
+
+// Run runs one case of f.
+func (r *Runner) Run(ctx context.Context, f *File, c *Case) *Result {
+	began := time.Now()
+	res := &Result{File: f, Case: c}
+	srv := llmtest.New(nil)
+	defer srv.Close()
+	served := &mockState{mocks: c.Mocks, next: map[string]int{}}
+	srv.Handle(served.modelReply)
+	opts := llm.Options{
+		HTTPClient: &http.Client{Transport: &toFakeServer{base: srv.URL}},
+		Env: func(name string) (string, bool) {
+			if name == "OPENAI_BASE_URL" {
+				return srv.URL, true
+			}
+			if strings.HasSuffix(name, "KEY") {
+				return "flowrun-test-offline", true
+			}
+			return "", false
+		},
+		// Retries (a mocked rate_limit then a reply) happen at once.
+		Now:   time.Now,
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
+	}
+	if c.Cassette != "" {
+		cas, err := llm.LoadCassette(c.Cassette)
+		if err != nil {
+			res.Problems = append(res.Problems, err.Error())
+			return res
+		}
+		opts.Replay = cas
+	}
+	kinds := nodes.Kinds(nodes.Services{LLM: llm.New(opts), Sandbox: r.Sandbox})
+	for _, k := range []dsl.Kind{dsl.KindTool, dsl.KindCode} {
+		kinds[k] = mockedExecutor{inner: kinds[k], state: served}
+	}
+	sink := &collector{}
+	run := runtime.Run(ctx, kinds, f.Pipeline, c.Inputs, runtime.Options{
+		Sink: sink, Human: answers(c.Answers),
+		LookupEnv: func(string) (string, bool) { return "", false },
+	})
+	res.Events, res.Status, res.Outputs = sink.events, run.Status, run.Outputs
+	for _, e := range sink.events {
+		if e.Type == runtime.EventNodeStarted {
+			res.Route = append(res.Route, e.Path)
+		}
+	}
+	res.Problems = append(res.Problems, check(c, run, res.Route)...)
+	res.Pass = len(res.Problems) == 0
+	res.Duration = time.Since(began)
+	return res
+}
+
+type collector struct{ events []runtime.Event }
+
+func (c *collector) Event(e runtime.Event) { c.events = append(c.events, e) }
+
+// toFakeServer sends every model request to the fake server, whatever
+// endpoint the pipeline names, tagged with the node it is for.
+type toFakeServer struct{ base string }
+
+func (t *toFakeServer) RoundTrip(req *http.Request) (*http.Response, error) {
+	u, err := url.Parse(t.base)
+	if err != nil {
+		return nil, err
+	}
+	out := req.Clone(req.Context())
+	out.URL.Scheme, out.URL.Host, out.Host = u.Scheme, u.Host, u.Host
+	switch {
+	case strings.HasSuffix(req.URL.Path, "/chat/completions"):
+		out.URL.Path = "/v1/chat/completions"
+	case strings.HasSuffix(req.URL.Path, "/responses"):
+		out.URL.Path = "/v1/responses"
+	}
+	if k, ok := llm.KeyOf(req.Context()); ok {
+		out.Header.Set(nodeHeader, k.Node)
+	}
+	return http.DefaultTransport.RoundTrip(out)
+}
+
+// mockState hands out each node's mocked replies in call order.
+type mockState struct {
+	mu    sync.Mutex
+	mocks map[string]*Mock
+	next  map[string]int
+}
+
+// take returns the next reply for a node at run path path.
+func (m *mockState) take(path string) (*Reply, string, error) {
+	static := Strip(path)
+	key := static
+	mock := m.mocks[static]
+	if mock == nil {
+		return nil, "", nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := m.next[key]
+	m.next[key]++
+	if mock.Repeat {
+		return mock.Replies[0], key, nil
+	}
+	if i >= len(mock.Replies) {
+		return nil, key, fmt.Errorf("flowrun test: node %q (%s) was called %d times but its mock (%s) has %d replies", static, path, i+1, mock.Pos, len(mock.Replies))
+	}
+	return mock.Replies[i], key, nil
+}
+
+func (m *mockState) modelReply(req llmtest.Request) llmtest.Reply {
+	path := req.Header.Get(nodeHeader)
+	rep, _, err := m.take(path)
+	if err != nil {
+		return llmtest.Error(400, err.Error())
+	}
+	if rep == nil {
+		return llmtest.Error(400, fmt.Sprintf("flowrun test: no mock for node %q (%s): add one under mocks: %s", Strip(path), path, Strip(path)))
+	}
+	switch rep.Error {
+	case "rate_limit":
+		return llmtest.Error(429, orDefault(rep.Message, "mocked rate limit"))
+	case "server":
+		return llmtest.Error(500, orDefault(rep.Message, "mocked server error"))
+	case "critical":
+		return llmtest.Error(400, orDefault(rep.Message, "mocked critical error"))
+	case "timeout":
+		return llmtest.Error(408, orDefault(rep.Message, "mocked timeout"))
+	}
+	out := llmtest.Reply{Text: rep.Text}
+	if rep.HasJSON {
+		out = llmtest.JSON(rep.JSON)
+	}
+	for _, c := range rep.Calls {
+		out.ToolCalls = append(out.ToolCalls, llmtest.Call(c.Name, c.Args))
+	}
+	return out
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// mockedExecutor answers a tool or code node from its mock, or runs it.
+type mockedExecutor struct {
+	inner runtime.Executor
+	state *mockState
+}
+
+func (e mockedExecutor) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
+	rep, _, err := e.state.take(s.Path(n.ID))
+	if err != nil {
+		return runtime.Outcome{}, runtime.Errorf(errclass.Critical, "%w", err)
+	}
+	if rep == nil {
+		return e.inner.Execute(ctx, s, n)
+	}
+	if rep.Error != "" {
+		return runtime.Outcome{}, runtime.Errorf(errclass.Class(rep.Error), "%s", orDefault(rep.Message, "mocked "+rep.Error+" error"))
+	}
+	return runtime.Outcome{Output: rep.Output}, nil
+}
+
+// CheckNode lets the inner executor refuse a node it could not run.
+func (e mockedExecutor) CheckNode(p *dsl.Pipeline, n *dsl.Node) error {
+	if c, ok := e.inner.(runtime.NodeChecker); ok {
+		return c.CheckNode(p, n)
+	}
+	return nil
+}
+
+// answers answers questions from a case's answers:, by node path or id;
+// a question with no answer leaves the run waiting.
+type answers map[string]any
+
+func (a answers) Answer(_ context.Context, q runtime.Question) (any, bool, error) {
+	v, ok := a[Strip(q.Path)]
+	return v, ok, nil
+}
+
+// check compares a run with the case's expectations.
+func check(c *Case, run *runtime.Result, route []string) []string {
+	var problems []string
+	e := c.Expect
+	want := orDefault(e.Status, runtime.StatusCompleted)
+	if run.Status != want {
+		why := ""
+		switch {
+		case run.Err != nil:
+			why = ": " + run.Err.Error()
+		case run.Reason != "":
+			why = ": " + run.Reason
+		}
+		problems = append(problems, fmt.Sprintf("status: expected %s, got %s%s", want, run.Status, why))
+	}
+	if e.Class != "" && run.Err != nil && string(errclass.Of(run.Err)) != e.Class {
+		problems = append(problems, fmt.Sprintf("class: expected %s, got %s (%v)", e.Class, errclass.Of(run.Err), run.Err))
+	}
+	for _, name := range keys(e.Outputs) {
+		got, ok := run.Outputs[name]
+		if !ok || !sameJSON(e.Outputs[name], got) {
+			problems = append(problems, fmt.Sprintf("outputs.%s:\n      expected %s\n      got      %s", name, show(e.Outputs[name]), showOr(got, ok)))
+		}
+	}
+	for _, t := range e.That {
+		env := map[string]any{"outputs": run.Outputs, "status": run.Status, "route": route}
+		v, err := expr.Eval(t.Src, env)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: that %q: %v", t.Pos, t.Src, err))
+		} else if b, _ := v.(bool); !b {
+			problems = append(problems, fmt.Sprintf("%s: that %q does not hold (outputs: %s)", t.Pos, t.Src, show(run.Outputs)))
+		}
+	}
+	if e.HasRoute && !routeMatches(e.Route, route) {
+		problems = append(problems, "route:\n"+routeDiff(e.Route, route))
+	}
+	for _, want := range e.Includes {
+		if !anyMatch(want, route) {
+			problems = append(problems, fmt.Sprintf("route: expected to include %s; the route was %s", want, strings.Join(route, " → ")))
+		}
+	}
+	for _, not := range e.Excludes {
+		if anyMatch(not, route) {
+			problems = append(problems, fmt.Sprintf("route: expected not to include %s; the route was %s", not, strings.Join(route, " → ")))
+		}
+	}
+	return problems
+}
+
+// stepMatches says whether an expected route step names an actual one: the
+// same run path, or (written with no index) the same node.
+func stepMatches(want, got string) bool {
+	if want == got {
+		return true
+	}
+	if strings.Contains(want, "[") {
+		return false
+	}
+	s := Strip(got)
+	return s == want || s[strings.LastIndex(s, "/")+1:] == want
+}
+
+func anyMatch(want string, route []string) bool {
+	for _, got := range route {
+		if stepMatches(want, got) {
+			return true
+		}
+	}
+	return false
+}
+
+func routeMatches(want, got []string) bool {
+	if len(want) != len(got) {
+		return false
+	}
+	for i := range want {
+		if !stepMatches(want[i], got[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// routeDiff shows expected and actual routes side by side, marking the
+// steps that differ.
+func routeDiff(want, got []string) string {
+	var b strings.Builder
+	width := len("expected")
+	for _, w := range want {
+		width = max(width, len(w))
+	}
+	fmt.Fprintf(&b, "        %-*s   %s\n", width, "expected", "actual")
+	for i := 0; i < max(len(want), len(got)); i++ {
+		w, g := "", ""
+		if i < len(want) {
+			w = want[i]
+		}
+		if i < len(got) {
+			g = got[i]
+		}
+		mark := " "
+		if i >= len(want) || i >= len(got) || !stepMatches(w, g) {
+			mark = "✗"
+		}
+		fmt.Fprintf(&b, "    %s %2d %-*s   %s\n", mark, i+1, width, orDefault(w, "-"), orDefault(g, "-"))
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func sameJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	var xa, ya any
+	_ = json.Unmarshal(x, &xa)
+	_ = json.Unmarshal(y, &ya)
+	x, _ = json.Marshal(xa)
+	y, _ = json.Marshal(ya)
+	return string(x) == string(y)
+}
+
+func show(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	s := string(b)
+	if len(s) > 300 {
+		s = s[:300] + "…(" + strconv.Itoa(len(b)) + " bytes)"
+	}
+	return s
+}
+
+func showOr(v any, ok bool) string {
+	if !ok {
+		return "(no such output)"
+	}
+	return show(v)
+}
