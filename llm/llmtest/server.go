@@ -19,7 +19,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -29,7 +28,7 @@ type Server struct {
 	URL string
 
 	srv *httptest.Server
-	t   testing.TB
+	t   TB
 
 	mu          sync.Mutex
 	queue       []Reply
@@ -157,9 +156,16 @@ func RateLimited(header, value string) Reply {
 	return r
 }
 
+// TB is the part of testing.TB the server uses; flowrun test runs the
+// server outside a Go test, with no TB.
+type TB interface {
+	Cleanup(func())
+	Errorf(format string, args ...any)
+}
+
 // New starts a server; with t it fails the test on unscripted requests
 // and is closed when the test ends.
-func New(t testing.TB) *Server {
+func New(t TB) *Server {
 	s := &Server{t: t}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL + "/v1"
