@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/flowtest"
 	"github.com/flowrun/flowrun/graph"
 )
 
@@ -26,11 +27,22 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%s: a cassette, skipped\n", f)
 			continue
 		}
-		p, ds := dsl.Load(f)
+		var ok bool
+		var ds dsl.Diagnostics
+		if strings.HasSuffix(f, ".test.yaml") {
+			// A test file is checked against the pipeline it tests.
+			var tf *flowtest.File
+			tf, ds = flowtest.Load(f)
+			ok = tf != nil
+		} else {
+			var p *dsl.Pipeline
+			p, ds = dsl.Load(f)
+			ok = p != nil
+		}
 		if len(ds) > 0 {
 			fmt.Fprintln(stderr, ds.String())
 		}
-		if p == nil {
+		if !ok {
 			code = exitInvalid
 			continue
 		}
