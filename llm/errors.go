@@ -41,6 +41,12 @@ func (e *Error) Class() errclass.Class { return e.class }
 
 func (e *Error) Unwrap() error { return e.err }
 
+// RetriesSpent reports whether the client already retried this error as
+// its retry policy allows (every recoverable class): the runtime does not
+// run the node again for it, so that a node's retry: and the client's
+// retries never multiply.
+func (e *Error) RetriesSpent() bool { return Retryable(e.class) }
+
 // Retryable reports whether a call that failed with this class may succeed
 // if sent again. An invalid_output is not sent again as it is: the node
 // retries it, with the problem told to the model.

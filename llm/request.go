@@ -92,6 +92,12 @@ type Request struct {
 	// SchemaName names the schema on the wire ([A-Za-z0-9_-], at most 64);
 	// default "output".
 	SchemaName string
+	// Retry, when set, replaces the model's retry policy for this call: the
+	// calling node's retry: block. The client is the only layer that
+	// retries a model call's recoverable errors; the errors it returns say
+	// so (RetriesSpent), so that the node is not run again for them.
+	Retry *NodeRetry
+
 	// RepairRetries is how many times an invalid structured reply is sent
 	// back with its validation errors before failing with invalid_output.
 	RepairRetries int
@@ -104,6 +110,13 @@ type Request struct {
 	// Observe, when set, is told about every HTTP exchange the call makes:
 	// each retry and each repair turn.
 	Observe func(Exchange)
+}
+
+// NodeRetry is a node's retry: block as it applies to its model calls.
+type NodeRetry struct {
+	MaxAttempts int
+	Backoff     time.Duration
+	RetryOn     []errclass.Class // nil: every recoverable class
 }
 
 // Response is the outcome of a Request.
