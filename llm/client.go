@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -244,19 +245,52 @@ func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter,
 	defer cancel()
 	var res *http.Response
 	var rep *reply
+	var onDelta func(string) // nil: a plain request
+	if Streams(req) {
+		onDelta = req.OnDelta
+		if onDelta == nil {
+			onDelta = func(string) {}
+		}
+	}
 	path := chatPath
 	if cl.API == APIResponses {
 		path = responsesPath
-		rep, err = sendResponses(actx, ep, cl, req.OnDelta, &res)
+		rep, err = sendResponses(actx, ep, cl, onDelta, &res)
 	} else {
-		rep, err = sendChat(actx, ep, cl, req.OnDelta, &res)
+		rep, err = sendChat(actx, ep, cl, onDelta, &res)
 	}
 	if err != nil {
 		release(0)
 		return nil, classify(actx, err, res, ep, cl.Model, path)
 	}
 	release(rep.Usage.Total)
+	if onDelta == nil && req.OnDelta != nil && rep.Text != "" {
+		req.OnDelta(rep.Text)
+	}
 	return rep, nil
+}
+
+// Streams reports whether req is sent as a streamed request. The model's
+// stream: true or false decides; auto (the default) streams when someone
+// watches the text arrive (OnDelta is set: flowrun's live view on a
+// terminal) or when the node's timeout is shorter than the reply is
+// expected to take (ExpectedReply).
+func Streams(req *Request) bool {
+	switch req.Model.Stream {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return req.OnDelta != nil || (req.Timeout > 0 && req.Timeout < ExpectedReply(req))
+}
+
+// ExpectedReply is how long a reply is assumed to take for stream: auto:
+// its token budget (the node's or model's max_tokens, else 4096) at 50
+// tokens a second.
+func ExpectedReply(req *Request) time.Duration {
+	tokens := cmp.Or(req.MaxTokens, req.Model.MaxTokens, 4096)
+	return time.Duration(tokens) * time.Second / 50
 }
 
 // ended is the error for a call whose context ended.

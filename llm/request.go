@@ -102,9 +102,13 @@ type Request struct {
 	// back with its validation errors before failing with invalid_output.
 	RepairRetries int
 
+	// Timeout is the calling node's timeout, 0 for none; with the model's
+	// stream: auto a timeout shorter than ExpectedReply streams the call.
+	Timeout time.Duration
+
 	// OnDelta, when set, receives the reply's text as it streams (on
-	// replay, the whole text at once). The Response is the same as without
-	// it. A stream that fails and is retried starts its deltas over, and
+	// replay or a plain request, the whole text at once). The Response is
+	// the same as without it. A stream that fails and is retried starts its deltas over, and
 	// each repair turn streams its own.
 	OnDelta func(text string)
 	// Observe, when set, is told about every HTTP exchange the call makes:

@@ -141,6 +141,7 @@ func (svc *Services) call(ctx context.Context, s *runtime.Scope, n *dsl.Node, c 
 	req.Key = llm.Key{Node: path, Iteration: s.Loop().Iteration, Attempt: s.Attempt()}
 	req.Model = c.model
 	req.Messages = c.sent
+	req.Timeout = n.Timeout
 	if r := n.Retry; r != nil {
 		req.Retry = &llm.NodeRetry{MaxAttempts: r.MaxAttempts, Backoff: r.Backoff, RetryOn: r.RetryOn}
 	}

@@ -66,7 +66,7 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer ms.finish(stderr)
 	live := liveView(*asJSON, stderr)
-	ms.svc.OnDelta = live.delta
+	ms.svc.OnDelta = live.onDelta()
 	kinds := nodes.Kinds(ms.svc)
 	if err := kinds.Check(p); err != nil {
 		fmt.Fprintf(stderr, "flowrun: %v\n", err)
@@ -254,10 +254,16 @@ type textSink struct {
 }
 
 // delta shows streamed model text under the node it belongs to.
-func (t *textSink) delta(path, text string) {
+// onDelta is what receives streamed text: nothing when the view does not
+// show it, so that stream: auto sends plain requests.
+func (t *textSink) onDelta() func(path, text string) {
 	if !t.stream {
-		return
+		return nil
 	}
+	return t.delta
+}
+
+func (t *textSink) delta(path, text string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.streaming != path {

@@ -140,7 +140,7 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			if err != nil {
 				return nil, err
 			}
-			ms.svc.OnDelta = live.delta
+			ms.svc.OnDelta = live.onDelta()
 			finish = ms.finish
 			return nodes.Kinds(ms.svc), nil
 		}}
