@@ -263,6 +263,12 @@ func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter,
 		release(0)
 		return nil, classify(actx, err, res, ep, cl.Model, path)
 	}
+	if rep.Usage.Prompt == 0 && rep.Usage.Total == 0 {
+		if rep.Usage, err = estimateUsage(cl, rep); err != nil {
+			release(0)
+			return nil, &Error{class: errclass.Critical, Endpoint: c.where(ep, cl), msg: "counting the tokens of a reply that reported no usage: " + err.Error(), err: err}
+		}
+	}
 	release(rep.Usage.Total)
 	if onDelta == nil && req.OnDelta != nil && rep.Text != "" {
 		req.OnDelta(rep.Text)

@@ -146,13 +146,17 @@ func (r *Response) Message() Message {
 }
 
 // Usage counts tokens. Cached is the part of Prompt served from the prompt
-// cache; Reasoning is the part of Completion spent on reasoning.
+// cache; Reasoning is the part of Completion spent on reasoning (priced
+// as output: it is part of Completion).
 type Usage struct {
 	Prompt     int `json:"prompt" yaml:"prompt"`
 	Completion int `json:"completion" yaml:"completion"`
 	Reasoning  int `json:"reasoning,omitempty" yaml:"reasoning,omitempty"`
 	Cached     int `json:"cached,omitempty" yaml:"cached,omitempty"`
 	Total      int `json:"total" yaml:"total"`
+	// Estimated: the server reported no usage and the figures were
+	// counted locally with the model's tokenizer.
+	Estimated bool `json:"estimated,omitempty" yaml:"estimated,omitempty"`
 }
 
 // Add returns the sum of two usages.
@@ -163,6 +167,7 @@ func (u Usage) Add(v Usage) Usage {
 		Reasoning:  u.Reasoning + v.Reasoning,
 		Cached:     u.Cached + v.Cached,
 		Total:      u.Total + v.Total,
+		Estimated:  u.Estimated || v.Estimated,
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
@@ -379,10 +380,30 @@ func replyText(reply any) string {
 }
 
 func tokens(u any) string {
+	got := turnUsage(u)
+	if got.Estimated {
+		return fmt.Sprintf("~%d tokens (estimated)", got.Total)
+	}
+	return fmt.Sprintf("%d tokens", got.Total)
+}
+
+// turnUsage reads a model_turn's usage, live or decoded from the store.
+func turnUsage(u any) llm.Usage {
 	b, _ := json.Marshal(u)
-	var m map[string]int
-	_ = json.Unmarshal(b, &m)
-	return fmt.Sprintf("%d tokens", m["total"])
+	var got llm.Usage
+	_ = json.Unmarshal(b, &got)
+	return got
+}
+
+// estimatedTokens reports whether any model turn among events counted its
+// tokens locally because the server reported none.
+func estimatedTokens(events []runtime.Event) bool {
+	for _, e := range events {
+		if e.Type == runtime.EventModelTurn && e.Turn != nil && turnUsage(e.Turn.Usage).Estimated {
+			return true
+		}
+	}
+	return false
 }
 
 func duration(ms float64) string {
