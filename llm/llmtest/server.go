@@ -80,7 +80,7 @@ type Reply struct {
 
 	Status int               // HTTP status; default 200
 	Header map[string]string // extra response headers
-	Body   string            // raw body (e.g. truncated JSON), sent as application/json
+	Body   string            // raw body (e.g. truncated JSON), sent as application/json unless Header says
 
 	Delay time.Duration // wait before answering, or until the client gives up
 	Reset bool          // drop the connection without answering
@@ -299,7 +299,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		rep.Body = string(b)
 	}
 	if rep.Status >= 400 || rep.Body != "" {
-		w.Header().Set("Content-Type", "application/json")
+		if rep.Header["Content-Type"] == "" {
+			w.Header().Set("Content-Type", "application/json")
+		}
 		w.WriteHeader(max(rep.Status, 200))
 		io.WriteString(w, rep.Body)
 		return
