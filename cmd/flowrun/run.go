@@ -291,7 +291,11 @@ func (t *textSink) Event(e runtime.Event) {
 	case runtime.EventModelTurn:
 		tu := e.Turn
 		if tu.Error != "" {
-			fmt.Fprintf(t.w, "  turn  %-40s %-8s try %d: %s: %s\n", e.Path, tu.Model, tu.Try, tu.Class, tu.Error)
+			retry := ""
+			if tu.WaitMS > 0 {
+				retry = fmt.Sprintf(" (retry in %s)", duration(tu.WaitMS))
+			}
+			fmt.Fprintf(t.w, "  turn  %-40s %-8s try %d: %s: %s%s\n", e.Path, tu.Model, tu.Try, tu.Class, tu.Error, retry)
 		} else {
 			fmt.Fprintf(t.w, "  turn  %-40s %-8s %s $%.4f %s\n", e.Path, tu.Model, tokens(tu.Usage), tu.CostUSD, duration(tu.LatencyMS))
 		}
