@@ -182,6 +182,16 @@ func (f *file) decodeModels(n *yaml.Node) {
 		m.TPM, _ = intValue(valueOf(v, "tpm"))
 		m.MaxConcurrency, _ = intValue(valueOf(v, "max_concurrency"))
 		m.Timeout = f.duration(valueOf(v, "timeout"))
+		if sv := valueOf(v, "stream"); sv != nil {
+			m.Stream = sv.Value // auto, true or false: the schema allows no other
+		}
+		if r := valueOf(v, "retry"); r != nil {
+			m.Retry = &llmconf.Retry{Backoff: f.duration(valueOf(r, "backoff")), MaxBackoff: f.duration(valueOf(r, "max_backoff"))}
+			m.Retry.MaxAttempts, _ = intValue(valueOf(r, "max_attempts"))
+			if j, ok := floatValue(valueOf(r, "jitter")); ok {
+				m.Retry.Jitter = &j
+			}
+		}
 		if pr := valueOf(v, "price"); pr != nil {
 			m.Price = &llmconf.Price{}
 			m.Price.InputPerMTok, _ = floatValue(valueOf(pr, "input_per_mtok"))

@@ -1,12 +1,14 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,7 +25,8 @@ type Options struct {
 	HTTPClient *http.Client
 	// MaxAttempts is how many times one model turn is sent before a
 	// recoverable error (rate_limit, server, timeout, connection) is
-	// returned; default 5. 1 disables retries.
+	// returned, unless the model's or the node's retry policy says;
+	// default 5. 1 disables retries.
 	MaxAttempts int
 	// BaseBackoff is the first retry's wait, doubled for each further
 	// retry (with jitter) up to MaxBackoff; defaults 500ms and 30s.
@@ -190,6 +193,7 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 	}
 
 	lim := c.limits.get(ep.URL+" "+cl.Model, rateLimits{RPM: req.Model.RPM, TPM: req.Model.TPM, MaxConcurrency: req.Model.MaxConcurrency})
+	pol := c.policy(req)
 	for try := 1; ; try++ {
 		began := c.clock.Now()
 		rep, err := c.send(ctx, ep, cl, lim, req)
@@ -209,10 +213,10 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 			observe(Exchange{Try: try, Endpoint: c.where(ep, cl), Latency: latency, Err: err, Class: err.class})
 			return nil, err
 		}
-		retry := Retryable(err.class) && try < c.opts.MaxAttempts && err.RetryAfter <= c.opts.MaxRetryAfter
+		retry := pol.retries(err.class) && try < pol.attempts && err.RetryAfter <= c.opts.MaxRetryAfter
 		var wait time.Duration
 		if retry {
-			wait = c.backoff(try, err.RetryAfter)
+			wait = pol.backoff(try, err.RetryAfter)
 		}
 		observe(Exchange{Try: try, Endpoint: c.where(ep, cl), Latency: latency, Err: err, Class: err.class, Wait: wait})
 		if !retry {
@@ -241,19 +245,58 @@ func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter,
 	defer cancel()
 	var res *http.Response
 	var rep *reply
+	var onDelta func(string) // nil: a plain request
+	if Streams(req) {
+		onDelta = req.OnDelta
+		if onDelta == nil {
+			onDelta = func(string) {}
+		}
+	}
 	path := chatPath
 	if cl.API == APIResponses {
 		path = responsesPath
-		rep, err = sendResponses(actx, ep, cl, req.OnDelta, &res)
+		rep, err = sendResponses(actx, ep, cl, onDelta, &res)
 	} else {
-		rep, err = sendChat(actx, ep, cl, req.OnDelta, &res)
+		rep, err = sendChat(actx, ep, cl, onDelta, &res)
 	}
 	if err != nil {
 		release(0)
 		return nil, classify(actx, err, res, ep, cl.Model, path)
 	}
+	if rep.Usage.Prompt == 0 && rep.Usage.Total == 0 {
+		if rep.Usage, err = estimateUsage(cl, rep); err != nil {
+			release(0)
+			return nil, &Error{class: errclass.Critical, Endpoint: c.where(ep, cl), msg: "counting the tokens of a reply that reported no usage: " + err.Error(), err: err}
+		}
+	}
 	release(rep.Usage.Total)
+	if onDelta == nil && req.OnDelta != nil && rep.Text != "" {
+		req.OnDelta(rep.Text)
+	}
 	return rep, nil
+}
+
+// Streams reports whether req is sent as a streamed request. The model's
+// stream: true or false decides; auto (the default) streams when someone
+// watches the text arrive (OnDelta is set: flowrun's live view on a
+// terminal) or when the node's timeout is shorter than the reply is
+// expected to take (ExpectedReply).
+func Streams(req *Request) bool {
+	switch req.Model.Stream {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return req.OnDelta != nil || (req.Timeout > 0 && req.Timeout < ExpectedReply(req))
+}
+
+// ExpectedReply is how long a reply is assumed to take for stream: auto:
+// its token budget (the node's or model's max_tokens, else 4096) at 50
+// tokens a second.
+func ExpectedReply(req *Request) time.Duration {
+	tokens := cmp.Or(req.MaxTokens, req.Model.MaxTokens, 4096)
+	return time.Duration(tokens) * time.Second / 50
 }
 
 // ended is the error for a call whose context ended.
@@ -265,19 +308,60 @@ func (c *Client) ended(ctx context.Context, ep *endpoint, cl *call, last *Error)
 	return &Error{class: errclass.Critical, Status: last.Status, Endpoint: last.Endpoint, msg: "cancelled while calling " + c.where(ep, cl), err: ctx.Err()}
 }
 
+// retryPolicy is how one model call is retried: the client's defaults,
+// then the model's retry:, then the node's retry:, each replacing what it
+// sets.
+type retryPolicy struct {
+	attempts            int
+	backoffBase, maxCap time.Duration
+	jitter              float64
+	on                  []errclass.Class // nil: every recoverable class
+}
+
+func (c *Client) policy(req *Request) retryPolicy {
+	p := retryPolicy{attempts: c.opts.MaxAttempts, backoffBase: c.opts.BaseBackoff, maxCap: c.opts.MaxBackoff, jitter: 0.5}
+	if r := req.Model.Retry; r != nil {
+		if r.MaxAttempts > 0 {
+			p.attempts = r.MaxAttempts
+		}
+		if r.Backoff > 0 {
+			p.backoffBase = r.Backoff
+		}
+		if r.MaxBackoff > 0 {
+			p.maxCap = r.MaxBackoff
+		}
+		if r.Jitter != nil {
+			p.jitter = *r.Jitter
+		}
+	}
+	if r := req.Retry; r != nil {
+		p.attempts = max(r.MaxAttempts, 1)
+		if r.Backoff > 0 {
+			p.backoffBase = r.Backoff
+		}
+		p.on = r.RetryOn
+	}
+	return p
+}
+
+func (p retryPolicy) retries(class errclass.Class) bool {
+	return Retryable(class) && (p.on == nil || slices.Contains(p.on, class))
+}
+
 // backoff is the wait before retry number try: what the server asked
-// for, else exponential with jitter (between half and all of
-// BaseBackoff·2^(try-1), capped at MaxBackoff).
-func (c *Client) backoff(try int, retryAfter time.Duration) time.Duration {
+// for, else backoffBase·2^(try-1) capped at maxCap, of which the jitter
+// share is drawn at random.
+func (p retryPolicy) backoff(try int, retryAfter time.Duration) time.Duration {
 	if retryAfter > 0 {
 		return retryAfter
 	}
-	d := c.opts.BaseBackoff
-	for i := 1; i < try && d < c.opts.MaxBackoff; i++ {
+	d := p.backoffBase
+	for i := 1; i < try && d < p.maxCap; i++ {
 		d *= 2
 	}
-	d = min(d, c.opts.MaxBackoff)
-	return d/2 + rand.N(d/2+1)
+	d = min(d, p.maxCap)
+	random := time.Duration(float64(d) * p.jitter)
+	return d - random + rand.N(random+1)
 }
 
 // single is one exchange's reply as a Response, priced.

@@ -17,15 +17,20 @@
 //     (inside a stream, or as a reply's body) is classed by its code or
 //     type as the HTTP status it stands for would be: invalid_api_key as a
 //     401, insufficient_quota as critical even on a 429, rate_limit_exceeded
-//     as a 429. Recoverable classes are retried here with
-//     exponential backoff and jitter, honouring Retry-After and
+//     as a 429. Recoverable classes are retried here, and only here, under
+//     one policy (client defaults, the model's retry:, the node's retry:)
+//     with exponential backoff and jitter, honouring Retry-After and
 //     retry-after-ms; openai-go's own retries are off so each attempt is
 //     visible to Request.Observe. Critical errors name the endpoint and the
 //     fix.
 //   - Rate limits (rpm, tpm, max_concurrency) hold across every caller of
 //     one Client, keyed by endpoint and model.
 //   - Usage and cost come with every Response, priced from a built-in table
-//     or the model's price override.
+//     or the model's price override. A server that reports no usage has
+//     its tokens counted locally (Usage.Estimated), so costs and cost
+//     limits hold.
+//   - A request is streamed or plain as the model's stream setting says
+//     (Streams); the Response is the same either way.
 //   - A Cassette records exchanges into readable YAML and replays them with
 //     no network; a replay miss names the node and what differed.
 //   - An API key never appears, whole or in part, in an error, an observed

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
+	"io"
 	"net"
 	"net/http"
 	neturl "net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +43,12 @@ func (e *Error) Error() string { return e.msg }
 func (e *Error) Class() errclass.Class { return e.class }
 
 func (e *Error) Unwrap() error { return e.err }
+
+// RetriesSpent reports whether the client already retried this error as
+// its retry policy allows (every recoverable class): the runtime does not
+// run the node again for it, so that a node's retry: and the client's
+// retries never multiply.
+func (e *Error) RetriesSpent() bool { return Retryable(e.class) }
 
 // Retryable reports whether a call that failed with this class may succeed
 // if sent again. An invalid_output is not sent again as it is: the node
@@ -79,6 +88,9 @@ func classify(ctx context.Context, err error, res *http.Response, ep *endpoint, 
 		se := serverError{status: e.Status}
 		if apiErr != nil {
 			se.code, se.message = apiErr.Code, apiErr.Message
+		}
+		if se.message == "" && res != nil {
+			se.message = bodyText(res)
 		}
 		head := fmt.Sprintf("%d %s from %s", e.Status, http.StatusText(e.Status), url)
 		e.class, e.msg = describe(se.equivalentStatus(), head, se.message, ep, model)
@@ -122,6 +134,36 @@ func classify(ctx context.Context, err error, res *http.Response, ep *endpoint, 
 	}
 	e.msg = redact.String(e.msg)
 	return e
+}
+
+// bodyText is what an error response's body says when it is not an
+// OpenAI error object: plain text, HTML (its text), or other JSON as it is.
+// Redacted here, in its encoded form, before anything cuts it.
+func bodyText(res *http.Response) string {
+	if res.Body == nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	text := string(redact.JSON(b))
+	if looksLikeHTML(res.Header.Get("Content-Type"), text) {
+		text = htmlHidden.ReplaceAllString(text, " ")
+		text = htmlTag.ReplaceAllString(text, " ")
+		text = html.UnescapeString(text)
+	}
+	return redact.String(strings.TrimSpace(text))
+}
+
+var (
+	htmlHidden = regexp.MustCompile(`(?is)<(script|style)\b.*?</(script|style)\s*>|<!--.*?-->`)
+	htmlTag    = regexp.MustCompile(`(?s)<[^>]*>`)
+)
+
+func looksLikeHTML(contentType, text string) bool {
+	if strings.Contains(strings.ToLower(contentType), "html") {
+		return true
+	}
+	t := strings.ToLower(strings.TrimSpace(text))
+	return strings.HasPrefix(t, "<!doctype html") || strings.HasPrefix(t, "<html")
 }
 
 // describe classes an error by the HTTP status it has or stands for, and

@@ -92,18 +92,35 @@ type Request struct {
 	// SchemaName names the schema on the wire ([A-Za-z0-9_-], at most 64);
 	// default "output".
 	SchemaName string
+	// Retry, when set, replaces the model's retry policy for this call: the
+	// calling node's retry: block. The client is the only layer that
+	// retries a model call's recoverable errors; the errors it returns say
+	// so (RetriesSpent), so that the node is not run again for them.
+	Retry *NodeRetry
+
 	// RepairRetries is how many times an invalid structured reply is sent
 	// back with its validation errors before failing with invalid_output.
 	RepairRetries int
 
+	// Timeout is the calling node's timeout, 0 for none; with the model's
+	// stream: auto a timeout shorter than ExpectedReply streams the call.
+	Timeout time.Duration
+
 	// OnDelta, when set, receives the reply's text as it streams (on
-	// replay, the whole text at once). The Response is the same as without
-	// it. A stream that fails and is retried starts its deltas over, and
+	// replay or a plain request, the whole text at once). The Response is
+	// the same as without it. A stream that fails and is retried starts its deltas over, and
 	// each repair turn streams its own.
 	OnDelta func(text string)
 	// Observe, when set, is told about every HTTP exchange the call makes:
 	// each retry and each repair turn.
 	Observe func(Exchange)
+}
+
+// NodeRetry is a node's retry: block as it applies to its model calls.
+type NodeRetry struct {
+	MaxAttempts int
+	Backoff     time.Duration
+	RetryOn     []errclass.Class // nil: every recoverable class
 }
 
 // Response is the outcome of a Request.
@@ -129,13 +146,17 @@ func (r *Response) Message() Message {
 }
 
 // Usage counts tokens. Cached is the part of Prompt served from the prompt
-// cache; Reasoning is the part of Completion spent on reasoning.
+// cache; Reasoning is the part of Completion spent on reasoning (priced
+// as output: it is part of Completion).
 type Usage struct {
 	Prompt     int `json:"prompt" yaml:"prompt"`
 	Completion int `json:"completion" yaml:"completion"`
 	Reasoning  int `json:"reasoning,omitempty" yaml:"reasoning,omitempty"`
 	Cached     int `json:"cached,omitempty" yaml:"cached,omitempty"`
 	Total      int `json:"total" yaml:"total"`
+	// Estimated: the server reported no usage and the figures were
+	// counted locally with the model's tokenizer.
+	Estimated bool `json:"estimated,omitempty" yaml:"estimated,omitempty"`
 }
 
 // Add returns the sum of two usages.
@@ -146,6 +167,7 @@ func (u Usage) Add(v Usage) Usage {
 		Reasoning:  u.Reasoning + v.Reasoning,
 		Cached:     u.Cached + v.Cached,
 		Total:      u.Total + v.Total,
+		Estimated:  u.Estimated || v.Estimated,
 	}
 }
 

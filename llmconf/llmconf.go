@@ -27,6 +27,21 @@ type Model struct {
 	MaxConcurrency  int
 	Timeout         time.Duration
 	Price           *Price
+	// Retry is the model's retry policy; nil keeps the client's defaults.
+	Retry *Retry
+	// Stream is "auto" (or ""), "true" or "false".
+	Stream string
+}
+
+// Retry is how a model call is retried on a recoverable error. Zero fields
+// keep the defaults; Jitter nil keeps the default share.
+type Retry struct {
+	MaxAttempts int
+	Backoff     time.Duration
+	MaxBackoff  time.Duration
+	// Jitter is the share (0..1) of each wait drawn at random: the wait is
+	// between (1-Jitter)·d and d.
+	Jitter *float64
 }
 
 // Price overrides the built-in price table for a model, in USD per million tokens.

@@ -141,12 +141,17 @@ func (svc *Services) call(ctx context.Context, s *runtime.Scope, n *dsl.Node, c 
 	req.Key = llm.Key{Node: path, Iteration: s.Loop().Iteration, Attempt: s.Attempt()}
 	req.Model = c.model
 	req.Messages = c.sent
+	req.Timeout = n.Timeout
+	if r := n.Retry; r != nil {
+		req.Retry = &llm.NodeRetry{MaxAttempts: r.MaxAttempts, Backoff: r.Backoff, RetryOn: r.RetryOn}
+	}
 	if svc.OnDelta != nil {
 		req.OnDelta = func(t string) { svc.OnDelta(path, t) }
 	}
 	req.Observe = func(x llm.Exchange) {
 		t := &runtime.Turn{Model: c.model.Model, Endpoint: x.Endpoint, Attempt: s.Attempt(), Try: x.Try,
-			Messages: req.Messages, LatencyMS: float64(x.Latency.Microseconds()) / 1000, Class: x.Class}
+			Messages: req.Messages, LatencyMS: float64(x.Latency.Microseconds()) / 1000, Class: x.Class,
+			WaitMS: float64(x.Wait.Microseconds()) / 1000}
 		if x.Reply != nil {
 			t.Reply, t.Usage, t.CostUSD = x.Reply, x.Reply.Usage, x.Reply.CostUSD
 		}

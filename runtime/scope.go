@@ -413,7 +413,7 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 			return "", err
 		}
 		class := classOf(err)
-		if attempt >= attempts || !retryable(class, n.Retry.RetryOn) {
+		if attempt >= attempts || !retryable(class, n.Retry.RetryOn) || retriesSpent(err) {
 			return s.fail(ctx, n, err, start, m)
 		}
 		wait := backoff(n.Retry.Backoff, attempt)
@@ -424,6 +424,14 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// retriesSpent reports an error whose own layer already retried it under
+// the node's policy (a model call's recoverable error): running the node
+// again would multiply the attempts the user asked for.
+func retriesSpent(err error) bool {
+	var spent interface{ RetriesSpent() bool }
+	return errors.As(err, &spent) && spent.RetriesSpent()
 }
 
 // emitNode sends a node event. With no sink it costs nothing, not even the

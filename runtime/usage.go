@@ -118,6 +118,8 @@ type Turn struct {
 	LatencyMS float64        `json:"latency_ms"`
 	Class     errclass.Class `json:"class,omitempty"`
 	Error     string         `json:"error,omitempty"`
+	// WaitMS is the pause before the next try when Error is retried.
+	WaitMS float64 `json:"wait_ms,omitempty"`
 }
 
 // ToolCall is one tool an agent called, recorded as an event.

@@ -16,6 +16,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
@@ -66,7 +67,7 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer ms.finish(stderr)
 	live := liveView(*asJSON, stderr)
-	ms.svc.OnDelta = live.delta
+	ms.svc.OnDelta = live.onDelta()
 	kinds := nodes.Kinds(ms.svc)
 	if err := kinds.Check(p); err != nil {
 		fmt.Fprintf(stderr, "flowrun: %v\n", err)
@@ -254,10 +255,16 @@ type textSink struct {
 }
 
 // delta shows streamed model text under the node it belongs to.
-func (t *textSink) delta(path, text string) {
+// onDelta is what receives streamed text: nothing when the view does not
+// show it, so that stream: auto sends plain requests.
+func (t *textSink) onDelta() func(path, text string) {
 	if !t.stream {
-		return
+		return nil
 	}
+	return t.delta
+}
+
+func (t *textSink) delta(path, text string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.streaming != path {
@@ -284,7 +291,11 @@ func (t *textSink) Event(e runtime.Event) {
 	case runtime.EventModelTurn:
 		tu := e.Turn
 		if tu.Error != "" {
-			fmt.Fprintf(t.w, "  turn  %-40s %-8s try %d: %s: %s\n", e.Path, tu.Model, tu.Try, tu.Class, tu.Error)
+			retry := ""
+			if tu.WaitMS > 0 {
+				retry = fmt.Sprintf(" (retry in %s)", duration(tu.WaitMS))
+			}
+			fmt.Fprintf(t.w, "  turn  %-40s %-8s try %d: %s: %s%s\n", e.Path, tu.Model, tu.Try, tu.Class, tu.Error, retry)
 		} else {
 			fmt.Fprintf(t.w, "  turn  %-40s %-8s %s $%.4f %s\n", e.Path, tu.Model, tokens(tu.Usage), tu.CostUSD, duration(tu.LatencyMS))
 		}
@@ -373,10 +384,30 @@ func replyText(reply any) string {
 }
 
 func tokens(u any) string {
+	got := turnUsage(u)
+	if got.Estimated {
+		return fmt.Sprintf("~%d tokens (estimated)", got.Total)
+	}
+	return fmt.Sprintf("%d tokens", got.Total)
+}
+
+// turnUsage reads a model_turn's usage, live or decoded from the store.
+func turnUsage(u any) llm.Usage {
 	b, _ := json.Marshal(u)
-	var m map[string]int
-	_ = json.Unmarshal(b, &m)
-	return fmt.Sprintf("%d tokens", m["total"])
+	var got llm.Usage
+	_ = json.Unmarshal(b, &got)
+	return got
+}
+
+// estimatedTokens reports whether any model turn among events counted its
+// tokens locally because the server reported none.
+func estimatedTokens(events []runtime.Event) bool {
+	for _, e := range events {
+		if e.Type == runtime.EventModelTurn && e.Turn != nil && turnUsage(e.Turn.Usage).Estimated {
+			return true
+		}
+	}
+	return false
 }
 
 func duration(ms float64) string {

@@ -140,7 +140,7 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			if err != nil {
 				return nil, err
 			}
-			ms.svc.OnDelta = live.delta
+			ms.svc.OnDelta = live.onDelta()
 			finish = ms.finish
 			return nodes.Kinds(ms.svc), nil
 		}}
@@ -299,8 +299,10 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	if err != nil {
 		return storeError(err, stderr)
 	}
+	estimated := estimatedTokens(events)
 	if asJSON {
 		m := runJSON(r)
+		m["tokens_estimated"] = estimated
 		m["events"] = events
 		m["checkpoints"] = len(cps)
 		m["snapshots"] = snaps
@@ -308,8 +310,12 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	}
 	stdout = textOut{stdout}
 	fmt.Fprintf(stdout, "run %s  %s (%s)  %s\n", r.ID, r.PipelineName, r.Pipeline, r.Status)
-	fmt.Fprintf(stdout, "started %s, %s, %d steps, %d checkpoints, $%.4f, %d tokens\n",
+	fmt.Fprintf(stdout, "started %s, %s, %d steps, %d checkpoints, $%.4f, %d tokens",
 		r.Started.Local().Format("2006-01-02 15:04:05"), runDuration(r), r.Steps, len(cps), r.CostUSD, r.Tokens)
+	if estimated {
+		fmt.Fprint(stdout, " (some counted locally: the server reported no usage)")
+	}
+	fmt.Fprintln(stdout)
 	if r.ParentRun != "" {
 		fmt.Fprintf(stdout, "forked from run %s at checkpoint %d\n", r.ParentRun, r.ParentSeq)
 	}

@@ -73,11 +73,13 @@ type Reply struct {
 	// "length" renders as an incomplete response on the Responses API.
 	FinishReason string
 	Usage        Usage
-	Model        string // default: the requested model
+	// NoUsage leaves usage out of the reply, as some servers do.
+	NoUsage bool
+	Model   string // default: the requested model
 
 	Status int               // HTTP status; default 200
 	Header map[string]string // extra response headers
-	Body   string            // raw body (e.g. truncated JSON), sent as application/json
+	Body   string            // raw body (e.g. truncated JSON), sent as application/json unless Header says
 
 	Delay time.Duration // wait before answering, or until the client gives up
 	Reset bool          // drop the connection without answering
@@ -303,7 +305,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		rep.Body = string(b)
 	}
 	if rep.Status >= 400 || rep.Body != "" {
-		w.Header().Set("Content-Type", "application/json")
+		if rep.Header["Content-Type"] == "" {
+			w.Header().Set("Content-Type", "application/json")
+		}
 		w.WriteHeader(max(rep.Status, 200))
 		io.WriteString(w, rep.Body)
 		return
@@ -355,7 +359,11 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func chatUsage(u Usage) map[string]any {
+func chatUsage(rep Reply) map[string]any {
+	if rep.NoUsage {
+		return nil
+	}
+	u := rep.Usage
 	return map[string]any{
 		"prompt_tokens":             u.Prompt,
 		"completion_tokens":         u.Completion,
@@ -388,7 +396,7 @@ func chatCompletion(req Request, rep Reply) map[string]any {
 		"choices": []any{map[string]any{
 			"index": 0, "message": msg, "logprobs": nil, "finish_reason": rep.FinishReason,
 		}},
-		"usage":              chatUsage(rep.Usage),
+		"usage":              chatUsage(rep),
 		"system_fingerprint": "fp_llmtest",
 	}
 }
@@ -426,11 +434,11 @@ func streamChat(w http.ResponseWriter, req Request, rep Reply) {
 		}
 	}
 	chunk(map[string]any{}, rep.FinishReason)
-	if opts, _ := req.Body["stream_options"].(map[string]any); opts["include_usage"] == true {
+	if opts, _ := req.Body["stream_options"].(map[string]any); opts["include_usage"] == true && !rep.NoUsage {
 		sse.data(map[string]any{
 			"id": fmt.Sprintf("chatcmpl-%d", req.N), "object": "chat.completion.chunk",
 			"created": 1700000000, "model": rep.Model, "choices": []any{},
-			"usage": chatUsage(rep.Usage),
+			"usage": chatUsage(rep),
 		})
 	}
 	sse.raw("[DONE]")
@@ -457,18 +465,22 @@ func response(req Request, rep Reply) map[string]any {
 	case "content_filter":
 		status, incomplete = "incomplete", map[string]any{"reason": "content_filter"}
 	}
-	return map[string]any{
-		"id": fmt.Sprintf("resp_%d", req.N), "object": "response", "created_at": 1700000000,
-		"status": status, "error": nil, "incomplete_details": incomplete,
-		"model": rep.Model, "output": output, "parallel_tool_calls": true,
-		"tool_choice": "auto", "tools": []any{}, "temperature": 1.0, "top_p": 1.0,
-		"usage": map[string]any{
+	var usage any
+	if !rep.NoUsage {
+		usage = map[string]any{
 			"input_tokens":          rep.Usage.Prompt,
 			"input_tokens_details":  map[string]any{"cached_tokens": rep.Usage.Cached},
 			"output_tokens":         rep.Usage.Completion,
 			"output_tokens_details": map[string]any{"reasoning_tokens": rep.Usage.Reasoning},
 			"total_tokens":          rep.Usage.Prompt + rep.Usage.Completion,
-		},
+		}
+	}
+	return map[string]any{
+		"id": fmt.Sprintf("resp_%d", req.N), "object": "response", "created_at": 1700000000,
+		"status": status, "error": nil, "incomplete_details": incomplete,
+		"model": rep.Model, "output": output, "parallel_tool_calls": true,
+		"tool_choice": "auto", "tools": []any{}, "temperature": 1.0, "top_p": 1.0,
+		"usage": usage,
 	}
 }
 

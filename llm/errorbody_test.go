@@ -1,0 +1,57 @@
+package llm
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/llm/llmtest"
+)
+
+// An HTTP error's body is in the error whatever its shape, redacted before
+// it is cut to one line.
+func TestHTTPErrorBodyShown(t *testing.T) {
+	long := strings.Repeat("padding ", 100)
+	cases := []struct {
+		name  string
+		reply llmtest.Reply
+		want  []string
+		not   []string
+		class errclass.Class
+	}{
+		{"plain text 500", llmtest.Reply{Status: 500, Body: "upstream model crashed: CUDA out of memory", Header: map[string]string{"Content-Type": "text/plain"}},
+			[]string{"500 Internal Server Error from", ": upstream model crashed: CUDA out of memory"}, nil, errclass.Server},
+		{"HTML 502", llmtest.Reply{Status: 502, Header: map[string]string{"Content-Type": "text/html"},
+			Body: "<html><head><title>502 Bad Gateway</title><style>body{color:red}</style></head>\n<body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx/1.25</center><script>track()</script></body></html>"},
+			[]string{"502 Bad Gateway from", ": 502 Bad Gateway 502 Bad Gateway nginx/1.25"}, []string{"<", "color:red", "track"}, errclass.Server},
+		{"JSON that is not an OpenAI error", llmtest.Reply{Status: 422, Body: `{"detail": [{"loc": ["body", "messages"], "msg": "field required"}]}`},
+			[]string{"422 Unprocessable Entity from", `"msg": "field required"`}, nil, errclass.Critical},
+		{"key echoed, then cut", llmtest.Reply{Status: 500, Body: "bad header Authorization: Bearer " + fakeKey + " " + long, Header: map[string]string{"Content-Type": "text/plain"}},
+			[]string{"bad header Authorization: Bearer", "…"}, []string{fakeKey, fakeKey[:12], long}, errclass.Server},
+	}
+	for _, tc := range cases {
+		for _, stream := range []string{"true", "false"} {
+			srv := llmtest.New(t)
+			srv.Push(tc.reply)
+			c, _ := testClient(t, srv, func(o *Options) { o.MaxAttempts = 1 })
+			m := model("gpt-4.1")
+			m.Stream = stream
+			_, err := c.Complete(context.Background(), Request{Model: m, Messages: userSays("hi")})
+			if errclass.Of(err) != tc.class {
+				t.Errorf("%s stream=%s: class %q, want %q: %v", tc.name, stream, errclass.Of(err), tc.class, err)
+				continue
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s stream=%s: %q\nlacks %q", tc.name, stream, err, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(err.Error(), n) {
+					t.Errorf("%s stream=%s: %q\ncontains %q", tc.name, stream, err, n)
+				}
+			}
+		}
+	}
+}
