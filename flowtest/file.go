@@ -24,6 +24,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/runtime"
 )
 
 // File is one test file and the pipeline it tests.
@@ -64,6 +65,12 @@ type Reply struct {
 	HasOut  bool
 	Error   string // rate_limit, server, critical, timeout (or any class for tool/code)
 	Message string
+	Usage   Usage // tokens the model reports, so that the run has a cost
+}
+
+// Usage is the token count a mocked model reply reports.
+type Usage struct {
+	Prompt, Completion int
 }
 
 // Call is a tool call an agent's model makes.
@@ -84,6 +91,23 @@ type Expect struct {
 	HasRoute bool
 	Includes []string
 	Excludes []string
+	Events   []EventCheck
+	CostUSD  Bounds
+	Steps    Bounds
+}
+
+// EventCheck asserts how many events of a type occurred, at a node or
+// anywhere. With neither count nor bounds, at least one must occur.
+type EventCheck struct {
+	Pos   dsl.Pos
+	Type  string
+	Node  string // a route step: a static path or id, or a run path
+	Count Bounds
+}
+
+// Bounds is an inclusive range; a nil end is open.
+type Bounds struct {
+	Min, Max *float64
 }
 
 // Check is an expression over outputs that must hold.
@@ -369,7 +393,7 @@ func (l *loader) reply(n *dsl.Node, v *yaml.Node) *Reply {
 	}
 	var allowed []string
 	if model {
-		allowed = []string{"text", "json", "calls", "finish", "error", "message"}
+		allowed = []string{"text", "json", "calls", "finish", "error", "message", "usage"}
 	} else {
 		allowed = []string{"output", "error", "message"}
 	}
@@ -408,9 +432,34 @@ func (l *loader) reply(n *dsl.Node, v *yaml.Node) *Reply {
 			}
 		case "message":
 			rep.Message = x.Value
+		case "usage":
+			l.usage(&rep.Usage, x)
 		}
 	}
 	return rep
+}
+
+func (l *loader) usage(u *Usage, v *yaml.Node) {
+	if v.Kind != yaml.MappingNode {
+		l.errorf(v, "usage: a mapping with prompt: and completion: (token counts)")
+		return
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, x := v.Content[i], v.Content[i+1]
+		var n int
+		if x.Decode(&n) != nil || n < 0 {
+			l.errorf(x, "usage.%s: %q is not a token count (a whole number, 0 or more)", k.Value, x.Value)
+			continue
+		}
+		switch k.Value {
+		case "prompt":
+			u.Prompt = n
+		case "completion":
+			u.Completion = n
+		default:
+			l.errorf(k, "unknown key %q in usage (it has prompt: and completion:)%s", k.Value, dsl.Suggest(k.Value, []string{"prompt", "completion"}))
+		}
+	}
 }
 
 func (l *loader) call(n *dsl.Node, c *yaml.Node, finish bool) (Call, bool) {
@@ -523,8 +572,14 @@ func (l *loader) expect(e *Expect, v *yaml.Node) {
 			default:
 				l.errorf(x, "route: a list of node paths, or includes: and excludes:")
 			}
+		case "events":
+			l.events(e, x)
+		case "cost_usd":
+			e.CostUSD = l.bounds(x, "expect.cost_usd", []string{"min", "max"})
+		case "steps":
+			e.Steps = l.bounds(x, "expect.steps", []string{"min", "max"})
 		default:
-			l.errorf(k, "unknown key %q in expect%s", k.Value, dsl.Suggest(k.Value, []string{"status", "class", "outputs", "that", "route"}))
+			l.errorf(k, "unknown key %q in expect%s", k.Value, dsl.Suggest(k.Value, []string{"status", "class", "outputs", "that", "route", "events", "cost_usd", "steps"}))
 		}
 	}
 	if e.Class != "" && e.Status != "failed" {
@@ -540,4 +595,107 @@ func (l *loader) routeList(x *yaml.Node) []string {
 		}
 	}
 	return out
+}
+
+// EventTypes are the event types expect.events can name.
+var EventTypes = []string{
+	runtime.EventNodeStarted, runtime.EventNodeFinished, runtime.EventNodeSkipped,
+	runtime.EventNodeFailed, runtime.EventNodeRetry, runtime.EventLoopExhausted,
+	runtime.EventMapItemSkipped, runtime.EventModelTurn, runtime.EventToolCall,
+	runtime.EventSandboxRun, runtime.EventQuestion,
+}
+
+func (l *loader) events(e *Expect, x *yaml.Node) {
+	if x.Kind != yaml.SequenceNode {
+		l.errorf(x, "expect.events: a list like [{type: question, node: approve}, {type: loop_exhausted, count: 1}]")
+		return
+	}
+	for _, it := range x.Content {
+		if it.Kind != yaml.MappingNode {
+			l.errorf(it, "expect.events: each item is a mapping with type: and optionally node:, count:, min:, max:")
+			continue
+		}
+		ec := EventCheck{Pos: l.pos(it)}
+		var count *yaml.Node
+		for j := 0; j+1 < len(it.Content); j += 2 {
+			k, v := it.Content[j], it.Content[j+1]
+			switch k.Value {
+			case "type":
+				ec.Type = v.Value
+				if !contains(EventTypes, v.Value) {
+					l.errorf(v, "expect.events: unknown event type %q (it is one of %s)%s", v.Value, strings.Join(EventTypes, ", "), dsl.Suggest(v.Value, EventTypes))
+				}
+			case "node":
+				if _, ok := l.resolve(v, "expect.events"); ok {
+					ec.Node = v.Value
+				}
+			case "count":
+				count = v
+				if n, ok := l.number(v, "expect.events: count"); ok {
+					ec.Count.Min, ec.Count.Max = &n, &n
+				}
+			case "min", "max":
+			default:
+				l.errorf(k, "unknown key %q in expect.events (it has type:, node:, count:, min:, max:)%s", k.Value, dsl.Suggest(k.Value, []string{"type", "node", "count", "min", "max"}))
+			}
+		}
+		if ec.Type == "" {
+			l.errorf(it, "expect.events: an item needs type:")
+			continue
+		}
+		b := l.bounds(it, "expect.events", nil)
+		if count != nil && (b.Min != nil || b.Max != nil) {
+			l.errorf(count, "expect.events: write count: or min:/max:, not both")
+		}
+		if count == nil {
+			ec.Count = b
+			if b.Min == nil && b.Max == nil {
+				one := 1.0
+				ec.Count.Min = &one
+			}
+		}
+		e.Events = append(e.Events, ec)
+	}
+}
+
+// bounds reads min: and max: from a mapping; allowed lists every key the
+// mapping may hold (nil: the caller checks the other keys).
+func (l *loader) bounds(x *yaml.Node, what string, allowed []string) Bounds {
+	var b Bounds
+	if x.Kind != yaml.MappingNode {
+		l.errorf(x, "%s: a mapping with min: and/or max:", what)
+		return b
+	}
+	for j := 0; j+1 < len(x.Content); j += 2 {
+		k, v := x.Content[j], x.Content[j+1]
+		switch k.Value {
+		case "min", "max":
+			n, ok := l.number(v, what+": "+k.Value)
+			if !ok {
+				continue
+			}
+			if k.Value == "min" {
+				b.Min = &n
+			} else {
+				b.Max = &n
+			}
+		default:
+			if allowed != nil {
+				l.errorf(k, "unknown key %q in %s (it has min: and max:)%s", k.Value, what, dsl.Suggest(k.Value, allowed))
+			}
+		}
+	}
+	if b.Min != nil && b.Max != nil && *b.Min > *b.Max {
+		l.errorf(x, "%s: min %g is above max %g", what, *b.Min, *b.Max)
+	}
+	return b
+}
+
+func (l *loader) number(v *yaml.Node, what string) (float64, bool) {
+	var n float64
+	if v.Kind != yaml.ScalarNode || v.Decode(&n) != nil || n < 0 {
+		l.errorf(v, "%s: %q is not a number (0 or more)", what, v.Value)
+		return 0, false
+	}
+	return n, true
 }

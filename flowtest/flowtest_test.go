@@ -177,3 +177,89 @@ func TestJUnitParses(t *testing.T) {
 		t.Errorf("failure message %q", got.Suites[0].Cases[1].Failure.Message)
 	}
 }
+
+const exhausted = `
+cases:
+  - name: never accepts
+    mocks:
+      critique: {json: {verdict: REVISE}, usage: {prompt: 100000, completion: 10000}}
+    expect:
+      events:
+        - {type: loop_exhausted, node: refine, count: 1}
+        - {type: model_turn, node: critique, min: 3, max: 3}
+        - {type: node_retry, count: 0}
+        - {type: node_started, node: "refine[2]/critique"}
+      steps: {min: 1, max: 20}
+      cost_usd: {min: 0.0001, max: 0.5}
+`
+
+func TestEventsAndBoundsPass(t *testing.T) {
+	_, results := runFile(t, exhausted)
+	if !results[0].Pass {
+		t.Fatalf("case failed: %s", strings.Join(results[0].Problems, "\n"))
+	}
+}
+
+func TestEventsAndBoundsFailWithWhatHappened(t *testing.T) {
+	_, results := runFile(t, `
+cases:
+  - name: wrong counts
+    mocks:
+      critique: {json: {verdict: REVISE}, usage: {prompt: 100000, completion: 10000}}
+    expect:
+      events:
+        - {type: loop_exhausted, count: 0}
+        - {type: model_turn, node: critique, max: 2}
+        - {type: node_retry}
+      steps: {max: 2}
+      cost_usd: {max: 0.00001}
+`)
+	r := results[0]
+	if r.Pass {
+		t.Fatal("a case with wrong event counts and bounds passed")
+
+	}
+	all := strings.Join(r.Problems, "\n")
+	for _, want := range []string{
+		"loop.test.yaml:8:11: events: expected exactly 0 loop_exhausted event(s), got 1 (all loop_exhausted events: 1, at refine)",
+		"loop.test.yaml:9:11: events: expected at most 2 model_turn event(s) at critique, got 3 (all model_turn events: 3, at refine[1]/critique, refine[2]/critique, refine[3]/critique)",
+		"loop.test.yaml:10:11: events: expected at least 1 node_retry event(s), got 0 (all node_retry events: none)",
+		"steps: expected at most 2, got ",
+		"cost_usd: expected at most 1e-05, got 0.",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("problems lack %q:\n%s", want, all)
+		}
+	}
+}
+
+func TestEventExpectationsArePositioned(t *testing.T) {
+	_, ds := Load(writeTest(t, `
+cases:
+  - name: typos
+    mocks: {critique: {json: {verdict: ACCEPT}}}
+    expect:
+      events:
+        - {type: loop_exhaustd}
+        - {type: question, node: critiq}
+        - {type: question, count: 1, max: 2}
+        - {node: critique}
+      steps: {max: many}
+      cost_usd: {min: 2, max: 1, most: 3}
+`))
+	s := ds.String()
+	for _, want := range []string{
+		`loop.test.yaml:7:18: error: expect.events: unknown event type "loop_exhaustd"`,
+		`(did you mean "loop_exhausted"?)`,
+		`loop.test.yaml:8:34: error: expect.events: the pipeline has no node "critiq" (did you mean "critique"?)`,
+		`loop.test.yaml:9:35: error: expect.events: write count: or min:/max:, not both`,
+		`loop.test.yaml:10:11: error: expect.events: an item needs type:`,
+		`loop.test.yaml:11:20: error: expect.steps: max: "many" is not a number`,
+		`loop.test.yaml:12:17: error: expect.cost_usd: min 2 is above max 1`,
+		`loop.test.yaml:12:34: error: unknown key "most" in expect.cost_usd`,
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("diagnostics lack %q:\n%s", want, s)
+		}
+	}
+}

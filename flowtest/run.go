@@ -90,6 +90,7 @@ func (r *Runner) Run(ctx context.Context, f *File, c *Case) *Result {
 		}
 	}
 	res.Problems = append(res.Problems, check(c, run, res.Route)...)
+	res.Problems = append(res.Problems, checkEvents(c.Expect.Events, sink.events)...)
 	res.Pass = len(res.Problems) == 0
 	res.Duration = time.Since(began)
 	return res
@@ -173,6 +174,7 @@ func (m *mockState) modelReply(req llmtest.Request) llmtest.Reply {
 	if rep.HasJSON {
 		out = llmtest.JSON(rep.JSON)
 	}
+	out.Usage = llmtest.Usage{Prompt: rep.Usage.Prompt, Completion: rep.Usage.Completion}
 	for _, c := range rep.Calls {
 		out.ToolCalls = append(out.ToolCalls, llmtest.Call(c.Name, c.Args))
 	}
@@ -268,6 +270,58 @@ func check(c *Case, run *runtime.Result, route []string) []string {
 		if anyMatch(not, route) {
 			problems = append(problems, fmt.Sprintf("route: expected not to include %s; the route was %s", not, strings.Join(route, " → ")))
 		}
+	}
+	if p := e.CostUSD.miss(run.CostUSD); p != "" {
+		problems = append(problems, fmt.Sprintf("cost_usd: expected %s, got %g", p, run.CostUSD))
+	}
+	if p := e.Steps.miss(float64(run.Steps)); p != "" {
+		problems = append(problems, fmt.Sprintf("steps: expected %s, got %d", p, run.Steps))
+	}
+	return problems
+}
+
+// miss describes the bound v breaks, or returns "".
+func (b Bounds) miss(v float64) string {
+	switch {
+	case b.Min != nil && b.Max != nil && *b.Min == *b.Max && v != *b.Min:
+		return fmt.Sprintf("exactly %g", *b.Min)
+	case b.Min != nil && v < *b.Min:
+		return fmt.Sprintf("at least %g", *b.Min)
+	case b.Max != nil && v > *b.Max:
+		return fmt.Sprintf("at most %g", *b.Max)
+	}
+	return ""
+}
+
+// checkEvents counts the events each check names and, when a count is
+// off, shows where the events of that type did occur.
+func checkEvents(checks []EventCheck, events []runtime.Event) []string {
+	var problems []string
+	for _, ec := range checks {
+		var at []string
+		n := 0
+		for _, e := range events {
+			if e.Type != ec.Type {
+				continue
+			}
+			at = append(at, orDefault(e.Path, "(run)"))
+			if ec.Node == "" || stepMatches(ec.Node, e.Path) {
+				n++
+			}
+		}
+		p := ec.Count.miss(float64(n))
+		if p == "" {
+			continue
+		}
+		where := ""
+		if ec.Node != "" {
+			where = " at " + ec.Node
+		}
+		seen := "none"
+		if len(at) > 0 {
+			seen = fmt.Sprintf("%d, at %s", len(at), strings.Join(at, ", "))
+		}
+		problems = append(problems, fmt.Sprintf("%s: events: expected %s %s event(s)%s, got %d (all %s events: %s)", ec.Pos, p, ec.Type, where, n, ec.Type, seen))
 	}
 	return problems
 }

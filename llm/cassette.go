@@ -84,8 +84,13 @@ func LoadCassette(path string) (*Cassette, error) {
 	c := NewCassette()
 	c.path = path
 	for i, e := range f.Entries {
-		if e == nil || e.Request == nil || (e.Response == nil) == (e.Error == nil) {
-			return nil, fmt.Errorf("cassette %s: entry %d: needs a request and one of response or error", path, i+1)
+		switch {
+		case e == nil || (e.Response == nil) == (e.Error == nil):
+			return nil, fmt.Errorf("cassette %s: entry %d: needs one of response: or error:", path, i+1)
+		case e.Node == "":
+			return nil, fmt.Errorf("cassette %s: entry %d: needs node: (the node's run path)", path, i+1)
+		case e.Hash != "" && e.Request == nil:
+			return nil, fmt.Errorf("cassette %s: entry %d (node %q): an entry with a hash needs the request: it was recorded from", path, i+1, e.Node)
 		}
 		e.seq = i
 		c.entries = append(c.entries, e)
@@ -173,21 +178,34 @@ func (c *Cassette) record(k Key, hash string, cl *call, rep *reply, costUSD floa
 	c.entries = append(c.entries, e)
 }
 
-// replay answers a request from the cassette, or explains the miss.
+// replay answers a request from the cassette, or explains the miss. An
+// entry with a hash answers that request; entries without one (written by
+// hand) answer the calls under their key in file order, whatever was sent.
 func (c *Cassette) replay(k Key, hash string, cl *call) (*reply, *Error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	sk := servedKey(k, hash)
-	n := c.served[sk]
+	sk, anyKey := servedKey(k, hash), servedKey(k, "")
+	n, handWritten := c.served[sk], 0
 	for _, e := range c.entries {
-		if e.Node == k.Node && e.Iteration == k.Iteration && e.Attempt == k.Attempt && (e.Hash == hash || e.Hash == "") && e.Repeat == n {
-			c.served[sk]++
-			if e.Error != nil {
-				return nil, &Error{class: e.Error.Class, Status: e.Error.Status, Endpoint: "cassette", msg: e.Error.Message + " (replayed)"}
-			}
-			r := *e.Response
-			return &r, nil
+		if e.Node != k.Node || e.Iteration != k.Iteration || e.Attempt != k.Attempt {
+			continue
 		}
+		switch {
+		case e.Hash == hash && e.Repeat == n:
+			c.served[sk]++
+		case e.Hash == "" && handWritten == c.served[anyKey]:
+			c.served[anyKey]++
+		case e.Hash == "":
+			handWritten++
+			continue
+		default:
+			continue
+		}
+		if e.Error != nil {
+			return nil, &Error{class: e.Error.Class, Status: e.Error.Status, Endpoint: "cassette", msg: e.Error.Message + " (replayed)"}
+		}
+		r := *e.Response
+		return &r, nil
 	}
 	return nil, &Error{class: errclass.Critical, Endpoint: "cassette", msg: c.missMessage(k, hash, n, cl)}
 }
@@ -217,14 +235,22 @@ func (c *Cassette) missMessage(k Key, hash string, n int, cl *call) string {
 		}
 		return where + ": it has no entries for this node, only for " + strings.Join(names, ", ")
 	}
-	repeats := 0
+	repeats, handWritten := 0, 0
 	for _, e := range same {
-		if e.Hash == hash && e.Iteration == k.Iteration && e.Attempt == k.Attempt {
-			repeats++
+		if e.Iteration == k.Iteration && e.Attempt == k.Attempt {
+			switch e.Hash {
+			case hash:
+				repeats++
+			case "":
+				handWritten++
+			}
 		}
 	}
 	if repeats > 0 {
 		return fmt.Sprintf("%s: this request was recorded %d time(s) here and this is call %d", where, repeats, n+1)
+	}
+	if handWritten > 0 {
+		return fmt.Sprintf("%s: it has %d entries without a hash here, each answering one call, and this is call %d; add an entry", where, handWritten, c.served[servedKey(k, "")]+1)
 	}
 	for _, e := range same {
 		if e.Hash == hash {
@@ -235,7 +261,10 @@ func (c *Cassette) missMessage(k Key, hash string, n int, cl *call) string {
 	var best *entry
 	bestScore, bestDiff := -1, ""
 	for _, e := range same {
-		path, differs := firstDiff("", toJSONValue(e.Request), now)
+		diff, differs := "", 0
+		if e.Hash != "" {
+			diff, differs = firstDiff("", toJSONValue(e.Request), now)
+		}
 		score := differs
 		if e.Iteration == k.Iteration {
 			score -= 1000
@@ -244,13 +273,24 @@ func (c *Cassette) missMessage(k Key, hash string, n int, cl *call) string {
 			score -= 100
 		}
 		if best == nil || score < bestScore {
-			best, bestScore, bestDiff = e, score, path
+			best, bestScore, bestDiff = e, score, diff
 		}
 	}
-	if bestDiff == "" {
-		bestDiff = "nothing the cassette shows (an image or other abbreviated content differs, or its hash was edited); remove hash: to match on node, iteration and attempt alone"
+	var parts []string
+	if best.Iteration != k.Iteration {
+		parts = append(parts, fmt.Sprintf("iteration: recorded %d, now %d", best.Iteration, k.Iteration))
 	}
-	return fmt.Sprintf("%s: the closest entry (iteration %d, attempt %d) differs in %s", where, best.Iteration, best.Attempt, bestDiff)
+	if best.Attempt != k.Attempt {
+		parts = append(parts, fmt.Sprintf("attempt: recorded %d, now %d", best.Attempt, k.Attempt))
+	}
+	switch {
+	case best.Hash == "":
+	case bestDiff != "":
+		parts = append(parts, bestDiff)
+	default:
+		parts = append(parts, "the request hash, though nothing the cassette shows differs (an image or other abbreviated content differs, or its hash was edited); remove hash: to match on node, iteration and attempt alone")
+	}
+	return fmt.Sprintf("%s: the closest entry (iteration %d, attempt %d) differs in %s", where, best.Iteration, best.Attempt, strings.Join(parts, "; "))
 }
 
 func (c *Cassette) name() string {

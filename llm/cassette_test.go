@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -267,5 +268,141 @@ func TestLoadCassetteErrors(t *testing.T) {
 	}
 	if _, err := LoadCassette(filepath.Join(dir, "missing.yaml")); err == nil {
 		t.Error("missing file loaded")
+	}
+}
+
+const handWritten = `version: 1
+entries:
+  - node: judge
+    iteration: 1
+    attempt: 1
+    response: {text: '{"verdict": "no"}'}
+  - node: judge
+    iteration: 1
+    attempt: 1
+    response: {text: '{"verdict": "yes"}', usage: {prompt: 10, completion: 2}}
+  - node: refine/agent
+    iteration: 2
+    attempt: 1
+    response:
+      tool_calls: [{id: c1, name: finish, arguments: '{"answer": "STOP"}'}]
+      finish_reason: tool_calls
+  - node: broken
+    iteration: 1
+    attempt: 1
+    error: {class: rate_limit, status: 429, message: slow down}
+`
+
+func TestHandWrittenCassetteReplaysWithoutHashes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hand.cassette.yaml")
+	if err := os.WriteFile(path, []byte(handWritten), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cas, err := LoadCassette(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(Options{Env: func(string) (string, bool) { return "", false }, Replay: cas})
+	ctx := context.Background()
+	chat := model("gpt-4.1-mini")
+	judge := Key{Node: "judge", Iteration: 1, Attempt: 1}
+	// Two different requests under one key get the entries in file order.
+	first, err := c.Complete(ctx, Request{Key: judge, Model: chat, Messages: userSays("Is it red?"), OutputSchema: judgeSchema})
+	if err != nil || first.JSON.(map[string]any)["verdict"] != "no" {
+		t.Fatalf("first judge call: %+v, %v", first, err)
+	}
+	second, err := c.Complete(ctx, Request{Key: judge, Model: chat, Messages: userSays("Anything at all"), OutputSchema: judgeSchema})
+	if err != nil || second.JSON.(map[string]any)["verdict"] != "yes" || second.Usage.Prompt != 10 {
+		t.Fatalf("second judge call: %+v, %v", second, err)
+	}
+	tools := []ToolSpec{{Name: "finish", Parameters: map[string]any{"type": "object"}}}
+	agent, err := c.Complete(ctx, Request{Key: Key{Node: "refine/agent", Iteration: 2, Attempt: 1}, Model: chat, Messages: userSays("go"), Tools: tools})
+	if err != nil || len(agent.ToolCalls) != 1 || agent.ToolCalls[0].Name != "finish" || agent.ToolCalls[0].Args.(map[string]any)["answer"] != "STOP" {
+		t.Fatalf("agent call: %+v, %v", agent, err)
+	}
+	_, err = c.Complete(ctx, Request{Key: Key{Node: "broken", Iteration: 1, Attempt: 1}, Model: chat, Messages: userSays("x")})
+	if errclass.Of(err) != errclass.RateLimit || !strings.Contains(err.Error(), "slow down") {
+		t.Fatalf("broken: %v", err)
+	}
+}
+
+// TestCassetteMissSaysWhatDiffers triggers every way a replay can miss and
+// checks that the message names what differs, never ending at "differs in".
+func TestCassetteMissSaysWhatDiffers(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Push(llmtest.Reply{Text: "recorded"})
+	rec := NewCassette()
+	live, _ := testClient(t, srv, func(o *Options) { o.Record = rec })
+	chat := model("gpt-4.1-mini")
+	ctx := context.Background()
+	recorded := Request{Key: Key{Node: "describe", Iteration: 1, Attempt: 1}, Model: chat, Messages: userSays("Describe it.")}
+	if _, err := live.Complete(ctx, recorded); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	recPath := filepath.Join(dir, "rec.yaml")
+	if err := rec.WriteFile(recPath); err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(recPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashRE := regexp.MustCompile(`hash: [0-9a-f]+`)
+	write := func(name, body string) *Client {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cas, err := LoadCassette(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return New(Options{Env: func(string) (string, bool) { return "", false }, Replay: cas})
+	}
+	recordedCas := func() *Client { return write("rec.yaml", string(text)) }
+	at := func(node string, it, att int, say string) Request {
+		return Request{Key: Key{Node: node, Iteration: it, Attempt: att}, Model: chat, Messages: userSays(say)}
+	}
+	cases := []struct {
+		name  string
+		c     *Client
+		calls []Request // the last one misses
+		want  string
+	}{
+		{"empty", write("empty.yaml", "version: 1\nentries: []\n"), []Request{recorded}, "the cassette is empty"},
+		{"other node", recordedCas(), []Request{at("judge", 1, 1, "Describe it.")}, `no entries for this node, only for "describe"`},
+		{"called again", recordedCas(), []Request{recorded, recorded}, "this request was recorded 1 time(s) here and this is call 2"},
+		{"other iteration", recordedCas(), []Request{at("describe", 2, 1, "Describe it.")}, "the same request was recorded at iteration 1, attempt 1"},
+		{"prompt changed", recordedCas(), []Request{at("describe", 1, 1, "Describe that.")},
+			`differs in messages[0].text: recorded "Describe it.", now "Describe that."`},
+		{"prompt and attempt changed", recordedCas(), []Request{at("describe", 1, 2, "Describe that.")},
+			`differs in attempt: recorded 1, now 2; messages[0].text: recorded "Describe it.", now "Describe that."`},
+		{"hash edited", write("edited.yaml", hashRE.ReplaceAllString(string(text), "hash: 0000000000000000")), []Request{recorded},
+			"differs in the request hash, though nothing the cassette shows differs"},
+		{"hand-written used up", write("hand1.yaml", "version: 1\nentries:\n  - {node: describe, iteration: 1, attempt: 1, response: {text: one}}\n"),
+			[]Request{recorded, recorded}, "it has 1 entries without a hash here, each answering one call, and this is call 2"},
+		{"hand-written at another iteration", write("hand2.yaml", "version: 1\nentries:\n  - {node: describe, iteration: 1, attempt: 1, response: {text: one}}\n"),
+			[]Request{at("describe", 3, 2, "x")}, "differs in iteration: recorded 1, now 3; attempt: recorded 1, now 2"},
+	}
+	for _, tc := range cases {
+		var err error
+		for i, r := range tc.calls {
+			_, err = tc.c.Complete(ctx, r)
+			if i < len(tc.calls)-1 && err != nil {
+				t.Fatalf("%s: call %d: %v", tc.name, i+1, err)
+			}
+		}
+		if err == nil || errclass.Of(err) != errclass.Critical {
+			t.Errorf("%s: want a critical miss, got %v", tc.name, err)
+			continue
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: %q\ndoes not contain %q", tc.name, msg, tc.want)
+		}
+		if i := strings.Index(msg, "differs in"); i >= 0 && strings.TrimSpace(strings.TrimPrefix(msg[i:], "differs in")) == "" {
+			t.Errorf("%s: the message ends at differs in: %q", tc.name, msg)
+		}
 	}
 }
