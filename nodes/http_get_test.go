@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/redact"
 )
 
 // TestHardening13HTTPGetBlocksPrivate: with an empty allow_hosts, http_get
@@ -93,5 +94,27 @@ func TestHardening13HTTPGetBlocksPrivate(t *testing.T) {
 		case c.refused == "" && (strings.Join(dialled, " ") != c.dials || errors.As(err, &re)):
 			t.Errorf("%s: dialled %v (err %v), want %s", c.addr, dialled, err, c.dials)
 		}
+	}
+}
+
+// TestHTTPGetRedactsAcrossTheCap: a secret the server echoes across
+// max_bytes is redacted whole before the body is cut, so no prefix of it
+// is left in the tool's result.
+func TestHTTPGetRedactsAcrossTheCap(t *testing.T) {
+	const secret = "sk-cap-0123456789abcdefghij"
+	redact.Add(secret)
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, strings.Repeat("x", 90)+secret+strings.Repeat("y", 50))
+	}))
+	defer site.Close()
+	host, _ := url.Parse(site.URL)
+	cfg := &dsl.HTTPGet{AllowHosts: []string{host.Hostname()}, Timeout: 5 * time.Second, MaxBytes: 100}
+	out, err := httpGet(context.Background(), cfg, site.URL+"/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := out.(map[string]any)["body"].(string)
+	if strings.Contains(body, "sk-cap") || len(body) > 100 || out.(map[string]any)["truncated"] != true {
+		t.Fatalf("body %q", body)
 	}
 }
