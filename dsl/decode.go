@@ -185,6 +185,9 @@ func (f *file) decodeModels(n *yaml.Node) {
 		if sv := valueOf(v, "stream"); sv != nil {
 			m.Stream = sv.Value // auto, true or false: the schema allows no other
 		}
+		if cv := valueOf(v, "cache"); cv != nil {
+			m.Cache = cv.Value // true, false or always: the schema allows no other
+		}
 		if r := valueOf(v, "retry"); r != nil {
 			m.Retry = &llmconf.Retry{Backoff: f.duration(valueOf(r, "backoff")), MaxBackoff: f.duration(valueOf(r, "max_backoff"))}
 			m.Retry.MaxAttempts, _ = intValue(valueOf(r, "max_attempts"))

@@ -60,6 +60,14 @@ func init() {
       "type": "integer",
       "minimum": 1
     },
+    "cache": {
+      "description": "Answer identical requests from the run store's response cache, overriding the model's \u0060cache:\u0060: \u0060true\u0060 (only when temperature is 0), \u0060always\u0060 (whatever the temperature) or \u0060false\u0060.",
+      "enum": [
+        true,
+        false,
+        "always"
+      ]
+    },
     "tools": {
       "description": "Names of the tools the agent may call (built-in or declared under \u0060tools:\u0060).",
       "type": "array",

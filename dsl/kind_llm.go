@@ -70,6 +70,14 @@ func init() {
       "description": "Most tokens to generate in this call, overriding the model's.",
       "type": "integer",
       "minimum": 1
+    },
+    "cache": {
+      "description": "Answer identical requests from the run store's response cache, overriding the model's \u0060cache:\u0060: \u0060true\u0060 (only when temperature is 0), \u0060always\u0060 (whatever the temperature) or \u0060false\u0060.",
+      "enum": [
+        true,
+        false,
+        "always"
+      ]
     }
   }
 }`,
@@ -89,6 +97,8 @@ type LLM struct {
 	RepairRetries int
 	Temperature   *float64
 	MaxTokens     int
+	// Cache is "" (the model's), "true", "false" or "always".
+	Cache string
 }
 
 // LLM is the configuration of a llm node; nil for a node of another kind.
@@ -120,6 +130,9 @@ func (f *file) modelCall(label string, l *LLM, v *yaml.Node, sc scope) {
 		f.l.errorf(f.pos(v), "%s: no model: set model: or declare a model named default under models:", label)
 	case mn == nil:
 		l.Model = "default"
+	}
+	if cv := valueOf(v, "cache"); cv != nil {
+		l.Cache = cv.Value // true, false or always: the schema allows no other
 	}
 	if s := valueOf(v, "system"); s != nil {
 		l.System = f.prompt(s, sc)

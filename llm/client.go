@@ -48,6 +48,14 @@ type Options struct {
 	// Replay, when set, answers every request; the network is never used
 	// and no key is needed.
 	Replay *Cassette
+	// Cache, when set, answers repeated requests whose cache setting
+	// allows it (see Request.Cache) with no network and no cost, and
+	// keeps every reply to such a request. CacheDefault is the setting for
+	// requests whose node and model set none (--cache: CacheOn); entries
+	// older than CacheTTL (0: no limit) are misses, replaced by the reply.
+	Cache        ReplyCache
+	CacheDefault string
+	CacheTTL     time.Duration
 }
 
 // Client sends Requests. It is safe for concurrent use, and its rate
@@ -61,6 +69,7 @@ type Client struct {
 
 	mu        sync.Mutex
 	endpoints map[string]*endpoint
+	inFlight  requestLocks
 }
 
 // New returns a Client.
@@ -114,7 +123,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 			return nil, err
 		}
 	}
-	resp := &Response{}
+	resp := &Response{Cached: true}
 	messages := req.Messages
 	for turn := 1; ; turn++ {
 		if turn > 1 {
@@ -130,6 +139,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 			return resp, err
 		}
 		resp.Turns = turn
+		resp.Cached = resp.Cached && rep.cached
 		resp.Text = rep.Text
 		resp.ToolCalls = parseToolCalls(rep.ToolCalls)
 		resp.FinishReason = rep.FinishReason
@@ -192,6 +202,30 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 		return rep, nil
 	}
 
+	cache := c.cacheable(req, cl)
+	if cache {
+		unlock, lockErr := c.inFlight.lock(ctx, ep.URL+" "+hash)
+		if lockErr != nil {
+			return nil, c.ended(ctx, ep, cl, &Error{})
+		}
+		defer unlock()
+		rep, err := c.cached(ctx, ep, hash)
+		if err != nil {
+			observe(Exchange{Try: 1, Endpoint: c.where(ep, cl), Err: err, Class: err.class})
+			return nil, err
+		}
+		if rep != nil {
+			rep.Usage, rep.cached = Usage{}, true
+			hit := c.single(rep, req)
+			hit.Cached = true
+			observe(Exchange{Try: 1, Endpoint: c.where(ep, cl), Reply: hit, Cached: true})
+			if req.OnDelta != nil && rep.Text != "" {
+				req.OnDelta(rep.Text)
+			}
+			return rep, nil
+		}
+	}
+
 	lim := c.limits.get(ep.URL+" "+cl.Model, rateLimits{RPM: req.Model.RPM, TPM: req.Model.TPM, MaxConcurrency: req.Model.MaxConcurrency})
 	pol := c.policy(req)
 	for try := 1; ; try++ {
@@ -203,6 +237,9 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 			observe(Exchange{Try: try, Endpoint: c.where(ep, cl), Latency: latency, Reply: single})
 			if cas := c.opts.Record; cas != nil {
 				cas.record(req.Key, hash, cl, rep, single.CostUSD, nil)
+			}
+			if cache {
+				c.putCached(ctx, ep, hash, rep)
 			}
 			return rep, nil
 		}

@@ -31,6 +31,11 @@
 //     limits hold.
 //   - A request is streamed or plain as the model's stream setting says
 //     (Streams); the Response is the same either way.
+//   - With a ReplyCache (Options.Cache), a request whose cache setting
+//     allows it (temperature 0, or cache: always) and whose canonical
+//     hash and endpoint match a stored reply is answered with no network,
+//     no usage and no cost, and is reported as Cached; identical requests
+//     in flight at once send one. Cassette recording and replay bypass it.
 //   - A Cassette records exchanges into readable YAML and replays them with
 //     no network; a replay miss names the node and what differed.
 //   - An API key never appears, whole or in part, in an error, an observed

@@ -98,6 +98,10 @@ type Request struct {
 	// so (RetriesSpent), so that the node is not run again for them.
 	Retry *NodeRetry
 
+	// Cache is the node's cache: setting (CacheOff, CacheOn, CacheAlways),
+	// "" to keep the model's; see Options.Cache.
+	Cache string
+
 	// RepairRetries is how many times an invalid structured reply is sent
 	// back with its validation errors before failing with invalid_output.
 	RepairRetries int
@@ -138,6 +142,9 @@ type Response struct {
 	Model string `json:"model"`
 	// Turns is how many model replies the call took (1 + repair turns).
 	Turns int `json:"turns"`
+	// Cached: every turn was answered from the response cache, so the
+	// call cost nothing and used no tokens.
+	Cached bool `json:"cached,omitempty"`
 }
 
 // Message is the assistant turn to append to a memory.
@@ -187,4 +194,6 @@ type Exchange struct {
 	Class errclass.Class // Err's class
 	// Wait is the pause before the next try when Err will be retried.
 	Wait time.Duration
+	// Cached: Reply came from the response cache, with no network.
+	Cached bool
 }

@@ -37,11 +37,13 @@ type call struct {
 // reply is one model answer before validation and pricing: what a
 // cassette stores as the response.
 type reply struct {
-	Model        string     `yaml:"model,omitempty"`
-	Text         string     `yaml:"text"`
-	ToolCalls    []ToolCall `yaml:"tool_calls,omitempty"`
-	FinishReason string     `yaml:"finish_reason"`
-	Usage        Usage      `yaml:"usage"`
+	Model        string     `yaml:"model,omitempty" json:"model,omitempty"`
+	Text         string     `yaml:"text" json:"text"`
+	ToolCalls    []ToolCall `yaml:"tool_calls,omitempty" json:"tool_calls,omitempty"`
+	FinishReason string     `yaml:"finish_reason" json:"finish_reason"`
+	Usage        Usage      `yaml:"usage" json:"usage"`
+	// cached: answered from the response cache, with no usage.
+	cached bool
 }
 
 var schemaNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)

@@ -31,6 +31,9 @@ type Model struct {
 	Retry *Retry
 	// Stream is "auto" (or ""), "true" or "false".
 	Stream string
+	// Cache is "" (unset), "true", "false" or "always": whether identical
+	// requests are answered from the run store's response cache.
+	Cache string
 }
 
 // Retry is how a model call is retried on a recoverable error. Zero fields

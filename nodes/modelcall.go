@@ -142,6 +142,11 @@ func (svc *Services) call(ctx context.Context, s *runtime.Scope, n *dsl.Node, c 
 	req.Model = c.model
 	req.Messages = c.sent
 	req.Timeout = n.Timeout
+	if l := n.LLM(); l != nil {
+		req.Cache = l.Cache
+	} else if a := n.Agent(); a != nil {
+		req.Cache = a.Cache
+	}
 	if r := n.Retry; r != nil {
 		req.Retry = &llm.NodeRetry{MaxAttempts: r.MaxAttempts, Backoff: r.Backoff, RetryOn: r.RetryOn}
 	}
@@ -151,7 +156,7 @@ func (svc *Services) call(ctx context.Context, s *runtime.Scope, n *dsl.Node, c 
 	req.Observe = func(x llm.Exchange) {
 		t := &runtime.Turn{Model: c.model.Model, Endpoint: x.Endpoint, Attempt: s.Attempt(), Try: x.Try,
 			Messages: req.Messages, LatencyMS: float64(x.Latency.Microseconds()) / 1000, Class: x.Class,
-			WaitMS: float64(x.Wait.Microseconds()) / 1000}
+			WaitMS: float64(x.Wait.Microseconds()) / 1000, Cached: x.Cached}
 		if x.Reply != nil {
 			t.Reply, t.Usage, t.CostUSD = x.Reply, x.Reply.Usage, x.Reply.CostUSD
 		}

@@ -120,6 +120,8 @@ type Turn struct {
 	Error     string         `json:"error,omitempty"`
 	// WaitMS is the pause before the next try when Error is retried.
 	WaitMS float64 `json:"wait_ms,omitempty"`
+	// Cached: answered from the response cache, with no network and $0.
+	Cached bool `json:"cached,omitempty"`
 }
 
 // ToolCall is one tool an agent called, recorded as an event.

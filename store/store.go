@@ -289,6 +289,15 @@ var migrations = []string{
 		UNIQUE (batch_id, item_key)
 	);
 	CREATE INDEX batch_items_run ON batch_items(run_id);`,
+	// The response cache: model replies by endpoint and request hash.
+	`CREATE TABLE response_cache (
+		endpoint   TEXT NOT NULL,     -- base URL, credentials removed
+		hash       TEXT NOT NULL,     -- the canonical request's hash
+		reply      TEXT NOT NULL,     -- JSON, redacted
+		created_at TEXT NOT NULL,
+		hits       INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (endpoint, hash)
+	);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

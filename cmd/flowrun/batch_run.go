@@ -205,6 +205,7 @@ func batchRunner(p *dsl.Pipeline, bf *batchFlags, stdin io.Reader, stderr io.Wri
 		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
 		return nil, nil, nil, exitFailed
 	}
+	ms.useStore(st)
 	// Many runs at once cannot share a terminal's prompt: questions are
 	// answered by --auto or wait.
 	human := newHuman(humanFlags{auto: bf.auto, noInput: true}, stdin, stderr)

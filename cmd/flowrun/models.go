@@ -7,22 +7,28 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/sandbox"
+	"github.com/flowrun/flowrun/store"
 )
 
 // modelFlags are the flags about model calls shared by run and resume.
 type modelFlags struct {
 	record, replay string
 	models         inputFlags
+	cache          bool
+	cacheTTL       time.Duration
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.record, "record", "", "record every model exchange into this cassette `file`")
 	fs.StringVar(&m.replay, "replay", "", "answer every model call from this cassette `file`, with no network")
+	fs.BoolVar(&m.cache, "cache", false, "answer identical model requests from the run store's response cache (temperature 0 only, unless a model or node says cache: always)")
+	fs.DurationVar(&m.cacheTTL, "cache-ttl", 0, "treat cached replies older than this `duration` as misses and replace them (default: no limit)")
 	fs.Var(&m.models, "model", "use another model id for a named model, as `NAME=MODEL` (repeatable)")
 }
 
@@ -50,7 +56,13 @@ func startModels(p *dsl.Pipeline, f *modelFlags, stderr io.Writer) (*modelSessio
 		ms.svc.Models[name] = id
 	}
 	registerSecrets(p)
-	opts := llm.Options{}
+	if f.cacheTTL < 0 {
+		return nil, fmt.Errorf("--cache-ttl %s: give a positive duration such as 24h", f.cacheTTL)
+	}
+	opts := llm.Options{CacheTTL: f.cacheTTL}
+	if f.cache {
+		opts.CacheDefault = llm.CacheOn
+	}
 	replay := f.replay
 	if replay == "" && needsEndpoint(p) {
 		fallback := strings.TrimSuffix(strings.TrimSuffix(p.Path, ".yaml"), ".yml") + ".cassette.yaml"
@@ -99,6 +111,9 @@ func needsEndpoint(p *dsl.Pipeline) bool {
 	})
 	return need
 }
+
+// useStore lets the model client answer from, and fill, st's response cache.
+func (ms *modelSession) useStore(st *store.Store) { ms.svc.LLM.UseCache(st) }
 
 // finish stops the sandbox's workers and writes the recorded cassette, if any.
 func (ms *modelSession) finish(stderr io.Writer) {

@@ -83,6 +83,7 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitFailed
 	}
 	defer st.Close()
+	ms.useStore(st)
 	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: progressSink(*asJSON, stdout, live),
 		Human: newHuman(hf, stdin, stderr), MaxLoops: hf.maxLoops}
 	res, err := runner.Start(ctx, p, inputs)
@@ -296,6 +297,8 @@ func (t *textSink) Event(e runtime.Event) {
 				retry = fmt.Sprintf(" (retry in %s)", duration(tu.WaitMS))
 			}
 			fmt.Fprintf(t.w, "  turn  %-40s %-8s try %d: %s: %s%s\n", e.Path, tu.Model, tu.Try, tu.Class, tu.Error, retry)
+		} else if tu.Cached {
+			fmt.Fprintf(t.w, "  turn  %-40s %-8s cached $0\n", e.Path, tu.Model)
 		} else {
 			fmt.Fprintf(t.w, "  turn  %-40s %-8s %s $%.4f %s\n", e.Path, tu.Model, tokens(tu.Usage), tu.CostUSD, duration(tu.LatencyMS))
 		}

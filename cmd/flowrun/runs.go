@@ -141,6 +141,7 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 				return nil, err
 			}
 			ms.svc.OnDelta = live.onDelta()
+			ms.useStore(st)
 			finish = ms.finish
 			return nodes.Kinds(ms.svc), nil
 		}}

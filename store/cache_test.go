@@ -1,0 +1,40 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flowrun/flowrun/redact"
+)
+
+// A reply that echoes a registered secret is stored without it, and a
+// request answered from the cache counts as a hit.
+func TestResponseCacheRedactsAndCountsHits(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "runs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const secret = "sk-cachetest-0123456789abcdef"
+	redact.Add(secret)
+	if err := s.PutCachedReply(ctx, "http://h/v1", "abc", []byte(`{"text":"the key is `+secret+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	b, age, ok, err := s.CachedReply(ctx, "http://h/v1", "abc")
+	if err != nil || !ok || age < 0 {
+		t.Fatalf("CachedReply: %v ok=%v age=%v", err, ok, age)
+	}
+	if strings.Contains(string(b), "0123456789abcdef") {
+		t.Fatalf("the cache stored the secret: %s", b)
+	}
+	if _, _, ok, _ := s.CachedReply(ctx, "http://other/v1", "abc"); ok {
+		t.Fatal("another endpoint's request was answered")
+	}
+	st, err := s.ResponseCacheStats(ctx)
+	if err != nil || st.Entries != 1 || st.Hits != 1 || st.Bytes == 0 {
+		t.Fatalf("stats %+v, %v", st, err)
+	}
+}
