@@ -11,10 +11,11 @@ import (
 	"github.com/flowrun/flowrun/errclass"
 )
 
-// ReplyCache keeps model replies by endpoint and request hash: the run
-// store implements it. Reply is JSON; Age is how long ago it was stored.
+// ReplyCache keeps model replies (JSON) by endpoint and request hash: the
+// run store implements it. An entry older than maxAge (when above 0) is a
+// miss.
 type ReplyCache interface {
-	CachedReply(ctx context.Context, endpoint, hash string) (reply []byte, age time.Duration, ok bool, err error)
+	CachedReply(ctx context.Context, endpoint, hash string, maxAge time.Duration) (reply []byte, ok bool, err error)
 	PutCachedReply(ctx context.Context, endpoint, hash string, reply []byte) error
 }
 
@@ -55,11 +56,11 @@ func (c *Client) cacheable(req *Request, cl *call) bool {
 // cached answers cl from the cache: nil on a miss, on an entry older than
 // CacheTTL, and on an entry that no longer decodes.
 func (c *Client) cached(ctx context.Context, ep *endpoint, hash string) (*reply, *Error) {
-	b, age, ok, err := c.opts.Cache.CachedReply(ctx, ep.URL, hash)
+	b, ok, err := c.opts.Cache.CachedReply(ctx, ep.URL, hash, c.opts.CacheTTL)
 	if err != nil {
 		return nil, &Error{class: errclass.Critical, Endpoint: "cache", msg: fmt.Sprintf("reading request %s from the response cache: %v", hash, err), err: err}
 	}
-	if !ok || (c.opts.CacheTTL > 0 && age > c.opts.CacheTTL) {
+	if !ok {
 		return nil, nil
 	}
 	var rep reply

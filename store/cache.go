@@ -10,22 +10,26 @@ import (
 	"github.com/flowrun/flowrun/redact"
 )
 
-// CachedReply returns the reply cached for a request and how old it is,
-// counting the hit. It implements llm.ReplyCache.
-func (s *Store) CachedReply(ctx context.Context, endpoint, hash string) ([]byte, time.Duration, bool, error) {
+// CachedReply returns the reply cached for a request, counting the hit; an
+// entry older than maxAge (when above 0) is a miss. It implements
+// llm.ReplyCache.
+func (s *Store) CachedReply(ctx context.Context, endpoint, hash string, maxAge time.Duration) ([]byte, bool, error) {
 	var reply string
 	var created sql.NullString
 	err := s.db.QueryRowContext(ctx, `SELECT reply, created_at FROM response_cache WHERE endpoint = ? AND hash = ?`, endpoint, hash).Scan(&reply, &created)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, 0, false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, 0, false, fmt.Errorf("response cache: %w", err)
+		return nil, false, fmt.Errorf("response cache: %w", err)
+	}
+	if maxAge > 0 && time.Since(parseTime(created)) > maxAge {
+		return nil, false, nil
 	}
 	if _, err := s.db.ExecContext(ctx, `UPDATE response_cache SET hits = hits + 1 WHERE endpoint = ? AND hash = ?`, endpoint, hash); err != nil {
-		return nil, 0, false, fmt.Errorf("response cache: %w", err)
+		return nil, false, fmt.Errorf("response cache: %w", err)
 	}
-	return []byte(reply), time.Since(parseTime(created)), true, nil
+	return []byte(reply), true, nil
 }
 
 // PutCachedReply stores a reply (redacted), replacing an older one for

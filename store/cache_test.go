@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flowrun/flowrun/redact"
 )
@@ -23,14 +24,17 @@ func TestResponseCacheRedactsAndCountsHits(t *testing.T) {
 	if err := s.PutCachedReply(ctx, "http://h/v1", "abc", []byte(`{"text":"the key is `+secret+`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	b, age, ok, err := s.CachedReply(ctx, "http://h/v1", "abc")
-	if err != nil || !ok || age < 0 {
-		t.Fatalf("CachedReply: %v ok=%v age=%v", err, ok, age)
+	if _, ok, err := s.CachedReply(ctx, "http://h/v1", "abc", time.Nanosecond); ok || err != nil {
+		t.Fatalf("an entry older than its max age answered (err %v)", err)
+	}
+	b, ok, err := s.CachedReply(ctx, "http://h/v1", "abc", time.Hour)
+	if err != nil || !ok {
+		t.Fatalf("CachedReply: %v ok=%v", err, ok)
 	}
 	if strings.Contains(string(b), "0123456789abcdef") {
 		t.Fatalf("the cache stored the secret: %s", b)
 	}
-	if _, _, ok, _ := s.CachedReply(ctx, "http://other/v1", "abc"); ok {
+	if _, ok, _ := s.CachedReply(ctx, "http://other/v1", "abc", 0); ok {
 		t.Fatal("another endpoint's request was answered")
 	}
 	st, err := s.ResponseCacheStats(ctx)
