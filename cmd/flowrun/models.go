@@ -1,29 +1,35 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/nodes"
+	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
+	"github.com/flowrun/flowrun/tracing"
 )
 
 // modelFlags are the flags about model calls shared by run and resume.
 type modelFlags struct {
 	record, replay string
 	models         inputFlags
+	otel           string
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.record, "record", "", "record every model exchange into this cassette `file`")
 	fs.StringVar(&m.replay, "replay", "", "answer every model call from this cassette `file`, with no network")
 	fs.Var(&m.models, "model", "use another model id for a named model, as `NAME=MODEL` (repeatable)")
+	fs.StringVar(&m.otel, "otel", "", "export a trace of every run to this OTLP HTTP `URL` (default: $OTEL_EXPORTER_OTLP_ENDPOINT)")
 }
 
 // modelSession is the model client for one command and what to do at its end.
@@ -31,6 +37,8 @@ type modelSession struct {
 	svc    nodes.Services
 	record *llm.Cassette
 	path   string
+	// traces is nil unless runs are traced (--otel or OTEL_EXPORTER_OTLP_*).
+	traces *tracing.Exporter
 }
 
 // startModels builds the model client for p. With no key and no endpoint,
@@ -71,6 +79,13 @@ func startModels(p *dsl.Pipeline, f *modelFlags, stderr io.Writer) (*modelSessio
 		ms.record, ms.path = llm.NewCassette(), f.record
 		opts.Record = ms.record
 	}
+	if tracing.Endpoint(f.otel) != "" {
+		x, err := tracing.New(context.Background(), f.otel)
+		if err != nil {
+			return nil, err
+		}
+		ms.traces = x
+	}
 	ms.svc.LLM = llm.New(opts)
 	ms.svc.Sandbox = sandbox.New(sandbox.Options{})
 	return ms, nil
@@ -103,6 +118,13 @@ func needsEndpoint(p *dsl.Pipeline) bool {
 // finish stops the sandbox's workers and writes the recorded cassette, if any.
 func (ms *modelSession) finish(stderr io.Writer) {
 	ms.svc.Sandbox.Close()
+	if ms.traces != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := ms.traces.Shutdown(ctx); err != nil {
+			fmt.Fprintf(stderr, "flowrun: --otel: %v\n", err)
+		}
+	}
 	if ms.record == nil {
 		return
 	}
@@ -111,4 +133,27 @@ func (ms *modelSession) finish(stderr io.Writer) {
 		return
 	}
 	fmt.Fprintf(stderr, "recorded %d model exchange(s) to %s\n", ms.record.Len(), ms.path)
+}
+
+// withTraces is sink, plus the trace exporter when runs are traced.
+func (ms *modelSession) withTraces(sink runtime.EventSink) runtime.EventSink {
+	f := fanout{sink}
+	ms.traceInto(&f)
+	return &f
+}
+
+// traceInto adds the trace exporter, when runs are traced, to f.
+func (ms *modelSession) traceInto(f *fanout) {
+	if ms.traces != nil {
+		*f = append(*f, ms.traces)
+	}
+}
+
+// fanout gives every event to each of its sinks in turn.
+type fanout []runtime.EventSink
+
+func (f *fanout) Event(e runtime.Event) {
+	for _, s := range *f {
+		s.Event(e)
+	}
 }
