@@ -125,6 +125,16 @@ type nodeSpan struct {
 
 // Event turns one event into spans.
 func (x *Exporter) Event(e runtime.Event) {
+	x.record(e)
+	if e.Type == runtime.EventRunFinished {
+		// Outside the lock: a slow backend holds up only the run that ended.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = x.provider.ForceFlush(ctx) // a backend that is down must not fail the run
+	}
+}
+
+func (x *Exporter) record(e runtime.Event) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	r := x.runs[e.Run]
@@ -187,7 +197,7 @@ func (x *Exporter) startRun(e runtime.Event) *runTrace {
 }
 
 // finishRun ends the run's span and any node still open (a run waiting
-// for an answer, or stopped), and sends them.
+// for an answer, or stopped).
 func (x *Exporter) finishRun(r *runTrace, e runtime.Event) {
 	for path, n := range r.nodes {
 		n.span.SetAttributes(attribute.String("flowrun.node.status", e.Status))
@@ -201,9 +211,6 @@ func (x *Exporter) finishRun(r *runTrace, e runtime.Event) {
 	}
 	r.run.End(trace.WithTimestamp(e.Time))
 	delete(x.runs, e.Run)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = x.provider.ForceFlush(ctx) // a backend that is down must not fail the run
 }
 
 // parent is the context a span at path starts in: the enclosing node's
