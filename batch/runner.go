@@ -108,6 +108,9 @@ type Runner struct {
 
 	// Progress is told of each item as it finishes, one call at a time.
 	Progress func(Progress)
+	// Sink, if set, also receives every item run's events; items run at
+	// once call it from several goroutines.
+	Sink runtime.EventSink
 }
 
 // Progress is the state of a batch as an item finishes.
@@ -296,6 +299,9 @@ type spendSink struct {
 }
 
 func (s *spendSink) Event(e runtime.Event) {
+	if s.st.r.Sink != nil {
+		s.st.r.Sink.Event(e)
+	}
 	if e.Type == runtime.EventModelTurn && e.Turn != nil && e.Turn.CostUSD > 0 {
 		s.st.mu.Lock()
 		s.st.spent += e.Turn.CostUSD

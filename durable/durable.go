@@ -56,7 +56,7 @@ func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs
 	if err := r.Store.CreateRun(ctx, run); err != nil {
 		return nil, err
 	}
-	return r.execute(ctx, run.ID, p, in, nil)
+	return r.execute(ctx, run.ID, "", p, in, nil)
 }
 
 func newRun(id string, p *dsl.Pipeline, inputs map[string]any) (*store.Run, error) {
@@ -105,6 +105,7 @@ func (r *Runner) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	if err := r.Kinds.Check(p); err != nil {
 		return nil, err
 	}
+	forkOf := prev.ParentRun
 	if opts.From != "" {
 		seq, err := r.Store.Point(ctx, runID, opts.From)
 		if err != nil {
@@ -118,7 +119,7 @@ func (r *Runner) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 		if err := r.Store.Fork(ctx, runID, seq, child); err != nil {
 			return nil, err
 		}
-		runID = child.ID
+		forkOf, runID = runID, child.ID
 	} else {
 		if prev.Status == runtime.StatusCompleted {
 			return nil, fmt.Errorf("run %s already completed; to run part of it again, fork it: flowrun resume %s --from SNAPSHOT|CHECKPOINT", runID, runID)
@@ -131,16 +132,16 @@ func (r *Runner) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	if err != nil {
 		return nil, err
 	}
-	return r.execute(ctx, runID, p, prev.Inputs, restore)
+	return r.execute(ctx, runID, forkOf, p, prev.Inputs, restore)
 }
 
-func (r *Runner) execute(ctx context.Context, runID string, p *dsl.Pipeline, inputs map[string]any, restore []*runtime.Checkpoint) (*runtime.Result, error) {
+func (r *Runner) execute(ctx context.Context, runID, forkOf string, p *dsl.Pipeline, inputs map[string]any, restore []*runtime.Checkpoint) (*runtime.Result, error) {
 	rec, err := r.Store.Recorder(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
 	sink := &tee{rec: rec, show: r.Sink}
-	res := runtime.Run(ctx, r.Kinds, p, inputs, runtime.Options{RunID: runID, Sink: sink, LookupEnv: r.LookupEnv,
+	res := runtime.Run(ctx, r.Kinds, p, inputs, runtime.Options{RunID: runID, ForkOf: forkOf, Sink: sink, LookupEnv: r.LookupEnv,
 		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops})
 	// The run's record must be written even when ctx was cancelled (Ctrl-C).
 	bg := context.WithoutCancel(ctx)

@@ -47,7 +47,9 @@ const (
 // Options configure one run.
 type Options struct {
 	RunID string
-	Sink  EventSink
+	// ForkOf is the run this one was forked from, told in run_started.
+	ForkOf string
+	Sink   EventSink
 	// LookupEnv reads the names a pipeline declares under env:; os.LookupEnv
 	// when nil.
 	LookupEnv func(string) (string, bool)
@@ -151,7 +153,7 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 			Outputs: res.Outputs, Error: errString(res.Err), Message: res.Reason, CostUSD: res.CostUSD, Tokens: res.Tokens})
 		return res
 	}
-	r.sink.emit(Event{Type: EventRunStarted, Run: r.id, Pipeline: p.Name})
+	r.sink.emit(Event{Type: EventRunStarted, Run: r.id, Pipeline: p.Name, ForkOf: opts.ForkOf})
 	if err := kinds.Check(p); err != nil {
 		res.Status, res.Err = StatusFailed, err
 		return finish()

@@ -47,6 +47,8 @@ type Event struct {
 	Tool       *ToolCall      `json:"tool,omitempty"`
 	CostUSD    float64        `json:"cost_usd,omitempty"`
 	Tokens     int64          `json:"tokens,omitempty"`
+	// ForkOf, on run_started, is the run this one was forked from.
+	ForkOf string `json:"fork_of,omitempty"`
 }
 
 // EventSink receives a run's events in order. The runtime never calls it

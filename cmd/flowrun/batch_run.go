@@ -211,6 +211,9 @@ func batchRunner(p *dsl.Pipeline, bf *batchFlags, stdin io.Reader, stderr io.Wri
 	human := newHuman(humanFlags{auto: bf.auto, noInput: true}, stdin, stderr)
 	r := &batch.Runner{Store: st, Pipeline: p, Kinds: kinds, Human: human, MaxLoops: bf.maxLoops,
 		Concurrency: bf.concurrency, MaxCostUSD: bf.maxCost}
+	if ms.traces != nil {
+		r.Sink = ms.traces
+	}
 	return st, r, func() { ms.finish(stderr) }, exitOK
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,8 +13,10 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/nodes"
+	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
 	"github.com/flowrun/flowrun/store"
+	"github.com/flowrun/flowrun/tracing"
 )
 
 // modelFlags are the flags about model calls shared by run and resume.
@@ -22,6 +25,7 @@ type modelFlags struct {
 	models         inputFlags
 	cache          bool
 	cacheTTL       time.Duration
+	otel           string
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
@@ -30,6 +34,7 @@ func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&m.cache, "cache", false, "answer identical model requests from the run store's response cache (temperature 0 only, unless a model or node says cache: always)")
 	fs.DurationVar(&m.cacheTTL, "cache-ttl", 0, "treat cached replies older than this `duration` as misses and replace them (default: no limit)")
 	fs.Var(&m.models, "model", "use another model id for a named model, as `NAME=MODEL` (repeatable)")
+	fs.StringVar(&m.otel, "otel", "", "export a trace of every run to this OTLP HTTP `URL` (default: $OTEL_EXPORTER_OTLP_ENDPOINT)")
 }
 
 // modelSession is the model client for one command and what to do at its end.
@@ -37,6 +42,8 @@ type modelSession struct {
 	svc    nodes.Services
 	record *llm.Cassette
 	path   string
+	// traces is nil unless runs are traced (--otel or OTEL_EXPORTER_OTLP_*).
+	traces *tracing.Exporter
 }
 
 // startModels builds the model client for p. With no key and no endpoint,
@@ -83,6 +90,13 @@ func startModels(p *dsl.Pipeline, f *modelFlags, stderr io.Writer) (*modelSessio
 		ms.record, ms.path = llm.NewCassette(), f.record
 		opts.Record = ms.record
 	}
+	if tracing.Endpoint(f.otel) != "" {
+		x, err := tracing.New(context.Background(), f.otel)
+		if err != nil {
+			return nil, err
+		}
+		ms.traces = x
+	}
 	ms.svc.LLM = llm.New(opts)
 	ms.svc.Sandbox = sandbox.New(sandbox.Options{})
 	return ms, nil
@@ -118,6 +132,13 @@ func (ms *modelSession) useStore(st *store.Store) { ms.svc.LLM.UseCache(st) }
 // finish stops the sandbox's workers and writes the recorded cassette, if any.
 func (ms *modelSession) finish(stderr io.Writer) {
 	ms.svc.Sandbox.Close()
+	if ms.traces != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := ms.traces.Shutdown(ctx); err != nil {
+			fmt.Fprintf(stderr, "flowrun: --otel: %v\n", err)
+		}
+	}
 	if ms.record == nil {
 		return
 	}
@@ -126,4 +147,27 @@ func (ms *modelSession) finish(stderr io.Writer) {
 		return
 	}
 	fmt.Fprintf(stderr, "recorded %d model exchange(s) to %s\n", ms.record.Len(), ms.path)
+}
+
+// withTraces is sink, plus the trace exporter when runs are traced.
+func (ms *modelSession) withTraces(sink runtime.EventSink) runtime.EventSink {
+	f := fanout{sink}
+	ms.traceInto(&f)
+	return &f
+}
+
+// traceInto adds the trace exporter, when runs are traced, to f.
+func (ms *modelSession) traceInto(f *fanout) {
+	if ms.traces != nil {
+		*f = append(*f, ms.traces)
+	}
+}
+
+// fanout gives every event to each of its sinks in turn.
+type fanout []runtime.EventSink
+
+func (f *fanout) Event(e runtime.Event) {
+	for _, s := range *f {
+		s.Event(e)
+	}
 }

@@ -84,7 +84,7 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer st.Close()
 	ms.useStore(st)
-	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: progressSink(*asJSON, stdout, live),
+	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: ms.withTraces(progressSink(*asJSON, stdout, live)),
 		Human: newHuman(hf, stdin, stderr), MaxLoops: hf.maxLoops}
 	res, err := runner.Start(ctx, p, inputs)
 	return report(res, err, *asJSON, stdout, stderr)

@@ -134,7 +134,8 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		human.answers[q.Path] = a
 	}
 	live := liveView(*asJSON, stderr)
-	runner := &durable.Runner{Store: st, Sink: progressSink(*asJSON, stdout, live), Human: human, MaxLoops: hf.maxLoops,
+	shown := &fanout{progressSink(*asJSON, stdout, live)}
+	runner := &durable.Runner{Store: st, Sink: shown, Human: human, MaxLoops: hf.maxLoops,
 		Services: func(p *dsl.Pipeline) (runtime.Registry, error) {
 			ms, err := startModels(p, &mf, stderr)
 			if err != nil {
@@ -142,6 +143,7 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			}
 			ms.svc.OnDelta = live.onDelta()
 			ms.useStore(st)
+			ms.traceInto(shown)
 			finish = ms.finish
 			return nodes.Kinds(ms.svc), nil
 		}}
