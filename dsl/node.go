@@ -26,9 +26,9 @@ func (f *file) collectIDs(seq *yaml.Node) {
 				}
 			}
 		}
-		for _, spec := range Kinds() {
-			if v := valueOf(n, string(spec.Kind)); v != nil && spec.yamlBodies != nil {
-				for _, body := range spec.yamlBodies(v) {
+		for _, kv := range pairs(n) {
+			if spec := specs[Kind(kv[0].Value)]; spec != nil && spec.yamlBodies != nil && kv[1] != nil {
+				for _, body := range spec.yamlBodies(kv[1]) {
 					f.collectIDs(body)
 				}
 			}
