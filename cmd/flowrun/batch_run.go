@@ -83,10 +83,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		fmt.Fprintln(stderr, "flowrun batch: name one pipeline and a dataset: flowrun batch PIPELINE --dataset D (see flowrun batch --help)")
 		return exitInvalid
 	}
-	p, ds := dsl.Load(files[0])
-	if len(ds) > 0 {
-		fmt.Fprintln(stderr, ds.String())
-	}
+	p := loadPipeline(files[0], stderr)
 	if p == nil {
 		return exitInvalid
 	}

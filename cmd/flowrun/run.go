@@ -48,10 +48,7 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintln(stderr, "flowrun run: name one pipeline file (see flowrun run --help)")
 		return exitInvalid
 	}
-	p, ds := dsl.Load(files[0])
-	if len(ds) > 0 {
-		fmt.Fprintln(stderr, ds.String())
-	}
+	p := loadPipeline(files[0], stderr)
 	if p == nil {
 		return exitInvalid
 	}
@@ -432,4 +429,14 @@ func (j *jsonSink) Event(e runtime.Event) {
 		return
 	}
 	_, _ = j.w.Write(append(redact.JSON(b), '\n'))
+}
+
+// loadPipeline loads a pipeline, printing its diagnostics (warnings too);
+// nil when it does not load.
+func loadPipeline(path string, stderr io.Writer) *dsl.Pipeline {
+	p, ds := dsl.Load(path)
+	if len(ds) > 0 {
+		fmt.Fprintln(stderr, ds.String())
+	}
+	return p
 }
