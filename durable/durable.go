@@ -228,6 +228,12 @@ func (e *ChangedError) Error() string {
 // changed says which of the files a run's pipeline read have changed. A run
 // recorded before the store kept every file has only its pipeline file.
 func changed(runID string, prev *store.Run, p *dsl.Pipeline) *ChangedError {
+	return &ChangedError{Run: runID, Path: prev.Pipeline, Changes: Changes(prev, p)}
+}
+
+// Changes names, file by file and line by line, what differs between the
+// files run prev's pipeline read and what pipeline p read now.
+func Changes(prev *store.Run, p *dsl.Pipeline) []string {
 	var was []dsl.Source
 	for path, content := range prev.PipelineFiles {
 		was = append(was, dsl.Source{Path: path, Content: content})
@@ -242,7 +248,7 @@ func changed(runID string, prev *store.Run, p *dsl.Pipeline) *ChangedError {
 			}
 		}
 	}
-	return &ChangedError{Run: runID, Path: prev.Pipeline, Changes: dsl.SourceChanges(was, now, diffLines)}
+	return dsl.SourceChanges(was, now, diffLines)
 }
 
 // diffLines names the lines that differ between two versions of a file,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
@@ -261,6 +262,14 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if err == nil {
 		rows, err = st0.BatchItems(ctx, b.ID)
 	}
+	// An item's run keeps every file the pipeline read, so that a changed
+	// pipeline can be shown file by file.
+	var started *store.Run
+	for _, row := range rows {
+		if row.Run != "" && started == nil {
+			started, _ = st0.Run(ctx, row.Run)
+		}
+	}
 	st0.Close()
 	if err != nil {
 		fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
@@ -273,6 +282,9 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	}
 	if p.Hash != b.PipelineHash && !*allowChanged {
 		fmt.Fprintf(stderr, "flowrun batch resume: %s changed since batch %s started; its items would mix two versions of the pipeline. Start a new batch, or resume anyway with --allow-changed\n", b.Pipeline, b.ID)
+		if started != nil {
+			fmt.Fprintln(stderr, strings.Join(durable.Changes(started, p), "\n"))
+		}
 		return exitInvalid
 	}
 	flagsOf(b.Flags, &bf, set)

@@ -352,3 +352,25 @@ outputs:
 		t.Fatalf("a bad --score: exit %d\n%s", code, stderr)
 	}
 }
+
+// TestBatchResumeNamesWhatChanged checks that a batch whose pipeline was
+// edited since it started is not resumed, and that the refusal says which
+// file and line changed.
+func TestBatchResumeNamesWhatChanged(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "qa.yaml", fmt.Sprintf(qaPipeline, ""))
+	data := writeFile(t, dir, "qa.jsonl", "{\"question\": \"q1\", \"expected\": \"A1\"}\n{\"question\": \"q2\", \"expected\": \"A2\"}\n{\"question\": \"q3\", \"expected\": \"A3\"}\n")
+	_, srv := newQAModel(t, 0)
+	useModel(t, srv)
+	db := filepath.Join(dir, "runs.db")
+	code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--concurrency", "1", "--max-cost-usd", "0.2")
+	if code != exitFailed {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	writeFile(t, dir, "qa.yaml", strings.Replace(fmt.Sprintf(qaPipeline, ""), `"Q: ${{ inputs.question }}"`, `"Question: ${{ inputs.question }}"`, 1))
+	b, _ := batchStore(t, db)
+	code, _, stderr = flowrun(t, "batch", "resume", b.ID, "--store", db, "--max-cost-usd", "5")
+	if code != exitInvalid || !strings.Contains(stderr, "qa.yaml:\n  line 10: was") || !strings.Contains(stderr, "--allow-changed") {
+		t.Fatalf("resume after an edit: exit %d\n%s", code, stderr)
+	}
+}
