@@ -74,7 +74,8 @@ type Result struct {
 	Steps   int
 	CostUSD float64
 	Tokens  int64
-	// Pending is the question a waiting run needs answered.
+	// Pending is the question a waiting run needs answered, or the
+	// confirmation a stopped run was refused (answering yes continues it).
 	Pending *Question
 }
 
@@ -178,7 +179,11 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 	outputs, oerr := s.outputs(p)
 	var stop *StopError
 	var wait *WaitError
+	var declined *DeclinedError
 	switch {
+	case errors.As(err, &declined):
+		res.Status, res.Pending, res.Outputs = StatusStopped, &declined.Question, nil
+		res.Reason = declined.Error()
 	case errors.As(err, &wait):
 		res.Status, res.Pending, res.Outputs = StatusWaiting, &wait.Question, nil
 		res.Reason = wait.Error()

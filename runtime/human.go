@@ -33,14 +33,22 @@ type Human interface {
 // is never retried or routed by on_error.
 type WaitError struct {
 	Question Question
-	Declined bool // a confirmation was answered no
 }
 
 func (e *WaitError) Error() string {
-	if e.Declined {
-		return fmt.Sprintf("waiting: running %q was declined", e.Question.Path)
-	}
 	return fmt.Sprintf("waiting for an answer to %q: %s", e.Question.Path, e.Question.Text)
+}
+
+// DeclinedError stops a run because a confirmation was answered no. The
+// run ends stopped with the question still pending, so that answering
+// yes on resume runs the node. Like a StopError it is never retried or
+// routed by on_error.
+type DeclinedError struct {
+	Question Question
+}
+
+func (e *DeclinedError) Error() string {
+	return fmt.Sprintf("running %s was declined (the confirmation was answered no)", e.Question.Path)
 }
 
 // Ask puts a question to the run's human. It returns a *WaitError when
@@ -74,7 +82,7 @@ func (s *Scope) confirm(ctx context.Context, path, id string) error {
 		return err
 	}
 	if yes, _ := a.(bool); !yes {
-		return &WaitError{Question: q, Declined: true}
+		return &DeclinedError{Question: q}
 	}
 	return nil
 }

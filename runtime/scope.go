@@ -462,7 +462,8 @@ func (s *Scope) try(ctx context.Context, exec Executor, n *dsl.Node) (Outcome, e
 func EndsRun(err error) bool {
 	var stop *StopError
 	var wait *WaitError
-	return errors.As(err, &stop) || errors.As(err, &wait)
+	var declined *DeclinedError
+	return errors.As(err, &stop) || errors.As(err, &wait) || errors.As(err, &declined)
 }
 
 func classOf(err error) errclass.Class {

@@ -120,17 +120,25 @@ func (s *Store) Batch(ctx context.Context, id string) (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case len(found) == 0:
+	if len(found) == 0 {
 		return nil, fmt.Errorf("%w: no batch %q in %s: flowrun batches lists them", ErrNotFound, id, s.path)
-	case found[0].ID == id || len(found) == 1:
+	}
+	return pickRef(s, "batch", id, found, func(b *Batch) string { return b.ID })
+}
+
+// pickRef picks the record ref names among those an id-or-prefix query
+// found, an exact match first: that one, the only one, or else an
+// *AmbiguousError listing them. found is not empty.
+func pickRef[T any](s *Store, what, ref string, found []T, id func(T) string) (T, error) {
+	if id(found[0]) == ref || len(found) == 1 {
 		return found[0], nil
 	}
 	ids := make([]string, len(found))
-	for i, b := range found {
-		ids[i] = b.ID
+	for i, x := range found {
+		ids[i] = id(x)
 	}
-	return nil, &AmbiguousError{What: "batch", Ref: id, Path: s.path, Matches: ids}
+	var none T
+	return none, &AmbiguousError{What: what, Ref: ref, Path: s.path, Matches: ids}
 }
 
 // AmbiguousError says an id prefix names more than one record.

@@ -18,6 +18,11 @@ import (
 const (
 	StatusRunning = "running"
 	StatusWaiting = "waiting"
+	// StatusInterrupted is a run recorded as running whose process is
+	// gone (killed, crashed, cut off by a closed pipe). It is never
+	// written: the store reports it when it reads such a run, so every
+	// process sees it at once. A resume continues it.
+	StatusInterrupted = "interrupted"
 )
 
 // Run is one run's record.
@@ -92,18 +97,22 @@ func nullSeq(parent string, seq int64) any {
 }
 
 const runColumns = `id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, pipeline_src, pipeline_files, status, inputs, outputs, error, reason,
-	cost_usd, tokens, steps, parent_run, parent_seq, pending, pid, started_at, updated_at, finished_at`
+	cost_usd, tokens, steps, parent_run, parent_seq, pending, pid, pid_start, started_at, updated_at, finished_at`
 
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var r Run
-	var inputs, files string
+	var inputs, files, pidStart string
 	var outputs, parent, pending, started, updated, finished sql.NullString
 	var parentSeq sql.NullInt64
 	err := row.Scan(&r.ID, &r.Pipeline, &r.PipelineAbs, &r.PipelineName, &r.PipelineHash, &r.PipelineSrc, &files, &r.Status, &inputs,
-		&outputs, &r.Error, &r.Reason, &r.CostUSD, &r.Tokens, &r.Steps, &parent, &parentSeq, &pending, &r.PID,
+		&outputs, &r.Error, &r.Reason, &r.CostUSD, &r.Tokens, &r.Steps, &parent, &parentSeq, &pending, &r.PID, &pidStart,
 		&started, &updated, &finished)
 	if err != nil {
 		return nil, err
+	}
+	if r.Status == StatusRunning && !alive(r.PID, pidStart) {
+		r.Status = StatusInterrupted
+		r.Reason = fmt.Sprintf("the process that ran it (pid %d) ended without recording how the run ended; flowrun resume %s continues it", r.PID, r.ID)
 	}
 	r.Inputs = decodeMap(inputs)
 	if err := json.Unmarshal([]byte(files), &r.PipelineFiles); err != nil {
@@ -138,22 +147,51 @@ func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
 	return r, err
 }
 
+// notFound says there is no run id and names the runs the user may have
+// meant: those whose id contains id, else those that share the longest
+// start with it (a mistyped character), when that is most of it.
 func (s *Store) notFound(ctx context.Context, id string) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT id FROM runs WHERE id LIKE ? ORDER BY started_at DESC LIMIT 5`, "%"+id+"%")
-	if err == nil {
-		defer rows.Close()
-		var ids []string
-		for rows.Next() {
-			var x string
-			if rows.Scan(&x) == nil {
+	all, err := queryAll(ctx, s, func(row interface{ Scan(...any) error }) (string, error) {
+		var x string
+		return x, row.Scan(&x)
+	}, `SELECT id FROM runs ORDER BY started_at DESC, id DESC`)
+	var ids []string
+	if err == nil && id != "" {
+		for _, x := range all {
+			if strings.Contains(x, id) && len(ids) < 5 {
 				ids = append(ids, x)
 			}
 		}
-		if len(ids) > 0 {
-			return fmt.Errorf("%w %q in %s (did you mean %s?)", ErrNotFound, id, s.path, strings.Join(ids, ", "))
+		if len(ids) == 0 {
+			ids = longestShared(id, all)
 		}
 	}
+	if len(ids) > 0 {
+		return fmt.Errorf("%w %q in %s (did you mean %s?)", ErrNotFound, id, s.path, strings.Join(ids, ", "))
+	}
 	return fmt.Errorf("%w %q in %s: flowrun runs lists them", ErrNotFound, id, s.path)
+}
+
+// longestShared returns up to five ids that share the longest start with
+// ref, when that start is at least two thirds of ref.
+func longestShared(ref string, ids []string) []string {
+	best, out := 0, []string(nil)
+	for _, x := range ids {
+		n := 0
+		for n < len(ref) && n < len(x) && ref[n] == x[n] {
+			n++
+		}
+		switch {
+		case n > best:
+			best, out = n, []string{x}
+		case n == best && n > 0 && len(out) < 5:
+			out = append(out, x)
+		}
+	}
+	if best*3 < len(ref)*2 {
+		return nil
+	}
+	return out
 }
 
 // Runs lists runs, newest first.
@@ -200,11 +238,7 @@ func (s *Store) Claim(ctx context.Context, id string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pidStart string
-	if err := tx.QueryRowContext(ctx, `SELECT pid_start FROM runs WHERE id = ?`, id).Scan(&pidStart); err != nil {
-		return nil, err
-	}
-	if r.Status == StatusRunning && r.PID != os.Getpid() && alive(r.PID, pidStart) {
+	if r.Status == StatusRunning && r.PID != os.Getpid() {
 		return nil, &InProgressError{Run: id, PID: r.PID}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, pid = ?, pid_start = ?, updated_at = ?, finished_at = NULL WHERE id = ?`,
@@ -260,12 +294,26 @@ func (s *Store) Finish(ctx context.Context, id string, e Ending) error {
 	return s.intact()
 }
 
-// Prune deletes runs that started before the cutoff and are not running,
-// with their checkpoints, events, snapshots and the values only they
-// shared. It returns how many went.
+// Prune deletes runs that started before the cutoff and are not running
+// (interrupted ones go), with their checkpoints, events, snapshots and
+// the values only they shared. It returns how many went.
 func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM runs WHERE started_at < ? AND status != ?`,
-		before.UTC().Format(time.RFC3339Nano), StatusRunning)
+	cutoff := before.UTC().Format(time.RFC3339Nano)
+	held, err := queryAll(ctx, s, scanRun, `SELECT `+runColumns+` FROM runs WHERE started_at < ? AND status = ?`, cutoff, StatusRunning)
+	if err != nil {
+		return 0, err
+	}
+	keep := []string{}
+	for _, r := range held {
+		if r.Status == StatusRunning {
+			keep = append(keep, r.ID)
+		}
+	}
+	ids, err := json.Marshal(keep)
+	if err != nil {
+		return 0, err
+	}
+	res, err := s.db.ExecContext(ctx, `DELETE FROM runs WHERE started_at < ? AND id NOT IN (SELECT value FROM json_each(?))`, cutoff, string(ids))
 	if err != nil {
 		return 0, err
 	}

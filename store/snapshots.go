@@ -12,11 +12,11 @@ import (
 
 // Snapshot is an immutable, labelled pointer to one of a run's checkpoints.
 type Snapshot struct {
-	Run     string
-	Label   string
-	Seq     int64 // the checkpoint it holds; 0 is before the first node
-	Kind    string
-	Created time.Time
+	Run     string    `json:"run"`
+	Label   string    `json:"label"`
+	Seq     int64     `json:"seq"` // the checkpoint it holds; 0 is before the first node
+	Kind    string    `json:"kind"`
+	Created time.Time `json:"created"`
 }
 
 // Snapshot kinds.

@@ -491,8 +491,8 @@ func durKillPoint(t *testing.T, model *durModel, pipeline string, i int, kill du
 	if run.Status == "completed" {
 		return durCompleted(t, db, run, want), ""
 	}
-	if run.Status != store.StatusRunning {
-		t.Fatalf("a killed run has status %s, want %s", run.Status, store.StatusRunning)
+	if run.Status != store.StatusInterrupted {
+		t.Fatalf("a killed run has status %s, want %s", run.Status, store.StatusInterrupted)
 	}
 	if again != nil {
 		finished := durCheckpointPaths(t, db, run.ID)

@@ -112,13 +112,37 @@ func TestAskOnTerminal(t *testing.T) {
 	}
 }
 
-func TestConfirmDeclinedThenResume(t *testing.T) {
+// Answering no to a confirmation stops the run (exit 1) with the
+// confirmation still pending; resume --answer yes runs the node, and a
+// bare resume asks again.
+func TestHITL01ConfirmDeclinedStopsRun(t *testing.T) {
 	t.Setenv("FLOWRUN_INTERACTIVE", "1")
-	p := writeFile(t, t.TempDir(), "ask.yaml", askPipeline)
-	code, _, stderr := flowrunWithInput(t, "who=cy\nn\n", p)
-	run := waitingRun(t, code, stderr, "running careful needs your confirmation")
+	dir := t.TempDir()
+	db := filepath.Join(dir, "runs.db")
+	p := writeFile(t, dir, "ask.yaml", askPipeline)
+	code, stdout, stderr := flowrunWithInput(t, "who=cy\nn\n", p, "--store", db)
+	if code != exitFailed || stdout != "" || !strings.Contains(stderr, "stopped: running careful was declined") {
+		t.Fatalf("exit %d, want 1, no outputs and the decline named:\n%s%s", code, stdout, stderr)
+	}
+	m := resumeRE.FindStringSubmatch(stderr)
+	if m == nil || !strings.Contains(stderr, "To continue: flowrun resume "+m[1]+" --answer yes") {
+		t.Fatalf("no resume hint:\n%s", stderr)
+	}
+	run := m[1]
+	s := showJSON(t, db, run)
+	if s["status"] != "stopped" || !strings.Contains(s["reason"].(string), "declined") || s["pending"].(map[string]any)["path"] != "careful" {
+		t.Fatalf("the store does not hold the declined confirmation: %v", s)
+	}
+	if _, text, _ := flowrunWithInput(t, "", "show", run, "--store", db); !strings.Contains(text, "to continue: flowrun resume "+run+" --answer yes") {
+		t.Fatalf("show does not say how to continue:\n%s", text)
+	}
+	// Declined again at the terminal: stopped again, nothing lost.
+	code, _, stderr = flowrunWithInput(t, "n\n", "resume", run, "--store", db)
+	if code != exitFailed || !strings.Contains(stderr, "declined") {
+		t.Fatalf("resume declined again: exit %d\n%s", code, stderr)
+	}
 	t.Setenv("FLOWRUN_INTERACTIVE", "")
-	code, stdout, stderr := flowrunWithInput(t, "", "resume", run, "--answer", "yes")
+	code, stdout, stderr = flowrunWithInput(t, "", "resume", run, "--answer", "yes", "--store", db)
 	if code != exitOK {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
@@ -127,6 +151,9 @@ func TestConfirmDeclinedThenResume(t *testing.T) {
 	}
 	if strings.Count(stderr, "ok    name") != 0 {
 		t.Fatalf("the answered ask ran again:\n%s", stderr)
+	}
+	if s := showJSON(t, db, run); s["status"] != "completed" || s["pending"] != nil {
+		t.Fatalf("after yes: %v", s)
 	}
 }
 
@@ -195,7 +222,7 @@ outputs: {n: state.n, log: state.log, more: nodes.ask_more}
 		t.Fatalf("fork: exit %d outputs %v", code, out)
 	}
 	parentAfter := showJSON(t, store, run)
-	if parentAfter["status"] != "completed" || !jsonEqual(parentBefore["outputs"], parentAfter["outputs"]) || parentBefore["checkpoints"] != parentAfter["checkpoints"] {
+	if parentAfter["status"] != "completed" || !jsonEqual(parentBefore["outputs"], parentAfter["outputs"]) || !jsonEqual(parentBefore["checkpoints"], parentAfter["checkpoints"]) {
 		t.Fatalf("the parent changed:\nbefore %v\nafter %v", parentBefore, parentAfter)
 	}
 	if f := showJSON(t, store, fork); f["parent"].(map[string]any)["run"] != run {
@@ -207,7 +234,7 @@ outputs: {n: state.n, log: state.log, more: nodes.ask_more}
 	if code != exitOK || !strings.Contains(stdout, "rolled back to checkpoint 5") {
 		t.Fatalf("exit %d %s", code, stdout)
 	}
-	if s := showJSON(t, store, run); s["status"] != "stopped" || s["checkpoints"] != 5.0 {
+	if s := showJSON(t, store, run); s["status"] != "stopped" || len(s["checkpoints"].([]any)) != 5 {
 		t.Fatalf("after rollback: %v", s)
 	}
 	_, stdout, _ = flowrunWithInput(t, "", "snapshots", run, "--store", store)

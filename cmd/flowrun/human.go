@@ -39,6 +39,17 @@ type terminalHuman struct {
 	interactive bool
 	auto        bool
 	answers     map[string]any // by question path
+	// next answers the first question asked that answers does not, read
+	// by that question's schema; refused says why it did not fit (the
+	// run then waits on that question).
+	next    *laterAnswer
+	refused error
+}
+
+// laterAnswer is --answer given to a resume before its question is known.
+type laterAnswer struct {
+	values []string
+	file   string
 }
 
 // newHuman reads answers from stdin when it is a terminal (or when
@@ -55,6 +66,15 @@ func (h *terminalHuman) Answer(ctx context.Context, q runtime.Question) (any, bo
 	if a, ok := h.answers[q.Path]; ok {
 		delete(h.answers, q.Path)
 		return a, true, nil
+	}
+	if next := h.next; next != nil {
+		h.next = nil
+		a, err := readAnswer(&q, next.values, next.file)
+		if err == nil {
+			return a, true, nil
+		}
+		h.refused = fmt.Errorf("the answer given does not fit the question %s asked (%q): %w", q.Path, q.Text, err)
+		return nil, false, nil
 	}
 	if h.auto {
 		if q.Kind == runtime.QuestionConfirm {

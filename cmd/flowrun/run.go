@@ -131,7 +131,10 @@ func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Write
 		return exitOK
 	case runtime.StatusStopped:
 		hint := "flowrun resume " + res.RunID
-		if strings.Contains(res.Reason, "limits.") {
+		switch {
+		case res.Pending != nil:
+			hint = answerCommand(res.RunID, res.Pending)
+		case strings.Contains(res.Reason, "limits."):
 			// Limits count over the whole run, resumes included.
 			hint = "raise the limit in the pipeline, then flowrun resume " + res.RunID + " --allow-changed"
 		}

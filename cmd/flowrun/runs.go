@@ -80,7 +80,8 @@ func storeError(err error, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "flowrun: %v\n", err)
 	var busy *store.InProgressError
 	var changed *durable.ChangedError
-	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNoSnapshot) || errors.As(err, &busy) || errors.As(err, &changed) {
+	var ambiguous *store.AmbiguousError
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNoSnapshot) || errors.As(err, &busy) || errors.As(err, &changed) || errors.As(err, &ambiguous) {
 		return exitInvalid
 	}
 	return exitFailed
@@ -113,25 +114,25 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return exitFailed
 	}
 	defer st.Close()
+	prev, err := st.FindRun(ctx, rest[0])
+	if err != nil {
+		return storeError(err, stderr)
+	}
 	human := newHuman(hf, stdin, stderr)
-	if len(answers) > 0 || *answerFile != "" {
-		prev, err := st.Run(ctx, rest[0])
-		if err != nil {
-			return storeError(err, stderr)
-		}
-		if prev.Status != store.StatusWaiting || prev.Pending == nil {
-			fmt.Fprintf(stderr, "flowrun resume: run %s is %s, not waiting for an answer\n", rest[0], prev.Status)
-			return exitInvalid
-		}
-		var q runtime.Question
-		b, _ := json.Marshal(prev.Pending)
-		_ = json.Unmarshal(b, &q)
-		a, err := readAnswer(&q, answers, *answerFile)
+	switch {
+	case len(answers) == 0 && *answerFile == "":
+	case prev.Pending != nil && *from == "":
+		q := pendingQuestion(prev)
+		a, err := readAnswer(q, answers, *answerFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "flowrun resume: %v\n", err)
 			return exitInvalid
 		}
 		human.answers[q.Path] = a
+	default:
+		// No question is pending yet (after a rollback, a stop or a
+		// fork): the answer goes to the first question the run asks.
+		human.next = &laterAnswer{values: answers, file: *answerFile}
 	}
 	live := liveView(*asJSON, stderr)
 	shown := &fanout{progressSink(*asJSON, stdout, live)}
@@ -147,12 +148,20 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			finish = ms.finish
 			return nodes.Kinds(ms.svc), nil
 		}}
-	res, err := runner.Resume(ctx, rest[0], durable.ResumeOptions{From: *from, AllowChanged: *allow})
+	res, err := runner.Resume(ctx, prev.ID, durable.ResumeOptions{From: *from, AllowChanged: *allow})
 	finish(stderr)
 	if res == nil {
 		return storeError(err, stderr)
 	}
-	return report(res, err, *asJSON, stdout, stderr)
+	code = report(res, err, *asJSON, stdout, stderr)
+	if human.next != nil {
+		fmt.Fprintf(stderr, "flowrun resume: --answer was not used: the run asked no question\n")
+	}
+	if human.refused != nil {
+		fmt.Fprintf(stderr, "flowrun resume: %v\n", human.refused)
+		return exitInvalid
+	}
+	return code
 }
 
 func runsCmd(args []string, stdout, stderr io.Writer) int {
@@ -286,7 +295,7 @@ func showCmd(args []string, stdout, stderr io.Writer) int {
 
 func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) int {
 	ctx := context.Background()
-	r, err := st.Run(ctx, runID)
+	r, err := st.FindRun(ctx, runID)
 	if err != nil {
 		return storeError(err, stderr)
 	}
@@ -294,7 +303,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	if err != nil {
 		return storeError(err, stderr)
 	}
-	cps, err := st.Checkpoints(ctx, r.ID, 0)
+	cps, err := st.ListCheckpoints(ctx, r.ID)
 	if err != nil {
 		return storeError(err, stderr)
 	}
@@ -307,7 +316,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		m := runJSON(r)
 		m["tokens_estimated"] = estimated
 		m["events"] = events
-		m["checkpoints"] = len(cps)
+		m["checkpoints"] = cps
 		m["snapshots"] = snaps
 		return writeJSON(stdout, m)
 	}
@@ -332,8 +341,23 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	if r.Error != "" {
 		fmt.Fprintf(stdout, "error: %s\n", r.Error)
 	}
-	if r.Reason != "" {
-		fmt.Fprintf(stdout, "stopped: %s\n", r.Reason)
+	switch {
+	case r.Reason == "":
+	case r.Status == store.StatusWaiting:
+		fmt.Fprintln(stdout, r.Reason)
+	default:
+		fmt.Fprintf(stdout, "%s: %s\n", r.Status, r.Reason)
+	}
+	if q := pendingQuestion(r); q != nil {
+		fmt.Fprintf(stdout, "to continue: %s\n", answerCommand(r.ID, q))
+	}
+	if len(cps) > 0 {
+		fmt.Fprintf(stdout, "checkpoints (flowrun resume %s --from N forks from one):\n", r.ID)
+		w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		for _, c := range cps {
+			fmt.Fprintf(w, "  %d\t%s\t%s\n", c.Seq, c.Path, c.Created.Local().Format("2006-01-02 15:04:05.000"))
+		}
+		w.Flush()
 	}
 	for _, s := range snaps {
 		fmt.Fprintf(stdout, "snapshot %q at checkpoint %d (%s)\n", s.Label, s.Seq, s.Kind)
@@ -349,7 +373,11 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "flowrun snapshot: name one run and give --label")
 			return exitInvalid
 		}
-		s, err := st.Snapshot(context.Background(), rest[0], *label)
+		r, err := st.FindRun(context.Background(), rest[0])
+		if err != nil {
+			return storeError(err, stderr)
+		}
+		s, err := st.Snapshot(context.Background(), r.ID, *label)
 		if err != nil {
 			return storeError(err, stderr)
 		}
@@ -362,7 +390,11 @@ func snapshotsCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("snapshots", "flowrun snapshots RUN [--json]\n\nLists a run's snapshots.")
 	asJSON := fs.Bool("json", false, "print the snapshots as JSON")
 	return storeCmd(fs, args, stdout, stderr, 1, "flowrun snapshots: name one run", true, func(st *store.Store, rest []string) int {
-		snaps, err := st.Snapshots(context.Background(), rest[0])
+		r, err := st.FindRun(context.Background(), rest[0])
+		if err != nil {
+			return storeError(err, stderr)
+		}
+		snaps, err := st.Snapshots(context.Background(), r.ID)
 		if err != nil {
 			return storeError(err, stderr)
 		}
@@ -382,11 +414,27 @@ func snapshotsCmd(args []string, stdout, stderr io.Writer) int {
 func rollbackCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("rollback", "flowrun rollback RUN SNAPSHOT\n\nMakes a snapshot the run's current state and records a rollback snapshot.\nIt runs nothing: flowrun resume RUN continues from there.")
 	return storeCmd(fs, args, stdout, stderr, 2, "flowrun rollback: name a run and one of its snapshots", false, func(st *store.Store, rest []string) int {
-		s, err := st.Rollback(context.Background(), rest[0], rest[1])
+		r, err := st.FindRun(context.Background(), rest[0])
+		if err != nil {
+			return storeError(err, stderr)
+		}
+		s, err := st.Rollback(context.Background(), r.ID, rest[1])
 		if err != nil {
 			return storeError(err, stderr)
 		}
 		fmt.Fprintf(textOut{stdout}, "run %s rolled back to checkpoint %d (recorded as snapshot %q); continue with: flowrun resume %s\n", s.Run, s.Seq, s.Label, s.Run)
 		return exitOK
 	})
+}
+
+// pendingQuestion is the question a waiting run asks, or the confirmation
+// a stopped run was refused; nil when there is none.
+func pendingQuestion(r *store.Run) *runtime.Question {
+	if r.Pending == nil {
+		return nil
+	}
+	var q runtime.Question
+	b, _ := json.Marshal(r.Pending)
+	_ = json.Unmarshal(b, &q)
+	return &q
 }
