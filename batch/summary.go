@@ -58,7 +58,10 @@ type Counts struct {
 	Stopped   int `json:"stopped"`
 	Waiting   int `json:"waiting"`
 	Running   int `json:"running"`
-	Pending   int `json:"pending"`
+	// Interrupted items were running when their batch's process died;
+	// flowrun batch resume runs them on.
+	Interrupted int `json:"interrupted"`
+	Pending     int `json:"pending"`
 }
 
 // Done is how many items have a result.
@@ -151,6 +154,8 @@ func SummarizeItems(b *store.Batch, items []*store.BatchItem) *Summary {
 			s.Items.Waiting++
 		case store.StatusRunning:
 			s.Items.Running++
+		case store.StatusInterrupted:
+			s.Items.Interrupted++
 		default:
 			s.Items.Pending++
 		}

@@ -28,7 +28,7 @@ type Batch struct {
 	Dataset      string // path as given
 	DatasetHash  string
 	Flags        map[string]any // the options it ran with
-	Status       string         // running, completed, stopped, failed
+	Status       string         // running, completed, stopped, failed, or interrupted (see StatusInterrupted)
 	Reason       string         // why it stopped, when it did
 	PID          int            // the process running it, 0 when none
 	Started      time.Time
@@ -98,15 +98,19 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []*BatchItem) e
 }
 
 const batchColumns = `id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, dataset, dataset_hash, flags, status, reason, pid,
-	started_at, updated_at, finished_at`
+	pid_start, started_at, updated_at, finished_at`
 
 func scanBatch(row interface{ Scan(...any) error }) (*Batch, error) {
 	var b Batch
-	var flags string
+	var flags, pidStart string
 	var started, updated, finished sql.NullString
 	if err := row.Scan(&b.ID, &b.Pipeline, &b.PipelineAbs, &b.PipelineName, &b.PipelineHash, &b.Dataset, &b.DatasetHash,
-		&flags, &b.Status, &b.Reason, &b.PID, &started, &updated, &finished); err != nil {
+		&flags, &b.Status, &b.Reason, &b.PID, &pidStart, &started, &updated, &finished); err != nil {
 		return nil, err
+	}
+	if b.Status == StatusRunning && !alive(b.PID, pidStart) {
+		b.Status = StatusInterrupted
+		b.Reason = fmt.Sprintf("the process that ran it (pid %d) ended without recording how the batch ended; flowrun batch resume %s continues it", b.PID, b.ID)
 	}
 	b.Flags = decodeMap(flags)
 	b.Started, b.Updated, b.Finished = parseTime(started), parseTime(updated), parseTime(finished)
@@ -158,8 +162,16 @@ func (s *Store) Batches(ctx context.Context) ([]*Batch, error) {
 
 const itemColumns = `batch_id, idx, item_key, item, run_id, status, scores, error, class, cost_usd, tokens, duration_ms, updated_at`
 
-// BatchItems lists a batch's items in dataset order.
+// BatchItems lists a batch's items in dataset order. An item recorded as
+// running while no live process holds its batch is StatusInterrupted.
 func (s *Store) BatchItems(ctx context.Context, batchID string) ([]*BatchItem, error) {
+	var pid int
+	var pidStart string
+	err := s.db.QueryRowContext(ctx, `SELECT pid, pid_start FROM batches WHERE id = ?`, batchID).Scan(&pid, &pidStart)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, err
+	}
+	held := alive(pid, pidStart)
 	rows, err := s.db.QueryContext(ctx, `SELECT `+itemColumns+` FROM batch_items WHERE batch_id = ? ORDER BY idx`, batchID)
 	if err != nil {
 		return nil, err
@@ -175,6 +187,9 @@ func (s *Store) BatchItems(ctx context.Context, batchID string) ([]*BatchItem, e
 			return nil, err
 		}
 		it.Item, it.Run, it.Updated = decodeMap(item), run.String, parseTime(updated)
+		if it.Status == StatusRunning && !held {
+			it.Status = StatusInterrupted
+		}
 		if scores.Valid {
 			it.Scores = decodeMap(scores.String)
 		}

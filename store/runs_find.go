@@ -1,9 +1,16 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"time"
+
+	"github.com/flowrun/flowrun/runtime"
 )
 
 // FindRun returns the run ref names: its id, an unambiguous prefix of
@@ -35,6 +42,19 @@ func (s *Store) FindRun(ctx context.Context, ref string) (*Run, error) {
 	return pickRef(s, "run", ref, found, func(r *Run) string { return r.ID })
 }
 
+// Question is the question a waiting run asks, or the confirmation a
+// stopped run was refused (answering yes on resume runs the node); nil
+// when there is none.
+func (r *Run) Question() *runtime.Question {
+	if r.Pending == nil {
+		return nil
+	}
+	var q runtime.Question
+	b, _ := json.Marshal(r.Pending)
+	_ = json.Unmarshal(b, &q)
+	return &q
+}
+
 // CheckpointInfo is one of a run's checkpoints as a list shows it: the
 // node that finished and when. Seq is what resume --from takes.
 type CheckpointInfo struct {
@@ -44,18 +64,51 @@ type CheckpointInfo struct {
 }
 
 // ListCheckpoints lists a run's current checkpoints (not those a rollback
-// discarded), oldest first, without their data.
+// discarded), oldest first, without their data. It includes those still
+// in a journal (a run in progress, or one killed, read by a command that
+// does not write), so that what it lists is what a resume restores.
 func (s *Store) ListCheckpoints(ctx context.Context, runID string) ([]CheckpointInfo, error) {
 	if err := s.settle(ctx, runID); err != nil {
 		return nil, err
 	}
-	return queryAll(ctx, s, func(row interface{ Scan(...any) error }) (CheckpointInfo, error) {
-		var c CheckpointInfo
+	type row struct {
+		CheckpointInfo
+		discarded bool
+	}
+	rows, err := queryAll(ctx, s, func(sc interface{ Scan(...any) error }) (row, error) {
+		var r row
 		var created string
-		if err := row.Scan(&c.Seq, &c.Path, &created); err != nil {
-			return c, err
+		if err := sc.Scan(&r.Seq, &r.Path, &created, &r.discarded); err != nil {
+			return r, err
 		}
-		c.Created, _ = time.Parse(time.RFC3339Nano, created)
-		return c, nil
-	}, `SELECT seq, path, created_at FROM checkpoints WHERE run_id = ? AND discarded = 0 ORDER BY seq`, runID)
+		r.Created, _ = time.Parse(time.RFC3339Nano, created)
+		return r, nil
+	}, `SELECT seq, path, created_at, discarded FROM checkpoints WHERE run_id = ? ORDER BY seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("run store %s: %w", s.path, err)
+	}
+	stored := make(map[int64]bool, len(rows))
+	var out []CheckpointInfo
+	for _, r := range rows {
+		stored[r.Seq] = true
+		if !r.discarded {
+			out = append(out, r.CheckpointInfo)
+		}
+	}
+	entries, _ := os.ReadDir(journalDir(s.path))
+	for _, e := range entries {
+		if id, _, _, ok := journalName(e.Name()); !ok || id != runID {
+			continue
+		}
+		cps, _ := readJournal(filepath.Join(journalDir(s.path), e.Name()))
+		for _, cp := range cps {
+			if !stored[cp.seq] {
+				stored[cp.seq] = true
+				created, _ := time.Parse(time.RFC3339Nano, cp.created)
+				out = append(out, CheckpointInfo{Seq: cp.seq, Path: cp.path, Created: created})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b CheckpointInfo) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out, nil
 }

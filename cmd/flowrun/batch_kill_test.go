@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	mrand "math/rand/v2"
@@ -145,6 +146,17 @@ func TestBatchKillAndResume(t *testing.T) {
 				return
 			}
 			before := readBatchRecord(t, db)
+			// Read by another process, the killed batch (unless it had
+			// recorded its end) and the items it had in flight are
+			// interrupted, none left running.
+			_, shown, _ := flowrunWithInput(t, "", "batch", "show", "last", "--format", "json", "--store", db)
+			var sum struct {
+				Status string
+				Items  struct{ Running, Interrupted, Completed int }
+			}
+			if err := json.Unmarshal([]byte(shown), &sum); err != nil || sum.Status != "interrupted" && sum.Status != "completed" || sum.Items.Running != 0 {
+				t.Errorf("killed batch shows as %s with %d running items (%v)\n%s", sum.Status, sum.Items.Running, err, shown)
+			}
 			done := 0
 			for _, s := range before.status {
 				if s == "completed" {

@@ -151,6 +151,9 @@ func printSummary(w io.Writer, s *batch.Summary) {
 	if c.Running > 0 {
 		fmt.Fprintf(w, ", %d running", c.Running)
 	}
+	if c.Interrupted > 0 {
+		fmt.Fprintf(w, ", %d interrupted", c.Interrupted)
+	}
 	fmt.Fprintln(w)
 	if s.PassRate != nil {
 		fmt.Fprintf(w, "pass rate  %s (%s)\n", rateText(s.PassRate), s.Primary)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -122,7 +121,7 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	switch {
 	case len(answers) == 0 && *answerFile == "":
 	case prev.Pending != nil && *from == "":
-		q := pendingQuestion(prev)
+		q := prev.Question()
 		a, err := readAnswer(q, answers, *answerFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "flowrun resume: %v\n", err)
@@ -348,7 +347,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	default:
 		fmt.Fprintf(stdout, "%s: %s\n", r.Status, r.Reason)
 	}
-	if q := pendingQuestion(r); q != nil {
+	if q := r.Question(); q != nil {
 		fmt.Fprintf(stdout, "to continue: %s\n", answerCommand(r.ID, q))
 	}
 	if len(cps) > 0 {
@@ -425,16 +424,4 @@ func rollbackCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(textOut{stdout}, "run %s rolled back to checkpoint %d (recorded as snapshot %q); continue with: flowrun resume %s\n", s.Run, s.Seq, s.Label, s.Run)
 		return exitOK
 	})
-}
-
-// pendingQuestion is the question a waiting run asks, or the confirmation
-// a stopped run was refused; nil when there is none.
-func pendingQuestion(r *store.Run) *runtime.Question {
-	if r.Pending == nil {
-		return nil
-	}
-	var q runtime.Question
-	b, _ := json.Marshal(r.Pending)
-	_ = json.Unmarshal(b, &q)
-	return &q
 }
