@@ -61,6 +61,7 @@ Usage:
   flowrun cache stats|clear         the response cache: its size, or empty it
 
 Runs are kept in .flowrun/flowrun.db (--store PATH or FLOWRUN_STORE to change).
+RUN is a run id, an unambiguous prefix of one, or last (the newest run).
 
 Run "flowrun COMMAND --help" for a command's flags.
 `
