@@ -125,6 +125,9 @@ func (s *Store) Batch(ctx context.Context, id string) (*Batch, error) {
 		return nil, err
 	}
 	if len(found) == 0 {
+		if ids := s.similar(ctx, "batches", id); len(ids) > 0 {
+			return nil, fmt.Errorf("%w: no batch %q in %s (did you mean %s?)", ErrNotFound, id, s.path, strings.Join(ids, ", "))
+		}
 		return nil, fmt.Errorf("%w: no batch %q in %s: flowrun batches lists them", ErrNotFound, id, s.path)
 	}
 	return pickRef(s, "batch", id, found, func(b *Batch) string { return b.ID })

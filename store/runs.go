@@ -148,28 +148,38 @@ func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
 }
 
 // notFound says there is no run id and names the runs the user may have
-// meant: those whose id contains id, else those that share the longest
-// start with it (a mistyped character), when that is most of it.
+// meant (see similar).
 func (s *Store) notFound(ctx context.Context, id string) error {
-	all, err := queryAll(ctx, s, func(row interface{ Scan(...any) error }) (string, error) {
-		var x string
-		return x, row.Scan(&x)
-	}, `SELECT id FROM runs ORDER BY started_at DESC, id DESC`)
-	var ids []string
-	if err == nil && id != "" {
-		for _, x := range all {
-			if strings.Contains(x, id) && len(ids) < 5 {
-				ids = append(ids, x)
-			}
-		}
-		if len(ids) == 0 {
-			ids = longestShared(id, all)
-		}
-	}
-	if len(ids) > 0 {
+	if ids := s.similar(ctx, "runs", id); len(ids) > 0 {
 		return fmt.Errorf("%w %q in %s (did you mean %s?)", ErrNotFound, id, s.path, strings.Join(ids, ", "))
 	}
 	return fmt.Errorf("%w %q in %s: flowrun runs lists them", ErrNotFound, id, s.path)
+}
+
+// similar returns up to five ids of table (runs or batches), newest
+// first, that the user may have meant by id: those that contain it, else
+// those that share the longest start with it (a mistyped character).
+func (s *Store) similar(ctx context.Context, table, id string) []string {
+	if id == "" {
+		return nil
+	}
+	all, err := queryAll(ctx, s, func(row interface{ Scan(...any) error }) (string, error) {
+		var x string
+		return x, row.Scan(&x)
+	}, `SELECT id FROM `+table+` ORDER BY started_at DESC, id DESC`)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, x := range all {
+		if strings.Contains(x, id) && len(ids) < 5 {
+			ids = append(ids, x)
+		}
+	}
+	if len(ids) == 0 {
+		ids = longestShared(id, all)
+	}
+	return ids
 }
 
 // longestShared returns up to five ids that share the longest start with

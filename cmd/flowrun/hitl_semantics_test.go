@@ -168,6 +168,15 @@ func TestHITL04RunRefsEverywhere(t *testing.T) {
 	}
 }
 
+// Batches suggest as runs do.
+func TestHITL04BatchDidYouMean(t *testing.T) {
+	batches := viewStore(t)
+	code, _, stderr := flowrunWithInput(t, "", "batch", "show", "b20261122T110000-bbbx", "--store", batches)
+	if code != exitInvalid || !strings.Contains(stderr, "did you mean b20261122T110000-bbbb?") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+}
+
 func commonPrefix(a, b string) string {
 	i := 0
 	for i < len(a) && i < len(b) && a[i] == b[i] {
