@@ -309,22 +309,40 @@ func (s *Store) Finish(ctx context.Context, id string, e Ending) error {
 // the values only they shared. It returns how many went.
 func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
 	cutoff := before.UTC().Format(time.RFC3339Nano)
-	held, err := queryAll(ctx, s, scanRun, `SELECT `+runColumns+` FROM runs WHERE started_at < ? AND status = ?`, cutoff, StatusRunning)
+	// One transaction: a run cannot be claimed between being seen
+	// interrupted and being deleted.
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE started_at < ? AND status = ?`, cutoff, StatusRunning)
 	if err != nil {
 		return 0, err
 	}
 	keep := []string{}
-	for _, r := range held {
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			rows.Close()
+			return 0, err
+		}
 		if r.Status == StatusRunning {
 			keep = append(keep, r.ID)
 		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, err
 	}
 	ids, err := json.Marshal(keep)
 	if err != nil {
 		return 0, err
 	}
-	res, err := s.db.ExecContext(ctx, `DELETE FROM runs WHERE started_at < ? AND id NOT IN (SELECT value FROM json_each(?))`, cutoff, string(ids))
+	res, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE started_at < ? AND id NOT IN (SELECT value FROM json_each(?))`, cutoff, string(ids))
 	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
 		return 0, err
 	}
 	n, _ := res.RowsAffected()
