@@ -194,7 +194,7 @@ var snakeKey = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 func checkKeys(t *testing.T, doc string, v any, path string) int {
 	t.Helper()
 	userData := map[string]bool{"inputs": true, "outputs": true, "output": true, "scores": true, "messages": true, "reply": true,
-		"usage": true, "args": true, "result": true, "schema": true, "default": true, "item": true, "flags": true}
+		"usage": true, "args": true, "result": true, "schema": true, "default": true, "item": true}
 	n := 0
 	switch x := v.(type) {
 	case map[string]any:
