@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -91,17 +90,6 @@ func batchesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-// batchError prints an error finding a batch; an unknown or ambiguous id
-// is a usage error.
-func batchError(err error, stderr io.Writer) int {
-	var ambiguous *store.AmbiguousError
-	if errors.As(err, &ambiguous) {
-		fmt.Fprintf(stderr, "flowrun: %v\n", err)
-		return exitInvalid
-	}
-	return storeError(err, stderr)
-}
-
 // clip shortens s to n runes, keeping its end (where a path's file name is).
 func clip(s string, n int) string {
 	r := []rune(s)
@@ -121,7 +109,7 @@ func batchShowCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		b, err := st.FindBatch(ctx, rest[0])
 		if err != nil {
-			return batchError(err, stderr)
+			return storeError(err, stderr)
 		}
 		s, err := batch.Summarize(ctx, st, b)
 		if err != nil {
@@ -344,11 +332,11 @@ func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Write
 	return storeCmd(fs, args, stdout, stderr, 2, "flowrun batch compare: name two batches, the earlier first (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
 		a, err := st.FindBatch(ctx, rest[0])
 		if err != nil {
-			return batchError(err, stderr)
+			return storeError(err, stderr)
 		}
 		b, err := st.FindBatch(ctx, rest[1])
 		if err != nil {
-			return batchError(err, stderr)
+			return storeError(err, stderr)
 		}
 		c, err := batch.Compare(ctx, st, a, b)
 		if err != nil {
@@ -440,12 +428,12 @@ func batchReportCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	return storeCmd(fs, args, stdout, stderr, 1, "flowrun batch report: name one batch (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
 		b, err := st.FindBatch(ctx, rest[0])
 		if err != nil {
-			return batchError(err, stderr)
+			return storeError(err, stderr)
 		}
 		var a *store.Batch
 		if *against != "" {
 			if a, err = st.FindBatch(ctx, *against); err != nil {
-				return batchError(err, stderr)
+				return storeError(err, stderr)
 			}
 		}
 		path := *out
