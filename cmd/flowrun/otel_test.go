@@ -23,7 +23,8 @@ import (
 	"github.com/flowrun/flowrun/tracing"
 )
 
-// otlpReceiver is an OTLP HTTP collector: it decodes every POST /v1/traces.
+// otlpReceiver collects the spans an OTLP collector (HTTP: every POST
+// /v1/traces; gRPC: otlpGRPCService) decoded.
 type otlpReceiver struct {
 	mu    sync.Mutex
 	raw   [][]byte
