@@ -23,8 +23,8 @@ import (
 	"github.com/flowrun/flowrun/tracing"
 )
 
-// otlpReceiver collects the spans an OTLP collector (HTTP: every POST
-// /v1/traces; gRPC: otlpGRPCService) decoded.
+// otlpReceiver keeps what an in-process OTLP collector decoded: every
+// POST /v1/traces (startOTLPReceiver) or gRPC Export (otlpGRPCService).
 type otlpReceiver struct {
 	mu    sync.Mutex
 	raw   [][]byte
