@@ -298,7 +298,13 @@ func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter,
 	}
 	if err != nil {
 		release(0)
-		return nil, classify(actx, err, res, ep, cl.Model, path)
+		e := classify(actx, err, res, ep, cl.Model, path)
+		if onDelta != nil && len(cl.Tools) > 0 && e.class == errclass.Server {
+			// Some OpenAI-compatible servers fail, or drop the calls,
+			// when asked to stream tool calls.
+			e.msg += fmt.Sprintf("; the request offered tools and was streamed: if this server cannot stream tool calls, set stream: false on model %q", req.Model.Name)
+		}
+		return nil, e
 	}
 	if rep.Usage.Prompt == 0 && rep.Usage.Total == 0 {
 		if rep.Usage, err = estimateUsage(cl, rep); err != nil {

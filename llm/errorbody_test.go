@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -51,6 +52,36 @@ func TestHTTPErrorBodyShown(t *testing.T) {
 				if strings.Contains(err.Error(), n) {
 					t.Errorf("%s stream=%s: %q\ncontains %q", tc.name, stream, err, n)
 				}
+			}
+		}
+	}
+}
+
+// An error sent with a 200 as {"error": "Name", "message": ..., "status": N}
+// (what Express-based servers such as mock-llm send, streamed or not) is
+// classed by its status and quotes its message.
+func TestExpressStyleErrorInReply(t *testing.T) {
+	for _, tc := range []struct {
+		body  string
+		class errclass.Class
+		want  string
+	}{
+		{`{"error": "Internal Server Error", "message": "database is down", "status": 503}`, errclass.Server, "reported an error %s: Internal Server Error: database is down"},
+		{`{"error": "Too Many Requests", "message": "slow down", "status": 429}`, errclass.RateLimit, "reported an error %s: Too Many Requests: slow down"},
+	} {
+		for _, stream := range []string{"true", "false"} {
+			srv := llmtest.New(t)
+			reply, where := llmtest.Reply{Body: tc.body}, "in its reply"
+			if stream == "true" {
+				reply, where = llmtest.Reply{Body: "data: " + tc.body + "\n\n", Header: map[string]string{"Content-Type": "text/event-stream"}}, "mid-stream"
+			}
+			srv.Push(reply)
+			c, _ := testClient(t, srv, func(o *Options) { o.MaxAttempts = 1 })
+			m := model("gpt-4.1")
+			m.Stream = stream
+			_, err := c.Complete(context.Background(), Request{Model: m, Messages: userSays("hi")})
+			if errclass.Of(err) != tc.class || !strings.Contains(fmt.Sprint(err), fmt.Sprintf(tc.want, where)) {
+				t.Errorf("stream=%s %s: class %q, error %v\nwant class %q and %q", stream, tc.body, errclass.Of(err), err, tc.class, fmt.Sprintf(tc.want, where))
 			}
 		}
 	}

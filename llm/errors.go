@@ -290,7 +290,8 @@ func bodyError(body string) error {
 }
 
 // readServerError reads an OpenAI-style error: {"error": {"code", "type",
-// "message", "status"}}, the object alone, or {"error": "text"}.
+// "message", "status"}}, the object alone, or {"error": "text"} with an
+// optional "message" and "status" beside it.
 func readServerError(data []byte) serverError {
 	var doc map[string]json.RawMessage
 	if json.Unmarshal(data, &doc) != nil {
@@ -298,10 +299,18 @@ func readServerError(data []byte) serverError {
 	}
 	if inner, ok := doc["error"]; ok {
 		var obj map[string]json.RawMessage
-		if json.Unmarshal(inner, &obj) != nil {
-			return serverError{message: scalar(inner)}
+		if json.Unmarshal(inner, &obj) == nil {
+			doc = obj
+		} else {
+			// Express-style servers (mock-llm) put the details beside it:
+			// {"error": "Name", "message": "...", "status": 500}.
+			se := serverError{message: scalar(inner)}
+			if m := scalar(doc["message"]); m != "" {
+				se.message = strings.TrimPrefix(se.message+": "+m, ": ")
+			}
+			se.status, _ = strconv.Atoi(scalar(doc["status"]))
+			return se
 		}
-		doc = obj
 	}
 	se := serverError{code: scalar(doc["code"]), typ: scalar(doc["type"]), message: scalar(doc["message"])}
 	se.status, _ = strconv.Atoi(scalar(doc["status"]))

@@ -2,7 +2,9 @@ package llm
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +132,30 @@ func TestStreamAuto(t *testing.T) {
 	}
 	if srv.Last().Stream || !reflect.DeepEqual(deltas, []string{"whole"}) {
 		t.Errorf("stream: false with a live view: streamed=%v deltas %q, want a plain request and the text at once", srv.Last().Stream, deltas)
+	}
+}
+
+// A server error on a streamed request that offered tools says how to
+// turn streaming off, for servers that cannot stream tool calls; plain
+// requests and requests without tools do not.
+func TestStreamedToolsErrorSuggestsStreamFalse(t *testing.T) {
+	const hint = `if this server cannot stream tool calls, set stream: false on model "default"`
+	for _, tc := range []struct {
+		stream string
+		tools  []ToolSpec
+		hint   bool
+	}{
+		{"true", []ToolSpec{{Name: "add"}}, true},
+		{"false", []ToolSpec{{Name: "add"}}, false},
+		{"true", nil, false},
+	} {
+		srv := llmtest.New(t)
+		srv.Push(llmtest.Reply{Status: 500, Body: `{"error":"TypeError","message":"Cannot read properties of null (reading 'length')","status":500}`})
+		c, _ := testClient(t, srv, func(o *Options) { o.MaxAttempts = 1 })
+		m := &llmconf.Model{Name: "default", Model: "gpt-4.1", Stream: tc.stream}
+		_, err := c.Complete(context.Background(), Request{Model: m, Messages: userSays("q"), Tools: tc.tools})
+		if errclass.Of(err) != errclass.Server || strings.Contains(fmt.Sprint(err), hint) != tc.hint {
+			t.Errorf("stream=%s tools=%d: %v\nwant class server, hint %v", tc.stream, len(tc.tools), err, tc.hint)
+		}
 	}
 }

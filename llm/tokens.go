@@ -2,6 +2,7 @@ package llm
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -60,10 +61,7 @@ func estimateUsage(cl *call, rep *reply) (Usage, error) {
 		}
 		u.Prompt += 800 * len(m.Images) // a high-detail image tile, roughly
 	}
-	if len(cl.Tools) > 0 {
-		b, _ := json.Marshal(cl.Tools)
-		u.Prompt += count(string(b))
-	}
+	u.Prompt += toolTokens(cl.Tools, encodingFor(cl.Model), count)
 	if cl.OutputSchema != nil {
 		b, _ := json.Marshal(cl.OutputSchema)
 		u.Prompt += count(string(b))
@@ -74,4 +72,53 @@ func estimateUsage(cl *call, rep *reply) (Usage, error) {
 	}
 	u.Total = u.Prompt + u.Completion
 	return u, nil
+}
+
+// toolTokens counts tool definitions as OpenAI's cookbook does ("How to
+// count tokens with tiktoken", num_tokens_for_tools), which matches what
+// the API reported for its example: the server renders each function as
+// "name:description" and each top-level parameter as
+// "name:type:description", with fixed overheads. Nested parameters
+// (objects, arrays) have no published rule and are counted as their JSON.
+func toolTokens(tools []ToolSpec, enc tokenizer.Encoding, count func(string) int) int {
+	if len(tools) == 0 {
+		return 0
+	}
+	funcInit := 7
+	if enc == tokenizer.Cl100kBase {
+		funcInit = 10
+	}
+	const propInit, propKey, enumInit, enumItem, funcEnd = 3, 3, -3, 3, 12
+	n := funcEnd
+	for _, t := range tools {
+		n += funcInit + count(t.Name+":"+strings.TrimSuffix(t.Description, "."))
+		props, _ := t.Parameters["properties"].(map[string]any)
+		if len(props) > 0 {
+			n += propInit
+		}
+		for name, v := range props {
+			p, _ := v.(map[string]any)
+			n += propKey
+			if enum, ok := p["enum"].([]any); ok {
+				n += enumInit
+				for _, item := range enum {
+					n += enumItem + count(fmt.Sprint(item))
+				}
+			}
+			typ, ok := p["type"].(string)
+			if !ok {
+				b, _ := json.Marshal(p["type"])
+				typ = string(b)
+			}
+			desc, _ := p["description"].(string)
+			n += count(name + ":" + typ + ":" + strings.TrimSuffix(desc, "."))
+			for _, nested := range []string{"properties", "items", "anyOf", "oneOf"} {
+				if sub, ok := p[nested]; ok {
+					b, _ := json.Marshal(sub)
+					n += count(string(b))
+				}
+			}
+		}
+	}
+	return n
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/flowrun/flowrun/llm"
-	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -22,11 +21,7 @@ import (
 // rates and flowrun's time per call as a ratio of the bare loop's.
 func BenchmarkLLMMap(b *testing.B) {
 	const calls, workers = 1000, 64
-	srv := llmtest.New(nil)
-	defer srv.Close()
-	srv.Handle(func(llmtest.Request) llmtest.Reply {
-		return llmtest.Reply{Text: "ok", Usage: llmtest.Usage{Prompt: 10, Completion: 2}}
-	})
+	srv := okServer(b)
 	p := load(b, `
 version: 1
 name: bench

@@ -1,6 +1,7 @@
 // Package tracing exports flowrun runs as OpenTelemetry traces over OTLP
-// HTTP/protobuf. It is an event sink: spans are built from a run's events
-// and carry the events' own timestamps. A run's trace id is derived from
+// (HTTP/protobuf, or gRPC when OTEL_EXPORTER_OTLP_PROTOCOL says grpc). It
+// is an event sink: spans are built from a run's events and carry the
+// events' own timestamps. A run's trace id is derived from
 // its run id, so a resumed run continues the same trace. Error texts and,
 // when captured at all, message contents are redacted; no secret flowrun
 // knows of is ever exported.
@@ -20,6 +21,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -55,18 +57,43 @@ type Exporter struct {
 	runs     map[string]*runTrace
 }
 
-// New starts an exporter. flagURL, when set, is the OTLP HTTP base URL
-// (http://host:4318); otherwise the OTEL_EXPORTER_OTLP_* variables apply.
-func New(ctx context.Context, flagURL string) (*Exporter, error) {
-	var opts []otlptracehttp.Option
-	if flagURL != "" {
-		u := strings.TrimRight(flagURL, "/")
-		if !strings.HasSuffix(u, "/v1/traces") {
-			u += "/v1/traces"
+// Protocol is the OTLP protocol traces go over, as the standard
+// variables choose it: "grpc", or "http/protobuf" (the default).
+func Protocol() string {
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if v := os.Getenv(name); v != "" {
+			return v
 		}
-		opts = append(opts, otlptracehttp.WithEndpointURL(u))
 	}
-	exp, err := otlptracehttp.New(ctx, opts...)
+	return "http/protobuf"
+}
+
+// New starts an exporter. flagURL, when set, is the collector's base URL
+// (http://host:4318, or http://host:4317 over gRPC); otherwise the
+// OTEL_EXPORTER_OTLP_* variables apply.
+func New(ctx context.Context, flagURL string) (*Exporter, error) {
+	var exp sdktrace.SpanExporter
+	var err error
+	switch proto := Protocol(); proto {
+	case "grpc":
+		var opts []otlptracegrpc.Option
+		if flagURL != "" {
+			opts = append(opts, otlptracegrpc.WithEndpointURL(strings.TrimRight(flagURL, "/")))
+		}
+		exp, err = otlptracegrpc.New(ctx, opts...)
+	case "http/protobuf":
+		var opts []otlptracehttp.Option
+		if flagURL != "" {
+			u := strings.TrimRight(flagURL, "/")
+			if !strings.HasSuffix(u, "/v1/traces") {
+				u += "/v1/traces"
+			}
+			opts = append(opts, otlptracehttp.WithEndpointURL(u))
+		}
+		exp, err = otlptracehttp.New(ctx, opts...)
+	default:
+		return nil, fmt.Errorf("OTLP protocol %q (OTEL_EXPORTER_OTLP_PROTOCOL): flowrun exports traces over grpc or http/protobuf", proto)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("starting the OTLP trace exporter for %s: %w", Endpoint(flagURL), err)
 	}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -15,12 +17,14 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/flowrun/flowrun/tracing"
 )
 
-// otlpReceiver is an OTLP HTTP collector: it decodes every POST /v1/traces.
+// otlpReceiver keeps what an in-process OTLP collector decoded: every
+// POST /v1/traces (startOTLPReceiver) or gRPC Export (otlpGRPCService).
 type otlpReceiver struct {
 	mu    sync.Mutex
 	raw   [][]byte
@@ -47,20 +51,61 @@ func startOTLPReceiver(t *testing.T) (*otlpReceiver, string) {
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		rc.mu.Lock()
-		rc.raw = append(rc.raw, body)
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				rc.spans = append(rc.spans, ss.Spans...)
-			}
-		}
-		rc.mu.Unlock()
+		rc.add(body, &req)
 		b, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		_, _ = w.Write(b)
 	}))
 	t.Cleanup(srv.Close)
 	return rc, srv.URL
+}
+
+func (rc *otlpReceiver) add(raw []byte, req *collectortrace.ExportTraceServiceRequest) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.raw = append(rc.raw, raw)
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			rc.spans = append(rc.spans, ss.Spans...)
+		}
+	}
+}
+
+// otlpGRPCService is the OTLP gRPC trace service, received into rc.
+type otlpGRPCService struct {
+	collectortrace.UnimplementedTraceServiceServer
+	rc *otlpReceiver
+}
+
+func (g otlpGRPCService) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	raw, err := proto.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	g.rc.add(raw, req)
+	return &collectortrace.ExportTraceServiceResponse{}, nil
+}
+
+// startOTLPGRPCReceiver is an OTLP gRPC collector on a local port; it
+// returns the URL to give --otel.
+func startOTLPGRPCReceiver(t *testing.T) (*otlpReceiver, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &otlpReceiver{}
+	srv := grpc.NewServer()
+	collectortrace.RegisterTraceServiceServer(srv, otlpGRPCService{rc: rc})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("the gRPC receiver: %v", err)
+		}
+	})
+	return rc, "http://" + l.Addr().String()
 }
 
 func (rc *otlpReceiver) take() ([]*tracepb.Span, []byte) {
@@ -89,10 +134,11 @@ func otelEnv(t *testing.T) {
 	t.Setenv(tracing.CaptureContentEnv, "true")
 }
 
-func TestOTelTraceOfShippedPipeline(t *testing.T) {
-	otelEnv(t)
-	rc, url := startOTLPReceiver(t)
-	db := filepath.Join(t.TempDir(), "runs.db")
+// traceShippedPipeline runs approach_proposer from its cassette with its
+// trace sent to url, and returns the spans rc received, none holding the
+// API key.
+func traceShippedPipeline(t *testing.T, rc *otlpReceiver, url, db string) []*tracepb.Span {
+	t.Helper()
 	code, _, stderr := flowrun(t, "run", "../../pipelines/approach_proposer.yaml", "--auto", "--store", db,
 		"--replay", "../../pipelines/approach_proposer.cassette.yaml", "--otel", url)
 	if code != exitOK {
@@ -102,6 +148,14 @@ func TestOTelTraceOfShippedPipeline(t *testing.T) {
 	if bytes.Contains(raw, []byte(otelSentinelKey)) || bytes.Contains(raw, []byte(otelSentinelKey[:16])) {
 		t.Fatal("the API key is in the exported trace")
 	}
+	return spans
+}
+
+func TestOTelTraceOfShippedPipeline(t *testing.T) {
+	otelEnv(t)
+	rc, url := startOTLPReceiver(t)
+	db := filepath.Join(t.TempDir(), "runs.db")
+	spans := traceShippedPipeline(t, rc, url, db)
 	byID := map[string]*tracepb.Span{}
 	byName := map[string]*tracepb.Span{}
 	for _, s := range spans {
@@ -176,7 +230,7 @@ func TestOTelTraceOfShippedPipeline(t *testing.T) {
 		t.Errorf("%d chat spans, want 8 (one per model call)", chats)
 	}
 
-	code, _, stderr = flowrun(t, "resume", runID, "--from", "2", "--auto", "--store", db,
+	code, _, stderr := flowrun(t, "resume", runID, "--from", "2", "--auto", "--store", db,
 		"--replay", "../../pipelines/approach_proposer.cassette.yaml", "--otel", url)
 	if code != exitOK {
 		t.Fatalf("fork: exit %d\n%s", code, stderr)
@@ -257,5 +311,44 @@ func TestOTelBatchTracesEachItemRun(t *testing.T) {
 		if strings.HasPrefix(s.Name, "chat ") && runs[hex.EncodeToString(s.TraceId)] != spanAttr(s, "flowrun.run.id").GetStringValue() {
 			t.Errorf("chat span of run %s is in another run's trace", spanAttr(s, "flowrun.run.id").GetStringValue())
 		}
+	}
+}
+
+// With OTEL_EXPORTER_OTLP_PROTOCOL=grpc a run's trace goes over OTLP gRPC:
+// the same spans, GenAI attributes and trace id, and no key.
+func TestOTelOverGRPC(t *testing.T) {
+	otelEnv(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	rc, url := startOTLPGRPCReceiver(t)
+	spans := traceShippedPipeline(t, rc, url, filepath.Join(t.TempDir(), "runs.db"))
+	var run *tracepb.Span
+	chats := 0
+	for _, s := range spans {
+		switch {
+		case s.Name == "run approach_proposer":
+			run = s
+		case s.Name == "chat gpt-4.1-mini" && spanAttr(s, "gen_ai.operation.name").GetStringValue() == "chat" &&
+			spanAttr(s, "gen_ai.usage.input_tokens").GetIntValue() > 0:
+			chats++
+		}
+	}
+	if run == nil {
+		t.Fatalf("no run span among %d spans received over gRPC", len(spans))
+	}
+	if want := tracing.TraceID(spanAttr(run, "flowrun.run.id").GetStringValue()); !bytes.Equal(run.TraceId, want[:]) {
+		t.Errorf("trace id %x, want %x", run.TraceId, want[:])
+	}
+	if chats != 8 {
+		t.Errorf("%d chat spans with GenAI attributes, want 8", chats)
+	}
+}
+
+// A protocol flowrun cannot export over is refused before the run, naming it.
+func TestOTelUnknownProtocol(t *testing.T) {
+	otelEnv(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+	code, _, stderr := flowrun(t, "run", "../../pipelines/counter.yaml", "--store", filepath.Join(t.TempDir(), "runs.db"), "--otel", "http://127.0.0.1:1")
+	if code != exitInvalid || !strings.Contains(stderr, `OTLP protocol "http/json" (OTEL_EXPORTER_OTLP_PROTOCOL): flowrun exports traces over grpc or http/protobuf`) {
+		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 }
