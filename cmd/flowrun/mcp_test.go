@@ -1,0 +1,140 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flowrun/flowrun/internal/npmtest"
+	"github.com/flowrun/flowrun/llm/llmtest"
+)
+
+// mcpBins are the npm MCP servers the suite runs against: paths of their
+// executables, installed once (skipped without Node.js).
+func everythingBin(t *testing.T) string {
+	return npmtest.Command(t, "@modelcontextprotocol/server-everything", "mcp-server-everything").Path
+}
+
+func filesystemBin(t *testing.T) string {
+	return npmtest.Command(t, "@modelcontextprotocol/server-filesystem", "mcp-server-filesystem").Path
+}
+
+// mcpSecret is a value only the environment holds; the server gets it
+// through env: and no record may show it.
+const mcpSecret = "sk-mcp-test-4f1d9a7c2b8e6d3f0a5c"
+
+const mcpAgentPipeline = `
+version: 1
+name: mcp-agent
+models:
+  default: {model: gpt-4.1-mini}
+mcp:
+  every:
+    command: %q
+    env: {API_TOKEN: "env:FLOWRUN_MCP_TEST_TOKEN", GREETING: hello}
+  fs:
+    command: %q
+    args: [%q]
+tools:
+  answer:
+    description: The final answer.
+    parameters: {type: object, properties: {text: {type: string}}, required: [text]}
+nodes:
+  - id: solve
+    agent:
+      prompt: "Read notes.txt and add 2 and 3."
+      tools: [fs.read_text_file, every.*]
+      finish: [answer]
+  - id: env
+    tool: {name: every.get-env}
+outputs:
+  text: nodes.solve.finish.args.text
+  env: nodes.env
+`
+
+// scriptMCPAgent has the fake model read a file through server-filesystem,
+// add through server-everything, fetch its tiny image, read a file the
+// server refuses, then finish.
+func scriptMCPAgent(srv *llmtest.Server, notes string) {
+	srv.Push(
+		llmtest.Calls(llmtest.Call("fs__read_text_file", map[string]any{"path": notes})),
+		llmtest.Calls(llmtest.Call("every__get-sum", map[string]any{"a": 2, "b": 3}), llmtest.Call("every__get-tiny-image", map[string]any{})),
+		llmtest.Calls(llmtest.Call("fs__read_text_file", map[string]any{"path": "/etc/hostname"})),
+		llmtest.Calls(llmtest.Call("answer", map[string]any{"text": "done"})),
+	)
+}
+
+// An agent driven by the fake model calls tools of two real MCP servers
+// (text, numbers, an image, and a bad call it is told about), finishes,
+// and the run records a cassette that replays with no server at all.
+func TestMCPAgentCallsRealServersAndReplaysOffline(t *testing.T) {
+	every, fsBin := everythingBin(t), filesystemBin(t)
+	dir := t.TempDir()
+	files := t.TempDir()
+	notes := writeFile(t, files, "notes.txt", "hello from disk")
+	t.Setenv("FLOWRUN_MCP_TEST_TOKEN", mcpSecret)
+	p := writeFile(t, dir, "agent.yaml", fmt.Sprintf(mcpAgentPipeline, every, fsBin, files))
+	srv := llmtest.New(t)
+	useModel(t, srv)
+	scriptMCPAgent(srv, notes)
+	cassette := filepath.Join(dir, "agent.cassette.yaml")
+
+	code, stdout, stderr := flowrun(t, p, "--record", cassette)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var out struct {
+		Text string
+		Env  string
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("outputs: %v\n%s", err, stdout)
+	}
+	if out.Text != "done" {
+		t.Errorf("text %q, want done", out.Text)
+	}
+	// The server saw the variables listed, and not flowrun's others.
+	if !strings.Contains(out.Env, `"GREETING": "hello"`) || !strings.Contains(out.Env, "API_TOKEN") || strings.Contains(out.Env, "OPENAI_BASE_URL") {
+		t.Errorf("the server's environment is not the listed one:\n%s", out.Env)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d model requests, want 4", len(reqs))
+	}
+	for _, want := range []string{"hello from disk", "The sum of 2 and 3 is 5", "image_url", "data:image/png;base64,", `{\"error\":\"Access denied - path outside allowed directories`} {
+		if !strings.Contains(string(reqs[3].Raw), want) {
+			t.Errorf("the model was not shown %q", want)
+		}
+	}
+	tools, _ := reqs[0].Body["tools"].([]any)
+	if len(tools) < 10 {
+		t.Errorf("the agent offered %d tools; every.* should add all of server-everything's", len(tools))
+	}
+	rec, err := os.ReadFile(cassette)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(rec), mcpSecret) || strings.Contains(stderr, mcpSecret) {
+		t.Errorf("the secret reached the cassette or the progress output")
+	}
+	for _, want := range []string{"mcp_tools:", "tool: fs.read_text_file", "tool: every.get-sum"} {
+		if !strings.Contains(string(rec), want) {
+			t.Errorf("cassette lacks %q", want)
+		}
+	}
+
+	// Offline: no model endpoint, and servers that cannot start.
+	os.Unsetenv("OPENAI_BASE_URL")
+	os.Unsetenv("OPENAI_API_KEY")
+	offline := writeFile(t, dir, "agent.yaml", fmt.Sprintf(mcpAgentPipeline, "/nonexistent/every", "/nonexistent/fs", files))
+	code, stdout2, stderr := flowrun(t, offline)
+	if code != exitOK {
+		t.Fatalf("replay: exit %d\n%s", code, stderr)
+	}
+	if stdout2 != stdout {
+		t.Errorf("replayed outputs differ:\n%s\nwant\n%s", stdout2, stdout)
+	}
+}
