@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/flowrun/flowrun/dsl"
@@ -47,9 +48,10 @@ var baseEnv = []string{"PATH", "HOME", "TMPDIR", "LANG"}
 type Sessions struct {
 	LookupEnv func(string) (string, bool) // os.LookupEnv when nil
 
-	mu     sync.Mutex
-	conns  map[string]*conn
-	closed bool
+	mu      sync.Mutex
+	conns   map[string]*conn
+	retired []*conn // servers that died, replaced by a new start
+	closed  bool
 }
 
 // conn is one started server.
@@ -60,6 +62,7 @@ type conn struct {
 	tools   []*mcp.Tool
 	group   *proc.Group   // nil for HTTP
 	exited  chan struct{} // closed when the stdio process has exited
+	exitErr error         // how it exited, once exited is closed
 	stderr  *tailBuffer
 }
 
@@ -98,6 +101,12 @@ func (ss *Sessions) connect(ctx context.Context, s *dsl.MCPServer) (*conn, error
 		ss.conns = map[string]*conn{}
 	}
 	c, started := ss.conns[key]
+	if started && c.diedAfterStart() {
+		// A server that died is started again for the node's next
+		// attempt.
+		ss.retired = append(ss.retired, c)
+		started = false
+	}
 	if !started {
 		c = &conn{ready: make(chan struct{})}
 		ss.conns[key] = c
@@ -128,8 +137,11 @@ func (ss *Sessions) Tools(ctx context.Context, s *dsl.MCPServer) ([]*mcp.Tool, e
 func (ss *Sessions) Close() {
 	ss.mu.Lock()
 	ss.closed = true
-	conns := ss.conns
-	ss.conns = nil
+	conns := ss.retired
+	for _, c := range ss.conns {
+		conns = append(conns, c)
+	}
+	ss.conns, ss.retired = nil, nil
 	ss.mu.Unlock()
 	for _, c := range conns {
 		<-c.ready
@@ -174,7 +186,11 @@ func (c *conn) start(ctx context.Context, s *dsl.MCPServer, lookup func(string) 
 func (c *conn) startProcess(s *dsl.MCPServer, lookup func(string) (string, bool)) (mcp.Transport, error) {
 	path, err := exec.LookPath(s.Command)
 	if err != nil {
-		return nil, fmt.Errorf("cannot start %q: not found in PATH (install it, or give its full path as command:)", s.Command)
+		why := "not found in PATH (install it, or give its full path as command:)"
+		if strings.ContainsAny(s.Command, `/\`) {
+			why = "no such executable file"
+		}
+		return nil, fmt.Errorf("cannot start %q: %s", s.Command, why)
 	}
 	env, err := serverEnv(s, lookup)
 	if err != nil {
@@ -205,7 +221,7 @@ func (c *conn) startProcess(s *dsl.MCPServer, lookup func(string) (string, bool)
 	c.group, c.exited = g, make(chan struct{})
 	go func() {
 		defer close(c.exited)
-		_ = g.Wait()
+		c.exitErr = g.Wait()
 	}()
 	return &mcp.IOTransport{Reader: outR, Writer: inW}, nil
 }
@@ -277,6 +293,16 @@ func (c *conn) stop() {
 	}
 }
 
+// diedAfterStart reports whether a started server has since exited.
+func (c *conn) diedAfterStart() bool {
+	select {
+	case <-c.ready:
+		return c.dead()
+	default:
+		return false
+	}
+}
+
 // dead reports whether the stdio server has exited.
 func (c *conn) dead() bool {
 	if c.exited == nil {
@@ -294,7 +320,11 @@ func (c *conn) dead() bool {
 func (c *conn) explain(doing string, err error) error {
 	msg := fmt.Sprintf("%s: %v", doing, err)
 	if c.dead() {
-		msg = fmt.Sprintf("the server exited while %s (%v)", doing, err)
+		how := "exited"
+		if c.exitErr != nil {
+			how = fmt.Sprintf("exited (%v)", c.exitErr)
+		}
+		msg = fmt.Sprintf("the server %s while %s: %v", how, doing, err)
 	}
 	if c.stderr != nil {
 		if tail := strings.TrimSpace(c.stderr.String()); tail != "" {
@@ -339,8 +369,9 @@ type Result struct {
 
 // Call calls tool with args, waiting at most the server's timeout. A tool
 // that reports an error, refuses the call or times out gives a Result
-// with Error set, for the model to read; only a server that exits or
-// cannot be reached gives a *ServerDiedError.
+// with Error set, for the model to read; a connection that fails (the
+// server exited, or an HTTP server cannot be reached) gives a
+// *ServerDiedError.
 func (ss *Sessions) Call(ctx context.Context, s *dsl.MCPServer, tool string, args map[string]any) (*Result, error) {
 	c, err := ss.connect(ctx, s)
 	if err != nil {
@@ -349,23 +380,28 @@ func (ss *Sessions) Call(ctx context.Context, s *dsl.MCPServer, tool string, arg
 	callCtx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	res, err := c.session.CallTool(callCtx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	var refused *jsonrpc.Error
 	switch {
 	case err == nil:
 		return Convert(res), nil
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
-	case errors.Is(err, mcp.ErrConnectionClosed) || c.dead():
-		if c.exited != nil {
-			select {
-			case <-c.exited:
-			case <-time.After(time.Second):
-			}
-		}
-		return nil, &ServerDiedError{Server: s.Name, Tool: tool, Err: c.explain("answering", err)}
 	case callCtx.Err() != nil:
 		return &Result{Error: fmt.Sprintf("%s.%s did not answer within %s (the server's timeout:)", s.Name, tool, s.Timeout)}, nil
+	case errors.As(err, &refused):
+		// The server answered with a protocol error (unknown tool, bad
+		// arguments): the model can correct its call.
+		return &Result{Error: refused.Message}, nil
 	}
-	return &Result{Error: err.Error()}, nil
+	// Anything else is the connection failing: give the process a moment
+	// to be reaped, so that the message says how it ended.
+	if c.exited != nil {
+		select {
+		case <-c.exited:
+		case <-time.After(time.Second):
+		}
+	}
+	return nil, &ServerDiedError{Server: s.Name, Tool: tool, Err: c.explain("answering", err)}
 }
 
 // Convert turns a protocol result into a Result.

@@ -138,3 +138,71 @@ func TestMCPAgentCallsRealServersAndReplaysOffline(t *testing.T) {
 		t.Errorf("replayed outputs differ:\n%s\nwant\n%s", stdout2, stdout)
 	}
 }
+
+const mcpValidatePipeline = `
+version: 1
+name: mcp-validate
+models:
+  default: {model: gpt-4.1-mini}
+mcp:
+  every:
+    command: /bin/sh
+    args: [-c, "echo started >> %s; exec %s"]
+  gone:
+    command: /nonexistent/mcp-server
+tools:
+  answer: {description: done}
+nodes:
+  - id: solve
+    agent:
+      prompt: hi
+      tools: [every.get-summ, every.*]
+      finish: [answer]
+  - id: weather
+    tool:
+      name: every.get-structured-content
+      args: {location: 3}
+outputs:
+  wind: nodes.weather.wind
+`
+
+// validate lists each server once (then from the cache until
+// --refresh-mcp), suggests the tool meant, types a tool node's args and
+// result from the tool's schemas, and names a server that cannot start
+// at its line.
+func TestMCPValidateListsChecksAndTypes(t *testing.T) {
+	every := everythingBin(t)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	dir := t.TempDir()
+	starts := filepath.Join(dir, "starts.log")
+	p := writeFile(t, dir, "p.yaml", fmt.Sprintf(mcpValidatePipeline, starts, every))
+	code, _, stderr := flowrun(t, "validate", p)
+	if code != exitInvalid {
+		t.Fatalf("exit %d, want %d\n%s", code, exitInvalid, stderr)
+	}
+	for _, want := range []string{
+		`p.yaml:10:3: error: mcp server "gone": cannot start "/nonexistent/mcp-server": no such executable file`,
+		`p.yaml:18:15: error: node "solve": MCP server every has no tool "get-summ" (did you mean "every.get-sum"?)`,
+		`p.yaml:23:24: error: node "weather": parameter "location" of tool "every.get-structured-content" is string, but this is integer`,
+		`p.yaml:25:23: error: in ` + "`nodes.weather.wind`" + `: nodes.weather has no field "wind"; its fields are conditions, humidity, temperature`,
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("validate output lacks %q:\n%s", want, stderr)
+		}
+	}
+	startCount := func() int {
+		b, _ := os.ReadFile(starts)
+		return strings.Count(string(b), "started")
+	}
+	if n := startCount(); n != 1 {
+		t.Fatalf("server started %d times, want 1", n)
+	}
+	flowrun(t, "validate", p)
+	if n := startCount(); n != 1 {
+		t.Errorf("validating again started the server (%d starts); the listing should be cached", n)
+	}
+	flowrun(t, "validate", "--refresh-mcp", p)
+	if n := startCount(); n != 2 {
+		t.Errorf("--refresh-mcp: %d starts, want 2", n)
+	}
+}
