@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -18,9 +21,12 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"gopkg.in/yaml.v3"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
 )
 
 const mcpUsage = `flowrun mcp serve [DIR] [--http ADDR]
@@ -60,7 +66,8 @@ func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if len(dirs) == 1 {
 		dir = dirs[0]
 	}
-	ps := &pipelineServer{launch: launch{models: &mf, store: *storePath}, stderr: stderr}
+	ps := &pipelineServer{launch: launch{models: &mf, store: *storePath}, stderr: stderr, key: make([]byte, 32)}
+	_, _ = rand.Read(ps.key)
 	server, err := ps.server(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "flowrun mcp serve: %v\n", err)
@@ -85,6 +92,7 @@ func (nopWriteCloser) Close() error { return nil }
 type pipelineServer struct {
 	launch launch // models and store; sink and human are per call
 	stderr io.Writer
+	key    []byte     // signs request states (seal)
 	mu     sync.Mutex // serialises what runs write to stderr
 }
 
@@ -113,6 +121,9 @@ func (ps *pipelineServer) server(dir string) (*mcp.Server, error) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "flowrun", Version: "1"}, &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
 	seen := map[string]string{}
 	for _, f := range files {
+		if !looksLikePipeline(f) {
+			continue
+		}
 		p, ds := dsl.Load(f)
 		if p == nil {
 			fmt.Fprintf(ps.stderr, "flowrun mcp serve: %s is not served: %s\n", f, firstLine(ds.String()))
@@ -129,6 +140,24 @@ func (ps *pipelineServer) server(dir string) (*mcp.Server, error) {
 		return nil, fmt.Errorf("no pipeline to serve under %s", dir)
 	}
 	return server, nil
+}
+
+// looksLikePipeline tells a pipeline file from the other YAML files a
+// directory of pipelines holds (data, cassettes, prompts): it has
+// version: and nodes: or outputs: at the top.
+func looksLikePipeline(path string) bool {
+	b, err := readCapped(path)
+	if err != nil {
+		return false
+	}
+	var top map[string]any
+	if yaml.Unmarshal(b, &top) != nil {
+		return false
+	}
+	_, version := top["version"]
+	_, nodes := top["nodes"]
+	_, outputs := top["outputs"]
+	return version && (nodes || outputs)
 }
 
 // pipelineTool describes p as an MCP tool.
@@ -166,39 +195,150 @@ func pipelineTool(p *dsl.Pipeline) *mcp.Tool {
 	}
 }
 
-// handler runs p for one call, as flowrun run would.
+// handler runs p for one call, as flowrun run would. When the run waits
+// for a person, the call asks the client's user (MCP elicitation, as an
+// input request) and the client's retry, carrying the answer and the
+// sealed request state, resumes the run with it.
 func (ps *pipelineServer) handler(p *dsl.Pipeline) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		inputs := map[string]any{}
-		if len(req.Params.Arguments) > 0 {
-			if err := json.Unmarshal(req.Params.Arguments, &inputs); err != nil {
-				return toolError(fmt.Sprintf("the arguments are not a JSON object: %v", err)), nil
-			}
-		}
 		l := ps.launch
 		l.sink = &mcpProgress{ctx: ctx, session: req.Session, token: req.Params.GetProgressToken()}
-		l.human = &elicitingHuman{session: req.Session}
-		res, err := startRun(ctx, p, inputs, l, &lockedWriter{mu: &ps.mu, w: ps.stderr})
-		var setup *setupError
-		switch {
-		case errors.As(err, &setup):
-			return toolError(setup.err.Error()), nil
-		case res == nil:
-			return toolError(fmt.Sprintf("the run of %s could not start: %v", p.Name, err)), nil
+		stderr := &lockedWriter{mu: &ps.mu, w: ps.stderr}
+		var res *runtime.Result
+		var err error
+		if req.Params.RequestState != "" {
+			res, err = ps.answer(ctx, req, l, stderr)
+		} else {
+			inputs := map[string]any{}
+			if len(req.Params.Arguments) > 0 {
+				if err := json.Unmarshal(req.Params.Arguments, &inputs); err != nil {
+					return toolError(fmt.Sprintf("the arguments are not a JSON object: %v", err)), nil
+				}
+			}
+			res, err = startRun(ctx, p, inputs, l, stderr)
 		}
-		switch res.Status {
-		case runtime.StatusCompleted:
-			text, _ := json.Marshal(res.Outputs)
-			return &mcp.CallToolResult{StructuredContent: res.Outputs, Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}, nil
-		case runtime.StatusWaiting:
-			q := res.Pending
-			return toolError(fmt.Sprintf("run %s is waiting for a person (%s: %s) and this client cannot ask one (no MCP elicitation); answer it with: %s",
-				res.RunID, q.Path, q.Text, answerCommand(res.RunID, q))), nil
-		case runtime.StatusStopped:
-			return toolError(fmt.Sprintf("run %s stopped: %s (continue it with flowrun resume %s)", res.RunID, res.Reason, res.RunID)), nil
-		}
-		return toolError(fmt.Sprintf("run %s failed: %v", res.RunID, res.Err)), nil
+		return ps.result(req, p, res, err), nil
 	}
+}
+
+// inputKey names the one input request a waiting run makes.
+const inputKey = "answer"
+
+// result is what the client gets for a run that ended or waits.
+func (ps *pipelineServer) result(req *mcp.CallToolRequest, p *dsl.Pipeline, res *runtime.Result, err error) *mcp.CallToolResult {
+	var setup *setupError
+	switch {
+	case errors.As(err, &setup):
+		return toolError(setup.err.Error())
+	case res == nil:
+		return toolError(fmt.Sprintf("the run of %s could not start: %v", p.Name, err))
+	}
+	switch res.Status {
+	case runtime.StatusCompleted:
+		text, _ := json.Marshal(res.Outputs)
+		return &mcp.CallToolResult{StructuredContent: res.Outputs, Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}
+	case runtime.StatusWaiting:
+		q := res.Pending
+		if !clientElicits(req.Session) {
+			return toolError(fmt.Sprintf("run %s is waiting for a person (%s: %s) and this client cannot ask one (no MCP elicitation); answer it with: %s",
+				res.RunID, q.Path, q.Text, answerCommand(res.RunID, q)))
+		}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{inputKey: elicitation(q)}, RequestState: ps.seal(res.RunID, *q)}
+	case runtime.StatusStopped:
+		return toolError(fmt.Sprintf("run %s stopped: %s (continue it with flowrun resume %s)", res.RunID, res.Reason, res.RunID))
+	}
+	return toolError(fmt.Sprintf("run %s failed: %v", res.RunID, res.Err))
+}
+
+func clientElicits(ss *mcp.ServerSession) bool {
+	init := ss.InitializeParams()
+	return init != nil && init.Capabilities != nil && init.Capabilities.Elicitation != nil
+}
+
+// elicitation is the form that asks q: one field, answer.
+func elicitation(q *runtime.Question) *mcp.ElicitParams {
+	field, text := q.Schema, q.Text
+	if q.Kind == runtime.QuestionConfirm {
+		field, text = map[string]any{"type": "boolean"}, "Running "+q.Path+" needs your confirmation."
+	}
+	if field == nil {
+		field = map[string]any{"type": "string"}
+	}
+	return &mcp.ElicitParams{Mode: "form", Message: text, RequestedSchema: map[string]any{
+		"type": "object", "properties": map[string]any{inputKey: field}, "required": []any{inputKey},
+	}}
+}
+
+// waitingState is what a request state carries: the run and its question.
+type waitingState struct {
+	Run      string           `json:"run"`
+	Question runtime.Question `json:"question"`
+}
+
+// seal signs the state so that a client can only resume a run this
+// server asked about.
+func (ps *pipelineServer) seal(runID string, q runtime.Question) string {
+	b, _ := json.Marshal(waitingState{Run: runID, Question: q})
+	body := base64.RawURLEncoding.EncodeToString(b)
+	return body + "." + ps.mac(body)
+}
+
+func (ps *pipelineServer) mac(body string) string {
+	h := hmac.New(sha256.New, ps.key)
+	h.Write([]byte(body))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+func (ps *pipelineServer) open(state string) (waitingState, bool) {
+	var w waitingState
+	body, sig, ok := strings.Cut(state, ".")
+	if !ok || !hmac.Equal([]byte(sig), []byte(ps.mac(body))) {
+		return w, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(body)
+	return w, err == nil && json.Unmarshal(b, &w) == nil
+}
+
+// answer resumes the waiting run with the user's answer to its question.
+func (ps *pipelineServer) answer(ctx context.Context, req *mcp.CallToolRequest, l launch, stderr io.Writer) (*runtime.Result, error) {
+	w, ok := ps.open(req.Params.RequestState)
+	if !ok {
+		return nil, &setupError{exitInvalid, errors.New("the request state was not issued by this server: call the tool again without it")}
+	}
+	er, _ := req.Params.InputResponses[inputKey].(*mcp.ElicitResult)
+	var answer any
+	switch {
+	case er == nil:
+		return nil, &setupError{exitInvalid, fmt.Errorf("no answer to %q came with the call; run %s waits: %s", w.Question.Text, w.Run, answerCommand(w.Run, &w.Question))}
+	case er.Action == "accept":
+		answer = er.Content[inputKey]
+	case w.Question.Kind == runtime.QuestionConfirm:
+		answer = false
+	default:
+		return nil, &setupError{exitInvalid, fmt.Errorf("the user did not answer %q (%s); run %s waits: %s", w.Question.Text, er.Action, w.Run, answerCommand(w.Run, &w.Question))}
+	}
+	l.human = &givenAnswer{path: w.Question.Path, answer: answer}
+	st, err := store.Open(l.store)
+	if err != nil {
+		return nil, &setupError{exitFailed, err}
+	}
+	defer st.Close()
+	return resumeRun(ctx, st, w.Run, durable.ResumeOptions{}, l, stderr)
+}
+
+// givenAnswer answers one question, once; any other waits.
+type givenAnswer struct {
+	path   string
+	answer any
+	used   bool
+}
+
+func (g *givenAnswer) Answer(_ context.Context, q runtime.Question) (any, bool, error) {
+	if g.used || q.Path != g.path {
+		return nil, false, nil
+	}
+	g.used = true
+	return g.answer, true, nil
 }
 
 func toolError(msg string) *mcp.CallToolResult {
@@ -236,42 +376,6 @@ func (s *mcpProgress) Event(e runtime.Event) {
 		msg = e.Path + " failed"
 	}
 	_ = s.session.NotifyProgress(s.ctx, &mcp.ProgressNotificationParams{ProgressToken: s.token, Progress: s.done, Message: msg})
-}
-
-// elicitingHuman asks the MCP client's user, through elicitation, what an
-// ask node or a confirmation needs. Without elicitation it does not
-// answer, and the run waits (the call then fails saying so).
-type elicitingHuman struct{ session *mcp.ServerSession }
-
-func (h *elicitingHuman) Answer(ctx context.Context, q runtime.Question) (any, bool, error) {
-	init := h.session.InitializeParams()
-	if init == nil || init.Capabilities == nil || init.Capabilities.Elicitation == nil {
-		return nil, false, nil
-	}
-	field := q.Schema
-	if q.Kind == runtime.QuestionConfirm {
-		field = map[string]any{"type": "boolean", "description": "Run " + q.Path + "?"}
-	}
-	if field == nil {
-		field = map[string]any{"type": "string"}
-	}
-	text := q.Text
-	if q.Kind == runtime.QuestionConfirm {
-		text = "Running " + q.Path + " needs your confirmation."
-	}
-	res, err := h.session.Elicit(ctx, &mcp.ElicitParams{Message: text, RequestedSchema: map[string]any{
-		"type": "object", "properties": map[string]any{"answer": field}, "required": []any{"answer"},
-	}})
-	if err != nil {
-		return nil, false, fmt.Errorf("asking the MCP client's user: %w", err)
-	}
-	if res.Action != "accept" {
-		if q.Kind == runtime.QuestionConfirm {
-			return false, true, nil
-		}
-		return nil, false, nil
-	}
-	return res.Content["answer"], true, nil
 }
 
 // serveMCPHTTP serves Streamable HTTP on a loopback address. Every request

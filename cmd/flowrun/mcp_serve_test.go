@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -91,4 +96,126 @@ func TestMCPServeShippedPipelineToGoSDKClient(t *testing.T) {
 func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// startServeHTTP starts `flowrun mcp serve DIR --http 127.0.0.1:0` and
+// returns its URL and token, read from its first line on stderr.
+func startServeHTTP(t *testing.T, dir string) (url, token string) {
+	t.Helper()
+	cmd := flowrunProcess(t, nil, "mcp", "serve", dir, "--http", "127.0.0.1:0")
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(pipe).ReadString('\n')
+	if err != nil {
+		t.Fatalf("flowrun mcp serve --http printed no address: %v", err)
+	}
+	m := regexp.MustCompile(`on (http://\S+) \(send the header Authorization: Bearer (\w+)\)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("unexpected first line: %q", line)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pipe) }()
+	return m[1], m[2]
+}
+
+// Over Streamable HTTP: a request without the token is refused, and a
+// flowrun pipeline consumes the served counter pipeline as an MCP tool,
+// sending the token from its environment and nothing else.
+func TestMCPServeHTTPWithTokenConsumedByAPipeline(t *testing.T) {
+	url, token := startServeHTTP(t, "../../pipelines")
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a request without the token got %d, want 401", resp.StatusCode)
+	}
+
+	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("FLOWRUN_TEST_MCP_AUTH", "Bearer "+token)
+	p := writeFile(t, dir, "p.yaml", fmt.Sprintf(`
+version: 1
+name: consumer
+mcp:
+  flow:
+    url: %s
+    headers: {Authorization: "env:FLOWRUN_TEST_MCP_AUTH"}
+nodes:
+  - id: count
+    tool:
+      name: flow.counter
+      args: {target: 5, words: '["a", "bbb"]'}
+outputs:
+  count: nodes.count.count
+  longest: nodes.count.longest
+`, url))
+	code, stdout, stderr := flowrun(t, "validate", p)
+	if code != exitOK {
+		t.Fatalf("validate: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr = flowrun(t, p, "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, `"outputs":{"count":5,"longest":3}`) {
+		t.Errorf("outputs:\n%s", stdout)
+	}
+	if strings.Contains(stdout, token) {
+		t.Errorf("the token reached the events")
+	}
+}
+
+const greetPipeline = `
+version: 1
+name: greet
+description: Asks for a name and greets it.
+nodes:
+  - id: who
+    ask:
+      question: "Whom should I greet?"
+      schema: {type: string}
+outputs:
+  greeting: '"hello " + nodes.who'
+`
+
+// A pipeline that asks a person asks the client's user through MCP
+// elicitation; a client without elicitation gets an error saying so and
+// how to answer.
+func TestMCPServeAskUsesElicitation(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "greet.yaml", greetPipeline)
+	var asked string
+	cs, stderr := connectServe(t, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked = r.Params.Message
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "Ada"}}, nil
+		},
+	}, dir)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %s\n%s", err, jsonText(res), stderr)
+	}
+	if got := jsonText(res.StructuredContent); got != `{"greeting":"hello Ada"}` || asked != "Whom should I greet?" {
+		t.Errorf("asked %q, got %s", asked, got)
+	}
+
+	plain, _ := connectServe(t, nil, dir)
+	res, err = plain.CallTool(context.Background(), &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := jsonText(res.Content); !res.IsError || !strings.Contains(text, "is waiting for a person (who: Whom should I greet?) and this client cannot ask one (no MCP elicitation)") ||
+		!strings.Contains(text, "flowrun resume") {
+		t.Errorf("without elicitation: %s", text)
+	}
 }
