@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/flowrun/flowrun/internal/npmtest"
 )
 
 // connectServe starts `flowrun mcp serve args...` as a subprocess and
@@ -217,5 +220,31 @@ func TestMCPServeAskUsesElicitation(t *testing.T) {
 	if text := jsonText(res.Content); !res.IsError || !strings.Contains(text, "is waiting for a person (who: Whom should I greet?) and this client cannot ask one (no MCP elicitation)") ||
 		!strings.Contains(text, "flowrun resume") {
 		t.Errorf("without elicitation: %s", text)
+	}
+}
+
+// The MCP Inspector's CLI mode (a client nobody here wrote) lists the
+// served pipelines and calls one, reading its structured result.
+func TestMCPServeToInspectorCLI(t *testing.T) {
+	inspect := func(args ...string) string {
+		t.Helper()
+		base := []string{"--cli", "-e", "FLOWRUN_TEST_AS_CLI=1", "-e", "FLOWRUN_STORE=" + os.Getenv("FLOWRUN_STORE"), "-e", "GORACE=atexit_sleep_ms=0",
+			os.Args[0], "mcp", "serve", "../../pipelines"}
+		cmd := npmtest.Command(t, "@modelcontextprotocol/inspector", "mcp-inspector", append(base, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("mcp-inspector %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if out := inspect("--method", "tools/list"); !strings.Contains(out, `"name": "counter"`) || !strings.Contains(out, `"outputSchema"`) {
+		t.Errorf("tools/list:\n%s", out)
+	}
+	out := inspect("--method", "tools/call", "--tool-name", "counter", "--tool-arg", "target=2")
+	var res struct {
+		StructuredContent map[string]any `json:"structuredContent"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.StructuredContent["count"] != 2.0 {
+		t.Errorf("tools/call counter: %v\n%s", err, out)
 	}
 }

@@ -120,6 +120,20 @@ func TestMCPAgentCallsRealServersAndReplaysOffline(t *testing.T) {
 	if strings.Contains(string(rec), mcpSecret) || strings.Contains(stderr, mcpSecret) {
 		t.Errorf("the secret reached the cassette or the progress output")
 	}
+	// The run's record in the store: MCP calls are tool_call events named
+	// server.tool, and the secret the server echoed is not there.
+	_, runsJSON, _ := flowrun(t, "runs", "--json")
+	var runs []struct{ ID string }
+	if err := json.Unmarshal([]byte(runsJSON), &runs); err != nil || len(runs) == 0 {
+		t.Fatalf("runs: %v\n%s", err, runsJSON)
+	}
+	_, shown, _ := flowrun(t, "show", runs[0].ID, "--json")
+	if !strings.Contains(shown, `"every.get-sum"`) || !strings.Contains(shown, `"tool_call"`) {
+		t.Errorf("the run's events lack the MCP tool calls:\n%.2000s", shown)
+	}
+	if strings.Contains(shown, mcpSecret) || strings.Contains(stdout, mcpSecret) {
+		t.Errorf("the secret reached the run's events or outputs")
+	}
 	for _, want := range []string{"mcp_tools:", "tool: fs.read_text_file", "tool: every.get-sum"} {
 		if !strings.Contains(string(rec), want) {
 			t.Errorf("cassette lacks %q", want)
@@ -136,6 +150,18 @@ func TestMCPAgentCallsRealServersAndReplaysOffline(t *testing.T) {
 	}
 	if stdout2 != stdout {
 		t.Errorf("replayed outputs differ:\n%s\nwant\n%s", stdout2, stdout)
+	}
+	// flowrun test replays the same cassette in a case.
+	writeFile(t, dir, "agent.test.yaml", `
+cases:
+  - name: reads, adds and finishes
+    cassette: agent.cassette.yaml
+    expect:
+      status: completed
+      outputs: {text: done}
+`)
+	if code, stdout, stderr := flowrun(t, "test", filepath.Join(dir, "agent.test.yaml")); code != exitOK {
+		t.Errorf("flowrun test: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
 
