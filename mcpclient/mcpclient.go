@@ -2,12 +2,14 @@
 // declares, with the official Go SDK.
 //
 // Guarantees: a stdio server runs in a process group of its own
-// (internal/proc), with only the environment variables the pipeline lists
-// (plus PATH, HOME, TMPDIR and LANG, so that interpreters start), and
-// Close ends every group it started, so no server outlives the run; when
-// flowrun dies the proc reaper ends them. An HTTP server is sent only the
-// headers the pipeline names. A Sessions starts each server once, at its
-// first use, however many calls follow.
+// (internal/proc) with only the environment variables the pipeline lists,
+// plus PATH, HOME, TMPDIR and LANG so that interpreters start. An HTTP
+// server is sent only the headers the pipeline names. Every value taken
+// from flowrun's environment (env:NAME) is registered as a secret with
+// package redact before a server sees it. A Sessions starts each server
+// once, at its first use, however many calls follow, and Close ends every
+// group it started, so no server outlives the run; if flowrun dies, the
+// proc reaper ends them.
 package mcpclient
 
 import (
@@ -31,6 +33,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/internal/proc"
+	"github.com/flowrun/flowrun/redact"
 )
 
 // startTimeout bounds starting a server and its initialize handshake.
@@ -242,6 +245,7 @@ func serverEnv(s *dsl.MCPServer, lookup func(string) (string, bool)) ([]string, 
 			if !ok {
 				return nil, fmt.Errorf("env %s: env:%s is not set in flowrun's environment", v.Name, v.FromEnv)
 			}
+			redact.Add(got)
 			value = got
 		}
 		env = append(env, v.Name+"="+value)
@@ -256,6 +260,7 @@ func httpTransport(s *dsl.MCPServer, lookup func(string) (string, bool)) (mcp.Tr
 		if !ok {
 			return nil, fmt.Errorf("headers %s: env:%s is not set in flowrun's environment", v.Name, v.FromEnv)
 		}
+		redact.Add(got)
 		h.Set(v.Name, got)
 	}
 	client := &http.Client{Transport: &headerTransport{headers: h, next: http.DefaultTransport}}
@@ -328,7 +333,7 @@ func (c *conn) explain(doing string, err error) error {
 	}
 	if c.stderr != nil {
 		if tail := strings.TrimSpace(c.stderr.String()); tail != "" {
-			msg += "; its stderr ends: " + lastLines(tail, 5)
+			msg += "; its stderr ends: " + redact.String(lastLines(tail, 5))
 		}
 	}
 	return errors.New(msg)

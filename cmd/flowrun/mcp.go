@@ -124,9 +124,9 @@ func (ps *pipelineServer) server(dir string) (*mcp.Server, error) {
 		if !looksLikePipeline(f) {
 			continue
 		}
-		p, ds := dsl.Load(f)
+		p := loadPipeline(f, ps.stderr)
 		if p == nil {
-			fmt.Fprintf(ps.stderr, "flowrun mcp serve: %s is not served: %s\n", f, firstLine(ds.String()))
+			fmt.Fprintf(ps.stderr, "flowrun mcp serve: %s is not served: it does not load (above)\n", f)
 			continue
 		}
 		if other, dup := seen[p.Name]; dup {

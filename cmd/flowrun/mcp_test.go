@@ -232,3 +232,55 @@ func TestMCPValidateListsChecksAndTypes(t *testing.T) {
 		t.Errorf("--refresh-mcp: %d starts, want 2", n)
 	}
 }
+
+// Each MCP call counts toward limits.max_steps: an agent (one step) whose
+// model keeps calling a tool stops at the limit, before the call.
+func TestMCPCallsCountInMaxSteps(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "p.yaml", fmt.Sprintf(`
+version: 1
+name: steps
+models:
+  default: {model: gpt-4.1-mini}
+limits: {max_steps: 3}
+mcp:
+  helper:
+    command: %q
+    env: {%s: steps}
+nodes:
+  - id: solve
+    agent:
+      prompt: go
+      tools: [helper.ok]
+`, os.Args[0], testMCPServerEnv))
+	srv := llmtest.New(t)
+	useModel(t, srv)
+	ok := llmtest.Call("helper__ok", map[string]any{})
+	srv.Push(llmtest.Calls(ok), llmtest.Calls(ok), llmtest.Calls(ok))
+	code, _, stderr := flowrun(t, p)
+	if code != exitFailed || !strings.Contains(stderr, "limits.max_steps (3) reached before MCP tool call helper.ok") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if n := strings.Count(stderr, "helper.ok ok"); n != 2 {
+		t.Errorf("%d calls ran, want 2 (the agent is step 1)\n%s", n, stderr)
+	}
+}
+
+// A server that is not installed fails the node that needs it at run
+// time too, naming the server and the command.
+func TestMCPServerNotInstalledFailsTheNode(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "p.yaml", `
+version: 1
+name: missing
+mcp:
+  gone: {command: flowrun-no-such-mcp-server}
+nodes:
+  - id: call
+    tool: {name: gone.anything}
+`)
+	code, _, stderr := flowrun(t, p)
+	if code != exitFailed || !strings.Contains(stderr, `MCP server gone: cannot start "flowrun-no-such-mcp-server": not found in PATH`) {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+}

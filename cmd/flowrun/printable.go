@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -117,13 +116,6 @@ func registerSecrets(p *dsl.Pipeline) {
 		for _, name := range q.Env {
 			if secretName(name) {
 				redact.Add(os.Getenv(name))
-			}
-		}
-		for _, s := range q.MCP {
-			for _, v := range append(slices.Clone(s.Env), s.Headers...) {
-				if v.FromEnv != "" {
-					redact.Add(os.Getenv(v.FromEnv))
-				}
 			}
 		}
 	}
