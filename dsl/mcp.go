@@ -93,7 +93,14 @@ func (f *file) decodeMCP(n *yaml.Node) {
 			}
 		}
 		f.p.MCP[s.Name] = s
-		if f.l.opts.ListMCP == nil || (s.Command == "" && s.URL == "") {
+		switch {
+		case s.Command != "" && s.URL != "":
+			f.l.errorf(s.Pos, "mcp server %q: give command: (a program speaking MCP on stdin/stdout) or url: (a Streamable HTTP endpoint), not both", s.Name)
+			continue
+		case s.Command == "" && s.URL == "":
+			f.l.errorf(s.Pos, "mcp server %q: give command: (a program speaking MCP on stdin/stdout) or url: (a Streamable HTTP endpoint)", s.Name)
+			continue
+		case f.l.opts.ListMCP == nil:
 			continue
 		}
 		tools, err := f.l.opts.ListMCP(s)
@@ -141,7 +148,7 @@ func (f *file) checkMCPTool(at *yaml.Node, label, name string, glob bool) {
 			names[i] = s.Name + "." + t.Name
 		}
 		sort.Strings(names)
-		f.l.errorf(f.pos(at), "%s: MCP server %s has no tool %q%s (it lists %d tools; see flowrun validate --refresh-mcp if it changed)", label, s.Name, tool, Suggest(name, names), len(tools))
+		f.l.errorf(f.pos(at), "%s: MCP server %s has no tool %q%s (its listing has %d tools; flowrun validate --refresh-mcp lists them again)", label, s.Name, tool, Suggest(name, names), len(tools))
 	}
 }
 
