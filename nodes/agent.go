@@ -235,9 +235,9 @@ func (r *agentRun) runCalls(ctx context.Context, step int, calls []llm.ToolCall)
 			reply = map[string]any{"error": ev.Error}
 		default:
 			seen[tc.Name]++
-			at := callSite{dir: fmt.Sprintf("%s[%d]/", r.n.ID, step), name: tc.Name}
+			at := callSite{dir: fmt.Sprintf("%s[%d]/", r.n.ID, step), name: ev.Name}
 			if count[tc.Name] > 1 {
-				at.name = fmt.Sprintf("%s[%d]", tc.Name, seen[tc.Name])
+				at.name = fmt.Sprintf("%s[%d]", ev.Name, seen[tc.Name])
 			}
 			result, err := t.run(ctx, r.s, at, args)
 			if m, ok := result.(mcpReply); ok {

@@ -134,7 +134,7 @@ func TestMCPAgentCallsRealServersAndReplaysOffline(t *testing.T) {
 	if strings.Contains(shown, mcpSecret) || strings.Contains(stdout, mcpSecret) {
 		t.Errorf("the secret reached the run's events or outputs")
 	}
-	for _, want := range []string{"mcp_tools:", "tool: fs.read_text_file", "tool: every.get-sum"} {
+	for _, want := range []string{"mcp_tools:", "node: solve[1]/fs.read_text_file", "tool: fs.read_text_file", "node: solve[2]/every.get-sum", "tool: every.get-sum"} {
 		if !strings.Contains(string(rec), want) {
 			t.Errorf("cassette lacks %q", want)
 		}
