@@ -284,3 +284,39 @@ nodes:
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 }
+
+// An MCP call is traced like any tool: an execute_tool span named after
+// server.tool, with its arguments and result.
+func TestMCPCallIsTraced(t *testing.T) {
+	otelEnv(t)
+	rc, url := startOTLPReceiver(t)
+	srv := llmtest.New(t)
+	t.Setenv("OPENAI_BASE_URL", srv.URL)
+	srv.Push(llmtest.Calls(llmtest.Call("helper__ok", map[string]any{})), llmtest.Text("done"))
+	p := writeFile(t, t.TempDir(), "p.yaml", fmt.Sprintf(`
+version: 1
+name: traced
+models:
+  default: {model: gpt-4.1-mini}
+mcp:
+  helper:
+    command: %q
+    env: {%s: traced}
+nodes:
+  - id: solve
+    agent: {prompt: go, tools: [helper.ok]}
+`, os.Args[0], testMCPServerEnv))
+	if code, _, stderr := flowrun(t, p, "--otel", url); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	spans, _ := rc.take()
+	for _, s := range spans {
+		if s.Name == "execute_tool helper.ok" {
+			if got := spanAttr(s, "gen_ai.tool.call.result").GetStringValue(); got != `"fine"` {
+				t.Errorf("the span's result is %q", got)
+			}
+			return
+		}
+	}
+	t.Errorf("no execute_tool helper.ok span among %d spans", len(spans))
+}
