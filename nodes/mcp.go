@@ -55,7 +55,7 @@ func (svc *Services) mcpListing(ctx context.Context, s *dsl.MCPServer) ([]llm.To
 		return nil, runtime.Errorf(errclass.Critical, "replay: the cassette has no tool listing of MCP server %s; record the run again with --record", s.Name)
 	}
 	if svc.MCP == nil {
-		return nil, runtime.Errorf(errclass.Critical, "MCP server %s: MCP servers are not available here", s.Name)
+		return nil, noServers(s)
 	}
 	tools, err := svc.MCP.Tools(ctx, s)
 	if err != nil {
@@ -125,7 +125,7 @@ func (svc *Services) callMCP(ctx context.Context, sc *runtime.Scope, s *dsl.MCPS
 		return &mcpclient.Result{Value: c.Value, Images: c.Images, Error: c.Error}, nil
 	}
 	if svc.MCP == nil {
-		return nil, runtime.Errorf(errclass.Critical, "MCP server %s: MCP servers are not available here", s.Name)
+		return nil, noServers(s)
 	}
 	res, err := svc.MCP.Call(ctx, s, tool, args)
 	var died *mcpclient.ServerDiedError
@@ -139,6 +139,12 @@ func (svc *Services) callMCP(ctx context.Context, sc *runtime.Scope, s *dsl.MCPS
 		record.RecordMCP(llm.MCPCall{Node: at, Tool: full, Args: args, Value: res.Value, Images: res.Images, Error: res.Error})
 	}
 	return res, nil
+}
+
+// noServers is the error where flowrun starts no MCP server (flowrun
+// test): only a cassette can answer.
+func noServers(s *dsl.MCPServer) error {
+	return runtime.Errorf(errclass.Critical, "MCP server %s: no MCP server is started here; answer its tools from a cassette recorded with flowrun run --record (in a test case: cassette: FILE)", s.Name)
 }
 
 // serverDied reports whether a tool's error is its MCP server dying,

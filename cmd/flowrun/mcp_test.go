@@ -320,3 +320,37 @@ nodes:
 	}
 	t.Errorf("no execute_tool helper.ok span among %d spans", len(spans))
 }
+
+// In flowrun test a tool node calling an MCP tool takes a mock like any
+// tool node, and one without a mock or cassette fails the case saying how
+// to answer it; no server starts either way.
+func TestMCPToolNodeInFlowrunTest(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "p.yaml", `
+version: 1
+name: mocked
+mcp:
+  gone: {command: flowrun-no-such-mcp-server}
+nodes:
+  - id: call
+    tool: {name: gone.search, args: {q: '"x"'}}
+outputs:
+  hits: nodes.call.hits
+`)
+	tf := writeFile(t, dir, "p.test.yaml", `
+cases:
+  - name: mocked
+    mocks:
+      call: {output: {hits: 3}}
+    expect:
+      outputs: {hits: 3}
+  - name: unmocked
+    expect:
+      status: completed
+`)
+	code, stdout, stderr := flowrun(t, "test", tf)
+	if code != exitFailed || !strings.Contains(stdout+stderr, "1 passed, 1 failed") ||
+		!strings.Contains(stdout+stderr, "no MCP server is started here; answer its tools from a cassette recorded with flowrun run --record (in a test case: cassette: FILE)") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
