@@ -92,7 +92,7 @@ func (svc *Services) mcpTool(s *dsl.MCPServer, spec llm.ToolSpec) *tool {
 		wire.Parameters = noParameters
 	}
 	return &tool{spec: wire, name: name, run: func(ctx context.Context, sc *runtime.Scope, at callSite, args map[string]any) (any, error) {
-		if err := sc.CountStep("MCP tool call " + name); err != nil {
+		if err := sc.CountStep(ctx, "MCP tool call "+name); err != nil {
 			return nil, err
 		}
 		res, err := svc.callMCP(ctx, sc, s, spec.Name, sc.Path(at.dir+at.name), args)

@@ -352,8 +352,10 @@ func stopCheck(ctx context.Context) error {
 }
 
 // CountStep counts a step that is not a node, an MCP tool call, toward
-// limits.max_steps, and stops the run past it.
-func (s *Scope) CountStep(what string) error {
+// limits.max_steps (and in the checkpoint of the node making it, so that a
+// resumed run counts it again), and stops the run past the limit.
+func (s *Scope) CountStep(ctx context.Context, what string) error {
+	countStep(ctx)
 	if step := s.run.steps.Add(1); s.run.maxSteps > 0 && step > s.run.maxSteps {
 		return &StopError{Reason: fmt.Sprintf("limits.max_steps (%d) reached before %s", s.run.maxSteps, what)}
 	}
