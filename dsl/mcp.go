@@ -73,7 +73,8 @@ func (f *file) decodeMCP(n *yaml.Node) {
 	f.p.MCP = map[string]*MCPServer{}
 	f.p.MCPTools = map[string][]MCPTool{}
 	for _, kv := range pairs(n) {
-		s := &MCPServer{Name: kv[0].Value, Pos: f.pos(kv[0]), Timeout: DefaultMCPTimeout, Dir: f.dir}
+		dir, _ := filepath.Abs(f.dir)
+		s := &MCPServer{Name: kv[0].Value, Pos: f.pos(kv[0]), Timeout: DefaultMCPTimeout, Dir: dir}
 		v := kv[1]
 		s.Command, _ = str(valueOf(v, "command"))
 		s.URL, _ = str(valueOf(v, "url"))
@@ -83,7 +84,10 @@ func (f *file) decodeMCP(n *yaml.Node) {
 			}
 		}
 		if cwd, ok := str(valueOf(v, "cwd")); ok {
-			s.Dir = filepath.Join(f.dir, cwd)
+			s.Dir = cwd
+			if !filepath.IsAbs(cwd) {
+				s.Dir = filepath.Join(dir, cwd)
+			}
 		}
 		s.Env = f.mcpValues(valueOf(v, "env"))
 		s.Headers = f.mcpValues(valueOf(v, "headers"))

@@ -24,17 +24,17 @@ type Pipeline struct {
 	Memories    map[string]*Memory
 	Tools       map[string]*Tool
 	HTTPGet     *HTTPGet // nil: the built-in http_get tool is off
+	Env         []string
+	State       []StateVar // in file order
+	Limits      Limits
+	Sandbox     SandboxDefaults
+	Nodes       Block
+	Outputs     []*Output // in file order
+	Score       *Score    // nil: no score: section
 	MCP         map[string]*MCPServer
 	// MCPTools are the servers' tool listings, by server name, when the
 	// load listed them (Options.ListMCP).
 	MCPTools map[string][]MCPTool
-	Env      []string
-	State    []StateVar // in file order
-	Limits   Limits
-	Sandbox  SandboxDefaults
-	Nodes    Block
-	Outputs  []*Output // in file order
-	Score    *Score    // nil: no score: section
 	// Files reads the files the pipeline names (prompts, schemas, called
 	// pipelines, read_file, render, images): relative to Dir, never outside
 	// the directory of the pipeline that was run, at most limits.max_file_kb
