@@ -90,3 +90,21 @@ func TestMCPCrashingServerFailsTheRun(t *testing.T) {
 	}
 	serverGone(t, token)
 }
+
+// The npm servers a run starts (node processes) are gone when it ends.
+func TestMCPRealServersLeaveNoProcess(t *testing.T) {
+	every, fsBin := everythingBin(t), filesystemBin(t)
+	files := t.TempDir()
+	notes := writeFile(t, files, "notes.txt", "hello from disk")
+	t.Setenv("FLOWRUN_MCP_TEST_TOKEN", mcpSecret)
+	p := writeFile(t, t.TempDir(), "agent.yaml", fmt.Sprintf(mcpAgentPipeline, every, fsBin, files))
+	srv := llmtest.New(t)
+	useModel(t, srv)
+	scriptMCPAgent(srv, notes)
+	if code, _, stderr := flowrun(t, p); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	proctest.WaitGone(t, "the MCP servers the run started", func(p proctest.Process) bool {
+		return p.HasEnv("API_TOKEN="+mcpSecret) || p.Mentions(files)
+	})
+}
