@@ -247,7 +247,7 @@ func (ps *pipelineServer) result(req *mcp.CallToolRequest, p *dsl.Pipeline, res 
 	case runtime.StatusStopped:
 		return toolError(fmt.Sprintf("run %s stopped: %s (continue it with flowrun resume %s)", res.RunID, res.Reason, res.RunID))
 	}
-	return toolError(fmt.Sprintf("run %s failed: %v", res.RunID, res.Err))
+	return toolError(fmt.Sprintf("run %s failed: %v (after fixing the cause, continue it with flowrun resume %s)", res.RunID, res.Err, res.RunID))
 }
 
 func clientElicits(ss *mcp.ServerSession) bool {
