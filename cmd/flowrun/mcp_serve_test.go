@@ -248,3 +248,11 @@ func TestMCPServeToInspectorCLI(t *testing.T) {
 		t.Errorf("tools/call counter: %v\n%s", err, out)
 	}
 }
+
+// flowrun serves MCP over HTTP on this machine only.
+func TestMCPServeHTTPRefusesANonLoopbackAddress(t *testing.T) {
+	code, _, stderr := flowrun(t, "mcp", "serve", "../../pipelines", "--http", "0.0.0.0:8765")
+	if code != exitInvalid || !strings.Contains(stderr, "--http 0.0.0.0:8765: give a loopback address such as 127.0.0.1:8765") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+}
