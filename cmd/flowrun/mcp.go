@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"gopkg.in/yaml.v3"
@@ -393,7 +394,7 @@ func serveMCPHTTP(ctx context.Context, server *mcp.Server, addr string, stderr i
 	}
 	token := newToken()
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
-	srv := &http.Server{Handler: requireToken(token, handler)}
+	srv := &http.Server{Handler: requireToken(token, handler), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "flowrun mcp serve: Streamable HTTP on http://%s/ (send the header Authorization: Bearer %s)\n", ln.Addr(), token)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
