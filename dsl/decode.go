@@ -66,6 +66,7 @@ func (f *file) decode() {
 		p.Memories[m.Name] = m
 	}
 	f.decodeHTTPGet(valueOf(root, "http_get"))
+	f.decodeMCP(valueOf(root, "mcp"))
 	f.decodeTools(valueOf(root, "tools"))
 
 	if k, _ := get(root, "nodes"); k == nil && valueOf(root, "outputs") == nil {

@@ -69,7 +69,7 @@ func init() {
       ]
     },
     "tools": {
-      "description": "Names of the tools the agent may call (built-in or declared under \u0060tools:\u0060).",
+      "description": "Names of the tools the agent may call: built-in, declared under \u0060tools:\u0060, or an MCP server's as \u0060server.tool\u0060 (\u0060server.*\u0060 for all of its tools).",
       "type": "array",
       "items": {
         "type": "string"
@@ -125,7 +125,10 @@ func (f *file) agent(label string, v *yaml.Node, sc scope) *Agent {
 		}
 		a.Tools = append(a.Tools, name)
 		decl, declared := f.p.Tools[name]
+		_, _, isMCP := f.p.MCPToolName(name)
 		switch {
+		case isMCP:
+			f.checkMCPTool(t, label, name, true)
 		case !declared && !slices.Contains(builtinTools, name):
 			f.l.errorf(f.pos(t), "%s: unknown tool %q%s; declare it under tools: (built in: %s)", label, name, Suggest(name, f.toolNames()), strings.Join(builtinTools, ", "))
 		case declared && decl.Pipeline == nil && decl.LLM == nil:
@@ -156,6 +159,11 @@ func (f *file) toolNames() []string {
 	names := slices.Clone(builtinTools)
 	for n := range f.p.Tools {
 		names = append(names, n)
+	}
+	for server, tools := range f.p.MCPTools {
+		for _, t := range tools {
+			names = append(names, server+"."+t.Name)
+		}
 	}
 	sort.Strings(names)
 	return names

@@ -57,7 +57,10 @@ func (f *file) toolCall(label string, v *yaml.Node, sc scope) *ToolCall {
 	t.Name, _ = str(nn)
 	if nn != nil && t.Name != "" {
 		decl, declared := f.p.Tools[t.Name]
+		_, _, isMCP := f.p.MCPToolName(t.Name)
 		switch {
+		case isMCP:
+			f.checkMCPTool(nn, label, t.Name, false)
 		case !declared && !slices.Contains(builtinTools, t.Name):
 			f.l.errorf(f.pos(nn), "%s: unknown tool %q%s", label, t.Name, Suggest(t.Name, f.toolNames()))
 		case declared && decl.Pipeline == nil && decl.LLM == nil:

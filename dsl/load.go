@@ -37,8 +37,21 @@ func Load(path string) (*Pipeline, Diagnostics) {
 // LoadSource is Load for a file whose bytes are already read. Relative
 // references resolve against the directory of path.
 func LoadSource(path string, src []byte) (*Pipeline, Diagnostics) {
+	return load(path, src, Options{})
+}
+
+// LoadWith is Load with options: validate lists MCP servers' tools.
+func LoadWith(path string, opts Options) (*Pipeline, Diagnostics) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, Diagnostics{{Pos: Pos{File: path}, Message: fileError(err)}}
+	}
+	return load(path, src, opts)
+}
+
+func load(path string, src []byte, opts Options) (*Pipeline, Diagnostics) {
 	root, _ := filepath.Abs(filepath.Dir(path))
-	l := &loader{root: root, loaded: map[string]*Pipeline{}, sources: map[string][]string{}, read: map[string]string{}}
+	l := &loader{root: root, opts: opts, loaded: map[string]*Pipeline{}, sources: map[string][]string{}, read: map[string]string{}}
 	p := l.load(path, src, nil)
 	if p != nil {
 		p.Sources, p.Hash = l.bundle()
@@ -91,6 +104,7 @@ type loader struct {
 	loaded  map[string]*Pipeline // absolute path -> compiled pipeline
 	stack   []string             // absolute paths being loaded, to catch call cycles
 	read    map[string]string    // every file read, by Source.Path
+	opts    Options
 }
 
 // clamp moves a position past the last line, where yaml.v3 puts the end of

@@ -24,6 +24,9 @@ func pipelineOutputs(p *Pipeline) *Type {
 
 // toolResult is the type of what a tool returns.
 func toolResult(p *Pipeline, name string) *Type {
+	if t, ok := mcpToolResult(p, name); ok {
+		return t
+	}
 	if t := p.Tools[name]; t != nil {
 		switch {
 		case t.Pipeline != nil:

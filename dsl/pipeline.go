@@ -31,6 +31,10 @@ type Pipeline struct {
 	Nodes       Block
 	Outputs     []*Output // in file order
 	Score       *Score    // nil: no score: section
+	MCP         map[string]*MCPServer
+	// MCPTools are the servers' tool listings, by server name, when the
+	// load listed them (Options.ListMCP).
+	MCPTools map[string][]MCPTool
 	// Files reads the files the pipeline names (prompts, schemas, called
 	// pipelines, read_file, render, images): relative to Dir, never outside
 	// the directory of the pipeline that was run, at most limits.max_file_kb

@@ -147,6 +147,10 @@ func (r *resolver) checkBlock(b Block) {
 				want, got := TypeFromSchema(t.Parameters), r.valueType(n.Tool().Args)
 				r.checkArgs(label, n.Tool().Name, n.Tool().Args, want, got)
 			}
+			if t := r.f.p.MCPTool(n.Tool().Name); t != nil && t.InputSchema != nil {
+				want, got := TypeFromSchema(t.InputSchema), r.valueType(n.Tool().Args)
+				r.checkArgs(label, n.Tool().Name, n.Tool().Args, want, got)
+			}
 		}
 		for _, c := range Bodies(n) {
 			r.checkBlock(c.Body)

@@ -391,3 +391,36 @@ func describeKind(t *Type) string {
 	}
 	return fmt.Sprintf("a %s", t)
 }
+
+// SchemaOf is a JSON schema that every value of t satisfies, for
+// describing a pipeline's outputs to others (MCP clients).
+func SchemaOf(t *Type) map[string]any {
+	if t == nil {
+		return map[string]any{}
+	}
+	switch t.Kind {
+	case TypeNull:
+		return map[string]any{"type": "null"}
+	case TypeBool:
+		return map[string]any{"type": "boolean"}
+	case TypeInt:
+		return map[string]any{"type": "integer"}
+	case TypeFloat:
+		return map[string]any{"type": "number"}
+	case TypeString:
+		return map[string]any{"type": "string"}
+	case TypeList:
+		return map[string]any{"type": "array", "items": SchemaOf(t.Elem)}
+	case TypeObject:
+		props := map[string]any{}
+		for _, f := range t.Fields {
+			props[f.Name] = SchemaOf(f.Type)
+		}
+		s := map[string]any{"type": "object", "properties": props}
+		if !t.Open {
+			s["additionalProperties"] = false
+		}
+		return s
+	}
+	return map[string]any{}
+}

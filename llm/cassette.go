@@ -32,11 +32,16 @@ type Cassette struct {
 	// served counts, per key and hash, how many entries were handed out
 	// (replay) or written (record).
 	served map[string]int
+	// mcp and mcpTools are the MCP tool calls and listings (cassette_mcp.go).
+	mcp      []*MCPCall
+	mcpTools []*MCPListing
 }
 
 type cassetteFile struct {
-	Version int      `yaml:"version"`
-	Entries []*entry `yaml:"entries"`
+	Version  int           `yaml:"version"`
+	Entries  []*entry      `yaml:"entries"`
+	MCPTools []*MCPListing `yaml:"mcp_tools,omitempty"`
+	MCP      []*MCPCall    `yaml:"mcp,omitempty"`
 }
 
 // entry is one recorded exchange. The request shows what was sent (images
@@ -95,14 +100,20 @@ func LoadCassette(path string) (*Cassette, error) {
 		e.seq = i
 		c.entries = append(c.entries, e)
 	}
+	for i, m := range f.MCP {
+		if m == nil || m.Node == "" || m.Tool == "" {
+			return nil, fmt.Errorf("cassette %s: mcp call %d: needs node: and tool:", path, i+1)
+		}
+	}
+	c.mcp, c.mcpTools = f.MCP, f.MCPTools
 	return c, nil
 }
 
-// Len is the number of entries.
+// Len is the number of entries, MCP calls included.
 func (c *Cassette) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.entries)
+	return len(c.entries) + len(c.mcp)
 }
 
 // WriteFile writes the cassette as YAML, entries sorted by node path,
@@ -129,7 +140,8 @@ func (c *Cassette) WriteFile(path string) error {
 	buf.WriteString("# flowrun cassette: model exchanges recorded with --record, answered by --replay.\n")
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(cassetteFile{Version: cassetteVersion, Entries: entries}); err != nil {
+	calls, listings := c.sortedMCP()
+	if err := enc.Encode(cassetteFile{Version: cassetteVersion, Entries: entries, MCPTools: listings, MCP: calls}); err != nil {
 		return fmt.Errorf("cassette: %w", err)
 	}
 	if err := enc.Close(); err != nil {

@@ -104,6 +104,10 @@ func New(opts Options) *Client {
 	return c
 }
 
+// Cassettes are the cassettes the client records into and replays from
+// (nil when not set): MCP tool calls are recorded beside model exchanges.
+func (c *Client) Cassettes() (record, replay *Cassette) { return c.opts.Record, c.opts.Replay }
+
 // Complete sends req and returns the model's answer. On error the
 // Response is still returned when tokens were spent (an invalid_output
 // failure after repair turns, or a turn failing after earlier ones), so

@@ -42,7 +42,7 @@ func (k agentNode) CheckNode(_ *dsl.Pipeline, n *dsl.Node) error {
 
 func (k agentNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
 	a := n.Agent()
-	tools, err := k.svc.agentTools(s.Pipeline(), a)
+	tools, err := k.svc.agentTools(ctx, s.Pipeline(), a)
 	if err != nil {
 		return runtime.Outcome{}, err
 	}
@@ -215,9 +215,13 @@ func (r *agentRun) runCalls(ctx context.Context, step int, calls []llm.ToolCall)
 		count[tc.Name]++
 	}
 	seen := map[string]int{}
+	var images []string
 	for _, tc := range calls {
 		t, args := r.tools[tc.Name], tc.Args.(map[string]any)
 		ev := runtime.ToolCall{Name: tc.Name, Args: args}
+		if t.name != "" {
+			ev.Name = t.name
+		}
 		start := time.Now()
 		var reply any
 		switch {
@@ -231,13 +235,16 @@ func (r *agentRun) runCalls(ctx context.Context, step int, calls []llm.ToolCall)
 			reply = map[string]any{"error": ev.Error}
 		default:
 			seen[tc.Name]++
-			at := callSite{dir: fmt.Sprintf("%s[%d]/", r.n.ID, step), name: tc.Name}
+			at := callSite{dir: fmt.Sprintf("%s[%d]/", r.n.ID, step), name: ev.Name}
 			if count[tc.Name] > 1 {
-				at.name = fmt.Sprintf("%s[%d]", tc.Name, seen[tc.Name])
+				at.name = fmt.Sprintf("%s[%d]", ev.Name, seen[tc.Name])
 			}
 			result, err := t.run(ctx, r.s, at, args)
+			if m, ok := result.(mcpReply); ok {
+				result, images = m.value, append(images, m.images...)
+			}
 			if err != nil {
-				if stopping(ctx, err) {
+				if stopping(ctx, err) || serverDied(err) {
 					return nil, err
 				}
 				ev.Error = err.Error()
@@ -252,6 +259,11 @@ func (r *agentRun) runCalls(ctx context.Context, step int, calls []llm.ToolCall)
 			content, _ = json.Marshal(map[string]any{"error": fmt.Sprintf("the result of %s cannot be written as JSON: %v", tc.Name, err)})
 		}
 		r.c.add(llm.Message{Role: llm.RoleTool, ToolCallID: tc.ID, Text: string(content)})
+	}
+	if len(images) > 0 {
+		// Tool messages carry text only: the images a tool returned
+		// follow the turn's answers, as the model would see a user's.
+		r.c.add(llm.Message{Role: llm.RoleUser, Text: "Images returned by the tool calls above:", Images: images})
 	}
 	return finish, nil
 }

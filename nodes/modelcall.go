@@ -10,6 +10,7 @@ import (
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llmconf"
+	"github.com/flowrun/flowrun/mcpclient"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
 )
@@ -26,6 +27,9 @@ type Services struct {
 	// Sandbox runs code nodes and the python_execute tool; without it they
 	// are not available.
 	Sandbox *sandbox.Sandbox
+	// MCP connects to the pipeline's MCP servers, starting each at its
+	// first call; without it only a replayed cassette answers MCP tools.
+	MCP *mcpclient.Sessions
 }
 
 // conversation is one node's exchange with a model: the messages sent

@@ -19,7 +19,7 @@ func (k toolNode) CheckNode(_ *dsl.Pipeline, n *dsl.Node) error {
 }
 
 func (k toolNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	t, err := k.svc.lookupTool(s.Pipeline(), n.Tool().Name)
+	t, err := k.svc.lookupTool(ctx, s.Pipeline(), n.Tool().Name)
 	if err != nil {
 		return runtime.Outcome{}, err
 	}
@@ -44,5 +44,8 @@ func (k toolNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (r
 		return runtime.Outcome{}, runtime.Errorf(errclass.Critical, "args do not match tool %q's parameters: %v", n.Tool().Name, err)
 	}
 	out, err := t.run(ctx, s, callSite{name: n.ID}, args)
+	if r, ok := out.(mcpReply); ok {
+		out = r.value
+	}
 	return runtime.Outcome{Output: out}, err
 }

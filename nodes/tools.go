@@ -24,6 +24,7 @@ import (
 // tool has no run: the model's call to it is the agent's answer.
 type tool struct {
 	spec       llm.ToolSpec
+	name       string // as the pipeline names it, when not spec.Name (MCP tools)
 	finish     bool
 	needsModel bool // an llm tool
 	run        func(ctx context.Context, s *runtime.Scope, at callSite, args map[string]any) (any, error)
@@ -57,7 +58,7 @@ var noParameters = map[string]any{"type": "object", "properties": map[string]any
 // agentTools resolves the agent's tools and finish tools, declared in p or
 // built in, in the order the agent lists them (a name listed twice is
 // offered once).
-func (svc *Services) agentTools(p *dsl.Pipeline, a *dsl.Agent) ([]*tool, error) {
+func (svc *Services) agentTools(ctx context.Context, p *dsl.Pipeline, a *dsl.Agent) ([]*tool, error) {
 	var out []*tool
 	seen := map[string]*tool{}
 	add := func(name string, finish bool) error {
@@ -65,7 +66,20 @@ func (svc *Services) agentTools(p *dsl.Pipeline, a *dsl.Agent) ([]*tool, error) 
 			t.finish = t.finish || finish
 			return nil
 		}
-		t, err := svc.lookupTool(p, name)
+		if s, tool, ok := p.MCPToolName(name); ok {
+			ts, err := svc.mcpTools(ctx, s, tool)
+			if err != nil {
+				return err
+			}
+			for _, t := range ts {
+				if seen[t.spec.Name] == nil {
+					seen[t.spec.Name] = t
+					out = append(out, t)
+				}
+			}
+			return nil
+		}
+		t, err := svc.lookupTool(ctx, p, name)
 		if err != nil {
 			return err
 		}
@@ -90,7 +104,14 @@ func (svc *Services) agentTools(p *dsl.Pipeline, a *dsl.Agent) ([]*tool, error) 
 	return out, nil
 }
 
-func (svc *Services) lookupTool(p *dsl.Pipeline, name string) (*tool, error) {
+func (svc *Services) lookupTool(ctx context.Context, p *dsl.Pipeline, name string) (*tool, error) {
+	if s, tool, ok := p.MCPToolName(name); ok {
+		ts, err := svc.mcpTools(ctx, s, tool)
+		if err != nil {
+			return nil, err
+		}
+		return ts[0], nil
+	}
 	if err := svc.checkTool(name); err != nil {
 		return nil, runtime.Errorf(errclass.SandboxUnavailable, "%w", err)
 	}

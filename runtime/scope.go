@@ -351,6 +351,17 @@ func stopCheck(ctx context.Context) error {
 	return &StopError{Reason: "cancelled"}
 }
 
+// CountStep counts a step that is not a node, an MCP tool call, toward
+// limits.max_steps (and in the checkpoint of the node making it, so that a
+// resumed run counts it again), and stops the run past the limit.
+func (s *Scope) CountStep(ctx context.Context, what string) error {
+	countStep(ctx)
+	if step := s.run.steps.Add(1); s.run.maxSteps > 0 && step > s.run.maxSteps {
+		return &StopError{Reason: fmt.Sprintf("limits.max_steps (%d) reached before %s", s.run.maxSteps, what)}
+	}
+	return nil
+}
+
 // runNode runs one node with its policies and returns where to go next.
 func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 	if err := stopCheck(ctx); err != nil {

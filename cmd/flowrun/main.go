@@ -59,6 +59,8 @@ Usage:
   flowrun sandbox export [-o FILE]  write it as one archive for another machine
   flowrun sandbox status            what the code sandbox has installed
   flowrun cache stats|clear         the response cache: its size, or empty it
+  flowrun mcp serve [DIR] [--http ADDR]
+                                    serve every pipeline under DIR as an MCP tool
 
 Runs are kept in .flowrun/flowrun.db (--store PATH or FLOWRUN_STORE to change).
 RUN is a run id, an unambiguous prefix of one, or last (the newest run).
@@ -126,6 +128,8 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return batchCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "cache":
 		return cacheCmd(ctx, args[1:], stdout, stderr)
+	case "mcp":
+		return mcpCmd(ctx, args[1:], stdin, stdout, stderr)
 	}
 	if strings.HasPrefix(args[0], "-") {
 		fmt.Fprintf(stderr, "flowrun: unknown flag %s before a command or file; see flowrun --help\n", args[0])

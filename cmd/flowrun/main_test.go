@@ -260,6 +260,9 @@ func TestReadmeDiagnosticIsReal(t *testing.T) {
 // that tests can run it as a real subprocess (and kill it).
 func TestMain(m *testing.M) {
 	sandbox.WorkerMain()
+	if os.Getenv(testMCPServerEnv) != "" {
+		testMCPServerMain()
+	}
 	arc.Register()
 	if os.Getenv("FLOWRUN_TEST_AS_CLI") == "1" {
 		os.Exit(command(os.Args[1:]))

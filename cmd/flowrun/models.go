@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/mcpclient"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
@@ -99,6 +100,7 @@ func startModels(p *dsl.Pipeline, f *modelFlags, stderr io.Writer) (*modelSessio
 	}
 	ms.svc.LLM = llm.New(opts)
 	ms.svc.Sandbox = sandbox.New(sandbox.Options{})
+	ms.svc.MCP = &mcpclient.Sessions{}
 	return ms, nil
 }
 
@@ -129,9 +131,10 @@ func needsEndpoint(p *dsl.Pipeline) bool {
 // useStore lets the model client answer from, and fill, st's response cache.
 func (ms *modelSession) useStore(st *store.Store) { ms.svc.LLM.UseCache(st) }
 
-// finish stops the sandbox's workers and writes the recorded cassette, if any.
+// finish stops the sandbox's workers and the MCP servers, and writes the recorded cassette, if any.
 func (ms *modelSession) finish(stderr io.Writer) {
 	ms.svc.Sandbox.Close()
+	ms.svc.MCP.Close()
 	if ms.traces != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -57,34 +57,62 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "flowrun: %v\n", err)
 		return exitInvalid
 	}
-	ms, err := startModels(p, &mf, stderr)
+	live := liveView(*asJSON, stderr)
+	res, err := startRun(ctx, p, inputs, launch{models: &mf, store: *storePath, sink: progressSink(*asJSON, stdout, live),
+		onDelta: live.onDelta(), human: newHuman(hf, stdin, stderr), maxLoops: hf.maxLoops}, stderr)
+	var setup *setupError
+	if errors.As(err, &setup) {
+		fmt.Fprintf(stderr, "flowrun: %v\n", setup.err)
+		return setup.code
+	}
+	return report(res, err, *asJSON, stdout, stderr)
+}
+
+// launch is what starting a run takes besides the pipeline and its
+// inputs: flowrun run and flowrun mcp serve start runs the same way.
+type launch struct {
+	models   *modelFlags
+	store    string
+	sink     runtime.EventSink
+	onDelta  func(path, text string)
+	human    runtime.Human
+	maxLoops int
+}
+
+// setupError is a run that could not start, with the exit code it gives.
+type setupError struct {
+	code int
+	err  error
+}
+
+func (e *setupError) Error() string { return e.err.Error() }
+func (e *setupError) Unwrap() error { return e.err }
+
+// startRun checks that p can run here with inputs, then runs it as a
+// durable run in the store. The model client, sandbox and MCP servers it
+// starts end with it.
+func startRun(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, l launch, stderr io.Writer) (*runtime.Result, error) {
+	ms, err := startModels(p, l.models, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "flowrun: %v\n", err)
-		return exitInvalid
+		return nil, &setupError{exitInvalid, err}
 	}
 	defer ms.finish(stderr)
-	live := liveView(*asJSON, stderr)
-	ms.svc.OnDelta = live.onDelta()
+	ms.svc.OnDelta = l.onDelta
 	kinds := nodes.Kinds(ms.svc)
 	if err := kinds.Check(p); err != nil {
-		fmt.Fprintf(stderr, "flowrun: %v\n", err)
-		return exitFailed
+		return nil, &setupError{exitFailed, err}
 	}
 	if _, err := runtime.PrepareInputs(p, inputs); err != nil {
-		fmt.Fprintf(stderr, "flowrun: %v\n", err)
-		return exitInvalid
+		return nil, &setupError{exitInvalid, err}
 	}
-	st, err := store.Open(*storePath)
+	st, err := store.Open(l.store)
 	if err != nil {
-		fmt.Fprintf(stderr, "flowrun: %v\n", err)
-		return exitFailed
+		return nil, &setupError{exitFailed, err}
 	}
 	defer st.Close()
 	ms.useStore(st)
-	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: ms.withTraces(progressSink(*asJSON, stdout, live)),
-		Human: newHuman(hf, stdin, stderr), MaxLoops: hf.maxLoops}
-	res, err := runner.Start(ctx, p, inputs)
-	return report(res, err, *asJSON, stdout, stderr)
+	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: ms.withTraces(l.sink), Human: l.human, MaxLoops: l.maxLoops}
+	return runner.Start(ctx, p, inputs)
 }
 
 func storeFlag(fs *flag.FlagSet) *string {

@@ -87,7 +87,6 @@ func storeError(err error, stderr io.Writer) int {
 }
 
 func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	finish := func(io.Writer) {}
 	fs := newFlagSet("resume", "flowrun resume RUN [--from SNAPSHOT|CHECKPOINT] [--allow-changed] [--json]\n\nContinues a run from its last checkpoint; finished nodes are not run again.\nWith --from, forks: a new run continues from that snapshot or checkpoint\nand the original is left untouched.")
 	from := fs.String("from", "", "fork from this snapshot `label` or checkpoint number")
 	allow := fs.Bool("allow-changed", false, "resume even if the pipeline file changed since the run started")
@@ -134,21 +133,8 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		human.next = &laterAnswer{values: answers, file: *answerFile}
 	}
 	live := liveView(*asJSON, stderr)
-	shown := &fanout{progressSink(*asJSON, stdout, live)}
-	runner := &durable.Runner{Store: st, Sink: shown, Human: human, MaxLoops: hf.maxLoops,
-		Services: func(p *dsl.Pipeline) (runtime.Registry, error) {
-			ms, err := startModels(p, &mf, stderr)
-			if err != nil {
-				return nil, err
-			}
-			ms.svc.OnDelta = live.onDelta()
-			ms.useStore(st)
-			ms.traceInto(shown)
-			finish = ms.finish
-			return nodes.Kinds(ms.svc), nil
-		}}
-	res, err := runner.Resume(ctx, prev.ID, durable.ResumeOptions{From: *from, AllowChanged: *allow})
-	finish(stderr)
+	res, err := resumeRun(ctx, st, prev.ID, durable.ResumeOptions{From: *from, AllowChanged: *allow},
+		launch{models: &mf, sink: progressSink(*asJSON, stdout, live), onDelta: live.onDelta(), human: human, maxLoops: hf.maxLoops}, stderr)
 	if res == nil {
 		return storeError(err, stderr)
 	}
@@ -161,6 +147,29 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return exitInvalid
 	}
 	return code
+}
+
+// resumeRun continues (or, with opts.From, forks) a run in st, starting
+// the model client, sandbox and MCP servers for its pipeline as startRun
+// does; they end with it. l.store is not used: st is the store.
+func resumeRun(ctx context.Context, st *store.Store, runID string, opts durable.ResumeOptions, l launch, stderr io.Writer) (*runtime.Result, error) {
+	finish := func(io.Writer) {}
+	shown := &fanout{l.sink}
+	runner := &durable.Runner{Store: st, Sink: shown, Human: l.human, MaxLoops: l.maxLoops,
+		Services: func(p *dsl.Pipeline) (runtime.Registry, error) {
+			ms, err := startModels(p, l.models, stderr)
+			if err != nil {
+				return nil, err
+			}
+			ms.svc.OnDelta = l.onDelta
+			ms.useStore(st)
+			ms.traceInto(shown)
+			finish = ms.finish
+			return nodes.Kinds(ms.svc), nil
+		}}
+	res, err := runner.Resume(ctx, runID, opts)
+	finish(stderr)
+	return res, err
 }
 
 func runsCmd(args []string, stdout, stderr io.Writer) int {

@@ -8,10 +8,12 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/flowtest"
 	"github.com/flowrun/flowrun/graph"
+	"github.com/flowrun/flowrun/mcpclient"
 )
 
 func validateCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("validate", "flowrun validate FILE...\n\nChecks each pipeline against the schema and every semantic rule,\nand prints all problems with file:line:col. Exit 2 on any error.")
+	refreshMCP := fs.Bool("refresh-mcp", false, "list the tools of every MCP server again instead of reading the cached listing")
 	files, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -36,7 +38,8 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 			ok = tf != nil
 		} else {
 			var p *dsl.Pipeline
-			p, ds = dsl.Load(f)
+			lister := &mcpclient.ListingCache{Dir: mcpclient.DefaultListingDir(), Refresh: *refreshMCP}
+			p, ds = dsl.LoadWith(f, dsl.Options{ListMCP: lister.List})
 			ok = p != nil
 		}
 		if len(ds) > 0 {

@@ -1,0 +1,427 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"gopkg.in/yaml.v3"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+const mcpUsage = `flowrun mcp serve [DIR] [--http ADDR]
+
+Serves every pipeline under DIR (default: the current directory) as a tool
+of an MCP server: the tool's name is the pipeline's name, its input schema
+the pipeline's inputs, its output schema the pipeline's typed outputs. A
+call runs the pipeline as a durable run (listed by flowrun runs), sends
+progress notifications, and returns the outputs as structured content.
+Over stdio by default (for Claude Desktop, Cursor and other clients that
+start flowrun); with --http, Streamable HTTP on a loopback address, with a
+bearer token printed on stderr.`
+
+func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "serve" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprintln(stdout, mcpUsage)
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "flowrun mcp: the command is flowrun mcp serve [DIR] [--http ADDR] (see flowrun mcp --help)")
+		return exitInvalid
+	}
+	fset := newFlagSet("mcp serve", mcpUsage)
+	addr := fset.String("http", "", "serve Streamable HTTP on this loopback `address` (such as 127.0.0.1:8765) instead of stdio")
+	storePath := storeFlag(fset)
+	var mf modelFlags
+	mf.register(fset)
+	dirs, code, ok := parseFlags(fset, args[1:], stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(dirs) > 1 {
+		fmt.Fprintln(stderr, "flowrun mcp serve: name one directory")
+		return exitInvalid
+	}
+	dir := "."
+	if len(dirs) == 1 {
+		dir = dirs[0]
+	}
+	ps := &pipelineServer{launch: launch{models: &mf, store: *storePath}, stderr: stderr, key: make([]byte, 32)}
+	_, _ = rand.Read(ps.key)
+	server, err := ps.server(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun mcp serve: %v\n", err)
+		return exitInvalid
+	}
+	if *addr != "" {
+		return serveMCPHTTP(ctx, server, *addr, stderr)
+	}
+	err = server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+		fmt.Fprintf(stderr, "flowrun mcp serve: %v\n", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// pipelineServer answers tool calls by running pipelines.
+type pipelineServer struct {
+	launch launch // models and store; sink and human are per call
+	stderr io.Writer
+	key    []byte     // signs request states (seal)
+	mu     sync.Mutex // serialises what runs write to stderr
+}
+
+// server loads every pipeline under dir and adds each as a tool. A file
+// that does not load is reported on stderr and left out.
+func (ps *pipelineServer) server(dir string) (*mcp.Server, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() && path != dir && strings.HasPrefix(name, ".") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) &&
+			!strings.HasSuffix(name, ".test.yaml") && !strings.HasSuffix(name, ".cassette.yaml") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	server := mcp.NewServer(&mcp.Implementation{Name: "flowrun", Version: "1"}, &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
+	seen := map[string]string{}
+	for _, f := range files {
+		if !looksLikePipeline(f) {
+			continue
+		}
+		p := loadPipeline(f, ps.stderr)
+		if p == nil {
+			fmt.Fprintf(ps.stderr, "flowrun mcp serve: %s is not served: it does not load (above)\n", f)
+			continue
+		}
+		if other, dup := seen[p.Name]; dup {
+			fmt.Fprintf(ps.stderr, "flowrun mcp serve: %s is not served: %s already has the name %q\n", f, other, p.Name)
+			continue
+		}
+		seen[p.Name] = f
+		server.AddTool(pipelineTool(p), ps.handler(p))
+	}
+	if len(seen) == 0 {
+		return nil, fmt.Errorf("no pipeline to serve under %s", dir)
+	}
+	return server, nil
+}
+
+// looksLikePipeline tells a pipeline file from the other YAML files a
+// directory of pipelines holds (data, cassettes, prompts): it has
+// version: and nodes: or outputs: at the top.
+func looksLikePipeline(path string) bool {
+	b, err := readCapped(path)
+	if err != nil {
+		return false
+	}
+	var top map[string]any
+	if yaml.Unmarshal(b, &top) != nil {
+		return false
+	}
+	_, version := top["version"]
+	_, nodes := top["nodes"]
+	_, outputs := top["outputs"]
+	return version && (nodes || outputs)
+}
+
+// pipelineTool describes p as an MCP tool.
+func pipelineTool(p *dsl.Pipeline) *mcp.Tool {
+	props := map[string]any{}
+	required := []any{}
+	for _, in := range p.Inputs {
+		s := map[string]any{}
+		for k, v := range in.Schema {
+			s[k] = v
+		}
+		if in.Description != "" {
+			s["description"] = in.Description
+		}
+		props[in.Name] = s
+		if !in.HasDefault {
+			required = append(required, in.Name)
+		}
+	}
+	outFields := map[string]*dsl.Type{}
+	for _, o := range p.Outputs {
+		outFields[o.Name] = o.Type
+	}
+	out := dsl.SchemaOf(dsl.Object(outFields))
+	out["additionalProperties"] = true
+	description := strings.TrimSpace(p.Description)
+	if description == "" {
+		description = "Runs the flowrun pipeline " + p.Name + "."
+	}
+	return &mcp.Tool{
+		Name:         p.Name,
+		Description:  description,
+		InputSchema:  map[string]any{"type": "object", "properties": props, "required": required},
+		OutputSchema: out,
+	}
+}
+
+// handler runs p for one call, as flowrun run would. When the run waits
+// for a person, the call asks the client's user (MCP elicitation, as an
+// input request) and the client's retry, carrying the answer and the
+// sealed request state, resumes the run with it.
+func (ps *pipelineServer) handler(p *dsl.Pipeline) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		l := ps.launch
+		l.sink = &mcpProgress{ctx: ctx, session: req.Session, token: req.Params.GetProgressToken()}
+		stderr := &lockedWriter{mu: &ps.mu, w: ps.stderr}
+		var res *runtime.Result
+		var err error
+		if req.Params.RequestState != "" {
+			res, err = ps.answer(ctx, req, l, stderr)
+		} else {
+			inputs := map[string]any{}
+			if len(req.Params.Arguments) > 0 {
+				if err := json.Unmarshal(req.Params.Arguments, &inputs); err != nil {
+					return toolError(fmt.Sprintf("the arguments are not a JSON object: %v", err)), nil
+				}
+			}
+			res, err = startRun(ctx, p, inputs, l, stderr)
+		}
+		return ps.result(req, p, res, err), nil
+	}
+}
+
+// inputKey names the one input request a waiting run makes.
+const inputKey = "answer"
+
+// result is what the client gets for a run that ended or waits.
+func (ps *pipelineServer) result(req *mcp.CallToolRequest, p *dsl.Pipeline, res *runtime.Result, err error) *mcp.CallToolResult {
+	var setup *setupError
+	switch {
+	case errors.As(err, &setup):
+		return toolError(setup.err.Error())
+	case res == nil:
+		return toolError(fmt.Sprintf("the run of %s could not start: %v", p.Name, err))
+	}
+	switch res.Status {
+	case runtime.StatusCompleted:
+		text, _ := json.Marshal(res.Outputs)
+		return &mcp.CallToolResult{StructuredContent: res.Outputs, Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}
+	case runtime.StatusWaiting:
+		q := res.Pending
+		if !clientElicits(req.Session) {
+			return toolError(fmt.Sprintf("run %s is waiting for a person (%s: %s) and this client cannot ask one (no MCP elicitation); answer it with: %s",
+				res.RunID, q.Path, q.Text, answerCommand(res.RunID, q)))
+		}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{inputKey: elicitation(q)}, RequestState: ps.seal(res.RunID, *q)}
+	case runtime.StatusStopped:
+		return toolError(fmt.Sprintf("run %s stopped: %s (continue it with flowrun resume %s)", res.RunID, res.Reason, res.RunID))
+	}
+	return toolError(fmt.Sprintf("run %s failed: %v (after fixing the cause, continue it with flowrun resume %s)", res.RunID, res.Err, res.RunID))
+}
+
+func clientElicits(ss *mcp.ServerSession) bool {
+	init := ss.InitializeParams()
+	return init != nil && init.Capabilities != nil && init.Capabilities.Elicitation != nil
+}
+
+// elicitation is the form that asks q: one field, answer.
+func elicitation(q *runtime.Question) *mcp.ElicitParams {
+	field, text := q.Schema, q.Text
+	if q.Kind == runtime.QuestionConfirm {
+		field, text = map[string]any{"type": "boolean"}, "Running "+q.Path+" needs your confirmation."
+	}
+	if field == nil {
+		field = map[string]any{"type": "string"}
+	}
+	return &mcp.ElicitParams{Mode: "form", Message: text, RequestedSchema: map[string]any{
+		"type": "object", "properties": map[string]any{inputKey: field}, "required": []any{inputKey},
+	}}
+}
+
+// waitingState is what a request state carries: the run and its question.
+type waitingState struct {
+	Run      string           `json:"run"`
+	Question runtime.Question `json:"question"`
+}
+
+// seal signs the state so that a client can only resume a run this
+// server asked about.
+func (ps *pipelineServer) seal(runID string, q runtime.Question) string {
+	b, _ := json.Marshal(waitingState{Run: runID, Question: q})
+	body := base64.RawURLEncoding.EncodeToString(b)
+	return body + "." + ps.mac(body)
+}
+
+func (ps *pipelineServer) mac(body string) string {
+	h := hmac.New(sha256.New, ps.key)
+	h.Write([]byte(body))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+func (ps *pipelineServer) open(state string) (waitingState, bool) {
+	var w waitingState
+	body, sig, ok := strings.Cut(state, ".")
+	if !ok || !hmac.Equal([]byte(sig), []byte(ps.mac(body))) {
+		return w, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(body)
+	return w, err == nil && json.Unmarshal(b, &w) == nil
+}
+
+// answer resumes the waiting run with the user's answer to its question.
+func (ps *pipelineServer) answer(ctx context.Context, req *mcp.CallToolRequest, l launch, stderr io.Writer) (*runtime.Result, error) {
+	w, ok := ps.open(req.Params.RequestState)
+	if !ok {
+		return nil, &setupError{exitInvalid, errors.New("the request state was not issued by this server: call the tool again without it")}
+	}
+	er, _ := req.Params.InputResponses[inputKey].(*mcp.ElicitResult)
+	var answer any
+	switch {
+	case er == nil:
+		return nil, &setupError{exitInvalid, fmt.Errorf("no answer to %q came with the call; run %s waits: %s", w.Question.Text, w.Run, answerCommand(w.Run, &w.Question))}
+	case er.Action == "accept":
+		answer = er.Content[inputKey]
+	case w.Question.Kind == runtime.QuestionConfirm:
+		answer = false
+	default:
+		return nil, &setupError{exitInvalid, fmt.Errorf("the user did not answer %q (%s); run %s waits: %s", w.Question.Text, er.Action, w.Run, answerCommand(w.Run, &w.Question))}
+	}
+	l.human = &givenAnswer{path: w.Question.Path, answer: answer}
+	st, err := store.Open(l.store)
+	if err != nil {
+		return nil, &setupError{exitFailed, err}
+	}
+	defer st.Close()
+	return resumeRun(ctx, st, w.Run, durable.ResumeOptions{}, l, stderr)
+}
+
+// givenAnswer answers one question, once; any other waits.
+type givenAnswer struct {
+	path   string
+	answer any
+	used   bool
+}
+
+func (g *givenAnswer) Answer(_ context.Context, q runtime.Question) (any, bool, error) {
+	if g.used || q.Path != g.path {
+		return nil, false, nil
+	}
+	g.used = true
+	return g.answer, true, nil
+}
+
+func toolError(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// lockedWriter lets concurrent calls share stderr.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// mcpProgress tells the client of each node that finished, when the
+// call asked for progress.
+type mcpProgress struct {
+	ctx     context.Context
+	session *mcp.ServerSession
+	token   any
+	done    float64
+}
+
+func (s *mcpProgress) Event(e runtime.Event) {
+	if s.token == nil || (e.Type != runtime.EventNodeFinished && e.Type != runtime.EventNodeFailed) {
+		return
+	}
+	s.done++
+	msg := e.Path + " done"
+	if e.Type == runtime.EventNodeFailed {
+		msg = e.Path + " failed"
+	}
+	_ = s.session.NotifyProgress(s.ctx, &mcp.ProgressNotificationParams{ProgressToken: s.token, Progress: s.done, Message: msg})
+}
+
+// serveMCPHTTP serves Streamable HTTP on a loopback address. Every request
+// must carry the token printed on stderr as a bearer token.
+func serveMCPHTTP(ctx context.Context, server *mcp.Server, addr string, stderr io.Writer) int {
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+		fmt.Fprintf(stderr, "flowrun mcp serve: --http %s: give a loopback address such as 127.0.0.1:8765 (flowrun serves MCP on this machine only)\n", addr)
+		return exitInvalid
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun mcp serve: %v\n", err)
+		return exitFailed
+	}
+	token := newToken()
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	srv := &http.Server{Handler: requireToken(token, handler), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stderr, "flowrun mcp serve: Streamable HTTP on http://%s/ (send the header Authorization: Bearer %s)\n", ln.Addr(), token)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		_ = srv.Close()
+		<-done
+		return exitOK
+	case err := <-done:
+		fmt.Fprintf(stderr, "flowrun mcp serve: %v\n", err)
+		return exitFailed
+	}
+}
+
+func newToken() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func requireToken(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			http.Error(w, "flowrun mcp serve: send the token printed at start as Authorization: Bearer TOKEN", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

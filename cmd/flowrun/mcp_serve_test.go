@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/flowrun/flowrun/internal/npmtest"
+)
+
+// connectServe starts `flowrun mcp serve args...` as a subprocess and
+// connects the official Go SDK client to it over stdio.
+func connectServe(t *testing.T, opts *mcp.ClientOptions, args ...string) (*mcp.ClientSession, *bytes.Buffer) {
+	t.Helper()
+	cmd := flowrunProcess(t, nil, append([]string{"mcp", "serve"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "flowrun-test-client", Version: "1"}, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connecting to flowrun mcp serve: %v\n%s", err, stderr.String())
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, &stderr
+}
+
+// The shipped pipelines are tools with their schemas; calling triage runs
+// it offline from its cassette as a durable run, with progress, and gives
+// its outputs as structured content.
+func TestMCPServeShippedPipelineToGoSDKClient(t *testing.T) {
+	var mu sync.Mutex
+	var progress []string
+	cs, stderr := connectServe(t, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress = append(progress, r.Params.Message)
+		},
+	}, "../../pipelines")
+	ctx := context.Background()
+	var triage *mcp.Tool
+	names := []string{}
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+		if tool.Name == "triage" {
+			triage = tool
+		}
+	}
+	if triage == nil || len(names) < 5 {
+		t.Fatalf("tools %v: want every shipped pipeline, triage among them\n%s", names, stderr)
+	}
+	in, _ := triage.InputSchema.(map[string]any)
+	out, _ := triage.OutputSchema.(map[string]any)
+	if !strings.Contains(triage.Description, "support ticket") || !strings.Contains(jsonText(in), `"ticket":{"default"`) ||
+		!strings.Contains(jsonText(out), `"refund":{"type":"boolean"}`) || !strings.Contains(jsonText(out), `"reply":{"type":"string"}`) {
+		t.Errorf("triage is described as %q\ninput %s\noutput %s", triage.Description, jsonText(in), jsonText(out))
+	}
+
+	params := &mcp.CallToolParams{Name: "triage", Arguments: map[string]any{}}
+	params.SetProgressToken("triage-1")
+	res, err := cs.CallTool(ctx, params)
+	if err != nil {
+		t.Fatalf("call: %v\n%s", err, stderr)
+	}
+	if res.IsError {
+		t.Fatalf("call failed: %s\n%s", jsonText(res.Content), stderr)
+	}
+	got, _ := res.StructuredContent.(map[string]any)
+	if reply, _ := got["reply"].(string); reply == "" || got["category"] != "billing" {
+		t.Errorf("structured content %v", got)
+	}
+	mu.Lock()
+	if len(progress) == 0 || !strings.Contains(strings.Join(progress, "\n"), "classify done") {
+		t.Errorf("progress notifications %q", progress)
+	}
+	mu.Unlock()
+	if _, stdout, _ := flowrun(t, "runs"); !strings.Contains(stdout, "triage") {
+		t.Errorf("the call's run is not in flowrun runs:\n%s", stdout)
+	}
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// startServeHTTP starts `flowrun mcp serve DIR --http 127.0.0.1:0` and
+// returns its URL and token, read from its first line on stderr.
+func startServeHTTP(t *testing.T, dir string) (url, token string) {
+	t.Helper()
+	cmd := flowrunProcess(t, nil, "mcp", "serve", dir, "--http", "127.0.0.1:0")
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(pipe).ReadString('\n')
+	if err != nil {
+		t.Fatalf("flowrun mcp serve --http printed no address: %v", err)
+	}
+	m := regexp.MustCompile(`on (http://\S+) \(send the header Authorization: Bearer (\w+)\)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("unexpected first line: %q", line)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pipe) }()
+	return m[1], m[2]
+}
+
+// Over Streamable HTTP: a request without the token is refused, and a
+// flowrun pipeline consumes the served counter pipeline as an MCP tool,
+// sending the token from its environment and nothing else.
+func TestMCPServeHTTPWithTokenConsumedByAPipeline(t *testing.T) {
+	url, token := startServeHTTP(t, "../../pipelines")
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a request without the token got %d, want 401", resp.StatusCode)
+	}
+
+	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("FLOWRUN_TEST_MCP_AUTH", "Bearer "+token)
+	p := writeFile(t, dir, "p.yaml", fmt.Sprintf(`
+version: 1
+name: consumer
+mcp:
+  flow:
+    url: %s
+    headers: {Authorization: "env:FLOWRUN_TEST_MCP_AUTH"}
+nodes:
+  - id: count
+    tool:
+      name: flow.counter
+      args: {target: 5, words: '["a", "bbb"]'}
+outputs:
+  count: nodes.count.count
+  longest: nodes.count.longest
+`, url))
+	code, stdout, stderr := flowrun(t, "validate", p)
+	if code != exitOK {
+		t.Fatalf("validate: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr = flowrun(t, p, "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, `"outputs":{"count":5,"longest":3}`) {
+		t.Errorf("outputs:\n%s", stdout)
+	}
+	if strings.Contains(stdout, token) {
+		t.Errorf("the token reached the events")
+	}
+}
+
+const greetPipeline = `
+version: 1
+name: greet
+description: Asks for a name and greets it.
+nodes:
+  - id: who
+    ask:
+      question: "Whom should I greet?"
+      schema: {type: string}
+outputs:
+  greeting: '"hello " + nodes.who'
+`
+
+// A pipeline that asks a person asks the client's user through MCP
+// elicitation; a client without elicitation gets an error saying so and
+// how to answer.
+func TestMCPServeAskUsesElicitation(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "greet.yaml", greetPipeline)
+	var asked string
+	cs, stderr := connectServe(t, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked = r.Params.Message
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "Ada"}}, nil
+		},
+	}, dir)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %s\n%s", err, jsonText(res), stderr)
+	}
+	if got := jsonText(res.StructuredContent); got != `{"greeting":"hello Ada"}` || asked != "Whom should I greet?" {
+		t.Errorf("asked %q, got %s", asked, got)
+	}
+
+	plain, _ := connectServe(t, nil, dir)
+	res, err = plain.CallTool(context.Background(), &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := jsonText(res.Content); !res.IsError || !strings.Contains(text, "is waiting for a person (who: Whom should I greet?) and this client cannot ask one (no MCP elicitation)") ||
+		!strings.Contains(text, "flowrun resume") {
+		t.Errorf("without elicitation: %s", text)
+	}
+}
+
+// The MCP Inspector's CLI mode (a client nobody here wrote) lists the
+// served pipelines and calls one, reading its structured result.
+func TestMCPServeToInspectorCLI(t *testing.T) {
+	inspect := func(args ...string) string {
+		t.Helper()
+		base := []string{"--cli", "-e", "FLOWRUN_TEST_AS_CLI=1", "-e", "FLOWRUN_STORE=" + os.Getenv("FLOWRUN_STORE"), "-e", "GORACE=atexit_sleep_ms=0",
+			os.Args[0], "mcp", "serve", "../../pipelines"}
+		cmd := npmtest.Command(t, "@modelcontextprotocol/inspector", "mcp-inspector", append(base, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("mcp-inspector %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if out := inspect("--method", "tools/list"); !strings.Contains(out, `"name": "counter"`) || !strings.Contains(out, `"outputSchema"`) {
+		t.Errorf("tools/list:\n%s", out)
+	}
+	out := inspect("--method", "tools/call", "--tool-name", "counter", "--tool-arg", "target=2")
+	var res struct {
+		StructuredContent map[string]any `json:"structuredContent"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.StructuredContent["count"] != 2.0 {
+		t.Errorf("tools/call counter: %v\n%s", err, out)
+	}
+}
+
+// flowrun serves MCP over HTTP on this machine only.
+func TestMCPServeHTTPRefusesANonLoopbackAddress(t *testing.T) {
+	code, _, stderr := flowrun(t, "mcp", "serve", "../../pipelines", "--http", "0.0.0.0:8765")
+	if code != exitInvalid || !strings.Contains(stderr, "--http 0.0.0.0:8765: give a loopback address such as 127.0.0.1:8765") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+}

@@ -1,0 +1,77 @@
+package mcpclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/flowrun/flowrun/dsl"
+)
+
+// ListingCache lists servers' tools for flowrun validate and keeps each
+// listing in Dir, keyed by the server's command or URL (Key), so that
+// validating again starts no server. Refresh lists every server anew.
+type ListingCache struct {
+	Dir     string
+	Refresh bool
+}
+
+// DefaultListingDir is where listings are kept: the user's cache directory.
+func DefaultListingDir() string {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	return filepath.Join(cache, "flowrun", "mcp")
+}
+
+// List is a dsl.MCPLister.
+func (c *ListingCache) List(s *dsl.MCPServer) ([]dsl.MCPTool, error) {
+	path := filepath.Join(c.Dir, Key(s)+".json")
+	if !c.Refresh {
+		if b, err := os.ReadFile(path); err == nil {
+			var tools []dsl.MCPTool
+			if json.Unmarshal(b, &tools) == nil {
+				return tools, nil
+			}
+		}
+	}
+	tools, err := List(context.Background(), s)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(tools, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("caching the tool listing: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return nil, fmt.Errorf("caching the tool listing: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("caching the tool listing: %w", err)
+	}
+	return tools, nil
+}
+
+// List starts s, lists its tools and stops it.
+func List(ctx context.Context, s *dsl.MCPServer) ([]dsl.MCPTool, error) {
+	ss := &Sessions{}
+	defer ss.Close()
+	tools, err := ss.Tools(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dsl.MCPTool, len(tools))
+	for i, t := range tools {
+		in, _ := jsonPlain(t.InputSchema).(map[string]any)
+		outSchema, _ := jsonPlain(t.OutputSchema).(map[string]any)
+		out[i] = dsl.MCPTool{Name: t.Name, Description: t.Description, InputSchema: in, OutputSchema: outSchema}
+	}
+	return out, nil
+}

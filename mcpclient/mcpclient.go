@@ -1,0 +1,498 @@
+// Package mcpclient connects flowrun to the MCP servers a pipeline
+// declares, with the official Go SDK.
+//
+// Guarantees: a stdio server runs in a process group of its own
+// (internal/proc) with only the environment variables the pipeline lists,
+// plus PATH, HOME, TMPDIR and LANG so that interpreters start. An HTTP
+// server is sent only the headers the pipeline names. Every value taken
+// from flowrun's environment (env:NAME) is registered as a secret with
+// package redact before a server sees it. A Sessions starts each server
+// once, at its first use, however many calls follow, and Close ends every
+// group it started, so no server outlives the run; if flowrun dies, the
+// proc reaper ends them.
+package mcpclient
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/internal/proc"
+	"github.com/flowrun/flowrun/redact"
+)
+
+// startTimeout bounds starting a server and its initialize handshake.
+const startTimeout = 30 * time.Second
+
+// stopGrace is how long a stdio server has to exit after its stdin closes.
+const stopGrace = 2 * time.Second
+
+// baseEnv are the variables every stdio server gets: none is a secret,
+// and without them npx, node or python scripts do not start.
+var baseEnv = []string{"PATH", "HOME", "TMPDIR", "LANG"}
+
+// Sessions holds the connections of one run, keyed by server
+// configuration. It is safe for concurrent use.
+type Sessions struct {
+	LookupEnv func(string) (string, bool) // os.LookupEnv when nil
+
+	mu      sync.Mutex
+	conns   map[string]*conn
+	retired []*conn // servers that died, replaced by a new start
+	closed  bool
+}
+
+// conn is one started server.
+type conn struct {
+	ready   chan struct{} // closed once start has finished
+	err     error
+	session *mcp.ClientSession
+	tools   []*mcp.Tool
+	group   *proc.Group   // nil for HTTP
+	exited  chan struct{} // closed when the stdio process has exited
+	exitErr error         // how it exited, once exited is closed
+	stderr  *tailBuffer
+}
+
+// Key identifies a server's configuration: two pipelines declaring the
+// same command share a listing cache entry. Values taken from the
+// environment are not part of it (only their names), so no secret is.
+func Key(s *dsl.MCPServer) string {
+	b, _ := json.Marshal(struct {
+		Command string
+		Args    []string
+		Dir     string
+		Env     []dsl.MCPValue
+		URL     string
+		Headers []dsl.MCPValue
+	}{s.Command, s.Args, s.Dir, s.Env, s.URL, s.Headers})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
+}
+
+func (ss *Sessions) lookup(name string) (string, bool) {
+	if ss.LookupEnv != nil {
+		return ss.LookupEnv(name)
+	}
+	return os.LookupEnv(name)
+}
+
+// connect returns the server's connection, starting it on first use.
+func (ss *Sessions) connect(ctx context.Context, s *dsl.MCPServer) (*conn, error) {
+	key := Key(s)
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return nil, fmt.Errorf("mcp server %s: the run has ended", s.Name)
+	}
+	if ss.conns == nil {
+		ss.conns = map[string]*conn{}
+	}
+	c, started := ss.conns[key]
+	if started && c.diedAfterStart() {
+		// A server that died is started again for the node's next
+		// attempt.
+		ss.retired = append(ss.retired, c)
+		started = false
+	}
+	if !started {
+		c = &conn{ready: make(chan struct{})}
+		ss.conns[key] = c
+	}
+	ss.mu.Unlock()
+	if !started {
+		c.err = c.start(ctx, s, ss.lookup)
+		close(c.ready)
+	}
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return c, c.err
+}
+
+// Tools lists the server's tools, starting it if need be.
+func (ss *Sessions) Tools(ctx context.Context, s *dsl.MCPServer) ([]*mcp.Tool, error) {
+	c, err := ss.connect(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return c.tools, nil
+}
+
+// Close stops every server the run started and waits for them to exit.
+func (ss *Sessions) Close() {
+	ss.mu.Lock()
+	ss.closed = true
+	conns := ss.retired
+	for _, c := range ss.conns {
+		conns = append(conns, c)
+	}
+	ss.conns, ss.retired = nil, nil
+	ss.mu.Unlock()
+	for _, c := range conns {
+		<-c.ready
+		c.stop()
+	}
+}
+
+func (c *conn) start(ctx context.Context, s *dsl.MCPServer, lookup func(string) (string, bool)) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	var transport mcp.Transport
+	if s.URL != "" {
+		t, err := httpTransport(s, lookup)
+		if err != nil {
+			return err
+		}
+		transport = t
+	} else {
+		t, err := c.startProcess(s, lookup)
+		if err != nil {
+			return err
+		}
+		transport = t
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "flowrun", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+	session, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		c.stop()
+		return c.explain("connecting", err)
+	}
+	c.session = session
+	for t, err := range session.Tools(ctx, nil) {
+		if err != nil {
+			c.stop()
+			return c.explain("listing its tools", err)
+		}
+		c.tools = append(c.tools, t)
+	}
+	return nil
+}
+
+func (c *conn) startProcess(s *dsl.MCPServer, lookup func(string) (string, bool)) (mcp.Transport, error) {
+	path, err := exec.LookPath(s.Command)
+	if err != nil {
+		why := "not found in PATH (install it, or give its full path as command:)"
+		if strings.ContainsAny(s.Command, `/\`) {
+			why = "no such executable file"
+		}
+		return nil, fmt.Errorf("cannot start %q: %s", s.Command, why)
+	}
+	env, err := serverEnv(s, lookup)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, s.Args...)
+	cmd.Dir, cmd.Env = s.Dir, env
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	c.stderr = &tailBuffer{max: 4 << 10}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, c.stderr
+	g, err := proc.Start(cmd, proc.Limits{})
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, fmt.Errorf("cannot start %q: %w", s.Command, err)
+	}
+	c.group, c.exited = g, make(chan struct{})
+	go func() {
+		defer close(c.exited)
+		c.exitErr = g.Wait()
+	}()
+	return &mcp.IOTransport{Reader: outR, Writer: inW}, nil
+}
+
+// serverEnv is the environment of a stdio server: baseEnv and what the
+// pipeline lists, nothing else.
+func serverEnv(s *dsl.MCPServer, lookup func(string) (string, bool)) ([]string, error) {
+	var env []string
+	for _, name := range baseEnv {
+		if v, ok := lookup(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	for _, v := range s.Env {
+		value := v.Value
+		if v.FromEnv != "" {
+			got, ok := lookup(v.FromEnv)
+			if !ok {
+				return nil, fmt.Errorf("env %s: env:%s is not set in flowrun's environment", v.Name, v.FromEnv)
+			}
+			redact.Add(got)
+			value = got
+		}
+		env = append(env, v.Name+"="+value)
+	}
+	return env, nil
+}
+
+func httpTransport(s *dsl.MCPServer, lookup func(string) (string, bool)) (mcp.Transport, error) {
+	h := http.Header{}
+	for _, v := range s.Headers {
+		got, ok := lookup(v.FromEnv)
+		if !ok {
+			return nil, fmt.Errorf("headers %s: env:%s is not set in flowrun's environment", v.Name, v.FromEnv)
+		}
+		redact.Add(got)
+		h.Set(v.Name, got)
+	}
+	client := &http.Client{Transport: &headerTransport{headers: h, next: http.DefaultTransport}}
+	return &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: client, DisableStandaloneSSE: true, MaxRetries: -1}, nil
+}
+
+// headerTransport adds the pipeline's named headers to every request.
+type headerTransport struct {
+	headers http.Header
+	next    http.RoundTripper
+}
+
+func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.headers {
+		r.Header[k] = v
+	}
+	return t.next.RoundTrip(r)
+}
+
+// stop closes the session and ends the process group: stdin closing asks
+// the server to exit; after stopGrace it is killed.
+func (c *conn) stop() {
+	if c.session != nil {
+		_ = c.session.Close()
+	}
+	if c.group == nil {
+		return
+	}
+	select {
+	case <-c.exited:
+	case <-time.After(stopGrace):
+		c.group.Kill()
+		<-c.exited
+	}
+}
+
+// diedAfterStart reports whether a started server has since exited.
+func (c *conn) diedAfterStart() bool {
+	select {
+	case <-c.ready:
+		return c.dead()
+	default:
+		return false
+	}
+}
+
+// dead reports whether the stdio server has exited.
+func (c *conn) dead() bool {
+	if c.exited == nil {
+		return false
+	}
+	select {
+	case <-c.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// explain words a failure, with the tail of the server's stderr.
+func (c *conn) explain(doing string, err error) error {
+	msg := fmt.Sprintf("%s: %v", doing, err)
+	if c.dead() {
+		how := "exited"
+		if c.exitErr != nil {
+			how = fmt.Sprintf("exited (%v)", c.exitErr)
+		}
+		msg = fmt.Sprintf("the server %s while %s: %v", how, doing, err)
+	}
+	if c.stderr != nil {
+		if tail := strings.TrimSpace(c.stderr.String()); tail != "" {
+			msg += "; its stderr ends: " + redact.String(lastLines(tail, 5))
+		}
+	}
+	return errors.New(msg)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// ServerDiedError is a call that ended because the server exited or the
+// connection to it closed: the run fails, the model is not asked again.
+type ServerDiedError struct {
+	Server, Tool string
+	Err          error
+}
+
+func (e *ServerDiedError) Error() string {
+	return fmt.Sprintf("mcp server %s died during a call to %s: %v", e.Server, e.Tool, e.Err)
+}
+
+func (e *ServerDiedError) Unwrap() error { return e.Err }
+
+// Result is a tool call's answer, as flowrun hands it on.
+type Result struct {
+	// Value is the structured content when there is some, else the text
+	// when every content item is text, else the list of content items
+	// (images and audio stand in by type and size).
+	Value any `json:"value" yaml:"value"`
+	// Images are the images the tool returned, as data URLs.
+	Images []string `json:"images,omitempty" yaml:"images,omitempty"`
+	// Error is the tool's error text when it reported one (isError).
+	Error string `json:"error,omitempty" yaml:"error,omitempty"`
+}
+
+// Call calls tool with args, waiting at most the server's timeout. A tool
+// that reports an error, refuses the call or times out gives a Result
+// with Error set, for the model to read; a connection that fails (the
+// server exited, or an HTTP server cannot be reached) gives a
+// *ServerDiedError.
+func (ss *Sessions) Call(ctx context.Context, s *dsl.MCPServer, tool string, args map[string]any) (*Result, error) {
+	c, err := ss.connect(ctx, s)
+	if err != nil {
+		return nil, fmt.Errorf("mcp server %s: %w", s.Name, err)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	res, err := c.session.CallTool(callCtx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	var refused *jsonrpc.Error
+	switch {
+	case err == nil:
+		return Convert(res), nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case callCtx.Err() != nil:
+		return &Result{Error: fmt.Sprintf("%s.%s did not answer within %s (the server's timeout:)", s.Name, tool, s.Timeout)}, nil
+	case errors.As(err, &refused):
+		// The server answered with a protocol error (unknown tool, bad
+		// arguments): the model can correct its call.
+		return &Result{Error: refused.Message}, nil
+	}
+	// Anything else is the connection failing: give the process a moment
+	// to be reaped, so that the message says how it ended.
+	if c.exited != nil {
+		select {
+		case <-c.exited:
+		case <-time.After(time.Second):
+		}
+	}
+	return nil, &ServerDiedError{Server: s.Name, Tool: tool, Err: c.explain("answering", err)}
+}
+
+// Convert turns a protocol result into a Result.
+func Convert(r *mcp.CallToolResult) *Result {
+	out := &Result{}
+	var texts []string
+	var items []any
+	allText := true
+	for _, c := range r.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			texts = append(texts, c.Text)
+			items = append(items, map[string]any{"type": "text", "text": c.Text})
+		case *mcp.ImageContent:
+			allText = false
+			out.Images = append(out.Images, "data:"+c.MIMEType+";base64,"+base64.StdEncoding.EncodeToString(c.Data))
+			items = append(items, map[string]any{"type": "image", "mime_type": c.MIMEType, "bytes": len(c.Data),
+				"note": "the image follows this message"})
+		case *mcp.AudioContent:
+			allText = false
+			items = append(items, map[string]any{"type": "audio", "mime_type": c.MIMEType, "bytes": len(c.Data)})
+		case *mcp.ResourceLink:
+			allText = false
+			items = append(items, map[string]any{"type": "resource_link", "uri": c.URI, "name": c.Name, "description": c.Description})
+		case *mcp.EmbeddedResource:
+			allText = false
+			item := map[string]any{"type": "resource"}
+			if c.Resource != nil {
+				item["uri"] = c.Resource.URI
+				if c.Resource.Text != "" {
+					item["text"] = c.Resource.Text
+				} else {
+					item["bytes"] = len(c.Resource.Blob)
+				}
+			}
+			items = append(items, item)
+		}
+	}
+	switch {
+	case r.IsError:
+		out.Error = strings.Join(texts, "\n")
+		if out.Error == "" {
+			out.Error = "the tool reported an error without text"
+		}
+	case r.StructuredContent != nil:
+		out.Value = jsonPlain(r.StructuredContent)
+	case allText:
+		out.Value = strings.Join(texts, "\n")
+	default:
+		out.Value = items
+	}
+	return out
+}
+
+// jsonPlain gives v as the maps, slices and float64s JSON decodes to.
+func jsonPlain(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return v
+	}
+	return out
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf.Write(p)
+	if over := t.buf.Len() - t.max; over > 0 {
+		t.buf.Next(over)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf.String()
+}

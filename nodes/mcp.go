@@ -1,0 +1,155 @@
+package nodes
+
+import (
+	"context"
+	"errors"
+	"regexp"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/mcpclient"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// mcpReply is an MCP tool's result with the images it returned, which an
+// agent shows the model in a message of their own.
+type mcpReply struct {
+	value  any
+	images []string
+}
+
+// mcpTools are the tools of server s an agent names: one, or all for "*".
+// Replaying a cassette, the listing comes from it and no server starts.
+func (svc *Services) mcpTools(ctx context.Context, s *dsl.MCPServer, name string) ([]*tool, error) {
+	specs, err := svc.mcpListing(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	var out []*tool
+	for _, spec := range specs {
+		if name != "*" && spec.Name != name {
+			continue
+		}
+		out = append(out, svc.mcpTool(s, spec))
+	}
+	if len(out) == 0 {
+		names := make([]string, len(specs))
+		for i, spec := range specs {
+			names[i] = s.Name + "." + spec.Name
+		}
+		return nil, runtime.Errorf(errclass.Critical, "MCP server %s has no tool %q%s", s.Name, name, dsl.Suggest(s.Name+"."+name, names))
+	}
+	return out, nil
+}
+
+func (svc *Services) mcpListing(ctx context.Context, s *dsl.MCPServer) ([]llm.ToolSpec, error) {
+	var record, replay *llm.Cassette
+	if svc.LLM != nil {
+		record, replay = svc.LLM.Cassettes()
+	}
+	if replay != nil {
+		if specs, ok := replay.MCPTools(s.Name); ok {
+			return specs, nil
+		}
+		return nil, runtime.Errorf(errclass.Critical, "replay: the cassette has no tool listing of MCP server %s; record the run again with --record", s.Name)
+	}
+	if svc.MCP == nil {
+		return nil, noServers(s)
+	}
+	tools, err := svc.MCP.Tools(ctx, s)
+	if err != nil {
+		return nil, runtime.Errorf(errclass.Server, "MCP server %s: %w", s.Name, err)
+	}
+	specs := make([]llm.ToolSpec, len(tools))
+	for i, t := range tools {
+		params, _ := t.InputSchema.(map[string]any)
+		specs[i] = llm.ToolSpec{Name: t.Name, Description: t.Description, Parameters: params}
+	}
+	if record != nil {
+		record.RecordMCPTools(s.Name, specs)
+	}
+	return specs, nil
+}
+
+// wireName is how the model sees an MCP tool: function names may hold
+// only letters, digits, _ and -, so "fs.read_file" is "fs__read_file".
+func wireName(server, tool string) string {
+	n := unsafeNameChars.ReplaceAllString(server+"__"+tool, "_")
+	if len(n) > 64 {
+		n = n[:64]
+	}
+	return n
+}
+
+var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+func (svc *Services) mcpTool(s *dsl.MCPServer, spec llm.ToolSpec) *tool {
+	name := s.Name + "." + spec.Name
+	wire := spec
+	wire.Name = wireName(s.Name, spec.Name)
+	if wire.Parameters == nil {
+		wire.Parameters = noParameters
+	}
+	return &tool{spec: wire, name: name, run: func(ctx context.Context, sc *runtime.Scope, at callSite, args map[string]any) (any, error) {
+		if err := sc.CountStep(ctx, "MCP tool call "+name); err != nil {
+			return nil, err
+		}
+		res, err := svc.callMCP(ctx, sc, s, spec.Name, sc.Path(at.dir+at.name), args)
+		if err != nil {
+			return nil, err
+		}
+		if res.Error != "" {
+			return nil, errors.New(res.Error)
+		}
+		if len(res.Images) > 0 {
+			return mcpReply{value: res.Value, images: res.Images}, nil
+		}
+		return res.Value, nil
+	}}
+}
+
+// callMCP makes one call, from the replayed cassette when there is one,
+// and records it when recording. A server that dies fails the node.
+func (svc *Services) callMCP(ctx context.Context, sc *runtime.Scope, s *dsl.MCPServer, tool, at string, args map[string]any) (*mcpclient.Result, error) {
+	var record, replay *llm.Cassette
+	if svc.LLM != nil {
+		record, replay = svc.LLM.Cassettes()
+	}
+	full := s.Name + "." + tool
+	if replay != nil {
+		c, err := replay.ReplayMCP(at, full)
+		if err != nil {
+			return nil, runtime.Errorf(errclass.Critical, "%w", err)
+		}
+		return &mcpclient.Result{Value: c.Value, Images: c.Images, Error: c.Error}, nil
+	}
+	if svc.MCP == nil {
+		return nil, noServers(s)
+	}
+	res, err := svc.MCP.Call(ctx, s, tool, args)
+	var died *mcpclient.ServerDiedError
+	switch {
+	case errors.As(err, &died):
+		return nil, runtime.Errorf(errclass.Server, "%w", err)
+	case err != nil:
+		return nil, err
+	}
+	if record != nil {
+		record.RecordMCP(llm.MCPCall{Node: at, Tool: full, Args: args, Value: res.Value, Images: res.Images, Error: res.Error})
+	}
+	return res, nil
+}
+
+// noServers is the error where flowrun starts no MCP server (flowrun
+// test): only a cassette can answer.
+func noServers(s *dsl.MCPServer) error {
+	return runtime.Errorf(errclass.Critical, "MCP server %s: no MCP server is started here; answer its tools from a cassette recorded with flowrun run --record (in a test case: cassette: FILE)", s.Name)
+}
+
+// serverDied reports whether a tool's error is its MCP server dying,
+// which ends the node instead of being told to the model.
+func serverDied(err error) bool {
+	var died *mcpclient.ServerDiedError
+	return errors.As(err, &died)
+}
