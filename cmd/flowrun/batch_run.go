@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/batch"
+	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/nodes"
@@ -76,6 +77,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	sample := fs.Int("sample", 0, "run a random sample of `N` items (deterministic: see --seed)")
 	seed := fs.Uint64("seed", 0, "the sample's `seed`")
 	filter := fs.String("filter", "", "run only the items for which this expr-lang `condition` over item holds, e.g. 'item.level == \"easy\"'")
+	natsURL := fs.String("nats", "", "run the items on flowrun workers through the NATS JetStream server at `URL` (see docs/scale-out.md)")
 	files, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -134,7 +136,24 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			"max_cost_usd": bf.maxCost, "auto": bf.auto, "max_loops": bf.maxLoops, "map": mapping,
 			"metrics": scorer.Names(), "primary": scorer.Primary, "score": []string(scores),
 			"model": []string(bf.models.models), "replay": absOrEmpty(bf.models.replay), "dataset_abs": datasetAbs}}
-	if err := r.Create(ctx, b, items, view.start); err != nil {
+	created := view.start
+	var followErr error
+	if *natsURL != "" {
+		co := &cluster.Coordinator{Store: st, Pipeline: p, Auto: bf.auto, MaxLoops: bf.maxLoops}
+		if err := co.Connect(ctx, cluster.Options{URL: *natsURL}); err != nil {
+			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+			return exitFailed
+		}
+		defer co.Close()
+		// Workers set the pace: every item is queued at once.
+		r.Concurrency, r.Remote = len(items), co.Execute
+		b.Flags["nats"] = *natsURL
+		created = func(b *store.Batch) {
+			view.start(b)
+			followErr = co.Follow(ctx, b.ID)
+		}
+	}
+	if err := errors.Join(r.Create(ctx, b, items, created), followErr); err != nil {
 		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
 		return exitFailed
 	}

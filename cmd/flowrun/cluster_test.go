@@ -1,0 +1,401 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	mrand "math/rand/v2"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+// natsServer is an embedded JetStream server with file storage, which a
+// test can restart on the same port and directory.
+type natsServer struct {
+	t    *testing.T
+	dir  string
+	port int
+	srv  *server.Server
+}
+
+func startNATS(t *testing.T) *natsServer {
+	n := &natsServer{t: t, dir: t.TempDir(), port: server.RANDOM_PORT}
+	n.start()
+	n.port = n.srv.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { n.srv.Shutdown(); n.srv.WaitForShutdown() })
+	return n
+}
+
+func (n *natsServer) start() {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: n.port, JetStream: true, StoreDir: n.dir, NoLog: true, NoSigs: true})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(20 * time.Second) {
+		n.t.Fatal("the NATS server did not start")
+	}
+	n.srv = s
+}
+
+func (n *natsServer) restart() {
+	n.srv.Shutdown()
+	n.srv.WaitForShutdown()
+	n.start()
+}
+
+func (n *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
+
+// jetStream is a client of the test's own, to look at what flowrun stored.
+func (n *natsServer) jetStream() jetstream.JetStream {
+	nc, err := nats.Connect(n.url())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return js
+}
+
+// startWorker starts flowrun worker as a subprocess with its own API key,
+// so that the fake model tells its requests apart; it is killed when the
+// test ends.
+func startWorker(t *testing.T, model *durModel, key, url string, extra ...string) *durProc {
+	args := append([]string{"worker", "--nats", url, "--concurrency", "2", "--ack-wait", "3s", "--cache-dir", t.TempDir()}, extra...)
+	var p *durProc
+	// Registered first, so run after p is killed and reaped.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("worker %s:\n%s", key, p.stderr())
+		}
+	})
+	p = startDurProc(t, model.env(key), args...)
+	return p
+}
+
+// clusterItems writes a dataset of n items for killBatchPipeline.
+func clusterItems(t *testing.T, dir string, n int) string {
+	var lines []string
+	for i := 1; i <= n; i++ {
+		lines = append(lines, fmt.Sprintf(`{"id": "i%d"}`, i))
+	}
+	return writeFile(t, dir, "items.jsonl", strings.Join(lines, "\n"))
+}
+
+var summaryLine = regexp.MustCompile(`(?m)^completed: .*$`)
+
+// localBaseline runs the batch in one process: what the workers must match.
+func localBaseline(t *testing.T, model *durModel, pipeline, data string, items int) (batchRecord, string) {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "local.db")
+	code, _, stderr := runDurProc(t, model.env("sk-local"), "batch", pipeline, "--dataset", data, "--store", db)
+	if code != exitOK {
+		t.Fatalf("local batch: exit %d\n%s", code, stderr)
+	}
+	rec := readBatchRecord(t, db)
+	if len(rec.outputs) != items {
+		t.Fatalf("local batch: %d outputs for %d items", len(rec.outputs), items)
+	}
+	return rec, summaryLine.FindString(stderr)
+}
+
+// checkClusterBatch checks the coordinator's store against the local
+// batch, and that JetStream holds exactly one result per item.
+func checkClusterBatch(t *testing.T, js jetstream.JetStream, db string, want batchRecord, items int) {
+	t.Helper()
+	got := readBatchRecord(t, db)
+	if got.runs != items {
+		t.Errorf("%d runs mirrored for %d items", got.runs, items)
+	}
+	for id, out := range want.outputs {
+		if got.status[id] != runtime.StatusCompleted || got.outputs[id] != out {
+			t.Errorf("item %s: %s with output %q, want completed with %q", id, got.status[id], got.outputs[id], out)
+		}
+		for _, node := range []string{"a", "b"} {
+			if !got.finished[id+"/"+node] {
+				t.Errorf("item %s: node %s has no checkpoint in the coordinator's store", id, node)
+			}
+		}
+	}
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, "flowrun-results")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b, err := st.FindBatch(ctx, "last")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeysFiltered(ctx, b.ID+".*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for k := range keys.Keys() {
+		n++
+		h, err := kv.History(ctx, k)
+		if err != nil || len(h) != 1 {
+			t.Errorf("result %s: %d values (%v), want exactly one", k, len(h), err)
+		}
+	}
+	if n != items {
+		t.Errorf("%d results in JetStream for %d items", n, items)
+	}
+}
+
+// TestClusterBatchThreeWorkers: a batch published to NATS and run by three
+// worker processes ends with one result per item, the same outputs and
+// summary as the same batch run locally, and the coordinator's store
+// holds every run as a local batch's would.
+func TestClusterBatchThreeWorkers(t *testing.T) {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
+	const items = 12
+	data := clusterItems(t, dir, items)
+	model := newDurModel(t)
+	want, summary := localBaseline(t, model, pipeline, data, items)
+
+	ns := startNATS(t)
+	for i := range 3 {
+		key := fmt.Sprintf("sk-worker-%d", i)
+		model.hook(key, func(int, string) llmtest.Reply { return llmtest.Reply{Delay: 10 * time.Millisecond} })
+		startWorker(t, model, key, ns.url())
+	}
+	db := filepath.Join(t.TempDir(), "coord.db")
+	code, _, stderr := runDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+	if code != exitOK || summaryLine.FindString(stderr) != summary {
+		t.Fatalf("batch --nats: exit %d, want the summary %q\n%s", code, summary, stderr)
+	}
+	if n := len(model.paths("sk-coord")); n != 0 {
+		t.Errorf("the coordinator called the model %d times; the workers should", n)
+	}
+	per := map[string]int{}
+	for i := range 3 {
+		key := fmt.Sprintf("sk-worker-%d", i)
+		per[key] = len(model.paths(key))
+	}
+	t.Logf("model calls per worker: %v", per)
+	checkClusterBatch(t, ns.jetStream(), db, want, items)
+	code, stdout, stderr := flowrunIn(t, db, "batch", "show", "last", "--format", "json")
+	if code != exitOK || !strings.Contains(stdout, `"completed"`) {
+		t.Fatalf("batch show: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// flowrunIn runs a flowrun command in process against store db.
+func flowrunIn(t *testing.T, db string, args ...string) (int, string, string) {
+	t.Helper()
+	t.Setenv("FLOWRUN_STORE", db)
+	return flowrun(t, args...)
+}
+
+// storedCheckpoints are the (run, node path) pairs whose checkpoint
+// JetStream holds now.
+func storedCheckpoints(t *testing.T, js jetstream.JetStream) map[string]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, "FLOWRUN_RUNS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"flowrun.cp.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for left := int(info.NumPending); left > 0; {
+		msgs, err := cons.Fetch(left, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range msgs.Messages() {
+			var cp runtime.Checkpoint
+			if err := json.Unmarshal(m.Data(), &cp); err != nil {
+				t.Fatal(err)
+			}
+			out[strings.TrimPrefix(m.Subject(), "flowrun.cp.")+"/"+cp.Path] = true
+			left--
+		}
+		if msgs.Error() != nil {
+			t.Fatal(msgs.Error())
+		}
+	}
+	return out
+}
+
+const clusterKills = 10
+
+// TestClusterWorkerKills kills workers with SIGKILL at random points
+// (after the k-th model request, then a random delay) while a batch runs,
+// starting a fresh worker for each one killed: the batch completes with
+// one result per item and the outputs of a local batch, and no model
+// call whose node's checkpoint was stored before a kill is made again.
+func TestClusterWorkerKills(t *testing.T) {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
+	const items = 16
+	data := clusterItems(t, dir, items)
+	model := newDurModel(t)
+	want, summary := localBaseline(t, model, pipeline, data, items)
+
+	seed := *killSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("%d kill points, seed %d (rerun with -kill-seed=%d)", clusterKills, seed, seed)
+	rng := mrand.New(mrand.NewPCG(seed, 0xc1a5))
+
+	ns := startNATS(t)
+	js := ns.jetStream()
+	var mu sync.Mutex
+	requests := 0
+	arrived := make(chan int, 1000)
+	delay := func(int, string) llmtest.Reply {
+		mu.Lock()
+		requests++
+		n := requests
+		mu.Unlock()
+		arrived <- n
+		return llmtest.Reply{Delay: 20 * time.Millisecond}
+	}
+	workers := map[string]*durProc{}
+	next := 0
+	spawn := func() {
+		key := fmt.Sprintf("sk-worker-%d", next)
+		next++
+		model.hook(key, delay)
+		workers[key] = startWorker(t, model, key, ns.url())
+	}
+	for range 3 {
+		spawn()
+	}
+	db := filepath.Join(t.TempDir(), "coord.db")
+	coord := startDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+
+	type kill struct {
+		at       time.Time
+		finished map[string]bool // run/path stored when the worker died
+	}
+	var kills []kill
+	threshold := 0
+	for len(kills) < clusterKills {
+		threshold += 1 + rng.IntN(4)
+		reached := false
+		for !reached {
+			select {
+			case n := <-arrived:
+				reached = n >= threshold
+			case <-coord.exited():
+				t.Fatalf("the batch ended after %d kills; raise items\n%s", len(kills), coord.stderr())
+			case <-time.After(durDeadline):
+				t.Fatalf("no model request for %s\n%s", durDeadline, coord.abort())
+			}
+		}
+		time.Sleep(time.Duration(rng.Float64() * float64(40*time.Millisecond)))
+		var keys []string
+		for k := range workers {
+			keys = append(keys, k)
+		}
+		victim := keys[rng.IntN(len(keys))]
+		workers[victim].kill()
+		<-workers[victim].exited()
+		delete(workers, victim)
+		kills = append(kills, kill{at: time.Now(), finished: storedCheckpoints(t, js)})
+		spawn()
+	}
+	if code := coord.wait(); code != exitOK || summaryLine.FindString(coord.stderr()) != summary {
+		t.Fatalf("batch --nats: exit %d, want the summary %q\n%s", code, summary, coord.stderr())
+	}
+	checkClusterBatch(t, js, db, want, items)
+
+	runOf := map[string]string{} // item id -> run
+	st, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := st.FindBatch(context.Background(), "last")
+	rows, _ := st.BatchItems(context.Background(), b.ID)
+	st.Close()
+	for _, r := range rows {
+		runOf[fmt.Sprint(r.Item["id"])] = r.Run
+	}
+	model.mu.Lock()
+	calls := append([]durCall(nil), model.calls...)
+	model.mu.Unlock()
+	repeats := 0
+	seen := map[string]int{}
+	for _, c := range calls {
+		if c.key == "sk-local" {
+			continue
+		}
+		id, node, _ := strings.Cut(c.path, "/")
+		if seen[c.path]++; seen[c.path] > 1 {
+			repeats++
+		}
+		for _, k := range kills {
+			if c.at.After(k.at) && k.finished[runOf[id]+"/"+node] {
+				t.Errorf("model asked again for %s at %s: its checkpoint was stored before the kill at %s", c.path, c.at.Format("15:04:05.000"), k.at.Format("15:04:05.000"))
+			}
+		}
+	}
+	t.Logf("%d model calls redone (in flight at a kill), %d kills", repeats, len(kills))
+}
+
+// TestClusterNATSRestart restarts the NATS server (file storage) in the
+// middle of a batch: workers and coordinator reconnect and the batch
+// completes with one result per item.
+func TestClusterNATSRestart(t *testing.T) {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
+	const items = 12
+	data := clusterItems(t, dir, items)
+	model := newDurModel(t)
+	want, summary := localBaseline(t, model, pipeline, data, items)
+
+	ns := startNATS(t)
+	arrived := make(chan struct{}, 1000)
+	for i := range 2 {
+		key := fmt.Sprintf("sk-worker-%d", i)
+		model.hook(key, func(int, string) llmtest.Reply {
+			arrived <- struct{}{}
+			return llmtest.Reply{Delay: 30 * time.Millisecond}
+		})
+		startWorker(t, model, key, ns.url())
+	}
+	db := filepath.Join(t.TempDir(), "coord.db")
+	coord := startDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+	for range 6 {
+		select {
+		case <-arrived:
+		case <-time.After(durDeadline):
+			t.Fatalf("no model request\n%s", coord.abort())
+		}
+	}
+	ns.restart()
+	if code := coord.wait(); code != exitOK || summaryLine.FindString(coord.stderr()) != summary {
+		t.Fatalf("batch --nats: exit %d, want the summary %q\n%s", code, summary, coord.stderr())
+	}
+	checkClusterBatch(t, ns.jetStream(), db, want, items)
+}
