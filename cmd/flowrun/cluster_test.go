@@ -357,6 +357,7 @@ func TestClusterWorkerKills(t *testing.T) {
 		for _, k := range kills {
 			if c.at.After(k.at) && k.finished[runOf[id]+"/"+node] {
 				t.Errorf("model asked again for %s at %s: its checkpoint was stored before the kill at %s", c.path, c.at.Format("15:04:05.000"), k.at.Format("15:04:05.000"))
+				break
 			}
 		}
 	}
