@@ -14,6 +14,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -54,9 +55,10 @@ type Worker struct {
 	Concurrency int
 	// CacheDir holds the pipelines fetched, one directory per hash.
 	CacheDir string
-	// Services builds the node kinds for a pipeline (its model client);
-	// called once per pipeline hash.
-	Services func(*dsl.Pipeline) (runtime.Registry, error)
+	// Services builds the node kinds for a pipeline (its model client,
+	// which must draw on shared for its rate limits); called once per
+	// pipeline hash.
+	Services func(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Registry, error)
 	// Human answers questions for jobs published with Auto; without Auto
 	// a question leaves the item waiting.
 	Human func(auto bool) runtime.Human
@@ -252,7 +254,7 @@ func (w *Worker) load(ctx context.Context, ref PipelineRef) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	kinds, err := w.Services(p)
+	kinds, err := w.Services(p, &sharedLimits{c: w.c})
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -399,4 +400,69 @@ func TestClusterNATSRestart(t *testing.T) {
 		t.Fatalf("batch --nats: exit %d, want the summary %q\n%s", code, summary, coord.stderr())
 	}
 	checkClusterBatch(t, ns.jetStream(), db, want, items)
+}
+
+// TestClusterSharedRateBudget: a model's rpm and max_concurrency hold
+// across three workers, as the fake model measures them: requests are
+// spaced by the rpm's share of a minute, and with max_concurrency 1 no
+// two requests are in flight at once.
+func TestClusterSharedRateBudget(t *testing.T) {
+	dir := t.TempDir()
+	const items = 8
+	data := clusterItems(t, dir, items)
+	model := newDurModel(t)
+	ns := startNATS(t)
+	var delay atomic.Int64
+	delay.Store(int64(10 * time.Millisecond))
+	for i := range 3 {
+		key := fmt.Sprintf("sk-worker-%d", i)
+		model.hook(key, func(int, string) llmtest.Reply { return llmtest.Reply{Delay: time.Duration(delay.Load())} })
+		startWorker(t, model, key, ns.url())
+	}
+	workerCalls := func() []durCall {
+		model.mu.Lock()
+		defer model.mu.Unlock()
+		var out []durCall
+		for _, c := range model.calls {
+			if strings.HasPrefix(c.key, "sk-worker-") {
+				out = append(out, c)
+			}
+		}
+		model.calls = nil
+		return out
+	}
+	run := func(limits string) []durCall {
+		t.Helper()
+		pipeline := writeFile(t, dir, "limited.yaml", strings.Replace(killBatchPipeline,
+			"models: {default: {model: gpt-4.1-mini}}", "models: {default: {model: gpt-4.1-mini, "+limits+"}}", 1))
+		db := filepath.Join(t.TempDir(), "coord.db")
+		code, _, stderr := runDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+		if code != exitOK {
+			t.Fatalf("batch --nats with %s: exit %d\n%s", limits, code, stderr)
+		}
+		calls := workerCalls()
+		if len(calls) != 2*items {
+			t.Fatalf("%d model calls, want %d", len(calls), 2*items)
+		}
+		return calls
+	}
+
+	const rpm = 1200 // one request every 50ms
+	calls := run(fmt.Sprintf("rpm: %d", rpm))
+	const k = 4
+	for i := 0; i+k < len(calls); i++ {
+		// k further requests need k shares of the minute; 20ms is for
+		// the requests' way from the limiter to the server.
+		if gap := calls[i+k].at.Sub(calls[i].at); gap < k*time.Minute/rpm-20*time.Millisecond {
+			t.Errorf("rpm %d: requests %d and %d arrived %s apart, want about %s", rpm, i+1, i+k+1, gap, k*time.Minute/rpm)
+		}
+	}
+
+	delay.Store(int64(40 * time.Millisecond))
+	calls = run("max_concurrency: 1")
+	for i := 1; i < len(calls); i++ {
+		if calls[i].at.Before(calls[i-1].replied) {
+			t.Errorf("max_concurrency 1: request %d (%s) arrived before request %d (%s) was answered", i+1, calls[i].key, i, calls[i-1].key)
+		}
+	}
 }

@@ -26,6 +26,9 @@ type modelFlags struct {
 	cache          bool
 	cacheTTL       time.Duration
 	otel           string
+	// shared is not a flag: flowrun worker sets it to the rate budget the
+	// workers share.
+	shared llm.SharedLimits
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
@@ -66,7 +69,7 @@ func startModels(p *dsl.Pipeline, f *modelFlags, stderr io.Writer) (*modelSessio
 	if f.cacheTTL < 0 {
 		return nil, fmt.Errorf("--cache-ttl %s: give a positive duration such as 24h", f.cacheTTL)
 	}
-	opts := llm.Options{CacheTTL: f.cacheTTL}
+	opts := llm.Options{CacheTTL: f.cacheTTL, Shared: f.shared}
 	if f.cache {
 		opts.CacheDefault = llm.CacheOn
 	}

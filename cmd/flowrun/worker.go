@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -53,8 +54,10 @@ func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}()
 	w := &cluster.Worker{Options: cluster.Options{URL: *url, AckWait: *ackWait, Replicas: *replicas},
 		Concurrency: *concurrency, CacheDir: *cacheDir, Log: stderr,
-		Services: func(p *dsl.Pipeline) (runtime.Registry, error) {
-			ms, err := startModels(p, &mf, stderr)
+		Services: func(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Registry, error) {
+			f := mf
+			f.shared = shared
+			ms, err := startModels(p, &f, stderr)
 			if err != nil {
 				return nil, err
 			}
