@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -464,5 +465,68 @@ func TestClusterSharedRateBudget(t *testing.T) {
 		if calls[i].at.Before(calls[i-1].replied) {
 			t.Errorf("max_concurrency 1: request %d (%s) arrived before request %d (%s) was answered", i+1, calls[i].key, i, calls[i-1].key)
 		}
+	}
+}
+
+// TestClusterWorkerSIGTERM: a worker sent SIGTERM in the middle of its
+// items stops fetching, hands its items back and exits 0 at once, without
+// waiting for its AckWait; another worker resumes those items from their
+// checkpoints and the batch completes.
+func TestClusterWorkerSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
+	const items = 4
+	data := clusterItems(t, dir, items)
+	model := newDurModel(t)
+	ns := startNATS(t)
+	replied := make(chan struct{}, 100)
+	model.hook("sk-first", func(int, string) llmtest.Reply {
+		go func() { time.Sleep(200 * time.Millisecond); replied <- struct{}{} }()
+		return llmtest.Reply{Delay: 150 * time.Millisecond}
+	})
+	first := startDurProc(t, model.env("sk-first"), "worker", "--nats", ns.url(), "--concurrency", "2", "--ack-wait", "1m", "--cache-dir", t.TempDir())
+	db := filepath.Join(t.TempDir(), "coord.db")
+	coord := startDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+	select {
+	case <-replied:
+	case <-time.After(durDeadline):
+		t.Fatalf("no model reply\n%s", coord.abort())
+	}
+	stopped := time.Now()
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := first.wait(); code != exitOK || !strings.Contains(first.stderr(), "handed back") {
+		t.Fatalf("worker after SIGTERM: exit %d\n%s", code, first.stderr())
+	}
+	// The items come back at once, not after the minute of AckWait.
+	finished := storedCheckpoints(t, ns.jetStream())
+	model.hook("sk-second", func(int, string) llmtest.Reply { return llmtest.Reply{} })
+	startDurProc(t, model.env("sk-second"), "worker", "--nats", ns.url(), "--cache-dir", t.TempDir())
+	if code := coord.wait(); code != exitOK || !strings.Contains(coord.stderr(), fmt.Sprintf("completed: %d items, %d completed", items, items)) {
+		t.Fatalf("batch --nats: exit %d\n%s", code, coord.stderr())
+	}
+	if took := time.Since(stopped); took > 30*time.Second {
+		t.Errorf("the batch took %s after the SIGTERM: the items were not handed back", took)
+	}
+	st, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b, _ := st.FindBatch(context.Background(), "last")
+	rows, _ := st.BatchItems(context.Background(), b.ID)
+	runOf := map[string]string{}
+	for _, r := range rows {
+		runOf[fmt.Sprint(r.Item["id"])] = r.Run
+	}
+	for _, path := range model.paths("sk-second") {
+		id, node, _ := strings.Cut(path, "/")
+		if finished[runOf[id]+"/"+node] {
+			t.Errorf("the second worker asked the model again for %s, finished before the SIGTERM", path)
+		}
+	}
+	if len(model.paths("sk-second")) == 0 {
+		t.Errorf("the second worker ran nothing: the first finished every item despite SIGTERM\n%s", first.stderr())
 	}
 }
