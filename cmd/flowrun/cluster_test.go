@@ -27,13 +27,13 @@ import (
 // natsServer is an embedded JetStream server with file storage, which a
 // test can restart on the same port and directory.
 type natsServer struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	port int
 	srv  *server.Server
 }
 
-func startNATS(t *testing.T) *natsServer {
+func startNATS(t testing.TB) *natsServer {
 	n := &natsServer{t: t, dir: t.TempDir(), port: server.RANDOM_PORT}
 	n.start()
 	n.port = n.srv.Addr().(*net.TCPAddr).Port
