@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -62,12 +64,12 @@ func connect(ctx context.Context, o Options) (*conn, error) {
 	nc, err := nats.Connect(o.URL, nats.Name(o.Name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
 		nats.RetryOnFailedConnect(false))
 	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s: %w", o.URL, err)
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", DisplayURL(o.URL), err)
 	}
 	c, err := setup(ctx, nc, o)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("setting up JetStream on %s (is the server started with -js?): %w", o.URL, err)
+		return nil, fmt.Errorf("setting up JetStream on %s (is the server started with -js?): %w", DisplayURL(o.URL), err)
 	}
 	return c, nil
 }
@@ -133,6 +135,19 @@ func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 		return nil, fmt.Errorf("key-value bucket %s: %w", cfg.Bucket, err)
 	}
 	return kv, nil
+}
+
+// DisplayURL is a NATS URL (or comma-separated list) fit to show or
+// record: users and passwords dropped.
+func DisplayURL(raw string) string {
+	urls := strings.Split(raw, ",")
+	for i, s := range urls {
+		if u, err := url.Parse(strings.TrimSpace(s)); err == nil && u.User != nil {
+			u.User = nil
+			urls[i] = u.String()
+		}
+	}
+	return strings.Join(urls, ",")
 }
 
 // retry calls f until it succeeds, fails for good, or ctx ends: a NATS

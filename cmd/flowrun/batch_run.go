@@ -147,7 +147,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		defer co.Close()
 		// Workers set the pace: every item is queued at once.
 		r.Concurrency, r.Remote = len(items), co.Execute
-		b.Flags["nats"] = *natsURL
+		b.Flags["nats"] = cluster.DisplayURL(*natsURL)
 		created = func(b *store.Batch) {
 			view.start(b)
 			followErr = co.Follow(ctx, b.ID)

@@ -140,15 +140,7 @@ func checkClusterBatch(t *testing.T, js jetstream.JetStream, db string, want bat
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	b, err := st.FindBatch(ctx, "last")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, _ := lastBatch(t, db)
 	keys, err := kv.ListKeysFiltered(ctx, b.ID+".*")
 	if err != nil {
 		t.Fatal(err)
@@ -203,6 +195,36 @@ func TestClusterBatchThreeWorkers(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, `"completed"`) {
 		t.Fatalf("batch show: exit %d\n%s%s", code, stdout, stderr)
 	}
+}
+
+// lastBatch is the last batch in store db, with its items.
+func lastBatch(t *testing.T, db string) (*store.Batch, []*store.BatchItem) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b, err := st.FindBatch(ctx, "last")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.BatchItems(ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, rows
+}
+
+// itemRuns maps the last batch's item ids to their runs.
+func itemRuns(t *testing.T, db string) map[string]string {
+	_, rows := lastBatch(t, db)
+	out := map[string]string{}
+	for _, r := range rows {
+		out[fmt.Sprint(r.Item["id"])] = r.Run
+	}
+	return out
 }
 
 // flowrunIn runs a flowrun command in process against store db.
@@ -332,17 +354,7 @@ func TestClusterWorkerKills(t *testing.T) {
 	}
 	checkClusterBatch(t, js, db, want, items)
 
-	runOf := map[string]string{} // item id -> run
-	st, err := store.Open(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := st.FindBatch(context.Background(), "last")
-	rows, _ := st.BatchItems(context.Background(), b.ID)
-	st.Close()
-	for _, r := range rows {
-		runOf[fmt.Sprint(r.Item["id"])] = r.Run
-	}
+	runOf := itemRuns(t, db)
 	model.mu.Lock()
 	calls := append([]durCall(nil), model.calls...)
 	model.mu.Unlock()
@@ -509,17 +521,7 @@ func TestClusterWorkerSIGTERM(t *testing.T) {
 	if took := time.Since(stopped); took > 30*time.Second {
 		t.Errorf("the batch took %s after the SIGTERM: the items were not handed back", took)
 	}
-	st, err := store.Open(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	b, _ := st.FindBatch(context.Background(), "last")
-	rows, _ := st.BatchItems(context.Background(), b.ID)
-	runOf := map[string]string{}
-	for _, r := range rows {
-		runOf[fmt.Sprint(r.Item["id"])] = r.Run
-	}
+	runOf := itemRuns(t, db)
 	for _, path := range model.paths("sk-second") {
 		id, node, _ := strings.Cut(path, "/")
 		if finished[runOf[id]+"/"+node] {

@@ -69,7 +69,7 @@ func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		Human: func(auto bool) runtime.Human {
 			return newHuman(humanFlags{auto: auto, noInput: true}, strings.NewReader(""), stderr)
 		}}
-	fmt.Fprintf(stderr, "flowrun worker: pulling items from %s, %d at a time\n", *url, *concurrency)
+	fmt.Fprintf(stderr, "flowrun worker: pulling items from %s, %d at a time\n", cluster.DisplayURL(*url), *concurrency)
 	if err := w.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "flowrun worker: %v\n", err)
 		return exitFailed
