@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -66,6 +67,9 @@ func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 	}
 	co.batch, co.stop = batch, cancel
 	co.waiting, co.got = map[string]chan *Result{}, map[string]*Result{}
+	// Results already there (a resumed batch) are known before any item
+	// is published again.
+	ready := make(chan struct{})
 	co.wg.Go(func() {
 		defer func() { _ = w.Stop() }()
 		for {
@@ -75,8 +79,12 @@ func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 					co.end(fmt.Errorf("the watch of batch %s's results ended", batch))
 					return
 				}
-				if e == nil || e.Operation() != jetstream.KeyValuePut {
-					continue // nil: the end of the results already there
+				if e == nil {
+					close(ready)
+					continue
+				}
+				if e.Operation() != jetstream.KeyValuePut {
+					continue
 				}
 				var res Result
 				if err := json.Unmarshal(e.Value(), &res); err != nil {
@@ -89,7 +97,12 @@ func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 			}
 		}
 	})
-	return nil
+	select {
+	case <-ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (co *Coordinator) deliver(key string, res *Result) {
@@ -129,11 +142,13 @@ func (co *Coordinator) Close() {
 func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs map[string]any) (*runtime.Result, error) {
 	key := resultKey(row.Batch, row.Index)
 	ch := make(chan *Result, 1)
+	queued := true
 	co.mu.Lock()
 	switch {
 	case co.got[key] != nil:
 		ch <- co.got[key]
 		delete(co.got, key)
+		queued = false
 	case co.failed != nil:
 		err := co.failed
 		co.mu.Unlock()
@@ -142,24 +157,20 @@ func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs
 		co.waiting[key] = ch
 	}
 	co.mu.Unlock()
-	data, err := json.Marshal(Job{Batch: row.Batch, Index: row.Index, Key: row.Key, Run: row.Run, Pipeline: co.ref,
-		Inputs: inputs, Auto: co.Auto, MaxLoops: co.MaxLoops})
-	if err != nil {
-		return nil, fmt.Errorf("item %s: encoding its job: %w", row.Key, err)
-	}
-	err = retry(ctx, "publishing item "+row.Key, func(ctx context.Context) error {
-		_, err := co.c.js.Publish(ctx, itemsSubject+row.Batch, data, jetstream.WithMsgID(key))
-		return err
-	})
-	if err != nil {
-		co.forget(key)
-		return nil, err
+	if queued {
+		if err := co.publish(ctx, row, key, inputs); err != nil {
+			co.forget(key)
+			return nil, err
+		}
 	}
 	var res *Result
 	select {
 	case r, ok := <-ch:
 		if !ok {
-			return nil, fmt.Errorf("item %s: %w", row.Key, co.failed)
+			co.mu.Lock()
+			err := co.failed
+			co.mu.Unlock()
+			return nil, fmt.Errorf("item %s: %w", row.Key, err)
 		}
 		res = r
 	case <-ctx.Done():
@@ -178,6 +189,29 @@ func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs
 	return out, nil
 }
 
+// publish queues the item's job. An item still queued or running since an
+// earlier attempt at the batch is not queued twice, even past the
+// stream's dedup window.
+func (co *Coordinator) publish(ctx context.Context, row *store.BatchItem, key string, inputs map[string]any) error {
+	data, err := json.Marshal(Job{Batch: row.Batch, Index: row.Index, Key: row.Key, Run: row.Run, Pipeline: co.ref,
+		Inputs: inputs, Auto: co.Auto, MaxLoops: co.MaxLoops})
+	if err != nil {
+		return fmt.Errorf("item %s: encoding its job: %w", row.Key, err)
+	}
+	subject := itemsSubject + key
+	return retry(ctx, "publishing item "+row.Key, func(ctx context.Context) error {
+		_, err := co.c.items.GetLastMsgForSubject(ctx, subject)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return err
+		}
+		_, err = co.c.js.Publish(ctx, subject, data, jetstream.WithMsgID(key))
+		return err
+	})
+}
+
 func (co *Coordinator) forget(key string) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
@@ -189,6 +223,10 @@ func (co *Coordinator) mirror(ctx context.Context, runID string, inputs map[stri
 	in, err := runtime.PrepareInputs(co.Pipeline, inputs)
 	if err != nil {
 		in = inputs
+	}
+	if _, err := co.Store.Run(ctx, runID); err == nil {
+		// Mirrored by a coordinator that died before recording the item.
+		return co.Store.Finish(ctx, runID, ending(res))
 	}
 	rec, err := durable.NewRunRecord(runID, co.Pipeline, in)
 	if err != nil {
@@ -220,11 +258,15 @@ func (co *Coordinator) mirror(ctx context.Context, runID string, inputs map[stri
 	if err := r.Flush(ctx); err != nil {
 		return err
 	}
+	return co.Store.Finish(ctx, runID, ending(res))
+}
+
+func ending(res *Result) store.Ending {
 	end := store.Ending{Status: res.Status, Outputs: res.Outputs, Error: res.Error, Reason: res.Reason, Steps: res.Steps,
 		CostUSD: res.CostUSD, Tokens: int(res.Tokens)}
 	if res.Pending != nil {
 		b, _ := json.Marshal(res.Pending)
 		_ = json.Unmarshal(b, &end.Pending)
 	}
-	return co.Store.Finish(ctx, runID, end)
+	return end
 }

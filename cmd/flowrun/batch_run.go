@@ -139,14 +139,12 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	created := view.start
 	var followErr error
 	if *natsURL != "" {
-		co := &cluster.Coordinator{Store: st, Pipeline: p, Auto: bf.auto, MaxLoops: bf.maxLoops}
-		if err := co.Connect(ctx, cluster.Options{URL: *natsURL}); err != nil {
+		co, err := remoteBatch(ctx, r, *natsURL, len(items), bf.auto)
+		if err != nil {
 			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
 			return exitFailed
 		}
 		defer co.Close()
-		// Workers set the pace: every item is queued at once.
-		r.Concurrency, r.Remote = len(items), co.Execute
 		b.Flags["nats"] = cluster.DisplayURL(*natsURL)
 		created = func(b *store.Batch) {
 			view.start(b)
@@ -158,6 +156,18 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		return exitFailed
 	}
 	return runBatch(ctx, r, b, items, view)
+}
+
+// remoteBatch makes r run its items on flowrun workers through the NATS
+// server at url: every item is queued at once, and the workers' own
+// concurrency sets the pace.
+func remoteBatch(ctx context.Context, r *batch.Runner, url string, items int, auto bool) (*cluster.Coordinator, error) {
+	co := &cluster.Coordinator{Store: r.Store, Pipeline: r.Pipeline, Auto: auto, MaxLoops: r.MaxLoops}
+	if err := co.Connect(ctx, cluster.Options{URL: url}); err != nil {
+		return nil, err
+	}
+	r.Concurrency, r.Remote = max(items, 1), co.Execute
+	return co, nil
 }
 
 func absOrEmpty(path string) string {
@@ -261,6 +271,7 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	bf.register(fs)
 	retry := fs.Bool("retry-failed", false, "also run the failed items again, each resuming its run (the failed node runs again)")
 	allowChanged := fs.Bool("allow-changed", false, "resume even if the pipeline changed since the batch started")
+	natsURL := fs.String("nats", "", "run the items on flowrun workers through the NATS server at `URL` (default: the one the batch ran with, if any)")
 	ids, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -352,6 +363,21 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 			fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
 		}
 		return exitFailed
+	}
+	url, _ := b.Flags["nats"].(string)
+	if set["nats"] {
+		url = *natsURL
+	}
+	if url != "" {
+		co, err := remoteBatch(ctx, r, url, len(rows), bf.auto)
+		if err == nil {
+			defer co.Close()
+			err = co.Follow(ctx, b.ID)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
+			return exitFailed
+		}
 	}
 	view.start(b)
 	return runBatch(ctx, r, b, items, view)

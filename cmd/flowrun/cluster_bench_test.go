@@ -40,8 +40,20 @@ outputs:
   ok: nodes.check.result
 `
 
+// noSandboxStep makes scaleOutPipeline purely latency-bound: the Python
+// step becomes a set node.
+var noSandboxStep = strings.NewReplacer(`    code:
+      language: python
+      source: |
+        def check(text):
+            return sum(i * i for i in range(20000)) > 0 and len(text) > 0
+      call: check
+      args: [nodes.ask.text]
+`, `    set: {}
+`, "nodes.check.result", "true")
+
 func benchEnv(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v >= 0 {
 		return v
 	}
 	return def
@@ -50,7 +62,8 @@ func benchEnv(name string, def int) int {
 // BenchmarkClusterScaleOut measures items per minute of one batch run by
 // 1, 2 and 4 worker processes through an embedded NATS server, and by one
 // local flowrun batch with a single worker's concurrency, against the fake
-// model answering after FLOWRUN_BENCH_LATENCY_MS (default 300). Each
+// model answering after FLOWRUN_BENCH_LATENCY_MS (default 300), with a
+// Python step per item unless FLOWRUN_BENCH_SANDBOX=0. Each
 // configuration runs a warm-up batch first (the sandbox compiles Python
 // once per process). bench/scaleout.sh derives the scaling ratios and the
 // coordination overhead per item.
@@ -59,6 +72,10 @@ func BenchmarkClusterScaleOut(b *testing.B) {
 		b.Skipf("needs Python in the sandbox: %v", err)
 	}
 	items := benchEnv("FLOWRUN_BENCH_ITEMS", 32)
+	source := scaleOutPipeline
+	if os.Getenv("FLOWRUN_BENCH_SANDBOX") == "0" {
+		source = noSandboxStep.Replace(source)
+	}
 	latency := time.Duration(benchEnv("FLOWRUN_BENCH_LATENCY_MS", 300)) * time.Millisecond
 	const perWorker = 2
 	srv := llmtest.New(nil)
@@ -69,7 +86,7 @@ func BenchmarkClusterScaleOut(b *testing.B) {
 	env := []string{"OPENAI_BASE_URL=" + srv.URL, "OPENAI_API_KEY=sk-bench"}
 	dir := b.TempDir()
 	pipeline := filepath.Join(dir, "scaleout.yaml")
-	if err := os.WriteFile(pipeline, []byte(scaleOutPipeline), 0o644); err != nil {
+	if err := os.WriteFile(pipeline, []byte(source), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	dataset := func(n int) string {

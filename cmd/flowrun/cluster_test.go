@@ -532,3 +532,54 @@ func TestClusterWorkerSIGTERM(t *testing.T) {
 		t.Errorf("the second worker ran nothing: the first finished every item despite SIGTERM\n%s", first.stderr())
 	}
 }
+
+// TestClusterCoordinatorResume kills the coordinator (flowrun batch
+// --nats) mid-batch while the workers go on; flowrun batch resume picks
+// the batch up from NATS (the URL it recorded), queues no item twice,
+// collects the results the workers recorded meanwhile and ends with the
+// local batch's outputs, one run per item.
+func TestClusterCoordinatorResume(t *testing.T) {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
+	const items = 12
+	data := clusterItems(t, dir, items)
+	model := newDurModel(t)
+	want, summary := localBaseline(t, model, pipeline, data, items)
+
+	ns := startNATS(t)
+	arrived := make(chan struct{}, 1000)
+	for i := range 2 {
+		key := fmt.Sprintf("sk-worker-%d", i)
+		model.hook(key, func(int, string) llmtest.Reply {
+			arrived <- struct{}{}
+			return llmtest.Reply{Delay: 20 * time.Millisecond}
+		})
+		startWorker(t, model, key, ns.url())
+	}
+	db := filepath.Join(t.TempDir(), "coord.db")
+	coord := startDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+	for range 8 {
+		select {
+		case <-arrived:
+		case <-time.After(durDeadline):
+			t.Fatalf("no model request\n%s", coord.abort())
+		}
+	}
+	coord.kill()
+	<-coord.exited()
+	code, _, stderr := runDurProc(t, model.env("sk-coord"), "batch", "resume", "last", "--store", db)
+	if code != exitOK || summaryLine.FindString(stderr) != summary {
+		t.Fatalf("batch resume: exit %d, want the summary %q\n%s", code, summary, stderr)
+	}
+	checkClusterBatch(t, ns.jetStream(), db, want, items)
+	seen := map[string]int{}
+	model.mu.Lock()
+	defer model.mu.Unlock()
+	for _, c := range model.calls {
+		if strings.HasPrefix(c.key, "sk-worker-") {
+			if seen[c.path]++; seen[c.path] > 1 {
+				t.Errorf("model asked twice for %s: an item was queued twice", c.path)
+			}
+		}
+	}
+}
