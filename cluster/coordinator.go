@@ -224,16 +224,27 @@ func (co *Coordinator) mirror(ctx context.Context, runID string, inputs map[stri
 	if err != nil {
 		in = inputs
 	}
+	// A coordinator killed while mirroring left a prefix of the run's
+	// events and checkpoints: the rest is added, nothing twice.
+	var haveEvents, haveCheckpoints int
 	if _, err := co.Store.Run(ctx, runID); err == nil {
-		// Mirrored by a coordinator that died before recording the item.
-		return co.Store.Finish(ctx, runID, ending(res))
-	}
-	rec, err := durable.NewRunRecord(runID, co.Pipeline, in)
-	if err != nil {
-		return err
-	}
-	if err := co.Store.CreateRun(ctx, rec); err != nil {
-		return err
+		evs, err := co.Store.Events(ctx, runID)
+		if err != nil {
+			return err
+		}
+		cps, err := co.Store.Checkpoints(ctx, runID, 0)
+		if err != nil {
+			return err
+		}
+		haveEvents, haveCheckpoints = len(evs), len(cps)
+	} else {
+		rec, err := durable.NewRunRecord(runID, co.Pipeline, in)
+		if err != nil {
+			return err
+		}
+		if err := co.Store.CreateRun(ctx, rec); err != nil {
+			return err
+		}
 	}
 	evs, err := co.c.loadEvents(ctx, runID)
 	if err != nil {
@@ -247,10 +258,10 @@ func (co *Coordinator) mirror(ctx context.Context, runID string, inputs map[stri
 	if err != nil {
 		return err
 	}
-	for _, e := range evs {
+	for _, e := range evs[min(haveEvents, len(evs)):] {
 		r.Event(e)
 	}
-	for _, cp := range cps {
+	for _, cp := range cps[min(haveCheckpoints, len(cps)):] {
 		if err := r.Save(ctx, cp); err != nil {
 			return err
 		}
