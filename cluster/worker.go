@@ -73,6 +73,7 @@ type Worker struct {
 type loaded struct {
 	p     *dsl.Pipeline
 	kinds runtime.Registry
+	unfit *unfitError // this worker cannot run p, for good
 }
 
 // Run pulls and runs items until ctx ends (SIGTERM): it then fetches no
@@ -159,8 +160,19 @@ func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	w.logf("item %s (%s) attempt %d: run %s", key, job.Key, attempt, job.Run)
+	l, err := w.load(ctx, job.Pipeline)
+	var unfit *unfitError
+	if errors.As(err, &unfit) || ctx.Err() != nil {
+		// Another worker may have what this one lacks; the batch waits
+		// for one, and this log says why.
+		w.logf("item %s: %v; handing it back", key, err)
+		_ = msg.NakWithDelay(time.Second)
+		// Leave the next items to the others for a while.
+		sleep(ctx, 5*time.Second)
+		return
+	}
 	stop := w.heartbeat(msg)
-	res := w.execute(ctx, job)
+	res := w.execute(ctx, job, l, err)
 	stop()
 	if ctx.Err() != nil {
 		// Stopped by SIGTERM: the checkpoints are stored, another worker resumes.
@@ -210,14 +222,22 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
-// execute runs or resumes the job's run from the checkpoints in JetStream.
-func (w *Worker) execute(ctx context.Context, job Job) *Result {
+// unfitError says this worker cannot run a pipeline that loads (no model
+// endpoint in its environment, no Python for its sandbox): the item goes
+// back to the queue instead of failing.
+type unfitError struct{ err error }
+
+func (e *unfitError) Error() string { return "this worker cannot run the pipeline: " + e.err.Error() }
+func (e *unfitError) Unwrap() error { return e.err }
+
+// execute runs or resumes the job's run from the checkpoints in
+// JetStream; loadErr is why its pipeline l could not be loaded.
+func (w *Worker) execute(ctx context.Context, job Job, l *loaded, loadErr error) *Result {
 	failed := func(err error) *Result {
 		return &Result{Run: job.Run, Status: runtime.StatusFailed, Error: err.Error(), Class: runtime.ClassOf(err)}
 	}
-	l, err := w.load(ctx, job.Pipeline)
-	if err != nil {
-		return failed(err)
+	if loadErr != nil {
+		return failed(loadErr)
 	}
 	in, err := runtime.PrepareInputs(l.p, job.Inputs)
 	if err != nil {
@@ -248,6 +268,9 @@ func (w *Worker) load(ctx context.Context, ref PipelineRef) (*loaded, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if l := w.pipeline[ref.Hash]; l != nil {
+		if l.unfit != nil {
+			return nil, l.unfit
+		}
 		return l, nil
 	}
 	p, err := w.c.fetchPipeline(ctx, w.CacheDir, ref)
@@ -255,11 +278,12 @@ func (w *Worker) load(ctx context.Context, ref PipelineRef) (*loaded, error) {
 		return nil, err
 	}
 	kinds, err := w.Services(p, &sharedLimits{c: w.c})
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = kinds.Check(p)
 	}
-	if err := kinds.Check(p); err != nil {
-		return nil, err
+	if err != nil {
+		w.pipeline[ref.Hash] = &loaded{unfit: &unfitError{err}}
+		return nil, w.pipeline[ref.Hash].unfit
 	}
 	l := &loaded{p: p, kinds: kinds}
 	w.pipeline[ref.Hash] = l

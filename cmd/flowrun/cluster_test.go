@@ -583,3 +583,34 @@ func TestClusterCoordinatorResume(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterMisconfiguredWorkerHandsBack: a worker that cannot run the
+// pipeline (no model endpoint in its environment) hands the items back
+// instead of failing them; a worker that can runs them all.
+func TestClusterMisconfiguredWorkerHandsBack(t *testing.T) {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
+	const items = 4
+	data := clusterItems(t, dir, items)
+	model := newDurModel(t)
+	ns := startNATS(t)
+	bad := benchProcess(nil, "worker", "--nats", ns.url(), "--cache-dir", t.TempDir())
+	handedBack := &readyWriter{said: "handing it back", ready: make(chan struct{})}
+	bad.Stderr = handedBack
+	if err := bad.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bad.Process.Kill(); _ = bad.Wait() })
+	db := filepath.Join(t.TempDir(), "coord.db")
+	coord := startDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+	select {
+	case <-handedBack.ready:
+	case <-time.After(durDeadline):
+		t.Fatalf("the worker with no model endpoint never handed an item back\n%s", coord.abort())
+	}
+	model.hook("sk-good", func(int, string) llmtest.Reply { return llmtest.Reply{} })
+	startWorker(t, model, "sk-good", ns.url())
+	if code := coord.wait(); code != exitOK || !strings.Contains(coord.stderr(), fmt.Sprintf("completed: %d items, %d completed, 0 failed", items, items)) {
+		t.Fatalf("batch --nats: exit %d\n%s", code, coord.stderr())
+	}
+}
