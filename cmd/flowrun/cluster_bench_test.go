@@ -15,6 +15,16 @@ import (
 	"github.com/flowrun/flowrun/sandbox"
 )
 
+// scaleOutCheck is the Python step of scaleOutPipeline.
+const scaleOutCheck = `    code:
+      language: python
+      source: |
+        def check(text):
+            return sum(i * i for i in range(20000)) > 0 and len(text) > 0
+      call: check
+      args: [nodes.ask.text]
+`
+
 // scaleOutPipeline is a latency-bound item with a CPU step: a model call,
 // a Python check in the sandbox, a second model call.
 const scaleOutPipeline = `
@@ -27,14 +37,7 @@ nodes:
   - id: ask
     llm: {prompt: "solve ${{ inputs.id }}"}
   - id: check
-    code:
-      language: python
-      source: |
-        def check(text):
-            return sum(i * i for i in range(20000)) > 0 and len(text) > 0
-      call: check
-      args: [nodes.ask.text]
-  - id: answer
+` + scaleOutCheck + `  - id: answer
     llm: {prompt: "answer ${{ inputs.id }} ${{ nodes.check.result }}"}
 outputs:
   ok: nodes.check.result
@@ -42,15 +45,7 @@ outputs:
 
 // noSandboxStep makes scaleOutPipeline purely latency-bound: the Python
 // step becomes a set node.
-var noSandboxStep = strings.NewReplacer(`    code:
-      language: python
-      source: |
-        def check(text):
-            return sum(i * i for i in range(20000)) > 0 and len(text) > 0
-      call: check
-      args: [nodes.ask.text]
-`, `    set: {}
-`, "nodes.check.result", "true")
+var noSandboxStep = strings.NewReplacer(scaleOutCheck, "    set: {}\n", "nodes.check.result", "true")
 
 func benchEnv(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v >= 0 {

@@ -163,35 +163,18 @@ func checkClusterBatch(t *testing.T, js jetstream.JetStream, db string, want bat
 // summary as the same batch run locally, and the coordinator's store
 // holds every run as a local batch's would.
 func TestClusterBatchThreeWorkers(t *testing.T) {
-	dir := t.TempDir()
-	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
-	const items = 12
-	data := clusterItems(t, dir, items)
-	model := newDurModel(t)
-	want, summary := localBaseline(t, model, pipeline, data, items)
-
-	ns := startNATS(t)
-	for i := range 3 {
-		key := fmt.Sprintf("sk-worker-%d", i)
-		model.hook(key, func(int, string) llmtest.Reply { return llmtest.Reply{Delay: 10 * time.Millisecond} })
-		startWorker(t, model, key, ns.url())
-	}
-	db := filepath.Join(t.TempDir(), "coord.db")
-	code, _, stderr := runDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
-	if code != exitOK || summaryLine.FindString(stderr) != summary {
-		t.Fatalf("batch --nats: exit %d, want the summary %q\n%s", code, summary, stderr)
-	}
-	if n := len(model.paths("sk-coord")); n != 0 {
+	c := startClusterBatch(t, 12, 3, 10*time.Millisecond)
+	c.finish(t, c.coord)
+	if n := len(c.model.paths("sk-coord")); n != 0 {
 		t.Errorf("the coordinator called the model %d times; the workers should", n)
 	}
 	per := map[string]int{}
 	for i := range 3 {
 		key := fmt.Sprintf("sk-worker-%d", i)
-		per[key] = len(model.paths(key))
+		per[key] = len(c.model.paths(key))
 	}
 	t.Logf("model calls per worker: %v", per)
-	checkClusterBatch(t, ns.jetStream(), db, want, items)
-	code, stdout, stderr := flowrunIn(t, db, "batch", "show", "last", "--format", "json")
+	code, stdout, stderr := flowrunIn(t, c.db, "batch", "show", "last", "--format", "json")
 	if code != exitOK || !strings.Contains(stdout, `"completed"`) {
 		t.Fatalf("batch show: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -225,6 +208,63 @@ func itemRuns(t *testing.T, db string) map[string]string {
 		out[fmt.Sprint(r.Item["id"])] = r.Run
 	}
 	return out
+}
+
+// clusterBatch is a batch of killBatchPipeline items running on workers
+// through an embedded NATS server, with what the same batch gave locally.
+type clusterBatch struct {
+	t        *testing.T
+	items    int
+	model    *durModel
+	ns       *natsServer
+	want     batchRecord
+	summary  string
+	db       string
+	coord    *durProc
+	requests chan struct{} // one per model request from a worker
+}
+
+// startClusterBatch runs the batch locally, then starts the NATS server,
+// the workers (whose model answers after delay) and the coordinator.
+func startClusterBatch(t *testing.T, items, workers int, delay time.Duration) *clusterBatch {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
+	data := clusterItems(t, dir, items)
+	c := &clusterBatch{t: t, items: items, model: newDurModel(t), requests: make(chan struct{}, 1000)}
+	c.want, c.summary = localBaseline(t, c.model, pipeline, data, items)
+	c.ns = startNATS(t)
+	for i := range workers {
+		key := fmt.Sprintf("sk-worker-%d", i)
+		c.model.hook(key, func(int, string) llmtest.Reply {
+			c.requests <- struct{}{}
+			return llmtest.Reply{Delay: delay}
+		})
+		startWorker(t, c.model, key, c.ns.url())
+	}
+	c.db = filepath.Join(t.TempDir(), "coord.db")
+	c.coord = startDurProc(t, c.model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", c.ns.url(), "--store", c.db)
+	return c
+}
+
+// waitRequests waits for n model requests from the workers.
+func (c *clusterBatch) waitRequests(n int) {
+	for range n {
+		select {
+		case <-c.requests:
+		case <-time.After(durDeadline):
+			c.t.Fatalf("no model request\n%s", c.coord.abort())
+		}
+	}
+}
+
+// finish waits for the coordinator p (flowrun batch or batch resume) and
+// checks the batch against the local one.
+func (c *clusterBatch) finish(t *testing.T, p *durProc) {
+	t.Helper()
+	if code := p.wait(); code != exitOK || summaryLine.FindString(p.stderr()) != c.summary {
+		t.Fatalf("flowrun %s: exit %d, want the summary %q\n%s", strings.Join(p.args, " "), code, c.summary, p.stderr())
+	}
+	checkClusterBatch(t, c.ns.jetStream(), c.db, c.want, c.items)
 }
 
 // flowrunIn runs a flowrun command in process against store db.
@@ -382,37 +422,10 @@ func TestClusterWorkerKills(t *testing.T) {
 // middle of a batch: workers and coordinator reconnect and the batch
 // completes with one result per item.
 func TestClusterNATSRestart(t *testing.T) {
-	dir := t.TempDir()
-	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
-	const items = 12
-	data := clusterItems(t, dir, items)
-	model := newDurModel(t)
-	want, summary := localBaseline(t, model, pipeline, data, items)
-
-	ns := startNATS(t)
-	arrived := make(chan struct{}, 1000)
-	for i := range 2 {
-		key := fmt.Sprintf("sk-worker-%d", i)
-		model.hook(key, func(int, string) llmtest.Reply {
-			arrived <- struct{}{}
-			return llmtest.Reply{Delay: 30 * time.Millisecond}
-		})
-		startWorker(t, model, key, ns.url())
-	}
-	db := filepath.Join(t.TempDir(), "coord.db")
-	coord := startDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
-	for range 6 {
-		select {
-		case <-arrived:
-		case <-time.After(durDeadline):
-			t.Fatalf("no model request\n%s", coord.abort())
-		}
-	}
-	ns.restart()
-	if code := coord.wait(); code != exitOK || summaryLine.FindString(coord.stderr()) != summary {
-		t.Fatalf("batch --nats: exit %d, want the summary %q\n%s", code, summary, coord.stderr())
-	}
-	checkClusterBatch(t, ns.jetStream(), db, want, items)
+	c := startClusterBatch(t, 12, 2, 30*time.Millisecond)
+	c.waitRequests(6)
+	c.ns.restart()
+	c.finish(t, c.coord)
 }
 
 // TestClusterSharedRateBudget: a model's rpm and max_concurrency hold
@@ -539,46 +552,18 @@ func TestClusterWorkerSIGTERM(t *testing.T) {
 // collects the results the workers recorded meanwhile and ends with the
 // local batch's outputs, one run per item.
 func TestClusterCoordinatorResume(t *testing.T) {
-	dir := t.TempDir()
-	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
-	const items = 12
-	data := clusterItems(t, dir, items)
-	model := newDurModel(t)
-	want, summary := localBaseline(t, model, pipeline, data, items)
-
-	ns := startNATS(t)
-	arrived := make(chan struct{}, 1000)
-	for i := range 2 {
-		key := fmt.Sprintf("sk-worker-%d", i)
-		model.hook(key, func(int, string) llmtest.Reply {
-			arrived <- struct{}{}
-			return llmtest.Reply{Delay: 20 * time.Millisecond}
-		})
-		startWorker(t, model, key, ns.url())
-	}
-	db := filepath.Join(t.TempDir(), "coord.db")
-	coord := startDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
-	for range 8 {
-		select {
-		case <-arrived:
-		case <-time.After(durDeadline):
-			t.Fatalf("no model request\n%s", coord.abort())
-		}
-	}
-	coord.kill()
-	<-coord.exited()
-	code, _, stderr := runDurProc(t, model.env("sk-coord"), "batch", "resume", "last", "--store", db)
-	if code != exitOK || summaryLine.FindString(stderr) != summary {
-		t.Fatalf("batch resume: exit %d, want the summary %q\n%s", code, summary, stderr)
-	}
-	checkClusterBatch(t, ns.jetStream(), db, want, items)
+	c := startClusterBatch(t, 12, 2, 20*time.Millisecond)
+	c.waitRequests(8)
+	c.coord.kill()
+	<-c.coord.exited()
+	c.finish(t, startDurProc(t, c.model.env("sk-coord"), "batch", "resume", "last", "--store", c.db))
 	seen := map[string]int{}
-	model.mu.Lock()
-	defer model.mu.Unlock()
-	for _, c := range model.calls {
-		if strings.HasPrefix(c.key, "sk-worker-") {
-			if seen[c.path]++; seen[c.path] > 1 {
-				t.Errorf("model asked twice for %s: an item was queued twice", c.path)
+	c.model.mu.Lock()
+	defer c.model.mu.Unlock()
+	for _, call := range c.model.calls {
+		if strings.HasPrefix(call.key, "sk-worker-") {
+			if seen[call.path]++; seen[call.path] > 1 {
+				t.Errorf("model asked twice for %s: an item was queued twice", call.path)
 			}
 		}
 	}
