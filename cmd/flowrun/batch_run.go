@@ -113,7 +113,8 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		fmt.Fprintf(stderr, "flowrun batch: no item of %s is selected\n", *dataset)
 		return exitInvalid
 	}
-	if bf.models.replay == "" && needsEndpoint(p) {
+	bf.models.remote = *natsURL != ""
+	if bf.models.replay == "" && !bf.models.remote && needsEndpoint(p) {
 		if c := datasetCassette(*dataset); c != "" {
 			bf.models.replay = c
 			fmt.Fprintf(stderr, "no OPENAI_API_KEY or OPENAI_BASE_URL: replaying %s (offline)\n", c)
@@ -346,6 +347,11 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 			break
 		}
 	}
+	url, _ := b.Flags["nats"].(string)
+	if set["nats"] {
+		url = *natsURL
+	}
+	bf.models.remote = url != ""
 	st, r, finish, code := batchRunner(p, &bf, stdin, stderr)
 	if r == nil {
 		return code
@@ -363,10 +369,6 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 			fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
 		}
 		return exitFailed
-	}
-	url, _ := b.Flags["nats"].(string)
-	if set["nats"] {
-		url = *natsURL
 	}
 	if url != "" {
 		co, err := remoteBatch(ctx, r, url, len(rows), bf.auto)

@@ -29,6 +29,9 @@ type modelFlags struct {
 	// shared is not a flag: flowrun worker sets it to the rate budget the
 	// workers share.
 	shared llm.SharedLimits
+	// remote is not a flag: the runs happen on workers (batch --nats), so
+	// this process needs a model endpoint only for judge metrics.
+	remote bool
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
@@ -74,7 +77,7 @@ func startModels(p *dsl.Pipeline, f *modelFlags, stderr io.Writer) (*modelSessio
 		opts.CacheDefault = llm.CacheOn
 	}
 	replay := f.replay
-	if replay == "" && needsEndpoint(p) {
+	if replay == "" && !f.remote && needsEndpoint(p) {
 		fallback := strings.TrimSuffix(strings.TrimSuffix(p.Path, ".yaml"), ".yml") + ".cassette.yaml"
 		if _, err := os.Stat(fallback); err != nil {
 			return nil, errors.New("no model endpoint: set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server), or replay a recorded run with --replay FILE")
