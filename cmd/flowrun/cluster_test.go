@@ -222,8 +222,9 @@ type clusterBatch struct {
 }
 
 // startClusterBatch runs the batch locally, then starts the NATS server,
-// the workers (whose model answers after delay) and the coordinator.
-func startClusterBatch(t *testing.T, items, workers int, delay time.Duration) *clusterBatch {
+// the workers (whose model answers after delay; workerArgs are added to
+// their flags) and the coordinator.
+func startClusterBatch(t *testing.T, items, workers int, delay time.Duration, workerArgs ...string) *clusterBatch {
 	dir := t.TempDir()
 	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
 	data := clusterItems(t, dir, items)
@@ -236,7 +237,7 @@ func startClusterBatch(t *testing.T, items, workers int, delay time.Duration) *c
 			c.requests <- struct{}{}
 			return llmtest.Reply{Delay: delay}
 		})
-		startWorker(t, c.model, key, c.ns.url())
+		startWorker(t, c.model, key, c.ns.url(), workerArgs...)
 	}
 	c.db = filepath.Join(t.TempDir(), "coord.db")
 	// The coordinator needs no model endpoint: the workers call the model.
@@ -595,5 +596,24 @@ func TestClusterMisconfiguredWorkerHandsBack(t *testing.T) {
 	startWorker(t, model, "sk-good", ns.url())
 	if code := coord.wait(); code != exitOK || !strings.Contains(coord.stderr(), fmt.Sprintf("completed: %d items, %d completed, 0 failed", items, items)) {
 		t.Fatalf("batch --nats: exit %d\n%s", code, coord.stderr())
+	}
+}
+
+// TestClusterHeartbeatKeepsLongItems: an item whose model call takes
+// longer than the workers' AckWait stays with its worker, which
+// heartbeats, instead of being redelivered to another one: every model
+// call is made once.
+func TestClusterHeartbeatKeepsLongItems(t *testing.T) {
+	c := startClusterBatch(t, 2, 2, 1500*time.Millisecond, "--ack-wait", "600ms")
+	c.finish(t, c.coord)
+	seen := map[string]int{}
+	c.model.mu.Lock()
+	defer c.model.mu.Unlock()
+	for _, call := range c.model.calls {
+		if strings.HasPrefix(call.key, "sk-worker-") {
+			if seen[call.path]++; seen[call.path] > 1 {
+				t.Errorf("model asked twice for %s: the item was redelivered while its worker ran it", call.path)
+			}
+		}
 	}
 }
