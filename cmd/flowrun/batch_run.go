@@ -78,6 +78,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	seed := fs.Uint64("seed", 0, "the sample's `seed`")
 	filter := fs.String("filter", "", "run only the items for which this expr-lang `condition` over item holds, e.g. 'item.level == \"easy\"'")
 	natsURL := fs.String("nats", "", "run the items on flowrun workers through the NATS JetStream server at `URL` (see docs/scale-out.md)")
+	replicas := natsReplicasFlag(fs)
 	files, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -140,7 +141,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	created := view.start
 	var followErr error
 	if *natsURL != "" {
-		co, err := remoteBatch(ctx, r, *natsURL, len(items), bf.auto)
+		co, err := remoteBatch(ctx, r, cluster.Options{URL: *natsURL, Replicas: *replicas}, len(items), bf.auto)
 		if err != nil {
 			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
 			return exitFailed
@@ -160,11 +161,11 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 }
 
 // remoteBatch makes r run its items on flowrun workers through the NATS
-// server at url: every item is queued at once, and the workers' own
+// server o names: every item is queued at once, and the workers' own
 // concurrency sets the pace.
-func remoteBatch(ctx context.Context, r *batch.Runner, url string, items int, auto bool) (*cluster.Coordinator, error) {
+func remoteBatch(ctx context.Context, r *batch.Runner, o cluster.Options, items int, auto bool) (*cluster.Coordinator, error) {
 	co := &cluster.Coordinator{Store: r.Store, Pipeline: r.Pipeline, Auto: auto, MaxLoops: r.MaxLoops}
-	if err := co.Connect(ctx, cluster.Options{URL: url}); err != nil {
+	if err := co.Connect(ctx, o); err != nil {
 		return nil, err
 	}
 	r.Concurrency, r.Remote = max(items, 1), co.Execute
@@ -371,7 +372,7 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return exitFailed
 	}
 	if url != "" {
-		co, err := remoteBatch(ctx, r, url, len(rows), bf.auto)
+		co, err := remoteBatch(ctx, r, cluster.Options{URL: url}, len(rows), bf.auto)
 		if err == nil {
 			defer co.Close()
 			err = co.Follow(ctx, b.ID)

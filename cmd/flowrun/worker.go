@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,12 +18,18 @@ import (
 	"github.com/flowrun/flowrun/runtime"
 )
 
+// natsReplicasFlag is --nats-replicas, for the commands that may be the
+// first to reach a NATS server and so create flowrun's streams.
+func natsReplicasFlag(fs *flag.FlagSet) *int {
+	return fs.Int("nats-replicas", 1, "copies JetStream keeps of the streams flowrun creates if they do not exist yet (3 on a three-node cluster)")
+}
+
 func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("worker", "flowrun worker --nats URL [--concurrency N]\n\nRuns batch items published by flowrun batch --nats until stopped (SIGTERM or\nCtrl-C: the items in flight stop at their next node and go back to the\nqueue, where another worker resumes them from their checkpoints). Model\nendpoints and keys come from this process's environment.")
 	url := fs.String("nats", "", "the NATS server `URL`, e.g. nats://127.0.0.1:4222 (required)")
 	concurrency := fs.Int("concurrency", 4, "run `N` items at once")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "hand an item to another worker when this one has been silent for `duration` (it heartbeats at a third of it)")
-	replicas := fs.Int("replicas", 1, "copies JetStream keeps of the streams flowrun creates (3 on a three-node cluster)")
+	replicas := natsReplicasFlag(fs)
 	cacheDir := fs.String("cache-dir", "", "where fetched pipelines are kept (default: a directory under the user cache)")
 	var mf modelFlags
 	mf.register(fs)
