@@ -266,6 +266,22 @@ func (c *clusterBatch) finish(t *testing.T, p *durProc) {
 	checkClusterBatch(t, c.ns.jetStream(), c.db, c.want, c.items)
 }
 
+// eachCallOnce checks that the workers asked the model once for each
+// node; why says what a repeat means.
+func (c *clusterBatch) eachCallOnce(t *testing.T, why string) {
+	t.Helper()
+	seen := map[string]int{}
+	c.model.mu.Lock()
+	defer c.model.mu.Unlock()
+	for _, call := range c.model.calls {
+		if strings.HasPrefix(call.key, "sk-worker-") {
+			if seen[call.path]++; seen[call.path] > 1 {
+				t.Errorf("model asked twice for %s: %s", call.path, why)
+			}
+		}
+	}
+}
+
 // flowrunIn runs a flowrun command in process against store db.
 func flowrunIn(t *testing.T, db string, args ...string) (int, string, string) {
 	t.Helper()
@@ -557,16 +573,7 @@ func TestClusterCoordinatorResume(t *testing.T) {
 	c.coord.kill()
 	<-c.coord.exited()
 	c.finish(t, startDurProc(t, nil, "batch", "resume", "last", "--store", c.db))
-	seen := map[string]int{}
-	c.model.mu.Lock()
-	defer c.model.mu.Unlock()
-	for _, call := range c.model.calls {
-		if strings.HasPrefix(call.key, "sk-worker-") {
-			if seen[call.path]++; seen[call.path] > 1 {
-				t.Errorf("model asked twice for %s: an item was queued twice", call.path)
-			}
-		}
-	}
+	c.eachCallOnce(t, "an item was queued twice")
 }
 
 // TestClusterMisconfiguredWorkerHandsBack: a worker that cannot run the
@@ -607,14 +614,5 @@ func TestClusterMisconfiguredWorkerHandsBack(t *testing.T) {
 func TestClusterHeartbeatKeepsLongItems(t *testing.T) {
 	c := startClusterBatch(t, 2, 2, 1500*time.Millisecond, "--ack-wait", "600ms")
 	c.finish(t, c.coord)
-	seen := map[string]int{}
-	c.model.mu.Lock()
-	defer c.model.mu.Unlock()
-	for _, call := range c.model.calls {
-		if strings.HasPrefix(call.key, "sk-worker-") {
-			if seen[call.path]++; seen[call.path] > 1 {
-				t.Errorf("model asked twice for %s: the item was redelivered while its worker ran it", call.path)
-			}
-		}
-	}
+	c.eachCallOnce(t, "the item was redelivered while its worker ran it")
 }
