@@ -111,6 +111,10 @@ type Runner struct {
 	// Sink, if set, also receives every item run's events; items run at
 	// once call it from several goroutines.
 	Sink runtime.EventSink
+	// Remote, if set, runs each item's run elsewhere (a worker) instead of
+	// in this process: it gets the item, linked to its run id, and its
+	// inputs, and returns once the run has ended and is in Store.
+	Remote func(ctx context.Context, row *store.BatchItem, inputs map[string]any) (*runtime.Result, error)
 }
 
 // Progress is the state of a batch as an item finishes.
@@ -377,6 +381,9 @@ func (e *datasetError) Error() string { return e.err.Error() }
 // back from the store, not run again.
 func (st *batchState) execute(ctx context.Context, runner *durable.Runner, row *store.BatchItem, it *Item) (*runtime.Result, error) {
 	r := st.r
+	if r.Remote != nil {
+		return st.remote(ctx, row, it)
+	}
 	if row.Run != "" {
 		prev, err := r.Store.Run(ctx, row.Run)
 		switch {
@@ -393,22 +400,40 @@ func (st *batchState) execute(ctx context.Context, runner *durable.Runner, row *
 		}
 		// Linked, but killed before the run was recorded: start it now.
 	}
+	in, err := st.link(ctx, row, it)
+	if err != nil {
+		return nil, err
+	}
+	return runner.StartAs(ctx, row.Run, r.Pipeline, in)
+}
+
+// remote has r.Remote run the item, linked to its run id.
+func (st *batchState) remote(ctx context.Context, row *store.BatchItem, it *Item) (*runtime.Result, error) {
+	in, err := st.link(ctx, row, it)
+	if err != nil {
+		return nil, err
+	}
+	return st.r.Remote(ctx, row, in)
+}
+
+// link gives an item that has no run yet its run id, recorded before the
+// run exists, and returns the run's inputs.
+func (st *batchState) link(ctx context.Context, row *store.BatchItem, it *Item) (map[string]any, error) {
 	if it == nil {
 		return nil, &datasetError{fmt.Errorf("item %s: its run %s was never recorded and the dataset entry is gone", row.Key, row.Run)}
 	}
-	in, err := r.inputs(it)
+	in, err := st.r.inputs(it)
 	if err != nil {
 		return nil, &datasetError{err}
 	}
-	id := row.Run
-	if id == "" {
-		id = runtime.NewRunID()
-		if err := r.Store.StartItem(ctx, row.Batch, row.Index, id); err != nil {
+	if row.Run == "" {
+		id := runtime.NewRunID()
+		if err := st.r.Store.StartItem(ctx, row.Batch, row.Index, id); err != nil {
 			return nil, err
 		}
 		row.Run = id
 	}
-	return runner.StartAs(ctx, id, r.Pipeline, in)
+	return in, nil
 }
 
 // finished counts an item's result and reports progress; counted is

@@ -49,7 +49,7 @@ func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs
 	if err != nil {
 		return nil, err
 	}
-	run, err := newRun(id, p, in)
+	run, err := NewRunRecord(id, p, in)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,9 @@ func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs
 	return r.execute(ctx, run.ID, "", p, in, nil)
 }
 
-func newRun(id string, p *dsl.Pipeline, inputs map[string]any) (*store.Run, error) {
+// NewRunRecord is the record of a new run of p: the pipeline with every
+// file its load read, and the run's inputs.
+func NewRunRecord(id string, p *dsl.Pipeline, inputs map[string]any) (*store.Run, error) {
 	src, err := os.ReadFile(p.Path)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", p.Path, err)
@@ -111,7 +113,7 @@ func (r *Runner) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 		if err != nil {
 			return nil, err
 		}
-		child, err := newRun(runtime.NewRunID(), p, prev.Inputs)
+		child, err := NewRunRecord(runtime.NewRunID(), p, prev.Inputs)
 		if err != nil {
 			return nil, err
 		}

@@ -43,6 +43,8 @@ type Options struct {
 	// tests pass fakes. Sleep must return ctx.Err() when ctx ends first.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Shared, when set, is a rate budget shared with other processes.
+	Shared SharedLimits
 	// Record, when set, receives every exchange.
 	Record *Cassette
 	// Replay, when set, answers every request; the network is never used
@@ -100,7 +102,7 @@ func New(opts Options) *Client {
 	if opts.Now != nil || opts.Sleep != nil {
 		c.clock = funcClock{now: opts.Now, sleep: opts.Sleep}
 	}
-	c.limits = &limiters{clock: c.clock, byKey: map[string]*limiter{}}
+	c.limits = &limiters{clock: c.clock, shared: opts.Shared, byKey: map[string]*limiter{}}
 	return c
 }
 
@@ -230,7 +232,7 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 		}
 	}
 
-	lim := c.limits.get(ep.URL+" "+cl.Model, rateLimits{RPM: req.Model.RPM, TPM: req.Model.TPM, MaxConcurrency: req.Model.MaxConcurrency})
+	lim := c.limits.get(ep.URL+" "+cl.Model, RateLimits{RPM: req.Model.RPM, TPM: req.Model.TPM, MaxConcurrency: req.Model.MaxConcurrency})
 	pol := c.policy(req)
 	for try := 1; ; try++ {
 		began := c.clock.Now()

@@ -6,30 +6,43 @@ import (
 	"time"
 )
 
-// rateLimits bound the requests sent for one endpoint and model, from the
+// RateLimits bound the requests sent for one endpoint and model, from the
 // model config's rpm, tpm and max_concurrency. Zero means unlimited.
-type rateLimits struct {
+type RateLimits struct {
 	RPM            int // requests started per minute
 	TPM            int // estimated tokens per minute
 	MaxConcurrency int // requests in flight
 }
 
+// SharedLimits is a rate budget kept outside the process (flowrun
+// workers keep it in NATS JetStream), so that every process using it
+// shares each model's rpm, tpm and max_concurrency instead of each
+// sending at the full rate. A request waits for its own process's limiter
+// first, then for the shared budget.
+type SharedLimits interface {
+	// Acquire waits until the budget of key (an endpoint and model) allows
+	// one more request of about tokens tokens under lim. release is called
+	// once the request is done, with the tokens it used (0 if unknown).
+	Acquire(ctx context.Context, key string, lim RateLimits, tokens int) (release func(used int), err error)
+}
+
 // limiters is the registry of rate limiters, one per endpoint and model,
 // shared by every caller of a Client.
 type limiters struct {
-	clock clock
-	mu    sync.Mutex
-	byKey map[string]*limiter
+	clock  clock
+	shared SharedLimits
+	mu     sync.Mutex
+	byKey  map[string]*limiter
 }
 
 // get returns the limiter for key, tightened to lim: when two model
 // configs share an endpoint and model, the stricter non-zero limit wins.
-func (r *limiters) get(key string, lim rateLimits) *limiter {
+func (r *limiters) get(key string, lim RateLimits) *limiter {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	l := r.byKey[key]
 	if l == nil {
-		l = &limiter{clock: r.clock}
+		l = &limiter{clock: r.clock, key: key, shared: r.shared}
 		r.byKey[key] = l
 	}
 	l.tighten(lim)
@@ -41,9 +54,11 @@ func (r *limiters) get(key string, lim rateLimits) *limiter {
 // 60-second window ever holds more than its limit), and at most
 // MaxConcurrency requests are in flight.
 type limiter struct {
-	clock clock
-	mu    sync.Mutex
-	lim   rateLimits
+	clock  clock
+	key    string
+	shared SharedLimits
+	mu     sync.Mutex
+	lim    RateLimits
 	// nextReq and nextTok are the earliest times the rpm and tpm budgets
 	// allow the next request to start.
 	nextReq, nextTok time.Time
@@ -51,7 +66,7 @@ type limiter struct {
 	waiters          []chan struct{} // FIFO, for a concurrency slot
 }
 
-func (l *limiter) tighten(lim rateLimits) {
+func (l *limiter) tighten(lim RateLimits) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lim.RPM = stricter(l.lim.RPM, lim.RPM)
@@ -83,13 +98,27 @@ func (l *limiter) acquire(ctx context.Context, tokens int) (release func(used in
 			return nil, err
 		}
 	}
+	shared := func(int) {}
+	if lim := l.limits(); l.shared != nil && lim != (RateLimits{}) {
+		if shared, err = l.shared.Acquire(ctx, l.key, lim, tokens); err != nil {
+			l.release()
+			return nil, err
+		}
+	}
 	var once sync.Once
 	return func(used int) {
 		once.Do(func() {
+			shared(used)
 			l.settle(charged, used)
 			l.release()
 		})
 	}, nil
+}
+
+func (l *limiter) limits() RateLimits {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lim
 }
 
 func (l *limiter) slot(ctx context.Context) error {

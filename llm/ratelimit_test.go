@@ -35,14 +35,14 @@ var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 func TestPacingUnderConcurrency(t *testing.T) {
 	cases := []struct {
 		name     string
-		lim      rateLimits
+		lim      RateLimits
 		tokens   int
 		interval time.Duration
 	}{
-		{"rpm", rateLimits{RPM: 120}, 10, 500 * time.Millisecond},
-		{"tpm", rateLimits{TPM: 6000}, 100, time.Second},
-		{"both, tpm binds", rateLimits{RPM: 600, TPM: 6000}, 100, time.Second},
-		{"both, rpm binds", rateLimits{RPM: 6, TPM: 1_000_000}, 100, 10 * time.Second},
+		{"rpm", RateLimits{RPM: 120}, 10, 500 * time.Millisecond},
+		{"tpm", RateLimits{TPM: 6000}, 100, time.Second},
+		{"both, tpm binds", RateLimits{RPM: 600, TPM: 6000}, 100, time.Second},
+		{"both, rpm binds", RateLimits{RPM: 6, TPM: 1_000_000}, 100, 10 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +76,7 @@ func TestPacingUnderConcurrency(t *testing.T) {
 func TestTPMSettlesActualUsage(t *testing.T) {
 	clk := &fakeClock{now: epoch}
 	l := &limiter{clock: clk}
-	l.tighten(rateLimits{TPM: 600}) // 10 tokens a second
+	l.tighten(RateLimits{TPM: 600}) // 10 tokens a second
 	release, err := l.acquire(context.Background(), 100)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +142,7 @@ func TestRPMEndToEnd(t *testing.T) {
 
 func TestSlotWaitCancelled(t *testing.T) {
 	l := &limiter{clock: realClock{}}
-	l.tighten(rateLimits{MaxConcurrency: 1})
+	l.tighten(RateLimits{MaxConcurrency: 1})
 	release, err := l.acquire(context.Background(), 1)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/batch"
+	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/nodes"
@@ -76,6 +77,8 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	sample := fs.Int("sample", 0, "run a random sample of `N` items (deterministic: see --seed)")
 	seed := fs.Uint64("seed", 0, "the sample's `seed`")
 	filter := fs.String("filter", "", "run only the items for which this expr-lang `condition` over item holds, e.g. 'item.level == \"easy\"'")
+	natsURL := fs.String("nats", "", "run the items on flowrun workers through the NATS JetStream server at `URL` (see docs/scale-out.md)")
+	replicas := natsReplicasFlag(fs)
 	files, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -111,7 +114,8 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		fmt.Fprintf(stderr, "flowrun batch: no item of %s is selected\n", *dataset)
 		return exitInvalid
 	}
-	if bf.models.replay == "" && needsEndpoint(p) {
+	bf.models.remote = *natsURL != ""
+	if bf.models.replay == "" && !bf.models.remote && needsEndpoint(p) {
 		if c := datasetCassette(*dataset); c != "" {
 			bf.models.replay = c
 			fmt.Fprintf(stderr, "no OPENAI_API_KEY or OPENAI_BASE_URL: replaying %s (offline)\n", c)
@@ -134,11 +138,38 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			"max_cost_usd": bf.maxCost, "auto": bf.auto, "max_loops": bf.maxLoops, "map": mapping,
 			"metrics": scorer.Names(), "primary": scorer.Primary, "score": []string(scores),
 			"model": []string(bf.models.models), "replay": absOrEmpty(bf.models.replay), "dataset_abs": datasetAbs}}
-	if err := r.Create(ctx, b, items, view.start); err != nil {
+	created := view.start
+	var followErr error
+	if *natsURL != "" {
+		co, err := remoteBatch(ctx, r, cluster.Options{URL: *natsURL, Replicas: *replicas}, len(items), bf.auto)
+		if err != nil {
+			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+			return exitFailed
+		}
+		defer co.Close()
+		b.Flags["nats"] = cluster.DisplayURL(*natsURL)
+		created = func(b *store.Batch) {
+			view.start(b)
+			followErr = co.Follow(ctx, b.ID)
+		}
+	}
+	if err := errors.Join(r.Create(ctx, b, items, created), followErr); err != nil {
 		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
 		return exitFailed
 	}
 	return runBatch(ctx, r, b, items, view)
+}
+
+// remoteBatch makes r run its items on flowrun workers through the NATS
+// server o names: every item is queued at once, and the workers' own
+// concurrency sets the pace.
+func remoteBatch(ctx context.Context, r *batch.Runner, o cluster.Options, items int, auto bool) (*cluster.Coordinator, error) {
+	co := &cluster.Coordinator{Store: r.Store, Pipeline: r.Pipeline, Auto: auto, MaxLoops: r.MaxLoops}
+	if err := co.Connect(ctx, o); err != nil {
+		return nil, err
+	}
+	r.Concurrency, r.Remote = max(items, 1), co.Execute
+	return co, nil
 }
 
 func absOrEmpty(path string) string {
@@ -242,6 +273,7 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	bf.register(fs)
 	retry := fs.Bool("retry-failed", false, "also run the failed items again, each resuming its run (the failed node runs again)")
 	allowChanged := fs.Bool("allow-changed", false, "resume even if the pipeline changed since the batch started")
+	natsURL := fs.String("nats", "", "run the items on flowrun workers through the NATS server at `URL` (default: the one the batch ran with, if any)")
 	ids, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -316,6 +348,11 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 			break
 		}
 	}
+	url, _ := b.Flags["nats"].(string)
+	if set["nats"] {
+		url = *natsURL
+	}
+	bf.models.remote = url != ""
 	st, r, finish, code := batchRunner(p, &bf, stdin, stderr)
 	if r == nil {
 		return code
@@ -333,6 +370,17 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 			fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
 		}
 		return exitFailed
+	}
+	if url != "" {
+		co, err := remoteBatch(ctx, r, cluster.Options{URL: url}, len(rows), bf.auto)
+		if err == nil {
+			defer co.Close()
+			err = co.Follow(ctx, b.ID)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
+			return exitFailed
+		}
 	}
 	view.start(b)
 	return runBatch(ctx, r, b, items, view)

@@ -47,6 +47,8 @@ Usage:
                                     run a pipeline over a dataset and score it
   flowrun batch resume BATCH [--retry-failed]
                                     continue a batch
+  flowrun worker --nats URL [--concurrency N]
+                                    run batch items published with flowrun batch --nats
   flowrun batches [--json]          list batches
   flowrun batch show BATCH [--format text|json|jsonl|csv]
                                     a batch's summary and per-item table
@@ -130,6 +132,8 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cacheCmd(ctx, args[1:], stdout, stderr)
 	case "mcp":
 		return mcpCmd(ctx, args[1:], stdin, stdout, stderr)
+	case "worker":
+		return workerCmd(ctx, args[1:], stdout, stderr)
 	}
 	if strings.HasPrefix(args[0], "-") {
 		fmt.Fprintf(stderr, "flowrun: unknown flag %s before a command or file; see flowrun --help\n", args[0])

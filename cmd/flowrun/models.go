@@ -27,6 +27,12 @@ type modelFlags struct {
 	cache          bool
 	cacheTTL       time.Duration
 	otel           string
+	// shared is not a flag: flowrun worker sets it to the rate budget the
+	// workers share.
+	shared llm.SharedLimits
+	// remote is not a flag: the runs happen on workers (batch --nats), so
+	// this process needs a model endpoint only for judge metrics.
+	remote bool
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
@@ -67,12 +73,12 @@ func startModels(p *dsl.Pipeline, f *modelFlags, stderr io.Writer) (*modelSessio
 	if f.cacheTTL < 0 {
 		return nil, fmt.Errorf("--cache-ttl %s: give a positive duration such as 24h", f.cacheTTL)
 	}
-	opts := llm.Options{CacheTTL: f.cacheTTL}
+	opts := llm.Options{CacheTTL: f.cacheTTL, Shared: f.shared}
 	if f.cache {
 		opts.CacheDefault = llm.CacheOn
 	}
 	replay := f.replay
-	if replay == "" && needsEndpoint(p) {
+	if replay == "" && !f.remote && needsEndpoint(p) {
 		fallback := strings.TrimSuffix(strings.TrimSuffix(p.Path, ".yaml"), ".yml") + ".cassette.yaml"
 		if _, err := os.Stat(fallback); err != nil {
 			return nil, errors.New("no model endpoint: set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server), or replay a recorded run with --replay FILE")

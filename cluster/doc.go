@@ -1,0 +1,21 @@
+// Package cluster spreads a batch's items over worker processes through
+// NATS JetStream, with JetStream as the shared, durable run state.
+//
+// Guarantees:
+//   - Every item is one message on a work-queue stream, published with the
+//     batch and item as its message id, so publishing twice queues it once.
+//   - A worker keeps an item's message in progress while it runs it; a
+//     worker that dies (or stops) lets the message be redelivered, and the
+//     next worker resumes the item's run from the checkpoints the dead one
+//     stored in JetStream: a node whose checkpoint was stored, and so every
+//     finished model turn, is never run again.
+//   - A checkpoint that follows an external effect (see
+//     runtime.Checkpoint.Pure) is acknowledged by JetStream before the run
+//     goes on, exactly as the SQLite store makes it durable.
+//   - Each item has exactly one result: it is created under the item's key
+//     in a key-value bucket, and a second attempt to create it is refused
+//     and ignored.
+//   - Pipeline files travel by content hash through an object store, so
+//     workers need no shared filesystem; model endpoints and API keys come
+//     from each worker's own environment and never pass through NATS.
+package cluster

@@ -1,0 +1,190 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The JetStream names flowrun uses; every worker and coordinator on one
+// NATS account shares them.
+const (
+	itemsStream    = "FLOWRUN_ITEMS" // work queue: one message per item
+	itemsSubject   = "flowrun.items."
+	runsStream     = "FLOWRUN_RUNS" // checkpoints and events of item runs
+	cpSubject      = "flowrun.cp."
+	evSubject      = "flowrun.ev."
+	resultsBucket  = "flowrun-results" // KV: <batch>.<index> -> Result
+	filesBucket    = "flowrun-files"   // object store: pipeline files by hash
+	limitsBucket   = "flowrun-limits"  // KV: shared rate budgets
+	workerConsumer = "flowrun-workers"
+)
+
+// Options say how to reach NATS and how the streams are made.
+type Options struct {
+	URL string
+	// Replicas is the number of copies JetStream keeps of each stream,
+	// bucket and object store it creates (1 on a single server; 3 on a
+	// three-node cluster). Existing ones keep theirs.
+	Replicas int
+	// AckWait is how long a worker may go silent before its item is
+	// redelivered; workers heartbeat at a third of it.
+	AckWait time.Duration
+	// Name names this connection in the server's monitoring.
+	Name string
+}
+
+func (o Options) ackWait() time.Duration {
+	if o.AckWait <= 0 {
+		return 30 * time.Second
+	}
+	return o.AckWait
+}
+
+// conn is a connection with the streams and buckets flowrun needs.
+type conn struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	results jetstream.KeyValue
+	files   jetstream.ObjectStore
+	limits  jetstream.KeyValue
+	items   jetstream.Stream
+	runs    jetstream.Stream
+}
+
+// connect dials NATS, reconnecting for ever after the first success (a
+// server restart is waited out), and creates what is missing.
+func connect(ctx context.Context, o Options) (*conn, error) {
+	nc, err := nats.Connect(o.URL, nats.Name(o.Name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
+		nats.RetryOnFailedConnect(false))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", DisplayURL(o.URL), err)
+	}
+	c, err := setup(ctx, nc, o)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("setting up JetStream on %s (is the server started with -js?): %w", DisplayURL(o.URL), err)
+	}
+	return c, nil
+}
+
+func setup(ctx context.Context, nc *nats.Conn, o Options) (*conn, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	replicas := max(o.Replicas, 1)
+	c := &conn{nc: nc, js: js}
+	c.items, err = ensureStream(ctx, js, jetstream.StreamConfig{Name: itemsStream, Subjects: []string{itemsSubject + ">"},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: replicas, Duplicates: 10 * time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	c.runs, err = ensureStream(ctx, js, jetstream.StreamConfig{Name: runsStream, Subjects: []string{cpSubject + ">", evSubject + ">"},
+		Storage: jetstream.FileStorage, Replicas: replicas, Duplicates: 10 * time.Minute, AllowDirect: true})
+	if err != nil {
+		return nil, err
+	}
+	if c.results, err = ensureKV(ctx, js, jetstream.KeyValueConfig{Bucket: resultsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
+		return nil, err
+	}
+	if c.limits, err = ensureKV(ctx, js, jetstream.KeyValueConfig{Bucket: limitsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
+		return nil, err
+	}
+	c.files, err = js.ObjectStore(ctx, filesBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		c.files, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: filesBucket, Storage: jetstream.FileStorage, Replicas: replicas})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("object store %s: %w", filesBucket, err)
+	}
+	return c, nil
+}
+
+// ensureStream opens a stream, creating it if it does not exist; an
+// existing stream keeps its configuration (its replicas, say).
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = js.CreateStream(ctx, cfg)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = js.Stream(ctx, cfg.Name)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", cfg.Name, err)
+	}
+	return s, nil
+}
+
+func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, cfg.Bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("key-value bucket %s: %w", cfg.Bucket, err)
+	}
+	return kv, nil
+}
+
+// DisplayURL is a NATS URL (or comma-separated list) fit to show or
+// record: users and passwords dropped.
+func DisplayURL(raw string) string {
+	urls := strings.Split(raw, ",")
+	for i, s := range urls {
+		if u, err := url.Parse(strings.TrimSpace(s)); err == nil && u.User != nil {
+			u.User = nil
+			urls[i] = u.String()
+		}
+	}
+	return strings.Join(urls, ",")
+}
+
+// retry calls f until it succeeds, fails for good, or ctx ends: a NATS
+// server restarting or a leader election answers with time-outs and "no
+// responders" for a few seconds. Everything retried here is idempotent
+// (a message id, a create that refuses a second value).
+func retry(ctx context.Context, what string, f func(context.Context) error) error {
+	wait := 50 * time.Millisecond
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := f(attempt)
+		cancel()
+		if err == nil || !transient(err) || ctx.Err() != nil || time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			return nil
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, ctx.Err())
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+func transient(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, jetstream.ErrNoHeartbeat) || isUnavailable(err)
+}
+
+// isUnavailable is JetStream's own "try again" answer (503: no leader yet,
+// the stream is being restored).
+func isUnavailable(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 503
+}

@@ -1,0 +1,291 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// Job is the message that asks a worker to run one batch item.
+type Job struct {
+	Batch    string         `json:"batch"`
+	Index    int            `json:"index"`
+	Key      string         `json:"key"`
+	Run      string         `json:"run"` // the item's run id, the same on every attempt
+	Pipeline PipelineRef    `json:"pipeline"`
+	Inputs   map[string]any `json:"inputs"`
+	Auto     bool           `json:"auto,omitempty"`
+	MaxLoops int            `json:"max_loops,omitempty"`
+}
+
+func resultKey(batch string, index int) string { return fmt.Sprintf("%s.%d", batch, index) }
+
+// Result is how an item's run ended, as its worker recorded it.
+type Result struct {
+	Run     string            `json:"run"`
+	Status  string            `json:"status"`
+	Outputs map[string]any    `json:"outputs,omitempty"`
+	Error   string            `json:"error,omitempty"`
+	Class   errclass.Class    `json:"class,omitempty"`
+	Reason  string            `json:"reason,omitempty"`
+	Steps   int               `json:"steps"`
+	CostUSD float64           `json:"cost_usd,omitempty"`
+	Tokens  int64             `json:"tokens,omitempty"`
+	Pending *runtime.Question `json:"pending,omitempty"`
+	Worker  string            `json:"worker"`
+	Attempt uint64            `json:"attempt"` // the delivery that ran it to its end
+}
+
+// Worker pulls items and runs them.
+type Worker struct {
+	Options
+	// Concurrency is how many items run at once; default 1.
+	Concurrency int
+	// CacheDir holds the pipelines fetched, one directory per hash.
+	CacheDir string
+	// Services builds the node kinds for a pipeline (its model client,
+	// which must draw on shared for its rate limits); called once per
+	// pipeline hash.
+	Services func(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Registry, error)
+	// Human answers questions for jobs published with Auto; without Auto
+	// a question leaves the item waiting.
+	Human func(auto bool) runtime.Human
+	// Log receives one line per item started and finished.
+	Log io.Writer
+
+	c        *conn
+	mu       sync.Mutex // guards pipelines and fetching them
+	pipeline map[string]*loaded
+}
+
+type loaded struct {
+	p     *dsl.Pipeline
+	kinds runtime.Registry
+	unfit *unfitError // this worker cannot run p, for good
+}
+
+// Run pulls and runs items until ctx ends (SIGTERM): it then fetches no
+// more, stops the runs in flight at their next node and hands their items
+// back for another worker to resume, and returns.
+func (w *Worker) Run(ctx context.Context) error {
+	if w.Name == "" {
+		host, _ := os.Hostname()
+		w.Name = fmt.Sprintf("flowrun-worker %s/%d", host, os.Getpid())
+	}
+	c, err := connect(ctx, w.Options)
+	if err != nil {
+		return err
+	}
+	defer c.nc.Close()
+	w.c, w.pipeline = c, map[string]*loaded{}
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, itemsStream, jetstream.ConsumerConfig{Durable: workerConsumer,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: w.ackWait(), MaxDeliver: -1, MaxAckPending: -1,
+		FilterSubject: itemsSubject + ">"})
+	if err != nil {
+		return fmt.Errorf("creating the workers' consumer on %s: %w", itemsStream, err)
+	}
+	var wg sync.WaitGroup
+	for range max(w.Concurrency, 1) {
+		wg.Go(func() { w.pull(ctx, cons) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// pull runs one item at a time: a worker holds no message it is not
+// running, so a dying worker strands nothing but its running items.
+func (w *Worker) pull(ctx context.Context, cons jetstream.Consumer) {
+	for ctx.Err() == nil {
+		wait, cancel := context.WithTimeout(ctx, 2*time.Second)
+		batch, err := cons.Fetch(1, jetstream.FetchContext(wait))
+		if err != nil {
+			cancel()
+			w.logf("fetching an item: %v", err)
+			sleep(ctx, time.Second)
+			continue
+		}
+		for msg := range batch.Messages() {
+			w.item(ctx, msg)
+		}
+		cancel()
+		if err := batch.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
+			w.logf("fetching an item: %v", err)
+			sleep(ctx, time.Second)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}
+
+func (w *Worker) logf(format string, args ...any) {
+	if w.Log != nil {
+		fmt.Fprintf(w.Log, "%s %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
+}
+
+// item runs one job to its result, or hands it back.
+func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
+	bg := context.WithoutCancel(ctx)
+	var job Job
+	if err := json.Unmarshal(msg.Data(), &job); err != nil {
+		w.logf("dropping a message on %s that is not a job: %v", msg.Subject(), err)
+		_ = msg.Term()
+		return
+	}
+	attempt := uint64(1)
+	if md, err := msg.Metadata(); err == nil {
+		attempt = md.NumDelivered
+	}
+	key := resultKey(job.Batch, job.Index)
+	if _, err := w.c.results.Get(bg, key); err == nil {
+		// Its result was recorded by an earlier attempt killed before its ack.
+		_ = msg.DoubleAck(bg)
+		return
+	}
+	w.logf("item %s (%s) attempt %d: run %s", key, job.Key, attempt, job.Run)
+	l, err := w.load(ctx, job.Pipeline)
+	var unfit *unfitError
+	if errors.As(err, &unfit) || ctx.Err() != nil {
+		// Another worker may have what this one lacks; the batch waits
+		// for one, and this log says why.
+		w.logf("item %s: %v; handing it back", key, err)
+		_ = msg.NakWithDelay(time.Second)
+		// Leave the next items to the others for a while.
+		sleep(ctx, 5*time.Second)
+		return
+	}
+	stop := w.heartbeat(msg)
+	res := w.execute(ctx, job, l, err)
+	stop()
+	if ctx.Err() != nil {
+		// Stopped by SIGTERM: the checkpoints are stored, another worker resumes.
+		w.logf("item %s handed back", key)
+		_ = msg.Nak()
+		return
+	}
+	res.Worker, res.Attempt = w.Name, attempt
+	data, err := json.Marshal(res)
+	if err != nil {
+		res = &Result{Run: job.Run, Status: runtime.StatusFailed, Error: fmt.Sprintf("encoding the result: %v", err), Worker: w.Name, Attempt: attempt}
+		data, _ = json.Marshal(res)
+	}
+	err = retry(bg, "recording the result of "+key, func(ctx context.Context) error {
+		_, err := w.c.results.Create(ctx, key, data)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		w.logf("item %s: %v; handing it back", key, err)
+		_ = msg.Nak()
+		return
+	}
+	_ = msg.DoubleAck(bg)
+	w.logf("item %s %s", key, res.Status)
+}
+
+// heartbeat tells JetStream the item is still being worked on, a few
+// times per AckWait, until stop is called.
+func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(w.ackWait() / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				_ = msg.InProgress()
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// unfitError says this worker cannot run a pipeline that loads (no model
+// endpoint in its environment, no Python for its sandbox): the item goes
+// back to the queue instead of failing.
+type unfitError struct{ err error }
+
+func (e *unfitError) Error() string { return "this worker cannot run the pipeline: " + e.err.Error() }
+func (e *unfitError) Unwrap() error { return e.err }
+
+// execute runs or resumes the job's run from the checkpoints in
+// JetStream; loadErr is why its pipeline l could not be loaded.
+func (w *Worker) execute(ctx context.Context, job Job, l *loaded, loadErr error) *Result {
+	failed := func(err error) *Result {
+		return &Result{Run: job.Run, Status: runtime.StatusFailed, Error: err.Error(), Class: runtime.ClassOf(err)}
+	}
+	if loadErr != nil {
+		return failed(loadErr)
+	}
+	in, err := runtime.PrepareInputs(l.p, job.Inputs)
+	if err != nil {
+		return failed(err)
+	}
+	restore, err := w.c.loadCheckpoints(ctx, job.Run)
+	if err != nil {
+		return failed(err)
+	}
+	ev := &events{c: w.c, run: job.Run}
+	var human runtime.Human
+	if w.Human != nil {
+		human = w.Human(job.Auto)
+	}
+	res := runtime.Run(ctx, l.kinds, l.p, in, runtime.Options{RunID: job.Run, Sink: ev, Checkpointer: &checkpoints{c: w.c, run: job.Run},
+		Restore: restore, Human: human, MaxLoops: job.MaxLoops})
+	ev.wait(context.WithoutCancel(ctx))
+	out := &Result{Run: job.Run, Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps,
+		CostUSD: res.CostUSD, Tokens: res.Tokens, Pending: res.Pending}
+	if res.Err != nil {
+		out.Error, out.Class = res.Err.Error(), runtime.ClassOf(res.Err)
+	}
+	return out
+}
+
+// load fetches and loads a job's pipeline once per hash.
+func (w *Worker) load(ctx context.Context, ref PipelineRef) (*loaded, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if l := w.pipeline[ref.Hash]; l != nil {
+		if l.unfit != nil {
+			return nil, l.unfit
+		}
+		return l, nil
+	}
+	p, err := w.c.fetchPipeline(ctx, w.CacheDir, ref)
+	if err != nil {
+		return nil, err
+	}
+	kinds, err := w.Services(p, &sharedLimits{c: w.c})
+	if err == nil {
+		err = kinds.Check(p)
+	}
+	if err != nil {
+		w.pipeline[ref.Hash] = &loaded{unfit: &unfitError{err}}
+		return nil, w.pipeline[ref.Hash].unfit
+	}
+	l := &loaded{p: p, kinds: kinds}
+	w.pipeline[ref.Hash] = l
+	return l, nil
+}

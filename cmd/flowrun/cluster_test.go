@@ -1,0 +1,618 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	mrand "math/rand/v2"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+// natsServer is an embedded JetStream server with file storage, which a
+// test can restart on the same port and directory.
+type natsServer struct {
+	t    testing.TB
+	dir  string
+	port int
+	srv  *server.Server
+}
+
+func startNATS(t testing.TB) *natsServer {
+	n := &natsServer{t: t, dir: t.TempDir(), port: server.RANDOM_PORT}
+	n.start()
+	n.port = n.srv.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { n.srv.Shutdown(); n.srv.WaitForShutdown() })
+	return n
+}
+
+func (n *natsServer) start() {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: n.port, JetStream: true, StoreDir: n.dir, NoLog: true, NoSigs: true})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(20 * time.Second) {
+		n.t.Fatal("the NATS server did not start")
+	}
+	n.srv = s
+}
+
+func (n *natsServer) restart() {
+	n.srv.Shutdown()
+	n.srv.WaitForShutdown()
+	n.start()
+}
+
+func (n *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
+
+// jetStream is a client of the test's own, to look at what flowrun stored.
+func (n *natsServer) jetStream() jetstream.JetStream {
+	nc, err := nats.Connect(n.url())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return js
+}
+
+// startWorker starts flowrun worker as a subprocess with its own API key,
+// so that the fake model tells its requests apart; it is killed when the
+// test ends.
+func startWorker(t *testing.T, model *durModel, key, url string, extra ...string) *durProc {
+	args := append([]string{"worker", "--nats", url, "--concurrency", "2", "--ack-wait", "3s", "--cache-dir", t.TempDir()}, extra...)
+	var p *durProc
+	// Registered first, so run after p is killed and reaped.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("worker %s:\n%s", key, p.stderr())
+		}
+	})
+	p = startDurProc(t, model.env(key), args...)
+	return p
+}
+
+// clusterItems writes a dataset of n items for killBatchPipeline.
+func clusterItems(t *testing.T, dir string, n int) string {
+	var lines []string
+	for i := 1; i <= n; i++ {
+		lines = append(lines, fmt.Sprintf(`{"id": "i%d"}`, i))
+	}
+	return writeFile(t, dir, "items.jsonl", strings.Join(lines, "\n"))
+}
+
+var summaryLine = regexp.MustCompile(`(?m)^completed: .*$`)
+
+// localBaseline runs the batch in one process: what the workers must match.
+func localBaseline(t *testing.T, model *durModel, pipeline, data string, items int) (batchRecord, string) {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "local.db")
+	code, _, stderr := runDurProc(t, model.env("sk-local"), "batch", pipeline, "--dataset", data, "--store", db)
+	if code != exitOK {
+		t.Fatalf("local batch: exit %d\n%s", code, stderr)
+	}
+	rec := readBatchRecord(t, db)
+	if len(rec.outputs) != items {
+		t.Fatalf("local batch: %d outputs for %d items", len(rec.outputs), items)
+	}
+	return rec, summaryLine.FindString(stderr)
+}
+
+// checkClusterBatch checks the coordinator's store against the local
+// batch, and that JetStream holds exactly one result per item.
+func checkClusterBatch(t *testing.T, js jetstream.JetStream, db string, want batchRecord, items int) {
+	t.Helper()
+	got := readBatchRecord(t, db)
+	if got.runs != items {
+		t.Errorf("%d runs mirrored for %d items", got.runs, items)
+	}
+	for id, out := range want.outputs {
+		if got.status[id] != runtime.StatusCompleted || got.outputs[id] != out {
+			t.Errorf("item %s: %s with output %q, want completed with %q", id, got.status[id], got.outputs[id], out)
+		}
+		for _, node := range []string{"a", "b"} {
+			if !got.finished[id+"/"+node] {
+				t.Errorf("item %s: node %s has no checkpoint in the coordinator's store", id, node)
+			}
+		}
+	}
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, "flowrun-results")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := lastBatch(t, db)
+	keys, err := kv.ListKeysFiltered(ctx, b.ID+".*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for k := range keys.Keys() {
+		n++
+		h, err := kv.History(ctx, k)
+		if err != nil || len(h) != 1 {
+			t.Errorf("result %s: %d values (%v), want exactly one", k, len(h), err)
+		}
+	}
+	if n != items {
+		t.Errorf("%d results in JetStream for %d items", n, items)
+	}
+}
+
+// TestClusterBatchThreeWorkers: a batch published to NATS and run by three
+// worker processes ends with one result per item, the same outputs and
+// summary as the same batch run locally, and the coordinator's store
+// holds every run as a local batch's would.
+func TestClusterBatchThreeWorkers(t *testing.T) {
+	c := startClusterBatch(t, 12, 3, 10*time.Millisecond)
+	c.finish(t, c.coord)
+	per := map[string]int{}
+	for i := range 3 {
+		key := fmt.Sprintf("sk-worker-%d", i)
+		per[key] = len(c.model.paths(key))
+	}
+	t.Logf("model calls per worker: %v", per)
+	code, stdout, stderr := flowrunIn(t, c.db, "batch", "show", "last", "--format", "json")
+	if code != exitOK || !strings.Contains(stdout, `"completed"`) {
+		t.Fatalf("batch show: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// lastBatch is the last batch in store db, with its items.
+func lastBatch(t *testing.T, db string) (*store.Batch, []*store.BatchItem) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b, err := st.FindBatch(ctx, "last")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.BatchItems(ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, rows
+}
+
+// itemRuns maps the last batch's item ids to their runs.
+func itemRuns(t *testing.T, db string) map[string]string {
+	_, rows := lastBatch(t, db)
+	out := map[string]string{}
+	for _, r := range rows {
+		out[fmt.Sprint(r.Item["id"])] = r.Run
+	}
+	return out
+}
+
+// clusterBatch is a batch of killBatchPipeline items running on workers
+// through an embedded NATS server, with what the same batch gave locally.
+type clusterBatch struct {
+	t        *testing.T
+	items    int
+	model    *durModel
+	ns       *natsServer
+	want     batchRecord
+	summary  string
+	db       string
+	coord    *durProc
+	requests chan struct{} // one per model request from a worker
+}
+
+// startClusterBatch runs the batch locally, then starts the NATS server,
+// the workers (whose model answers after delay; workerArgs are added to
+// their flags) and the coordinator.
+func startClusterBatch(t *testing.T, items, workers int, delay time.Duration, workerArgs ...string) *clusterBatch {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
+	data := clusterItems(t, dir, items)
+	c := &clusterBatch{t: t, items: items, model: newDurModel(t), requests: make(chan struct{}, 1000)}
+	c.want, c.summary = localBaseline(t, c.model, pipeline, data, items)
+	c.ns = startNATS(t)
+	for i := range workers {
+		key := fmt.Sprintf("sk-worker-%d", i)
+		c.model.hook(key, func(int, string) llmtest.Reply {
+			c.requests <- struct{}{}
+			return llmtest.Reply{Delay: delay}
+		})
+		startWorker(t, c.model, key, c.ns.url(), workerArgs...)
+	}
+	c.db = filepath.Join(t.TempDir(), "coord.db")
+	// The coordinator needs no model endpoint: the workers call the model.
+	c.coord = startDurProc(t, nil, "batch", pipeline, "--dataset", data, "--nats", c.ns.url(), "--store", c.db)
+	return c
+}
+
+// waitRequests waits for n model requests from the workers.
+func (c *clusterBatch) waitRequests(n int) {
+	for range n {
+		select {
+		case <-c.requests:
+		case <-time.After(durDeadline):
+			c.t.Fatalf("no model request\n%s", c.coord.abort())
+		}
+	}
+}
+
+// finish waits for the coordinator p (flowrun batch or batch resume) and
+// checks the batch against the local one.
+func (c *clusterBatch) finish(t *testing.T, p *durProc) {
+	t.Helper()
+	if code := p.wait(); code != exitOK || summaryLine.FindString(p.stderr()) != c.summary {
+		t.Fatalf("flowrun %s: exit %d, want the summary %q\n%s", strings.Join(p.args, " "), code, c.summary, p.stderr())
+	}
+	checkClusterBatch(t, c.ns.jetStream(), c.db, c.want, c.items)
+}
+
+// eachCallOnce checks that the workers asked the model once for each
+// node; why says what a repeat means.
+func (c *clusterBatch) eachCallOnce(t *testing.T, why string) {
+	t.Helper()
+	seen := map[string]int{}
+	c.model.mu.Lock()
+	defer c.model.mu.Unlock()
+	for _, call := range c.model.calls {
+		if strings.HasPrefix(call.key, "sk-worker-") {
+			if seen[call.path]++; seen[call.path] > 1 {
+				t.Errorf("model asked twice for %s: %s", call.path, why)
+			}
+		}
+	}
+}
+
+// flowrunIn runs a flowrun command in process against store db.
+func flowrunIn(t *testing.T, db string, args ...string) (int, string, string) {
+	t.Helper()
+	t.Setenv("FLOWRUN_STORE", db)
+	return flowrun(t, args...)
+}
+
+// storedCheckpoints are the (run, node path) pairs whose checkpoint
+// JetStream holds now.
+func storedCheckpoints(t *testing.T, js jetstream.JetStream) map[string]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, "FLOWRUN_RUNS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"flowrun.cp.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for left := int(info.NumPending); left > 0; {
+		msgs, err := cons.Fetch(left, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range msgs.Messages() {
+			var cp runtime.Checkpoint
+			if err := json.Unmarshal(m.Data(), &cp); err != nil {
+				t.Fatal(err)
+			}
+			out[strings.TrimPrefix(m.Subject(), "flowrun.cp.")+"/"+cp.Path] = true
+			left--
+		}
+		if msgs.Error() != nil {
+			t.Fatal(msgs.Error())
+		}
+	}
+	return out
+}
+
+const clusterKills = 10
+
+// TestClusterWorkerKills kills workers with SIGKILL at random points
+// (after the k-th model request, then a random delay) while a batch runs,
+// starting a fresh worker for each one killed: the batch completes with
+// one result per item and the outputs of a local batch, and no model
+// call whose node's checkpoint was stored before a kill is made again.
+func TestClusterWorkerKills(t *testing.T) {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
+	const items = 16
+	data := clusterItems(t, dir, items)
+	model := newDurModel(t)
+	want, summary := localBaseline(t, model, pipeline, data, items)
+
+	seed := *killSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("%d kill points, seed %d (rerun with -kill-seed=%d)", clusterKills, seed, seed)
+	rng := mrand.New(mrand.NewPCG(seed, 0xc1a5))
+
+	ns := startNATS(t)
+	js := ns.jetStream()
+	var mu sync.Mutex
+	requests := 0
+	arrived := make(chan int, 1000)
+	delay := func(int, string) llmtest.Reply {
+		mu.Lock()
+		requests++
+		n := requests
+		mu.Unlock()
+		arrived <- n
+		return llmtest.Reply{Delay: 20 * time.Millisecond}
+	}
+	workers := map[string]*durProc{}
+	next := 0
+	spawn := func() {
+		key := fmt.Sprintf("sk-worker-%d", next)
+		next++
+		model.hook(key, delay)
+		workers[key] = startWorker(t, model, key, ns.url())
+	}
+	for range 3 {
+		spawn()
+	}
+	db := filepath.Join(t.TempDir(), "coord.db")
+	coord := startDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+
+	type kill struct {
+		at       time.Time
+		finished map[string]bool // run/path stored when the worker died
+	}
+	var kills []kill
+	threshold := 0
+	for len(kills) < clusterKills {
+		threshold += 1 + rng.IntN(4)
+		reached := false
+		for !reached {
+			select {
+			case n := <-arrived:
+				reached = n >= threshold
+			case <-coord.exited():
+				t.Fatalf("the batch ended after %d kills; raise items\n%s", len(kills), coord.stderr())
+			case <-time.After(durDeadline):
+				t.Fatalf("no model request for %s\n%s", durDeadline, coord.abort())
+			}
+		}
+		time.Sleep(time.Duration(rng.Float64() * float64(40*time.Millisecond)))
+		var keys []string
+		for k := range workers {
+			keys = append(keys, k)
+		}
+		victim := keys[rng.IntN(len(keys))]
+		workers[victim].kill()
+		<-workers[victim].exited()
+		delete(workers, victim)
+		kills = append(kills, kill{at: time.Now(), finished: storedCheckpoints(t, js)})
+		spawn()
+	}
+	if code := coord.wait(); code != exitOK || summaryLine.FindString(coord.stderr()) != summary {
+		t.Fatalf("batch --nats: exit %d, want the summary %q\n%s", code, summary, coord.stderr())
+	}
+	checkClusterBatch(t, js, db, want, items)
+
+	runOf := itemRuns(t, db)
+	model.mu.Lock()
+	calls := append([]durCall(nil), model.calls...)
+	model.mu.Unlock()
+	repeats := 0
+	seen := map[string]int{}
+	for _, c := range calls {
+		if c.key == "sk-local" {
+			continue
+		}
+		id, node, _ := strings.Cut(c.path, "/")
+		if seen[c.path]++; seen[c.path] > 1 {
+			repeats++
+		}
+		for _, k := range kills {
+			if c.at.After(k.at) && k.finished[runOf[id]+"/"+node] {
+				t.Errorf("model asked again for %s at %s: its checkpoint was stored before the kill at %s", c.path, c.at.Format("15:04:05.000"), k.at.Format("15:04:05.000"))
+				break
+			}
+		}
+	}
+	t.Logf("%d model calls redone (in flight at a kill), %d kills", repeats, len(kills))
+}
+
+// TestClusterNATSRestart restarts the NATS server (file storage) in the
+// middle of a batch: workers and coordinator reconnect and the batch
+// completes with one result per item.
+func TestClusterNATSRestart(t *testing.T) {
+	c := startClusterBatch(t, 12, 2, 30*time.Millisecond)
+	c.waitRequests(6)
+	c.ns.restart()
+	c.finish(t, c.coord)
+}
+
+// TestClusterSharedRateBudget: a model's rpm and max_concurrency hold
+// across three workers, as the fake model measures them: requests are
+// spaced by the rpm's share of a minute, and with max_concurrency 1 no
+// two requests are in flight at once.
+func TestClusterSharedRateBudget(t *testing.T) {
+	dir := t.TempDir()
+	const items = 8
+	data := clusterItems(t, dir, items)
+	model := newDurModel(t)
+	ns := startNATS(t)
+	var delay atomic.Int64
+	delay.Store(int64(10 * time.Millisecond))
+	for i := range 3 {
+		key := fmt.Sprintf("sk-worker-%d", i)
+		model.hook(key, func(int, string) llmtest.Reply { return llmtest.Reply{Delay: time.Duration(delay.Load())} })
+		startWorker(t, model, key, ns.url())
+	}
+	workerCalls := func() []durCall {
+		model.mu.Lock()
+		defer model.mu.Unlock()
+		var out []durCall
+		for _, c := range model.calls {
+			if strings.HasPrefix(c.key, "sk-worker-") {
+				out = append(out, c)
+			}
+		}
+		model.calls = nil
+		return out
+	}
+	run := func(limits string) []durCall {
+		t.Helper()
+		pipeline := writeFile(t, dir, "limited.yaml", strings.Replace(killBatchPipeline,
+			"models: {default: {model: gpt-4.1-mini}}", "models: {default: {model: gpt-4.1-mini, "+limits+"}}", 1))
+		db := filepath.Join(t.TempDir(), "coord.db")
+		code, _, stderr := runDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+		if code != exitOK {
+			t.Fatalf("batch --nats with %s: exit %d\n%s", limits, code, stderr)
+		}
+		calls := workerCalls()
+		if len(calls) != 2*items {
+			t.Fatalf("%d model calls, want %d", len(calls), 2*items)
+		}
+		return calls
+	}
+
+	const rpm = 1200 // one request every 50ms
+	calls := run(fmt.Sprintf("rpm: %d", rpm))
+	const k = 4
+	for i := 0; i+k < len(calls); i++ {
+		// k further requests need k shares of the minute (200ms; three
+		// workers each pacing alone would take 67ms); 50ms is for the
+		// requests' way from the limiter to the server on a busy machine.
+		if gap := calls[i+k].at.Sub(calls[i].at); gap < k*time.Minute/rpm-50*time.Millisecond {
+			t.Errorf("rpm %d: requests %d and %d arrived %s apart, want about %s", rpm, i+1, i+k+1, gap, k*time.Minute/rpm)
+		}
+	}
+
+	delay.Store(int64(40 * time.Millisecond))
+	calls = run("max_concurrency: 1")
+	for i := 1; i < len(calls); i++ {
+		if calls[i].at.Before(calls[i-1].replied) {
+			t.Errorf("max_concurrency 1: request %d (%s) arrived before request %d (%s) was answered", i+1, calls[i].key, i, calls[i-1].key)
+		}
+	}
+}
+
+// TestClusterWorkerSIGTERM: a worker sent SIGTERM in the middle of its
+// items stops fetching, hands its items back and exits 0 at once, without
+// waiting for its AckWait; another worker resumes those items from their
+// checkpoints and the batch completes.
+func TestClusterWorkerSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
+	const items = 4
+	data := clusterItems(t, dir, items)
+	model := newDurModel(t)
+	ns := startNATS(t)
+	replied := make(chan struct{}, 100)
+	model.hook("sk-first", func(int, string) llmtest.Reply {
+		go func() { time.Sleep(200 * time.Millisecond); replied <- struct{}{} }()
+		return llmtest.Reply{Delay: 150 * time.Millisecond}
+	})
+	first := startDurProc(t, model.env("sk-first"), "worker", "--nats", ns.url(), "--concurrency", "2", "--ack-wait", "1m", "--cache-dir", t.TempDir())
+	db := filepath.Join(t.TempDir(), "coord.db")
+	coord := startDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+	select {
+	case <-replied:
+	case <-time.After(durDeadline):
+		t.Fatalf("no model reply\n%s", coord.abort())
+	}
+	stopped := time.Now()
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := first.wait(); code != exitOK || !strings.Contains(first.stderr(), "handed back") {
+		t.Fatalf("worker after SIGTERM: exit %d\n%s", code, first.stderr())
+	}
+	// The items come back at once, not after the minute of AckWait.
+	finished := storedCheckpoints(t, ns.jetStream())
+	model.hook("sk-second", func(int, string) llmtest.Reply { return llmtest.Reply{} })
+	startDurProc(t, model.env("sk-second"), "worker", "--nats", ns.url(), "--cache-dir", t.TempDir())
+	if code := coord.wait(); code != exitOK || !strings.Contains(coord.stderr(), fmt.Sprintf("completed: %d items, %d completed", items, items)) {
+		t.Fatalf("batch --nats: exit %d\n%s", code, coord.stderr())
+	}
+	if took := time.Since(stopped); took > 30*time.Second {
+		t.Errorf("the batch took %s after the SIGTERM: the items were not handed back", took)
+	}
+	runOf := itemRuns(t, db)
+	for _, path := range model.paths("sk-second") {
+		id, node, _ := strings.Cut(path, "/")
+		if finished[runOf[id]+"/"+node] {
+			t.Errorf("the second worker asked the model again for %s, finished before the SIGTERM", path)
+		}
+	}
+	if len(model.paths("sk-second")) == 0 {
+		t.Errorf("the second worker ran nothing: the first finished every item despite SIGTERM\n%s", first.stderr())
+	}
+}
+
+// TestClusterCoordinatorResume kills the coordinator (flowrun batch
+// --nats) mid-batch while the workers go on; flowrun batch resume picks
+// the batch up from NATS (the URL it recorded), queues no item twice,
+// collects the results the workers recorded meanwhile and ends with the
+// local batch's outputs, one run per item.
+func TestClusterCoordinatorResume(t *testing.T) {
+	c := startClusterBatch(t, 12, 2, 20*time.Millisecond)
+	c.waitRequests(8)
+	c.coord.kill()
+	<-c.coord.exited()
+	c.finish(t, startDurProc(t, nil, "batch", "resume", "last", "--store", c.db))
+	c.eachCallOnce(t, "an item was queued twice")
+}
+
+// TestClusterMisconfiguredWorkerHandsBack: a worker that cannot run the
+// pipeline (no model endpoint in its environment) hands the items back
+// instead of failing them; a worker that can runs them all.
+func TestClusterMisconfiguredWorkerHandsBack(t *testing.T) {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
+	const items = 4
+	data := clusterItems(t, dir, items)
+	model := newDurModel(t)
+	ns := startNATS(t)
+	bad := benchProcess(nil, "worker", "--nats", ns.url(), "--cache-dir", t.TempDir())
+	handedBack := &readyWriter{said: "handing it back", ready: make(chan struct{})}
+	bad.Stderr = handedBack
+	if err := bad.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bad.Process.Kill(); _ = bad.Wait() })
+	db := filepath.Join(t.TempDir(), "coord.db")
+	coord := startDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+	select {
+	case <-handedBack.ready:
+	case <-time.After(durDeadline):
+		t.Fatalf("the worker with no model endpoint never handed an item back\n%s", coord.abort())
+	}
+	model.hook("sk-good", func(int, string) llmtest.Reply { return llmtest.Reply{} })
+	startWorker(t, model, "sk-good", ns.url())
+	if code := coord.wait(); code != exitOK || !strings.Contains(coord.stderr(), fmt.Sprintf("completed: %d items, %d completed, 0 failed", items, items)) {
+		t.Fatalf("batch --nats: exit %d\n%s", code, coord.stderr())
+	}
+}
+
+// TestClusterHeartbeatKeepsLongItems: an item whose model call takes
+// longer than the workers' AckWait stays with its worker, which
+// heartbeats, instead of being redelivered to another one: every model
+// call is made once.
+func TestClusterHeartbeatKeepsLongItems(t *testing.T) {
+	c := startClusterBatch(t, 2, 2, 1500*time.Millisecond, "--ack-wait", "600ms")
+	c.finish(t, c.coord)
+	c.eachCallOnce(t, "the item was redelivered while its worker ran it")
+}

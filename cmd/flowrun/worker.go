@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flowrun/flowrun/cluster"
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/nodes"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// natsReplicasFlag is --nats-replicas, for the commands that may be the
+// first to reach a NATS server and so create flowrun's streams.
+func natsReplicasFlag(fs *flag.FlagSet) *int {
+	return fs.Int("nats-replicas", 1, "copies JetStream keeps of the streams flowrun creates if they do not exist yet (3 on a three-node cluster)")
+}
+
+func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("worker", "flowrun worker --nats URL [--concurrency N]\n\nRuns batch items published by flowrun batch --nats until stopped (SIGTERM or\nCtrl-C: the items in flight stop at their next node and go back to the\nqueue, where another worker resumes them from their checkpoints). Model\nendpoints and keys come from this process's environment.")
+	url := fs.String("nats", "", "the NATS server `URL`, e.g. nats://127.0.0.1:4222 (required)")
+	concurrency := fs.Int("concurrency", 4, "run `N` items at once")
+	ackWait := fs.Duration("ack-wait", 30*time.Second, "hand an item to another worker when this one has been silent for `duration` (it heartbeats at a third of it)")
+	replicas := natsReplicasFlag(fs)
+	cacheDir := fs.String("cache-dir", "", "where fetched pipelines are kept (default: a directory under the user cache)")
+	var mf modelFlags
+	mf.register(fs)
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) != 0 || *url == "" {
+		fmt.Fprintln(stderr, "flowrun worker: give the NATS server: flowrun worker --nats nats://HOST:4222 (see flowrun worker --help)")
+		return exitInvalid
+	}
+	if *concurrency < 1 {
+		fmt.Fprintf(stderr, "flowrun worker: --concurrency %d: give at least 1\n", *concurrency)
+		return exitInvalid
+	}
+	if *cacheDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		*cacheDir = filepath.Join(base, "flowrun", "worker-pipelines")
+	}
+	var mu sync.Mutex
+	var sessions []*modelSession
+	defer func() {
+		for _, ms := range sessions {
+			ms.finish(stderr)
+		}
+	}()
+	w := &cluster.Worker{Options: cluster.Options{URL: *url, AckWait: *ackWait, Replicas: *replicas},
+		Concurrency: *concurrency, CacheDir: *cacheDir, Log: stderr,
+		Services: func(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Registry, error) {
+			f := mf
+			f.shared = shared
+			ms, err := startModels(p, &f, stderr)
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			sessions = append(sessions, ms)
+			mu.Unlock()
+			return nodes.Kinds(ms.svc), nil
+		},
+		Human: func(auto bool) runtime.Human {
+			return newHuman(humanFlags{auto: auto, noInput: true}, strings.NewReader(""), stderr)
+		}}
+	fmt.Fprintf(stderr, "flowrun worker: pulling items from %s, %d at a time\n", cluster.DisplayURL(*url), *concurrency)
+	if err := w.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "flowrun worker: %v\n", err)
+		return exitFailed
+	}
+	fmt.Fprintln(stderr, "flowrun worker: stopped")
+	return exitOK
+}
