@@ -59,6 +59,8 @@ Usage:
   flowrun sandbox export [-o FILE]  write it as one archive for another machine
   flowrun sandbox status            what the code sandbox has installed
   flowrun cache stats|clear         the response cache: its size, or empty it
+  flowrun serve [DIR] [--addr A] [--token T]
+                                    the web UI: watch, start, steer and fork runs
 
 Runs are kept in .flowrun/flowrun.db (--store PATH or FLOWRUN_STORE to change).
 
@@ -125,6 +127,8 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return batchCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "cache":
 		return cacheCmd(ctx, args[1:], stdout, stderr)
+	case "serve":
+		return serveCmd(ctx, args[1:], stdout, stderr)
 	}
 	if strings.HasPrefix(args[0], "-") {
 		fmt.Fprintf(stderr, "flowrun: unknown flag %s before a command or file; see flowrun --help\n", args[0])

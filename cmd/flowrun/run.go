@@ -80,11 +80,15 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitFailed
 	}
 	defer st.Close()
-	ms.useStore(st)
-	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: ms.withTraces(progressSink(*asJSON, stdout, live)),
-		Human: newHuman(hf, stdin, stderr), MaxLoops: hf.maxLoops}
-	res, err := runner.Start(ctx, p, inputs)
+	res, err := ms.runner(st, kinds, progressSink(*asJSON, stdout, live), newHuman(hf, stdin, stderr), hf.maxLoops).Start(ctx, p, inputs)
 	return report(res, err, *asJSON, stdout, stderr)
+}
+
+// runner is the durable runner that starts runs in st with this model
+// client: the one way flowrun run and flowrun serve start a run.
+func (ms *modelSession) runner(st *store.Store, kinds runtime.Registry, sink runtime.EventSink, h runtime.Human, maxLoops int) *durable.Runner {
+	ms.useStore(st)
+	return &durable.Runner{Store: st, Kinds: kinds, Sink: ms.withTraces(sink), Human: h, MaxLoops: maxLoops}
 }
 
 func storeFlag(fs *flag.FlagSet) *string {

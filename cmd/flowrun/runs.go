@@ -87,7 +87,6 @@ func storeError(err error, stderr io.Writer) int {
 }
 
 func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	finish := func(io.Writer) {}
 	fs := newFlagSet("resume", "flowrun resume RUN [--from SNAPSHOT|CHECKPOINT] [--allow-changed] [--json]\n\nContinues a run from its last checkpoint; finished nodes are not run again.\nWith --from, forks: a new run continues from that snapshot or checkpoint\nand the original is left untouched.")
 	from := fs.String("from", "", "fork from this snapshot `label` or checkpoint number")
 	allow := fs.Bool("allow-changed", false, "resume even if the pipeline file changed since the run started")
@@ -134,25 +133,39 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		human.answers[q.Path] = a
 	}
 	live := liveView(*asJSON, stderr)
-	shown := &fanout{progressSink(*asJSON, stdout, live)}
-	runner := &durable.Runner{Store: st, Sink: shown, Human: human, MaxLoops: hf.maxLoops,
-		Services: func(p *dsl.Pipeline) (runtime.Registry, error) {
-			ms, err := startModels(p, &mf, stderr)
-			if err != nil {
-				return nil, err
-			}
-			ms.svc.OnDelta = live.onDelta()
-			ms.useStore(st)
-			ms.traceInto(shown)
-			finish = ms.finish
-			return nodes.Kinds(ms.svc), nil
-		}}
+	runner := newResumer(st, &mf, progressSink(*asJSON, stdout, live), live.onDelta(), human, hf.maxLoops, stderr)
 	res, err := runner.Resume(ctx, rest[0], durable.ResumeOptions{From: *from, AllowChanged: *allow})
-	finish(stderr)
+	runner.finish(stderr)
 	if res == nil {
 		return storeError(err, stderr)
 	}
 	return report(res, err, *asJSON, stdout, stderr)
+}
+
+// resumer resumes runs of a store: each resume builds the model client
+// for the pipeline it loads, and finish stops that client. It is the one
+// way flowrun resume and flowrun serve resume a run.
+type resumer struct {
+	durable.Runner
+	finish func(io.Writer)
+}
+
+func newResumer(st *store.Store, mf *modelFlags, sink runtime.EventSink, onDelta func(path, text string), h runtime.Human, maxLoops int, stderr io.Writer) *resumer {
+	r := &resumer{finish: func(io.Writer) {}}
+	shown := &fanout{sink}
+	r.Runner = durable.Runner{Store: st, Sink: shown, Human: h, MaxLoops: maxLoops,
+		Services: func(p *dsl.Pipeline) (runtime.Registry, error) {
+			ms, err := startModels(p, mf, stderr)
+			if err != nil {
+				return nil, err
+			}
+			ms.svc.OnDelta = onDelta
+			ms.useStore(st)
+			ms.traceInto(shown)
+			r.finish = ms.finish
+			return nodes.Kinds(ms.svc), nil
+		}}
+	return r
 }
 
 func runsCmd(args []string, stdout, stderr io.Writer) int {
