@@ -2,8 +2,8 @@ package web
 
 import (
 	"bufio"
-	"errors"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
