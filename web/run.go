@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/graph"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -411,6 +412,13 @@ func inspect(path string, events []runtime.Event, points []*runtime.Checkpoint) 
 				t.Messages = append(t.Messages, mv)
 			}
 			remarshal(e.Turn.Reply, &t.Reply)
+			if t.Reply.JSON == nil {
+				// An exchange's reply carries the text; the structured
+				// output is that text, parsed.
+				if text := strings.TrimSpace(t.Reply.Text); strings.HasPrefix(text, "{") || strings.HasPrefix(text, "[") {
+					t.Reply.JSON, _ = jsonvalue.Decode([]byte(text))
+				}
+			}
 			t.HasJSON = t.Reply.JSON != nil
 			in.CostUSD += t.CostUSD
 			in.Tokens += t.Usage.Total
