@@ -4,8 +4,8 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"strconv"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -50,7 +50,7 @@ func (b *tab) text(sel string) string {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(` + strconv.Quote(sel) + `).innerText`))
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).innerText`))
 	if err != nil {
 		b.t.Fatalf("text of %s: %v", sel, err)
 	}
