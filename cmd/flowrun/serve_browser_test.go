@@ -67,21 +67,20 @@ func (b *tab) eval(js string) bool {
 }
 
 // shot saves a screenshot of the whole page as name.png in the test's
-// artifact directory, and returns its path.
-func (b *tab) shot(name string) string {
+// artifact directory.
+func (b *tab) shot(name string) {
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		b.t.Logf("screenshot %s: %v", name, err)
-		return ""
+		return
 	}
 	path := filepath.Join(b.dir, name+".png")
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		b.t.Fatal(err)
 	}
 	b.t.Logf("screenshot: %s", path)
-	return path
 }
 
 func waitStatus(status string) chromedp.Action[chromedp.Void] {
@@ -135,10 +134,14 @@ func TestServeBrowser(t *testing.T) {
 		if !strings.Contains(b.text("#inspector"), "Structured output") {
 			t.Fatal("the inspector does not render the orchestrator's JSON decision")
 		}
-		path := b.shot("run-page")
-		if os.Getenv("FLOWRUN_DOCS_SCREENSHOT") == "1" && path != "" {
-			png, _ := os.ReadFile(path)
-			if err := os.WriteFile("../../docs/img/run-page.png", png, 0o644); err != nil {
+		b.shot("run-page")
+		if os.Getenv("FLOWRUN_DOCS_SCREENSHOT") == "1" {
+			b.eval("window.scrollTo(0, 0), true")
+			png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+			if err == nil {
+				err = os.WriteFile("../../docs/img/run-page.png", png, 0o644)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 		}
