@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -457,5 +458,47 @@ func TestStopDuringModelCallThenResume(t *testing.T) {
 	run = h.await(id, "completed")
 	if run.Outputs["text"] != "on time" {
 		t.Fatalf("outputs %v", run.Outputs)
+	}
+}
+
+// The batch pages list batches with their progress, show one's items and
+// compare two, fixed and broken items named.
+func TestBatchPages(t *testing.T) {
+	h := newHarness(t, "")
+	ctx := context.Background()
+	add := func(id string, pass ...bool) {
+		b := &store.Batch{ID: id, Pipeline: "chat.yaml", PipelineAbs: filepath.Join(h.dir, "chat.yaml"), PipelineName: "chat", Dataset: "d.jsonl"}
+		var items []*store.BatchItem
+		for i := range pass {
+			items = append(items, &store.BatchItem{Index: i, Key: fmt.Sprintf("item-%d", i), Item: map[string]any{"q": i}})
+		}
+		if err := h.st.CreateBatch(ctx, b, items); err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range pass {
+			it := items[i]
+			it.Status, it.Scores, it.CostUSD = "completed", map[string]any{"correct": p}, 0.01
+			if err := h.st.FinishItem(ctx, it); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	add("batch-a", true, false, true)
+	add("batch-b", false, true, true)
+	_, list := h.get("/batches")
+	if !strings.Contains(list, `href="/batches/batch-a"`) || !strings.Contains(list, `<progress max="3" value="3">`) {
+		t.Fatalf("batches list:\n%s", list)
+	}
+	_, one := h.get("/batches/batch-b")
+	if !strings.Contains(one, "item-2") || !strings.Contains(one, "correct=true") {
+		t.Fatalf("batch page:\n%s", one)
+	}
+	_, cmp := h.get("/compare?a=batch-a&b=batch-b")
+	fixed, broken, _ := strings.Cut(cmp, "<h2>Broken</h2>")
+	if !strings.Contains(fixed, "<td>item-1</td>") || !strings.Contains(broken, "<td>item-0</td>") {
+		t.Fatalf("compare page:\n%s", cmp)
+	}
+	if code, report := h.get("/batches/batch-b/report?against=batch-a"); code != 200 || !strings.Contains(report, "item-0") {
+		t.Fatalf("report: %d", code)
 	}
 }
