@@ -96,7 +96,7 @@ func inputFields(p *dsl.Pipeline) []field {
 		f := field{Name: "in." + in.Name, Label: in.Name, Type: in.Type, Description: in.Description, Required: !in.HasDefault}
 		f.Enum, f.Value = enumAndDefault(in.Schema, in.Default, in.HasDefault)
 		f.Long = in.Type == "object" || in.Type == "array" || (in.Type == "string" && len(f.Value) > 60)
-		f.File = in.Format != "path"
+		f.File = in.Format != "path" && (in.Type == "string" || in.Type == "object" || in.Type == "array")
 		out = append(out, f)
 	}
 	return out

@@ -162,12 +162,12 @@ func TestServeBrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS(`button.rollback[data-label="asked"]`)))
 		b.shot("ask")
 		b.do("answer the ask",
-			chromedp.SendKeys(chromedp.CSS(`input[name="a.who"]`), "ada"),
+			chromedp.SetValue(chromedp.CSS(`input[name="a.who"]`), "ada"),
 			chromedp.Click(chromedp.CSS("#answer-submit")),
 			chromedp.WaitVisible(chromedp.CSS("#answer-yes")))
 		b.shot("confirm")
 		b.do("confirm", chromedp.Click(chromedp.CSS("#answer-yes")), waitStatus("completed"))
-		if out := b.text(".outputs"); !strings.Contains(out, "ada") || !strings.Contains(out, "500") {
+		if out := b.text(".outputs"); !strings.Contains(out, "who\nada") || !strings.Contains(out, "500") {
 			t.Fatalf("outputs: %s", out)
 		}
 		parent, err := chromedp.Run(b.ctx, chromedp.Location())
