@@ -234,6 +234,12 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if run.Status != store.StatusRunning {
 		d.Totals.CostUSD, d.Totals.Tokens = run.CostUSD, int64(run.Tokens)
+		// A node cut short by a stop or a kill runs again on resume.
+		for id, st := range d.States {
+			if st == stateRunning {
+				d.States[id] = statePending
+			}
+		}
 	}
 	if run.Pending != nil {
 		var q runtime.Question

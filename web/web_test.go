@@ -454,6 +454,9 @@ func TestStopDuringModelCallThenResume(t *testing.T) {
 	if !strings.Contains(run.Reason, "stopped from the web UI") {
 		t.Fatalf("reason %q", run.Reason)
 	}
+	if _, page := h.get("/runs/" + id); !strings.Contains(page, `data-node="reply" data-state="pending"`) {
+		t.Fatal("the node cut short does not show as pending, to run again")
+	}
 	h.post("/runs/"+id+"/resume", url.Values{})
 	run = h.await(id, "completed")
 	if run.Outputs["text"] != "on time" {
@@ -500,5 +503,50 @@ func TestBatchPages(t *testing.T) {
 	}
 	if code, report := h.get("/batches/batch-b/report?against=batch-a"); code != 200 || !strings.Contains(report, "item-0") {
 		t.Fatalf("report: %d", code)
+	}
+}
+
+func TestRunsListSorts(t *testing.T) {
+	h := newHarness(t, "")
+	ctx := context.Background()
+	for i, cost := range []float64{0.5, 0.1, 0.9} {
+		id := fmt.Sprintf("run-%d", i)
+		if err := h.st.CreateRun(ctx, &store.Run{ID: id, Pipeline: "chat.yaml", PipelineAbs: filepath.Join(h.dir, "chat.yaml"), PipelineName: "chat"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.st.Finish(ctx, id, store.Ending{Status: "completed", CostUSD: cost, Tokens: 100 - i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	order := func(query string) string {
+		_, page := h.get("/?" + query)
+		var ids []string
+		for _, part := range strings.Split(page, `data-run="`)[1:] {
+			ids = append(ids, part[:strings.Index(part, `"`)])
+		}
+		return strings.Join(ids, " ")
+	}
+	for query, want := range map[string]string{
+		"sort=cost&order=desc":   "run-2 run-0 run-1",
+		"sort=cost&order=asc":    "run-1 run-0 run-2",
+		"sort=tokens&order=desc": "run-0 run-1 run-2",
+		"":                       "run-2 run-1 run-0",
+	} {
+		if got := order(query); got != want {
+			t.Errorf("%q: %s, want %s", query, got, want)
+		}
+	}
+}
+
+// Images sent to a model show as thumbnails from raster data URLs only.
+func TestThumbnails(t *testing.T) {
+	png := thumbnail("data:image/png;base64,iVBORw0KGgo=")
+	if png.Src == nil || png.Link != "" {
+		t.Fatalf("png: %+v", png)
+	}
+	for _, u := range []string{"data:image/svg+xml;base64,PHN2Zz4=", `data:image/png;base64,"><script>`, "javascript:alert(1)", "https://example.com/a.png"} {
+		if got := thumbnail(u); got.Src != nil {
+			t.Errorf("%s shown as an image", u)
+		}
 	}
 }
