@@ -2,10 +2,12 @@ package web
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -548,5 +550,34 @@ func TestThumbnails(t *testing.T) {
 		if got := thumbnail(u); got.Src != nil {
 			t.Errorf("%s shown as an image", u)
 		}
+	}
+}
+
+// A file given for a string input is its text, as --input name=@file.
+func TestStartWithFileInput(t *testing.T) {
+	h := newHarness(t, "")
+	h.fake.Push(llmtest.Text("ok"))
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	_ = mw.WriteField("csrf", h.srv.csrf)
+	_ = mw.WriteField("pipeline", "chat.yaml")
+	_ = mw.WriteField("in.topic", "ignored")
+	fw, _ := mw.CreateFormFile("file.topic", "topic.txt")
+	_, _ = fw.Write([]byte("topic from a file"))
+	mw.Close()
+	req, _ := http.NewRequest(http.MethodPost, h.ts.URL+"/start", &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Origin", h.ts.URL)
+	resp, err := h.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	id, ok := strings.CutPrefix(resp.Header.Get("Location"), "/runs/")
+	if !ok {
+		t.Fatalf("start: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if run := h.await(id, "completed"); run.Inputs["topic"] != "topic from a file" {
+		t.Fatalf("inputs %v", run.Inputs)
 	}
 }
