@@ -166,6 +166,15 @@ func (s *Server) liveRows(w http.ResponseWriter, r *http.Request, page, part str
 		case <-s.ctx.Done():
 			return
 		}
+		// A list re-reads every run: at most four times a second, however
+		// fast events come.
+		select {
+		case <-time.After(250 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done():
+			return
+		}
 	}
 }
 
