@@ -305,8 +305,11 @@ func (s *Server) runLive(w http.ResponseWriter, r *http.Request) {
 			if err := t.ExecuteTemplate(&b, "timelinerow", rw); err != nil {
 				return
 			}
-			data, _ := json.Marshal(map[string]any{"seq": rw.Seq, "row": b.String(), "node": e.Node, "state": nodeState(e),
-				"sent": e.Time.UnixMicro()})
+			msg := map[string]any{"seq": rw.Seq, "row": b.String(), "node": e.Node, "state": nodeState(e), "sent": e.Time.UnixMicro()}
+			if e.Type == runtime.EventModelTurn && e.Turn != nil {
+				msg["cost"], msg["tokens"] = e.Turn.CostUSD, usageOf(e.Turn.Usage).Total
+			}
+			data, _ := json.Marshal(msg)
 			if send(w, f, "event", data) != nil {
 				return
 			}

@@ -337,7 +337,7 @@ func TestModelOutputIsEscaped(t *testing.T) {
 	if !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;") {
 		t.Fatal("the reply is not shown as text")
 	}
-	stream := h.stream("/runs/"+id+"/live?after=0", "event: status", `"completed"`)
+	stream := h.stream("/runs/"+id+"/live?after=0", "event: status", `"completed"`, `"tokens":`)
 	if strings.Contains(stream, "<script>alert") || strings.Contains(stream, "<img src") {
 		t.Fatal("markup reached the live stream unescaped")
 	}

@@ -21,7 +21,16 @@ if (timeline) {
         g.setAttribute("data-state", d.state);
       });
     }
-    window.flowrunLatencyMS = Date.now() - d.sent / 1000;
+    if (d.cost !== undefined) {
+      var cost = document.getElementById("cost");
+      var usd = parseFloat(cost.dataset.usd) + d.cost;
+      cost.dataset.usd = usd;
+      cost.textContent = "$" + usd.toFixed(4);
+      var tokens = document.getElementById("tokens");
+      tokens.textContent = parseInt(tokens.textContent, 10) + d.tokens;
+      var turns = document.getElementById("turns");
+      turns.textContent = parseInt(turns.textContent, 10) + 1;
+    }
   });
   es.addEventListener("status", function (m) {
     var s = JSON.parse(m.data);
