@@ -56,17 +56,40 @@ nodes:
 outputs: {who: nodes.name.who}
 `
 
+const counterPipeline = `
+version: 1
+name: counter
+state: {n: 0}
+nodes:
+  - id: rounds
+    loop:
+      max_iterations: 5
+      until: state.n >= 5
+      body:
+        - id: inc
+          confirm: true
+          set: {n: state.n + 1}
+outputs: {n: state.n}
+`
+
 // testEngine runs pipelines with a model client pointed at OPENAI_BASE_URL
 // (the fake server's, set by the test).
 func testEngine(st *store.Store) Engine {
-	kinds := func() runtime.Registry { return nodes.Kinds(nodes.Services{LLM: llm.New(llm.Options{MaxAttempts: 1})}) }
+	kinds := func(overrides ...string) runtime.Registry {
+		models := map[string]string{}
+		for _, o := range overrides {
+			name, id, _ := strings.Cut(o, "=")
+			models[name] = id
+		}
+		return nodes.Kinds(nodes.Services{LLM: llm.New(llm.Options{MaxAttempts: 1}), Models: models})
+	}
 	return Engine{
 		Start: func(ctx context.Context, l Launch, h runtime.Human, sink runtime.EventSink) (*runtime.Result, error) {
 			p, ds := dsl.Load(l.Path)
 			if p == nil {
 				return nil, errors.New(ds.String())
 			}
-			r := &durable.Runner{Store: st, Kinds: kinds(), Sink: sink, Human: h, MaxLoops: l.MaxLoops}
+			r := &durable.Runner{Store: st, Kinds: kinds(l.Models...), Sink: sink, Human: h, MaxLoops: l.MaxLoops}
 			return r.Start(ctx, p, l.Inputs)
 		},
 		Resume: func(ctx context.Context, run, from string, h runtime.Human, sink runtime.EventSink, maxLoops int) (*runtime.Result, error) {
@@ -93,7 +116,7 @@ func newHarness(t *testing.T, token string) *harness {
 	t.Setenv("OPENAI_BASE_URL", fake.URL)
 	t.Setenv("OPENAI_API_KEY", "")
 	dir := t.TempDir()
-	for name, body := range map[string]string{"chat.yaml": chatPipeline, "asker.yaml": askPipeline, "broken.yaml": "version: 1\nname: broken\nnodes:\n  - id: a\n    sett: {}\n"} {
+	for name, body := range map[string]string{"chat.yaml": chatPipeline, "asker.yaml": askPipeline, "counter.yaml": counterPipeline, "broken.yaml": "version: 1\nname: broken\nnodes:\n  - id: a\n    sett: {}\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -179,8 +202,11 @@ func TestStartFormRunsAndRunPageShowsIt(t *testing.T) {
 			t.Fatalf("start form: %d, want %q in:\n%s", code, want, body)
 		}
 	}
-	id := h.start(url.Values{"pipeline": {"chat.yaml"}, "in.topic": {"birds"}, "in.level": {"high"}, "in.count": {"3"}})
+	id := h.start(url.Values{"pipeline": {"chat.yaml"}, "in.topic": {"birds"}, "in.level": {"high"}, "in.count": {"3"}, "model.default": {"gpt-other"}})
 	run := h.await(id, "completed")
+	if got := h.fake.Last().Model; got != "gpt-other" {
+		t.Fatalf("the model override did not apply: %s", got)
+	}
 	if run.Inputs["topic"] != "birds" || run.Inputs["count"] != 3 || run.Outputs["text"] != "hello from the model" {
 		t.Fatalf("inputs %v outputs %v", run.Inputs, run.Outputs)
 	}
@@ -579,5 +605,21 @@ func TestStartWithFileInput(t *testing.T) {
 	}
 	if run := h.await(id, "completed"); run.Inputs["topic"] != "topic from a file" {
 		t.Fatalf("inputs %v", run.Inputs)
+	}
+}
+
+// Auto-advance answers the confirmations; max loops caps the loop.
+func TestStartAutoAndMaxLoops(t *testing.T) {
+	h := newHarness(t, "")
+	id := h.start(url.Values{"pipeline": {"counter.yaml"}, "auto": {"on"}, "max_loops": {"2"}})
+	if run := h.await(id, "completed"); run.Outputs["n"] != 2 {
+		t.Fatalf("outputs %v", run.Outputs)
+	}
+	id = h.start(url.Values{"pipeline": {"counter.yaml"}})
+	h.await(id, "waiting")
+	h.post("/runs/"+id+"/auto", url.Values{"auto": {"on"}})
+	h.post("/runs/"+id+"/resume", url.Values{})
+	if run := h.await(id, "completed"); run.Outputs["n"] != 5 {
+		t.Fatalf("outputs %v", run.Outputs)
 	}
 }

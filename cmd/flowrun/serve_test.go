@@ -140,7 +140,7 @@ func TestServeSecretNeverReachesBrowser(t *testing.T) {
 	if csrf == nil {
 		t.Fatalf("no CSRF token in the start form:\n%s", form)
 	}
-	vals := url.Values{"csrf": {csrf[1]}, "pipeline": {"secretive.yaml"}, "in.topic": {"the key " + key}}
+	vals := url.Values{"csrf": {csrf[1]}, "pipeline": {"secretive.yaml"}, "in.topic": {"the key " + key}, "model.default": {"gpt-override"}}
 	req, _ := http.NewRequest(http.MethodPost, base+"start", strings.NewReader(vals.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", strings.TrimSuffix(base, "/"))
@@ -166,6 +166,9 @@ func TestServeSecretNeverReachesBrowser(t *testing.T) {
 	}
 	if got := fake.Last().Header.Get("Authorization"); got != "Bearer "+key {
 		t.Fatalf("the model was not called with the key (%q)", got)
+	}
+	if got := fake.Last().Model; got != "gpt-override" {
+		t.Fatalf("the form's model override did not reach the call: %s", got)
 	}
 	for _, p := range []string{"/", "/runs/" + run, "/runs/" + run + "?path=reply", "/start?pipeline=secretive.yaml", "/batches"} {
 		pages.WriteString(get(p))
