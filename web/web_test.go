@@ -623,3 +623,19 @@ func TestStartAutoAndMaxLoops(t *testing.T) {
 		t.Fatalf("outputs %v", run.Outputs)
 	}
 }
+
+// Closing the server stops its runs, recorded as stopped and resumable,
+// and waits for them.
+func TestCloseStopsRuns(t *testing.T) {
+	h := newHarness(t, "")
+	h.fake.Push(llmtest.Reply{Text: "late", Delay: time.Minute})
+	id := h.start(url.Values{"pipeline": {"chat.yaml"}})
+	for h.fake.Calls() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.srv.Close()
+	run, err := h.st.Run(context.Background(), id)
+	if err != nil || run.Status != "stopped" || !strings.Contains(run.Reason, "shutting down") {
+		t.Fatalf("after Close: %+v %v", run, err)
+	}
+}
