@@ -161,7 +161,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rel := r.FormValue("pipeline")
-	again := func(err error) { back(w, r, "/start?pipeline="+urlQuery(rel), err) }
+	again := func(err error) { s.back(w, r, "/start?pipeline="+urlQuery(rel), err) }
 	path, err := s.resolve(r.Context(), rel)
 	if err != nil {
 		again(err)

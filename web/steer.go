@@ -147,29 +147,29 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	a := s.active[id]
 	s.mu.Unlock()
 	if a == nil {
-		back(w, r, "/runs/"+id, fmt.Errorf("run %s is not running in this server: a run started by the CLI is stopped where it runs (Ctrl-C)", id))
+		s.back(w, r, "/runs/"+id, fmt.Errorf("run %s is not running in this server: a run started by the CLI is stopped where it runs (Ctrl-C)", id))
 		return
 	}
 	a.cancel(&runtime.StopError{Reason: "stopped from the web UI"})
-	back(w, r, "/runs/"+id, nil)
+	s.back(w, r, "/runs/"+id, nil)
 }
 
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	_, err := s.resumeRun(r.Context(), id, "", nil)
-	back(w, r, "/runs/"+id, err)
+	s.back(w, r, "/runs/"+id, err)
 }
 
 func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	from := strings.TrimSpace(r.FormValue("from"))
 	if from == "" {
-		back(w, r, "/runs/"+id, errors.New("fork: pick a snapshot or a checkpoint to fork from"))
+		s.back(w, r, "/runs/"+id, errors.New("fork: pick a snapshot or a checkpoint to fork from"))
 		return
 	}
 	child, err := s.resumeRun(r.Context(), id, from, nil)
 	if err != nil {
-		back(w, r, "/runs/"+id, err)
+		s.back(w, r, "/runs/"+id, err)
 		return
 	}
 	http.Redirect(w, r, "/runs/"+child, http.StatusSeeOther)
@@ -188,18 +188,18 @@ func (s *Server) auto(w http.ResponseWriter, r *http.Request) {
 	set.auto = on
 	s.settings[id] = set
 	s.mu.Unlock()
-	back(w, r, "/runs/"+id, nil)
+	s.back(w, r, "/runs/"+id, nil)
 }
 
 func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	label := strings.TrimSpace(r.FormValue("label"))
 	if label == "" {
-		back(w, r, "/runs/"+id, errors.New("snapshot: give it a label"))
+		s.back(w, r, "/runs/"+id, errors.New("snapshot: give it a label"))
 		return
 	}
 	_, err := s.st.Snapshot(r.Context(), id, label)
-	back(w, r, "/runs/"+id, err)
+	s.back(w, r, "/runs/"+id, err)
 }
 
 func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
@@ -208,11 +208,11 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 	running := s.active[id] != nil
 	s.mu.Unlock()
 	if running {
-		back(w, r, "/runs/"+id, fmt.Errorf("run %s is running: stop it before rolling it back", id))
+		s.back(w, r, "/runs/"+id, fmt.Errorf("run %s is running: stop it before rolling it back", id))
 		return
 	}
 	_, err := s.st.Rollback(r.Context(), id, r.FormValue("snapshot"))
-	back(w, r, "/runs/"+id, err)
+	s.back(w, r, "/runs/"+id, err)
 }
 
 // answer answers the question a waiting run asks, and resumes it.
@@ -220,18 +220,18 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	run, err := s.st.Run(r.Context(), id)
 	if err != nil {
-		back(w, r, "/runs/"+id, err)
+		s.back(w, r, "/runs/"+id, err)
 		return
 	}
 	if run.Status != store.StatusWaiting || run.Pending == nil {
-		back(w, r, "/runs/"+id, fmt.Errorf("run %s is %s, not waiting for an answer", id, run.Status))
+		s.back(w, r, "/runs/"+id, fmt.Errorf("run %s is %s, not waiting for an answer", id, run.Status))
 		return
 	}
 	var q runtime.Question
 	remarshal(run.Pending, &q)
 	a, err := readAnswer(r, &q)
 	if err != nil {
-		back(w, r, "/runs/"+id, err)
+		s.back(w, r, "/runs/"+id, err)
 		return
 	}
 	s.mu.Lock()
@@ -240,7 +240,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 	h := newHuman(set.auto)
 	h.answers[q.Path] = a
 	_, err = s.resumeRun(r.Context(), id, "", h)
-	back(w, r, "/runs/"+id, err)
+	s.back(w, r, "/runs/"+id, err)
 }
 
 // answerFields is the form for a question's answer: one control per

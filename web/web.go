@@ -82,6 +82,7 @@ type Server struct {
 	token  string
 	csrf   string
 	pages  map[string]*template.Template
+	flash  flashes
 	mux    *http.ServeMux
 	poll   time.Duration
 	change signal
@@ -337,7 +338,7 @@ type page struct {
 }
 
 func (s *Server) page(r *http.Request, title, nav string) page {
-	return page{Title: title, CSRF: s.csrf, Nav: nav, Error: r.URL.Query().Get("error")}
+	return page{Title: title, CSRF: s.csrf, Nav: nav, Error: s.flash.take(r.URL.Query().Get("flash"))}
 }
 
 // fail shows an error on a page of its own.
@@ -348,15 +349,56 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, err er
 }
 
 // back redirects to to, with an error to show there when err is set.
-func back(w http.ResponseWriter, r *http.Request, to string, err error) {
+// The error travels as the id of a message the server keeps, so that a
+// link cannot make a page say what its author wants.
+func (s *Server) back(w http.ResponseWriter, r *http.Request, to string, err error) {
 	if err != nil {
 		sep := "?"
 		if strings.Contains(to, "?") {
 			sep = "&"
 		}
-		to += sep + "error=" + url.QueryEscape(err.Error())
+		to += sep + "flash=" + s.flash.put(err.Error())
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// flashes are error messages waiting to be shown once.
+type flashes struct {
+	mu   sync.Mutex
+	msgs map[string]string
+}
+
+// maxFlashes bounds the messages kept for pages never opened.
+const maxFlashes = 256
+
+func (f *flashes) put(msg string) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	id := hex.EncodeToString(b)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.msgs == nil {
+		f.msgs = map[string]string{}
+	}
+	if len(f.msgs) >= maxFlashes {
+		for k := range f.msgs {
+			delete(f.msgs, k)
+			break
+		}
+	}
+	f.msgs[id] = msg
+	return id
+}
+
+func (f *flashes) take(id string) string {
+	if id == "" {
+		return ""
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	msg := f.msgs[id]
+	delete(f.msgs, id)
+	return msg
 }
 
 // sse starts an event stream.

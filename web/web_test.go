@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -166,6 +167,15 @@ func (h *harness) post(path string, form url.Values) (int, string) {
 	return resp.StatusCode, resp.Header.Get("Location")
 }
 
+// shown is the error the page at loc shows, once.
+func (h *harness) shown(loc string) string {
+	h.t.Helper()
+	_, page := h.get(loc)
+	_, msg, _ := strings.Cut(page, `<pre class="error" id="error">`)
+	msg, _, _ = strings.Cut(msg, "</pre>")
+	return html.UnescapeString(msg)
+}
+
 // start starts a pipeline from the form and returns the run's id.
 func (h *harness) start(form url.Values) string {
 	h.t.Helper()
@@ -233,8 +243,8 @@ func TestStartFormRunsAndRunPageShowsIt(t *testing.T) {
 func TestStartRefusesBadInput(t *testing.T) {
 	h := newHarness(t, "")
 	code, loc := h.post("/start", url.Values{"pipeline": {"chat.yaml"}, "in.level": {"medium"}})
-	if code != http.StatusSeeOther || !strings.Contains(loc, "error=") || !strings.Contains(loc, "level") {
-		t.Fatalf("%d %s", code, loc)
+	if msg := h.shown(loc); code != http.StatusSeeOther || !strings.Contains(msg, "level") {
+		t.Fatalf("%d %s: %q", code, loc, msg)
 	}
 	runs, _ := h.st.Runs(context.Background())
 	if len(runs) != 0 {
@@ -263,8 +273,8 @@ func TestStartOnlyUnderDir(t *testing.T) {
 	rel, _ := filepath.Rel(h.dir, outside)
 	for _, name := range []string{outside, rel, "link.yaml"} {
 		code, loc := h.post("/start", url.Values{"pipeline": {name}})
-		if code != http.StatusSeeOther || !strings.Contains(loc, "only+pipelines+under") {
-			t.Errorf("%s: %d %s", name, code, loc)
+		if msg := h.shown(loc); code != http.StatusSeeOther || !strings.Contains(msg, "only pipelines under") {
+			t.Errorf("%s: %d %s: %q", name, code, loc, msg)
 		}
 	}
 	if runs, _ := h.st.Runs(context.Background()); len(runs) != 0 {
@@ -425,10 +435,10 @@ func TestAnswerConfirmSnapshotRollbackFork(t *testing.T) {
 	if !strings.Contains(page, `name="a.who"`) || !strings.Contains(page, "Who are you?") {
 		t.Fatal("no answer form for the ask")
 	}
-	if code, loc := h.post("/runs/"+id+"/snapshot", url.Values{"label": {"asked"}}); code != http.StatusSeeOther || strings.Contains(loc, "error") {
+	if code, loc := h.post("/runs/"+id+"/snapshot", url.Values{"label": {"asked"}}); code != http.StatusSeeOther || strings.Contains(loc, "flash=") {
 		t.Fatalf("snapshot: %d %s", code, loc)
 	}
-	if code, loc := h.post("/runs/"+id+"/answer", url.Values{"a.who": {"ada"}}); code != http.StatusSeeOther || strings.Contains(loc, "error") {
+	if code, loc := h.post("/runs/"+id+"/answer", url.Values{"a.who": {"ada"}}); code != http.StatusSeeOther || strings.Contains(loc, "flash=") {
 		t.Fatalf("answer: %d %s", code, loc)
 	}
 	run := h.await(id, "waiting")
@@ -458,7 +468,7 @@ func TestAnswerConfirmSnapshotRollbackFork(t *testing.T) {
 	if !strings.Contains(page, "Forked from <a href=\"/runs/"+id+"\">") {
 		t.Fatal("the fork does not link to its parent")
 	}
-	if code, loc := h.post("/runs/"+id+"/rollback", url.Values{"snapshot": {"asked"}}); code != http.StatusSeeOther || strings.Contains(loc, "error") {
+	if code, loc := h.post("/runs/"+id+"/rollback", url.Values{"snapshot": {"asked"}}); code != http.StatusSeeOther || strings.Contains(loc, "flash=") {
 		t.Fatalf("rollback: %d %s", code, loc)
 	}
 	snaps, _ := h.st.Snapshots(context.Background(), id)
@@ -475,7 +485,7 @@ func TestStopDuringModelCallThenResume(t *testing.T) {
 	for h.fake.Calls() == 0 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if code, loc := h.post("/runs/"+id+"/stop", url.Values{}); code != http.StatusSeeOther || strings.Contains(loc, "error") {
+	if code, loc := h.post("/runs/"+id+"/stop", url.Values{}); code != http.StatusSeeOther || strings.Contains(loc, "flash=") {
 		t.Fatalf("stop: %d %s", code, loc)
 	}
 	run := h.await(id, "stopped")
@@ -637,5 +647,21 @@ func TestCloseStopsRuns(t *testing.T) {
 	run, err := h.st.Run(context.Background(), id)
 	if err != nil || run.Status != "stopped" || !strings.Contains(run.Reason, "shutting down") {
 		t.Fatalf("after Close: %+v %v", run, err)
+	}
+}
+
+// A page shows an error only from the server's own redirect, once: a
+// link cannot put words on it.
+func TestErrorsShownOnlyFromTheServer(t *testing.T) {
+	h := newHarness(t, "")
+	code, loc := h.post("/start", url.Values{"pipeline": {"chat.yaml"}, "in.level": {"medium"}})
+	if code != http.StatusSeeOther || !strings.Contains(h.shown(loc), "level") {
+		t.Fatalf("%d %s", code, loc)
+	}
+	if msg := h.shown(loc); msg != "" {
+		t.Fatalf("shown twice: %q", msg)
+	}
+	if msg := h.shown("/?error=Your+session+expired&flash=made-up"); msg != "" {
+		t.Fatalf("a link made the page say %q", msg)
 	}
 }
