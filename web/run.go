@@ -202,7 +202,13 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	d := runData{page: s.page(r, "Run "+id, "runs"), Run: run, Duration: runDuration(run), States: map[string]string{},
 		Paths: map[string]string{}, LastSeq: last}
-	if p, ds := dsl.Load(run.PipelineAbs); p != nil {
+	// The graph is of the pipeline file as the run recorded it, even when
+	// the file changed since (files it refers to are read as they are now).
+	p, ds := dsl.LoadSource(run.PipelineAbs, []byte(run.PipelineSrc))
+	if p == nil {
+		p, ds = dsl.Load(run.PipelineAbs)
+	}
+	if p != nil {
 		d.Graph = graph.Layout(p)
 	} else {
 		d.GraphError = ds.String()

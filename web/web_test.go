@@ -229,6 +229,12 @@ func TestStartFormRunsAndRunPageShowsIt(t *testing.T) {
 			t.Fatalf("run page lacks %q", want)
 		}
 	}
+	if err := os.WriteFile(filepath.Join(h.dir, "chat.yaml"), []byte(strings.Replace(chatPipeline, "id: reply", "id: renamed", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, page := h.get("/runs/" + id); !strings.Contains(page, `data-node="reply"`) || strings.Contains(page, `data-node="renamed"`) {
+		t.Fatal("after an edit, the graph is not of the pipeline the run ran")
+	}
 	_, list := h.get("/?pipeline=chat&status=completed")
 	if !strings.Contains(list, id) {
 		t.Fatalf("runs list lacks %s", id)
