@@ -160,6 +160,9 @@ func toRow(seq int64, start time.Time, e runtime.Event) row {
 	return row{Seq: seq, At: at, Label: label, Text: text, Path: e.Path, Node: e.Node, Class: class}
 }
 
+// listedPoints is how many of a run's last checkpoints its page lists.
+const listedPoints = 50
+
 type totals struct {
 	Turns, Tools, Code, Questions, Retries int
 	CostUSD                                float64
@@ -183,8 +186,10 @@ type runData struct {
 	Auto       bool
 	Snapshots  []*store.Snapshot
 	Points     []*runtime.Checkpoint
-	Forks      []*store.Run
-	Inspect    *inspector
+	// RecentPoints are the last checkpoints, listed with a fork button each.
+	RecentPoints []*runtime.Checkpoint
+	Forks        []*store.Run
+	Inspect      *inspector
 }
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
@@ -269,6 +274,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, http.StatusInternalServerError, err)
 			return
 		}
+		d.RecentPoints = d.Points[max(0, len(d.Points)-listedPoints):]
 	}
 	if all, err := s.st.Runs(ctx); err == nil {
 		for _, x := range all {

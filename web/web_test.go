@@ -481,6 +481,14 @@ func TestAnswerConfirmSnapshotRollbackFork(t *testing.T) {
 	if len(snaps) != 2 || snaps[1].Kind != store.KindRollback {
 		t.Fatalf("snapshots after rollback: %v", snaps)
 	}
+	_, loc = h.post("/runs/"+id+"/fork", url.Values{"from": {"0"}})
+	child, ok = strings.CutPrefix(loc, "/runs/")
+	if !ok {
+		t.Fatalf("fork from checkpoint 0: %s", loc)
+	}
+	if c := h.await(child, "waiting"); c.ParentRun != id || c.ParentSeq != 0 || c.Pending["path"] != "name" {
+		t.Fatalf("fork from checkpoint 0: %+v", c)
+	}
 }
 
 // Stop cancels the model call in flight; the run is stopped and resumes.
