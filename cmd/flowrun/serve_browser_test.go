@@ -89,7 +89,8 @@ func waitStatus(status string) chromedp.Action[chromedp.Void] {
 
 // TestServeBrowser drives flowrun serve from headless Chromium, one browser
 // for every case: start a shipped pipeline from the form and watch it
-// complete; answer an ask and a confirmation; snapshot, roll back and
+// complete (and appear on a runs list open in another tab, without a
+// reload); answer an ask and a confirmation; snapshot, roll back and
 // fork; Stop during a slow model call, then Resume; a hostile reply
 // rendered inert. Screenshots go to the test's artifact directory
 // (go test -artifacts keeps them); FLOWRUN_DOCS_SCREENSHOT=1 also writes
@@ -116,6 +117,9 @@ func TestServeBrowser(t *testing.T) {
 
 	t.Run("shipped pipeline from the form", func(t *testing.T) {
 		base, _ := serve(t, "../../pipelines")
+		list := newTab(t)
+		list.do("open the runs list", chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS("#runrows")))
+		list.eval("window.notReloaded = true")
 		b := newTab(t)
 		b.do("pick the pipeline",
 			chromedp.Navigate(base+"start"),
@@ -135,6 +139,12 @@ func TestServeBrowser(t *testing.T) {
 			t.Fatal("the inspector does not render the orchestrator's JSON decision")
 		}
 		b.shot("run-page")
+		list.do("the new run appears on the open runs list",
+			chromedp.WaitVisible(chromedp.CSS(`#runrows tr.run .status.completed`)))
+		if !list.eval("window.notReloaded === true") {
+			t.Fatal("the runs list reloaded instead of updating live")
+		}
+		list.shot("runs-list")
 		if os.Getenv("FLOWRUN_DOCS_SCREENSHOT") == "1" {
 			b.eval("window.scrollTo(0, 0), true")
 			png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
