@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/graph"
 	"github.com/flowrun/flowrun/jsonvalue"
@@ -100,7 +101,7 @@ func describe(e runtime.Event) (label, text, class string) {
 			return "turn", t.Model + " cached $0", "turn"
 		}
 		u := usageOf(t.Usage)
-		return "turn", fmt.Sprintf("%s %d tokens $%.4f %s", t.Model, u.Total, t.CostUSD, ms(t.LatencyMS)), "turn"
+		return "turn", fmt.Sprintf("%s %d tokens %s %s", t.Model, u.Total, batch.USD(t.CostUSD), ms(t.LatencyMS)), "turn"
 	case runtime.EventToolCall:
 		if e.Tool == nil {
 			return "tool", "", "tool"

@@ -73,6 +73,21 @@ nodes:
 outputs: {n: state.n}
 `
 
+const slowConfirmPipeline = `
+version: 1
+name: slowconfirm
+models:
+  default: {model: gpt-4.1-mini}
+nodes:
+  - id: think
+    llm:
+      prompt: "think"
+  - id: act
+    confirm: true
+    set: {}
+outputs: {text: nodes.think.text}
+`
+
 // testEngine runs pipelines with a model client pointed at OPENAI_BASE_URL
 // (the fake server's, set by the test).
 func testEngine(st *store.Store) Engine {
@@ -117,7 +132,7 @@ func newHarness(t *testing.T, token string) *harness {
 	t.Setenv("OPENAI_BASE_URL", fake.URL)
 	t.Setenv("OPENAI_API_KEY", "")
 	dir := t.TempDir()
-	for name, body := range map[string]string{"chat.yaml": chatPipeline, "asker.yaml": askPipeline, "counter.yaml": counterPipeline, "broken.yaml": "version: 1\nname: broken\nnodes:\n  - id: a\n    sett: {}\n"} {
+	for name, body := range map[string]string{"chat.yaml": chatPipeline, "asker.yaml": askPipeline, "counter.yaml": counterPipeline, "slowconfirm.yaml": slowConfirmPipeline, "broken.yaml": "version: 1\nname: broken\nnodes:\n  - id: a\n    sett: {}\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -677,5 +692,26 @@ func TestErrorsShownOnlyFromTheServer(t *testing.T) {
 	}
 	if msg := h.shown("/?error=Your+session+expired&flash=made-up"); msg != "" {
 		t.Fatalf("a link made the page say %q", msg)
+	}
+}
+
+// Auto-advance switched on while a run runs answers the confirmation that
+// comes after: the run completes instead of waiting.
+func TestAutoAdvanceSwitchedOnWhileRunning(t *testing.T) {
+	h := newHarness(t, "")
+	h.fake.Push(llmtest.Reply{Text: "thought", Delay: 500 * time.Millisecond})
+	id := h.start(url.Values{"pipeline": {"slowconfirm.yaml"}})
+	for h.fake.Calls() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, page := h.get("/runs/" + id); !strings.Contains(page, "Auto-advance: off") {
+		t.Fatal("auto-advance does not show as off")
+	}
+	h.post("/runs/"+id+"/auto", url.Values{"auto": {"on"}})
+	if _, page := h.get("/runs/" + id); !strings.Contains(page, "Auto-advance: on") {
+		t.Fatal("auto-advance does not show as on")
+	}
+	if run := h.await(id, "completed"); run.Outputs["text"] != "thought" {
+		t.Fatalf("outputs %v", run.Outputs)
 	}
 }
