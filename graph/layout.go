@@ -36,9 +36,11 @@ type Line struct {
 	Dashed, Back bool
 }
 
+// LineHeight is the spacing of a box's lines of text, in pixels.
+const LineHeight = 16
+
 const (
 	boxW   = 280
-	lineH  = 16
 	gapX   = 40
 	gapY   = 56
 	margin = 24
@@ -150,7 +152,7 @@ func Layout(p *dsl.Pipeline) *Drawing {
 		for _, id := range l {
 			v := vs[id]
 			lines := strings.Split(v.label, "\n")
-			b := Box{ID: id, Kind: kindNames[v.shape], Lines: lines, X: x, Y: y, W: boxW, H: 12 + lineH*len(lines)}
+			b := Box{ID: id, Kind: kindNames[v.shape], Lines: lines, X: x, Y: y, W: boxW, H: 12 + LineHeight*len(lines)}
 			d.Boxes = append(d.Boxes, b)
 			tallest = max(tallest, b.H)
 			x += boxW + gapX

@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/batch"
+	"github.com/flowrun/flowrun/graph"
 )
 
 var funcs = template.FuncMap{
-	"urlQuery": urlQuery,
-	"pretty":   pretty,
-	"usd":      batch.USD,
-	"when":     func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") },
-	"ms":       ms,
+	"pretty": pretty,
+	"usd":    batch.USD,
+	"when":   func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") },
+	"ms":     ms,
 	"state": func(states map[string]string, id string) string {
 		if s := states[id]; s != "" {
 			return s
@@ -29,7 +29,7 @@ var funcs = template.FuncMap{
 	"add":    func(a, b int) int { return a + b },
 	"pct":    func(f float64) string { return fmt.Sprintf("%.1f%%", f*100) },
 	"istrue": func(b *bool) bool { return b != nil && *b },
-	"lines":  func(y, i int) int { return y + 20 + i*lineHeight },
+	"lines":  func(y, i int) int { return y + 20 + i*graph.LineHeight },
 	"jv":     func(id string, v any) jsonView { return jsonView{ID: id, V: v} },
 }
 
@@ -39,9 +39,6 @@ type jsonView struct {
 	ID string
 	V  any
 }
-
-// lineHeight is the spacing of a graph box's lines of text, in pixels.
-const lineHeight = 16
 
 func urlQuery(s string) string { return url.QueryEscape(s) }
 
