@@ -83,10 +83,24 @@ func (l *launchSink) Event(e runtime.Event) {
 }
 
 // launch runs run in the background, owned by the server, and returns
-// the id of the run it started, or why it could not start.
-func (s *Server) launch(h *human, maxLoops int, run func(ctx context.Context, sink *launchSink) error) (string, error) {
+// the id of the run it started, or why it could not start. A resume
+// names the run it continues as claim: it is refused while that run is
+// already active here (the store lets this process claim its own run).
+func (s *Server) launch(h *human, maxLoops int, claim string, run func(ctx context.Context, sink *launchSink) error) (string, error) {
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	a := &activeRun{cancel: cancel, human: h}
+	if claim != "" {
+		s.mu.Lock()
+		busy := s.active[claim] != nil
+		if !busy {
+			s.active[claim] = a
+		}
+		s.mu.Unlock()
+		if busy {
+			cancel(nil)
+			return "", fmt.Errorf("run %s is already running", claim)
+		}
+	}
 	sink := &launchSink{s: s, a: a, started: make(chan string, 1)}
 	failed := make(chan error, 1)
 	s.wg.Add(1)
@@ -95,8 +109,10 @@ func (s *Server) launch(h *human, maxLoops int, run func(ctx context.Context, si
 		defer cancel(nil)
 		err := run(ctx, sink)
 		s.mu.Lock()
-		if sink.id != "" && s.active[sink.id] == a {
-			delete(s.active, sink.id)
+		for _, id := range []string{sink.id, claim} {
+			if id != "" && s.active[id] == a {
+				delete(s.active, id)
+			}
 		}
 		s.mu.Unlock()
 		if sink.id == "" {
@@ -132,7 +148,11 @@ func (s *Server) resumeRun(ctx context.Context, id, from string, h *human) (stri
 	if h == nil {
 		h = newHuman(set.auto)
 	}
-	return s.launch(h, set.maxLoops, func(ctx context.Context, sink *launchSink) error {
+	claim := id
+	if from != "" {
+		claim = "" // a fork is a new run
+	}
+	return s.launch(h, set.maxLoops, claim, func(ctx context.Context, sink *launchSink) error {
 		res, err := s.engine.Resume(ctx, id, from, h, sink, set.maxLoops)
 		if res == nil {
 			return err

@@ -715,3 +715,22 @@ func TestAutoAdvanceSwitchedOnWhileRunning(t *testing.T) {
 		t.Fatalf("outputs %v", run.Outputs)
 	}
 }
+
+// A second Resume of a run already running here is refused: one run never
+// executes twice at once.
+func TestResumeRefusedWhileRunning(t *testing.T) {
+	h := newHarness(t, "")
+	h.fake.Push(llmtest.Reply{Text: "slow", Delay: 500 * time.Millisecond})
+	id := h.start(url.Values{"pipeline": {"chat.yaml"}})
+	for h.fake.Calls() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, loc := h.post("/runs/"+id+"/resume", url.Values{})
+	if msg := h.shown(loc); !strings.Contains(msg, "already running") {
+		t.Fatalf("second resume: %q", msg)
+	}
+	h.await(id, "completed")
+	if n := h.fake.Calls(); n != 1 {
+		t.Fatalf("%d model calls", n)
+	}
+}
