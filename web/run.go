@@ -253,6 +253,9 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if p != nil {
+		finishBodies(p.Nodes, d.States, false)
+	}
 	if run.Pending != nil {
 		var q runtime.Question
 		remarshal(run.Pending, &q)
@@ -288,6 +291,20 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		d.Inspect = inspect(path, events, d.Points)
 	}
 	s.render(w, http.StatusOK, "run", d)
+}
+
+// finishBodies shows the nodes inside a finished loop, map or parallel
+// node as done when no event says otherwise: a resume restores such a
+// node whole, with no event for what it ran inside.
+func finishBodies(b dsl.Block, states map[string]string, done bool) {
+	for _, n := range b {
+		if done && states[n.ID] == "" {
+			states[n.ID] = stateDone
+		}
+		for _, body := range dsl.Bodies(n) {
+			finishBodies(body.Body, states, states[n.ID] == stateDone)
+		}
+	}
 }
 
 // runLive streams a run's new events (each as its timeline row and its

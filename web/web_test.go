@@ -46,7 +46,15 @@ outputs: {text: nodes.reply.text}
 const askPipeline = `
 version: 1
 name: asker
+state: {n: 0}
 nodes:
+  - id: rounds
+    loop:
+      max_iterations: 2
+      until: state.n >= 2
+      body:
+        - id: inc
+          set: {n: state.n + 1}
   - id: name
     ask:
       question: "Who are you?"
@@ -488,6 +496,9 @@ func TestAnswerConfirmSnapshotRollbackFork(t *testing.T) {
 	_, page = h.get("/runs/" + child)
 	if !strings.Contains(page, "Forked from <a href=\"/runs/"+id+"\">") {
 		t.Fatal("the fork does not link to its parent")
+	}
+	if !strings.Contains(page, `data-node="inc" data-state="done"`) {
+		t.Fatal("the body of the loop the fork restored does not show as done")
 	}
 	if code, loc := h.post("/runs/"+id+"/rollback", url.Values{"snapshot": {"asked"}}); code != http.StatusSeeOther || strings.Contains(loc, "flash=") {
 		t.Fatalf("rollback: %d %s", code, loc)
