@@ -112,8 +112,14 @@ func (svc *Services) runCode(ctx context.Context, s *runtime.Scope, n *dsl.Node,
 	if err != nil {
 		return nil, err
 	}
+	out := resultMap(res)
+	// The event also says what ran, for flowrun show and the web inspector.
+	out["code"] = req.Source
+	if req.Call != "" {
+		out["call"] = req.Call
+	}
 	e := runtime.Event{Type: runtime.EventSandboxRun, Path: s.Path(n.ID), Node: n.ID, Kind: req.Language,
-		DurationMS: res.DurationMS, Output: resultMap(res)}
+		DurationMS: res.DurationMS, Output: out}
 	if res.Error != nil {
 		e.Class, e.Error = res.Error.Class, res.Error.Message
 	}

@@ -602,22 +602,6 @@ func decodeCheckpoint(data string) (*runtime.Checkpoint, error) {
 
 // Events returns a run's events in order.
 func (s *Store) Events(ctx context.Context, runID string) ([]runtime.Event, error) {
-	rows, err := s.texts(ctx, `SELECT data FROM events WHERE run_id = ? ORDER BY seq`, runID)
-	if err != nil {
-		return nil, err
-	}
-	vs := &valueReader{db: s.db}
-	out := make([]runtime.Event, 0, len(rows))
-	for _, data := range rows {
-		data, err := vs.restore(ctx, data)
-		if err != nil {
-			return nil, fmt.Errorf("run %s: %w", runID, err)
-		}
-		var e runtime.Event
-		if err := json.Unmarshal([]byte(data), &e); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, nil
+	events, _, err := s.EventsAfter(ctx, runID, 0)
+	return events, err
 }

@@ -63,6 +63,8 @@ Usage:
   flowrun cache stats|clear         the response cache: its size, or empty it
   flowrun mcp serve [DIR] [--http ADDR]
                                     serve every pipeline under DIR as an MCP tool
+  flowrun serve [DIR] [--addr A] [--token T]
+                                    the web UI: watch, start, steer and fork runs
 
 Runs are kept in .flowrun/flowrun.db (--store PATH or FLOWRUN_STORE to change).
 RUN is a run id, an unambiguous prefix of one, or last (the newest run).
@@ -134,6 +136,8 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return mcpCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "worker":
 		return workerCmd(ctx, args[1:], stdout, stderr)
+	case "serve":
+		return serveCmd(ctx, args[1:], stdout, stderr)
 	}
 	if strings.HasPrefix(args[0], "-") {
 		fmt.Fprintf(stderr, "flowrun: unknown flag %s before a command or file; see flowrun --help\n", args[0])

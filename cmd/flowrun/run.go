@@ -71,8 +71,10 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 // launch is what starting a run takes besides the pipeline and its
 // inputs: flowrun run and flowrun mcp serve start runs the same way.
 type launch struct {
-	models   *modelFlags
+	models *modelFlags
+	// store is the store's path; db, when set, is an open store used instead.
 	store    string
+	db       *store.Store
 	sink     runtime.EventSink
 	onDelta  func(path, text string)
 	human    runtime.Human
@@ -105,11 +107,13 @@ func startRun(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, l lau
 	if _, err := runtime.PrepareInputs(p, inputs); err != nil {
 		return nil, &setupError{exitInvalid, err}
 	}
-	st, err := store.Open(l.store)
-	if err != nil {
-		return nil, &setupError{exitFailed, err}
+	st := l.db
+	if st == nil {
+		if st, err = store.Open(l.store); err != nil {
+			return nil, &setupError{exitFailed, err}
+		}
+		defer st.Close()
 	}
-	defer st.Close()
 	ms.useStore(st)
 	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: ms.withTraces(l.sink), Human: l.human, MaxLoops: l.maxLoops}
 	return runner.Start(ctx, p, inputs)

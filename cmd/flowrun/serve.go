@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+	"github.com/flowrun/flowrun/web"
+)
+
+func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("serve", "flowrun serve [--addr 127.0.0.1:8377] [--store PATH] [--token T] [DIR]\n\nServes the web UI: the runs in the store, live; starting, steering and\nforking runs of the pipelines under DIR (default: the current directory).\nA non-loopback --addr needs a token: --token, or one is generated and printed.")
+	addr := fs.String("addr", "127.0.0.1:8377", "listen on this `host:port`")
+	token := fs.String("token", "", "require this `token` (given once in the URL, then kept in a cookie)")
+	storePath := storeFlag(fs)
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) > 1 {
+		fmt.Fprintln(stderr, "flowrun serve: name at most one directory of pipelines")
+		return exitInvalid
+	}
+	dir := "."
+	if len(rest) == 1 {
+		dir = rest[0]
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		fmt.Fprintf(stderr, "flowrun serve: %s is not a directory of pipelines\n", dir)
+		return exitInvalid
+	}
+	if *token == "" && !web.IsLoopback(*addr) {
+		*token = web.NewToken()
+	}
+	st, ok := openStore(*storePath, stderr)
+	if !ok {
+		return exitFailed
+	}
+	defer st.Close()
+	srv, err := web.New(web.Options{Store: st, Dir: dir, Token: *token, Engine: webEngine(st, stderr)})
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun serve: %v\n", err)
+		return exitFailed
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		srv.Close()
+		fmt.Fprintf(stderr, "flowrun serve: %v\n", err)
+		return exitFailed
+	}
+	url := "http://" + ln.Addr().String() + "/"
+	if *token != "" {
+		url += "?token=" + *token
+	}
+	fmt.Fprintf(stdout, "flowrun serve: %s (store %s, pipelines under %s)\n", url, st.Path(), dir)
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+	}
+	// Stopping the server first ends its live streams and stops its runs,
+	// which are recorded as stopped and resumable.
+	srv.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	if err == nil {
+		err = <-served
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(stderr, "flowrun serve: %v\n", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// webEngine starts and resumes the web UI's runs through the same code
+// as flowrun run and flowrun resume; their progress goes to log.
+func webEngine(st *store.Store, log io.Writer) web.Engine {
+	return web.Engine{
+		Start: func(ctx context.Context, l web.Launch, h runtime.Human, sink runtime.EventSink) (*runtime.Result, error) {
+			p := loadPipeline(l.Path, log)
+			if p == nil {
+				return nil, fmt.Errorf("%s does not load", l.Path)
+			}
+			return startRun(ctx, p, l.Inputs, launch{models: &modelFlags{models: l.Models}, db: st, sink: sink, human: h, maxLoops: l.MaxLoops}, log)
+		},
+		Resume: func(ctx context.Context, run, from string, h runtime.Human, sink runtime.EventSink, maxLoops int) (*runtime.Result, error) {
+			return resumeRun(ctx, st, run, durable.ResumeOptions{From: from}, launch{models: &modelFlags{}, sink: sink, human: h, maxLoops: maxLoops}, log)
+		},
+	}
+}

@@ -1,0 +1,72 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"maps"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/flowrun/flowrun/batch"
+	"github.com/flowrun/flowrun/graph"
+)
+
+var funcs = template.FuncMap{
+	"pretty": pretty,
+	"usd":    batch.USD,
+	"when":   func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") },
+	"ms":     ms,
+	"state": func(states map[string]string, id string) string {
+		if s := states[id]; s != "" {
+			return s
+		}
+		return statePending
+	},
+	"kind":   kindOf,
+	"keys":   sortedKeys,
+	"add":    func(a, b int) int { return a + b },
+	"pct":    func(f float64) string { return fmt.Sprintf("%.1f%%", f*100) },
+	"istrue": func(b *bool) bool { return b != nil && *b },
+	"lines":  func(y, i int) int { return y + 20 + i*graph.LineHeight },
+	"jv":     func(id string, v any) jsonView { return jsonView{ID: id, V: v} },
+}
+
+// jsonView is a value shown rendered and as JSON, with a copy button
+// for the element ID.
+type jsonView struct {
+	ID string
+	V  any
+}
+
+func urlQuery(s string) string { return url.QueryEscape(s) }
+
+// safeURL marks a URL checked by the caller (a raster data URL) as safe
+// for an img src.
+func safeURL(u string) template.URL { return template.URL(u) }
+
+// pretty is a value as indented JSON.
+func pretty(v any) string {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
+
+// kindOf says how the value view shows v: "map", "list", "text" (a
+// string, kept whole) or "scalar".
+func kindOf(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "map"
+	case []any:
+		return "list"
+	case string:
+		return "text"
+	}
+	return "scalar"
+}

@@ -1,0 +1,515 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flowrun/flowrun/batch"
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/graph"
+	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+// Node states on the graph.
+const (
+	statePending = "pending"
+	stateRunning = "running"
+	stateDone    = "done"
+	stateFailed  = "failed"
+	stateSkipped = "skipped"
+	stateWaiting = "waiting"
+)
+
+// nodeState is the state an event puts its node in; "" for none.
+func nodeState(e runtime.Event) string {
+	switch e.Type {
+	case runtime.EventNodeStarted, runtime.EventNodeRetry, runtime.EventModelTurn, runtime.EventToolCall, runtime.EventSandboxRun:
+		return stateRunning
+	case runtime.EventNodeFinished, runtime.EventNodeRestored:
+		return stateDone
+	case runtime.EventNodeFailed:
+		return stateFailed
+	case runtime.EventNodeSkipped:
+		return stateSkipped
+	case runtime.EventQuestion:
+		if e.Status == runtime.StatusWaiting {
+			return stateWaiting
+		}
+		return stateRunning
+	}
+	return ""
+}
+
+// row is one line of a run's timeline.
+type row struct {
+	Seq         int64
+	At          string // since the run started
+	Label, Text string
+	Path, Node  string
+	Class       string
+}
+
+// describe is how the timeline shows an event: a short label, a line of
+// text and a CSS class.
+func describe(e runtime.Event) (label, text, class string) {
+	switch e.Type {
+	case runtime.EventRunStarted:
+		if e.ForkOf != "" {
+			return "run", "started, forked from " + e.ForkOf, "run"
+		}
+		return "run", "started " + e.Pipeline, "run"
+	case runtime.EventRunFinished:
+		text = e.Status
+		if e.Error != "" {
+			text += ": " + e.Error
+		} else if e.Message != "" {
+			text += ": " + e.Message
+		}
+		return "run", text, "run " + e.Status
+	case runtime.EventNodeStarted:
+		return "start", e.Kind, "node"
+	case runtime.EventNodeFinished:
+		return "done", fmt.Sprintf("%s %s", e.Kind, ms(e.DurationMS)), "done"
+	case runtime.EventNodeRestored:
+		return "done", e.Kind + " restored from its checkpoint", "done"
+	case runtime.EventNodeSkipped:
+		return "skip", e.Kind + ": when was false", "skipped"
+	case runtime.EventNodeFailed:
+		return "FAIL", fmt.Sprintf("%s: %s %s", e.Class, e.Error, e.Message), "failed"
+	case runtime.EventNodeRetry:
+		return "retry", fmt.Sprintf("attempt %d in %s after %s: %s", e.Attempt, ms(e.DurationMS), e.Class, e.Error), "retry"
+	case runtime.EventLoopExhausted, runtime.EventMapItemSkipped:
+		return "limit", strings.TrimSpace(e.Message + " " + e.Error), "limit"
+	case runtime.EventModelTurn:
+		t := e.Turn
+		if t == nil {
+			return "turn", "", "turn"
+		}
+		switch {
+		case t.Error != "":
+			return "turn", fmt.Sprintf("%s try %d: %s: %s", t.Model, t.Try, t.Class, t.Error), "turn failed"
+		case t.Cached:
+			return "turn", t.Model + " cached $0", "turn"
+		}
+		u := usageOf(t.Usage)
+		return "turn", fmt.Sprintf("%s %d tokens %s %s", t.Model, u.Total, batch.USD(t.CostUSD), ms(t.LatencyMS)), "turn"
+	case runtime.EventToolCall:
+		if e.Tool == nil {
+			return "tool", "", "tool"
+		}
+		if e.Tool.Error != "" {
+			return "tool", e.Tool.Name + " error: " + e.Tool.Error, "tool failed"
+		}
+		return "tool", e.Tool.Name + " ok", "tool"
+	case runtime.EventSandboxRun:
+		if e.Class != "" {
+			return "code", fmt.Sprintf("%s %s: %s", e.Kind, e.Class, firstLine(e.Error)), "code failed"
+		}
+		return "code", fmt.Sprintf("%s ok %s", e.Kind, ms(e.DurationMS)), "code"
+	case runtime.EventQuestion:
+		if e.Status == runtime.StatusWaiting {
+			return "ask", fmt.Sprintf("%q: waiting for an answer", e.Message), "waiting"
+		}
+		b, _ := json.Marshal(e.Output)
+		return "ask", fmt.Sprintf("%q: answered %s", e.Message, b), "ask"
+	}
+	return e.Type, e.Message, ""
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func ms(v float64) string {
+	switch {
+	case v < 1:
+		return fmt.Sprintf("%.0fus", v*1000)
+	case v < 1000:
+		return fmt.Sprintf("%.1fms", v)
+	}
+	return fmt.Sprintf("%.2fs", v/1000)
+}
+
+func usageOf(u any) llm.Usage {
+	var got llm.Usage
+	remarshal(u, &got)
+	return got
+}
+
+// remarshal decodes a value read from the store into a typed one.
+func remarshal(from, to any) {
+	b, _ := json.Marshal(from)
+	_ = json.Unmarshal(b, to)
+}
+
+func toRow(seq int64, start time.Time, e runtime.Event) row {
+	label, text, class := describe(e)
+	at := ""
+	if !start.IsZero() {
+		at = fmt.Sprintf("+%.2fs", e.Time.Sub(start).Seconds())
+	}
+	return row{Seq: seq, At: at, Label: label, Text: text, Path: e.Path, Node: e.Node, Class: class}
+}
+
+// listedPoints is how many of a run's last checkpoints its page lists.
+const listedPoints = 50
+
+type totals struct {
+	Turns, Tools, Code, Questions, Retries int
+	CostUSD                                float64
+	Tokens                                 int64
+}
+
+type runData struct {
+	page
+	Run        *store.Run
+	Duration   time.Duration
+	Graph      *graph.Drawing
+	GraphError string
+	States     map[string]string
+	Paths      map[string]string // node id -> its latest path, for the inspector
+	Rows       []row
+	LastSeq    int64
+	Totals     totals
+	Pending    *runtime.Question
+	Answer     []field
+	Active     bool
+	Auto       bool
+	Snapshots  []*store.Snapshot
+	Points     []*runtime.Checkpoint
+	// RecentPoints are the last checkpoints, listed with a fork button each.
+	RecentPoints []*runtime.Checkpoint
+	Forks        []*store.Run
+	Inspect      *inspector
+}
+
+func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	run, err := s.st.Run(ctx, id)
+	if err != nil {
+		s.fail(w, r, http.StatusNotFound, err)
+		return
+	}
+	events, last, err := s.st.EventsAfter(ctx, id, 0)
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	d := runData{page: s.page(r, "Run "+id, "runs"), Run: run, Duration: runDuration(run), States: map[string]string{},
+		Paths: map[string]string{}, LastSeq: last}
+	// The graph is of the pipeline file as the run recorded it, even when
+	// the file changed since (files it refers to are read as they are now).
+	p, ds := dsl.LoadSource(run.PipelineAbs, []byte(run.PipelineSrc))
+	if p == nil {
+		p, ds = dsl.Load(run.PipelineAbs)
+	}
+	if p != nil {
+		d.Graph = graph.Layout(p)
+	} else {
+		d.GraphError = ds.String()
+	}
+	d.Rows = make([]row, 0, len(events))
+	start := run.Started
+	for i, e := range events {
+		if st := nodeState(e); st != "" && e.Node != "" {
+			d.States[e.Node] = st
+			d.Paths[e.Node] = e.Path
+		}
+		switch e.Type {
+		case runtime.EventModelTurn:
+			d.Totals.Turns++
+			if e.Turn != nil {
+				d.Totals.CostUSD += e.Turn.CostUSD
+				d.Totals.Tokens += int64(usageOf(e.Turn.Usage).Total)
+			}
+		case runtime.EventToolCall:
+			d.Totals.Tools++
+		case runtime.EventSandboxRun:
+			d.Totals.Code++
+		case runtime.EventQuestion:
+			d.Totals.Questions++
+		case runtime.EventNodeRetry:
+			d.Totals.Retries++
+		}
+		d.Rows = append(d.Rows, toRow(last-int64(len(events)-1-i), start, e))
+	}
+	if run.Status != store.StatusRunning {
+		d.Totals.CostUSD, d.Totals.Tokens = run.CostUSD, int64(run.Tokens)
+		// A node cut short by a stop or a kill runs again on resume.
+		for id, st := range d.States {
+			if st == stateRunning {
+				d.States[id] = statePending
+			}
+		}
+	}
+	if p != nil {
+		finishBodies(p.Nodes, d.States, false)
+	}
+	if run.Pending != nil {
+		var q runtime.Question
+		remarshal(run.Pending, &q)
+		d.Pending = &q
+		d.Answer = answerFields(&q)
+	}
+	s.mu.Lock()
+	if a := s.active[id]; a != nil {
+		d.Active, d.Auto = true, a.human.auto.Load()
+	}
+	s.mu.Unlock()
+	if d.Snapshots, err = s.st.Snapshots(ctx, id); err != nil {
+		s.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	if run.Status != store.StatusRunning {
+		// Reading checkpoints settles a dead process's journal: not while
+		// a live one writes.
+		if d.Points, err = s.st.Checkpoints(ctx, id, 0); err != nil {
+			s.fail(w, r, http.StatusInternalServerError, err)
+			return
+		}
+		d.RecentPoints = d.Points[max(0, len(d.Points)-listedPoints):]
+	}
+	if all, err := s.st.Runs(ctx); err == nil {
+		for _, x := range all {
+			if x.ParentRun == id {
+				d.Forks = append(d.Forks, x)
+			}
+		}
+	}
+	if path := r.URL.Query().Get("path"); path != "" {
+		d.Inspect = inspect(path, events, d.Points)
+	}
+	s.render(w, http.StatusOK, "run", d)
+}
+
+// finishBodies shows the nodes inside a finished loop, map or parallel
+// node as done when no event says otherwise: a resume restores such a
+// node whole, with no event for what it ran inside.
+func finishBodies(b dsl.Block, states map[string]string, done bool) {
+	for _, n := range b {
+		if done && states[n.ID] == "" {
+			states[n.ID] = stateDone
+		}
+		for _, body := range dsl.Bodies(n) {
+			finishBodies(body.Body, states, states[n.ID] == stateDone)
+		}
+	}
+}
+
+// runLive streams a run's new events (each as its timeline row and its
+// node's state) and its status when it changes.
+func (s *Server) runLive(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	status := r.URL.Query().Get("status")
+	run, err := s.st.Run(r.Context(), id)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	f, ok := sse(w)
+	if !ok {
+		return
+	}
+	t := s.pages["run"]
+	for {
+		wake := s.change.wait()
+		events, last, err := s.st.EventsAfter(r.Context(), id, after)
+		if err != nil {
+			return
+		}
+		for i, e := range events {
+			var b bytes.Buffer
+			rw := toRow(last-int64(len(events)-1-i), run.Started, e)
+			if err := t.ExecuteTemplate(&b, "timelinerow", rw); err != nil {
+				return
+			}
+			msg := map[string]any{"seq": rw.Seq, "row": b.String(), "node": e.Node, "state": nodeState(e), "sent": e.Time.UnixMicro()}
+			if e.Type == runtime.EventModelTurn && e.Turn != nil {
+				msg["cost"], msg["tokens"] = e.Turn.CostUSD, usageOf(e.Turn.Usage).Total
+			}
+			data, _ := json.Marshal(msg)
+			if send(w, f, "event", data) != nil {
+				return
+			}
+		}
+		after = last
+		if cur, err := s.st.Run(r.Context(), id); err == nil && cur.Status != status {
+			status = cur.Status
+			data, _ := json.Marshal(status)
+			if send(w, f, "status", data) != nil {
+				return
+			}
+		}
+		select {
+		case <-wake:
+		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// inspector is what one node path did: the exchanges with its model, its
+// tool calls, its code, its questions and its output.
+type inspector struct {
+	Path      string
+	Kind      string
+	Turns     []turnView
+	Tools     []*runtime.ToolCall
+	Code      []codeView
+	Questions []runtime.Event
+	Attempts  int
+	Output    any
+	HasOutput bool
+	Failures  []runtime.Event
+	Duration  float64
+	CostUSD   float64
+	Tokens    int
+}
+
+type turnView struct {
+	Model     string
+	Try       int
+	Attempt   int
+	Messages  []messageView
+	Reply     llm.Response
+	HasJSON   bool
+	Usage     llm.Usage
+	CostUSD   float64
+	LatencyMS float64
+	Error     string
+	Cached    bool
+}
+
+type messageView struct {
+	Role      string
+	Text      string
+	Images    []image
+	ToolCalls []llm.ToolCall
+}
+
+// image is a thumbnail: Src is set only for a data URL of a raster type,
+// Link for an http(s) URL shown as text.
+type image struct {
+	Src  any
+	Link string
+}
+
+type codeView struct {
+	Language string
+	Code     string
+	Stdout   string
+	Stderr   string
+	Error    string
+	Class    string
+	Duration float64
+	Result   any
+}
+
+func inspect(path string, events []runtime.Event, points []*runtime.Checkpoint) *inspector {
+	in := &inspector{Path: path}
+	for _, e := range events {
+		if e.Path != path {
+			continue
+		}
+		if e.Kind != "" && e.Type != runtime.EventSandboxRun {
+			in.Kind = e.Kind
+		}
+		switch e.Type {
+		case runtime.EventNodeStarted:
+			in.Attempts++
+		case runtime.EventNodeFinished:
+			in.Output, in.HasOutput, in.Duration = e.Output, true, e.DurationMS
+		case runtime.EventNodeFailed, runtime.EventNodeRetry:
+			in.Failures = append(in.Failures, e)
+		case runtime.EventModelTurn:
+			if e.Turn == nil {
+				continue
+			}
+			t := turnView{Model: e.Turn.Model, Try: e.Turn.Try, Attempt: e.Turn.Attempt, CostUSD: e.Turn.CostUSD,
+				LatencyMS: e.Turn.LatencyMS, Error: e.Turn.Error, Cached: e.Turn.Cached, Usage: usageOf(e.Turn.Usage)}
+			var msgs []llm.Message
+			remarshal(e.Turn.Messages, &msgs)
+			for _, m := range msgs {
+				mv := messageView{Role: m.Role, Text: m.Text, ToolCalls: m.ToolCalls}
+				for _, u := range m.Images {
+					mv.Images = append(mv.Images, thumbnail(u))
+				}
+				t.Messages = append(t.Messages, mv)
+			}
+			remarshal(e.Turn.Reply, &t.Reply)
+			if t.Reply.JSON == nil {
+				// An exchange's reply carries the text; the structured
+				// output is that text, parsed.
+				if text := strings.TrimSpace(t.Reply.Text); strings.HasPrefix(text, "{") || strings.HasPrefix(text, "[") {
+					t.Reply.JSON, _ = jsonvalue.Decode([]byte(text))
+				}
+			}
+			t.HasJSON = t.Reply.JSON != nil
+			in.CostUSD += t.CostUSD
+			in.Tokens += t.Usage.Total
+			in.Turns = append(in.Turns, t)
+		case runtime.EventToolCall:
+			if e.Tool != nil {
+				in.Tools = append(in.Tools, e.Tool)
+			}
+		case runtime.EventSandboxRun:
+			c := codeView{Language: e.Kind, Error: e.Error, Class: string(e.Class), Duration: e.DurationMS}
+			if out, ok := e.Output.(map[string]any); ok {
+				c.Code, _ = out["code"].(string)
+				c.Stdout, _ = out["stdout"].(string)
+				c.Stderr, _ = out["stderr"].(string)
+				c.Result = out["result"]
+			}
+			in.Code = append(in.Code, c)
+		case runtime.EventQuestion:
+			in.Questions = append(in.Questions, e)
+		}
+	}
+	if !in.HasOutput {
+		for _, cp := range points {
+			if cp.Path == path {
+				in.Output, in.HasOutput = cp.Output, true
+			}
+		}
+	}
+	return in
+}
+
+// rasterData is the prefix of the data URLs shown as images; anything
+// else (SVG, which can hold script, or any other type) is not.
+var rasterData = []string{"data:image/png;base64,", "data:image/jpeg;base64,", "data:image/gif;base64,", "data:image/webp;base64,"}
+
+func thumbnail(u string) image {
+	for _, p := range rasterData {
+		if strings.HasPrefix(u, p) && base64Chars(u[len(p):]) {
+			return image{Src: safeURL(u)}
+		}
+	}
+	if strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+		return image{Link: u}
+	}
+	return image{Link: "(image: " + filepath.Base(firstLine(u)) + ")"}
+}
+
+func base64Chars(s string) bool {
+	for _, c := range s {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return false
+		}
+	}
+	return true
+}

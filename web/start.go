@@ -1,0 +1,256 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/internal/confined"
+)
+
+// maxUpload caps a file given for an input, as --input name=@file is.
+const maxUpload = 64 << 20
+
+// pipelines lists the pipeline files under the server's directory, as
+// slash paths relative to it: *.yaml and *.yml that are not cassettes or
+// tests, outside hidden directories.
+func (s *Server) pipelines() []string {
+	var out []string
+	_ = filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != s.dir && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) ||
+			strings.HasSuffix(name, ".cassette.yaml") || strings.HasSuffix(name, ".test.yaml") {
+			return nil
+		}
+		rel, err := filepath.Rel(s.dir, path)
+		if err == nil {
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	slices.Sort(out)
+	return out
+}
+
+// resolve turns a pipeline named relative to the server's directory into
+// its path, refusing any name that leads outside it (.., an absolute
+// path, a symbolic link).
+func (s *Server) resolve(ctx context.Context, rel string) (string, error) {
+	d := confined.Dir{Root: s.dir, MaxBytes: maxUpload, Limit: "the pipeline file size"}
+	if _, err := d.ReadFile(ctx, rel); err != nil {
+		if errors.Is(err, confined.ErrOutside) {
+			return "", fmt.Errorf("pipeline %q: only pipelines under %s can be started", rel, s.dir)
+		}
+		return "", fmt.Errorf("pipeline %q: %w", rel, err)
+	}
+	return filepath.Join(s.dir, filepath.FromSlash(rel)), nil
+}
+
+// inside reports whether a recorded pipeline path is under the server's
+// directory, so that its run may be resumed or forked here.
+func (s *Server) inside(ctx context.Context, abs string) error {
+	rel, err := filepath.Rel(s.dir, abs)
+	if err != nil || !filepath.IsLocal(rel) {
+		return fmt.Errorf("the run's pipeline %s is not under %s: resume it with the CLI", abs, s.dir)
+	}
+	_, err = s.resolve(ctx, filepath.ToSlash(rel))
+	return err
+}
+
+// field is one control of a generated form.
+type field struct {
+	Name        string // the form key
+	Label       string
+	Type        string // string, number, integer, boolean, array, object
+	Description string
+	Enum        []string
+	Value       string // the default, as the control shows it
+	Long        bool   // a textarea
+	File        bool   // also takes a file
+	Required    bool
+}
+
+func inputFields(p *dsl.Pipeline) []field {
+	var out []field
+	for _, in := range p.Inputs {
+		f := field{Name: "in." + in.Name, Label: in.Name, Type: in.Type, Description: in.Description, Required: !in.HasDefault}
+		f.Enum, f.Value = enumAndDefault(in.Schema, in.Default, in.HasDefault)
+		f.Long = in.Type == "object" || in.Type == "array" || (in.Type == "string" && len(f.Value) > 60)
+		f.File = in.Format != "path" && (in.Type == "string" || in.Type == "object" || in.Type == "array")
+		out = append(out, f)
+	}
+	return out
+}
+
+func enumAndDefault(schema map[string]any, def any, has bool) ([]string, string) {
+	var enum []string
+	if vs, ok := schema["enum"].([]any); ok {
+		for _, v := range vs {
+			enum = append(enum, dsl.Stringify(v))
+		}
+	}
+	if !has {
+		return enum, ""
+	}
+	return enum, dsl.Stringify(def)
+}
+
+type startData struct {
+	page
+	Pipelines   []string
+	Pipeline    string
+	Loaded      *dsl.Pipeline
+	Diagnostics string
+	Fields      []field
+	Models      []modelField
+}
+
+type modelField struct{ Name, Model string }
+
+func (s *Server) startPage(w http.ResponseWriter, r *http.Request) {
+	d := startData{page: s.page(r, "Start a run", "start"), Pipelines: s.pipelines(), Pipeline: r.URL.Query().Get("pipeline")}
+	if d.Pipeline != "" {
+		s.loadForm(r.Context(), &d)
+	}
+	s.render(w, http.StatusOK, "start", d)
+}
+
+// loadForm validates the chosen pipeline and builds its form.
+func (s *Server) loadForm(ctx context.Context, d *startData) {
+	path, err := s.resolve(ctx, d.Pipeline)
+	if err != nil {
+		d.Error = err.Error()
+		return
+	}
+	p, ds := dsl.Load(path)
+	if len(ds) > 0 {
+		d.Diagnostics = ds.String()
+	}
+	if p == nil {
+		return
+	}
+	d.Loaded, d.Fields = p, inputFields(p)
+	for _, name := range slices.Sorted(maps.Keys(p.Models)) {
+		d.Models = append(d.Models, modelField{Name: name, Model: p.Models[name].Model})
+	}
+}
+
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseMultipartForm(maxUpload); err != nil && !errors.Is(err, http.ErrNotMultipart) {
+		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("reading the form: %w", err))
+		return
+	}
+	rel := r.FormValue("pipeline")
+	again := func(err error) { s.back(w, r, "/start?pipeline="+urlQuery(rel), err) }
+	path, err := s.resolve(r.Context(), rel)
+	if err != nil {
+		again(err)
+		return
+	}
+	p, ds := dsl.Load(path)
+	if p == nil {
+		again(fmt.Errorf("%s does not load:\n%s", rel, ds))
+		return
+	}
+	inputs, err := formInputs(r, p)
+	if err != nil {
+		again(err)
+		return
+	}
+	l := Launch{Path: path, Inputs: inputs}
+	for name := range p.Models {
+		if m := strings.TrimSpace(r.FormValue("model." + name)); m != "" && m != p.Models[name].Model {
+			l.Models = append(l.Models, name+"="+m)
+		}
+	}
+	if v := r.FormValue("max_loops"); v != "" {
+		if l.MaxLoops, err = strconv.Atoi(v); err != nil || l.MaxLoops < 0 {
+			again(fmt.Errorf("max loops %q: give a whole number, 0 for no cap", v))
+			return
+		}
+	}
+	h := newHuman(r.FormValue("auto") != "")
+	id, err := s.launch(h, l.MaxLoops, "", func(ctx context.Context, sink *launchSink) error {
+		res, err := s.engine.Start(ctx, l, h, sink)
+		if res == nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		again(err)
+		return
+	}
+	http.Redirect(w, r, "/runs/"+id, http.StatusSeeOther)
+}
+
+// formInputs reads the inputs from the form the way flowrun run reads
+// --input: text for string inputs, JSON for the others (plain text when
+// it is not JSON, for the schema check to refuse). A file given for an
+// input is its text for a string input, else the JSON or YAML it holds.
+func formInputs(r *http.Request, p *dsl.Pipeline) (map[string]any, error) {
+	in := map[string]any{}
+	for _, d := range p.Inputs {
+		key := "in." + d.Name
+		if r.MultipartForm != nil && len(r.MultipartForm.File["file."+d.Name]) > 0 {
+			fh := r.MultipartForm.File["file."+d.Name][0]
+			f, err := fh.Open()
+			if err != nil {
+				return nil, fmt.Errorf("input %s: %w", d.Name, err)
+			}
+			b, err := io.ReadAll(io.LimitReader(f, maxUpload))
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("input %s: %w", d.Name, err)
+			}
+			if len(b) > 0 {
+				v, err := fileValue(b, d.Type == "string")
+				if err != nil {
+					return nil, fmt.Errorf("input %s: the file %s: %w", d.Name, fh.Filename, err)
+				}
+				in[d.Name] = v
+				continue
+			}
+		}
+		vals, given := r.Form[key]
+		if !given || (vals[0] == "" && d.HasDefault && d.Type != "string") {
+			continue
+		}
+		in[d.Name] = formValue(d.Type, vals[0])
+	}
+	return in, nil
+}
+
+func fileValue(b []byte, text bool) (any, error) {
+	if text {
+		return string(b), nil
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("not JSON or YAML: %v", err)
+	}
+	if len(doc.Content) == 0 {
+		return nil, errors.New("the file is empty")
+	}
+	return dsl.Plain(&doc), nil
+}

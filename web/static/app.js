@@ -1,0 +1,53 @@
+// flowrun serve: live updates over server-sent events, and copy buttons.
+// Everything inserted here was rendered and escaped by the server.
+"use strict";
+
+// A list (runs, batches, a batch's items) re-rendered by the server.
+document.querySelectorAll("[data-live]").forEach(function (el) {
+  var es = new EventSource(el.dataset.live);
+  es.addEventListener("rows", function (m) { el.innerHTML = JSON.parse(m.data); });
+});
+
+// A run's timeline and graph.
+var timeline = document.getElementById("timeline");
+if (timeline) {
+  var es = new EventSource(timeline.dataset.stream);
+  es.addEventListener("event", function (m) {
+    var d = JSON.parse(m.data);
+    if (timeline.querySelector('tr[data-seq="' + d.seq + '"]')) return;
+    timeline.insertAdjacentHTML("beforeend", d.row);
+    if (d.node && d.state) {
+      document.querySelectorAll('g[data-node="' + CSS.escape(d.node) + '"]').forEach(function (g) {
+        g.setAttribute("data-state", d.state);
+      });
+    }
+    if (d.cost !== undefined) {
+      var cost = document.getElementById("cost");
+      var usd = parseFloat(cost.dataset.usd) + d.cost;
+      cost.dataset.usd = usd;
+      cost.textContent = "$" + usd.toFixed(4);
+      var tokens = document.getElementById("tokens");
+      tokens.textContent = parseInt(tokens.textContent, 10) + d.tokens;
+      var turns = document.getElementById("turns");
+      turns.textContent = parseInt(turns.textContent, 10) + 1;
+    }
+  });
+  es.addEventListener("status", function (m) {
+    var s = JSON.parse(m.data);
+    var el = document.getElementById("status");
+    if (el && el.dataset.status !== s) {
+      // The run waits, stopped or ended: the page's controls change with it.
+      es.close();
+      location.reload();
+    }
+  });
+}
+
+document.addEventListener("click", function (ev) {
+  var b = ev.target.closest("button[data-copy]");
+  if (!b) return;
+  var src = document.getElementById(b.dataset.copy);
+  if (src && navigator.clipboard) {
+    navigator.clipboard.writeText(src.textContent).then(function () { b.textContent = "Copied"; });
+  }
+});

@@ -1,0 +1,348 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+// human answers a web run's questions: with the answer given in the
+// browser for that question, else (auto-advance on) by accepting a
+// confirmation or taking an ask's default; otherwise the run waits,
+// resumable with the answer. Auto-advance can be switched while the run
+// runs.
+type human struct {
+	auto atomic.Bool
+
+	mu      sync.Mutex
+	answers map[string]any // by question path
+}
+
+func newHuman(auto bool) *human {
+	h := &human{answers: map[string]any{}}
+	h.auto.Store(auto)
+	return h
+}
+
+func (h *human) Answer(_ context.Context, q runtime.Question) (any, bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if a, ok := h.answers[q.Path]; ok {
+		delete(h.answers, q.Path)
+		return a, true, nil
+	}
+	if h.auto.Load() {
+		if q.Kind == runtime.QuestionConfirm {
+			return true, true, nil
+		}
+		if q.HasDefault {
+			return q.Default, true, nil
+		}
+	}
+	return nil, false, nil
+}
+
+// activeRun is a run in progress in this server.
+type activeRun struct {
+	cancel context.CancelCauseFunc
+	human  *human
+}
+
+// settings are how a run was started here, kept for its resumes.
+type settings struct {
+	auto     bool
+	maxLoops int
+}
+
+// launchSink learns the run's id from its first event and registers the
+// run as active under it.
+type launchSink struct {
+	s       *Server
+	a       *activeRun
+	id      string
+	started chan string
+}
+
+func (l *launchSink) Event(e runtime.Event) {
+	if e.Type != runtime.EventRunStarted || l.id != "" {
+		return
+	}
+	l.id = e.Run
+	l.s.mu.Lock()
+	l.s.active[e.Run] = l.a
+	l.s.mu.Unlock()
+	l.started <- e.Run
+}
+
+// launch runs run in the background, owned by the server, and returns
+// the id of the run it started, or why it could not start. A resume
+// names the run it continues as claim: it is refused while that run is
+// already active here (the store lets this process claim its own run).
+func (s *Server) launch(h *human, maxLoops int, claim string, run func(ctx context.Context, sink *launchSink) error) (string, error) {
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	a := &activeRun{cancel: cancel, human: h}
+	if claim != "" {
+		s.mu.Lock()
+		busy := s.active[claim] != nil
+		if !busy {
+			s.active[claim] = a
+		}
+		s.mu.Unlock()
+		if busy {
+			cancel(nil)
+			return "", fmt.Errorf("run %s is already running", claim)
+		}
+	}
+	sink := &launchSink{s: s, a: a, started: make(chan string, 1)}
+	failed := make(chan error, 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel(nil)
+		err := run(ctx, sink)
+		s.mu.Lock()
+		for _, id := range []string{sink.id, claim} {
+			if id != "" && s.active[id] == a {
+				delete(s.active, id)
+			}
+		}
+		s.mu.Unlock()
+		if sink.id == "" {
+			if err == nil {
+				err = errors.New("the run ended before it started")
+			}
+			failed <- err
+		}
+	}()
+	select {
+	case id := <-sink.started:
+		s.mu.Lock()
+		s.settings[id] = settings{auto: h.auto.Load(), maxLoops: maxLoops}
+		s.mu.Unlock()
+		return id, nil
+	case err := <-failed:
+		return "", err
+	}
+}
+
+// resumeRun resumes run (or forks it from from) in the background.
+func (s *Server) resumeRun(ctx context.Context, id, from string, h *human) (string, error) {
+	run, err := s.st.Run(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if err := s.inside(ctx, run.PipelineAbs); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	set := s.settings[id]
+	s.mu.Unlock()
+	if h == nil {
+		h = newHuman(set.auto)
+	}
+	claim := id
+	if from != "" {
+		claim = "" // a fork is a new run
+	}
+	return s.launch(h, set.maxLoops, claim, func(ctx context.Context, sink *launchSink) error {
+		res, err := s.engine.Resume(ctx, id, from, h, sink, set.maxLoops)
+		if res == nil {
+			return err
+		}
+		return nil
+	})
+}
+
+func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	a := s.active[id]
+	s.mu.Unlock()
+	if a == nil {
+		s.back(w, r, "/runs/"+id, fmt.Errorf("run %s is not running in this server: a run started by the CLI is stopped where it runs (Ctrl-C)", id))
+		return
+	}
+	a.cancel(&runtime.StopError{Reason: "stopped from the web UI"})
+	s.back(w, r, "/runs/"+id, nil)
+}
+
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	_, err := s.resumeRun(r.Context(), id, "", nil)
+	s.back(w, r, "/runs/"+id, err)
+}
+
+func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	from := strings.TrimSpace(r.FormValue("from"))
+	if from == "" {
+		s.back(w, r, "/runs/"+id, errors.New("fork: pick a snapshot or a checkpoint to fork from"))
+		return
+	}
+	child, err := s.resumeRun(r.Context(), id, from, nil)
+	if err != nil {
+		s.back(w, r, "/runs/"+id, err)
+		return
+	}
+	http.Redirect(w, r, "/runs/"+child, http.StatusSeeOther)
+}
+
+// auto switches auto-advance for a run: at once when it runs here, and
+// for its next resume from this server.
+func (s *Server) auto(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	on := r.FormValue("auto") == "on"
+	s.mu.Lock()
+	if a := s.active[id]; a != nil {
+		a.human.auto.Store(on)
+	}
+	set := s.settings[id]
+	set.auto = on
+	s.settings[id] = set
+	s.mu.Unlock()
+	s.back(w, r, "/runs/"+id, nil)
+}
+
+func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	label := strings.TrimSpace(r.FormValue("label"))
+	if label == "" {
+		s.back(w, r, "/runs/"+id, errors.New("snapshot: give it a label"))
+		return
+	}
+	_, err := s.st.Snapshot(r.Context(), id, label)
+	s.back(w, r, "/runs/"+id, err)
+}
+
+func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	running := s.active[id] != nil
+	s.mu.Unlock()
+	if running {
+		s.back(w, r, "/runs/"+id, fmt.Errorf("run %s is running: stop it before rolling it back", id))
+		return
+	}
+	_, err := s.st.Rollback(r.Context(), id, r.FormValue("snapshot"))
+	s.back(w, r, "/runs/"+id, err)
+}
+
+// answer answers the question a waiting run asks, and resumes it.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	run, err := s.st.Run(r.Context(), id)
+	if err != nil {
+		s.back(w, r, "/runs/"+id, err)
+		return
+	}
+	if run.Status != store.StatusWaiting || run.Pending == nil {
+		s.back(w, r, "/runs/"+id, fmt.Errorf("run %s is %s, not waiting for an answer", id, run.Status))
+		return
+	}
+	var q runtime.Question
+	remarshal(run.Pending, &q)
+	a, err := readAnswer(r, &q)
+	if err != nil {
+		s.back(w, r, "/runs/"+id, err)
+		return
+	}
+	s.mu.Lock()
+	set := s.settings[id]
+	s.mu.Unlock()
+	h := newHuman(set.auto)
+	h.answers[q.Path] = a
+	_, err = s.resumeRun(r.Context(), id, "", h)
+	s.back(w, r, "/runs/"+id, err)
+}
+
+// answerFields is the form for a question's answer: one control per
+// property of an object schema, else one control.
+func answerFields(q *runtime.Question) []field {
+	if q.Kind == runtime.QuestionConfirm {
+		return nil
+	}
+	schema := q.Schema
+	if schema == nil {
+		schema = map[string]any{"type": "string"}
+	}
+	props, _ := schema["properties"].(map[string]any)
+	if schema["type"] == "object" && len(props) > 0 {
+		defaults, _ := q.Default.(map[string]any)
+		var out []field
+		for _, name := range sortedKeys(props) {
+			ps, _ := props[name].(map[string]any)
+			def, has := defaults[name]
+			f := field{Name: "a." + name, Label: name, Type: typeName(ps)}
+			f.Description, _ = ps["description"].(string)
+			f.Enum, f.Value = enumAndDefault(ps, def, has)
+			f.Long = f.Type == "object" || f.Type == "array"
+			out = append(out, f)
+		}
+		return out
+	}
+	f := field{Name: "answer", Label: "answer", Type: typeName(schema)}
+	f.Enum, f.Value = enumAndDefault(schema, q.Default, q.HasDefault)
+	f.Long = f.Type != "boolean" && f.Type != "number" && f.Type != "integer" && f.Enum == nil
+	return []field{f}
+}
+
+func typeName(schema map[string]any) string {
+	if t, ok := schema["type"].(string); ok {
+		return t
+	}
+	return "json"
+}
+
+// readAnswer reads the answer form into a value the question's schema
+// accepts.
+func readAnswer(r *http.Request, q *runtime.Question) (any, error) {
+	if q.Kind == runtime.QuestionConfirm {
+		switch r.FormValue("answer") {
+		case "yes":
+			return true, nil
+		case "no":
+			return false, nil
+		}
+		return nil, errors.New("answer Yes or No")
+	}
+	schema := q.Schema
+	if schema == nil {
+		schema = map[string]any{"type": "string"}
+	}
+	var a any
+	if fs := answerFields(q); len(fs) > 0 && fs[0].Name != "answer" {
+		obj := map[string]any{}
+		for _, f := range fs {
+			if v, ok := r.Form[f.Name]; ok && (v[0] != "" || f.Type == "string") {
+				obj[strings.TrimPrefix(f.Name, "a.")] = formValue(f.Type, v[0])
+			}
+		}
+		a = obj
+	} else {
+		a = formValue(typeName(schema), r.FormValue("answer"))
+	}
+	if err := jsonvalue.Validate(schema, a); err != nil {
+		return nil, fmt.Errorf("the answer does not match the question's schema: %w", err)
+	}
+	return a, nil
+}
+
+// formValue reads a control's text: as is for a string, else as JSON
+// (as is when it is not JSON, for the schema check to refuse).
+func formValue(typ, raw string) any {
+	if typ == "string" {
+		return raw
+	}
+	if v, err := jsonvalue.Decode([]byte(raw)); err == nil {
+		return v
+	}
+	return raw
+}

@@ -1,0 +1,425 @@
+// Package web is flowrun's browser UI (flowrun serve): the runs in a
+// store, live; a run's graph, timeline and node inspector; starting,
+// steering and forking runs of the pipelines under one directory; batches.
+//
+// Guarantees:
+//   - Every page and live update is rendered with html/template: model
+//     replies, tool results and pipeline text are escaped, never markup.
+//     Images are shown only from data URLs of raster types.
+//   - What a page shows comes from the store, which holds runs redacted:
+//     no API key or env: secret reaches the browser.
+//   - Every state-changing request is a POST carrying the server's CSRF
+//     token, from a page of the same origin (Origin or Referer checked).
+//   - With a Token, every request must carry it (once in the URL, then in
+//     a cookie). Without one, only loopback host names are answered, so
+//     that a DNS-rebinding page cannot reach the server.
+//   - Only pipelines inside Dir are started, resumed or forked.
+//   - Runs started here run in this process through Engine and are
+//     stopped, and waited for, by Close.
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+//go:embed templates/*.html static/*
+var assets embed.FS
+
+// Launch is a run to start.
+type Launch struct {
+	Path     string // the pipeline file, inside Dir
+	Inputs   map[string]any
+	Models   []string // NAME=MODEL overrides, as --model takes them
+	MaxLoops int
+}
+
+// Engine runs pipelines the way the CLI does. Each function blocks until
+// the run ends (completed, failed, stopped or waiting) and gives every
+// event to sink, run_started first. A nil Result says the run could not
+// start, and why.
+type Engine struct {
+	Start func(ctx context.Context, l Launch, human runtime.Human, sink runtime.EventSink) (*runtime.Result, error)
+	// Resume continues run (or forks it, when from names a snapshot or a
+	// checkpoint).
+	Resume func(ctx context.Context, run, from string, human runtime.Human, sink runtime.EventSink, maxLoops int) (*runtime.Result, error)
+}
+
+// Options configure a Server.
+type Options struct {
+	Store  *store.Store
+	Dir    string // pipelines under it can be started
+	Engine Engine
+	// Token, when set, must come with every request.
+	Token string
+	// Poll is how often the store is checked for changes made by other
+	// processes (default 100ms).
+	Poll time.Duration
+}
+
+// Server is the web UI.
+type Server struct {
+	st     *store.Store
+	dir    string
+	engine Engine
+	token  string
+	csrf   string
+	pages  map[string]*template.Template
+	flash  flashes
+	mux    *http.ServeMux
+	poll   time.Duration
+	change signal
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	active   map[string]*activeRun
+	settings map[string]settings
+}
+
+// New makes a server and starts watching the store.
+func New(o Options) (*Server, error) {
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	secret := make([]byte, 16)
+	_, _ = rand.Read(secret)
+	s := &Server{st: o.Store, dir: dir, engine: o.Engine, token: o.Token, csrf: hex.EncodeToString(secret),
+		poll: o.Poll, active: map[string]*activeRun{}, settings: map[string]settings{}}
+	if s.poll <= 0 {
+		s.poll = 100 * time.Millisecond
+	}
+	s.change.ch = make(chan struct{})
+	if s.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.routes()
+	s.wg.Add(1)
+	go s.watch()
+	return s, nil
+}
+
+// NewToken returns a random token for a server on a non-loopback address.
+func NewToken() string {
+	b := make([]byte, 18)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Close stops the runs started here (they end stopped, resumable), ends
+// live views and waits for all of it.
+func (s *Server) Close() {
+	s.mu.Lock()
+	for _, a := range s.active {
+		a.cancel(&runtime.StopError{Reason: "flowrun serve is shutting down"})
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+// signal wakes everyone waiting on it at once.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (g *signal) wait() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ch
+}
+
+func (g *signal) fire() {
+	g.mu.Lock()
+	close(g.ch)
+	g.ch = make(chan struct{})
+	g.mu.Unlock()
+}
+
+// watch fires change whenever the store's mark moves: a run or event
+// recorded by this process or any other.
+func (s *Server) watch() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.poll)
+	defer t.Stop()
+	last := ""
+	for {
+		select {
+		case <-s.ctx.Done():
+			s.change.fire()
+			return
+		case <-t.C:
+		}
+		m, err := s.st.Mark(s.ctx)
+		if err == nil && m != last {
+			last = m
+			s.change.fire()
+		}
+	}
+}
+
+func parsePages() (map[string]*template.Template, error) {
+	names, err := fs.Glob(assets, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	pages := map[string]*template.Template{}
+	for _, n := range names {
+		base := filepath.Base(n)
+		if base == "layout.html" || base == "parts.html" {
+			continue
+		}
+		t, err := template.New(base).Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/parts.html", n)
+		if err != nil {
+			return nil, fmt.Errorf("web templates: %w", err)
+		}
+		pages[strings.TrimSuffix(base, ".html")] = t
+	}
+	return pages, nil
+}
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	static, _ := fs.Sub(assets, "static")
+	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	m.HandleFunc("GET /{$}", s.runsPage)
+	m.HandleFunc("GET /live/runs", s.runsLive)
+	m.HandleFunc("GET /runs/{id}", s.runPage)
+	m.HandleFunc("GET /runs/{id}/live", s.runLive)
+	m.HandleFunc("GET /start", s.startPage)
+	m.HandleFunc("POST /start", s.startRun)
+	m.HandleFunc("POST /runs/{id}/answer", s.answer)
+	m.HandleFunc("POST /runs/{id}/stop", s.stop)
+	m.HandleFunc("POST /runs/{id}/resume", s.resume)
+	m.HandleFunc("POST /runs/{id}/auto", s.auto)
+	m.HandleFunc("POST /runs/{id}/snapshot", s.snapshot)
+	m.HandleFunc("POST /runs/{id}/rollback", s.rollback)
+	m.HandleFunc("POST /runs/{id}/fork", s.fork)
+	m.HandleFunc("GET /batches", s.batchesPage)
+	m.HandleFunc("GET /batches/{id}", s.batchPage)
+	m.HandleFunc("GET /live/batches", s.batchesLive)
+	m.HandleFunc("GET /batches/{id}/live", s.batchLive)
+	m.HandleFunc("GET /batches/{id}/report", s.report)
+	m.HandleFunc("GET /compare", s.comparePage)
+	s.mux = m
+}
+
+// ServeHTTP checks the request's host, token and CSRF token, then serves it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Referrer-Policy", "same-origin")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
+	if s.token == "" && !loopbackHost(r.Host) {
+		http.Error(w, "flowrun serve answers only to localhost, 127.0.0.1 and [::1] without --token", http.StatusMisdirectedRequest)
+		return
+	}
+	if s.token != "" && !s.authorized(w, r) {
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if err := s.checkCSRF(r); err != nil {
+			http.Error(w, "refused: "+err.Error(), http.StatusForbidden)
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+const tokenCookie = "flowrun_token"
+
+// authorized accepts the token from the cookie, or from ?token= once:
+// then it sets the cookie and redirects to the URL without it, so that
+// the token does not stay in the address bar or the history.
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if c, err := r.Cookie(tokenCookie); err == nil && same(c.Value, s.token) {
+		return true
+	}
+	if t := r.URL.Query().Get("token"); t != "" && same(t, s.token) && r.Method == http.MethodGet {
+		http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		q := r.URL.Query()
+		q.Del("token")
+		u := *r.URL
+		u.RawQuery = q.Encode()
+		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+		return false
+	}
+	http.Error(w, "unauthorized: open the URL flowrun serve printed (it carries the token)", http.StatusUnauthorized)
+	return false
+}
+
+func same(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+func (s *Server) checkCSRF(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		origin = r.Header.Get("Referer")
+	}
+	if origin == "" {
+		return errors.New("no Origin or Referer header: state changes come from this server's own pages")
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host != r.Host {
+		return fmt.Errorf("request from another origin (%s)", origin)
+	}
+	got := r.Header.Get("X-Flowrun-CSRF")
+	if got == "" {
+		got = r.FormValue("csrf")
+	}
+	if !same(got, s.csrf) {
+		return errors.New("missing or wrong CSRF token: reload the page and try again")
+	}
+	return nil
+}
+
+func loopbackHost(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// IsLoopback reports whether a listen address binds to loopback only.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	return loopbackHost(host)
+}
+
+// render writes a page; data must be a struct embedding page.
+func (s *Server) render(w http.ResponseWriter, status int, name string, data any) {
+	t := s.pages[name]
+	var b strings.Builder
+	if err := t.ExecuteTemplate(&b, "layout", data); err != nil {
+		http.Error(w, "rendering "+name+": "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// page is what every page's layout reads.
+type page struct {
+	Title string
+	CSRF  string
+	Nav   string
+	Error string
+}
+
+func (s *Server) page(r *http.Request, title, nav string) page {
+	return page{Title: title, CSRF: s.csrf, Nav: nav, Error: s.flash.take(r.URL.Query().Get("flash"))}
+}
+
+// fail shows an error on a page of its own.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
+	p := s.page(r, "Error", "")
+	p.Error = err.Error()
+	s.render(w, status, "error", struct{ page }{p})
+}
+
+// back redirects to to, with an error to show there when err is set.
+// The error travels as the id of a message the server keeps, so that a
+// link cannot make a page say what its author wants.
+func (s *Server) back(w http.ResponseWriter, r *http.Request, to string, err error) {
+	if err != nil {
+		sep := "?"
+		if strings.Contains(to, "?") {
+			sep = "&"
+		}
+		to += sep + "flash=" + s.flash.put(err.Error())
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// flashes are error messages waiting to be shown once.
+type flashes struct {
+	mu   sync.Mutex
+	msgs map[string]string
+}
+
+// maxFlashes bounds the messages kept for pages never opened.
+const maxFlashes = 256
+
+func (f *flashes) put(msg string) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	id := hex.EncodeToString(b)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.msgs == nil {
+		f.msgs = map[string]string{}
+	}
+	if len(f.msgs) >= maxFlashes {
+		for k := range f.msgs {
+			delete(f.msgs, k)
+			break
+		}
+	}
+	f.msgs[id] = msg
+	return id
+}
+
+func (f *flashes) take(id string) string {
+	if id == "" {
+		return ""
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	msg := f.msgs[id]
+	delete(f.msgs, id)
+	return msg
+}
+
+// sse starts an event stream.
+func sse(w http.ResponseWriter) (http.Flusher, bool) {
+	f, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return nil, false
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	f.Flush()
+	return f, true
+}
+
+// send writes one server-sent event; data is one line of JSON.
+func send(w http.ResponseWriter, f http.Flusher, event string, data []byte) error {
+	if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data); err != nil {
+		return err
+	}
+	f.Flush()
+	return nil
+}
