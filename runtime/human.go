@@ -29,6 +29,16 @@ type Human interface {
 	Answer(ctx context.Context, q Question) (answer any, ok bool, err error)
 }
 
+// AutoAnswer is what auto-advance answers q with: yes to a confirmation,
+// else the question's default. ok is false when q has neither, so a
+// person must answer even under auto-advance.
+func AutoAnswer(q Question) (answer any, ok bool) {
+	if q.Kind == QuestionConfirm {
+		return true, true
+	}
+	return q.Default, q.HasDefault
+}
+
 // WaitError pauses a run until a question is answered. Like a StopError it
 // is never retried or routed by on_error.
 type WaitError struct {

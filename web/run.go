@@ -256,11 +256,9 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	if p != nil {
 		finishBodies(p.Nodes, d.States, false)
 	}
-	if run.Pending != nil {
-		var q runtime.Question
-		remarshal(run.Pending, &q)
-		d.Pending = &q
-		d.Answer = answerFields(&q)
+	if q := run.Question(); q != nil {
+		d.Pending = q
+		d.Answer = answerFields(q)
 	}
 	s.mu.Lock()
 	if a := s.active[id]; a != nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
-	"github.com/flowrun/flowrun/store"
 )
 
 // human answers a web run's questions: with the answer given in the
@@ -40,12 +39,8 @@ func (h *human) Answer(_ context.Context, q runtime.Question) (any, bool, error)
 		return a, true, nil
 	}
 	if h.auto.Load() {
-		if q.Kind == runtime.QuestionConfirm {
-			return true, true, nil
-		}
-		if q.HasDefault {
-			return q.Default, true, nil
-		}
+		a, ok := runtime.AutoAnswer(q)
+		return a, ok, nil
 	}
 	return nil, false, nil
 }
@@ -243,12 +238,14 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 		s.back(w, r, "/runs/"+id, err)
 		return
 	}
-	if run.Status != store.StatusWaiting || run.Pending == nil {
+	// A waiting run, or one stopped because its confirmation was
+	// declined: answering yes runs the node.
+	pending := run.Question()
+	if pending == nil {
 		s.back(w, r, "/runs/"+id, fmt.Errorf("run %s is %s, not waiting for an answer", id, run.Status))
 		return
 	}
-	var q runtime.Question
-	remarshal(run.Pending, &q)
+	q := *pending
 	a, err := readAnswer(r, &q)
 	if err != nil {
 		s.back(w, r, "/runs/"+id, err)

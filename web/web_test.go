@@ -745,3 +745,34 @@ func TestResumeRefusedWhileRunning(t *testing.T) {
 		t.Fatalf("%d model calls", n)
 	}
 }
+
+// Answering No stops the run (as in the CLI); its page still offers the
+// confirmation, and Yes from there runs the node.
+func TestDeclinedConfirmationStopsAndYesResumes(t *testing.T) {
+	h := newHarness(t, "")
+	id := h.start(url.Values{"pipeline": {"asker.yaml"}})
+	h.await(id, "waiting")
+	h.post("/runs/"+id+"/answer", url.Values{"a.who": {"ada"}})
+	run := h.await(id, "waiting")
+	for run.Pending["kind"] != "confirm" {
+		time.Sleep(20 * time.Millisecond)
+		run = h.await(id, "waiting")
+	}
+	if code, loc := h.post("/runs/"+id+"/answer", url.Values{"answer": {"no"}}); code != http.StatusSeeOther || strings.Contains(loc, "flash=") {
+		t.Fatalf("answering no: %d %s", code, loc)
+	}
+	run = h.await(id, "stopped")
+	if !strings.Contains(run.Reason, "declined") {
+		t.Fatalf("reason %q", run.Reason)
+	}
+	_, page := h.get("/runs/" + id)
+	if !strings.Contains(page, `id="answer-yes"`) {
+		t.Fatal("the declined confirmation is not offered again on the stopped run's page")
+	}
+	if code, loc := h.post("/runs/"+id+"/answer", url.Values{"answer": {"yes"}}); code != http.StatusSeeOther || strings.Contains(loc, "flash=") {
+		t.Fatalf("answering yes: %d %s", code, loc)
+	}
+	if run = h.await(id, "completed"); run.Outputs["who"] != "ada" {
+		t.Fatalf("outputs %v", run.Outputs)
+	}
+}

@@ -77,11 +77,8 @@ func (h *terminalHuman) Answer(ctx context.Context, q runtime.Question) (any, bo
 		return nil, false, nil
 	}
 	if h.auto {
-		if q.Kind == runtime.QuestionConfirm {
-			return true, true, nil
-		}
-		if q.HasDefault {
-			return q.Default, true, nil
+		if a, ok := runtime.AutoAnswer(q); ok {
+			return a, true, nil
 		}
 	}
 	if !h.interactive {
