@@ -27,18 +27,22 @@ func TestStreamSettingSameResponse(t *testing.T) {
 		{"tool calls", llmtest.Reply{ToolCalls: []llmtest.ToolCall{llmtest.Call("add", map[string]any{"a": 2, "b": 2}), llmtest.Call("finish", map[string]any{"answer": 4})}, Usage: llmtest.Usage{Prompt: 9, Completion: 12}}, nil},
 		{"structured", llmtest.Reply{Text: `{"n": 4}`, Usage: llmtest.Usage{Prompt: 9, Completion: 4, Cached: 3}}, schema},
 	}
+	// Only the timeout case has a timeout, and its server answers only
+	// after the client has given up: a loaded machine can make any reply
+	// slower than a short timeout, but cannot make this one faster.
 	fail := []struct {
-		name  string
-		reply llmtest.Reply
-		class errclass.Class
+		name    string
+		reply   llmtest.Reply
+		timeout time.Duration
+		class   errclass.Class
 	}{
-		{"500", llmtest.Error(500, "boom"), errclass.Server},
-		{"429", llmtest.Error(429, "slow down"), errclass.RateLimit},
-		{"401", llmtest.Error(401, "bad key"), errclass.Critical},
-		{"in-band error", llmtest.InStream("server_error", "server_error", "broke"), errclass.Server},
-		{"reset", llmtest.Reply{Reset: true}, errclass.Connection},
-		{"timeout", llmtest.Reply{Delay: 5 * time.Second, Text: "late"}, errclass.Timeout},
-		{"invalid output", llmtest.Text("not json"), errclass.InvalidOutput},
+		{"500", llmtest.Error(500, "boom"), 0, errclass.Server},
+		{"429", llmtest.Error(429, "slow down"), 0, errclass.RateLimit},
+		{"401", llmtest.Error(401, "bad key"), 0, errclass.Critical},
+		{"in-band error", llmtest.InStream("server_error", "server_error", "broke"), 0, errclass.Server},
+		{"reset", llmtest.Reply{Reset: true}, 0, errclass.Connection},
+		{"timeout", llmtest.Reply{Delay: time.Hour, Text: "late"}, 50 * time.Millisecond, errclass.Timeout},
+		{"invalid output", llmtest.Text("not json"), 0, errclass.InvalidOutput},
 	}
 	for _, api := range []string{APIChat, APIResponses} {
 		got := map[string]map[string]*Response{}
@@ -65,7 +69,7 @@ func TestStreamSettingSameResponse(t *testing.T) {
 				srv := llmtest.New(t)
 				srv.Push(tc.reply)
 				c, _ := testClient(t, srv, func(o *Options) { o.MaxAttempts = 1 })
-				m := &llmconf.Model{Name: "default", Model: "gpt-4.1", API: api, Stream: mode, Timeout: 50 * time.Millisecond}
+				m := &llmconf.Model{Name: "default", Model: "gpt-4.1", API: api, Stream: mode, Timeout: tc.timeout}
 				req := Request{Model: m, Messages: userSays("q")}
 				if tc.class == errclass.InvalidOutput {
 					req.OutputSchema = schema

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,15 +22,18 @@ import (
 // compatServer is an OpenAI-compatible server the compatibility suite
 // runs its pipelines against.
 type compatServer struct {
-	name string
-	// start serves the replies mock-llm.yaml describes.
+	name  string
 	start func(t *testing.T) compatEndpoint
+	cases []compatCase
 }
 
 type compatEndpoint struct {
 	baseURL string
 	// requests counts the chat completion requests received so far.
-	requests func() int
+	requests func(t *testing.T) int
+	// rejected counts those answered 429 by the server's own rate limit;
+	// nil when it has none.
+	rejected func(t *testing.T) int
 	// streamed says whether the last request asked for a stream, when
 	// the server lets the test see it.
 	streamed func() (streamed, known bool)
@@ -41,6 +47,9 @@ type compatCase struct {
 	// unlike overrides want for a server and streaming mode
 	// ("mock-llm/stream"), where that server lacks a feature.
 	unlike map[string]compatWant
+	// server, when set, starts a server of the case's own: one whose
+	// state (a rate limit window) must not leak into other cases.
+	server func(t *testing.T) compatEndpoint
 }
 
 type compatWant struct {
@@ -52,6 +61,11 @@ type compatWant struct {
 	usage *[2]float64
 	class string // the node's error class when the run fails
 	error string // a part of its error message; BASE is the base URL
+	// rejected is how many requests the server answered 429 itself.
+	rejected int
+	// wait, when set, bounds the wait_ms a model_turn announced before
+	// its retry.
+	wait *[2]float64
 }
 
 // The same llm, agent, structured-output and error pipelines (testdata/compat)
@@ -59,7 +73,9 @@ type compatWant struct {
 // the model's stream: true and stream: false, and give the same outputs,
 // tool calls, usage (reported, or estimated when the server sends none)
 // and error classes. Where mock-llm lacks a feature the case says what
-// flowrun does instead, as docs/providers.md states.
+// flowrun does instead, as docs/providers.md states. The Python fake
+// (testdata/compat/fake_openai.py) can only answer "xyzzy", so its cases
+// say what flowrun makes of that reply, and of its 429s with Retry-After.
 func TestCompatibilitySuite(t *testing.T) {
 	usage := func(prompt, completion float64) *[2]float64 { return &[2]float64{prompt, completion} }
 	streamCrash := compatWant{class: "server", tries: 2,
@@ -81,9 +97,28 @@ func TestCompatibilitySuite(t *testing.T) {
 		{pipeline: "error.yaml", inputs: []string{"trigger=error-500"},
 			want: compatWant{class: "server", tries: 2, error: "database is down"}},
 	}
+	pythonCases := []compatCase{
+		{pipeline: "llm.yaml", want: compatWant{outputs: map[string]any{"text": "xyzzy"}, tries: 1, usage: usage(20, 2)}},
+		// Without finish tools, a reply in words ends the agent.
+		{pipeline: "agent_text.yaml", want: compatWant{outputs: map[string]any{"text": "xyzzy", "steps": 1.0, "finish": nil}, tries: 1, usage: usage(20, 2)}},
+		// With one, the model is made to call a tool (tool_choice:
+		// required), which this server ignores: 1 turn, then step 2 asked
+		// 1+tool_retries times.
+		{pipeline: "agent.yaml", want: compatWant{class: "invalid_output", tries: 4,
+			error: "step 2: the model answered without calling a tool, after it had been told to call one (asked 3 times; tool_retries: 2)"}},
+		{pipeline: "structured.yaml", want: compatWant{class: "invalid_output", tries: 1,
+			error: `invalid structured output from model "gpt-4.1-mini" after no repair_retries: the reply is not valid JSON: ` +
+				`fromJSON: invalid character 'x' looking for beginning of value (reply: "xyzzy")`}},
+		// --rpm 1: the second request is answered 429 with Retry-After: 60
+		// (or 59); flowrun waits what the server asks, not its 1ms backoff,
+		// and the node's 1s timeout ends the wait.
+		{pipeline: "ratelimit.yaml", server: func(t *testing.T) compatEndpoint { return startPythonFake(t, "--rpm", "1") },
+			want: compatWant{class: "timeout", tries: 2, rejected: 1, wait: &[2]float64{50_000, 60_000}, error: "timed out after 1s (timeout: 1s)"}},
+	}
 	servers := []compatServer{
-		{name: "fake", start: startFakeCompat},
-		{name: "mock-llm", start: startMockLLM},
+		{name: "fake", start: startFakeCompat, cases: cases},
+		{name: "mock-llm", start: startMockLLM, cases: cases},
+		{name: "python", start: func(t *testing.T) compatEndpoint { return startPythonFake(t) }, cases: pythonCases},
 	}
 	for _, server := range servers {
 		t.Run(server.name, func(t *testing.T) {
@@ -93,7 +128,7 @@ func TestCompatibilitySuite(t *testing.T) {
 			for _, stream := range []bool{true, false} {
 				mode := map[bool]string{true: "stream", false: "plain"}[stream]
 				dir := compatPipelines(t, stream)
-				for _, tc := range cases {
+				for _, tc := range server.cases {
 					name := strings.TrimSuffix(tc.pipeline, ".yaml")
 					if len(tc.inputs) > 0 {
 						name += "/" + strings.TrimPrefix(tc.inputs[0], "trigger=")
@@ -103,10 +138,23 @@ func TestCompatibilitySuite(t *testing.T) {
 						if w, ok := tc.unlike[server.name+"/"+mode]; ok {
 							want = w
 						}
-						before := ep.requests()
+						ep := ep
+						if tc.server != nil {
+							ep = tc.server(t)
+							t.Setenv("OPENAI_BASE_URL", ep.baseURL)
+						}
+						before, rejectedBefore := ep.requests(t), 0
+						if ep.rejected != nil {
+							rejectedBefore = ep.rejected(t)
+						}
 						runCompat(t, filepath.Join(dir, tc.pipeline), tc.inputs, want, ep.baseURL)
-						if got := ep.requests() - before; got != want.tries {
+						if got := ep.requests(t) - before; got != want.tries {
 							t.Errorf("the server received %d requests, want %d", got, want.tries)
+						}
+						if ep.rejected != nil {
+							if got := ep.rejected(t) - rejectedBefore; got != want.rejected {
+								t.Errorf("the server answered %d requests 429, want %d", got, want.rejected)
+							}
 						}
 						if streamed, known := ep.streamed(); known && streamed != stream {
 							t.Errorf("the last request streamed=%v with the model's stream: %v", streamed, stream)
@@ -153,7 +201,7 @@ func runCompat(t *testing.T, pipeline string, inputs []string, want compatWant, 
 	evs := eventsOf(t, stdout)
 	var tools []string
 	var tries int
-	var prompt, completion float64
+	var prompt, completion, wait float64
 	estimated := false
 	for _, e := range evs {
 		switch e["type"] {
@@ -162,6 +210,9 @@ func runCompat(t *testing.T, pipeline string, inputs []string, want compatWant, 
 		case "model_turn":
 			tries++
 			turn := e["turn"].(map[string]any)
+			if w, ok := turn["wait_ms"].(float64); ok {
+				wait = max(wait, w)
+			}
 			u, _ := turn["usage"].(map[string]any)
 			if u == nil {
 				continue
@@ -178,6 +229,9 @@ func runCompat(t *testing.T, pipeline string, inputs []string, want compatWant, 
 	}
 	if strings.Join(tools, ",") != strings.Join(want.tools, ",") {
 		t.Errorf("tools run %v, want %v", tools, want.tools)
+	}
+	if want.wait != nil && (wait < want.wait[0] || wait > want.wait[1]) {
+		t.Errorf("the longest wait announced before a retry was %vms, want %v to %vms", wait, want.wait[0], want.wait[1])
 	}
 	last := evs[len(evs)-1]
 	if want.class != "" {
@@ -238,7 +292,7 @@ func startFakeCompat(t *testing.T) compatEndpoint {
 			return llmtest.Reply{Text: "Hello, Ada! Nice to meet you.", Usage: llmtest.Usage{Prompt: 27, Completion: 9}}
 		}
 	})
-	return compatEndpoint{baseURL: srv.URL, requests: func() int { return len(srv.Requests()) },
+	return compatEndpoint{baseURL: srv.URL, requests: func(*testing.T) int { return len(srv.Requests()) },
 		streamed: func() (bool, bool) { return srv.Last().Stream, true }}
 }
 
@@ -252,34 +306,74 @@ func startMockLLM(t *testing.T) compatEndpoint {
 	port := freePort(t)
 	cmd := npmtest.Command(t, "@dwmkerr/mock-llm", "mock-llm", "--config", config)
 	cmd.Env = append(os.Environ(), "HOST=127.0.0.1", fmt.Sprintf("PORT=%d", port))
-	var log syncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	log := startServing(t, "mock-llm", cmd, base+"/health")
+	// mock-llm logs one line per request it receives, and not whether it
+	// asked for a stream.
+	return compatEndpoint{baseURL: base + "/v1", requests: func(*testing.T) int { return strings.Count(log.String(), "POST /v1/chat/completions\n") },
+		streamed: func() (bool, bool) { return false, false }}
+}
+
+// startPythonFake starts testdata/compat/fake_openai.py with args on a
+// free port, and kills it when the test ends. Without python3 it skips,
+// except under CI=true where it fails.
+func startPythonFake(t *testing.T, args ...string) compatEndpoint {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI runs the suite against the Python fake server: %v", err)
+		}
+		t.Skipf("skipping the suite against the Python fake server (testdata/compat/fake_openai.py): %v; install Python 3 to run it", err)
+	}
+	port := freePort(t)
+	cmd := exec.Command(python, append([]string{filepath.Join("testdata", "compat", "fake_openai.py"), strconv.Itoa(port)}, args...)...)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	log := startServing(t, "the Python fake server", cmd, base+"/stats")
+	stat := func(t *testing.T, name string) int {
+		res, err := http.Get(base + "/stats")
+		if err != nil {
+			t.Fatalf("reading the Python fake server's stats: %v\n%s", err, log.String())
+		}
+		defer res.Body.Close()
+		var stats map[string]int
+		if err := json.NewDecoder(res.Body).Decode(&stats); err != nil {
+			t.Fatalf("reading the Python fake server's stats: %v", err)
+		}
+		return stats[name]
+	}
+	return compatEndpoint{baseURL: base + "/v1",
+		requests: func(t *testing.T) int { return stat(t, "requests") },
+		rejected: func(t *testing.T) int { return stat(t, "rejected") },
+		streamed: func() (bool, bool) { return false, false }}
+}
+
+// startServing starts cmd, a server, kills it when the test ends, and waits up
+// to 20s for it to answer 200 at url. It returns the server's output.
+func startServing(t *testing.T, server string, cmd *exec.Cmd, url string) *syncBuffer {
+	t.Helper()
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting mock-llm: %v", err)
+		t.Fatalf("starting %s: %v", server, err)
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		res, err := http.Get(base + "/health")
+		res, err := http.Get(url)
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				break
+				return log
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("mock-llm did not answer %s/health within 20s: %v\n%s", base, err, log.String())
+			t.Fatalf("%s did not answer %s within 20s: %v\n%s", server, url, err, log.String())
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
-	// mock-llm logs one line per request it receives, and not whether it
-	// asked for a stream.
-	return compatEndpoint{baseURL: base + "/v1", requests: func() int { return strings.Count(log.String(), "POST /v1/chat/completions\n") },
-		streamed: func() (bool, bool) { return false, false }}
 }
 
 func freePort(t *testing.T) int {
