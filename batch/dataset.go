@@ -133,7 +133,7 @@ func readDir(dir string) (*Dataset, error) {
 		h.Write(b)
 		it := &Item{Index: len(d.Items), Key: strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())), Where: path, File: true}
 		if it.Value, err = jsonvalue.Decode(b); err != nil {
-			it.Err = fmt.Errorf("%s: not JSON: %s", path, jsonProblem(err))
+			it.Err = fmt.Errorf("%s: not JSON: %s", path, err)
 		}
 		d.Items = append(d.Items, it)
 	}
@@ -157,7 +157,7 @@ func readJSONL(path string, b []byte) []*Item {
 		v, err := jsonvalue.Decode(text)
 		switch {
 		case err != nil:
-			it.Err = fmt.Errorf("%s: not JSON: %s", it.Where, jsonProblem(err))
+			it.Err = fmt.Errorf("%s: not JSON: %s", it.Where, err)
 		default:
 			it.Value = v
 			if _, ok := v.(map[string]any); !ok {
@@ -249,10 +249,6 @@ func assignKeys(items []*Item) {
 			it.Key = dsl.Stringify(it.Fields()["id"])
 		}
 	}
-}
-
-func jsonProblem(err error) string {
-	return strings.TrimPrefix(err.Error(), "fromJSON: ")
 }
 
 func kindOf(v any) string {

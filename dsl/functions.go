@@ -88,7 +88,13 @@ func init() {
 		{Name: "fromJSON", Signature: "fromJSON(text) any", Doc: "Parses JSON text; integral numbers become integers.",
 			Types: []any{new(func(string) any)},
 			Bind: func(FunctionEnv) func(...any) (any, error) {
-				return func(args ...any) (any, error) { return jsonvalue.Decode([]byte(args[0].(string))) }
+				return func(args ...any) (any, error) {
+					v, err := jsonvalue.Decode([]byte(args[0].(string)))
+					if err != nil {
+						return nil, fmt.Errorf("fromJSON: %w", err)
+					}
+					return v, nil
+				}
 			}},
 		{Name: "extract_code", Signature: "extract_code(text, lang?) string",
 			Doc:   "The first fenced code block of a model's reply (in language lang, when given); an error when there is none.",

@@ -26,10 +26,10 @@ func Decode(b []byte) (any, error) {
 	d.UseNumber()
 	var v any
 	if err := d.Decode(&v); err != nil {
-		return nil, fmt.Errorf("fromJSON: %w", err)
+		return nil, err
 	}
 	if d.More() {
-		return nil, fmt.Errorf("fromJSON: unexpected data after the JSON value")
+		return nil, errors.New("unexpected data after the JSON value")
 	}
 	return NormalizeNumbers(v), nil
 }

@@ -108,7 +108,7 @@ func TestCompatibilitySuite(t *testing.T) {
 			error: "step 2: the model answered without calling a tool, after it had been told to call one (asked 3 times; tool_retries: 2)"}},
 		{pipeline: "structured.yaml", want: compatWant{class: "invalid_output", tries: 1,
 			error: `invalid structured output from model "gpt-4.1-mini" after no repair_retries: the reply is not valid JSON: ` +
-				`fromJSON: invalid character 'x' looking for beginning of value (reply: "xyzzy")`}},
+				`invalid character 'x' looking for beginning of value (reply: "xyzzy")`}},
 		// --rpm 1: the second request is answered 429 with Retry-After: 60
 		// (or 59); flowrun waits what the server asks, not its 1ms backoff,
 		// and the node's 1s timeout ends the wait.
