@@ -52,14 +52,18 @@ type Coordinator struct {
 }
 
 // liveRun is an item waiting for its result, whose events are passed on
-// as they come.
+// and recorded in the local store as they come.
 type liveRun struct {
 	sink    runtime.EventSink
+	inputs  map[string]any
 	mu      sync.Mutex // held while an event is passed on
 	closed  bool       // its Execute returned: pass nothing more on
 	started bool       // an event of this attempt came
 	over    bool
-	ended   chan struct{} // closed at its run_finished event
+	ended   chan struct{}   // closed at its run_finished event
+	rec     *store.Recorder // its timeline in the local store, from its first event on
+	seq     uint64          // the stream sequence of the last event rec holds
+	failed  bool            // recording failed: the run is mirrored whole when it ends
 }
 
 // Connect dials NATS, creates the streams and buckets if needed and
@@ -178,9 +182,50 @@ func (co *Coordinator) event(msg jetstream.Msg) {
 	if lr.sink != nil {
 		lr.sink.Event(e)
 	}
+	if md, err := msg.Metadata(); err == nil {
+		co.record(lr, strings.TrimPrefix(msg.Subject(), evSubject), md.Sequence.Stream, e)
+	}
 	if e.Type == runtime.EventRunFinished && !lr.over {
 		lr.over = true
 		close(lr.ended)
+	}
+}
+
+// record adds a running item's event to its run in the local store, so
+// that batch show and flowrun serve show the run as it goes. The first
+// one copies what the run stored before (an earlier attempt's timeline
+// and checkpoints, and events published before the coordinator followed).
+func (co *Coordinator) record(lr *liveRun, run string, seq uint64, e runtime.Event) {
+	if lr.failed {
+		return
+	}
+	if lr.rec == nil {
+		ctx := context.Background()
+		last, err := co.copyRun(ctx, run, lr.inputs, true)
+		if err == nil {
+			lr.rec, err = co.Store.Recorder(ctx, run)
+		}
+		if err != nil {
+			lr.failed = true
+			return
+		}
+		lr.seq = last
+	}
+	if seq > lr.seq {
+		lr.rec.Event(e)
+		lr.seq = seq
+	}
+}
+
+// close passes no more of the item's events on, and commits those
+// recorded.
+func (lr *liveRun) close() {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	lr.closed = true
+	if lr.rec != nil {
+		_ = lr.rec.Flush(context.Background())
+		lr.rec = nil
 	}
 }
 
@@ -259,7 +304,7 @@ var errHalted = errors.New("the batch is halted")
 func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs map[string]any, sink runtime.EventSink) (*runtime.Result, error) {
 	key := resultKey(row.Batch, row.Index)
 	ch := make(chan *Result, 1)
-	lr := &liveRun{sink: sink, ended: make(chan struct{})}
+	lr := &liveRun{sink: sink, inputs: inputs, ended: make(chan struct{})}
 	queued := true
 	co.mu.Lock()
 	switch {
@@ -308,6 +353,7 @@ func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs
 		// The item stays queued; its workers go on.
 		return &runtime.Result{RunID: row.Run, Status: runtime.StatusStopped, Reason: "interrupted"}, nil
 	}
+	lr.close()
 	if err := co.mirror(context.WithoutCancel(ctx), row.Run, inputs, res); err != nil {
 		return nil, fmt.Errorf("item %s: mirroring its run %s into %s: %w", row.Key, row.Run, co.Store.Path(), err)
 	}
@@ -370,8 +416,9 @@ func (co *Coordinator) stopped(ctx context.Context, row *store.BatchItem, inputs
 	if !started {
 		return res, nil
 	}
+	lr.close()
 	bg := context.WithoutCancel(ctx)
-	evs, err := co.c.loadEvents(bg, row.Run)
+	evs, _, err := co.c.loadEvents(bg, row.Run)
 	if err != nil {
 		return nil, fmt.Errorf("item %s: %w", row.Key, err)
 	}
@@ -427,63 +474,74 @@ func (co *Coordinator) forget(key, run string, lr *liveRun) {
 		delete(co.runs, run)
 	}
 	co.mu.Unlock()
-	lr.mu.Lock()
-	lr.closed = true
-	lr.mu.Unlock()
+	lr.close()
 }
 
 // mirror copies a finished item run from JetStream into the local store.
 func (co *Coordinator) mirror(ctx context.Context, runID string, inputs map[string]any, res *Result) error {
+	if _, err := co.copyRun(ctx, runID, inputs, false); err != nil {
+		return err
+	}
+	return co.Store.Finish(ctx, runID, ending(res))
+}
+
+// copyRun brings the local store's copy of a run up to date with
+// JetStream, creating the run there if it is missing (held by this
+// process), and returns the stream sequence of the last event copied.
+// With claim, a run the store has as ended is marked running again.
+func (co *Coordinator) copyRun(ctx context.Context, runID string, inputs map[string]any, claim bool) (uint64, error) {
 	in, err := runtime.PrepareInputs(co.Pipeline, inputs)
 	if err != nil {
 		in = inputs
 	}
-	// A coordinator killed while mirroring left a prefix of the run's
-	// events and checkpoints: the rest is added, nothing twice.
+	// Events recorded as they came, or by a coordinator killed while
+	// copying, are a prefix of the run's: the rest is added, nothing twice.
 	var haveEvents, haveCheckpoints int
-	if _, err := co.Store.Run(ctx, runID); err == nil {
+	if run, err := co.Store.Run(ctx, runID); err == nil {
+		if claim && run.Status != store.StatusRunning {
+			if _, err := co.Store.Claim(ctx, runID); err != nil {
+				return 0, err
+			}
+		}
 		evs, err := co.Store.Events(ctx, runID)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		cps, err := co.Store.Checkpoints(ctx, runID, 0)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		haveEvents, haveCheckpoints = len(evs), len(cps)
 	} else {
 		rec, err := durable.NewRunRecord(runID, co.Pipeline, in)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if err := co.Store.CreateRun(ctx, rec); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	evs, err := co.c.loadEvents(ctx, runID)
+	evs, last, err := co.c.loadEvents(ctx, runID)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	cps, err := co.c.loadCheckpoints(ctx, runID)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	r, err := co.Store.Recorder(ctx, runID)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, e := range evs[min(haveEvents, len(evs)):] {
 		r.Event(e)
 	}
 	for _, cp := range cps[min(haveCheckpoints, len(cps)):] {
 		if err := r.Save(ctx, cp); err != nil {
-			return err
+			return 0, errors.Join(err, r.Flush(ctx))
 		}
 	}
-	if err := r.Flush(ctx); err != nil {
-		return err
-	}
-	return co.Store.Finish(ctx, runID, ending(res))
+	return last, r.Flush(ctx)
 }
 
 func ending(res *Result) store.Ending {

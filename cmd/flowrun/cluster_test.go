@@ -726,3 +726,59 @@ func TestClusterConcurrencyCapsOutstanding(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterRunningItemShowsLive: the coordinator's store shows a
+// remote item's run while its worker runs it (for batch show and flowrun
+// serve): the run is there, running, with the events of its finished
+// node, before the item has a result.
+func TestClusterRunningItemShowsLive(t *testing.T) {
+	c := startClusterWorkers(t, 1, 1, 0)
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	c.model.hook("sk-worker-0", func(_ int, path string) llmtest.Reply {
+		if strings.HasSuffix(path, "/b") {
+			<-release
+		}
+		return llmtest.Reply{}
+	})
+	c.coord = c.startCoordinator()
+	live := func() bool {
+		ctx := context.Background()
+		st, err := store.Open(c.db)
+		if err != nil {
+			return false
+		}
+		defer st.Close()
+		b, err := st.FindBatch(ctx, "last")
+		if err != nil {
+			return false
+		}
+		rows, err := st.BatchItems(ctx, b.ID)
+		if err != nil || len(rows) != 1 || rows[0].Run == "" {
+			return false
+		}
+		run, err := st.Run(ctx, rows[0].Run)
+		if err != nil || run.Status != store.StatusRunning {
+			return false
+		}
+		evs, err := st.Events(ctx, run.ID)
+		if err != nil {
+			return false
+		}
+		for _, e := range evs {
+			if e.Type == runtime.EventNodeFinished && e.Path == "a" {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(durDeadline); !live(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the running item's run never showed in the coordinator's store with node a finished\n%s", c.coord.abort())
+		}
+	}
+	unblock()
+	c.finish(t, c.coord)
+}
