@@ -250,7 +250,8 @@ func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
 	stop := w.heartbeat(msg)
 	res := w.execute(itemCtx, job, l, err)
 	stop()
-	halt := itemCtx.Err() != nil && ctx.Err() == nil
+	// A run that ended before the halt reached it keeps its result.
+	halt := itemCtx.Err() != nil && ctx.Err() == nil && res.Status == runtime.StatusStopped
 	untrack()
 	switch {
 	case ctx.Err() != nil:
