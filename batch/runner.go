@@ -112,9 +112,16 @@ type Runner struct {
 	// once call it from several goroutines.
 	Sink runtime.EventSink
 	// Remote, if set, runs each item's run elsewhere (a worker) instead of
-	// in this process: it gets the item, linked to its run id, and its
-	// inputs, and returns once the run has ended and is in Store.
-	Remote func(ctx context.Context, row *store.BatchItem, inputs map[string]any) (*runtime.Result, error)
+	// in this process: it gets the item, linked to its run id, its inputs
+	// and a sink for the run's events as they happen (its model spend
+	// counts toward MaxCostUSD at once), and returns once the run has
+	// ended and is in Store.
+	Remote func(ctx context.Context, row *store.BatchItem, inputs map[string]any, sink runtime.EventSink) (*runtime.Result, error)
+	// Halt, if set, is called once, with the batch's stop reason, when the
+	// spend reaches MaxCostUSD: a Remote then stops the items it runs
+	// (they end stopped, resumable) and queues no more. Items run in this
+	// process finish instead.
+	Halt func(reason string)
 }
 
 // Progress is the state of a batch as an item finishes.
@@ -267,6 +274,8 @@ type batchState struct {
 	waiting                     []string
 	stop                        string
 	storeErr                    error
+
+	halt sync.Once
 }
 
 // overBudget says why no further item may start, or "": the spend so far
@@ -296,10 +305,23 @@ func (st *batchState) setStop(why string) {
 	}
 }
 
+// checkBudget halts a remote batch once no further item may start: its
+// items already running on workers would otherwise spend on past the
+// limit, many more at once than a local batch runs.
+func (st *batchState) checkBudget() {
+	if st.r.Halt == nil {
+		return
+	}
+	if why := st.overBudget(); why != "" {
+		st.setStop(why)
+		st.halt.Do(func() { st.r.Halt(why) })
+	}
+}
+
 // spendSink counts an item's model spend into the batch's as it happens.
 type spendSink struct {
 	st      *batchState
-	counted float64
+	counted float64 // guarded by st.mu
 }
 
 func (s *spendSink) Event(e runtime.Event) {
@@ -309,8 +331,9 @@ func (s *spendSink) Event(e runtime.Event) {
 	if e.Type == runtime.EventModelTurn && e.Turn != nil && e.Turn.CostUSD > 0 {
 		s.st.mu.Lock()
 		s.st.spent += e.Turn.CostUSD
-		s.st.mu.Unlock()
 		s.counted += e.Turn.CostUSD
+		s.st.mu.Unlock()
+		s.st.checkBudget()
 	}
 }
 
@@ -361,7 +384,11 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 		st.storeErr = errors.Join(st.storeErr, ferr)
 		st.mu.Unlock()
 	}
-	st.finished(row, it, sink.counted+st.prior[row.Index])
+	st.mu.Lock()
+	counted := sink.counted + st.prior[row.Index]
+	st.mu.Unlock()
+	st.finished(row, it, counted)
+	st.checkBudget()
 }
 
 func errText(err error) string {
@@ -382,7 +409,7 @@ func (e *datasetError) Error() string { return e.err.Error() }
 func (st *batchState) execute(ctx context.Context, runner *durable.Runner, row *store.BatchItem, it *Item) (*runtime.Result, error) {
 	r := st.r
 	if r.Remote != nil {
-		return st.remote(ctx, row, it)
+		return st.remote(ctx, row, it, runner.Sink)
 	}
 	if row.Run != "" {
 		prev, err := r.Store.Run(ctx, row.Run)
@@ -408,12 +435,12 @@ func (st *batchState) execute(ctx context.Context, runner *durable.Runner, row *
 }
 
 // remote has r.Remote run the item, linked to its run id.
-func (st *batchState) remote(ctx context.Context, row *store.BatchItem, it *Item) (*runtime.Result, error) {
+func (st *batchState) remote(ctx context.Context, row *store.BatchItem, it *Item, sink runtime.EventSink) (*runtime.Result, error) {
 	in, err := st.link(ctx, row, it)
 	if err != nil {
 		return nil, err
 	}
-	return st.r.Remote(ctx, row, in)
+	return st.r.Remote(ctx, row, in, sink)
 }
 
 // link gives an item that has no run yet its run id, recorded before the

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -18,23 +20,50 @@ import (
 // Coordinator publishes a batch's items for workers and waits for their
 // results, mirroring each finished run (record, events, checkpoints) into
 // the local store so that batch show, compare, report and flowrun serve
-// read it as they read a local batch's.
+// read it as they read a local batch's. It passes each item's events on
+// as its worker publishes them, so that the batch's spend is known while
+// items run, and Halt stops the batch on every worker.
 type Coordinator struct {
 	Store    *store.Store
 	Pipeline *dsl.Pipeline
 	Auto     bool
 	MaxLoops int
+	// StopWait bounds how long a halted batch waits for each running item
+	// to stop on its worker (a worker that died never says); default 30s.
+	StopWait time.Duration
 
-	c     *conn
-	ref   PipelineRef
-	batch string
+	c       *conn
+	ref     PipelineRef
+	batch   string
+	session string // this coordinator's publishes, told apart from an earlier one's
 
 	mu      sync.Mutex
 	waiting map[string]chan *Result // by result key
 	got     map[string]*Result      // results that came before their item asked
+	runs    map[string]*liveRun     // by run id: the items waiting for their result
 	failed  error                   // the results watch ended
+	halting string                  // why Halt stopped the batch
+	haltErr error                   // telling the workers, or emptying the queue, failed
+	halted  chan struct{}           // closed once the workers are told and the queue is empty
+	pubMu   sync.RWMutex            // held to publish; Halt takes it to purge after the last publish
 	stop    context.CancelFunc
+	events  jetstream.MessagesContext
 	wg      sync.WaitGroup
+}
+
+// liveRun is an item waiting for its result, whose events are passed on
+// and recorded in the local store as they come.
+type liveRun struct {
+	sink    runtime.EventSink
+	inputs  map[string]any
+	mu      sync.Mutex // held while an event is passed on
+	closed  bool       // its Execute returned: pass nothing more on
+	started bool       // an event of this attempt came
+	over    bool
+	ended   chan struct{}   // closed at its run_finished event
+	rec     *store.Recorder // its timeline in the local store, from its first event on
+	seq     uint64          // the stream sequence of the last event rec holds
+	failed  bool            // recording failed: the run is mirrored whole when it ends
 }
 
 // Connect dials NATS, creates the streams and buckets if needed and
@@ -56,17 +85,44 @@ func (co *Coordinator) Connect(ctx context.Context, o Options) error {
 	return nil
 }
 
-// Follow starts watching the results of batch; call it once the batch
-// has its id, before its items are published, and Close when done.
+// Follow starts watching the results and events of batch, and lifts a
+// stop an earlier attempt at it left for the workers; call it once the
+// batch has its id, before its items are published, and Close when done.
 func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 	ctx, cancel := context.WithCancel(ctx)
+	co.batch, co.stop, co.session = batch, cancel, runtime.NewRunID()
+	co.waiting, co.got, co.runs = map[string]chan *Result{}, map[string]*Result{}, map[string]*liveRun{}
+	co.halted = make(chan struct{})
+	err := retry(ctx, "letting the workers run batch "+batch+" again", func(ctx context.Context) error {
+		return co.c.stops.Delete(ctx, batch)
+	})
+	if err != nil {
+		cancel()
+		return err
+	}
+	cons, err := co.c.js.OrderedConsumer(ctx, runsStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{evSubject + ">"}, DeliverPolicy: jetstream.DeliverNewPolicy})
+	if err == nil {
+		co.events, err = cons.Messages()
+	}
+	if err != nil {
+		cancel()
+		return fmt.Errorf("following the events of batch %s: %w", batch, err)
+	}
+	co.wg.Go(func() {
+		for {
+			msg, err := co.events.Next()
+			if err != nil {
+				return
+			}
+			co.event(msg)
+		}
+	})
 	w, err := co.c.results.Watch(ctx, batch+".*")
 	if err != nil {
 		cancel()
 		return fmt.Errorf("watching the results of batch %s: %w", batch, err)
 	}
-	co.batch, co.stop = batch, cancel
-	co.waiting, co.got = map[string]chan *Result{}, map[string]*Result{}
 	// Results already there (a resumed batch) are known before any item
 	// is published again.
 	ready := make(chan struct{})
@@ -105,6 +161,74 @@ func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 	}
 }
 
+// event passes an event on to the item whose run published it.
+func (co *Coordinator) event(msg jetstream.Msg) {
+	co.mu.Lock()
+	lr := co.runs[strings.TrimPrefix(msg.Subject(), evSubject)]
+	co.mu.Unlock()
+	if lr == nil {
+		return
+	}
+	var e runtime.Event
+	if err := json.Unmarshal(msg.Data(), &e); err != nil {
+		return
+	}
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if lr.closed {
+		return
+	}
+	lr.started = true
+	if lr.sink != nil {
+		lr.sink.Event(e)
+	}
+	if md, err := msg.Metadata(); err == nil {
+		co.record(lr, strings.TrimPrefix(msg.Subject(), evSubject), md.Sequence.Stream, e)
+	}
+	if e.Type == runtime.EventRunFinished && !lr.over {
+		lr.over = true
+		close(lr.ended)
+	}
+}
+
+// record adds a running item's event to its run in the local store, so
+// that batch show and flowrun serve show the run as it goes. The first
+// one copies what the run stored before (an earlier attempt's timeline
+// and checkpoints, and events published before the coordinator followed).
+func (co *Coordinator) record(lr *liveRun, run string, seq uint64, e runtime.Event) {
+	if lr.failed {
+		return
+	}
+	if lr.rec == nil {
+		ctx := context.Background()
+		last, err := co.copyRun(ctx, run, lr.inputs, true)
+		if err == nil {
+			lr.rec, err = co.Store.Recorder(ctx, run)
+		}
+		if err != nil {
+			lr.failed = true
+			return
+		}
+		lr.seq = last
+	}
+	if seq > lr.seq {
+		lr.rec.Event(e)
+		lr.seq = seq
+	}
+}
+
+// close passes no more of the item's events on, and commits those
+// recorded.
+func (lr *liveRun) close() {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	lr.closed = true
+	if lr.rec != nil {
+		_ = lr.rec.Flush(context.Background())
+		lr.rec = nil
+	}
+}
+
 func (co *Coordinator) deliver(key string, res *Result) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
@@ -131,17 +255,56 @@ func (co *Coordinator) Close() {
 	if co.stop != nil {
 		co.stop()
 	}
+	if co.events != nil {
+		co.events.Stop()
+	}
 	co.wg.Wait()
 	if co.c != nil {
 		co.c.nc.Close()
 	}
 }
 
+// Halt stops the batch, once, for why: no item is published any more,
+// the workers are told (through a key they watch) to stop the batch's
+// running items at their next node, leaving them resumable, and its
+// queued items are removed from the work queue. It returns at once;
+// each waiting Execute then returns its item stopped, after its run has
+// stopped on its worker. A later Follow of the batch lifts the stop.
+func (co *Coordinator) Halt(why string) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if co.halting != "" {
+		return
+	}
+	co.halting = why
+	co.wg.Go(func() {
+		ctx := context.Background()
+		co.pubMu.Lock()
+		err := retry(ctx, "telling the workers that batch "+co.batch+" stopped", func(ctx context.Context) error {
+			_, err := co.c.stops.PutString(ctx, co.batch, why)
+			return err
+		})
+		if err == nil {
+			err = retry(ctx, "removing the queued items of batch "+co.batch, func(ctx context.Context) error {
+				return co.c.items.Purge(ctx, jetstream.WithPurgeSubject(itemsSubject+co.batch+".>"))
+			})
+		}
+		co.pubMu.Unlock()
+		co.mu.Lock()
+		co.haltErr = err
+		co.mu.Unlock()
+		close(co.halted)
+	})
+}
+
+var errHalted = errors.New("the batch is halted")
+
 // Execute publishes one item and waits for its result; it is the batch
 // runner's Remote. The item's run is then mirrored into the local store.
-func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs map[string]any) (*runtime.Result, error) {
+func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs map[string]any, sink runtime.EventSink) (*runtime.Result, error) {
 	key := resultKey(row.Batch, row.Index)
 	ch := make(chan *Result, 1)
+	lr := &liveRun{sink: sink, inputs: inputs, ended: make(chan struct{})}
 	queued := true
 	co.mu.Lock()
 	switch {
@@ -153,13 +316,22 @@ func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs
 		err := co.failed
 		co.mu.Unlock()
 		return nil, err
+	case co.halting != "":
+		why := co.halting
+		co.mu.Unlock()
+		return &runtime.Result{RunID: row.Run, Status: runtime.StatusStopped, Reason: why}, nil
 	default:
 		co.waiting[key] = ch
+		co.runs[row.Run] = lr
 	}
 	co.mu.Unlock()
+	defer co.forget(key, row.Run, lr)
 	if queued {
-		if err := co.publish(ctx, row, key, inputs); err != nil {
-			co.forget(key)
+		err := co.publish(ctx, row, key, inputs)
+		if errors.Is(err, errHalted) {
+			return co.stopped(ctx, row, inputs, lr)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -173,11 +345,15 @@ func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs
 			return nil, fmt.Errorf("item %s: %w", row.Key, err)
 		}
 		res = r
+	case <-co.halted:
+		if res = co.awaitStop(lr, ch); res == nil {
+			return co.stopped(ctx, row, inputs, lr)
+		}
 	case <-ctx.Done():
-		co.forget(key)
 		// The item stays queued; its workers go on.
 		return &runtime.Result{RunID: row.Run, Status: runtime.StatusStopped, Reason: "interrupted"}, nil
 	}
+	lr.close()
 	if err := co.mirror(context.WithoutCancel(ctx), row.Run, inputs, res); err != nil {
 		return nil, fmt.Errorf("item %s: mirroring its run %s into %s: %w", row.Key, row.Run, co.Store.Path(), err)
 	}
@@ -189,10 +365,87 @@ func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs
 	return out, nil
 }
 
+// awaitStop waits, after a halt, for an item's run that was seen running
+// to stop on its worker; it returns the item's result if the run ended
+// before it could be stopped.
+func (co *Coordinator) awaitStop(lr *liveRun, ch chan *Result) *Result {
+	lr.mu.Lock()
+	started := lr.started
+	lr.mu.Unlock()
+	if !started {
+		return nil
+	}
+	wait := co.StopWait
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-lr.ended:
+		// A run that completed records its result just after its last event.
+		select {
+		case r, ok := <-ch:
+			if ok {
+				return r
+			}
+		case <-time.After(time.Second):
+		}
+	case r, ok := <-ch:
+		if ok {
+			return r
+		}
+	case <-timer.C:
+	}
+	return nil
+}
+
+// stopped ends an item halted before it finished: what its run did so
+// far is mirrored, and it resumes from there when the batch does.
+func (co *Coordinator) stopped(ctx context.Context, row *store.BatchItem, inputs map[string]any, lr *liveRun) (*runtime.Result, error) {
+	co.mu.Lock()
+	why, err := co.halting, co.haltErr
+	co.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("item %s: %w", row.Key, err)
+	}
+	res := &runtime.Result{RunID: row.Run, Status: runtime.StatusStopped, Reason: why}
+	lr.mu.Lock()
+	started := lr.started
+	lr.mu.Unlock()
+	if !started {
+		return res, nil
+	}
+	lr.close()
+	bg := context.WithoutCancel(ctx)
+	evs, _, err := co.c.loadEvents(bg, row.Run)
+	if err != nil {
+		return nil, fmt.Errorf("item %s: %w", row.Key, err)
+	}
+	for _, e := range evs {
+		// Every turn paid, including those of a node the stop cut short.
+		if e.Type == runtime.EventModelTurn && e.Turn != nil {
+			res.CostUSD += e.Turn.CostUSD
+		}
+	}
+	if err := co.mirror(bg, row.Run, inputs, &Result{Status: res.Status, Reason: why, CostUSD: res.CostUSD}); err != nil {
+		return nil, fmt.Errorf("item %s: mirroring its run %s into %s: %w", row.Key, row.Run, co.Store.Path(), err)
+	}
+	return res, nil
+}
+
 // publish queues the item's job. An item still queued or running since an
 // earlier attempt at the batch is not queued twice, even past the
-// stream's dedup window.
+// stream's dedup window; after a halt, nothing is queued.
 func (co *Coordinator) publish(ctx context.Context, row *store.BatchItem, key string, inputs map[string]any) error {
+	co.pubMu.RLock()
+	defer co.pubMu.RUnlock()
+	co.mu.Lock()
+	halting := co.halting
+	co.mu.Unlock()
+	if halting != "" {
+		return errHalted
+	}
 	data, err := json.Marshal(Job{Batch: row.Batch, Index: row.Index, Key: row.Key, Run: row.Run, Pipeline: co.ref,
 		Inputs: inputs, Auto: co.Auto, MaxLoops: co.MaxLoops})
 	if err != nil {
@@ -207,69 +460,88 @@ func (co *Coordinator) publish(ctx context.Context, row *store.BatchItem, key st
 		if !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return err
 		}
-		_, err = co.c.js.Publish(ctx, subject, data, jetstream.WithMsgID(key))
+		// The id dedups this coordinator's retries only: an item a halt
+		// removed from the queue is queued again by the next one.
+		_, err = co.c.js.Publish(ctx, subject, data, jetstream.WithMsgID(key+"."+co.session))
 		return err
 	})
 }
 
-func (co *Coordinator) forget(key string) {
+func (co *Coordinator) forget(key, run string, lr *liveRun) {
 	co.mu.Lock()
-	defer co.mu.Unlock()
 	delete(co.waiting, key)
+	if co.runs[run] == lr {
+		delete(co.runs, run)
+	}
+	co.mu.Unlock()
+	lr.close()
 }
 
 // mirror copies a finished item run from JetStream into the local store.
 func (co *Coordinator) mirror(ctx context.Context, runID string, inputs map[string]any, res *Result) error {
+	if _, err := co.copyRun(ctx, runID, inputs, false); err != nil {
+		return err
+	}
+	return co.Store.Finish(ctx, runID, ending(res))
+}
+
+// copyRun brings the local store's copy of a run up to date with
+// JetStream, creating the run there if it is missing (held by this
+// process), and returns the stream sequence of the last event copied.
+// With claim, a run the store has as ended is marked running again.
+func (co *Coordinator) copyRun(ctx context.Context, runID string, inputs map[string]any, claim bool) (uint64, error) {
 	in, err := runtime.PrepareInputs(co.Pipeline, inputs)
 	if err != nil {
 		in = inputs
 	}
-	// A coordinator killed while mirroring left a prefix of the run's
-	// events and checkpoints: the rest is added, nothing twice.
+	// Events recorded as they came, or by a coordinator killed while
+	// copying, are a prefix of the run's: the rest is added, nothing twice.
 	var haveEvents, haveCheckpoints int
-	if _, err := co.Store.Run(ctx, runID); err == nil {
+	if run, err := co.Store.Run(ctx, runID); err == nil {
+		if claim && run.Status != store.StatusRunning {
+			if _, err := co.Store.Claim(ctx, runID); err != nil {
+				return 0, err
+			}
+		}
 		evs, err := co.Store.Events(ctx, runID)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		cps, err := co.Store.Checkpoints(ctx, runID, 0)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		haveEvents, haveCheckpoints = len(evs), len(cps)
 	} else {
 		rec, err := durable.NewRunRecord(runID, co.Pipeline, in)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if err := co.Store.CreateRun(ctx, rec); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	evs, err := co.c.loadEvents(ctx, runID)
+	evs, last, err := co.c.loadEvents(ctx, runID)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	cps, err := co.c.loadCheckpoints(ctx, runID)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	r, err := co.Store.Recorder(ctx, runID)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, e := range evs[min(haveEvents, len(evs)):] {
 		r.Event(e)
 	}
 	for _, cp := range cps[min(haveCheckpoints, len(cps)):] {
 		if err := r.Save(ctx, cp); err != nil {
-			return err
+			return 0, errors.Join(err, r.Flush(ctx))
 		}
 	}
-	if err := r.Flush(ctx); err != nil {
-		return err
-	}
-	return co.Store.Finish(ctx, runID, ending(res))
+	return last, r.Flush(ctx)
 }
 
 func ending(res *Result) store.Ending {

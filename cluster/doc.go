@@ -2,8 +2,9 @@
 // NATS JetStream, with JetStream as the shared, durable run state.
 //
 // Guarantees:
-//   - Every item is one message on a work-queue stream, published with the
-//     batch and item as its message id, so publishing twice queues it once.
+//   - Every item is one message on a work-queue stream; a coordinator
+//     publishes no item whose message is still there, and its retried
+//     publishes are deduplicated by message id, so an item is queued once.
 //   - A worker keeps an item's message in progress while it runs it; a
 //     worker that dies (or stops) lets the message be redelivered, and the
 //     next worker resumes the item's run from the checkpoints the dead one
@@ -15,6 +16,12 @@
 //   - Each item has exactly one result: it is created under the item's key
 //     in a key-value bucket, and a second attempt to create it is refused
 //     and ignored.
+//   - A halted batch (Coordinator.Halt) queues nothing more, loses its
+//     queued items, and its running items stop at their next node on
+//     every worker, with their checkpoints stored and no result recorded,
+//     so that the batch resumes as if stopped locally.
+//   - A coordinator's store holds each running item's run and its events
+//     as they come, and the whole run once it ends.
 //   - Pipeline files travel by content hash through an object store, so
 //     workers need no shared filesystem; model endpoints and API keys come
 //     from each worker's own environment and never pass through NATS.

@@ -39,7 +39,7 @@ func (s *checkpoints) Save(ctx context.Context, cp *runtime.Checkpoint) error {
 // loadCheckpoints reads back every checkpoint a run stored, in order.
 func (c *conn) loadCheckpoints(ctx context.Context, run string) ([]*runtime.Checkpoint, error) {
 	var out []*runtime.Checkpoint
-	err := c.eachMsg(ctx, cpSubject+run, func(data []byte) error {
+	err := c.eachMsg(ctx, cpSubject+run, func(_ uint64, data []byte) error {
 		var cp runtime.Checkpoint
 		if err := json.Unmarshal(data, &cp); err != nil {
 			return fmt.Errorf("run %s: a checkpoint in JetStream is not JSON: %w", run, err)
@@ -50,23 +50,23 @@ func (c *conn) loadCheckpoints(ctx context.Context, run string) ([]*runtime.Chec
 	return out, err
 }
 
-// loadEvents reads back every event a run's attempts published, in order.
-func (c *conn) loadEvents(ctx context.Context, run string) ([]runtime.Event, error) {
-	var out []runtime.Event
-	err := c.eachMsg(ctx, evSubject+run, func(data []byte) error {
+// loadEvents reads back every event a run's attempts published, in
+// order, and the stream sequence of the last.
+func (c *conn) loadEvents(ctx context.Context, run string) (evs []runtime.Event, last uint64, err error) {
+	err = c.eachMsg(ctx, evSubject+run, func(seq uint64, data []byte) error {
 		var e runtime.Event
 		if err := json.Unmarshal(data, &e); err != nil {
 			return fmt.Errorf("run %s: an event in JetStream is not JSON: %w", run, err)
 		}
-		out = append(out, e)
+		evs, last = append(evs, e), seq
 		return nil
 	})
-	return out, err
+	return evs, last, err
 }
 
 // eachMsg calls f on every message of subject in the runs stream, oldest
 // first, one direct get per message.
-func (c *conn) eachMsg(ctx context.Context, subject string, f func([]byte) error) error {
+func (c *conn) eachMsg(ctx context.Context, subject string, f func(seq uint64, data []byte) error) error {
 	var seq uint64 = 1
 	for {
 		var msg *jetstream.RawStreamMsg
@@ -84,7 +84,7 @@ func (c *conn) eachMsg(ctx context.Context, subject string, f func([]byte) error
 		if msg == nil {
 			return nil
 		}
-		if err := f(msg.Data); err != nil {
+		if err := f(msg.Sequence, msg.Data); err != nil {
 			return err
 		}
 		seq = msg.Sequence + 1

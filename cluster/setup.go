@@ -23,6 +23,7 @@ const (
 	resultsBucket  = "flowrun-results" // KV: <batch>.<index> -> Result
 	filesBucket    = "flowrun-files"   // object store: pipeline files by hash
 	limitsBucket   = "flowrun-limits"  // KV: shared rate budgets
+	stopsBucket    = "flowrun-stops"   // KV: <batch> -> why it stopped; workers stop its items
 	workerConsumer = "flowrun-workers"
 )
 
@@ -54,6 +55,7 @@ type conn struct {
 	results jetstream.KeyValue
 	files   jetstream.ObjectStore
 	limits  jetstream.KeyValue
+	stops   jetstream.KeyValue
 	items   jetstream.Stream
 	runs    jetstream.Stream
 }
@@ -95,6 +97,9 @@ func setup(ctx context.Context, nc *nats.Conn, o Options) (*conn, error) {
 		return nil, err
 	}
 	if c.limits, err = ensureKV(ctx, js, jetstream.KeyValueConfig{Bucket: limitsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
+		return nil, err
+	}
+	if c.stops, err = ensureKV(ctx, js, jetstream.KeyValueConfig{Bucket: stopsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
 		return nil, err
 	}
 	c.files, err = js.ObjectStore(ctx, filesBucket)

@@ -68,6 +68,16 @@ type Worker struct {
 	c        *conn
 	mu       sync.Mutex // guards pipelines and fetching them
 	pipeline map[string]*loaded
+
+	stopMu  sync.Mutex
+	stopped map[string]string         // by batch: why its coordinator halted it
+	running map[*runningItem]struct{} // the items in flight
+}
+
+// runningItem is an item in flight, which a halt of its batch stops.
+type runningItem struct {
+	batch string
+	stop  context.CancelCauseFunc
 }
 
 type loaded struct {
@@ -90,18 +100,76 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer c.nc.Close()
 	w.c, w.pipeline = c, map[string]*loaded{}
+	w.stopped, w.running = map[string]string{}, map[*runningItem]struct{}{}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, itemsStream, jetstream.ConsumerConfig{Durable: workerConsumer,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: w.ackWait(), MaxDeliver: -1, MaxAckPending: -1,
 		FilterSubject: itemsSubject + ">"})
 	if err != nil {
 		return fmt.Errorf("creating the workers' consumer on %s: %w", itemsStream, err)
 	}
+	stops, err := c.stops.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watching %s for halted batches: %w", stopsBucket, err)
+	}
 	var wg sync.WaitGroup
+	wg.Go(func() { w.watchStops(ctx, stops) })
 	for range max(w.Concurrency, 1) {
 		wg.Go(func() { w.pull(ctx, cons) })
 	}
 	wg.Wait()
 	return nil
+}
+
+// watchStops follows the halted batches until ctx ends, stopping the
+// running items of each batch halted.
+func (w *Worker) watchStops(ctx context.Context, stops jetstream.KeyWatcher) {
+	defer func() { _ = stops.Stop() }()
+	for {
+		select {
+		case e, ok := <-stops.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				continue
+			}
+			w.stopMu.Lock()
+			if e.Operation() != jetstream.KeyValuePut {
+				delete(w.stopped, e.Key())
+				w.stopMu.Unlock()
+				continue
+			}
+			why := string(e.Value())
+			w.stopped[e.Key()] = why
+			for it := range w.running {
+				if it.batch == e.Key() {
+					it.stop(&runtime.StopError{Reason: why})
+				}
+			}
+			w.stopMu.Unlock()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// track registers an item in flight, unless its batch is halted; untrack
+// ends it.
+func (w *Worker) track(ctx context.Context, batch string) (itemCtx context.Context, untrack func(), halted string) {
+	w.stopMu.Lock()
+	defer w.stopMu.Unlock()
+	if why, ok := w.stopped[batch]; ok {
+		return nil, nil, why
+	}
+	itemCtx, stop := context.WithCancelCause(ctx)
+	it := &runningItem{batch: batch, stop: stop}
+	w.running[it] = struct{}{}
+	return itemCtx, func() {
+		w.stopMu.Lock()
+		delete(w.running, it)
+		w.stopMu.Unlock()
+		stop(nil)
+	}, ""
 }
 
 // pull runs one item at a time: a worker holds no message it is not
@@ -171,12 +239,30 @@ func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
 		sleep(ctx, 5*time.Second)
 		return
 	}
+	itemCtx, untrack, halted := w.track(ctx, job.Batch)
+	if halted != "" {
+		// Its coordinator removed the batch's queued items; this one was
+		// already on its way here.
+		w.logf("item %s: batch %s stopped (%s); handing it back", key, job.Batch, halted)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
 	stop := w.heartbeat(msg)
-	res := w.execute(ctx, job, l, err)
+	res := w.execute(itemCtx, job, l, err)
 	stop()
-	if ctx.Err() != nil {
+	// A run that ended before the halt reached it keeps its result.
+	halt := itemCtx.Err() != nil && ctx.Err() == nil && res.Status == runtime.StatusStopped
+	untrack()
+	switch {
+	case ctx.Err() != nil:
 		// Stopped by SIGTERM: the checkpoints are stored, another worker resumes.
 		w.logf("item %s handed back", key)
+		_ = msg.Nak()
+		return
+	case halt:
+		// Its batch stopped: the checkpoints are stored, and it resumes
+		// when the batch does.
+		w.logf("item %s stopped: %s", key, res.Reason)
 		_ = msg.Nak()
 		return
 	}

@@ -56,7 +56,7 @@ type batchFlags struct {
 }
 
 func (f *batchFlags) register(fs *flag.FlagSet) {
-	fs.IntVar(&f.concurrency, "concurrency", 8, "run `N` items at once")
+	fs.IntVar(&f.concurrency, "concurrency", 8, "run `N` items at once (with --nats: keep at most N items queued or running on the workers; default no cap)")
 	fs.Float64Var(&f.maxCost, "max-cost-usd", 0, "start no item once the batch's spend would pass `USD` (0: no limit); the batch stops, resumable")
 	fs.BoolVar(&f.asJSON, "json", false, "print one JSON event per finished item, then a summary, on stdout")
 	fs.BoolVar(&f.auto, "auto", false, "accept every confirmation and answer every ask with its default")
@@ -141,7 +141,14 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	created := view.start
 	var followErr error
 	if *natsURL != "" {
-		co, err := remoteBatch(ctx, r, cluster.Options{URL: *natsURL, Replicas: *replicas}, len(items), bf.auto)
+		window := 0
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "concurrency" {
+				window = bf.concurrency
+			}
+		})
+		b.Flags["concurrency"] = window
+		co, err := remoteBatch(ctx, r, cluster.Options{URL: *natsURL, Replicas: *replicas}, len(items), window, bf.auto)
 		if err != nil {
 			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
 			return exitFailed
@@ -161,14 +168,18 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 }
 
 // remoteBatch makes r run its items on flowrun workers through the NATS
-// server o names: every item is queued at once, and the workers' own
-// concurrency sets the pace.
-func remoteBatch(ctx context.Context, r *batch.Runner, o cluster.Options, items int, auto bool) (*cluster.Coordinator, error) {
+// server o names. At most window items (0: every item) are queued or
+// running at once; the workers' own concurrency sets the pace within it.
+// A spend reaching --max-cost-usd halts the batch on every worker.
+func remoteBatch(ctx context.Context, r *batch.Runner, o cluster.Options, items, window int, auto bool) (*cluster.Coordinator, error) {
 	co := &cluster.Coordinator{Store: r.Store, Pipeline: r.Pipeline, Auto: auto, MaxLoops: r.MaxLoops}
 	if err := co.Connect(ctx, o); err != nil {
 		return nil, err
 	}
-	r.Concurrency, r.Remote = max(items, 1), co.Execute
+	if window <= 0 {
+		window = items
+	}
+	r.Concurrency, r.Remote, r.Halt = max(window, 1), co.Execute, co.Halt
 	return co, nil
 }
 
@@ -372,7 +383,16 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return exitFailed
 	}
 	if url != "" {
-		co, err := remoteBatch(ctx, r, cluster.Options{URL: url}, len(rows), bf.auto)
+		// A cap a --nats batch recorded, or one given now; a local
+		// batch's concurrency is no cap on the workers.
+		window := 0
+		if saved, _ := b.Flags["nats"].(string); set["concurrency"] {
+			window = bf.concurrency
+		} else if saved != "" {
+			n, _ := b.Flags["concurrency"].(float64)
+			window = int(n)
+		}
+		co, err := remoteBatch(ctx, r, cluster.Options{URL: url}, len(rows), window, bf.auto)
 		if err == nil {
 			defer co.Close()
 			err = co.Follow(ctx, b.ID)

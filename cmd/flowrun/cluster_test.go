@@ -212,6 +212,8 @@ func itemRuns(t *testing.T, db string) map[string]string {
 type clusterBatch struct {
 	t        *testing.T
 	items    int
+	pipeline string
+	data     string
 	model    *durModel
 	ns       *natsServer
 	want     batchRecord
@@ -225,11 +227,18 @@ type clusterBatch struct {
 // the workers (whose model answers after delay; workerArgs are added to
 // their flags) and the coordinator.
 func startClusterBatch(t *testing.T, items, workers int, delay time.Duration, workerArgs ...string) *clusterBatch {
+	c := startClusterWorkers(t, items, workers, delay, workerArgs...)
+	c.coord = c.startCoordinator()
+	return c
+}
+
+// startClusterWorkers is startClusterBatch without the coordinator.
+func startClusterWorkers(t *testing.T, items, workers int, delay time.Duration, workerArgs ...string) *clusterBatch {
 	dir := t.TempDir()
-	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
-	data := clusterItems(t, dir, items)
 	c := &clusterBatch{t: t, items: items, model: newDurModel(t), requests: make(chan struct{}, 1000)}
-	c.want, c.summary = localBaseline(t, c.model, pipeline, data, items)
+	c.pipeline = writeFile(t, dir, "kill.yaml", killBatchPipeline)
+	c.data = clusterItems(t, dir, items)
+	c.want, c.summary = localBaseline(t, c.model, c.pipeline, c.data, items)
 	c.ns = startNATS(t)
 	for i := range workers {
 		key := fmt.Sprintf("sk-worker-%d", i)
@@ -240,9 +249,26 @@ func startClusterBatch(t *testing.T, items, workers int, delay time.Duration, wo
 		startWorker(t, c.model, key, c.ns.url(), workerArgs...)
 	}
 	c.db = filepath.Join(t.TempDir(), "coord.db")
-	// The coordinator needs no model endpoint: the workers call the model.
-	c.coord = startDurProc(t, nil, "batch", pipeline, "--dataset", data, "--nats", c.ns.url(), "--store", c.db)
 	return c
+}
+
+// startCoordinator starts flowrun batch --nats; it needs no model
+// endpoint: the workers call the model.
+func (c *clusterBatch) startCoordinator(args ...string) *durProc {
+	return startDurProc(c.t, nil, append([]string{"batch", c.pipeline, "--dataset", c.data, "--nats", c.ns.url(), "--store", c.db}, args...)...)
+}
+
+// workerCalls are the model calls the workers made.
+func (c *clusterBatch) workerCalls() []durCall {
+	c.model.mu.Lock()
+	defer c.model.mu.Unlock()
+	var out []durCall
+	for _, call := range c.model.calls {
+		if strings.HasPrefix(call.key, "sk-worker-") {
+			out = append(out, call)
+		}
+	}
+	return out
 }
 
 // waitRequests waits for n model requests from the workers.
@@ -615,4 +641,144 @@ func TestClusterHeartbeatKeepsLongItems(t *testing.T) {
 	c := startClusterBatch(t, 2, 2, 1500*time.Millisecond, "--ack-wait", "600ms")
 	c.finish(t, c.coord)
 	c.eachCallOnce(t, "the item was redelivered while its worker ran it")
+}
+
+// TestClusterBudgetStopsAndResumes: --max-cost-usd with --nats stops the
+// batch as a local batch does (stopped, with its reason and items left
+// without a result) although every item was queued at once: the queued
+// items leave the work queue and the workers stop the running ones, so
+// that no model request comes once the coordinator has exited. batch
+// resume then finishes it with one result per item and the local
+// outputs, asking nothing again whose checkpoint was stored.
+func TestClusterBudgetStopsAndResumes(t *testing.T) {
+	const items = 12
+	c := startClusterWorkers(t, items, 2, 150*time.Millisecond)
+	local := filepath.Join(t.TempDir(), "local.db")
+	if code, _, stderr := runDurProc(t, c.model.env("sk-local"), "batch", c.pipeline, "--dataset", c.data, "--store", local); code != exitOK {
+		t.Fatalf("local batch: exit %d\n%s", code, stderr)
+	}
+	_, rows := lastBatch(t, local)
+	perItem := rows[0].CostUSD
+	if perItem <= 0 {
+		t.Fatalf("an item of the local batch cost %v: the budget cannot trip", perItem)
+	}
+	// Past four items, so that the halt comes while the next four run.
+	limit := 5.75 * perItem
+	coord := c.startCoordinator("--max-cost-usd", fmt.Sprint(limit))
+	if code := coord.wait(); code != exitFailed || !strings.Contains(coord.stderr(), "stopped: --max-cost-usd ") ||
+		!strings.Contains(coord.stderr(), "To continue: flowrun batch resume b") {
+		t.Fatalf("batch --nats --max-cost-usd: exit %d\n%s", code, coord.stderr())
+	}
+	exited := time.Now()
+	b, rows := lastBatch(t, c.db)
+	done, cut, spent := 0, 0, 0.0
+	for _, r := range rows {
+		switch {
+		case r.Status == runtime.StatusCompleted:
+			done++
+		case r.Status == runtime.StatusStopped && r.CostUSD > 0:
+			cut++
+		}
+		spent += r.CostUSD
+	}
+	t.Logf("stopped with %d items completed, %d stopped part-way, $%.6f spent of $%.6f", done, cut, spent, limit)
+	if b.Status != runtime.StatusStopped || !strings.HasPrefix(b.Reason, "--max-cost-usd ") || done == 0 || done >= items {
+		t.Fatalf("batch %s (%s) with %d of %d items completed, want stopped by the budget part-way", b.Status, b.Reason, done, items)
+	}
+	// The halt comes from the spend of items running: the workers stop them.
+	if cut == 0 {
+		t.Errorf("no item was stopped part-way: the workers finished the items they were running")
+	}
+	// Four items run at once: the halt comes before a fifth could start.
+	if spent > limit+4*perItem {
+		t.Errorf("the batch spent $%.6f, more than the limit $%.6f and the items in flight", spent, limit)
+	}
+	time.Sleep(2 * time.Second)
+	for _, call := range c.workerCalls() {
+		if call.at.After(exited.Add(500 * time.Millisecond)) {
+			t.Errorf("model asked for %s at %s, after the stopped batch's coordinator exited at %s",
+				call.path, call.at.Format("15:04:05.000"), exited.Format("15:04:05.000"))
+		}
+	}
+	finished := storedCheckpoints(t, c.ns.jetStream())
+	resumed := time.Now()
+	c.finish(t, startDurProc(t, nil, "batch", "resume", "last", "--store", c.db, "--max-cost-usd", "0"))
+	runOf := itemRuns(t, c.db)
+	for _, call := range c.workerCalls() {
+		id, node, _ := strings.Cut(call.path, "/")
+		if call.at.After(resumed) && finished[runOf[id]+"/"+node] {
+			t.Errorf("batch resume asked the model again for %s, whose checkpoint was stored before the stop", call.path)
+		}
+	}
+}
+
+// TestClusterConcurrencyCapsOutstanding: with --nats, --concurrency 1
+// keeps one item queued or running at a time across three workers of
+// two slots each, so the model never sees two requests at once.
+func TestClusterConcurrencyCapsOutstanding(t *testing.T) {
+	c := startClusterWorkers(t, 6, 3, 30*time.Millisecond)
+	c.coord = c.startCoordinator("--concurrency", "1")
+	c.finish(t, c.coord)
+	calls := c.workerCalls()
+	for i := 1; i < len(calls); i++ {
+		if calls[i].at.Before(calls[i-1].replied) {
+			t.Errorf("request %d (%s) arrived before request %d (%s) was answered", i+1, calls[i].path, i, calls[i-1].path)
+		}
+	}
+}
+
+// TestClusterRunningItemShowsLive: the coordinator's store shows a
+// remote item's run while its worker runs it (for batch show and flowrun
+// serve): the run is there, running, with the events of its finished
+// node, before the item has a result.
+func TestClusterRunningItemShowsLive(t *testing.T) {
+	c := startClusterWorkers(t, 1, 1, 0)
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	c.model.hook("sk-worker-0", func(_ int, path string) llmtest.Reply {
+		if strings.HasSuffix(path, "/b") {
+			<-release
+		}
+		return llmtest.Reply{}
+	})
+	c.coord = c.startCoordinator()
+	live := func() bool {
+		ctx := context.Background()
+		st, err := store.Open(c.db)
+		if err != nil {
+			return false
+		}
+		defer st.Close()
+		b, err := st.FindBatch(ctx, "last")
+		if err != nil {
+			return false
+		}
+		rows, err := st.BatchItems(ctx, b.ID)
+		if err != nil || len(rows) != 1 || rows[0].Run == "" {
+			return false
+		}
+		run, err := st.Run(ctx, rows[0].Run)
+		if err != nil || run.Status != store.StatusRunning {
+			return false
+		}
+		evs, err := st.Events(ctx, run.ID)
+		if err != nil {
+			return false
+		}
+		for _, e := range evs {
+			if e.Type == runtime.EventNodeFinished && e.Path == "a" {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(durDeadline); !live(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the running item's run never showed in the coordinator's store with node a finished\n%s", c.coord.abort())
+		}
+	}
+	unblock()
+	c.finish(t, c.coord)
 }
