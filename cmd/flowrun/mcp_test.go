@@ -350,7 +350,7 @@ cases:
 `)
 	code, stdout, stderr := flowrun(t, "test", tf)
 	if code != exitFailed || !strings.Contains(stdout+stderr, "1 passed, 1 failed") ||
-		!strings.Contains(stdout+stderr, "no MCP server is started here; answer its tools from a cassette recorded with flowrun run --record (in a test case: cassette: FILE)") {
+		!strings.Contains(stdout+stderr, "no MCP server is started here; mock its tools in the test case (tools: {gone.TOOL: {output: ...}}) or answer them from a cassette") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
