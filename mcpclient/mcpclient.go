@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -67,6 +68,7 @@ type conn struct {
 	exited  chan struct{} // closed when the stdio process has exited
 	exitErr error         // how it exited, once exited is closed
 	stderr  *tailBuffer
+	broken  atomic.Bool // a call found the connection failed
 }
 
 // Key identifies a server's configuration: two pipelines declaring the
@@ -105,8 +107,8 @@ func (ss *Sessions) connect(ctx context.Context, s *dsl.MCPServer) (*conn, error
 	}
 	c, started := ss.conns[key]
 	if started && c.diedAfterStart() {
-		// A server that died is started again for the node's next
-		// attempt.
+		// A server that died, or whose connection failed, is started
+		// (or connected to) again for the node's next attempt.
 		ss.retired = append(ss.retired, c)
 		started = false
 	}
@@ -298,11 +300,12 @@ func (c *conn) stop() {
 	}
 }
 
-// diedAfterStart reports whether a started server has since exited.
+// diedAfterStart reports whether a started server has since exited or
+// its connection failed.
 func (c *conn) diedAfterStart() bool {
 	select {
 	case <-c.ready:
-		return c.dead()
+		return c.dead() || c.broken.Load()
 	default:
 		return false
 	}
@@ -349,12 +352,17 @@ func lastLines(s string, n int) string {
 
 // ServerDiedError is a call that ended because the server exited or the
 // connection to it closed: the run fails, the model is not asked again.
+// Unreachable says it is an HTTP server that could not be reached.
 type ServerDiedError struct {
 	Server, Tool string
+	Unreachable  bool
 	Err          error
 }
 
 func (e *ServerDiedError) Error() string {
+	if e.Unreachable {
+		return fmt.Sprintf("mcp server %s could not be reached during a call to %s: %v", e.Server, e.Tool, e.Err)
+	}
 	return fmt.Sprintf("mcp server %s died during a call to %s: %v", e.Server, e.Tool, e.Err)
 }
 
@@ -376,7 +384,8 @@ type Result struct {
 // that reports an error, refuses the call or times out gives a Result
 // with Error set, for the model to read; a connection that fails (the
 // server exited, or an HTTP server cannot be reached) gives a
-// *ServerDiedError.
+// *ServerDiedError, and the next call starts or connects to the server
+// again.
 func (ss *Sessions) Call(ctx context.Context, s *dsl.MCPServer, tool string, args map[string]any) (*Result, error) {
 	c, err := ss.connect(ctx, s)
 	if err != nil {
@@ -385,7 +394,7 @@ func (ss *Sessions) Call(ctx context.Context, s *dsl.MCPServer, tool string, arg
 	callCtx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	res, err := c.session.CallTool(callCtx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	var refused *jsonrpc.Error
+	refused := protocolError(err)
 	switch {
 	case err == nil:
 		return Convert(res), nil
@@ -393,20 +402,49 @@ func (ss *Sessions) Call(ctx context.Context, s *dsl.MCPServer, tool string, arg
 		return nil, ctx.Err()
 	case callCtx.Err() != nil:
 		return &Result{Error: fmt.Sprintf("%s.%s did not answer within %s (the server's timeout:)", s.Name, tool, s.Timeout)}, nil
-	case errors.As(err, &refused):
+	case refused != nil:
 		// The server answered with a protocol error (unknown tool, bad
 		// arguments): the model can correct its call.
 		return &Result{Error: refused.Message}, nil
 	}
 	// Anything else is the connection failing: give the process a moment
 	// to be reaped, so that the message says how it ended.
+	c.broken.Store(true)
 	if c.exited != nil {
 		select {
 		case <-c.exited:
 		case <-time.After(time.Second):
 		}
 	}
-	return nil, &ServerDiedError{Server: s.Name, Tool: tool, Err: c.explain("answering", err)}
+	return nil, &ServerDiedError{Server: s.Name, Tool: tool, Unreachable: s.URL != "", Err: c.explain("answering", err)}
+}
+
+// rejectedByTransport is the code the SDK gives a request that did not
+// reach the server (an HTTP server that cannot be reached): a failed
+// connection, not the server's answer.
+const rejectedByTransport = -32005
+
+// protocolError is the JSON-RPC error the server answered with, if err
+// holds one.
+func protocolError(err error) *jsonrpc.Error {
+	var rpc *jsonrpc.Error
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *jsonrpc.Error:
+		if e.Code != rejectedByTransport {
+			return e
+		}
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if rpc = protocolError(inner); rpc != nil {
+				return rpc
+			}
+		}
+	case interface{ Unwrap() error }:
+		return protocolError(e.Unwrap())
+	}
+	return nil
 }
 
 // Convert turns a protocol result into a Result.

@@ -151,12 +151,18 @@ func (svc *Services) callMCP(ctx context.Context, sc *runtime.Scope, s *dsl.MCPS
 	return res, nil
 }
 
-// diedFails gives a server's death the class that fails the node.
+// diedFails gives a server's death the class that fails the node:
+// server for a process that died, connection for an HTTP server that
+// could not be reached. Both are retried by a node's retry:.
 func diedFails(err error) error {
-	if serverDied(err) {
-		return runtime.Errorf(errclass.Server, "%w", err)
+	var died *mcpclient.ServerDiedError
+	switch {
+	case !errors.As(err, &died):
+		return err
+	case died.Unreachable:
+		return runtime.Errorf(errclass.Connection, "%w", err)
 	}
-	return err
+	return runtime.Errorf(errclass.Server, "%w", err)
 }
 
 // noServers is the error where flowrun starts no MCP server (flowrun

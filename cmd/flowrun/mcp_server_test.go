@@ -9,8 +9,9 @@ import (
 )
 
 // testMCPServerEnv, set, makes the test binary an MCP server over stdio
-// whose tools misbehave on purpose: crash exits mid-call, hang starts a
-// child and never answers (writing the file $MARK first), ok answers.
+// whose tools misbehave on purpose: crash exits mid-call, crash_once
+// exits mid-call unless the file $MARK exists (creating it), hang starts
+// a child and never answers (writing the file $MARK first), ok answers.
 const testMCPServerEnv = "FLOWRUN_TEST_MCP_SERVER"
 
 func testMCPServerMain() {
@@ -20,6 +21,14 @@ func testMCPServerMain() {
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			os.Exit(3)
 			return nil, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "crash_once", Description: "Exits mid-call the first time.", InputSchema: empty},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if _, err := os.Stat(os.Getenv("MARK")); err != nil {
+				_ = os.WriteFile(os.Getenv("MARK"), []byte("crashed"), 0o644)
+				os.Exit(3)
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "recovered"}}}, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "hang", Description: "Never answers.", InputSchema: empty},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
