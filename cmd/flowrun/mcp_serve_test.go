@@ -223,6 +223,66 @@ func TestMCPServeAskUsesElicitation(t *testing.T) {
 	}
 }
 
+const confirmPipeline = `
+version: 1
+name: launch
+description: Multiplies, after a confirmation.
+state: {n: 3}
+nodes:
+  - id: careful
+    confirm: true
+    set: {n: state.n * 100}
+outputs: {n: state.n}
+`
+
+// A confirm: true node asks the client's user a yes/no question through
+// MCP elicitation: yes runs the node and the call returns the outputs; a
+// declined form stops the run, and the call's error says so and how to
+// go on.
+func TestMCPServeConfirmUsesElicitation(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "launch.yaml", confirmPipeline)
+	var mu sync.Mutex
+	var asked []*mcp.ElicitParams
+	action := "accept"
+	cs, stderr := connectServe(t, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, r.Params)
+			if action != "accept" {
+				return &mcp.ElicitResult{Action: action}, nil
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": true}}, nil
+		},
+	}, dir)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "launch", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %s\n%s", err, jsonText(res), stderr)
+	}
+	if got := jsonText(res.StructuredContent); got != `{"n":300}` {
+		t.Errorf("outputs %s, want {\"n\":300}", got)
+	}
+	if len(asked) != 1 {
+		t.Fatalf("asked %d times, want 1", len(asked))
+	}
+	field := jsonText(asked[0].RequestedSchema)
+	if asked[0].Message != "Running careful needs your confirmation." || !strings.Contains(field, `"answer":{"type":"boolean"}`) {
+		t.Errorf("the confirmation asked %q with %s", asked[0].Message, field)
+	}
+
+	mu.Lock()
+	action = "decline"
+	mu.Unlock()
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "launch", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := jsonText(res.Content); !res.IsError || !strings.Contains(text, "stopped: running careful was declined") || !strings.Contains(text, "flowrun resume") {
+		t.Errorf("declined: %s", text)
+	}
+}
+
 // The MCP Inspector's CLI mode (a client nobody here wrote) lists the
 // served pipelines and calls one, reading its structured result.
 func TestMCPServeToInspectorCLI(t *testing.T) {
