@@ -746,7 +746,7 @@ var EventTypes = []string{
 	runtime.EventNodeStarted, runtime.EventNodeFinished, runtime.EventNodeSkipped,
 	runtime.EventNodeFailed, runtime.EventNodeRetry, runtime.EventLoopExhausted,
 	runtime.EventMapItemSkipped, runtime.EventModelTurn, runtime.EventToolCall,
-	runtime.EventSandboxRun, runtime.EventQuestion,
+	runtime.EventSandboxRun, runtime.EventQuestion, runtime.EventToolProgress,
 }
 
 func (l *loader) events(e *Expect, x *yaml.Node) {

@@ -141,7 +141,14 @@ func (svc *Services) callMCP(ctx context.Context, sc *runtime.Scope, s *dsl.MCPS
 	if svc.MCP == nil {
 		return nil, noServers(s)
 	}
-	res, err := svc.MCP.Call(ctx, s, tool, args)
+	res, err := svc.MCP.Call(ctx, s, tool, args, func(n mcpclient.Notice) {
+		out := map[string]any{"level": n.Level}
+		if n.Level == "" {
+			out = map[string]any{"progress": n.Progress, "total": n.Total}
+		}
+		sc.Emit(runtime.Event{Type: runtime.EventToolProgress, Path: at, Attempt: sc.Attempt(),
+			Message: n.Message, Output: out, Tool: &runtime.ToolCall{Name: full}})
+	})
 	if err != nil {
 		return nil, diedFails(err)
 	}

@@ -444,3 +444,49 @@ outputs:
 		t.Fatalf("with retry: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
+
+// The progress and log notifications a server sends during a call are
+// tool_progress events of the node, and show in the progress view.
+func TestMCPServerProgressAndLogsAreEvents(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "p.yaml", fmt.Sprintf(`
+version: 1
+name: progress
+mcp:
+  helper:
+    command: %q
+    env: {%s: progress}
+nodes:
+  - id: call
+    tool: {name: helper.slow}
+outputs:
+  text: nodes.call
+`, os.Args[0], testMCPServerEnv))
+	code, stdout, stderr := flowrun(t, p, "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var got []string
+	for _, line := range strings.Split(stdout, "\n") {
+		var e struct {
+			Type, Path, Message string
+			Output              map[string]any
+			Tool                struct{ Name string }
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Type != "tool_progress" {
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s %s %s %v", e.Path, e.Tool.Name, e.Message, e.Output))
+	}
+	want := []string{
+		"call helper.slow step 1 of 2 map[progress:1 total:2]",
+		"call helper.slow step 2 of 2 map[progress:2 total:2]",
+		"call helper.slow slow: disk almost full map[level:warning]",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("tool_progress events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	_, _, stderr = flowrun(t, p)
+	if !strings.Contains(stderr, "helper.slow step 2 of 2") {
+		t.Errorf("the progress view does not show the server's progress:\n%s", stderr)
+	}
+}
