@@ -509,17 +509,14 @@ const rejectedByTransport = -32005
 // protocolError is the JSON-RPC error the server answered with, if err
 // holds one.
 func protocolError(err error) *jsonrpc.Error {
-	var rpc *jsonrpc.Error
 	switch e := err.(type) {
-	case nil:
-		return nil
 	case *jsonrpc.Error:
 		if e.Code != rejectedByTransport {
 			return e
 		}
 	case interface{ Unwrap() []error }:
 		for _, inner := range e.Unwrap() {
-			if rpc = protocolError(inner); rpc != nil {
+			if rpc := protocolError(inner); rpc != nil {
 				return rpc
 			}
 		}
