@@ -24,6 +24,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -32,6 +33,10 @@ type File struct {
 	Path     string
 	Pipeline *dsl.Pipeline
 	Cases    []*Case
+	// mcpNamed is, by MCP server, the tools its pipelines name one by one:
+	// a mocked server lists them too, so that an agent naming one that
+	// has no mock starts and its call is reported.
+	mcpNamed map[string][]string
 }
 
 // Case is one test case.
@@ -41,6 +46,7 @@ type Case struct {
 	Inputs   map[string]any
 	Mocks    map[string]*Mock // by node path ("refine/critique") or id
 	Answers  map[string]any   // by node path or id
+	Tools    map[string]*Mock // MCP tools' results, by "server.tool"
 	Cassette string           // replay model calls from this cassette instead of mocks
 	Expect   Expect
 }
@@ -61,9 +67,9 @@ type Reply struct {
 	JSON    any
 	HasJSON bool
 	Calls   []Call // tool calls; a finish call is one of them
-	Output  any    // tool and code nodes
+	Output  any    // tool and code nodes, MCP tools
 	HasOut  bool
-	Error   string // rate_limit, server, critical, timeout (or any class for tool/code)
+	Error   string // rate_limit, server, critical, timeout (or any class for tool/code; tool, timeout, server for MCP tools)
 	Message string
 	Usage   Usage // tokens the model reports, so that the run has a cost
 }
@@ -77,6 +83,7 @@ type Usage struct {
 type Call struct {
 	Pos    dsl.Pos
 	Name   string
+	Wire   string // the name the model calls an MCP tool by ("fs__read_file")
 	Args   map[string]any
 	Finish bool // written as finish:
 }
@@ -150,6 +157,7 @@ func Load(path string) (*File, dsl.Diagnostics) {
 	}
 	f := &File{Path: path, Pipeline: p}
 	l.index(p)
+	f.mcpNamed = l.mcpNamed
 	cases := valueOf(root, "cases")
 	if cases == nil || cases.Kind != yaml.SequenceNode || len(cases.Content) == 0 {
 		l.errorf(root, "a test file needs cases: a list of test cases")
@@ -181,6 +189,12 @@ type loader struct {
 	nodes map[string]*dsl.Node // by static path ("refine/critique")
 	ids   map[string][]string  // id -> static paths
 	paths []string
+	owner map[*dsl.Node]*dsl.Pipeline
+	// MCP servers of the pipeline and those it calls, the tools nodes
+	// name one by one, and the servers an agent takes whole (server.*).
+	mcpServers []string
+	mcpNamed   map[string][]string
+	mcpAll     map[string]bool
 }
 
 func (l *loader) pos(n *yaml.Node) dsl.Pos { return dsl.Pos{File: l.path, Line: n.Line, Col: n.Column} }
@@ -202,6 +216,36 @@ func (l *loader) index(p *dsl.Pipeline) {
 		l.ids[sp.Node.ID] = append(l.ids[sp.Node.ID], sp.Path)
 		l.paths = append(l.paths, sp.Path)
 	}
+	l.owner, l.mcpNamed, l.mcpAll = map[*dsl.Node]*dsl.Pipeline{}, map[string][]string{}, map[string]bool{}
+	servers := map[string]bool{}
+	addServers := func(q *dsl.Pipeline) {
+		for name := range q.MCP {
+			servers[name] = true
+		}
+	}
+	addServers(p)
+	dsl.Walk(p, func(q *dsl.Pipeline, n *dsl.Node) {
+		l.owner[n] = q
+		addServers(q)
+		var names []string
+		if a := n.Agent(); a != nil {
+			names = append(append(names, a.Tools...), a.Finish...)
+		}
+		if t := n.Tool(); t != nil {
+			names = append(names, t.Name)
+		}
+		for _, name := range names {
+			s, tool, ok := q.MCPToolName(name)
+			switch {
+			case !ok:
+			case tool == "*":
+				l.mcpAll[s.Name] = true
+			case !contains(l.mcpNamed[s.Name], tool):
+				l.mcpNamed[s.Name] = append(l.mcpNamed[s.Name], tool)
+			}
+		}
+	})
+	l.mcpServers = keys(servers)
 }
 
 // StaticNode is a node and its path with indices removed.
@@ -282,7 +326,7 @@ func (l *loader) testCase(c *yaml.Node) *Case {
 		l.errorf(c, "a case is a mapping with name:, inputs:, mocks:, answers: and expect:")
 		return nil
 	}
-	tc := &Case{Pos: l.pos(c), Mocks: map[string]*Mock{}, Answers: map[string]any{}}
+	tc := &Case{Pos: l.pos(c), Mocks: map[string]*Mock{}, Tools: map[string]*Mock{}, Answers: map[string]any{}}
 	for i := 0; i+1 < len(c.Content); i += 2 {
 		k, v := c.Content[i], c.Content[i+1]
 		switch k.Value {
@@ -298,6 +342,8 @@ func (l *loader) testCase(c *yaml.Node) *Case {
 			l.checkInputs(v)
 		case "mocks":
 			l.mocks(tc, v)
+		case "tools":
+			l.toolMocks(tc, v)
 		case "answers":
 			for j := 0; j+1 < len(v.Content); j += 2 {
 				if path, ok := l.resolve(v.Content[j], "answers"); ok {
@@ -312,7 +358,7 @@ func (l *loader) testCase(c *yaml.Node) *Case {
 		case "expect":
 			l.expect(&tc.Expect, v)
 		default:
-			l.errorf(k, "unknown key %q in a case%s", k.Value, dsl.Suggest(k.Value, []string{"name", "inputs", "mocks", "answers", "cassette", "expect"}))
+			l.errorf(k, "unknown key %q in a case%s", k.Value, dsl.Suggest(k.Value, []string{"name", "inputs", "mocks", "tools", "answers", "cassette", "expect"}))
 		}
 	}
 	if tc.Name == "" {
@@ -362,20 +408,103 @@ func (l *loader) mocks(tc *Case, v *yaml.Node) {
 			l.errorf(k, "mocks: node %q is a %s node; only llm, agent, tool and code nodes take mocks", k.Value, n.Kind)
 			continue
 		}
-		m := &Mock{Pos: l.pos(k)}
-		items := []*yaml.Node{r}
-		if r.Kind == yaml.SequenceNode {
-			items = r.Content
-		} else {
-			m.Repeat = true
-		}
-		for _, it := range items {
-			if rep := l.reply(n, it); rep != nil {
-				m.Replies = append(m.Replies, rep)
-			}
-		}
-		tc.Mocks[path] = m
+		tc.Mocks[path] = l.mock(k, r, func(it *yaml.Node) *Reply { return l.reply(n, it) })
 	}
+}
+
+// mock reads one reply, which answers every call, or a list of them, one
+// per call.
+func (l *loader) mock(k, r *yaml.Node, reply func(*yaml.Node) *Reply) *Mock {
+	m := &Mock{Pos: l.pos(k)}
+	items := []*yaml.Node{r}
+	if r.Kind == yaml.SequenceNode {
+		items = r.Content
+	} else {
+		m.Repeat = true
+	}
+	for _, it := range items {
+		if rep := reply(it); rep != nil {
+			m.Replies = append(m.Replies, rep)
+		}
+	}
+	return m
+}
+
+// mcpErrors are how a mocked MCP call can fail: the tool reports an error
+// or times out (the model reads it), or the server dies (the node fails).
+var mcpErrors = []string{"tool", "timeout", "server"}
+
+// toolMocks reads tools:, the results of MCP tools by "server.tool". The
+// server must be declared and the tool named by some node, or taken whole
+// by an agent (server.*).
+func (l *loader) toolMocks(tc *Case, v *yaml.Node) {
+	if v.Kind != yaml.MappingNode {
+		l.errorf(v, "tools: a mapping of MCP tools (server.tool) to results")
+		return
+	}
+	for j := 0; j+1 < len(v.Content); j += 2 {
+		k, r := v.Content[j], v.Content[j+1]
+		server, tool, ok := strings.Cut(k.Value, ".")
+		switch {
+		case !ok || server == "" || tool == "":
+			l.errorf(k, "tools: %q is not an MCP tool; write server.tool, as agents name it (such as fs.read_text_file)", k.Value)
+			continue
+		case !contains(l.mcpServers, server):
+			declared := "it declares none under mcp:"
+			if len(l.mcpServers) > 0 {
+				declared = "it declares " + strings.Join(l.mcpServers, ", ")
+			}
+			l.errorf(k, "tools: the pipeline has no MCP server %q (%s)%s", server, declared, dsl.Suggest(server, l.mcpServers))
+			continue
+		case !l.mcpAll[server] && !contains(l.mcpNamed[server], tool):
+			var named []string
+			for _, s := range keys(l.mcpNamed) {
+				for _, t := range l.mcpNamed[s] {
+					named = append(named, s+"."+t)
+				}
+			}
+			l.errorf(k, "tools: no node calls MCP tool %q, so its mock would answer nothing (the pipeline calls %s)%s", k.Value, orNone(named), dsl.Suggest(k.Value, named))
+			continue
+		}
+		tc.Tools[k.Value] = l.mock(k, r, l.toolReply)
+	}
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "none of its tools by name"
+	}
+	return strings.Join(list, ", ")
+}
+
+// toolReply is one mocked MCP result: output:, or error: and message:.
+func (l *loader) toolReply(v *yaml.Node) *Reply {
+	allowed := []string{"output", "error", "message"}
+	if v.Kind != yaml.MappingNode {
+		l.errorf(v, "an MCP tool's mock is a mapping: {output: ...} or {error: tool, message: ...}")
+		return nil
+	}
+	rep := &Reply{Pos: l.pos(v)}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, x := v.Content[i], v.Content[i+1]
+		switch k.Value {
+		case "output":
+			rep.Output, rep.HasOut = dsl.Plain(x), true
+		case "error":
+			rep.Error = x.Value
+			if !contains(mcpErrors, x.Value) {
+				l.errorf(x, "error: %q is not how an MCP call fails; write tool (the tool reports an error), timeout (it does not answer in time) or server (the server dies)%s", x.Value, dsl.Suggest(x.Value, mcpErrors))
+			}
+		case "message":
+			rep.Message = x.Value
+		default:
+			l.errorf(k, "unknown key %q in an MCP tool's mock (it takes %s)%s", k.Value, strings.Join(allowed, ", "), dsl.Suggest(k.Value, allowed))
+		}
+	}
+	if rep.HasOut == (rep.Error != "") {
+		l.errorf(v, "an MCP tool's mock gives output: or error:, one of them")
+	}
+	return rep
 }
 
 var modelErrors = []string{"rate_limit", "server", "critical", "timeout"}
@@ -483,6 +612,12 @@ func (l *loader) call(n *dsl.Node, c *yaml.Node, finish bool) (Call, bool) {
 	names := a.Finish
 	if !finish {
 		names = append(append([]string(nil), a.Tools...), a.Finish...)
+		if s, tool, ok := l.pipelineOf(n).MCPToolName(call.Name); ok && tool != "*" && contains(names, s.Name+".*") {
+			names = append(names, call.Name)
+		}
+	}
+	if s, tool, ok := l.pipelineOf(n).MCPToolName(call.Name); ok && contains(names, call.Name) {
+		call.Wire = nodes.WireName(s.Name, tool)
 	}
 	if !contains(names, call.Name) {
 		what := "tool"
@@ -502,6 +637,15 @@ func (l *loader) call(n *dsl.Node, c *yaml.Node, finish bool) (Call, bool) {
 		}
 	}
 	return call, true
+}
+
+// pipelineOf is the pipeline that declares n, whose MCP servers its tool
+// names refer to.
+func (l *loader) pipelineOf(n *dsl.Node) *dsl.Pipeline {
+	if q := l.owner[n]; q != nil {
+		return q
+	}
+	return l.p
 }
 
 func contains(list []string, s string) bool {
@@ -602,7 +746,7 @@ var EventTypes = []string{
 	runtime.EventNodeStarted, runtime.EventNodeFinished, runtime.EventNodeSkipped,
 	runtime.EventNodeFailed, runtime.EventNodeRetry, runtime.EventLoopExhausted,
 	runtime.EventMapItemSkipped, runtime.EventModelTurn, runtime.EventToolCall,
-	runtime.EventSandboxRun, runtime.EventQuestion,
+	runtime.EventSandboxRun, runtime.EventQuestion, runtime.EventToolProgress,
 }
 
 func (l *loader) events(e *Expect, x *yaml.Node) {

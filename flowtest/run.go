@@ -3,6 +3,7 @@ package flowtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/mcpclient"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
@@ -51,6 +53,7 @@ func (r *Runner) Run(ctx context.Context, f *File, c *Case) *Result {
 	defer srv.Close()
 	served := &mockState{mocks: c.Mocks, next: map[string]int{}}
 	srv.Handle(served.modelReply)
+	tools := &mcpMocks{state: served, mocks: c.Tools, named: f.mcpNamed, cassette: c.Cassette != ""}
 	opts := llm.Options{
 		HTTPClient: &http.Client{Transport: &toFakeServer{base: srv.URL}},
 		Env: func(name string) (string, bool) {
@@ -74,7 +77,7 @@ func (r *Runner) Run(ctx context.Context, f *File, c *Case) *Result {
 		}
 		opts.Replay = cas
 	}
-	kinds := nodes.Kinds(nodes.Services{LLM: llm.New(opts), Sandbox: r.Sandbox})
+	kinds := nodes.Kinds(nodes.Services{LLM: llm.New(opts), Sandbox: r.Sandbox, MCPMocks: tools})
 	for _, k := range []dsl.Kind{dsl.KindTool, dsl.KindCode} {
 		kinds[k] = mockedExecutor{inner: kinds[k], state: served}
 	}
@@ -89,6 +92,7 @@ func (r *Runner) Run(ctx context.Context, f *File, c *Case) *Result {
 			res.Route = append(res.Route, e.Path)
 		}
 	}
+	res.Problems = append(res.Problems, tools.problems...)
 	res.Problems = append(res.Problems, check(c, run, res.Route)...)
 	res.Problems = append(res.Problems, checkEvents(c.Expect.Events, sink.events)...)
 	res.Pass = len(res.Problems) == 0
@@ -131,29 +135,32 @@ type mockState struct {
 }
 
 // take returns the next reply for a node at run path path.
-func (m *mockState) take(path string) (*Reply, string, error) {
+func (m *mockState) take(path string) (*Reply, error) {
 	static := Strip(path)
-	key := static
-	mock := m.mocks[static]
+	return m.serve(m.mocks[static], static, fmt.Sprintf("node %q (%s)", static, path))
+}
+
+// serve returns mock's next reply; key counts its calls, what names it.
+func (m *mockState) serve(mock *Mock, key, what string) (*Reply, error) {
 	if mock == nil {
-		return nil, "", nil
+		return nil, nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	i := m.next[key]
 	m.next[key]++
 	if mock.Repeat {
-		return mock.Replies[0], key, nil
+		return mock.Replies[0], nil
 	}
 	if i >= len(mock.Replies) {
-		return nil, key, fmt.Errorf("flowrun test: node %q (%s) was called %d times but its mock (%s) has %d replies", static, path, i+1, mock.Pos, len(mock.Replies))
+		return nil, fmt.Errorf("flowrun test: %s was called %d times but its mock (%s) has %d replies", what, i+1, mock.Pos, len(mock.Replies))
 	}
-	return mock.Replies[i], key, nil
+	return mock.Replies[i], nil
 }
 
 func (m *mockState) modelReply(req llmtest.Request) llmtest.Reply {
 	path := req.Header.Get(nodeHeader)
-	rep, _, err := m.take(path)
+	rep, err := m.take(path)
 	if err != nil {
 		return llmtest.Error(400, err.Error())
 	}
@@ -176,7 +183,7 @@ func (m *mockState) modelReply(req llmtest.Request) llmtest.Reply {
 	}
 	out.Usage = llmtest.Usage{Prompt: rep.Usage.Prompt, Completion: rep.Usage.Completion}
 	for _, c := range rep.Calls {
-		out.ToolCalls = append(out.ToolCalls, llmtest.Call(c.Name, c.Args))
+		out.ToolCalls = append(out.ToolCalls, llmtest.Call(orDefault(c.Wire, c.Name), c.Args))
 	}
 	return out
 }
@@ -195,7 +202,7 @@ type mockedExecutor struct {
 }
 
 func (e mockedExecutor) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	rep, _, err := e.state.take(s.Path(n.ID))
+	rep, err := e.state.take(s.Path(n.ID))
 	if err != nil {
 		return runtime.Outcome{}, runtime.Errorf(errclass.Critical, "%w", err)
 	}
@@ -214,6 +221,75 @@ func (e mockedExecutor) CheckNode(p *dsl.Pipeline, n *dsl.Node) error {
 		return c.CheckNode(p, n)
 	}
 	return nil
+}
+
+// mcpMocks answers MCP tool calls from a case's tools: in place of the
+// servers, which flowrun test never starts. A call the mocks cannot
+// answer (none for the tool and no cassette, or a list used up) is one of
+// the case's problems even when an agent's model reads it as a tool error.
+type mcpMocks struct {
+	state    *mockState
+	mocks    map[string]*Mock    // by "server.tool"
+	named    map[string][]string // tools nodes name, by server
+	cassette bool                // the case's cassette answers unmocked tools
+
+	mu       sync.Mutex
+	problems []string
+}
+
+// mockedTool stands for an MCP tool in a mocked server's listing: any
+// arguments are taken.
+var mockedTool = map[string]any{"type": "object"}
+
+// Listing offers the tools of s that nodes name and those the case mocks,
+// once the case mocks any MCP tool: a call of one without a mock is then
+// reported by Call.
+func (m *mcpMocks) Listing(s *dsl.MCPServer) ([]llm.ToolSpec, bool) {
+	names := append([]string(nil), m.named[s.Name]...)
+	for _, full := range keys(m.mocks) {
+		if server, tool, _ := strings.Cut(full, "."); server == s.Name && !contains(names, tool) {
+			names = append(names, tool)
+		}
+	}
+	if len(m.mocks) == 0 || len(names) == 0 {
+		return nil, false
+	}
+	specs := make([]llm.ToolSpec, len(names))
+	for i, name := range names {
+		specs[i] = llm.ToolSpec{Name: name, Description: "MCP tool " + s.Name + "." + name + " (mocked)", Parameters: mockedTool}
+	}
+	return specs, true
+}
+
+func (m *mcpMocks) Call(s *dsl.MCPServer, tool, at string, _ map[string]any) (*mcpclient.Result, bool, error) {
+	full := s.Name + "." + tool
+	mock := m.mocks[full]
+	if mock == nil {
+		if !m.cassette {
+			m.problem(fmt.Sprintf("MCP tool %s was called at %s but has no mock: add one under tools: %s", full, at, full))
+		}
+		return nil, false, nil
+	}
+	rep, err := m.state.serve(mock, "\x00tools\x00"+full, fmt.Sprintf("MCP tool %s (at %s)", full, at))
+	if err != nil {
+		m.problem(err.Error())
+		return nil, true, runtime.Errorf(errclass.Critical, "%w", err)
+	}
+	switch rep.Error {
+	case "":
+		return &mcpclient.Result{Value: rep.Output}, true, nil
+	case "server":
+		return nil, true, &mcpclient.ServerDiedError{Server: s.Name, Tool: tool, Err: errors.New(orDefault(rep.Message, "mocked: the server died"))}
+	case "timeout":
+		return &mcpclient.Result{Error: orDefault(rep.Message, fmt.Sprintf("%s did not answer within %s (the server's timeout:)", full, s.Timeout))}, true, nil
+	}
+	return &mcpclient.Result{Error: orDefault(rep.Message, "mocked tool error")}, true, nil
+}
+
+func (m *mcpMocks) problem(p string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.problems = append(m.problems, p)
 }
 
 // answers answers questions from a case's answers:, by node path or id;

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -167,6 +169,44 @@ func (c *Cassette) WriteFile(path string) error {
 	c.path = path
 	c.mu.Unlock()
 	return nil
+}
+
+// AppendFile writes c to path after the exchanges path already holds, if
+// it exists: a run resumed later adds to what it recorded before. A request
+// recorded again under the same key counts on as a repeat.
+func (c *Cassette) AppendFile(path string) error {
+	base, err := LoadCassette(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c.WriteFile(path)
+	}
+	if err != nil {
+		return err
+	}
+	recorded := map[string]int{}
+	for _, e := range base.entries {
+		recorded[servedKey(Key{e.Node, e.Iteration, e.Attempt}, e.Hash)]++
+	}
+	for _, m := range base.mcp {
+		recorded[mcpKey(m.Node, m.Tool)]++
+	}
+	c.mu.Lock()
+	for _, e := range c.entries {
+		added := *e
+		added.Repeat += recorded[servedKey(Key{e.Node, e.Iteration, e.Attempt}, e.Hash)]
+		added.seq = len(base.entries)
+		base.entries = append(base.entries, &added)
+	}
+	for _, m := range c.mcp {
+		added := *m
+		added.Repeat += recorded[mcpKey(m.Node, m.Tool)]
+		base.mcp = append(base.mcp, &added)
+	}
+	listings := c.mcpTools
+	c.mu.Unlock()
+	for _, l := range listings {
+		base.RecordMCPTools(l.Server, l.Tools)
+	}
+	return base.WriteFile(path)
 }
 
 func servedKey(k Key, hash string) string {

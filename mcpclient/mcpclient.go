@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -67,6 +68,67 @@ type conn struct {
 	exited  chan struct{} // closed when the stdio process has exited
 	exitErr error         // how it exited, once exited is closed
 	stderr  *tailBuffer
+	broken  atomic.Bool // a call found the connection failed
+
+	// listeners are the calls in flight that want the server's notices,
+	// by progress token; a notice is delivered under mu, so that none
+	// arrives once its call has returned.
+	mu        sync.Mutex
+	listeners map[string]func(Notice)
+	nextToken int
+}
+
+// Notice is a progress or log notification a server sent during a call.
+type Notice struct {
+	Message  string  // the progress message, or the log message's data
+	Progress float64 // with Total, how far the call has come; 0 for a log message
+	Total    float64 // 0 when the server gave none
+	Level    string  // a log message's level ("info", "warning", ...); "" for progress
+}
+
+// listen registers notify for a call and returns its progress token and
+// the function that stops delivery.
+func (c *conn) listen(notify func(Notice)) (token string, stop func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.listeners == nil {
+		c.listeners = map[string]func(Notice){}
+	}
+	c.nextToken++
+	token = fmt.Sprintf("flowrun-%d", c.nextToken)
+	c.listeners[token] = notify
+	return token, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.listeners, token)
+	}
+}
+
+// progress delivers a progress notification to the call it is about.
+func (c *conn) progress(p *mcp.ProgressNotificationParams) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if notify := c.listeners[fmt.Sprint(p.ProgressToken)]; notify != nil {
+		notify(Notice{Message: redact.String(p.Message), Progress: p.Progress, Total: p.Total})
+	}
+}
+
+// log delivers a log message to every call in flight: a log message names
+// no call.
+func (c *conn) log(p *mcp.LoggingMessageParams) {
+	text, ok := p.Data.(string)
+	if !ok {
+		b, _ := json.Marshal(p.Data)
+		text = string(b)
+	}
+	if p.Logger != "" {
+		text = p.Logger + ": " + text
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, notify := range c.listeners {
+		notify(Notice{Message: redact.String(text), Level: string(p.Level)})
+	}
 }
 
 // Key identifies a server's configuration: two pipelines declaring the
@@ -105,8 +167,8 @@ func (ss *Sessions) connect(ctx context.Context, s *dsl.MCPServer) (*conn, error
 	}
 	c, started := ss.conns[key]
 	if started && c.diedAfterStart() {
-		// A server that died is started again for the node's next
-		// attempt.
+		// A server that died, or whose connection failed, is started
+		// (or connected to) again for the node's next attempt.
 		ss.retired = append(ss.retired, c)
 		started = false
 	}
@@ -169,13 +231,24 @@ func (c *conn) start(ctx context.Context, s *dsl.MCPServer, lookup func(string) 
 		}
 		transport = t
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "flowrun", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+	client := mcp.NewClient(&mcp.Implementation{Name: "flowrun", Version: "1"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{},
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			c.progress(r.Params)
+		},
+		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) { c.log(r.Params) },
+	})
 	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		c.stop()
 		return c.explain("connecting", err)
 	}
 	c.session = session
+	if caps := session.InitializeResult().Capabilities; caps != nil && caps.Logging != nil {
+		// Servers of the protocol before 2026-07-28 send no log messages
+		// until asked; a server that refuses still serves its tools.
+		_ = session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"})
+	}
 	for t, err := range session.Tools(ctx, nil) {
 		if err != nil {
 			c.stop()
@@ -298,11 +371,12 @@ func (c *conn) stop() {
 	}
 }
 
-// diedAfterStart reports whether a started server has since exited.
+// diedAfterStart reports whether a started server has since exited or
+// its connection failed.
 func (c *conn) diedAfterStart() bool {
 	select {
 	case <-c.ready:
-		return c.dead()
+		return c.dead() || c.broken.Load()
 	default:
 		return false
 	}
@@ -349,12 +423,17 @@ func lastLines(s string, n int) string {
 
 // ServerDiedError is a call that ended because the server exited or the
 // connection to it closed: the run fails, the model is not asked again.
+// Unreachable says it is an HTTP server that could not be reached.
 type ServerDiedError struct {
 	Server, Tool string
+	Unreachable  bool
 	Err          error
 }
 
 func (e *ServerDiedError) Error() string {
+	if e.Unreachable {
+		return fmt.Sprintf("mcp server %s could not be reached during a call to %s: %v", e.Server, e.Tool, e.Err)
+	}
 	return fmt.Sprintf("mcp server %s died during a call to %s: %v", e.Server, e.Tool, e.Err)
 }
 
@@ -372,20 +451,32 @@ type Result struct {
 	Error string `json:"error,omitempty" yaml:"error,omitempty"`
 }
 
-// Call calls tool with args, waiting at most the server's timeout. A tool
+// Call calls tool with args, waiting at most the server's timeout; notify,
+// when not nil, receives the progress and log notifications the server
+// sends while the call runs, never after Call returns. A tool
 // that reports an error, refuses the call or times out gives a Result
 // with Error set, for the model to read; a connection that fails (the
 // server exited, or an HTTP server cannot be reached) gives a
-// *ServerDiedError.
-func (ss *Sessions) Call(ctx context.Context, s *dsl.MCPServer, tool string, args map[string]any) (*Result, error) {
+// *ServerDiedError, and the next call starts or connects to the server
+// again.
+func (ss *Sessions) Call(ctx context.Context, s *dsl.MCPServer, tool string, args map[string]any, notify func(Notice)) (*Result, error) {
 	c, err := ss.connect(ctx, s)
 	if err != nil {
 		return nil, fmt.Errorf("mcp server %s: %w", s.Name, err)
 	}
 	callCtx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
-	res, err := c.session.CallTool(callCtx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	var refused *jsonrpc.Error
+	params := &mcp.CallToolParams{Name: tool, Arguments: args}
+	if notify != nil {
+		token, stop := c.listen(notify)
+		defer stop()
+		params.SetProgressToken(token)
+		// Current servers take the level of the log messages they send
+		// per request; older ones the level set after connecting.
+		params.Meta[mcp.MetaKeyLogLevel] = "info"
+	}
+	res, err := c.session.CallTool(callCtx, params)
+	refused := protocolError(err)
 	switch {
 	case err == nil:
 		return Convert(res), nil
@@ -393,20 +484,46 @@ func (ss *Sessions) Call(ctx context.Context, s *dsl.MCPServer, tool string, arg
 		return nil, ctx.Err()
 	case callCtx.Err() != nil:
 		return &Result{Error: fmt.Sprintf("%s.%s did not answer within %s (the server's timeout:)", s.Name, tool, s.Timeout)}, nil
-	case errors.As(err, &refused):
+	case refused != nil:
 		// The server answered with a protocol error (unknown tool, bad
 		// arguments): the model can correct its call.
 		return &Result{Error: refused.Message}, nil
 	}
 	// Anything else is the connection failing: give the process a moment
 	// to be reaped, so that the message says how it ended.
+	c.broken.Store(true)
 	if c.exited != nil {
 		select {
 		case <-c.exited:
 		case <-time.After(time.Second):
 		}
 	}
-	return nil, &ServerDiedError{Server: s.Name, Tool: tool, Err: c.explain("answering", err)}
+	return nil, &ServerDiedError{Server: s.Name, Tool: tool, Unreachable: s.URL != "", Err: c.explain("answering", err)}
+}
+
+// rejectedByTransport is the code the SDK gives a request that did not
+// reach the server (an HTTP server that cannot be reached): a failed
+// connection, not the server's answer.
+const rejectedByTransport = -32005
+
+// protocolError is the JSON-RPC error the server answered with, if err
+// holds one.
+func protocolError(err error) *jsonrpc.Error {
+	switch e := err.(type) {
+	case *jsonrpc.Error:
+		if e.Code != rejectedByTransport {
+			return e
+		}
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if rpc := protocolError(inner); rpc != nil {
+				return rpc
+			}
+		}
+	case interface{ Unwrap() error }:
+		return protocolError(e.Unwrap())
+	}
+	return nil
 }
 
 // Convert turns a protocol result into a Result.

@@ -52,6 +52,13 @@ func (svc *Services) mcpListing(ctx context.Context, s *dsl.MCPServer) ([]llm.To
 		if specs, ok := replay.MCPTools(s.Name); ok {
 			return specs, nil
 		}
+	}
+	if svc.MCPMocks != nil {
+		if specs, ok := svc.MCPMocks.Listing(s); ok {
+			return specs, nil
+		}
+	}
+	if replay != nil {
 		return nil, runtime.Errorf(errclass.Critical, "replay: the cassette has no tool listing of MCP server %s; record the run again with --record", s.Name)
 	}
 	if svc.MCP == nil {
@@ -72,9 +79,9 @@ func (svc *Services) mcpListing(ctx context.Context, s *dsl.MCPServer) ([]llm.To
 	return specs, nil
 }
 
-// wireName is how the model sees an MCP tool: function names may hold
+// WireName is how the model sees an MCP tool: function names may hold
 // only letters, digits, _ and -, so "fs.read_file" is "fs__read_file".
-func wireName(server, tool string) string {
+func WireName(server, tool string) string {
 	n := unsafeNameChars.ReplaceAllString(server+"__"+tool, "_")
 	if len(n) > 64 {
 		n = n[:64]
@@ -87,7 +94,7 @@ var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 func (svc *Services) mcpTool(s *dsl.MCPServer, spec llm.ToolSpec) *tool {
 	name := s.Name + "." + spec.Name
 	wire := spec
-	wire.Name = wireName(s.Name, spec.Name)
+	wire.Name = WireName(s.Name, spec.Name)
 	if wire.Parameters == nil {
 		wire.Parameters = noParameters
 	}
@@ -109,14 +116,21 @@ func (svc *Services) mcpTool(s *dsl.MCPServer, spec llm.ToolSpec) *tool {
 	}}
 }
 
-// callMCP makes one call, from the replayed cassette when there is one,
-// and records it when recording. A server that dies fails the node.
+// callMCP makes one call: from a mock, else from the replayed cassette
+// when there is one, else from the server, recording it when recording. A
+// server that dies fails the node.
 func (svc *Services) callMCP(ctx context.Context, sc *runtime.Scope, s *dsl.MCPServer, tool, at string, args map[string]any) (*mcpclient.Result, error) {
 	var record, replay *llm.Cassette
 	if svc.LLM != nil {
 		record, replay = svc.LLM.Cassettes()
 	}
 	full := s.Name + "." + tool
+	if svc.MCPMocks != nil {
+		res, ok, err := svc.MCPMocks.Call(s, tool, at, args)
+		if ok {
+			return res, diedFails(err)
+		}
+	}
 	if replay != nil {
 		c, err := replay.ReplayMCP(at, full)
 		if err != nil {
@@ -127,13 +141,16 @@ func (svc *Services) callMCP(ctx context.Context, sc *runtime.Scope, s *dsl.MCPS
 	if svc.MCP == nil {
 		return nil, noServers(s)
 	}
-	res, err := svc.MCP.Call(ctx, s, tool, args)
-	var died *mcpclient.ServerDiedError
-	switch {
-	case errors.As(err, &died):
-		return nil, runtime.Errorf(errclass.Server, "%w", err)
-	case err != nil:
-		return nil, err
+	res, err := svc.MCP.Call(ctx, s, tool, args, func(n mcpclient.Notice) {
+		out := map[string]any{"level": n.Level}
+		if n.Level == "" {
+			out = map[string]any{"progress": n.Progress, "total": n.Total}
+		}
+		sc.Emit(runtime.Event{Type: runtime.EventToolProgress, Path: at, Attempt: sc.Attempt(),
+			Message: n.Message, Output: out, Tool: &runtime.ToolCall{Name: full}})
+	})
+	if err != nil {
+		return nil, diedFails(err)
 	}
 	if record != nil {
 		record.RecordMCP(llm.MCPCall{Node: at, Tool: full, Args: args, Value: res.Value, Images: res.Images, Error: res.Error})
@@ -141,10 +158,24 @@ func (svc *Services) callMCP(ctx context.Context, sc *runtime.Scope, s *dsl.MCPS
 	return res, nil
 }
 
+// diedFails gives a server's death the class that fails the node:
+// server for a process that died, connection for an HTTP server that
+// could not be reached. Both are retried by a node's retry:.
+func diedFails(err error) error {
+	var died *mcpclient.ServerDiedError
+	switch {
+	case !errors.As(err, &died):
+		return err
+	case died.Unreachable:
+		return runtime.Errorf(errclass.Connection, "%w", err)
+	}
+	return runtime.Errorf(errclass.Server, "%w", err)
+}
+
 // noServers is the error where flowrun starts no MCP server (flowrun
-// test): only a cassette can answer.
+// test): only a mock or a cassette can answer.
 func noServers(s *dsl.MCPServer) error {
-	return runtime.Errorf(errclass.Critical, "MCP server %s: no MCP server is started here; answer its tools from a cassette recorded with flowrun run --record (in a test case: cassette: FILE)", s.Name)
+	return runtime.Errorf(errclass.Critical, "MCP server %s: no MCP server is started here; mock its tools in the test case (tools: {%s.TOOL: {output: ...}}) or answer them from a cassette recorded with flowrun run --record (cassette: FILE)", s.Name, s.Name)
 }
 
 // serverDied reports whether a tool's error is its MCP server dying,

@@ -30,6 +30,21 @@ type Services struct {
 	// MCP connects to the pipeline's MCP servers, starting each at its
 	// first call; without it only a replayed cassette answers MCP tools.
 	MCP *mcpclient.Sessions
+	// MCPMocks, when set, answers the MCP tools it mocks before a
+	// cassette or a server is asked (flowrun test's tools: mocks).
+	MCPMocks MCPMocks
+}
+
+// MCPMocks answers MCP tool calls without a server: a test double that
+// flowrun test puts in place of the servers.
+type MCPMocks interface {
+	// Listing is the tools of server s the mocks offer an agent; ok is
+	// false when no tool of s is mocked.
+	Listing(s *dsl.MCPServer) (specs []llm.ToolSpec, ok bool)
+	// Call answers a call of s's tool at call site at; ok is false when
+	// the tool has no mock. A *mcpclient.ServerDiedError stands for the
+	// server dying.
+	Call(s *dsl.MCPServer, tool, at string, args map[string]any) (res *mcpclient.Result, ok bool, err error)
 }
 
 // conversation is one node's exchange with a model: the messages sent

@@ -23,6 +23,10 @@ const (
 	EventToolCall       = "tool_call"
 	EventSandboxRun     = "sandbox_run" // code run in the sandbox; Output is its result
 	EventQuestion       = "question"    // asked of a person; Output is the answer, or Status is waiting
+	// EventToolProgress is a progress or log notification an MCP server
+	// sent during a call: Tool names the tool, Message is the text, Output
+	// holds progress and total, or the log level.
+	EventToolProgress = "tool_progress"
 )
 
 // Event is one thing that happened in a run. Path addresses the node within

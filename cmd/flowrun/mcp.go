@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -26,11 +27,12 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
 
-const mcpUsage = `flowrun mcp serve [DIR] [--http ADDR]
+const mcpUsage = `flowrun mcp serve [DIR] [--http ADDR] [--record DIR | --replay FILE]
 
 Serves every pipeline under DIR (default: the current directory) as a tool
 of an MCP server: the tool's name is the pipeline's name, its input schema
@@ -39,7 +41,9 @@ call runs the pipeline as a durable run (listed by flowrun runs), sends
 progress notifications, and returns the outputs as structured content.
 Over stdio by default (for Claude Desktop, Cursor and other clients that
 start flowrun); with --http, Streamable HTTP on a loopback address, with a
-bearer token printed on stderr.`
+bearer token printed on stderr. With --record DIR, each run's model
+exchanges and MCP calls go to a cassette of its own,
+DIR/PIPELINE.RUN.cassette.yaml.`
 
 func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "serve" {
@@ -55,9 +59,18 @@ func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	storePath := storeFlag(fset)
 	var mf modelFlags
 	mf.register(fset)
+	fset.Lookup("record").Usage = "record each run into a cassette of its own in this `directory`: PIPELINE.RUN.cassette.yaml (a run resumed by an answer adds to its file)"
 	dirs, code, ok := parseFlags(fset, args[1:], stdout, stderr)
 	if !ok {
 		return code
+	}
+	recordDir := mf.record
+	mf.record = ""
+	if recordDir != "" {
+		if err := os.MkdirAll(recordDir, 0o755); err != nil {
+			fmt.Fprintf(stderr, "flowrun mcp serve: --record: %v\n", err)
+			return exitInvalid
+		}
 	}
 	if len(dirs) > 1 {
 		fmt.Fprintln(stderr, "flowrun mcp serve: name one directory")
@@ -67,7 +80,7 @@ func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if len(dirs) == 1 {
 		dir = dirs[0]
 	}
-	ps := &pipelineServer{launch: launch{models: &mf, store: *storePath}, stderr: stderr, key: make([]byte, 32)}
+	ps := &pipelineServer{launch: launch{models: &mf, store: *storePath}, recordDir: recordDir, stderr: stderr, key: make([]byte, 32)}
 	_, _ = rand.Read(ps.key)
 	server, err := ps.server(dir)
 	if err != nil {
@@ -91,10 +104,11 @@ func (nopWriteCloser) Close() error { return nil }
 
 // pipelineServer answers tool calls by running pipelines.
 type pipelineServer struct {
-	launch launch // models and store; sink and human are per call
-	stderr io.Writer
-	key    []byte     // signs request states (seal)
-	mu     sync.Mutex // serialises what runs write to stderr
+	launch    launch // models and store; sink and human are per call
+	recordDir string // --record: where each run's cassette goes
+	stderr    io.Writer
+	key       []byte     // signs request states (seal)
+	mu        sync.Mutex // serialises what runs write to stderr
 }
 
 // server loads every pipeline under dir and adds each as a tool. A file
@@ -205,6 +219,11 @@ func (ps *pipelineServer) handler(p *dsl.Pipeline) mcp.ToolHandler {
 		l := ps.launch
 		l.sink = &mcpProgress{ctx: ctx, session: req.Session, token: req.Params.GetProgressToken()}
 		stderr := &lockedWriter{mu: &ps.mu, w: ps.stderr}
+		if ps.recordDir != "" {
+			mf := *l.models
+			mf.recordInto = llm.NewCassette()
+			l.models = &mf
+		}
 		var res *runtime.Result
 		var err error
 		if req.Params.RequestState != "" {
@@ -218,8 +237,23 @@ func (ps *pipelineServer) handler(p *dsl.Pipeline) mcp.ToolHandler {
 			}
 			res, err = startRun(ctx, p, inputs, l, stderr)
 		}
+		if l.models.recordInto != nil && res != nil {
+			ps.writeRecording(l.models.recordInto, p, res.RunID, stderr)
+		}
 		return ps.result(req, p, res, err), nil
 	}
+}
+
+// writeRecording adds what one call of a run recorded to that run's
+// cassette, so that calls never overwrite each other's and the call that
+// answers a question completes the run's.
+func (ps *pipelineServer) writeRecording(c *llm.Cassette, p *dsl.Pipeline, runID string, stderr io.Writer) {
+	path := filepath.Join(ps.recordDir, p.Name+"."+runID+".cassette.yaml")
+	if err := c.AppendFile(path); err != nil {
+		fmt.Fprintf(stderr, "flowrun mcp serve: --record: %v\n", err)
+		return
+	}
+	fmt.Fprintf(stderr, "recorded %d model exchange(s) of run %s to %s\n", c.Len(), runID, path)
 }
 
 // inputKey names the one input request a waiting run makes.

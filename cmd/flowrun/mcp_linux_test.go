@@ -108,3 +108,34 @@ func TestMCPRealServersLeaveNoProcess(t *testing.T) {
 		return p.HasEnv("API_TOKEN="+mcpSecret) || p.Mentions(files)
 	})
 }
+
+// A server that died is started again for the node's next attempt: the
+// first call kills it, the retry's call reaches a new process, and both
+// processes are gone when the run ends.
+func TestMCPDeadServerRestartsOnRetry(t *testing.T) {
+	dir := t.TempDir()
+	token := fmt.Sprintf("%s-%d", t.Name(), os.Getpid())
+	mark := filepath.Join(dir, "mark")
+	p := writeFile(t, dir, "p.yaml", fmt.Sprintf(`
+version: 1
+name: restart
+mcp:
+  bad:
+    command: %q
+    env: {%s: %q, MARK: %q}
+nodes:
+  - id: call
+    tool: {name: bad.crash_once}
+    retry: {max_attempts: 2, backoff: 10ms}
+outputs:
+  text: nodes.call
+`, os.Args[0], testMCPServerEnv, token, mark))
+	code, stdout, stderr := flowrun(t, p)
+	if code != exitOK || !strings.Contains(stdout, "recovered") {
+		t.Fatalf("exit %d, want %d\n%s\n%s", code, exitOK, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "mcp server bad died during a call to crash_once") {
+		t.Errorf("the first attempt's failure is not shown:\n%s", stderr)
+	}
+	serverGone(t, token)
+}

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/flowrun/flowrun/internal/npmtest"
 	"github.com/flowrun/flowrun/llm/llmtest"
@@ -350,7 +356,137 @@ cases:
 `)
 	code, stdout, stderr := flowrun(t, "test", tf)
 	if code != exitFailed || !strings.Contains(stdout+stderr, "1 passed, 1 failed") ||
-		!strings.Contains(stdout+stderr, "no MCP server is started here; answer its tools from a cassette recorded with flowrun run --record (in a test case: cassette: FILE)") {
+		!strings.Contains(stdout+stderr, "no MCP server is started here; mock its tools in the test case (tools: {gone.TOOL: {output: ...}}) or answer them from a cassette") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// blippingMCPServer serves an MCP tool "ok" over Streamable HTTP; after
+// the first call answers, the next request's connection is dropped, as
+// when the server goes away, and later requests are served by a new
+// handler that knows no earlier session, as a restarted server would.
+func blippingMCPServer(t *testing.T) string {
+	s := mcp.NewServer(&mcp.Implementation{Name: "blip", Version: "1"}, nil)
+	var calls, drop atomic.Int32
+	s.AddTool(&mcp.Tool{Name: "ok", Description: "Answers.", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if calls.Add(1) == 1 {
+				drop.Store(1)
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "fine"}}}, nil
+		})
+	var h atomic.Pointer[mcp.StreamableHTTPHandler]
+	h.Store(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if drop.CompareAndSwap(1, 0) {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			h.Store(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+			return
+		}
+		h.Load().ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// An HTTP server that cannot be reached mid-run fails the node with class
+// connection, naming the server and the tool (the model is not asked to
+// work around it); the node's retry connects again and goes on.
+func TestMCPUnreachableHTTPServerFailsTheNodeAndRetryReconnects(t *testing.T) {
+	url := blippingMCPServer(t)
+	pipeline := `
+version: 1
+name: unreachable
+models:
+  default: {model: gpt-4.1-mini}
+mcp:
+  web: {url: %q}
+tools:
+  answer:
+    description: The final answer.
+    parameters: {type: object, properties: {text: {type: string}}, required: [text]}
+nodes:
+  - id: solve
+    agent:
+      prompt: go
+      tools: [web.ok]
+      finish: [answer]
+%s
+outputs:
+  text: nodes.solve.finish.args.text
+`
+	ok := llmtest.Call("web__ok", map[string]any{})
+	srv := llmtest.New(t)
+	useModel(t, srv)
+	srv.Push(llmtest.Calls(ok), llmtest.Calls(ok))
+	p := writeFile(t, t.TempDir(), "p.yaml", fmt.Sprintf(pipeline, url, ""))
+	code, stdout, stderr := flowrun(t, p, "--json")
+	if code != exitFailed || !strings.Contains(stderr, "mcp server web could not be reached during a call to ok") {
+		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, stderr)
+	}
+	if !strings.Contains(stdout, `"class":"connection"`) {
+		t.Errorf("the node's failure is not of class connection:\n%s", stdout)
+	}
+	if n := len(srv.Requests()); n != 2 {
+		t.Errorf("%d model requests, want 2: the failed call must end the node, not go back to the model", n)
+	}
+
+	url = blippingMCPServer(t)
+	srv = llmtest.New(t)
+	useModel(t, srv)
+	srv.Push(llmtest.Calls(ok), llmtest.Calls(ok), llmtest.Calls(ok), llmtest.Calls(llmtest.Call("answer", map[string]any{"text": "done"})))
+	p = writeFile(t, t.TempDir(), "p.yaml", fmt.Sprintf(pipeline, url, "    retry: {max_attempts: 2, backoff: 10ms}"))
+	code, stdout, stderr = flowrun(t, p)
+	if code != exitOK || !strings.Contains(stdout, `"done"`) {
+		t.Fatalf("with retry: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// The progress and log notifications a server sends during a call are
+// tool_progress events of the node, and show in the progress view.
+func TestMCPServerProgressAndLogsAreEvents(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "p.yaml", fmt.Sprintf(`
+version: 1
+name: progress
+mcp:
+  helper:
+    command: %q
+    env: {%s: progress}
+nodes:
+  - id: call
+    tool: {name: helper.slow}
+outputs:
+  text: nodes.call
+`, os.Args[0], testMCPServerEnv))
+	code, stdout, stderr := flowrun(t, p, "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var got []string
+	for _, line := range strings.Split(stdout, "\n") {
+		var e struct {
+			Type, Path, Message string
+			Output              map[string]any
+			Tool                struct{ Name string }
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Type != "tool_progress" {
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s %s %s %v", e.Path, e.Tool.Name, e.Message, e.Output))
+	}
+	want := []string{
+		"call helper.slow step 1 of 2 map[progress:1 total:2]",
+		"call helper.slow step 2 of 2 map[progress:2 total:2]",
+		"call helper.slow slow: disk almost full map[level:warning]",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("tool_progress events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	_, _, stderr = flowrun(t, p)
+	if !strings.Contains(stderr, "helper.slow step 2 of 2") {
+		t.Errorf("the progress view does not show the server's progress:\n%s", stderr)
 	}
 }

@@ -33,6 +33,9 @@ type modelFlags struct {
 	// remote is not a flag: the runs happen on workers (batch --nats), so
 	// this process needs a model endpoint only for judge metrics.
 	remote bool
+	// recordInto is not a flag: flowrun mcp serve records each run into a
+	// cassette of its own, and writes it itself once it knows the run.
+	recordInto *llm.Cassette
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
@@ -93,7 +96,10 @@ func startModels(p *dsl.Pipeline, f *modelFlags, stderr io.Writer) (*modelSessio
 		}
 		opts.Replay = c
 	}
-	if f.record != "" {
+	switch {
+	case f.recordInto != nil:
+		opts.Record = f.recordInto
+	case f.record != "":
 		ms.record, ms.path = llm.NewCassette(), f.record
 		opts.Record = ms.record
 	}

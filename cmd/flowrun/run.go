@@ -366,6 +366,8 @@ func (t *textSink) Event(e runtime.Event) {
 			result, _ := json.Marshal(e.Tool.Result)
 			t.indent("args: " + string(args) + "\nresult: " + string(result))
 		}
+	case runtime.EventToolProgress:
+		fmt.Fprintf(t.w, "  ...   %-40s %-8s %s\n", e.Path, e.Tool.Name, firstLine(e.Message))
 	case runtime.EventRunStarted:
 		fmt.Fprintf(t.w, "run %s: %s\n", e.Run, e.Pipeline)
 	case runtime.EventNodeFinished:
