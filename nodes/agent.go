@@ -244,7 +244,7 @@ func (r *agentRun) runCalls(ctx context.Context, step int, calls []llm.ToolCall)
 				result, images = m.value, append(images, m.images...)
 			}
 			if err != nil {
-				if stopping(ctx, err) || serverDied(err) {
+				if stopping(ctx, err) || endsNode(err) {
 					return nil, err
 				}
 				ev.Error = err.Error()

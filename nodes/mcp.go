@@ -134,7 +134,7 @@ func (svc *Services) callMCP(ctx context.Context, sc *runtime.Scope, s *dsl.MCPS
 	if replay != nil {
 		c, err := replay.ReplayMCP(at, full)
 		if err != nil {
-			return nil, runtime.Errorf(errclass.Critical, "%w", err)
+			return nil, runtime.Errorf(errclass.Critical, "%w", &replayMissError{err})
 		}
 		return &mcpclient.Result{Value: c.Value, Images: c.Images, Error: c.Error}, nil
 	}
@@ -178,9 +178,18 @@ func noServers(s *dsl.MCPServer) error {
 	return runtime.Errorf(errclass.Critical, "MCP server %s: no MCP server is started here; mock its tools in the test case (tools: {%s.TOOL: {output: ...}}) or answer them from a cassette recorded with flowrun run --record (cassette: FILE)", s.Name, s.Name)
 }
 
-// serverDied reports whether a tool's error is its MCP server dying,
-// which ends the node instead of being told to the model.
-func serverDied(err error) bool {
+// endsNode reports whether a tool's error ends the node instead of being
+// told to the model: its MCP server died, or a replayed cassette has no
+// answer for the call.
+func endsNode(err error) bool {
 	var died *mcpclient.ServerDiedError
-	return errors.As(err, &died)
+	var miss *replayMissError
+	return errors.As(err, &died) || errors.As(err, &miss)
 }
+
+// replayMissError is a replayed cassette with no answer for an MCP call:
+// the run is not the one recorded, which the model must not be asked to
+// work around.
+type replayMissError struct{ error }
+
+func (e *replayMissError) Unwrap() error { return e.error }

@@ -157,6 +157,14 @@ func TestMCPAgentCallsRealServersAndReplaysOffline(t *testing.T) {
 	if stdout2 != stdout {
 		t.Errorf("replayed outputs differ:\n%s\nwant\n%s", stdout2, stdout)
 	}
+	// A cassette that lacks one of the calls fails the node, naming the
+	// call, instead of showing the model an error it would work around.
+	short := strings.Replace(string(rec), "tool: every.get-sum", "tool: every.get-sum-removed", 1)
+	writeFile(t, dir, "short.cassette.yaml", short)
+	code, _, stderr = flowrun(t, offline, "--replay", filepath.Join(dir, "short.cassette.yaml"))
+	if code != exitFailed || !strings.Contains(stderr, "no recorded call 1 of MCP tool every.get-sum") {
+		t.Errorf("replaying a cassette without the every.get-sum call: exit %d, want %d and the missing call named\n%s", code, exitFailed, stderr)
+	}
 	// flowrun test replays the same cassette in a case.
 	writeFile(t, dir, "agent.test.yaml", `
 cases:
