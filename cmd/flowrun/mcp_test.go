@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -162,7 +163,7 @@ func TestMCPAgentCallsRealServersAndReplaysOffline(t *testing.T) {
 	short := strings.Replace(string(rec), "tool: every.get-sum", "tool: every.get-sum-removed", 1)
 	writeFile(t, dir, "short.cassette.yaml", short)
 	code, _, stderr = flowrun(t, offline, "--replay", filepath.Join(dir, "short.cassette.yaml"))
-	if code != exitFailed || !strings.Contains(stderr, "no recorded call 1 of MCP tool every.get-sum") {
+	if code != exitFailed || !regexp.MustCompile(`node "solve": replay: cassette \S+ has no recorded call 1 of MCP tool every.get-sum`).MatchString(stderr) {
 		t.Errorf("replaying a cassette without the every.get-sum call: exit %d, want %d and the missing call named\n%s", code, exitFailed, stderr)
 	}
 	// flowrun test replays the same cassette in a case.
