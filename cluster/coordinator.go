@@ -103,7 +103,7 @@ func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 	cons, err := co.c.js.OrderedConsumer(ctx, runsStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{evSubject + ">"}, DeliverPolicy: jetstream.DeliverNewPolicy})
 	if err == nil {
-		co.events, err = cons.Messages()
+		co.events, err = cons.Messages(followExpiry)
 	}
 	if err != nil {
 		cancel()
@@ -118,39 +118,61 @@ func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 			co.event(msg)
 		}
 	})
-	w, err := co.c.results.Watch(ctx, batch+".*")
+	// The results are read from the bucket's stream, not through a
+	// key-value watch: a watch whose consumer's server is lost notices
+	// only after 10 s, and may retry 10 s later; an ordered pull
+	// consumer with followExpiry is back in a few seconds.
+	prefix := "$KV." + resultsBucket + "."
+	cons, err = co.c.js.OrderedConsumer(ctx, "KV_"+resultsBucket, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{prefix + batch + ".*"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
+	var results jetstream.MessagesContext
+	if err == nil {
+		results, err = cons.Messages(followExpiry)
+	}
 	if err != nil {
 		cancel()
-		return fmt.Errorf("watching the results of batch %s: %w", batch, err)
+		return fmt.Errorf("following the results of batch %s: %w", batch, err)
 	}
+	context.AfterFunc(ctx, results.Stop)
 	// Results already there (a resumed batch) are known before any item
 	// is published again.
 	ready := make(chan struct{})
+	info := cons.CachedInfo()
+	if info == nil {
+		if info, err = cons.Info(ctx); err != nil {
+			cancel()
+			return fmt.Errorf("following the results of batch %s: %w", batch, err)
+		}
+	}
+	if info.NumPending == 0 {
+		close(ready)
+	}
 	co.wg.Go(func() {
-		defer func() { _ = w.Stop() }()
 		for {
-			select {
-			case e, ok := <-w.Updates():
-				if !ok {
-					co.end(fmt.Errorf("the watch of batch %s's results ended", batch))
-					return
-				}
-				if e == nil {
-					close(ready)
-					continue
-				}
-				if e.Operation() != jetstream.KeyValuePut {
-					continue
-				}
-				var res Result
-				if err := json.Unmarshal(e.Value(), &res); err != nil {
-					res = Result{Status: runtime.StatusFailed, Error: fmt.Sprintf("the result in JetStream is not JSON: %v", err)}
-				}
-				co.deliver(e.Key(), &res)
-			case <-ctx.Done():
+			msg, err := results.Next()
+			if ctx.Err() != nil {
 				co.end(ctx.Err())
 				return
 			}
+			if err != nil {
+				co.end(fmt.Errorf("following the results of batch %s: %w", batch, err))
+				return
+			}
+			if md, err := msg.Metadata(); err == nil && md.NumPending == 0 {
+				select {
+				case <-ready:
+				default:
+					close(ready)
+				}
+			}
+			if op := msg.Headers().Get("KV-Operation"); op != "" {
+				continue // a deleted or purged result
+			}
+			var res Result
+			if err := json.Unmarshal(msg.Data(), &res); err != nil {
+				res = Result{Status: runtime.StatusFailed, Error: fmt.Sprintf("the result in JetStream is not JSON: %v", err)}
+			}
+			co.deliver(strings.TrimPrefix(msg.Subject(), prefix), &res)
 		}
 	})
 	select {
@@ -160,6 +182,11 @@ func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 		return ctx.Err()
 	}
 }
+
+// followExpiry bounds each pull of the coordinator's consumers: a
+// consumer that misses two heartbeats (half the expiry each) is made
+// again, so a lost server stalls them for about this long.
+var followExpiry = jetstream.PullExpiry(2 * time.Second)
 
 // event passes an event on to the item whose run published it.
 func (co *Coordinator) event(msg jetstream.Msg) {

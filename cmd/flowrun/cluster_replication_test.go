@@ -177,13 +177,30 @@ func TestClusterThreeNodeReplication(t *testing.T) {
 	before := storedCheckpoints(t, cl.jetStream())
 	lost := cl.servers[victim]
 	t.Logf("shutting down %s (leads FLOWRUN_RUNS; meta leader: %v; %d checkpoints stored)", lost.Name(), lost.JetStreamIsLeader(), len(before))
+	lostAt := time.Now()
 	lost.Shutdown()
 	lost.WaitForShutdown()
 	c.finish(t, c.coord)
+	after := 0
+	for _, call := range c.workerCalls() {
+		if call.at.After(lostAt) {
+			after++
+		}
+	}
+	if after == 0 {
+		t.Errorf("no model call after the server was lost: the batch ended before")
+	}
+	for i, w := range c.workers {
+		select {
+		case <-w.exited():
+			t.Errorf("worker %d exited:\n%s", i, w.stderr())
+		default:
+		}
+	}
 	c.eachCallOnce(t, "a checkpoint was lost with the server, or an item redelivered while its worker ran it")
-	after := storedCheckpoints(t, cl.jetStream())
+	stored := storedCheckpoints(t, cl.jetStream())
 	for cp := range before {
-		if !after[cp] {
+		if !stored[cp] {
 			t.Errorf("checkpoint %s, stored before the server was lost, is gone", cp)
 		}
 	}

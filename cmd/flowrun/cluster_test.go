@@ -227,6 +227,7 @@ type clusterBatch struct {
 	summary  string
 	db       string
 	coord    *durProc
+	workers  []*durProc
 	requests chan struct{} // one per model request from a worker
 }
 
@@ -257,7 +258,7 @@ func startClusterWorkersOn(t *testing.T, ns natsEndpoint, items, workers int, de
 			c.requests <- struct{}{}
 			return llmtest.Reply{Delay: delay}
 		})
-		startWorker(t, c.model, key, c.ns.url(), workerArgs...)
+		c.workers = append(c.workers, startWorker(t, c.model, key, c.ns.url(), workerArgs...))
 	}
 	c.db = filepath.Join(t.TempDir(), "coord.db")
 	return c
