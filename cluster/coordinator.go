@@ -118,38 +118,14 @@ func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 			co.event(msg)
 		}
 	})
-	// The results are read from the bucket's stream, not through a
-	// key-value watch: a watch whose consumer's server is lost notices
-	// only after 10 s, and may retry 10 s later; an ordered pull
-	// consumer with followExpiry is back in a few seconds.
-	prefix := "$KV." + resultsBucket + "."
-	cons, err = co.c.js.OrderedConsumer(ctx, "KV_"+resultsBucket, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{prefix + batch + ".*"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
-	var results jetstream.MessagesContext
-	if err == nil {
-		results, err = cons.Messages(followExpiry)
-	}
+	results, err := followBucket(ctx, co.c.js, resultsBucket, batch+".*")
 	if err != nil {
 		cancel()
-		return fmt.Errorf("following the results of batch %s: %w", batch, err)
-	}
-	context.AfterFunc(ctx, results.Stop)
-	// Results already there (a resumed batch) are known before any item
-	// is published again.
-	ready := make(chan struct{})
-	info := cons.CachedInfo()
-	if info == nil {
-		if info, err = cons.Info(ctx); err != nil {
-			cancel()
-			return fmt.Errorf("following the results of batch %s: %w", batch, err)
-		}
-	}
-	if info.NumPending == 0 {
-		close(ready)
+		return err
 	}
 	co.wg.Go(func() {
 		for {
-			msg, err := results.Next()
+			key, value, err := results.next()
 			if ctx.Err() != nil {
 				co.end(ctx.Err())
 				return
@@ -158,35 +134,25 @@ func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 				co.end(fmt.Errorf("following the results of batch %s: %w", batch, err))
 				return
 			}
-			if md, err := msg.Metadata(); err == nil && md.NumPending == 0 {
-				select {
-				case <-ready:
-				default:
-					close(ready)
-				}
-			}
-			if op := msg.Headers().Get("KV-Operation"); op != "" {
+			if value == nil {
 				continue // a deleted or purged result
 			}
 			var res Result
-			if err := json.Unmarshal(msg.Data(), &res); err != nil {
+			if err := json.Unmarshal(value, &res); err != nil {
 				res = Result{Status: runtime.StatusFailed, Error: fmt.Sprintf("the result in JetStream is not JSON: %v", err)}
 			}
-			co.deliver(strings.TrimPrefix(msg.Subject(), prefix), &res)
+			co.deliver(key, &res)
 		}
 	})
+	// Results already there (a resumed batch) are known before any item
+	// is published again.
 	select {
-	case <-ready:
+	case <-results.ready:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
-
-// followExpiry bounds each pull of the coordinator's consumers: a
-// consumer that misses two heartbeats (half the expiry each) is made
-// again, so a lost server stalls them for about this long.
-var followExpiry = jetstream.PullExpiry(2 * time.Second)
 
 // event passes an event on to the item whose run published it.
 func (co *Coordinator) event(msg jetstream.Msg) {
