@@ -81,8 +81,8 @@ func setup(ctx context.Context, nc *nats.Conn, o Options) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A server without JetStream answers no request: say so at once
-	// instead of retrying.
+	// Asked first, so that a server without JetStream is reported at once:
+	// its "not enabled" is not retried.
 	err = retry(ctx, "asking for the JetStream account", func(ctx context.Context) error {
 		_, err := js.AccountInfo(ctx)
 		return err
