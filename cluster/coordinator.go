@@ -103,7 +103,7 @@ func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 	cons, err := co.c.js.OrderedConsumer(ctx, runsStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{evSubject + ">"}, DeliverPolicy: jetstream.DeliverNewPolicy})
 	if err == nil {
-		co.events, err = cons.Messages()
+		co.events, err = cons.Messages(followExpiry)
 	}
 	if err != nil {
 		cancel()
@@ -118,43 +118,36 @@ func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 			co.event(msg)
 		}
 	})
-	w, err := co.c.results.Watch(ctx, batch+".*")
+	results, err := followBucket(ctx, co.c.js, resultsBucket, batch+".*")
 	if err != nil {
 		cancel()
-		return fmt.Errorf("watching the results of batch %s: %w", batch, err)
+		return err
 	}
-	// Results already there (a resumed batch) are known before any item
-	// is published again.
-	ready := make(chan struct{})
 	co.wg.Go(func() {
-		defer func() { _ = w.Stop() }()
 		for {
-			select {
-			case e, ok := <-w.Updates():
-				if !ok {
-					co.end(fmt.Errorf("the watch of batch %s's results ended", batch))
-					return
-				}
-				if e == nil {
-					close(ready)
-					continue
-				}
-				if e.Operation() != jetstream.KeyValuePut {
-					continue
-				}
-				var res Result
-				if err := json.Unmarshal(e.Value(), &res); err != nil {
-					res = Result{Status: runtime.StatusFailed, Error: fmt.Sprintf("the result in JetStream is not JSON: %v", err)}
-				}
-				co.deliver(e.Key(), &res)
-			case <-ctx.Done():
+			key, value, err := results.next()
+			if ctx.Err() != nil {
 				co.end(ctx.Err())
 				return
 			}
+			if err != nil {
+				co.end(fmt.Errorf("following the results of batch %s: %w", batch, err))
+				return
+			}
+			if value == nil {
+				continue // a deleted or purged result
+			}
+			var res Result
+			if err := json.Unmarshal(value, &res); err != nil {
+				res = Result{Status: runtime.StatusFailed, Error: fmt.Sprintf("the result in JetStream is not JSON: %v", err)}
+			}
+			co.deliver(key, &res)
 		}
 	})
+	// Results already there (a resumed batch) are known before any item
+	// is published again.
 	select {
-	case <-ready:
+	case <-results.ready:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -81,35 +81,61 @@ func setup(ctx context.Context, nc *nats.Conn, o Options) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	replicas := max(o.Replicas, 1)
+	// Asked first, so that a server without JetStream is reported at once:
+	// its "not enabled" is not retried.
+	err = retry(ctx, "asking for the JetStream account", func(ctx context.Context) error {
+		_, err := js.AccountInfo(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
 	c := &conn{nc: nc, js: js}
-	c.items, err = ensureStream(ctx, js, jetstream.StreamConfig{Name: itemsStream, Subjects: []string{itemsSubject + ">"},
-		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: replicas, Duplicates: 10 * time.Minute})
+	// A cluster creating a replicated stream (or electing its leader,
+	// with other workers creating the same ones) may take longer than a
+	// request's time-out.
+	err = retry(ctx, "creating flowrun's streams and buckets", func(ctx context.Context) error {
+		return c.ensure(ctx, max(o.Replicas, 1))
+	})
 	if err != nil {
 		return nil, err
-	}
-	c.runs, err = ensureStream(ctx, js, jetstream.StreamConfig{Name: runsStream, Subjects: []string{cpSubject + ">", evSubject + ">"},
-		Storage: jetstream.FileStorage, Replicas: replicas, Duplicates: 10 * time.Minute, AllowDirect: true})
-	if err != nil {
-		return nil, err
-	}
-	if c.results, err = ensureKV(ctx, js, jetstream.KeyValueConfig{Bucket: resultsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
-		return nil, err
-	}
-	if c.limits, err = ensureKV(ctx, js, jetstream.KeyValueConfig{Bucket: limitsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
-		return nil, err
-	}
-	if c.stops, err = ensureKV(ctx, js, jetstream.KeyValueConfig{Bucket: stopsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
-		return nil, err
-	}
-	c.files, err = js.ObjectStore(ctx, filesBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		c.files, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: filesBucket, Storage: jetstream.FileStorage, Replicas: replicas})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("object store %s: %w", filesBucket, err)
 	}
 	return c, nil
+}
+
+// ensure opens the streams and buckets, creating those that are missing.
+func (c *conn) ensure(ctx context.Context, replicas int) error {
+	var err error
+	c.items, err = ensureStream(ctx, c.js, jetstream.StreamConfig{Name: itemsStream, Subjects: []string{itemsSubject + ">"},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: replicas, Duplicates: 10 * time.Minute})
+	if err != nil {
+		return err
+	}
+	c.runs, err = ensureStream(ctx, c.js, jetstream.StreamConfig{Name: runsStream, Subjects: []string{cpSubject + ">", evSubject + ">"},
+		Storage: jetstream.FileStorage, Replicas: replicas, Duplicates: 10 * time.Minute, AllowDirect: true})
+	if err != nil {
+		return err
+	}
+	if c.results, err = ensureKV(ctx, c.js, jetstream.KeyValueConfig{Bucket: resultsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
+		return err
+	}
+	if c.limits, err = ensureKV(ctx, c.js, jetstream.KeyValueConfig{Bucket: limitsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
+		return err
+	}
+	if c.stops, err = ensureKV(ctx, c.js, jetstream.KeyValueConfig{Bucket: stopsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
+		return err
+	}
+	c.files, err = c.js.ObjectStore(ctx, filesBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		c.files, err = c.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: filesBucket, Storage: jetstream.FileStorage, Replicas: replicas})
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			c.files, err = c.js.ObjectStore(ctx, filesBucket)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("object store %s: %w", filesBucket, err)
+	}
+	return nil
 }
 
 // ensureStream opens a stream, creating it if it does not exist; an
@@ -188,8 +214,10 @@ func transient(err error) bool {
 }
 
 // isUnavailable is JetStream's own "try again" answer (503: no leader yet,
-// the stream is being restored).
+// the stream is being restored), which a server without JetStream also
+// gives, for good.
 func isUnavailable(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.Code == 503
+	return errors.As(err, &apiErr) && apiErr.Code == 503 &&
+		apiErr.ErrorCode != jetstream.JSErrCodeJetStreamNotEnabled && apiErr.ErrorCode != jetstream.JSErrCodeJetStreamNotEnabledForAccount
 }

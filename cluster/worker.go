@@ -107,12 +107,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating the workers' consumer on %s: %w", itemsStream, err)
 	}
-	stops, err := c.stops.WatchAll(ctx)
+	stops, err := followBucket(ctx, c.js, stopsBucket, ">")
 	if err != nil {
-		return fmt.Errorf("watching %s for halted batches: %w", stopsBucket, err)
+		return fmt.Errorf("watching for halted batches: %w", err)
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { w.watchStops(ctx, stops) })
+	wg.Go(func() { w.watchStops(stops) })
 	for range max(w.Concurrency, 1) {
 		wg.Go(func() { w.pull(ctx, cons) })
 	}
@@ -120,36 +120,27 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// watchStops follows the halted batches until ctx ends, stopping the
+// watchStops follows the halted batches until the worker stops, stopping the
 // running items of each batch halted.
-func (w *Worker) watchStops(ctx context.Context, stops jetstream.KeyWatcher) {
-	defer func() { _ = stops.Stop() }()
+func (w *Worker) watchStops(stops *bucketFollower) {
 	for {
-		select {
-		case e, ok := <-stops.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
-				continue
-			}
-			w.stopMu.Lock()
-			if e.Operation() != jetstream.KeyValuePut {
-				delete(w.stopped, e.Key())
-				w.stopMu.Unlock()
-				continue
-			}
-			why := string(e.Value())
-			w.stopped[e.Key()] = why
-			for it := range w.running {
-				if it.batch == e.Key() {
-					it.stop(&runtime.StopError{Reason: why})
-				}
-			}
-			w.stopMu.Unlock()
-		case <-ctx.Done():
+		batch, why, err := stops.next()
+		if err != nil {
 			return
 		}
+		w.stopMu.Lock()
+		if why == nil {
+			delete(w.stopped, batch)
+			w.stopMu.Unlock()
+			continue
+		}
+		w.stopped[batch] = string(why)
+		for it := range w.running {
+			if it.batch == batch {
+				it.stop(&runtime.StopError{Reason: string(why)})
+			}
+		}
+		w.stopMu.Unlock()
 	}
 }
 

@@ -24,6 +24,13 @@ import (
 	"github.com/flowrun/flowrun/store"
 )
 
+// natsEndpoint is what the workers and the coordinator connect to: one
+// server or a cluster.
+type natsEndpoint interface {
+	url() string // the --nats value
+	jetStream() jetstream.JetStream
+}
+
 // natsServer is an embedded JetStream server with file storage, which a
 // test can restart on the same port and directory.
 type natsServer struct {
@@ -215,11 +222,12 @@ type clusterBatch struct {
 	pipeline string
 	data     string
 	model    *durModel
-	ns       *natsServer
+	ns       natsEndpoint
 	want     batchRecord
 	summary  string
 	db       string
 	coord    *durProc
+	workers  []*durProc
 	requests chan struct{} // one per model request from a worker
 }
 
@@ -234,19 +242,23 @@ func startClusterBatch(t *testing.T, items, workers int, delay time.Duration, wo
 
 // startClusterWorkers is startClusterBatch without the coordinator.
 func startClusterWorkers(t *testing.T, items, workers int, delay time.Duration, workerArgs ...string) *clusterBatch {
+	return startClusterWorkersOn(t, startNATS(t), items, workers, delay, workerArgs...)
+}
+
+// startClusterWorkersOn is startClusterWorkers against ns.
+func startClusterWorkersOn(t *testing.T, ns natsEndpoint, items, workers int, delay time.Duration, workerArgs ...string) *clusterBatch {
 	dir := t.TempDir()
-	c := &clusterBatch{t: t, items: items, model: newDurModel(t), requests: make(chan struct{}, 1000)}
+	c := &clusterBatch{t: t, items: items, model: newDurModel(t), requests: make(chan struct{}, 1000), ns: ns}
 	c.pipeline = writeFile(t, dir, "kill.yaml", killBatchPipeline)
 	c.data = clusterItems(t, dir, items)
 	c.want, c.summary = localBaseline(t, c.model, c.pipeline, c.data, items)
-	c.ns = startNATS(t)
 	for i := range workers {
 		key := fmt.Sprintf("sk-worker-%d", i)
 		c.model.hook(key, func(int, string) llmtest.Reply {
 			c.requests <- struct{}{}
 			return llmtest.Reply{Delay: delay}
 		})
-		startWorker(t, c.model, key, c.ns.url(), workerArgs...)
+		c.workers = append(c.workers, startWorker(t, c.model, key, c.ns.url(), workerArgs...))
 	}
 	c.db = filepath.Join(t.TempDir(), "coord.db")
 	return c
@@ -465,7 +477,7 @@ func TestClusterWorkerKills(t *testing.T) {
 func TestClusterNATSRestart(t *testing.T) {
 	c := startClusterBatch(t, 12, 2, 30*time.Millisecond)
 	c.waitRequests(6)
-	c.ns.restart()
+	c.ns.(*natsServer).restart()
 	c.finish(t, c.coord)
 }
 
