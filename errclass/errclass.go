@@ -19,6 +19,7 @@ const (
 	Critical      Class = "critical"       // sending again cannot help: fix the key, model, pipeline or input
 	Expression    Class = "expression"     // an expression failed at run time
 	LoopExhausted Class = "loop_exhausted" // a loop with on_exhausted: fail reached max_iterations
+	Cancelled     Class = "cancelled"      // the run was stopped (Ctrl-C, SIGTERM, Stop in the web UI) during the call
 	Other         Class = "error"          // an error that names no class
 )
 

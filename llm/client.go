@@ -353,8 +353,8 @@ func (c *Client) ended(ctx context.Context, ep *endpoint, cl *call, last *Error)
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return &Error{class: errclass.Timeout, Endpoint: c.where(ep, cl), msg: "timeout: the deadline passed while calling " + c.where(ep, cl), err: ctx.Err()}
 	}
-	// Cancelled: nothing to retry.
-	return &Error{class: errclass.Critical, Status: last.Status, Endpoint: last.Endpoint, msg: "cancelled while calling " + c.where(ep, cl), err: ctx.Err()}
+	// Cancelled: the run is stopping, so nothing to retry.
+	return &Error{class: errclass.Cancelled, Status: last.Status, Endpoint: last.Endpoint, msg: "cancelled while calling " + c.where(ep, cl), err: ctx.Err()}
 }
 
 // retryPolicy is how one model call is retried: the client's defaults,

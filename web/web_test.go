@@ -535,6 +535,10 @@ func TestStopDuringModelCallThenResume(t *testing.T) {
 	if _, page := h.get("/runs/" + id); !strings.Contains(page, `data-node="reply" data-state="pending"`) {
 		t.Fatal("the node cut short does not show as pending, to run again")
 	}
+	// The abandoned call is marked cancelled, not as a failure to fix.
+	if _, page := h.get("/runs/" + id); !strings.Contains(page, "cancelled: cancelled while calling") {
+		t.Fatal("the abandoned model call is not shown as cancelled")
+	}
 	h.post("/runs/"+id+"/resume", url.Values{})
 	run = h.await(id, "completed")
 	if run.Outputs["text"] != "on time" {
