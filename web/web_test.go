@@ -548,13 +548,14 @@ func TestStopDuringModelCallThenResume(t *testing.T) {
 func TestStopRunStartedElsewhere(t *testing.T) {
 	h := newHarness(t, "")
 	h.fake.Push(llmtest.Reply{Text: "late", Delay: time.Minute})
-	ended := make(chan *runtime.Result, 1)
+	type ending struct {
+		res *runtime.Result
+		err error
+	}
+	ended := make(chan ending, 1)
 	go func() {
 		res, err := testEngine(h.st).Start(context.Background(), Launch{Path: filepath.Join(h.dir, "chat.yaml")}, nil, nil)
-		if err != nil {
-			t.Error(err)
-		}
-		ended <- res
+		ended <- ending{res, err}
 	}()
 	for h.fake.Calls() == 0 {
 		time.Sleep(10 * time.Millisecond)
@@ -572,9 +573,9 @@ func TestStopRunStartedElsewhere(t *testing.T) {
 		t.Fatalf("stop: %d %s: %s", code, loc, h.shown(loc))
 	}
 	select {
-	case res := <-ended:
-		if res == nil || res.Status != runtime.StatusStopped || res.Reason != "stopped from the web UI" {
-			t.Fatalf("the run ended %+v, want stopped from the web UI", res)
+	case e := <-ended:
+		if e.res == nil || e.res.Status != runtime.StatusStopped || e.res.Reason != "stopped from the web UI" {
+			t.Fatalf("the run ended %+v (%v), want stopped from the web UI", e.res, e.err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the run did not stop %s after Stop", time.Since(asked))
