@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/runtime"
@@ -143,8 +144,12 @@ func (r *Runner) execute(ctx context.Context, runID, forkOf string, p *dsl.Pipel
 		return nil, err
 	}
 	sink := &tee{rec: rec, show: r.Sink}
+	ctx, stop := context.WithCancelCause(ctx)
+	watched := r.watchStop(ctx, runID, stop)
 	res := runtime.Run(ctx, r.Kinds, p, inputs, runtime.Options{RunID: runID, ForkOf: forkOf, Sink: sink, LookupEnv: r.LookupEnv,
 		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops})
+	stop(nil)
+	<-watched
 	// The run's record must be written even when ctx was cancelled (Ctrl-C).
 	bg := context.WithoutCancel(ctx)
 	var recording error
@@ -169,6 +174,35 @@ func (r *Runner) execute(ctx context.Context, runID, forkOf string, p *dsl.Pipel
 	}
 	sink.finish(res, recording != nil)
 	return res, nil
+}
+
+// stopPoll is how often a run looks for a stop asked by another process.
+const stopPoll = 250 * time.Millisecond
+
+// watchStop cancels ctx with the reason of a stop another process asks
+// for in the store (store.RequestStop, the web UI), as Ctrl-C would: the
+// node in flight is abandoned and the run ends stopped, resumable. It
+// returns once ctx is done. A failed read is retried at the next tick: a
+// store that keeps failing fails the run through its recorder.
+func (r *Runner) watchStop(ctx context.Context, runID string, stop context.CancelCauseFunc) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(stopPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if reason, err := r.Store.StopRequested(ctx, runID); err == nil && reason != "" {
+				stop(&runtime.StopError{Reason: reason})
+				return
+			}
+		}
+	}()
+	return done
 }
 
 // recordingFailed makes a run whose record could not be written a failed

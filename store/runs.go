@@ -251,7 +251,7 @@ func (s *Store) Claim(ctx context.Context, id string) (*Run, error) {
 	if r.Status == StatusRunning && r.PID != os.Getpid() {
 		return nil, &InProgressError{Run: id, PID: r.PID}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, pid = ?, pid_start = ?, updated_at = ?, finished_at = NULL WHERE id = ?`,
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, pid = ?, pid_start = ?, stop_requested = '', updated_at = ?, finished_at = NULL WHERE id = ?`,
 		StatusRunning, os.Getpid(), processStart(os.Getpid()), now(), id); err != nil {
 		return nil, err
 	}
@@ -296,7 +296,7 @@ func (s *Store) Finish(ctx context.Context, id string, e Ending) error {
 	}
 	t := now()
 	_, err := s.db.ExecContext(ctx, `UPDATE runs SET status = ?, outputs = ?, error = ?, reason = ?, steps = ?, cost_usd = ?, tokens = ?,
-		pending = ?, pid = 0, pid_start = '', updated_at = ?, finished_at = ? WHERE id = ?`,
+		pending = ?, pid = 0, pid_start = '', stop_requested = '', updated_at = ?, finished_at = ? WHERE id = ?`,
 		e.Status, outputs, redact.String(e.Error), redact.String(e.Reason), e.Steps, e.CostUSD, e.Tokens, pending, t, t, id)
 	if err != nil {
 		return fmt.Errorf("run store %s: %w", s.path, err)

@@ -298,6 +298,9 @@ var migrations = []string{
 		hits       INTEGER NOT NULL DEFAULT 0,
 		PRIMARY KEY (endpoint, hash)
 	);`,
+	// A stop another process asked for (see RequestStop); the run's
+	// holder polls it.
+	`ALTER TABLE runs ADD COLUMN stop_requested TEXT NOT NULL DEFAULT '';`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -191,6 +191,9 @@ type runData struct {
 	RecentPoints []*runtime.Checkpoint
 	Forks        []*store.Run
 	Inspect      *inspector
+	// Stoppable: running here, or in another process, which polls the
+	// store for the stop.
+	Stoppable bool
 }
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
@@ -265,6 +268,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		d.Active, d.Auto = true, a.human.auto.Load()
 	}
 	s.mu.Unlock()
+	d.Stoppable = d.Active || run.Status == store.StatusRunning
 	if d.Snapshots, err = s.st.Snapshots(ctx, id); err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return

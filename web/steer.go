@@ -156,16 +156,19 @@ func (s *Server) resumeRun(ctx context.Context, id, from string, h *human) (stri
 	})
 }
 
+const stopReason = "stopped from the web UI"
+
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.mu.Lock()
 	a := s.active[id]
 	s.mu.Unlock()
 	if a == nil {
-		s.back(w, r, "/runs/"+id, fmt.Errorf("run %s is not running in this server: a run started by the CLI is stopped where it runs (Ctrl-C)", id))
+		// Another process runs it: it sees the request in the store.
+		s.back(w, r, "/runs/"+id, s.st.RequestStop(r.Context(), id, stopReason))
 		return
 	}
-	a.cancel(&runtime.StopError{Reason: "stopped from the web UI"})
+	a.cancel(&runtime.StopError{Reason: stopReason})
 	s.back(w, r, "/runs/"+id, nil)
 }
 

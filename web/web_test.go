@@ -546,6 +546,52 @@ func TestStopDuringModelCallThenResume(t *testing.T) {
 	}
 }
 
+// A run this server did not start (the CLI's, here a runner of its own
+// on the same store) shows a Stop button; Stop asks it through the store,
+// and it ends stopped with the web UI's reason, the model call abandoned.
+func TestStopRunStartedElsewhere(t *testing.T) {
+	h := newHarness(t, "")
+	h.fake.Push(llmtest.Reply{Text: "late", Delay: time.Minute})
+	type ending struct {
+		res *runtime.Result
+		err error
+	}
+	ended := make(chan ending, 1)
+	go func() {
+		res, err := testEngine(h.st).Start(context.Background(), Launch{Path: filepath.Join(h.dir, "chat.yaml")}, nil, nil)
+		ended <- ending{res, err}
+	}()
+	for h.fake.Calls() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	runs, err := h.st.Runs(context.Background())
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %v (%v)", runs, err)
+	}
+	id := runs[0].ID
+	if _, page := h.get("/runs/" + id); !strings.Contains(page, `id="stop"`) {
+		t.Fatal("no Stop button for a run started by another process")
+	}
+	asked := time.Now()
+	if code, loc := h.post("/runs/"+id+"/stop", url.Values{}); code != http.StatusSeeOther || strings.Contains(loc, "flash=") {
+		t.Fatalf("stop: %d %s: %s", code, loc, h.shown(loc))
+	}
+	select {
+	case e := <-ended:
+		if e.res == nil || e.res.Status != runtime.StatusStopped || e.res.Reason != "stopped from the web UI" {
+			t.Fatalf("the run ended %+v (%v), want stopped from the web UI", e.res, e.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the run did not stop %s after Stop", time.Since(asked))
+	}
+	if run := h.await(id, "stopped"); run.Reason != "stopped from the web UI" {
+		t.Fatalf("recorded reason %q", run.Reason)
+	}
+	if code, loc := h.post("/runs/"+id+"/stop", url.Values{}); code != http.StatusSeeOther || !strings.Contains(h.shown(loc), "not running") {
+		t.Fatalf("a second stop of the stopped run: %d %s", code, loc)
+	}
+}
+
 // The batch pages list batches with their progress, show one's items and
 // compare two, fixed and broken items named.
 func TestBatchPages(t *testing.T) {
