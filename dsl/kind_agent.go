@@ -41,11 +41,7 @@ func init() {
       "description": "User message that starts the agent's turn."
     },
     "images": {
-      "description": "Images sent with the prompt: file paths (inside the pipeline directory, or a file the user gave as an input), http(s) URLs or data URLs. Strings are \u0060${{ }}\u0060 templates; an entry that is exactly one \u0060${{ expr }}\u0060 may give a list of images, and an empty string or list gives none.",
-      "type": "array",
-      "items": {
-        "type": "string"
-      }
+      "$ref": "#/$defs/images"
     },
     "memory": {
       "description": "Name of a memory under \u0060memories:\u0060; the agent continues and extends that conversation.",
@@ -61,12 +57,7 @@ func init() {
       "minimum": 1
     },
     "cache": {
-      "description": "Answer identical requests from the run store's response cache, overriding the model's \u0060cache:\u0060: \u0060true\u0060 (only when temperature is 0), \u0060always\u0060 (whatever the temperature) or \u0060false\u0060.",
-      "enum": [
-        true,
-        false,
-        "always"
-      ]
+      "$ref": "#/$defs/node_cache"
     },
     "tools": {
       "description": "Names of the tools the agent may call: built-in, declared under \u0060tools:\u0060, or an MCP server's as \u0060server.tool\u0060 (\u0060server.*\u0060 for all of its tools).",

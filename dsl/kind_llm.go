@@ -43,11 +43,7 @@ func init() {
       "description": "User message for this call."
     },
     "images": {
-      "description": "Images sent with the prompt: file paths (inside the pipeline directory, or a file the user gave as an input), http(s) URLs or data URLs. Strings are \u0060${{ }}\u0060 templates; an entry that is exactly one \u0060${{ expr }}\u0060 may give a list of images, and an empty string or list gives none.",
-      "type": "array",
-      "items": {
-        "type": "string"
-      }
+      "$ref": "#/$defs/images"
     },
     "memory": {
       "description": "Name of a memory under \u0060memories:\u0060; the call continues and extends that conversation.",
@@ -72,12 +68,7 @@ func init() {
       "minimum": 1
     },
     "cache": {
-      "description": "Answer identical requests from the run store's response cache, overriding the model's \u0060cache:\u0060: \u0060true\u0060 (only when temperature is 0), \u0060always\u0060 (whatever the temperature) or \u0060false\u0060.",
-      "enum": [
-        true,
-        false,
-        "always"
-      ]
+      "$ref": "#/$defs/node_cache"
     }
   }
 }`,

@@ -20,7 +20,8 @@ func Reference() string {
 	_, doc := pipelineSchema()
 	node := doc["$defs"].(map[string]any)["node"].(map[string]any)
 	b.WriteString("## Fields of every node\n\n")
-	writeFields(&b, node, func(name string) bool { return specs[Kind(name)] == nil })
+	defs := doc["$defs"].(map[string]any)
+	writeFields(&b, node, defs, func(name string) bool { return specs[Kind(name)] == nil })
 	b.WriteString("\nA node with no kind key and a `set:` is a set node: its output is the values it assigned.\n\n")
 	b.WriteString("## Node kinds\n\n")
 	for _, s := range Kinds() {
@@ -31,7 +32,7 @@ func Reference() string {
 			fragment, _ = fragment["items"].(map[string]any)
 			b.WriteString("A list of cases, each with:\n\n")
 		}
-		writeFields(&b, fragment, func(string) bool { return true })
+		writeFields(&b, fragment, defs, func(string) bool { return true })
 		fmt.Fprintf(&b, "\n**Output** (`nodes.<id>`): %s\n\n```yaml\n%s\n```\n\n", s.Output, s.Example)
 	}
 	score := doc["properties"].(map[string]any)["score"].(map[string]any)
@@ -45,8 +46,9 @@ func Reference() string {
 	return b.String()
 }
 
-// writeFields writes a table of an object schema's properties.
-func writeFields(b *strings.Builder, schema map[string]any, keep func(string) bool) {
+// writeFields writes a table of an object schema's properties. A property
+// that is only a reference to one of defs is described by it.
+func writeFields(b *strings.Builder, schema, defs map[string]any, keep func(string) bool) {
 	props, _ := schema["properties"].(map[string]any)
 	required := map[string]bool{}
 	if req, ok := schema["required"].([]any); ok {
@@ -64,6 +66,11 @@ func writeFields(b *strings.Builder, schema map[string]any, keep func(string) bo
 	b.WriteString("| field | kind | description |\n|---|---|---|\n")
 	for _, name := range names {
 		p, _ := props[name].(map[string]any)
+		if ref, ok := p["$ref"].(string); ok && len(p) == 1 {
+			if def, ok := defs[strings.TrimPrefix(ref, "#/$defs/")].(map[string]any); ok {
+				p = def
+			}
+		}
 		shown := "`" + name + "`"
 		if required[name] {
 			shown += " (required)"

@@ -299,13 +299,20 @@ func sortedKeys(m map[string]any) []string {
 }
 
 // undocumented returns the pointers of properties without a non-empty
-// description.
+// description. A property that is only a reference to one of the
+// schema's $defs has the description of what it references (editors
+// show that one).
 func undocumented(schema any) []string {
 	var missing []string
+	root, _ := schema.(map[string]any)
+	defs, _ := root["$defs"].(map[string]any)
 	walk(schema, "#", func(ptr string, s map[string]any) {
 		props, _ := s["properties"].(map[string]any)
 		for _, name := range sortedKeys(props) {
 			p, _ := props[name].(map[string]any)
+			if ref, ok := p["$ref"].(string); ok && len(p) == 1 {
+				p, _ = defs[strings.TrimPrefix(ref, "#/$defs/")].(map[string]any)
+			}
 			if d, _ := p["description"].(string); strings.TrimSpace(d) == "" {
 				missing = append(missing, ptr+"/properties/"+name)
 			}
@@ -341,14 +348,16 @@ func TestEveryPropertyHasDescription(t *testing.T) {
 // TestUndocumentedDetected makes sure the description check can fail.
 func TestUndocumentedDetected(t *testing.T) {
 	var doc any
-	src := `{"$defs": {"x": {"oneOf": [{"properties": {"a": {"type": "string"}}}]}},
+	src := `{"$defs": {"x": {"oneOf": [{"properties": {"a": {"type": "string"}}}]},
+	                   "bare": {"type": "string"}, "told": {"description": "told", "type": "string"}},
 	         "properties": {"properties": {"description": "named properties", "type": "object"},
-	                        "b": {"description": "b", "items": {"properties": {"c": {}}}}}}`
+	                        "b": {"description": "b", "items": {"properties": {"c": {}}}},
+	                        "d": {"$ref": "#/$defs/bare"}, "e": {"$ref": "#/$defs/told"}, "f": {"$ref": "#/$defs/gone"}}}`
 	if err := json.Unmarshal([]byte(src), &doc); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(undocumented(doc), " ")
-	want := "#/$defs/x/oneOf/0/properties/a #/properties/b/items/properties/c"
+	want := "#/properties/d #/properties/f #/$defs/x/oneOf/0/properties/a #/properties/b/items/properties/c"
 	if got != want {
 		t.Fatalf("undocumented = %q, want %q", got, want)
 	}
