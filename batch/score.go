@@ -61,16 +61,7 @@ func NewScorer(p *dsl.Pipeline, extra []*dsl.Metric) *Scorer {
 
 // Names lists the metrics in declaration order.
 func (s *Scorer) Names() []string {
-	var out []string
-	for _, m := range s.Metrics {
-		out = append(out, m.Name)
-	}
-	if s.Judge != nil {
-		for _, o := range s.Judge.Outputs {
-			out = append(out, o.Name)
-		}
-	}
-	return out
+	return (&dsl.Score{Metrics: s.Metrics, Judge: s.Judge}).Names()
 }
 
 // judgeRun runs the judge pipeline on its inputs.
