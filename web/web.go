@@ -36,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -45,7 +46,7 @@ var assets embed.FS
 
 // Launch is a run to start.
 type Launch struct {
-	Path     string // the pipeline file, inside Dir
+	Pipeline *dsl.Pipeline // loaded from a file inside Dir
 	Inputs   map[string]any
 	Models   []string // NAME=MODEL overrides, as --model takes them
 	MaxLoops int
