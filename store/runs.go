@@ -96,8 +96,15 @@ func nullSeq(parent string, seq int64) any {
 	return seq
 }
 
-const runColumns = `id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, pipeline_src, pipeline_files, status, inputs, outputs, error, reason,
+const (
+	runColumns = runHead + `pipeline_src, pipeline_files` + runTail
+	// listColumns leave out the pipeline's source files, the bulk of a
+	// run's record, for lists read often.
+	listColumns = runHead + `'', 'null'` + runTail
+	runHead     = `id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, `
+	runTail     = `, status, inputs, outputs, error, reason,
 	cost_usd, tokens, steps, parent_run, parent_seq, pending, pid, pid_start, started_at, updated_at, finished_at`
+)
 
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var r Run
@@ -204,9 +211,10 @@ func longestShared(ref string, ids []string) []string {
 	return out
 }
 
-// Runs lists runs, newest first.
+// Runs lists runs, newest first, without their pipelines' source files
+// (PipelineSrc and PipelineFiles are empty; Run reads them).
 func (s *Store) Runs(ctx context.Context) ([]*Run, error) {
-	return queryAll(ctx, s, scanRun, `SELECT `+runColumns+` FROM runs ORDER BY started_at DESC, id DESC`)
+	return queryAll(ctx, s, scanRun, `SELECT `+listColumns+` FROM runs ORDER BY started_at DESC, id DESC`)
 }
 
 // queryAll runs a query and scans each row with scan.

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/flowrun/flowrun/runtime"
@@ -20,6 +22,20 @@ func (s *Store) Mark(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("run store %s: %w", s.path, err)
 	}
 	return fmt.Sprint(runs, updated, events), nil
+}
+
+// Status is a run's status as Run reports it (interrupted when the
+// process running it died), for a watcher that asks at every change:
+// it leaves out the pipeline's source files.
+func (s *Store) Status(ctx context.Context, id string) (string, error) {
+	r, err := scanRun(s.db.QueryRowContext(ctx, `SELECT `+listColumns+` FROM runs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", s.notFound(ctx, id)
+	}
+	if err != nil {
+		return "", fmt.Errorf("run %s: reading its status from %s: %w", id, s.path, err)
+	}
+	return r.Status, nil
 }
 
 // EventsAfter returns a run's events numbered after seq, in order, and

@@ -347,8 +347,8 @@ func (s *Server) runLive(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		after = last
-		if cur, err := s.st.Run(r.Context(), id); err == nil && cur.Status != status {
-			status = cur.Status
+		if cur, err := s.st.Status(r.Context(), id); err == nil && cur != status {
+			status = cur
 			data, _ := json.Marshal(status)
 			if send(w, f, "status", data) != nil {
 				return

@@ -177,7 +177,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		again(err)
 		return
 	}
-	l := Launch{Path: path, Inputs: inputs}
+	l := Launch{Pipeline: p, Inputs: inputs}
 	for name := range p.Models {
 		if m := strings.TrimSpace(r.FormValue("model." + name)); m != "" && m != p.Models[name].Model {
 			l.Models = append(l.Models, name+"="+m)

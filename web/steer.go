@@ -158,24 +158,30 @@ func (s *Server) resumeRun(ctx context.Context, id, from string, h *human) (stri
 
 const stopReason = "stopped from the web UI"
 
-func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+// onRun serves an action on the run the path names: it returns to the
+// run's page, showing the action's error there when it failed.
+func (s *Server) onRun(act func(r *http.Request, id string) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		s.back(w, r, "/runs/"+id, act(r, id))
+	}
+}
+
+func (s *Server) stop(r *http.Request, id string) error {
 	s.mu.Lock()
 	a := s.active[id]
 	s.mu.Unlock()
 	if a == nil {
 		// Another process runs it: it sees the request in the store.
-		s.back(w, r, "/runs/"+id, s.st.RequestStop(r.Context(), id, stopReason))
-		return
+		return s.st.RequestStop(r.Context(), id, stopReason)
 	}
 	a.cancel(&runtime.StopError{Reason: stopReason})
-	s.back(w, r, "/runs/"+id, nil)
+	return nil
 }
 
-func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+func (s *Server) resume(r *http.Request, id string) error {
 	_, err := s.resumeRun(r.Context(), id, "", nil)
-	s.back(w, r, "/runs/"+id, err)
+	return err
 }
 
 func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
@@ -195,64 +201,55 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 
 // auto switches auto-advance for a run: at once when it runs here, and
 // for its next resume from this server.
-func (s *Server) auto(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+func (s *Server) auto(r *http.Request, id string) error {
 	on := r.FormValue("auto") == "on"
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if a := s.active[id]; a != nil {
 		a.human.auto.Store(on)
 	}
 	set := s.settings[id]
 	set.auto = on
 	s.settings[id] = set
-	s.mu.Unlock()
-	s.back(w, r, "/runs/"+id, nil)
+	return nil
 }
 
-func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+func (s *Server) snapshot(r *http.Request, id string) error {
 	label := strings.TrimSpace(r.FormValue("label"))
 	if label == "" {
-		s.back(w, r, "/runs/"+id, errors.New("snapshot: give it a label"))
-		return
+		return errors.New("snapshot: give it a label")
 	}
 	_, err := s.st.Snapshot(r.Context(), id, label)
-	s.back(w, r, "/runs/"+id, err)
+	return err
 }
 
-func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+func (s *Server) rollback(r *http.Request, id string) error {
 	s.mu.Lock()
 	running := s.active[id] != nil
 	s.mu.Unlock()
 	if running {
-		s.back(w, r, "/runs/"+id, fmt.Errorf("run %s is running: stop it before rolling it back", id))
-		return
+		return fmt.Errorf("run %s is running: stop it before rolling it back", id)
 	}
 	_, err := s.st.Rollback(r.Context(), id, r.FormValue("snapshot"))
-	s.back(w, r, "/runs/"+id, err)
+	return err
 }
 
 // answer answers the question a waiting run asks, and resumes it.
-func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+func (s *Server) answer(r *http.Request, id string) error {
 	run, err := s.st.Run(r.Context(), id)
 	if err != nil {
-		s.back(w, r, "/runs/"+id, err)
-		return
+		return err
 	}
 	// A waiting run, or one stopped because its confirmation was
 	// declined: answering yes runs the node.
 	pending := run.Question()
 	if pending == nil {
-		s.back(w, r, "/runs/"+id, fmt.Errorf("run %s is %s, not waiting for an answer", id, run.Status))
-		return
+		return fmt.Errorf("run %s is %s, not waiting for an answer", id, run.Status)
 	}
 	q := *pending
 	a, err := readAnswer(r, &q)
 	if err != nil {
-		s.back(w, r, "/runs/"+id, err)
-		return
+		return err
 	}
 	s.mu.Lock()
 	set := s.settings[id]
@@ -260,7 +257,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 	h := newHuman(set.auto)
 	h.answers[q.Path] = a
 	_, err = s.resumeRun(r.Context(), id, "", h)
-	s.back(w, r, "/runs/"+id, err)
+	return err
 }
 
 // answerFields is the form for a question's answer: one control per

@@ -36,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -45,7 +46,7 @@ var assets embed.FS
 
 // Launch is a run to start.
 type Launch struct {
-	Path     string // the pipeline file, inside Dir
+	Pipeline *dsl.Pipeline // loaded from a file inside Dir
 	Inputs   map[string]any
 	Models   []string // NAME=MODEL overrides, as --model takes them
 	MaxLoops int
@@ -210,12 +211,12 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /runs/{id}/live", s.runLive)
 	m.HandleFunc("GET /start", s.startPage)
 	m.HandleFunc("POST /start", s.startRun)
-	m.HandleFunc("POST /runs/{id}/answer", s.answer)
-	m.HandleFunc("POST /runs/{id}/stop", s.stop)
-	m.HandleFunc("POST /runs/{id}/resume", s.resume)
-	m.HandleFunc("POST /runs/{id}/auto", s.auto)
-	m.HandleFunc("POST /runs/{id}/snapshot", s.snapshot)
-	m.HandleFunc("POST /runs/{id}/rollback", s.rollback)
+	m.HandleFunc("POST /runs/{id}/answer", s.onRun(s.answer))
+	m.HandleFunc("POST /runs/{id}/stop", s.onRun(s.stop))
+	m.HandleFunc("POST /runs/{id}/resume", s.onRun(s.resume))
+	m.HandleFunc("POST /runs/{id}/auto", s.onRun(s.auto))
+	m.HandleFunc("POST /runs/{id}/snapshot", s.onRun(s.snapshot))
+	m.HandleFunc("POST /runs/{id}/rollback", s.onRun(s.rollback))
 	m.HandleFunc("POST /runs/{id}/fork", s.fork)
 	m.HandleFunc("GET /batches", s.batchesPage)
 	m.HandleFunc("GET /batches/{id}", s.batchPage)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"html"
 	"io"
@@ -109,12 +108,8 @@ func testEngine(st *store.Store) Engine {
 	}
 	return Engine{
 		Start: func(ctx context.Context, l Launch, h runtime.Human, sink runtime.EventSink) (*runtime.Result, error) {
-			p, ds := dsl.Load(l.Path)
-			if p == nil {
-				return nil, errors.New(ds.String())
-			}
 			r := &durable.Runner{Store: st, Kinds: kinds(l.Models...), Sink: sink, Human: h, MaxLoops: l.MaxLoops}
-			return r.Start(ctx, p, l.Inputs)
+			return r.Start(ctx, l.Pipeline, l.Inputs)
 		},
 		Resume: func(ctx context.Context, run, from string, h runtime.Human, sink runtime.EventSink, maxLoops int) (*runtime.Result, error) {
 			r := &durable.Runner{Store: st, Sink: sink, Human: h, MaxLoops: maxLoops,
@@ -556,9 +551,13 @@ func TestStopRunStartedElsewhere(t *testing.T) {
 		res *runtime.Result
 		err error
 	}
+	p, ds := dsl.Load(filepath.Join(h.dir, "chat.yaml"))
+	if p == nil {
+		t.Fatal(ds)
+	}
 	ended := make(chan ending, 1)
 	go func() {
-		res, err := testEngine(h.st).Start(context.Background(), Launch{Path: filepath.Join(h.dir, "chat.yaml")}, nil, nil)
+		res, err := testEngine(h.st).Start(context.Background(), Launch{Pipeline: p}, nil, nil)
 		ended <- ending{res, err}
 	}()
 	for h.fake.Calls() == 0 {

@@ -89,11 +89,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func webEngine(st *store.Store, log io.Writer) web.Engine {
 	return web.Engine{
 		Start: func(ctx context.Context, l web.Launch, h runtime.Human, sink runtime.EventSink) (*runtime.Result, error) {
-			p := loadPipeline(l.Path, log)
-			if p == nil {
-				return nil, fmt.Errorf("%s does not load", l.Path)
-			}
-			return startRun(ctx, p, l.Inputs, launch{models: &modelFlags{models: l.Models}, db: st, sink: sink, human: h, maxLoops: l.MaxLoops}, log)
+			return startRun(ctx, l.Pipeline, l.Inputs, launch{models: &modelFlags{models: l.Models}, db: st, sink: sink, human: h, maxLoops: l.MaxLoops}, log)
 		},
 		Resume: func(ctx context.Context, run, from string, h runtime.Human, sink runtime.EventSink, maxLoops int) (*runtime.Result, error) {
 			return resumeRun(ctx, st, run, durable.ResumeOptions{From: from}, launch{models: &modelFlags{}, sink: sink, human: h, maxLoops: maxLoops}, log)

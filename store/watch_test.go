@@ -1,0 +1,34 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/flowrun/flowrun/store"
+)
+
+// Lists and the status a watcher polls read runs without their
+// pipelines' source files; Run reads them, and all three agree on the rest.
+func TestListsLeaveOutPipelineSources(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	newRun(t, s, "r1")
+	whole, err := s.Run(ctx, "r1")
+	if err != nil || whole.PipelineSrc != "src" {
+		t.Fatalf("Run: %+v %v, want its source", whole, err)
+	}
+	runs, err := s.Runs(ctx)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("Runs: %v %v", runs, err)
+	}
+	if r := runs[0]; r.PipelineSrc != "" || r.PipelineFiles != nil || r.ID != "r1" || r.Status != whole.Status || r.Inputs["n"] != whole.Inputs["n"] {
+		t.Errorf("listed %+v, want %+v without its sources", r, whole)
+	}
+	if st, err := s.Status(ctx, "r1"); err != nil || st != store.StatusRunning {
+		t.Errorf("Status: %q %v, want running", st, err)
+	}
+	if _, err := s.Status(ctx, "r2"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Status of an unknown run: %v, want ErrNotFound", err)
+	}
+}
