@@ -347,13 +347,13 @@ func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs
 		return &runtime.Result{RunID: row.Run, Status: runtime.StatusStopped, Reason: "interrupted"}, nil
 	}
 	lr.close()
-	if err := co.mirror(context.WithoutCancel(ctx), row.Run, inputs, res); err != nil {
-		return nil, fmt.Errorf("item %s: mirroring its run %s into %s: %w", row.Key, row.Run, co.Store.Path(), err)
-	}
 	out := &runtime.Result{RunID: row.Run, Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps,
 		CostUSD: res.CostUSD, Tokens: res.Tokens, Pending: res.Pending}
 	if res.Error != "" {
 		out.Err = runtime.Errorf(res.Class, "%s", res.Error)
+	}
+	if err := co.mirror(context.WithoutCancel(ctx), out, inputs); err != nil {
+		return nil, fmt.Errorf("item %s: mirroring its run %s into %s: %w", row.Key, row.Run, co.Store.Path(), err)
 	}
 	return out, nil
 }
@@ -421,7 +421,7 @@ func (co *Coordinator) stopped(ctx context.Context, row *store.BatchItem, inputs
 			res.CostUSD += e.Turn.CostUSD
 		}
 	}
-	if err := co.mirror(bg, row.Run, inputs, &Result{Status: res.Status, Reason: why, CostUSD: res.CostUSD}); err != nil {
+	if err := co.mirror(bg, res, inputs); err != nil {
 		return nil, fmt.Errorf("item %s: mirroring its run %s into %s: %w", row.Key, row.Run, co.Store.Path(), err)
 	}
 	return res, nil
@@ -471,11 +471,11 @@ func (co *Coordinator) forget(key, run string, lr *liveRun) {
 }
 
 // mirror copies a finished item run from JetStream into the local store.
-func (co *Coordinator) mirror(ctx context.Context, runID string, inputs map[string]any, res *Result) error {
-	if _, err := co.copyRun(ctx, runID, inputs, false); err != nil {
+func (co *Coordinator) mirror(ctx context.Context, res *runtime.Result, inputs map[string]any) error {
+	if _, err := co.copyRun(ctx, res.RunID, inputs, false); err != nil {
 		return err
 	}
-	return co.Store.Finish(ctx, runID, ending(res))
+	return co.Store.Finish(ctx, res.RunID, durable.Ending(res))
 }
 
 // copyRun brings the local store's copy of a run up to date with
@@ -535,14 +535,4 @@ func (co *Coordinator) copyRun(ctx context.Context, runID string, inputs map[str
 		}
 	}
 	return last, r.Flush(ctx)
-}
-
-func ending(res *Result) store.Ending {
-	end := store.Ending{Status: res.Status, Outputs: res.Outputs, Error: res.Error, Reason: res.Reason, Steps: res.Steps,
-		CostUSD: res.CostUSD, Tokens: int(res.Tokens)}
-	if res.Pending != nil {
-		b, _ := json.Marshal(res.Pending)
-		_ = json.Unmarshal(b, &end.Pending)
-	}
-	return end
 }
