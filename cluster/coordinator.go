@@ -483,10 +483,6 @@ func (co *Coordinator) mirror(ctx context.Context, res *runtime.Result, inputs m
 // process), and returns the stream sequence of the last event copied.
 // With claim, a run the store has as ended is marked running again.
 func (co *Coordinator) copyRun(ctx context.Context, runID string, inputs map[string]any, claim bool) (uint64, error) {
-	in, err := runtime.PrepareInputs(co.Pipeline, inputs)
-	if err != nil {
-		in = inputs
-	}
 	// Events recorded as they came, or by a coordinator killed while
 	// copying, are a prefix of the run's: the rest is added, nothing twice.
 	var haveEvents, haveCheckpoints int
@@ -500,12 +496,16 @@ func (co *Coordinator) copyRun(ctx context.Context, runID string, inputs map[str
 		if err != nil {
 			return 0, err
 		}
-		cps, err := co.Store.Checkpoints(ctx, runID, 0)
+		cps, err := co.Store.ListCheckpoints(ctx, runID)
 		if err != nil {
 			return 0, err
 		}
 		haveEvents, haveCheckpoints = len(evs), len(cps)
 	} else {
+		in, err := runtime.PrepareInputs(co.Pipeline, inputs)
+		if err != nil {
+			in = inputs
+		}
 		rec, err := durable.NewRunRecord(runID, co.Pipeline, in)
 		if err != nil {
 			return 0, err
