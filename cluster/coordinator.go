@@ -411,17 +411,15 @@ func (co *Coordinator) stopped(ctx context.Context, row *store.BatchItem, inputs
 	}
 	lr.close()
 	bg := context.WithoutCancel(ctx)
-	evs, _, err := co.c.loadEvents(bg, row.Run)
-	if err != nil {
-		return nil, fmt.Errorf("item %s: %w", row.Key, err)
-	}
-	for _, e := range evs {
+	_, err = co.copyRun(bg, row.Run, inputs, false)
+	if err == nil {
 		// Every turn paid, including those of a node the stop cut short.
-		if e.Type == runtime.EventModelTurn && e.Turn != nil {
-			res.CostUSD += e.Turn.CostUSD
-		}
+		res.CostUSD, _, err = co.Store.SpentSoFar(bg, row.Run)
 	}
-	if err := co.mirror(bg, res, inputs); err != nil {
+	if err == nil {
+		err = co.Store.Finish(bg, row.Run, durable.Ending(res))
+	}
+	if err != nil {
 		return nil, fmt.Errorf("item %s: mirroring its run %s into %s: %w", row.Key, row.Run, co.Store.Path(), err)
 	}
 	return res, nil
