@@ -347,13 +347,13 @@ func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs
 		return &runtime.Result{RunID: row.Run, Status: runtime.StatusStopped, Reason: "interrupted"}, nil
 	}
 	lr.close()
-	if err := co.mirror(context.WithoutCancel(ctx), row.Run, inputs, res); err != nil {
-		return nil, fmt.Errorf("item %s: mirroring its run %s into %s: %w", row.Key, row.Run, co.Store.Path(), err)
-	}
 	out := &runtime.Result{RunID: row.Run, Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps,
 		CostUSD: res.CostUSD, Tokens: res.Tokens, Pending: res.Pending}
 	if res.Error != "" {
 		out.Err = runtime.Errorf(res.Class, "%s", res.Error)
+	}
+	if err := co.mirror(context.WithoutCancel(ctx), out, inputs); err != nil {
+		return nil, fmt.Errorf("item %s: mirroring its run %s into %s: %w", row.Key, row.Run, co.Store.Path(), err)
 	}
 	return out, nil
 }
@@ -411,17 +411,15 @@ func (co *Coordinator) stopped(ctx context.Context, row *store.BatchItem, inputs
 	}
 	lr.close()
 	bg := context.WithoutCancel(ctx)
-	evs, _, err := co.c.loadEvents(bg, row.Run)
-	if err != nil {
-		return nil, fmt.Errorf("item %s: %w", row.Key, err)
-	}
-	for _, e := range evs {
+	_, err = co.copyRun(bg, row.Run, inputs, false)
+	if err == nil {
 		// Every turn paid, including those of a node the stop cut short.
-		if e.Type == runtime.EventModelTurn && e.Turn != nil {
-			res.CostUSD += e.Turn.CostUSD
-		}
+		res.CostUSD, _, err = co.Store.SpentSoFar(bg, row.Run)
 	}
-	if err := co.mirror(bg, row.Run, inputs, &Result{Status: res.Status, Reason: why, CostUSD: res.CostUSD}); err != nil {
+	if err == nil {
+		err = co.Store.Finish(bg, row.Run, durable.Ending(res))
+	}
+	if err != nil {
 		return nil, fmt.Errorf("item %s: mirroring its run %s into %s: %w", row.Key, row.Run, co.Store.Path(), err)
 	}
 	return res, nil
@@ -471,11 +469,11 @@ func (co *Coordinator) forget(key, run string, lr *liveRun) {
 }
 
 // mirror copies a finished item run from JetStream into the local store.
-func (co *Coordinator) mirror(ctx context.Context, runID string, inputs map[string]any, res *Result) error {
-	if _, err := co.copyRun(ctx, runID, inputs, false); err != nil {
+func (co *Coordinator) mirror(ctx context.Context, res *runtime.Result, inputs map[string]any) error {
+	if _, err := co.copyRun(ctx, res.RunID, inputs, false); err != nil {
 		return err
 	}
-	return co.Store.Finish(ctx, runID, ending(res))
+	return co.Store.Finish(ctx, res.RunID, durable.Ending(res))
 }
 
 // copyRun brings the local store's copy of a run up to date with
@@ -483,10 +481,6 @@ func (co *Coordinator) mirror(ctx context.Context, runID string, inputs map[stri
 // process), and returns the stream sequence of the last event copied.
 // With claim, a run the store has as ended is marked running again.
 func (co *Coordinator) copyRun(ctx context.Context, runID string, inputs map[string]any, claim bool) (uint64, error) {
-	in, err := runtime.PrepareInputs(co.Pipeline, inputs)
-	if err != nil {
-		in = inputs
-	}
 	// Events recorded as they came, or by a coordinator killed while
 	// copying, are a prefix of the run's: the rest is added, nothing twice.
 	var haveEvents, haveCheckpoints int
@@ -500,12 +494,16 @@ func (co *Coordinator) copyRun(ctx context.Context, runID string, inputs map[str
 		if err != nil {
 			return 0, err
 		}
-		cps, err := co.Store.Checkpoints(ctx, runID, 0)
+		cps, err := co.Store.ListCheckpoints(ctx, runID)
 		if err != nil {
 			return 0, err
 		}
 		haveEvents, haveCheckpoints = len(evs), len(cps)
 	} else {
+		in, err := runtime.PrepareInputs(co.Pipeline, inputs)
+		if err != nil {
+			in = inputs
+		}
 		rec, err := durable.NewRunRecord(runID, co.Pipeline, in)
 		if err != nil {
 			return 0, err
@@ -535,14 +533,4 @@ func (co *Coordinator) copyRun(ctx context.Context, runID string, inputs map[str
 		}
 	}
 	return last, r.Flush(ctx)
-}
-
-func ending(res *Result) store.Ending {
-	end := store.Ending{Status: res.Status, Outputs: res.Outputs, Error: res.Error, Reason: res.Reason, Steps: res.Steps,
-		CostUSD: res.CostUSD, Tokens: int(res.Tokens)}
-	if res.Pending != nil {
-		b, _ := json.Marshal(res.Pending)
-		_ = json.Unmarshal(b, &end.Pending)
-	}
-	return end
 }

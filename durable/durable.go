@@ -157,6 +157,18 @@ func (r *Runner) execute(ctx context.Context, runID, forkOf string, p *dsl.Pipel
 		recording = err
 		recordingFailed(res, err)
 	}
+	if err := r.Store.Finish(bg, runID, Ending(res)); err != nil {
+		if recording == nil || !errors.Is(recording, err) {
+			recordingFailed(res, err)
+		}
+		recording = err
+	}
+	sink.finish(res, recording != nil)
+	return res, nil
+}
+
+// Ending is how a run that ended with res is recorded in the store.
+func Ending(res *runtime.Result) store.Ending {
 	end := store.Ending{Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps,
 		CostUSD: res.CostUSD, Tokens: int(res.Tokens)}
 	if res.Pending != nil {
@@ -166,14 +178,7 @@ func (r *Runner) execute(ctx context.Context, runID, forkOf string, p *dsl.Pipel
 	if res.Err != nil {
 		end.Error = res.Err.Error()
 	}
-	if err := r.Store.Finish(bg, runID, end); err != nil {
-		if recording == nil || !errors.Is(recording, err) {
-			recordingFailed(res, err)
-		}
-		recording = err
-	}
-	sink.finish(res, recording != nil)
-	return res, nil
+	return end
 }
 
 // stopPoll is how often a run looks for a stop asked by another process.

@@ -53,14 +53,7 @@ func readBatchRecord(t *testing.T, db string) batchRecord {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	b, err := st.FindBatch(ctx, "last")
-	if err != nil {
-		t.Fatal(err)
-	}
-	items, err := st.BatchItems(ctx, b.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, items := lastBatchIn(t, st)
 	rec := batchRecord{status: map[string]string{}, outputs: map[string]string{}, finished: map[string]bool{}}
 	runs, _ := st.Runs(ctx)
 	rec.runs = len(runs)

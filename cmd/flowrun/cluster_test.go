@@ -187,12 +187,18 @@ func TestClusterBatchThreeWorkers(t *testing.T) {
 // lastBatch is the last batch in store db, with its items.
 func lastBatch(t *testing.T, db string) (*store.Batch, []*store.BatchItem) {
 	t.Helper()
-	ctx := context.Background()
 	st, err := store.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	return lastBatchIn(t, st)
+}
+
+// lastBatchIn is the last batch in the open store st, with its items.
+func lastBatchIn(t *testing.T, st *store.Store) (*store.Batch, []*store.BatchItem) {
+	t.Helper()
+	ctx := context.Background()
 	b, err := st.FindBatch(ctx, "last")
 	if err != nil {
 		t.Fatal(err)
