@@ -88,15 +88,5 @@ func (c *ListingCache) list(s *dsl.MCPServer, path string) ([]dsl.MCPTool, error
 func List(ctx context.Context, s *dsl.MCPServer) ([]dsl.MCPTool, error) {
 	ss := &Sessions{}
 	defer ss.Close()
-	tools, err := ss.Tools(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]dsl.MCPTool, len(tools))
-	for i, t := range tools {
-		in, _ := jsonPlain(t.InputSchema).(map[string]any)
-		outSchema, _ := jsonPlain(t.OutputSchema).(map[string]any)
-		out[i] = dsl.MCPTool{Name: t.Name, Description: t.Description, InputSchema: in, OutputSchema: outSchema}
-	}
-	return out, nil
+	return ss.Tools(ctx, s)
 }

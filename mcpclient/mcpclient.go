@@ -63,7 +63,7 @@ type conn struct {
 	ready   chan struct{} // closed once start has finished
 	err     error
 	session *mcp.ClientSession
-	tools   []*mcp.Tool
+	tools   []dsl.MCPTool
 	group   *proc.Group   // nil for HTTP
 	exited  chan struct{} // closed when the stdio process has exited
 	exitErr error         // how it exited, once exited is closed
@@ -189,8 +189,9 @@ func (ss *Sessions) connect(ctx context.Context, s *dsl.MCPServer) (*conn, error
 	return c, c.err
 }
 
-// Tools lists the server's tools, starting it if need be.
-func (ss *Sessions) Tools(ctx context.Context, s *dsl.MCPServer) ([]*mcp.Tool, error) {
+// Tools lists the server's tools, starting it if need be. The listing is
+// the one the server gave when it started.
+func (ss *Sessions) Tools(ctx context.Context, s *dsl.MCPServer) ([]dsl.MCPTool, error) {
 	c, err := ss.connect(ctx, s)
 	if err != nil {
 		return nil, err
@@ -254,7 +255,9 @@ func (c *conn) start(ctx context.Context, s *dsl.MCPServer, lookup func(string) 
 			c.stop()
 			return c.explain("listing its tools", err)
 		}
-		c.tools = append(c.tools, t)
+		in, _ := jsonPlain(t.InputSchema).(map[string]any)
+		out, _ := jsonPlain(t.OutputSchema).(map[string]any)
+		c.tools = append(c.tools, dsl.MCPTool{Name: t.Name, Description: t.Description, InputSchema: in, OutputSchema: out})
 	}
 	return nil
 }
