@@ -242,7 +242,7 @@ func (c *conn) start(ctx context.Context, s *dsl.MCPServer, lookup func(string) 
 	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		c.stop()
-		return c.explain("connecting", err)
+		return startFailed(s, c.explain("connecting", err))
 	}
 	c.session = session
 	if caps := session.InitializeResult().Capabilities; caps != nil && caps.Logging != nil {
@@ -253,7 +253,7 @@ func (c *conn) start(ctx context.Context, s *dsl.MCPServer, lookup func(string) 
 	for t, err := range session.Tools(ctx, nil) {
 		if err != nil {
 			c.stop()
-			return c.explain("listing its tools", err)
+			return startFailed(s, c.explain("listing its tools", err))
 		}
 		in, _ := jsonPlain(t.InputSchema).(map[string]any)
 		out, _ := jsonPlain(t.OutputSchema).(map[string]any)
@@ -414,6 +414,15 @@ func (c *conn) explain(doing string, err error) error {
 		}
 	}
 	return errors.New(msg)
+}
+
+// startFailed adds to why s did not start what to check, which validate
+// and run report at the server's line.
+func startFailed(s *dsl.MCPServer, err error) error {
+	if s.URL != "" {
+		return fmt.Errorf("%w (check url: and that a Streamable HTTP MCP server is up there)", err)
+	}
+	return fmt.Errorf("%w (check command: and args:; run them by hand: an MCP server waits for messages on stdin and writes only MCP messages to stdout)", err)
 }
 
 func lastLines(s string, n int) string {
