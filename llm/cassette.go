@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -125,18 +127,8 @@ func (c *Cassette) WriteFile(path string) error {
 	c.mu.Lock()
 	entries := append([]*entry(nil), c.entries...)
 	c.mu.Unlock()
-	sort.SliceStable(entries, func(i, j int) bool {
-		a, b := entries[i], entries[j]
-		if a.Node != b.Node {
-			return a.Node < b.Node
-		}
-		if a.Iteration != b.Iteration {
-			return a.Iteration < b.Iteration
-		}
-		if a.Attempt != b.Attempt {
-			return a.Attempt < b.Attempt
-		}
-		return a.seq < b.seq
+	slices.SortStableFunc(entries, func(a, b *entry) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Iteration, b.Iteration), cmp.Compare(a.Attempt, b.Attempt), cmp.Compare(a.seq, b.seq))
 	})
 	var buf bytes.Buffer
 	buf.WriteString("# flowrun cassette: model exchanges recorded with --record, answered by --replay.\n")

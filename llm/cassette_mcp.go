@@ -1,8 +1,9 @@
 package llm
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 )
 
 // MCPCall is one recorded call to an MCP server's tool: the answer a
@@ -80,17 +81,10 @@ func (c *Cassette) sortedMCP() ([]*MCPCall, []*MCPListing) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	calls := append([]*MCPCall(nil), c.mcp...)
-	sort.SliceStable(calls, func(i, j int) bool {
-		a, b := calls[i], calls[j]
-		if a.Node != b.Node {
-			return a.Node < b.Node
-		}
-		if a.Tool != b.Tool {
-			return a.Tool < b.Tool
-		}
-		return a.Repeat < b.Repeat
+	slices.SortStableFunc(calls, func(a, b *MCPCall) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Tool, b.Tool), cmp.Compare(a.Repeat, b.Repeat))
 	})
 	listings := append([]*MCPListing(nil), c.mcpTools...)
-	sort.Slice(listings, func(i, j int) bool { return listings[i].Server < listings[j].Server })
+	slices.SortFunc(listings, func(a, b *MCPListing) int { return cmp.Compare(a.Server, b.Server) })
 	return calls, listings
 }

@@ -12,10 +12,21 @@ import (
 
 // ListingCache lists servers' tools for flowrun validate and keeps each
 // listing in Dir, keyed by the server's command or URL (Key), so that
-// validating again starts no server. Refresh lists every server anew.
+// validating again starts no server. Refresh lists every server anew, once
+// per ListingCache however many files declare it: one validate command
+// uses one ListingCache. It is not safe for concurrent use.
 type ListingCache struct {
 	Dir     string
 	Refresh bool
+
+	listed map[string]listing // by Key, what this cache has read or listed
+}
+
+// listing is one server's tools, or why they could not be listed: a
+// server that fails is not tried again for the next file.
+type listing struct {
+	tools []dsl.MCPTool
+	err   error
 }
 
 // DefaultListingDir is where listings are kept: the user's cache directory.
@@ -29,7 +40,21 @@ func DefaultListingDir() string {
 
 // List is a dsl.MCPLister.
 func (c *ListingCache) List(s *dsl.MCPServer) ([]dsl.MCPTool, error) {
-	path := filepath.Join(c.Dir, Key(s)+".json")
+	key := Key(s)
+	l, ok := c.listed[key]
+	if !ok {
+		l.tools, l.err = c.list(s, filepath.Join(c.Dir, key+".json"))
+		if c.listed == nil {
+			c.listed = map[string]listing{}
+		}
+		c.listed[key] = l
+	}
+	return l.tools, l.err
+}
+
+// list reads the listing kept at path, or, when there is none or Refresh
+// is set, lists the server and keeps its listing there.
+func (c *ListingCache) list(s *dsl.MCPServer, path string) ([]dsl.MCPTool, error) {
 	if !c.Refresh {
 		if b, err := os.ReadFile(path); err == nil {
 			var tools []dsl.MCPTool
@@ -63,15 +88,5 @@ func (c *ListingCache) List(s *dsl.MCPServer) ([]dsl.MCPTool, error) {
 func List(ctx context.Context, s *dsl.MCPServer) ([]dsl.MCPTool, error) {
 	ss := &Sessions{}
 	defer ss.Close()
-	tools, err := ss.Tools(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]dsl.MCPTool, len(tools))
-	for i, t := range tools {
-		in, _ := jsonPlain(t.InputSchema).(map[string]any)
-		outSchema, _ := jsonPlain(t.OutputSchema).(map[string]any)
-		out[i] = dsl.MCPTool{Name: t.Name, Description: t.Description, InputSchema: in, OutputSchema: outSchema}
-	}
-	return out, nil
+	return ss.Tools(ctx, s)
 }

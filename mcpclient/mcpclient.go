@@ -63,7 +63,7 @@ type conn struct {
 	ready   chan struct{} // closed once start has finished
 	err     error
 	session *mcp.ClientSession
-	tools   []*mcp.Tool
+	tools   []dsl.MCPTool
 	group   *proc.Group   // nil for HTTP
 	exited  chan struct{} // closed when the stdio process has exited
 	exitErr error         // how it exited, once exited is closed
@@ -189,8 +189,9 @@ func (ss *Sessions) connect(ctx context.Context, s *dsl.MCPServer) (*conn, error
 	return c, c.err
 }
 
-// Tools lists the server's tools, starting it if need be.
-func (ss *Sessions) Tools(ctx context.Context, s *dsl.MCPServer) ([]*mcp.Tool, error) {
+// Tools lists the server's tools, starting it if need be. The listing is
+// the one the server gave when it started.
+func (ss *Sessions) Tools(ctx context.Context, s *dsl.MCPServer) ([]dsl.MCPTool, error) {
 	c, err := ss.connect(ctx, s)
 	if err != nil {
 		return nil, err
@@ -241,7 +242,7 @@ func (c *conn) start(ctx context.Context, s *dsl.MCPServer, lookup func(string) 
 	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		c.stop()
-		return c.explain("connecting", err)
+		return startFailed(s, c.explain("connecting", err))
 	}
 	c.session = session
 	if caps := session.InitializeResult().Capabilities; caps != nil && caps.Logging != nil {
@@ -252,9 +253,11 @@ func (c *conn) start(ctx context.Context, s *dsl.MCPServer, lookup func(string) 
 	for t, err := range session.Tools(ctx, nil) {
 		if err != nil {
 			c.stop()
-			return c.explain("listing its tools", err)
+			return startFailed(s, c.explain("listing its tools", err))
 		}
-		c.tools = append(c.tools, t)
+		in, _ := jsonPlain(t.InputSchema).(map[string]any)
+		out, _ := jsonPlain(t.OutputSchema).(map[string]any)
+		c.tools = append(c.tools, dsl.MCPTool{Name: t.Name, Description: t.Description, InputSchema: in, OutputSchema: out})
 	}
 	return nil
 }
@@ -411,6 +414,15 @@ func (c *conn) explain(doing string, err error) error {
 		}
 	}
 	return errors.New(msg)
+}
+
+// startFailed adds to why s did not start what to check, which validate
+// and run report at the server's line.
+func startFailed(s *dsl.MCPServer, err error) error {
+	if s.URL != "" {
+		return fmt.Errorf("%w (check url: and that a Streamable HTTP MCP server is up there)", err)
+	}
+	return fmt.Errorf("%w (check command: and args:; run them by hand: an MCP server waits for messages on stdin and writes only MCP messages to stdout)", err)
 }
 
 func lastLines(s string, n int) string {

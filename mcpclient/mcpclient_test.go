@@ -2,6 +2,8 @@ package mcpclient
 
 import (
 	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -45,5 +47,26 @@ func TestClosedSessionsStartNothing(t *testing.T) {
 	_, err := ss.Tools(t.Context(), &dsl.MCPServer{Name: "late", Command: "true"})
 	if err == nil || err.Error() != "mcp server late: the run has ended" {
 		t.Fatalf("a closed Sessions answered %v", err)
+	}
+}
+
+// A server that does not start says why, with its stderr, and what to
+// check: validate and run show it at the server's line.
+func TestServerThatExitsAtStartSaysWhatToCheck(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh")
+	}
+	_, err := List(t.Context(), &dsl.MCPServer{Name: "bad", Command: "/bin/sh", Args: []string{"-c", "echo no such module >&2; exit 3"}})
+	if err == nil {
+		t.Fatal("listed a server that exits at start")
+	}
+	for _, want := range []string{"no such module", "check command: and args:; run them by hand"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	_, err = List(t.Context(), &dsl.MCPServer{Name: "down", URL: "http://127.0.0.1:1/mcp"})
+	if err == nil || !strings.Contains(err.Error(), "check url:") {
+		t.Errorf("an unreachable URL gave %v, want what to check", err)
 	}
 }

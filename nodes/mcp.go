@@ -70,8 +70,7 @@ func (svc *Services) mcpListing(ctx context.Context, s *dsl.MCPServer) ([]llm.To
 	}
 	specs := make([]llm.ToolSpec, len(tools))
 	for i, t := range tools {
-		params, _ := t.InputSchema.(map[string]any)
-		specs[i] = llm.ToolSpec{Name: t.Name, Description: t.Description, Parameters: params}
+		specs[i] = llm.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}
 	}
 	if record != nil {
 		record.RecordMCPTools(s.Name, specs)

@@ -208,7 +208,7 @@ outputs:
 `
 
 // validate lists each server once (then from the cache until
-// --refresh-mcp), suggests the tool meant, types a tool node's args and
+// --refresh-mcp, which lists it once however many files declare it), suggests the tool meant, types a tool node's args and
 // result from the tool's schemas, and names a server that cannot start
 // at its line.
 func TestMCPValidateListsChecksAndTypes(t *testing.T) {
@@ -245,6 +245,11 @@ func TestMCPValidateListsChecksAndTypes(t *testing.T) {
 	flowrun(t, "validate", "--refresh-mcp", p)
 	if n := startCount(); n != 2 {
 		t.Errorf("--refresh-mcp: %d starts, want 2", n)
+	}
+	same := writeFile(t, dir, "same.yaml", fmt.Sprintf(mcpValidatePipeline, starts, every))
+	flowrun(t, "validate", "--refresh-mcp", p, same)
+	if n := startCount(); n != 3 {
+		t.Errorf("--refresh-mcp over two files declaring the same server: %d starts, want 3 (one more)", n)
 	}
 }
 

@@ -23,6 +23,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	code = exitOK
+	lister := &mcpclient.ListingCache{Dir: mcpclient.DefaultListingDir(), Refresh: *refreshMCP}
 	for _, f := range files {
 		if strings.HasSuffix(f, ".cassette.yaml") {
 			// So that `flowrun validate pipelines/*.yaml` checks pipelines only.
@@ -38,7 +39,6 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 			ok = tf != nil
 		} else {
 			var p *dsl.Pipeline
-			lister := &mcpclient.ListingCache{Dir: mcpclient.DefaultListingDir(), Refresh: *refreshMCP}
 			p, ds = dsl.LoadWith(f, dsl.Options{ListMCP: lister.List})
 			ok = p != nil
 		}
