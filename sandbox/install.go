@@ -303,8 +303,10 @@ func buildPython(ctx context.Context, dst, tmp string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "building Python %s for WASI from source (several minutes)\n", PythonVersion)
+	hb := startHeartbeat(out, 15*time.Second)
+	defer hb.Close()
 	cmd := exec.CommandContext(ctx, "bash", script, dst)
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdout, cmd.Stderr = hb, hb
 	// Own process group, so that cancelling stops make and the compilers
 	// too; the script's trap removes its temporary apt entry on TERM.
 	g, err := proc.Start(cmd, proc.Limits{Grace: 30 * time.Second})
