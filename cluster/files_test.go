@@ -70,8 +70,8 @@ nodes:
 	}
 
 	other := ref
-	other.Hash = "0123"
-	if _, err := c.fetchPipeline(ctx, cache, other); err == nil || !strings.Contains(err.Error(), "loads with hash "+p.Hash+" on this worker, not 0123") {
+	other.Hash = strings.Repeat("0", 64)
+	if _, err := c.fetchPipeline(ctx, cache, other); err == nil || !strings.Contains(err.Error(), "loads with hash "+p.Hash+" on this worker, not "+other.Hash) {
 		t.Fatalf("a reference whose hash is not the pipeline's: %v, want it refused", err)
 	}
 }
@@ -83,15 +83,33 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func TestSafePath(t *testing.T) {
-	for path, up := range map[string]int{"p.yaml": 0, "prompts/a.txt": 0, "../shared/x.yaml": 1, "../../y.yaml": 2} {
-		if got, err := safePath(path); err != nil || got != up {
-			t.Errorf("safePath(%q) = %d, %v; want %d", path, got, err, up)
-		}
+// TestPipelineRefCheck: a job's hash, file names and pipeline file name
+// are refused when they could lead a worker out of its cache directory.
+func TestPipelineRefCheck(t *testing.T) {
+	hash := strings.Repeat("ab", 32)
+	object := "sha256-" + hash
+	good := PipelineRef{Hash: hash, Main: "p.yaml", Files: []FileRef{{Path: "p.yaml", Object: object}, {Path: "prompts/a.md", Object: object}}}
+	if err := good.check(); err != nil {
+		t.Fatalf("a good reference: %v", err)
 	}
-	for _, path := range []string{"/etc/passwd", "C:/x"} {
-		if _, err := safePath(path); err == nil {
-			t.Errorf("safePath(%q) accepted", path)
+	for name, bad := range map[string]func(r *PipelineRef){
+		"hash ../x":             func(r *PipelineRef) { r.Hash = "../x" },
+		"hash too short":        func(r *PipelineRef) { r.Hash = hash[:10] },
+		"hash upper case":       func(r *PipelineRef) { r.Hash = strings.ToUpper(hash) },
+		"main ../../secret":     func(r *PipelineRef) { r.Main = "../../secret.yaml" },
+		"main absolute":         func(r *PipelineRef) { r.Main = "/etc/passwd" },
+		"main not a job file":   func(r *PipelineRef) { r.Main = "other.yaml" },
+		"file ../x":             func(r *PipelineRef) { r.Files = append(r.Files, FileRef{Path: "../x", Object: object}) },
+		"file a/../../x":        func(r *PipelineRef) { r.Files = append(r.Files, FileRef{Path: "a/../../x", Object: object}) },
+		"file absolute":         func(r *PipelineRef) { r.Files = append(r.Files, FileRef{Path: "/tmp/x", Object: object}) },
+		"file with a backslash": func(r *PipelineRef) { r.Files = append(r.Files, FileRef{Path: `..\x`, Object: object}) },
+		"object ../x":           func(r *PipelineRef) { r.Files[1].Object = "../x" },
+	} {
+		r := good
+		r.Files = append([]FileRef(nil), good.Files...)
+		bad(&r)
+		if err := r.check(); err == nil {
+			t.Errorf("%s: accepted", name)
 		}
 	}
 }
