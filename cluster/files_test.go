@@ -120,3 +120,45 @@ func TestDisplayURL(t *testing.T) {
 		t.Fatalf("DisplayURL = %q", got)
 	}
 }
+
+// TestFetchStaysInCache: a job whose hash or pipeline file name leads out
+// of the worker's cache writes nothing outside it and reads nothing
+// outside it: a file beside the cache never shows in the error.
+func TestFetchStaysInCache(t *testing.T) {
+	ctx := context.Background()
+	c, err := connect(ctx, Options{URL: embeddedNATS(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.nc.Close()
+	base := t.TempDir()
+	cache := filepath.Join(base, "a", "cache")
+	must(t, os.MkdirAll(cache, 0o700))
+	must(t, os.WriteFile(filepath.Join(base, "a", "secret.yaml"), []byte("api_key: sk-TOPSECRET-123\n"), 0o600))
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "p.yaml"), []byte("version: 1\nname: p\nnodes:\n  - id: s\n    set: {}\n"), 0o644))
+	p, ds := dsl.Load(filepath.Join(dir, "p.yaml"))
+	if p == nil {
+		t.Fatal(ds)
+	}
+	ref, err := c.uploadPipeline(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	escape := ref
+	escape.Hash = "../escape"
+	if _, err := c.fetchPipeline(ctx, cache, escape); err == nil {
+		t.Error("a job with hash ../escape was fetched")
+	}
+	if _, err := os.Stat(filepath.Join(base, "a", "escape")); err == nil {
+		t.Error("a job with hash ../escape wrote outside the worker's cache")
+	}
+
+	secret := ref
+	secret.Main = "../../secret.yaml"
+	_, err = c.fetchPipeline(ctx, cache, secret)
+	if err == nil || strings.Contains(err.Error(), "TOPSECRET") {
+		t.Errorf("a job whose pipeline file is ../../secret.yaml: %v", err)
+	}
+}

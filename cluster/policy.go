@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -37,7 +38,11 @@ func (w *Worker) allowed(p *dsl.Pipeline) error {
 			if s.Command == "" || w.AllowMCPStdio || slices.Contains(w.AllowMCPCommands, s.Command) {
 				continue
 			}
-			refused = append(refused, fmt.Sprintf("%s:%d:%d: mcp server %q would start the command %q", s.Pos.File, s.Pos.Line, s.Pos.Col, name, s.Command))
+			file := s.Pos.File
+			if rel, err := filepath.Rel(filepath.Dir(p.Path), file); err == nil {
+				file = rel // as the coordinator knows it, not where this worker keeps it
+			}
+			refused = append(refused, fmt.Sprintf("%s:%d:%d: mcp server %q would start the command %q", file, s.Pos.Line, s.Pos.Col, name, s.Command))
 		}
 	}
 	check(p)

@@ -221,17 +221,13 @@ func logLine(log io.Writer, line string) {
 }
 
 // item runs one job to its result, or hands it back. A job no trusted
-// coordinator signed is never run: it is reported and dropped, or, when
-// signed by a key other workers may trust, handed back.
+// coordinator signed is never run: it is reported and dropped.
 func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
 	bg := context.WithoutCancel(ctx)
 	if _, err := w.coordinators().msg(msg.Subject(), msg.Headers(), msg.Data()); err != nil {
+		// Dropped, not handed back: a job going round the workers would
+		// keep their slots busy. batch resume queues a dropped item again.
 		w.c.refused.report("jobs", fmt.Sprintf("refused the job on %s, not run: %v", msg.Subject(), err))
-		if errors.Is(err, errUntrusted) {
-			_ = msg.NakWithDelay(5 * time.Second)
-			sleep(ctx, 5*time.Second)
-			return
-		}
 		_ = msg.Term()
 		return
 	}

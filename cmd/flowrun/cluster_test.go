@@ -159,9 +159,8 @@ func localBaseline(t *testing.T, model *durModel, pipeline, data string, items i
 	return rec, summaryLine.FindString(stderr)
 }
 
-// checkClusterBatch checks the coordinator's store against the local
-// batch, and that JetStream holds exactly one result per item.
-func checkClusterBatch(t *testing.T, js jetstream.JetStream, db string, want batchRecord, items int) {
+// checkMirrored checks the coordinator's store against the local batch.
+func checkMirrored(t *testing.T, db string, want batchRecord, items int) {
 	t.Helper()
 	got := readBatchRecord(t, db)
 	if got.runs != items {
@@ -177,6 +176,13 @@ func checkClusterBatch(t *testing.T, js jetstream.JetStream, db string, want bat
 			}
 		}
 	}
+}
+
+// checkClusterBatch checks the coordinator's store against the local
+// batch, and that JetStream holds exactly one result per item.
+func checkClusterBatch(t *testing.T, js jetstream.JetStream, db string, want batchRecord, items int) {
+	t.Helper()
+	checkMirrored(t, db, want, items)
 	ctx := context.Background()
 	kv, err := js.KeyValue(ctx, "flowrun-results")
 	if err != nil {
