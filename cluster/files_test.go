@@ -34,11 +34,7 @@ func embeddedNATS(t *testing.T) string {
 // load as is refused.
 func TestPipelineTravelsByHash(t *testing.T) {
 	ctx := context.Background()
-	c, err := connect(ctx, Options{URL: embeddedNATS(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.nc.Close()
+	c := testConn(t, Options{URL: embeddedNATS(t)})
 	dir := t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(dir, "code"), 0o755))
 	must(t, os.WriteFile(filepath.Join(dir, "code", "check.py"), []byte("def f():\n    return 1\n"), 0o644))
@@ -74,6 +70,17 @@ nodes:
 	if _, err := c.fetchPipeline(ctx, cache, other); err == nil || !strings.Contains(err.Error(), "loads with hash "+p.Hash+" on this worker, not "+other.Hash) {
 		t.Fatalf("a reference whose hash is not the pipeline's: %v, want it refused", err)
 	}
+}
+
+// testConn connects as o says; the connection closes when the test ends.
+func testConn(t *testing.T, o Options) *conn {
+	t.Helper()
+	c, err := connect(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.nc.Close)
+	return c
 }
 
 func must(t *testing.T, err error) {
@@ -126,11 +133,7 @@ func TestDisplayURL(t *testing.T) {
 // outside it: a file beside the cache never shows in the error.
 func TestFetchStaysInCache(t *testing.T) {
 	ctx := context.Background()
-	c, err := connect(ctx, Options{URL: embeddedNATS(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.nc.Close()
+	c := testConn(t, Options{URL: embeddedNATS(t)})
 	base := t.TempDir()
 	cache := filepath.Join(base, "a", "cache")
 	must(t, os.MkdirAll(cache, 0o700))

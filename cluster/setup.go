@@ -44,6 +44,9 @@ type Options struct {
 	// Creds is a NATS credentials file (a user JWT and its nkey seed) or
 	// a file holding an nkey seed alone; a tls:// URL asks for TLS.
 	Creds string
+	// CA is a PEM file of the certificate authorities that sign the
+	// server's TLS certificate, when not the system's.
+	CA string
 
 	// Signer signs what this process publishes: a coordinator's jobs and
 	// stops; a worker's checkpoints, events and results.
@@ -72,23 +75,28 @@ func (o Options) workers() trust {
 	return trust{keys: keys, insecure: o.Insecure}
 }
 
-// connectOptions are the credentials Creds names.
+// connectOptions are the credentials Creds names and the authorities CA
+// names.
 func (o Options) connectOptions() ([]nats.Option, error) {
+	var opts []nats.Option
+	if o.CA != "" {
+		opts = append(opts, nats.RootCAs(o.CA))
+	}
 	if o.Creds == "" {
-		return nil, nil
+		return opts, nil
 	}
 	data, err := os.ReadFile(o.Creds)
 	if err != nil {
 		return nil, fmt.Errorf("reading the NATS credentials: %w", err)
 	}
 	if strings.Contains(string(data), "BEGIN NATS USER JWT") {
-		return []nats.Option{nats.UserCredentials(o.Creds)}, nil
+		return append(opts, nats.UserCredentials(o.Creds)), nil
 	}
 	opt, err := nats.NkeyOptionFromSeed(o.Creds)
 	if err != nil {
 		return nil, fmt.Errorf("NATS credentials %s: neither a credentials file nor an nkey seed: %w", o.Creds, err)
 	}
-	return []nats.Option{opt}, nil
+	return append(opts, opt), nil
 }
 
 func (o Options) ackWait() time.Duration {

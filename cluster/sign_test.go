@@ -86,11 +86,7 @@ func TestForgedRunStateIgnored(t *testing.T) {
 	url := embeddedNATS(t)
 	s, _ := testSigner(t, "worker")
 	var lines []string
-	c, err := connect(ctx, Options{URL: url, Signer: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.nc.Close()
+	c := testConn(t, Options{URL: url, Signer: s})
 	c.refused = &refusals{log: func(l string) { lines = append(lines, l) }}
 	const run = "r1"
 	cps := &checkpoints{c: c, run: run}

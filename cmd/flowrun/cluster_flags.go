@@ -16,6 +16,7 @@ const keygenHint = "make keys with: flowrun cluster keygen --out DIR (the coordi
 // reach NATS and whom they trust.
 type natsFlags struct {
 	creds       string
+	ca          string
 	sign        string
 	trust       inputFlags // coordinators' public keys (worker)
 	trustWorker inputFlags // workers' public keys
@@ -24,6 +25,7 @@ type natsFlags struct {
 
 func (f *natsFlags) register(fs *flag.FlagSet, worker bool) {
 	fs.StringVar(&f.creds, "nats-creds", "", "authenticate to NATS with this credentials `file` (a user JWT and seed) or nkey seed file; use a tls:// URL for TLS")
+	fs.StringVar(&f.ca, "nats-ca", "", "trust the NATS server's TLS certificate when signed by an authority in this PEM `file` (default: the system's)")
 	fs.BoolVar(&f.insecure, "nats-insecure", false, "accept unsigned jobs, results and events: anyone who can publish on the server can then run code here; only for a server no one else reaches")
 	fs.Var(&f.trustWorker, "nats-trust-worker", "accept checkpoints, events and results signed by this worker public `key` file (repeatable)")
 	if worker {
@@ -37,7 +39,7 @@ func (f *natsFlags) register(fs *flag.FlagSet, worker bool) {
 // options are the cluster options the flags give, for a worker or a
 // coordinator; an error says what is missing.
 func (f *natsFlags) options(url string, worker bool) (cluster.Options, error) {
-	o := cluster.Options{URL: url, Creds: f.creds, Insecure: f.insecure}
+	o := cluster.Options{URL: url, Creds: f.creds, CA: f.ca, Insecure: f.insecure}
 	if !f.insecure {
 		switch {
 		case worker && len(f.trust) == 0:
@@ -68,8 +70,8 @@ func (f *natsFlags) options(url string, worker bool) (cluster.Options, error) {
 // record keeps the flags with a batch, so that batch resume finds its
 // keys again: paths only, never a key.
 func (f *natsFlags) record(flags map[string]any) {
-	flags["nats_creds"], flags["nats_sign"], flags["nats_trust_worker"], flags["nats_insecure"] =
-		absOrEmpty(f.creds), absOrEmpty(f.sign), absAll(f.trustWorker), f.insecure
+	flags["nats_creds"], flags["nats_ca"], flags["nats_sign"], flags["nats_trust_worker"], flags["nats_insecure"] =
+		absOrEmpty(f.creds), absOrEmpty(f.ca), absOrEmpty(f.sign), absAll(f.trustWorker), f.insecure
 }
 
 // recorded fills the flags not given from those a batch recorded.
@@ -77,6 +79,9 @@ func (f *natsFlags) recorded(flags map[string]any, given map[string]bool) {
 	str := func(k string) string { s, _ := flags[k].(string); return s }
 	if !given["nats-creds"] {
 		f.creds = str("nats_creds")
+	}
+	if !given["nats-ca"] {
+		f.ca = str("nats_ca")
 	}
 	if !given["nats-sign"] {
 		f.sign = str("nats_sign")

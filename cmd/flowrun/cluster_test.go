@@ -30,6 +30,8 @@ import (
 // server or a cluster.
 type natsEndpoint interface {
 	url() string // the --nats value
+	// flags are the credentials flags of a role: "coordinator" or "worker".
+	flags(role string) []string
 	jetStream() jetstream.JetStream
 }
 
@@ -69,6 +71,8 @@ func (n *natsServer) restart() {
 }
 
 func (n *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
+
+func (n *natsServer) flags(string) []string { return nil }
 
 // jetStream is a client of the test's own, to look at what flowrun stored.
 func (n *natsServer) jetStream() jetstream.JetStream {
@@ -305,7 +309,7 @@ func startClusterWorkersOn(t *testing.T, ns natsEndpoint, items, workers int, de
 			c.requests <- struct{}{}
 			return llmtest.Reply{Delay: delay}
 		})
-		c.workers = append(c.workers, startWorker(t, c.model, key, c.ns.url(), workerArgs...))
+		c.workers = append(c.workers, startWorker(t, c.model, key, c.ns.url(), append(c.ns.flags("worker"), workerArgs...)...))
 	}
 	c.db = filepath.Join(t.TempDir(), "coord.db")
 	return c
@@ -314,7 +318,8 @@ func startClusterWorkersOn(t *testing.T, ns natsEndpoint, items, workers int, de
 // startCoordinator starts flowrun batch --nats; it needs no model
 // endpoint: the workers call the model.
 func (c *clusterBatch) startCoordinator(args ...string) *durProc {
-	return startDurProc(c.t, nil, append(append([]string{"batch", c.pipeline, "--dataset", c.data, "--nats", c.ns.url(), "--store", c.db}, coordinatorKeys(c.t)...), args...)...)
+	return startDurProc(c.t, nil, append(append(append([]string{"batch", c.pipeline, "--dataset", c.data, "--nats", c.ns.url(), "--store", c.db},
+		coordinatorKeys(c.t)...), c.ns.flags("coordinator")...), args...)...)
 }
 
 // workerCalls are the model calls the workers made.
