@@ -133,7 +133,7 @@ func readPEM(path, kind string) ([]byte, error) {
 	}
 	block, _ := pem.Decode(data)
 	if block == nil || block.Type != kind {
-		return nil, fmt.Errorf("key %s: not a PEM %s (make keys with flowrun cluster keygen)", path, kind)
+		return nil, fmt.Errorf("key %s: not a PEM %s", path, kind)
 	}
 	return block.Bytes, nil
 }

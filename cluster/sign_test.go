@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -148,5 +150,55 @@ func TestInputFilesOnTheHost(t *testing.T) {
 		if err := checkInputFiles(p, map[string]any{"image": ok}); err != nil {
 			t.Errorf("input %q: %v", ok, err)
 		}
+	}
+}
+
+// TestForgedStopIgnored: a worker stops a batch whose stop its trusted
+// coordinator signed, and ignores (and reports) a stop a stranger wrote.
+func TestForgedStopIgnored(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url := embeddedNATS(t)
+	coord, keys := testSigner(t, "coordinator")
+	var mu sync.Mutex
+	var lines []string
+	w := &Worker{Options: Options{URL: url, Coordinators: keys}}
+	w.c = testConn(t, w.Options)
+	w.c.refused = &refusals{log: func(l string) { mu.Lock(); lines = append(lines, l); mu.Unlock() }}
+	w.stopped, w.running = map[string]string{}, map[*runningItem]struct{}{}
+	stops, err := followBucket(ctx, w.c.js, stopsBucket, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); w.watchStops(stops) }()
+
+	forged, _ := seal(nil, stopsBucket, "b1", []byte(`"forged"`))
+	_, err = w.c.stops.Put(ctx, "b1", forged)
+	must(t, err)
+	real, _ := seal(coord, stopsBucket, "b2", []byte(`"--max-cost-usd 1"`))
+	_, err = w.c.stops.Put(ctx, "b2", real)
+	must(t, err)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		w.stopMu.Lock()
+		why, ok := w.stopped["b2"]
+		_, forgedStopped := w.stopped["b1"]
+		w.stopMu.Unlock()
+		if ok {
+			if why != "--max-cost-usd 1" || forgedStopped {
+				t.Errorf("stopped b2 for %q; b1 stopped: %v (want only b2)", why, forgedStopped)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the signed stop never reached the worker")
+		}
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lines) != 1 || !strings.Contains(lines[0], "refused a stop of batch b1") {
+		t.Errorf("reported %q", lines)
 	}
 }

@@ -54,15 +54,16 @@ func (f *natsFlags) options(url string, worker bool) (cluster.Options, error) {
 	}
 	var err error
 	if f.sign != "" {
-		if o.Signer, err = cluster.LoadSigner(f.sign); err != nil {
-			return o, err
-		}
+		o.Signer, err = cluster.LoadSigner(f.sign)
 	}
-	if o.Workers, err = cluster.LoadKeys(f.trustWorker); err != nil {
-		return o, err
+	if err == nil {
+		o.Workers, err = cluster.LoadKeys(f.trustWorker)
 	}
-	if o.Coordinators, err = cluster.LoadKeys(f.trust); err != nil {
-		return o, err
+	if err == nil {
+		o.Coordinators, err = cluster.LoadKeys(f.trust)
+	}
+	if err != nil {
+		return o, fmt.Errorf("%w (%s)", err, keygenHint)
 	}
 	return o, nil
 }
