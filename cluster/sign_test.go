@@ -202,3 +202,23 @@ func TestForgedStopIgnored(t *testing.T) {
 		t.Errorf("reported %q", lines)
 	}
 }
+
+// BenchmarkSignedEvent is what signing adds to each event: the worker
+// signs it, the coordinator checks it.
+func BenchmarkSignedEvent(b *testing.B) {
+	dir := b.TempDir()
+	key, pub, err := GenerateKey(dir, "w")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, _ := LoadSigner(key)
+	keys, _ := LoadKeys([]string{pub})
+	tr := trust{keys: keys}
+	data := []byte(strings.Repeat("x", 1024))
+	for b.Loop() {
+		m := signMsg(s, "flowrun.ev.r", "id", data)
+		if _, err := tr.msg(m.Subject, m.Header, m.Data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -86,8 +86,10 @@ func TestClusterWorkerNeedsTrust(t *testing.T) {
 	if code != exitInvalid || !strings.Contains(stderr, "--nats-trust") || !strings.Contains(stderr, "flowrun cluster keygen --out DIR") {
 		t.Fatalf("worker without --nats-trust: exit %d\n%s", code, stderr)
 	}
-	code, _, stderr = flowrun(t, "batch", "x.yaml", "--dataset", "d.jsonl", "--nats", ns.url())
-	if code != exitInvalid {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
+	code, _, stderr = flowrun(t, "batch", pipeline, "--dataset", clusterItems(t, dir, 1), "--nats", ns.url())
+	if code != exitInvalid || !strings.Contains(stderr, "give --nats-sign COORDINATOR.key and --nats-trust-worker WORKER.pub") {
 		t.Fatalf("batch --nats without --nats-sign: exit %d\n%s", code, stderr)
 	}
 	w := startDurProc(t, nil, "worker", "--nats", ns.url(), "--nats-insecure", "--cache-dir", t.TempDir())
