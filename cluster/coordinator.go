@@ -32,12 +32,11 @@ type Coordinator struct {
 	// StopWait bounds how long a halted batch waits for each running item
 	// to stop on its worker (a worker that died never says); default 30s.
 	StopWait time.Duration
-	// Log receives a line for each message refused: a job's result, event
-	// or checkpoint that no trusted worker signed.
+	// Log receives a line for each message refused: a result, event or
+	// checkpoint that no trusted worker signed.
 	Log io.Writer
 
 	c       *conn
-	workers trust
 	ref     PipelineRef
 	batch   string
 	session string // this coordinator's publishes, told apart from an earlier one's
@@ -83,7 +82,6 @@ func (co *Coordinator) Connect(ctx context.Context, o Options) error {
 		return err
 	}
 	c.refused = &refusals{log: func(line string) { logLine(co.Log, line) }}
-	co.workers = o.workers()
 	ref, err := c.uploadPipeline(ctx, co.Pipeline)
 	if err != nil {
 		c.nc.Close()
@@ -170,8 +168,8 @@ func (co *Coordinator) result(key string, value []byte) (item string, res *Resul
 		return "", nil
 	}
 	item, tag := key[:i], key[i+1:]
-	body, signer, err := co.workers.open(resultsBucket, key, value)
-	if err == nil && !co.workers.insecure && signer != tag {
+	body, signer, err := co.c.workers.open(resultsBucket, key, value)
+	if err == nil && !co.c.workers.insecure && signer != tag {
 		err = fmt.Errorf("it is stored under key %s but signed by key %s", tag, signer)
 	}
 	if err != nil {

@@ -357,8 +357,6 @@ func (w *Worker) record(ctx context.Context, item string, res *Result) error {
 	})
 }
 
-func (w *Worker) coordinators() trust { return w.Options.coordinators() }
-
 // heartbeat tells JetStream the item is still being worked on, a few
 // times per AckWait, until stop is called.
 func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
