@@ -321,7 +321,6 @@ func (p *durProc) abort() string {
 func (p *durProc) stdout() string { return p.out.String() }
 func (p *durProc) stderr() string { return p.err.String() }
 
-
 // runDurProc runs flowrun to its end as a subprocess, within durDeadline.
 func runDurProc(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
