@@ -16,16 +16,25 @@ import (
 
 func embeddedNATS(t *testing.T) string {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	s := startServer(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
+	return "nats://" + s.Addr().(*net.TCPAddr).String()
+}
+
+// startServer starts an embedded NATS server on a free local port, as o
+// says otherwise; it stops when the test ends.
+func startServer(t *testing.T, o *server.Options) *server.Server {
+	t.Helper()
+	o.Host, o.Port, o.NoLog, o.NoSigs = "127.0.0.1", server.RANDOM_PORT, true, true
+	s, err := server.NewServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
 	if !s.ReadyForConnections(20 * time.Second) {
 		t.Fatal("the NATS server did not start")
 	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return "nats://" + s.Addr().(*net.TCPAddr).String()
+	return s
 }
 
 // TestPipelineTravelsByHash: a pipeline and the files it loads, uploaded

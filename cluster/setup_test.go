@@ -17,15 +17,7 @@ import (
 // TestConnectWithoutJetStream: a server started without -js is told at
 // once, not retried as if it were electing a leader.
 func TestConnectWithoutJetStream(t *testing.T) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the NATS server did not start")
-	}
+	s := startServer(t, &server.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := connect(ctx, Options{URL: s.ClientURL()})
@@ -51,16 +43,7 @@ func TestCredsFile(t *testing.T) {
 	}
 	pub, _ := kp.PublicKey()
 	seed, _ := kp.Seed()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(),
-		NoLog: true, NoSigs: true, Nkeys: []*server.NkeyUser{{Nkey: pub}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the NATS server did not start")
-	}
+	s := startServer(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), Nkeys: []*server.NkeyUser{{Nkey: pub}}})
 	dir := t.TempDir()
 	seedFile := filepath.Join(dir, "worker.nk")
 	must(t, os.WriteFile(seedFile, seed, 0o600))
