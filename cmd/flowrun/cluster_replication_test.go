@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -116,10 +118,15 @@ func freePorts(t testing.TB, n int) []int {
 
 // startNATSCluster starts the three servers n1, n2 and n3 of the
 // documented configuration, on 127.0.0.1 ports instead of the example
-// hosts, and waits for the cluster to elect a JetStream meta leader.
-func startNATSCluster(t *testing.T) *natsCluster {
+// hosts, with accounts added to it, and waits for the cluster to elect a
+// JetStream meta leader.
+func startNATSCluster(t *testing.T, accounts ...string) *natsCluster {
 	t.Helper()
 	template := documentedClusterConf(t)
+	if !strings.Contains(template, "\naccounts {\n") {
+		t.Fatalf("the nats.conf of docs/scale-out.md has no accounts block:\n%s", template)
+	}
+	template = strings.Replace(template, "\naccounts {\n", "\naccounts {\n"+strings.Join(accounts, "\n")+"\n", 1)
 	ports := freePorts(t, 6) // a client and a route port per server
 	tlsDir := t.TempDir()
 	c := &natsCluster{t: t, ca: writeTestTLS(t, tlsDir), seeds: map[string]string{}}
@@ -297,14 +304,30 @@ func TestClusterThreeNodeReplication(t *testing.T) {
 }
 
 // TestClusterLockedDownServer: the documented server refuses a client
-// without credentials, and lets each role publish only its part: a worker
-// can queue no job and stop no batch; the coordinator can publish no
-// run's event or checkpoint and record no result.
+// without credentials, shows flowrun's streams to no other account, and
+// lets each role publish only its part: a worker can queue no job and
+// stop no batch; the coordinator can publish no run's event or checkpoint
+// and record no result.
 func TestClusterLockedDownServer(t *testing.T) {
-	cl := startNATSCluster(t)
+	cl := startNATSCluster(t, "  OTHER {jetstream: enabled, users: [{user: other, password: s3cret}]}")
 	if nc, err := cl.connect(""); err == nil {
 		nc.Close()
 		t.Fatal("the documented server let a client without credentials in")
+	}
+	// Another account, with JetStream of its own, sees none of flowrun's.
+	ctx, cancel := context.WithTimeout(context.Background(), durDeadline)
+	defer cancel()
+	if _, err := cl.jetStream().CreateStream(ctx, jetstream.StreamConfig{Name: "FLOWRUN_RUNS", Subjects: []string{"flowrun.ev.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := cl.connect("", nats.UserInfo("other", "s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	otherJS, _ := jetstream.New(other)
+	if _, err := otherJS.Stream(ctx, "FLOWRUN_RUNS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("another account looking up FLOWRUN_RUNS: %v, want not found", err)
 	}
 	for role, subjects := range map[string][]string{
 		"worker":      {"flowrun.items.b1.0", "$KV.flowrun-stops.b1"},
