@@ -33,9 +33,6 @@ type Signer struct {
 	id  string
 }
 
-// ID is the signer's key id: what logs and reports name it by.
-func (s *Signer) ID() string { return s.id }
-
 // Keys are the public keys one side trusts, by key id.
 type Keys map[string]ed25519.PublicKey
 

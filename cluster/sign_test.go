@@ -57,7 +57,7 @@ func TestKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, id, err := tr.open(resultsBucket, "b.1.x", value); err != nil || id != s.ID() {
+	if _, id, err := tr.open(resultsBucket, "b.1.x", value); err != nil || id != s.id {
 		t.Errorf("a signed value: %v (signer %s)", err, id)
 	}
 	if _, _, err := tr.open(resultsBucket, "b.2.x", value); !errors.Is(err, errForged) {
