@@ -34,7 +34,7 @@
 //     published, so a copy elsewhere does not verify. What is refused is
 //     reported and ignored.
 //   - A job's names cannot lead a worker's writes or reads out of its
-//     cache directory; a pipeline that starts a local process, or a job
-//     whose input names a path on the worker's host, fails unless the
-//     worker's operator allowed it.
+//     cache directory; a pipeline that starts a local process fails unless
+//     the worker's operator allowed it, and so does a job whose input
+//     names a path on the worker's host, always.
 package cluster
