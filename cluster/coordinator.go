@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,9 @@ type Coordinator struct {
 	// StopWait bounds how long a halted batch waits for each running item
 	// to stop on its worker (a worker that died never says); default 30s.
 	StopWait time.Duration
+	// Log receives a line for each message refused: a result, event or
+	// checkpoint that no trusted worker signed.
+	Log io.Writer
 
 	c       *conn
 	ref     PipelineRef
@@ -63,6 +67,7 @@ type liveRun struct {
 	ended   chan struct{}   // closed at its run_finished event
 	rec     *store.Recorder // its timeline in the local store, from its first event on
 	seq     uint64          // the stream sequence of the last event rec holds
+	seen    map[string]bool // the message ids of the events passed on: a copy is not
 	failed  bool            // recording failed: the run is mirrored whole when it ends
 }
 
@@ -76,6 +81,7 @@ func (co *Coordinator) Connect(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	c.refused = &refusals{log: func(line string) { logLine(co.Log, line) }}
 	ref, err := c.uploadPipeline(ctx, co.Pipeline)
 	if err != nil {
 		c.nc.Close()
@@ -118,7 +124,7 @@ func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 			co.event(msg)
 		}
 	})
-	results, err := followBucket(ctx, co.c.js, resultsBucket, batch+".*")
+	results, err := followBucket(ctx, co.c.js, resultsBucket, batch+".>")
 	if err != nil {
 		cancel()
 		return err
@@ -137,11 +143,9 @@ func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 			if value == nil {
 				continue // a deleted or purged result
 			}
-			var res Result
-			if err := json.Unmarshal(value, &res); err != nil {
-				res = Result{Status: runtime.StatusFailed, Error: fmt.Sprintf("the result in JetStream is not JSON: %v", err)}
+			if item, res := co.result(key, value); res != nil {
+				co.deliver(item, res)
 			}
-			co.deliver(key, &res)
 		}
 	})
 	// Results already there (a resumed batch) are known before any item
@@ -154,6 +158,31 @@ func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 	}
 }
 
+// result reads a result a worker recorded under key (<item key>.<its
+// signer>): one that a trusted worker did not sign, for the item key it
+// is under, is refused and reported.
+func (co *Coordinator) result(key string, value []byte) (item string, res *Result) {
+	i := strings.LastIndexByte(key, '.')
+	if i < 0 {
+		co.c.refused.report("results", fmt.Sprintf("refused the result %s: not a flowrun result key", key))
+		return "", nil
+	}
+	item, tag := key[:i], key[i+1:]
+	body, signer, err := co.c.workers.open(resultsBucket, key, value)
+	if err == nil && !co.c.workers.insecure && signer != tag {
+		err = fmt.Errorf("it is stored under key %s but signed by key %s", tag, signer)
+	}
+	if err != nil {
+		co.c.refused.report("results", fmt.Sprintf("refused the result of item %s: %v", item, err))
+		return "", nil
+	}
+	res = &Result{}
+	if err := json.Unmarshal(body, res); err != nil {
+		res = &Result{Status: runtime.StatusFailed, Error: fmt.Sprintf("the result in JetStream is not JSON: %v", err)}
+	}
+	return item, res
+}
+
 // event passes an event on to the item whose run published it.
 func (co *Coordinator) event(msg jetstream.Msg) {
 	co.mu.Lock()
@@ -162,21 +191,25 @@ func (co *Coordinator) event(msg jetstream.Msg) {
 	if lr == nil {
 		return
 	}
-	var e runtime.Event
-	if err := json.Unmarshal(msg.Data(), &e); err != nil {
-		return
+	var seq uint64
+	if md, err := msg.Metadata(); err == nil {
+		seq = md.Sequence.Stream
 	}
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
 	if lr.closed {
 		return
 	}
+	e, ok := co.c.event(msg.Subject(), seq, msg.Headers(), msg.Data(), lr.seen)
+	if !ok {
+		return
+	}
 	lr.started = true
 	if lr.sink != nil {
 		lr.sink.Event(e)
 	}
-	if md, err := msg.Metadata(); err == nil {
-		co.record(lr, strings.TrimPrefix(msg.Subject(), evSubject), md.Sequence.Stream, e)
+	if seq > 0 {
+		co.record(lr, strings.TrimPrefix(msg.Subject(), evSubject), seq, e)
 	}
 	if e.Type == runtime.EventRunFinished && !lr.over {
 		lr.over = true
@@ -273,10 +306,14 @@ func (co *Coordinator) Halt(why string) {
 	co.wg.Go(func() {
 		ctx := context.Background()
 		co.pubMu.Lock()
-		err := retry(ctx, "telling the workers that batch "+co.batch+" stopped", func(ctx context.Context) error {
-			_, err := co.c.stops.PutString(ctx, co.batch, why)
-			return err
-		})
+		reason, _ := json.Marshal(why)
+		stop, err := seal(co.c.signer, stopsBucket, co.batch, reason)
+		if err == nil {
+			err = retry(ctx, "telling the workers that batch "+co.batch+" stopped", func(ctx context.Context) error {
+				_, err := co.c.stops.Put(ctx, co.batch, stop)
+				return err
+			})
+		}
 		if err == nil {
 			err = retry(ctx, "removing the queued items of batch "+co.batch, func(ctx context.Context) error {
 				return co.c.items.Purge(ctx, jetstream.WithPurgeSubject(itemsSubject+co.batch+".>"))
@@ -297,7 +334,7 @@ var errHalted = errors.New("the batch is halted")
 func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs map[string]any, sink runtime.EventSink) (*runtime.Result, error) {
 	key := resultKey(row.Batch, row.Index)
 	ch := make(chan *Result, 1)
-	lr := &liveRun{sink: sink, inputs: inputs, ended: make(chan struct{})}
+	lr := &liveRun{sink: sink, inputs: inputs, ended: make(chan struct{}), seen: map[string]bool{}}
 	queued := true
 	co.mu.Lock()
 	switch {
@@ -453,7 +490,7 @@ func (co *Coordinator) publish(ctx context.Context, row *store.BatchItem, key st
 		}
 		// The id dedups this coordinator's retries only: an item a halt
 		// removed from the queue is queued again by the next one.
-		_, err = co.c.js.Publish(ctx, subject, data, jetstream.WithMsgID(key+"."+co.session))
+		_, err = co.c.js.PublishMsg(ctx, signMsg(co.c.signer, subject, key+"."+co.session, data))
 		return err
 	})
 }

@@ -13,9 +13,10 @@
 //   - A checkpoint that follows an external effect (see
 //     runtime.Checkpoint.Pure) is acknowledged by JetStream before the run
 //     goes on, exactly as the SQLite store makes it durable.
-//   - Each item has exactly one result: it is created under the item's key
-//     in a key-value bucket, and a second attempt to create it is refused
-//     and ignored.
+//   - Each item has exactly one result per worker key: it is created under
+//     the item's key and the worker's key id in a key-value bucket, and a
+//     second attempt to create it is refused and ignored; the coordinator
+//     takes the first.
 //   - A halted batch (Coordinator.Halt) queues nothing more, loses its
 //     queued items, and its running items stop at their next node on
 //     every worker, with their checkpoints stored and no result recorded,
@@ -25,4 +26,15 @@
 //   - Pipeline files travel by content hash through an object store, so
 //     workers need no shared filesystem; model endpoints and API keys come
 //     from each worker's own environment and never pass through NATS.
+//   - Unless Options.Insecure: a worker runs only jobs a trusted
+//     coordinator key signed (the job names every file by hash) and obeys
+//     only its stops; a coordinator takes only results, events and
+//     checkpoints a trusted worker key signed, and a worker restores only
+//     such checkpoints. Each signature covers where the value was
+//     published, so a copy elsewhere does not verify. What is refused is
+//     reported and ignored.
+//   - A job's names cannot lead a worker's writes or reads out of its
+//     cache directory; a pipeline that starts a local process fails unless
+//     the worker's operator allowed it, and so does a job whose input
+//     names a path on the worker's host, always.
 package cluster

@@ -6,14 +6,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/internal/confined"
 )
 
 // PipelineRef names a pipeline's files by content hash: what a worker
@@ -35,11 +38,10 @@ type FileRef struct {
 func (c *conn) uploadPipeline(ctx context.Context, p *dsl.Pipeline) (PipelineRef, error) {
 	ref := PipelineRef{Hash: p.Hash, Main: filepath.ToSlash(filepath.Base(p.Path))}
 	for _, s := range p.Sources {
-		if _, err := safePath(s.Path); err != nil {
-			return ref, err
+		if err := checkName(s.Path); err != nil {
+			return ref, fmt.Errorf("pipeline file %s: %w", s.Path, err)
 		}
-		sum := sha256.Sum256([]byte(s.Content))
-		name := "sha256-" + hex.EncodeToString(sum[:])
+		name := objectName([]byte(s.Content))
 		err := retry(ctx, "uploading "+s.Path+" to the JetStream object store", func(ctx context.Context) error {
 			if _, err := c.files.GetInfo(ctx, name); err == nil {
 				return nil
@@ -57,40 +59,69 @@ func (c *conn) uploadPipeline(ctx context.Context, p *dsl.Pipeline) (PipelineRef
 	return ref, nil
 }
 
-// safePath checks that a source path is relative and returns how many
-// ".." steps lead it out of the pipeline's directory (a file beside it):
-// fetchPipeline adds as many levels below its root.
-func safePath(p string) (int, error) {
-	clean := path.Clean(p)
-	if path.IsAbs(clean) || filepath.IsAbs(p) || strings.Contains(clean, ":") {
-		return 0, fmt.Errorf("pipeline file %s: a worker cannot rebuild a path outside the pipeline's tree; keep the files it loads in or under a common directory", p)
-	}
-	up := 0
-	for strings.HasPrefix(clean, "../") {
-		clean = clean[3:]
-		up++
-	}
-	return up, nil
+func objectName(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256-" + hex.EncodeToString(sum[:])
 }
 
-// fetchPipeline rebuilds a pipeline's files under dir (once per pipeline
-// hash) and loads it. A file whose content does not match its hash is
-// refused.
-func (c *conn) fetchPipeline(ctx context.Context, dir string, ref PipelineRef) (*dsl.Pipeline, error) {
-	depth := 0
+var (
+	hexHash    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	objectHash = regexp.MustCompile(`^sha256-[0-9a-f]{64}$`)
+)
+
+// checkName accepts a file name that stays in the pipeline's directory:
+// relative, slash-separated, clean, with no ".." step.
+func checkName(name string) error {
+	if name == "" || path.Clean(name) != name || strings.Contains(name, "\\") || !filepath.IsLocal(filepath.FromSlash(name)) || !fs.ValidPath(name) {
+		return fmt.Errorf("%q is not a clean relative path inside the pipeline's directory", name)
+	}
+	return nil
+}
+
+// check refuses a reference whose names could lead a worker's writes or
+// reads out of its cache directory: the hash names a directory there, the
+// files and the pipeline file are names inside it, and the pipeline file
+// is one of the files.
+func (ref PipelineRef) check() error {
+	if !hexHash.MatchString(ref.Hash) {
+		return fmt.Errorf("job: the pipeline hash %q is not 64 lowercase hex digits", ref.Hash)
+	}
+	main := false
 	for _, f := range ref.Files {
-		up, err := safePath(f.Path)
-		if err != nil {
-			return nil, err
+		if err := checkName(f.Path); err != nil {
+			return fmt.Errorf("job: pipeline file: %w", err)
 		}
-		depth = max(depth, up)
+		if !objectHash.MatchString(f.Object) {
+			return fmt.Errorf("job: pipeline file %s: the object name %q is not sha256-<64 hex digits>", f.Path, f.Object)
+		}
+		main = main || f.Path == ref.Main
 	}
-	root := filepath.Join(dir, ref.Hash)
-	for range depth {
-		root = filepath.Join(root, "_")
+	if err := checkName(ref.Main); err != nil {
+		return fmt.Errorf("job: the pipeline file: %w", err)
 	}
-	main := filepath.Join(root, filepath.FromSlash(ref.Main))
-	if _, err := os.Stat(filepath.Join(dir, ref.Hash, ".complete")); err != nil {
+	if !main {
+		return fmt.Errorf("job: the pipeline file %q is not among the job's files", ref.Main)
+	}
+	return nil
+}
+
+// fetchPipeline rebuilds a pipeline's files under dir/<hash> (once per
+// hash) and loads it from there. A file whose content does not match its
+// hash is refused; every write and read stays inside dir.
+func (c *conn) fetchPipeline(ctx context.Context, dir string, ref PipelineRef) (*dsl.Pipeline, error) {
+	if err := ref.check(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("making the pipeline cache: %w", err)
+	}
+	cache, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening the pipeline cache: %w", err)
+	}
+	defer cache.Close()
+	complete := path.Join(ref.Hash, ".complete")
+	if _, err := cache.Stat(complete); err != nil {
 		for _, f := range ref.Files {
 			var data []byte
 			err := retry(ctx, "fetching "+f.Path+" from the JetStream object store", func(ctx context.Context) error {
@@ -101,23 +132,31 @@ func (c *conn) fetchPipeline(ctx context.Context, dir string, ref PipelineRef) (
 			if err != nil {
 				return nil, err
 			}
-			sum := sha256.Sum256(data)
-			if "sha256-"+hex.EncodeToString(sum[:]) != f.Object {
+			if objectName(data) != f.Object {
 				return nil, fmt.Errorf("pipeline file %s: its content does not match its hash %s", f.Path, f.Object)
 			}
-			file := filepath.Join(root, filepath.FromSlash(f.Path))
-			if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-				return nil, err
+			file := path.Join(ref.Hash, f.Path)
+			if err := cache.MkdirAll(path.Dir(file), 0o700); err != nil {
+				return nil, fmt.Errorf("pipeline file %s: %w", f.Path, err)
 			}
-			if err := os.WriteFile(file, data, 0o600); err != nil {
-				return nil, err
+			if err := cache.WriteFile(file, data, 0o600); err != nil {
+				return nil, fmt.Errorf("pipeline file %s: %w", f.Path, err)
 			}
 		}
-		if err := os.WriteFile(filepath.Join(dir, ref.Hash, ".complete"), nil, 0o600); err != nil {
-			return nil, err
+		if err := cache.WriteFile(complete, nil, 0o600); err != nil {
+			return nil, fmt.Errorf("pipeline %s: %w", ref.Hash, err)
 		}
 	}
-	p, ds := dsl.Load(main)
+	root, err := filepath.Abs(filepath.Join(dir, ref.Hash))
+	if err != nil {
+		return nil, err
+	}
+	files := confined.Dir{Root: root, MaxBytes: dsl.DefaultMaxFileBytes}
+	src, err := files.ReadFile(ctx, ref.Main)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %s (hash %s): %w", ref.Main, ref.Hash, err)
+	}
+	p, ds := dsl.LoadSource(filepath.Join(root, filepath.FromSlash(ref.Main)), src)
 	if p == nil {
 		return nil, fmt.Errorf("pipeline %s (hash %s) does not load on this worker:\n%s", ref.Main, ref.Hash, ds)
 	}

@@ -16,16 +16,25 @@ import (
 
 func embeddedNATS(t *testing.T) string {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	s := startServer(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
+	return "nats://" + s.Addr().(*net.TCPAddr).String()
+}
+
+// startServer starts an embedded NATS server on a free local port, as o
+// says otherwise; it stops when the test ends.
+func startServer(t *testing.T, o *server.Options) *server.Server {
+	t.Helper()
+	o.Host, o.Port, o.NoLog, o.NoSigs = "127.0.0.1", server.RANDOM_PORT, true, true
+	s, err := server.NewServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
 	if !s.ReadyForConnections(20 * time.Second) {
 		t.Fatal("the NATS server did not start")
 	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return "nats://" + s.Addr().(*net.TCPAddr).String()
+	return s
 }
 
 // TestPipelineTravelsByHash: a pipeline and the files it loads, uploaded
@@ -34,11 +43,7 @@ func embeddedNATS(t *testing.T) string {
 // load as is refused.
 func TestPipelineTravelsByHash(t *testing.T) {
 	ctx := context.Background()
-	c, err := connect(ctx, Options{URL: embeddedNATS(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.nc.Close()
+	c := testConn(t, Options{URL: embeddedNATS(t)})
 	dir := t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(dir, "code"), 0o755))
 	must(t, os.WriteFile(filepath.Join(dir, "code", "check.py"), []byte("def f():\n    return 1\n"), 0o644))
@@ -70,10 +75,21 @@ nodes:
 	}
 
 	other := ref
-	other.Hash = "0123"
-	if _, err := c.fetchPipeline(ctx, cache, other); err == nil || !strings.Contains(err.Error(), "loads with hash "+p.Hash+" on this worker, not 0123") {
+	other.Hash = strings.Repeat("0", 64)
+	if _, err := c.fetchPipeline(ctx, cache, other); err == nil || !strings.Contains(err.Error(), "loads with hash "+p.Hash+" on this worker, not "+other.Hash) {
 		t.Fatalf("a reference whose hash is not the pipeline's: %v, want it refused", err)
 	}
+}
+
+// testConn connects as o says; the connection closes when the test ends.
+func testConn(t *testing.T, o Options) *conn {
+	t.Helper()
+	c, err := connect(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.nc.Close)
+	return c
 }
 
 func must(t *testing.T, err error) {
@@ -83,15 +99,33 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func TestSafePath(t *testing.T) {
-	for path, up := range map[string]int{"p.yaml": 0, "prompts/a.txt": 0, "../shared/x.yaml": 1, "../../y.yaml": 2} {
-		if got, err := safePath(path); err != nil || got != up {
-			t.Errorf("safePath(%q) = %d, %v; want %d", path, got, err, up)
-		}
+// TestPipelineRefCheck: a job's hash, file names and pipeline file name
+// are refused when they could lead a worker out of its cache directory.
+func TestPipelineRefCheck(t *testing.T) {
+	hash := strings.Repeat("ab", 32)
+	object := "sha256-" + hash
+	good := PipelineRef{Hash: hash, Main: "p.yaml", Files: []FileRef{{Path: "p.yaml", Object: object}, {Path: "prompts/a.md", Object: object}}}
+	if err := good.check(); err != nil {
+		t.Fatalf("a good reference: %v", err)
 	}
-	for _, path := range []string{"/etc/passwd", "C:/x"} {
-		if _, err := safePath(path); err == nil {
-			t.Errorf("safePath(%q) accepted", path)
+	for name, bad := range map[string]func(r *PipelineRef){
+		"hash ../x":             func(r *PipelineRef) { r.Hash = "../x" },
+		"hash too short":        func(r *PipelineRef) { r.Hash = hash[:10] },
+		"hash upper case":       func(r *PipelineRef) { r.Hash = strings.ToUpper(hash) },
+		"main ../../secret":     func(r *PipelineRef) { r.Main = "../../secret.yaml" },
+		"main absolute":         func(r *PipelineRef) { r.Main = "/etc/passwd" },
+		"main not a job file":   func(r *PipelineRef) { r.Main = "other.yaml" },
+		"file ../x":             func(r *PipelineRef) { r.Files = append(r.Files, FileRef{Path: "../x", Object: object}) },
+		"file a/../../x":        func(r *PipelineRef) { r.Files = append(r.Files, FileRef{Path: "a/../../x", Object: object}) },
+		"file absolute":         func(r *PipelineRef) { r.Files = append(r.Files, FileRef{Path: "/tmp/x", Object: object}) },
+		"file with a backslash": func(r *PipelineRef) { r.Files = append(r.Files, FileRef{Path: `..\x`, Object: object}) },
+		"object ../x":           func(r *PipelineRef) { r.Files[1].Object = "../x" },
+	} {
+		r := good
+		r.Files = append([]FileRef(nil), good.Files...)
+		bad(&r)
+		if err := r.check(); err == nil {
+			t.Errorf("%s: accepted", name)
 		}
 	}
 }
@@ -100,5 +134,43 @@ func TestDisplayURL(t *testing.T) {
 	got := DisplayURL("nats://user:s3cret@a:4222,nats://b:4222")
 	if strings.Contains(got, "s3cret") || got != "nats://a:4222,nats://b:4222" {
 		t.Fatalf("DisplayURL = %q", got)
+	}
+}
+
+// TestFetchStaysInCache: a job whose hash or pipeline file name leads out
+// of the worker's cache writes nothing outside it and reads nothing
+// outside it: a file beside the cache never shows in the error.
+func TestFetchStaysInCache(t *testing.T) {
+	ctx := context.Background()
+	c := testConn(t, Options{URL: embeddedNATS(t)})
+	base := t.TempDir()
+	cache := filepath.Join(base, "a", "cache")
+	must(t, os.MkdirAll(cache, 0o700))
+	must(t, os.WriteFile(filepath.Join(base, "a", "secret.yaml"), []byte("api_key: sk-TOPSECRET-123\n"), 0o600))
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "p.yaml"), []byte("version: 1\nname: p\nnodes:\n  - id: s\n    set: {}\n"), 0o644))
+	p, ds := dsl.Load(filepath.Join(dir, "p.yaml"))
+	if p == nil {
+		t.Fatal(ds)
+	}
+	ref, err := c.uploadPipeline(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	escape := ref
+	escape.Hash = "../escape"
+	if _, err := c.fetchPipeline(ctx, cache, escape); err == nil {
+		t.Error("a job with hash ../escape was fetched")
+	}
+	if _, err := os.Stat(filepath.Join(base, "a", "escape")); err == nil {
+		t.Error("a job with hash ../escape wrote outside the worker's cache")
+	}
+
+	secret := ref
+	secret.Main = "../../secret.yaml"
+	_, err = c.fetchPipeline(ctx, cache, secret)
+	if err == nil || strings.Contains(err.Error(), "TOPSECRET") {
+		t.Errorf("a job whose pipeline file is ../../secret.yaml: %v", err)
 	}
 }

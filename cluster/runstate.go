@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
@@ -30,20 +33,33 @@ func (s *checkpoints) Save(ctx context.Context, cp *runtime.Checkpoint) error {
 	}
 	data = redact.JSON(data)
 	id := s.run + "." + strconv.FormatInt(cp.Seq, 10)
+	msg := signMsg(s.c.signer, cpSubject+s.run, id, data)
 	return retry(ctx, "storing checkpoint "+id+" in JetStream", func(ctx context.Context) error {
-		_, err := s.c.js.Publish(ctx, cpSubject+s.run, data, jetstream.WithMsgID(id))
+		_, err := s.c.js.PublishMsg(ctx, msg)
 		return err
 	})
 }
 
-// loadCheckpoints reads back every checkpoint a run stored, in order.
+// loadCheckpoints reads back every checkpoint a run stored by a trusted
+// worker, in order. One not signed by a trusted worker is refused, and so
+// is a copy of an earlier one: a run restores only what its workers
+// stored.
 func (c *conn) loadCheckpoints(ctx context.Context, run string) ([]*runtime.Checkpoint, error) {
 	var out []*runtime.Checkpoint
-	err := c.eachMsg(ctx, cpSubject+run, func(_ uint64, data []byte) error {
+	var last int64 = -1
+	err := c.eachMsg(ctx, cpSubject+run, func(msg *jetstream.RawStreamMsg) error {
+		if _, err := c.workers.msg(msg.Subject, msg.Header, msg.Data); err != nil {
+			c.refused.report("checkpoints", fmt.Sprintf("refused a checkpoint of run %s (stream sequence %d): %v", run, msg.Sequence, err))
+			return nil
+		}
 		var cp runtime.Checkpoint
-		if err := json.Unmarshal(data, &cp); err != nil {
+		if err := json.Unmarshal(msg.Data, &cp); err != nil {
 			return fmt.Errorf("run %s: a checkpoint in JetStream is not JSON: %w", run, err)
 		}
+		if cp.Seq <= last {
+			return nil
+		}
+		last = cp.Seq
 		out = append(out, &cp)
 		return nil
 	})
@@ -51,22 +67,45 @@ func (c *conn) loadCheckpoints(ctx context.Context, run string) ([]*runtime.Chec
 }
 
 // loadEvents reads back every event a run's attempts published, in
-// order, and the stream sequence of the last.
+// order, and the stream sequence of the last; events not signed by a
+// trusted worker, and copies of one, are left out.
 func (c *conn) loadEvents(ctx context.Context, run string) (evs []runtime.Event, last uint64, err error) {
-	err = c.eachMsg(ctx, evSubject+run, func(seq uint64, data []byte) error {
-		var e runtime.Event
-		if err := json.Unmarshal(data, &e); err != nil {
-			return fmt.Errorf("run %s: an event in JetStream is not JSON: %w", run, err)
+	seen := map[string]bool{}
+	err = c.eachMsg(ctx, evSubject+run, func(msg *jetstream.RawStreamMsg) error {
+		e, ok := c.event(msg.Subject, msg.Sequence, msg.Header, msg.Data, seen)
+		if ok {
+			evs = append(evs, e)
 		}
-		evs, last = append(evs, e), seq
+		last = msg.Sequence
 		return nil
 	})
 	return evs, last, err
 }
 
+// event decodes an event message if a trusted worker signed it and seen
+// does not hold its id yet.
+func (c *conn) event(subject string, seq uint64, h nats.Header, data []byte, seen map[string]bool) (runtime.Event, bool) {
+	var e runtime.Event
+	run := strings.TrimPrefix(subject, evSubject)
+	if _, err := c.workers.msg(subject, h, data); err != nil {
+		c.refused.report("events", fmt.Sprintf("refused an event of run %s (stream sequence %d): %v", run, seq, err))
+		return e, false
+	}
+	id := h.Get(nats.MsgIdHdr)
+	if seen[id] {
+		return e, false
+	}
+	seen[id] = true
+	if err := json.Unmarshal(data, &e); err != nil {
+		c.refused.report("events", fmt.Sprintf("refused an event of run %s (stream sequence %d): not JSON", run, seq))
+		return e, false
+	}
+	return e, true
+}
+
 // eachMsg calls f on every message of subject in the runs stream, oldest
 // first, one direct get per message.
-func (c *conn) eachMsg(ctx context.Context, subject string, f func(seq uint64, data []byte) error) error {
+func (c *conn) eachMsg(ctx context.Context, subject string, f func(msg *jetstream.RawStreamMsg) error) error {
 	var seq uint64 = 1
 	for {
 		var msg *jetstream.RawStreamMsg
@@ -84,7 +123,7 @@ func (c *conn) eachMsg(ctx context.Context, subject string, f func(seq uint64, d
 		if msg == nil {
 			return nil
 		}
-		if err := f(msg.Sequence, msg.Data); err != nil {
+		if err := f(msg); err != nil {
 			return err
 		}
 		seq = msg.Sequence + 1
@@ -108,7 +147,7 @@ func (s *events) Event(e runtime.Event) {
 	if err != nil {
 		return
 	}
-	f, err := s.c.js.PublishAsync(evSubject+s.run, redact.JSON(data))
+	f, err := s.c.js.PublishMsgAsync(signMsg(s.c.signer, evSubject+s.run, nuid.Next(), redact.JSON(data)))
 	if err != nil {
 		return
 	}

@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -39,6 +41,62 @@ type Options struct {
 	AckWait time.Duration
 	// Name names this connection in the server's monitoring.
 	Name string
+	// Creds is a NATS credentials file (a user JWT and its nkey seed) or
+	// a file holding an nkey seed alone; a tls:// URL asks for TLS.
+	Creds string
+	// CA is a PEM file of the certificate authorities that sign the
+	// server's TLS certificate, when not the system's.
+	CA string
+
+	// Signer signs what this process publishes: a coordinator's jobs and
+	// stops; a worker's checkpoints, events and results.
+	Signer *Signer
+	// Coordinators are the keys whose jobs and stops a worker accepts.
+	Coordinators Keys
+	// Workers are the keys whose checkpoints, events and results are
+	// accepted; a worker adds its own.
+	Workers Keys
+	// Insecure accepts what is unsigned or signed by any key: anyone who
+	// can publish on the server can then run jobs on the workers and
+	// forge results. Only for a server no one else can reach.
+	Insecure bool
+}
+
+func (o Options) coordinators() trust { return trust{keys: o.Coordinators, insecure: o.Insecure} }
+
+func (o Options) workers() trust {
+	keys := Keys{}
+	for id, k := range o.Workers {
+		keys[id] = k
+	}
+	if o.Signer != nil {
+		keys[o.Signer.id] = o.Signer.key.Public().(ed25519.PublicKey)
+	}
+	return trust{keys: keys, insecure: o.Insecure}
+}
+
+// connectOptions are the credentials Creds names and the authorities CA
+// names.
+func (o Options) connectOptions() ([]nats.Option, error) {
+	var opts []nats.Option
+	if o.CA != "" {
+		opts = append(opts, nats.RootCAs(o.CA))
+	}
+	if o.Creds == "" {
+		return opts, nil
+	}
+	data, err := os.ReadFile(o.Creds)
+	if err != nil {
+		return nil, fmt.Errorf("reading the NATS credentials: %w", err)
+	}
+	if strings.Contains(string(data), "BEGIN NATS USER JWT") {
+		return append(opts, nats.UserCredentials(o.Creds)), nil
+	}
+	opt, err := nats.NkeyOptionFromSeed(o.Creds)
+	if err != nil {
+		return nil, fmt.Errorf("NATS credentials %s: neither a credentials file nor an nkey seed: %w", o.Creds, err)
+	}
+	return append(opts, opt), nil
 }
 
 func (o Options) ackWait() time.Duration {
@@ -50,6 +108,9 @@ func (o Options) ackWait() time.Duration {
 
 // conn is a connection with the streams and buckets flowrun needs.
 type conn struct {
+	signer  *Signer
+	workers trust // whose checkpoints and events are read back
+	refused *refusals
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	results jetstream.KeyValue
@@ -63,8 +124,12 @@ type conn struct {
 // connect dials NATS, reconnecting for ever after the first success (a
 // server restart is waited out), and creates what is missing.
 func connect(ctx context.Context, o Options) (*conn, error) {
-	nc, err := nats.Connect(o.URL, nats.Name(o.Name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
-		nats.RetryOnFailedConnect(false))
+	creds, err := o.connectOptions()
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(o.URL, append(creds, nats.Name(o.Name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
+		nats.RetryOnFailedConnect(false))...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", DisplayURL(o.URL), err)
 	}
@@ -90,7 +155,7 @@ func setup(ctx context.Context, nc *nats.Conn, o Options) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &conn{nc: nc, js: js}
+	c := &conn{nc: nc, js: js, signer: o.Signer, workers: o.workers()}
 	// A cluster creating a replicated stream (or electing its leader,
 	// with other workers creating the same ones) may take longer than a
 	// request's time-out.

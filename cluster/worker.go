@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,8 +63,13 @@ type Worker struct {
 	// Human answers questions for jobs published with Auto; without Auto
 	// a question leaves the item waiting.
 	Human func(auto bool) runtime.Human
-	// Log receives one line per item started and finished.
+	// Log receives one line per item started and finished, and one per
+	// message refused.
 	Log io.Writer
+	// AllowMCPStdio lets pipelines start MCP servers (local processes);
+	// AllowMCPCommands lets them start only these commands.
+	AllowMCPStdio    bool
+	AllowMCPCommands []string
 
 	c        *conn
 	mu       sync.Mutex // guards pipelines and fetching them
@@ -99,6 +105,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer c.nc.Close()
+	c.refused = &refusals{log: func(line string) { logLine(w.Log, line) }}
 	w.c, w.pipeline = c, map[string]*loaded{}
 	w.stopped, w.running = map[string]string{}, map[*runningItem]struct{}{}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, itemsStream, jetstream.ConsumerConfig{Durable: workerConsumer,
@@ -128,16 +135,27 @@ func (w *Worker) watchStops(stops *bucketFollower) {
 		if err != nil {
 			return
 		}
+		var reason string
+		if why != nil {
+			body, _, err := w.coordinators().open(stopsBucket, batch, why)
+			if err == nil {
+				err = json.Unmarshal(body, &reason)
+			}
+			if err != nil {
+				w.c.refused.report("stops", fmt.Sprintf("refused a stop of batch %s: %v", batch, err))
+				continue
+			}
+		}
 		w.stopMu.Lock()
 		if why == nil {
 			delete(w.stopped, batch)
 			w.stopMu.Unlock()
 			continue
 		}
-		w.stopped[batch] = string(why)
+		w.stopped[batch] = reason
 		for it := range w.running {
 			if it.batch == batch {
-				it.stop(&runtime.StopError{Reason: string(why)})
+				it.stop(&runtime.StopError{Reason: reason})
 			}
 		}
 		w.stopMu.Unlock()
@@ -193,15 +211,26 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-func (w *Worker) logf(format string, args ...any) {
-	if w.Log != nil {
-		fmt.Fprintf(w.Log, "%s %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+func (w *Worker) logf(format string, args ...any) { logLine(w.Log, fmt.Sprintf(format, args...)) }
+
+// logLine writes a time-stamped line to log, if there is one.
+func logLine(log io.Writer, line string) {
+	if log != nil {
+		fmt.Fprintf(log, "%s %s\n", time.Now().UTC().Format("15:04:05.000"), line)
 	}
 }
 
-// item runs one job to its result, or hands it back.
+// item runs one job to its result, or hands it back. A job no trusted
+// coordinator signed is never run: it is reported and dropped.
 func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
 	bg := context.WithoutCancel(ctx)
+	if _, err := w.coordinators().msg(msg.Subject(), msg.Headers(), msg.Data()); err != nil {
+		// Dropped, not handed back: a job going round the workers would
+		// keep their slots busy. batch resume queues a dropped item again.
+		w.c.refused.report("jobs", fmt.Sprintf("refused the job on %s, not run: %v", msg.Subject(), err))
+		_ = msg.Term()
+		return
+	}
 	var job Job
 	if err := json.Unmarshal(msg.Data(), &job); err != nil {
 		w.logf("dropping a message on %s that is not a job: %v", msg.Subject(), err)
@@ -213,7 +242,7 @@ func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
 		attempt = md.NumDelivered
 	}
 	key := resultKey(job.Batch, job.Index)
-	if _, err := w.c.results.Get(bg, key); err == nil {
+	if w.recorded(bg, key) {
 		// Its result was recorded by an earlier attempt killed before its ack.
 		_ = msg.DoubleAck(bg)
 		return
@@ -258,25 +287,74 @@ func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	res.Worker, res.Attempt = w.Name, attempt
-	data, err := json.Marshal(res)
-	if err != nil {
-		res = &Result{Run: job.Run, Status: runtime.StatusFailed, Error: fmt.Sprintf("encoding the result: %v", err), Worker: w.Name, Attempt: attempt}
-		data, _ = json.Marshal(res)
-	}
-	err = retry(bg, "recording the result of "+key, func(ctx context.Context) error {
-		_, err := w.c.results.Create(ctx, key, data)
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
+	if err := w.record(bg, key, res); err != nil {
 		w.logf("item %s: %v; handing it back", key, err)
 		_ = msg.Nak()
 		return
 	}
 	_ = msg.DoubleAck(bg)
 	w.logf("item %s %s", key, res.Status)
+}
+
+// resultKeyOf is where this worker records an item's result: under the
+// item's key and its own key id, so that no one without its key can take
+// the place first.
+func (w *Worker) resultKeyOf(item string) string {
+	if w.Signer == nil {
+		return item + ".unsigned"
+	}
+	return item + "." + w.Signer.id
+}
+
+// recorded says whether this worker's key holds a result of the item.
+func (w *Worker) recorded(ctx context.Context, item string) bool {
+	key := w.resultKeyOf(item)
+	e, err := w.c.results.Get(ctx, key)
+	if err != nil {
+		return false
+	}
+	_, _, err = w.own().open(resultsBucket, key, e.Value())
+	return err == nil
+}
+
+// own trusts this worker's key alone.
+func (w *Worker) own() trust {
+	t := trust{keys: Keys{}, insecure: w.Signer == nil}
+	if w.Signer != nil {
+		t.keys[w.Signer.id] = w.Signer.key.Public().(ed25519.PublicKey)
+	}
+	return t
+}
+
+// record creates the item's result once. A value someone else put under
+// this worker's key first is reported and replaced.
+func (w *Worker) record(ctx context.Context, item string, res *Result) error {
+	body, err := json.Marshal(res)
+	if err != nil {
+		body, _ = json.Marshal(&Result{Run: res.Run, Status: runtime.StatusFailed, Error: fmt.Sprintf("encoding the result: %v", err),
+			Worker: res.Worker, Attempt: res.Attempt})
+	}
+	key := w.resultKeyOf(item)
+	data, err := seal(w.Signer, resultsBucket, key, body)
+	if err != nil {
+		return fmt.Errorf("signing the result of %s: %w", item, err)
+	}
+	return retry(ctx, "recording the result of "+item, func(ctx context.Context) error {
+		_, err := w.c.results.Create(ctx, key, data)
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return err
+		}
+		e, err := w.c.results.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		if _, _, err := w.own().open(resultsBucket, key, e.Value()); err == nil {
+			return nil // an earlier attempt's
+		}
+		w.c.refused.report("results", fmt.Sprintf("replaced a result of item %s that this worker did not sign", item))
+		_, err = w.c.results.Update(ctx, key, data, e.Revision())
+		return err
+	})
 }
 
 // heartbeat tells JetStream the item is still being worked on, a few
@@ -317,6 +395,9 @@ func (w *Worker) execute(ctx context.Context, job Job, l *loaded, loadErr error)
 		return failed(loadErr)
 	}
 	in, err := runtime.PrepareInputs(l.p, job.Inputs)
+	if err == nil {
+		err = checkInputFiles(l.p, in)
+	}
 	if err != nil {
 		return failed(err)
 	}
@@ -351,6 +432,9 @@ func (w *Worker) load(ctx context.Context, ref PipelineRef) (*loaded, error) {
 		return l, nil
 	}
 	p, err := w.c.fetchPipeline(ctx, w.CacheDir, ref)
+	if err == nil {
+		err = w.allowed(p)
+	}
 	if err != nil {
 		return nil, err
 	}

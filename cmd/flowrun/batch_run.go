@@ -79,6 +79,8 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	filter := fs.String("filter", "", "run only the items for which this expr-lang `condition` over item holds, e.g. 'item.level == \"easy\"'")
 	natsURL := fs.String("nats", "", "run the items on flowrun workers through the NATS JetStream server at `URL` (see docs/scale-out.md)")
 	replicas := natsReplicasFlag(fs)
+	var nf natsFlags
+	nf.register(fs, false)
 	files, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -115,6 +117,14 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		return exitInvalid
 	}
 	bf.models.remote = *natsURL != ""
+	var o cluster.Options
+	if *natsURL != "" {
+		if o, err = nf.options(*natsURL, false); err != nil {
+			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+			return exitInvalid
+		}
+		o.Replicas = *replicas
+	}
 	if bf.models.replay == "" && !bf.models.remote && needsEndpoint(p) {
 		if c := datasetCassette(*dataset); c != "" {
 			bf.models.replay = c
@@ -148,13 +158,14 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			}
 		})
 		b.Flags["concurrency"] = window
-		co, err := remoteBatch(ctx, r, cluster.Options{URL: *natsURL, Replicas: *replicas}, len(items), window, bf.auto)
+		co, err := remoteBatch(ctx, r, o, len(items), window, bf.auto, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
 			return exitFailed
 		}
 		defer co.Close()
 		b.Flags["nats"] = cluster.DisplayURL(*natsURL)
+		nf.record(b.Flags)
 		created = func(b *store.Batch) {
 			view.start(b)
 			followErr = co.Follow(ctx, b.ID)
@@ -171,8 +182,11 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 // server o names. At most window items (0: every item) are queued or
 // running at once; the workers' own concurrency sets the pace within it.
 // A spend reaching --max-cost-usd halts the batch on every worker.
-func remoteBatch(ctx context.Context, r *batch.Runner, o cluster.Options, items, window int, auto bool) (*cluster.Coordinator, error) {
-	co := &cluster.Coordinator{Store: r.Store, Pipeline: r.Pipeline, Auto: auto, MaxLoops: r.MaxLoops}
+func remoteBatch(ctx context.Context, r *batch.Runner, o cluster.Options, items, window int, auto bool, log io.Writer) (*cluster.Coordinator, error) {
+	co := &cluster.Coordinator{Store: r.Store, Pipeline: r.Pipeline, Auto: auto, MaxLoops: r.MaxLoops, Log: log}
+	if o.Insecure {
+		fmt.Fprintln(log, "flowrun batch: warning: --nats-insecure: jobs go out unsigned, and results, events and costs are accepted from anyone who can publish on the server")
+	}
 	if err := co.Connect(ctx, o); err != nil {
 		return nil, err
 	}
@@ -285,6 +299,8 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	retry := fs.Bool("retry-failed", false, "also run the failed items again, each resuming its run (the failed node runs again)")
 	allowChanged := fs.Bool("allow-changed", false, "resume even if the pipeline changed since the batch started")
 	natsURL := fs.String("nats", "", "run the items on flowrun workers through the NATS server at `URL` (default: the one the batch ran with, if any)")
+	var nf natsFlags
+	nf.register(fs, false)
 	ids, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -364,6 +380,14 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		url = *natsURL
 	}
 	bf.models.remote = url != ""
+	var o cluster.Options
+	if url != "" {
+		nf.recorded(b.Flags, set)
+		if o, err = nf.options(url, false); err != nil {
+			fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
+			return exitInvalid
+		}
+	}
 	st, r, finish, code := batchRunner(p, &bf, stdin, stderr)
 	if r == nil {
 		return code
@@ -392,7 +416,7 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 			n, _ := b.Flags["concurrency"].(float64)
 			window = int(n)
 		}
-		co, err := remoteBatch(ctx, r, cluster.Options{URL: url}, len(rows), window, bf.auto)
+		co, err := remoteBatch(ctx, r, o, len(rows), window, bf.auto, stderr)
 		if err == nil {
 			defer co.Close()
 			err = co.Follow(ctx, b.ID)

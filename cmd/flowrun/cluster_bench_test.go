@@ -119,7 +119,7 @@ func BenchmarkClusterScaleOut(b *testing.B) {
 			for range n {
 				startBenchWorker(b, env, ns.url(), perWorker)
 			}
-			measure(b, "--nats", ns.url())
+			measure(b, append([]string{"--nats", ns.url()}, coordinatorKeys(b)...)...)
 		})
 	}
 }
@@ -133,7 +133,7 @@ func benchProcess(env []string, args ...string) *exec.Cmd {
 // startBenchWorker starts a worker and waits until it pulls items; it is
 // killed when the benchmark ends.
 func startBenchWorker(b *testing.B, env []string, url string, concurrency int) {
-	cmd := benchProcess(env, "worker", "--nats", url, "--concurrency", strconv.Itoa(concurrency), "--cache-dir", b.TempDir())
+	cmd := benchProcess(env, append([]string{"worker", "--nats", url, "--concurrency", strconv.Itoa(concurrency), "--cache-dir", b.TempDir()}, workerKeys(b)...)...)
 	ready := &readyWriter{said: "pulling items", ready: make(chan struct{})}
 	cmd.Stderr = ready
 	if err := cmd.Start(); err != nil {

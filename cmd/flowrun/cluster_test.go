@@ -6,6 +6,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -28,6 +30,8 @@ import (
 // server or a cluster.
 type natsEndpoint interface {
 	url() string // the --nats value
+	// flags are the credentials flags of a role: "coordinator" or "worker".
+	flags(role string) []string
 	jetStream() jetstream.JetStream
 }
 
@@ -68,6 +72,8 @@ func (n *natsServer) restart() {
 
 func (n *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
 
+func (n *natsServer) flags(string) []string { return nil }
+
 // jetStream is a client of the test's own, to look at what flowrun stored.
 func (n *natsServer) jetStream() jetstream.JetStream {
 	nc, err := nats.Connect(n.url())
@@ -86,7 +92,7 @@ func (n *natsServer) jetStream() jetstream.JetStream {
 // so that the fake model tells its requests apart; it is killed when the
 // test ends.
 func startWorker(t *testing.T, model *durModel, key, url string, extra ...string) *durProc {
-	args := append([]string{"worker", "--nats", url, "--concurrency", "2", "--ack-wait", "3s", "--cache-dir", t.TempDir()}, extra...)
+	args := append(append([]string{"worker", "--nats", url, "--concurrency", "2", "--ack-wait", "3s", "--cache-dir", t.TempDir()}, workerKeys(t)...), extra...)
 	var p *durProc
 	// Registered first, so run after p is killed and reaped.
 	t.Cleanup(func() {
@@ -96,6 +102,39 @@ func startWorker(t *testing.T, model *durModel, key, url string, extra ...string
 	})
 	p = startDurProc(t, model.env(key), args...)
 	return p
+}
+
+// clusterKeyDir holds the keys of every cluster test, made once with
+// cluster.GenerateKey beside the tests' store (TestMain removes it).
+var clusterKeyDir = sync.OnceValues(func() (string, error) {
+	dir := filepath.Join(filepath.Dir(os.Getenv("FLOWRUN_STORE")), "cluster-keys")
+	for _, name := range []string{"coordinator", "worker"} {
+		if _, _, err := cluster.GenerateKey(dir, name); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+})
+
+func keyFile(t testing.TB, name string) string {
+	t.Helper()
+	dir, err := clusterKeyDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
+}
+
+// workerKeys are the flags of a worker that trusts the tests'
+// coordinator key and signs with the tests' worker key.
+func workerKeys(t testing.TB) []string {
+	return []string{"--nats-trust", keyFile(t, "coordinator.pub"), "--nats-sign", keyFile(t, "worker.key")}
+}
+
+// coordinatorKeys are the flags of a coordinator that signs with the
+// tests' coordinator key and trusts the tests' worker key.
+func coordinatorKeys(t testing.TB) []string {
+	return []string{"--nats-sign", keyFile(t, "coordinator.key"), "--nats-trust-worker", keyFile(t, "worker.pub")}
 }
 
 // clusterItems writes a dataset of n items for killBatchPipeline.
@@ -124,9 +163,8 @@ func localBaseline(t *testing.T, model *durModel, pipeline, data string, items i
 	return rec, summaryLine.FindString(stderr)
 }
 
-// checkClusterBatch checks the coordinator's store against the local
-// batch, and that JetStream holds exactly one result per item.
-func checkClusterBatch(t *testing.T, js jetstream.JetStream, db string, want batchRecord, items int) {
+// checkMirrored checks the coordinator's store against the local batch.
+func checkMirrored(t *testing.T, db string, want batchRecord, items int) {
 	t.Helper()
 	got := readBatchRecord(t, db)
 	if got.runs != items {
@@ -142,25 +180,32 @@ func checkClusterBatch(t *testing.T, js jetstream.JetStream, db string, want bat
 			}
 		}
 	}
+}
+
+// checkClusterBatch checks the coordinator's store against the local
+// batch, and that JetStream holds exactly one result per item.
+func checkClusterBatch(t *testing.T, js jetstream.JetStream, db string, want batchRecord, items int) {
+	t.Helper()
+	checkMirrored(t, db, want, items)
 	ctx := context.Background()
 	kv, err := js.KeyValue(ctx, "flowrun-results")
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := lastBatch(t, db)
-	keys, err := kv.ListKeysFiltered(ctx, b.ID+".*")
+	keys, err := kv.ListKeysFiltered(ctx, b.ID+".>")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	results := map[string]bool{}
 	for k := range keys.Keys() {
-		n++
+		results[k[:strings.LastIndexByte(k, '.')]] = true // <batch>.<index>.<signer>
 		h, err := kv.History(ctx, k)
 		if err != nil || len(h) != 1 {
 			t.Errorf("result %s: %d values (%v), want exactly one", k, len(h), err)
 		}
 	}
-	if n != items {
+	if n := len(results); n != items {
 		t.Errorf("%d results in JetStream for %d items", n, items)
 	}
 }
@@ -264,7 +309,7 @@ func startClusterWorkersOn(t *testing.T, ns natsEndpoint, items, workers int, de
 			c.requests <- struct{}{}
 			return llmtest.Reply{Delay: delay}
 		})
-		c.workers = append(c.workers, startWorker(t, c.model, key, c.ns.url(), workerArgs...))
+		c.workers = append(c.workers, startWorker(t, c.model, key, c.ns.url(), append(c.ns.flags("worker"), workerArgs...)...))
 	}
 	c.db = filepath.Join(t.TempDir(), "coord.db")
 	return c
@@ -273,7 +318,8 @@ func startClusterWorkersOn(t *testing.T, ns natsEndpoint, items, workers int, de
 // startCoordinator starts flowrun batch --nats; it needs no model
 // endpoint: the workers call the model.
 func (c *clusterBatch) startCoordinator(args ...string) *durProc {
-	return startDurProc(c.t, nil, append([]string{"batch", c.pipeline, "--dataset", c.data, "--nats", c.ns.url(), "--store", c.db}, args...)...)
+	return startDurProc(c.t, nil, append(append(append([]string{"batch", c.pipeline, "--dataset", c.data, "--nats", c.ns.url(), "--store", c.db},
+		coordinatorKeys(c.t)...), c.ns.flags("coordinator")...), args...)...)
 }
 
 // workerCalls are the model calls the workers made.
@@ -415,7 +461,7 @@ func TestClusterWorkerKills(t *testing.T) {
 		spawn()
 	}
 	db := filepath.Join(t.TempDir(), "coord.db")
-	coord := startDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+	coord := startDurProc(t, model.env("sk-coord"), append([]string{"batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db}, coordinatorKeys(t)...)...)
 
 	type kill struct {
 		at       time.Time
@@ -521,7 +567,7 @@ func TestClusterSharedRateBudget(t *testing.T) {
 		pipeline := writeFile(t, dir, "limited.yaml", strings.Replace(killBatchPipeline,
 			"models: {default: {model: gpt-4.1-mini}}", "models: {default: {model: gpt-4.1-mini, "+limits+"}}", 1))
 		db := filepath.Join(t.TempDir(), "coord.db")
-		code, _, stderr := runDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+		code, _, stderr := runDurProc(t, model.env("sk-coord"), append([]string{"batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db}, coordinatorKeys(t)...)...)
 		if code != exitOK {
 			t.Fatalf("batch --nats with %s: exit %d\n%s", limits, code, stderr)
 		}
@@ -569,9 +615,9 @@ func TestClusterWorkerSIGTERM(t *testing.T) {
 		go func() { time.Sleep(200 * time.Millisecond); replied <- struct{}{} }()
 		return llmtest.Reply{Delay: 150 * time.Millisecond}
 	})
-	first := startDurProc(t, model.env("sk-first"), "worker", "--nats", ns.url(), "--concurrency", "2", "--ack-wait", "1m", "--cache-dir", t.TempDir())
+	first := startDurProc(t, model.env("sk-first"), append([]string{"worker", "--nats", ns.url(), "--concurrency", "2", "--ack-wait", "1m", "--cache-dir", t.TempDir()}, workerKeys(t)...)...)
 	db := filepath.Join(t.TempDir(), "coord.db")
-	coord := startDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+	coord := startDurProc(t, model.env("sk-coord"), append([]string{"batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db}, coordinatorKeys(t)...)...)
 	select {
 	case <-replied:
 	case <-time.After(durDeadline):
@@ -587,7 +633,7 @@ func TestClusterWorkerSIGTERM(t *testing.T) {
 	// The items come back at once, not after the minute of AckWait.
 	finished := storedCheckpoints(t, ns.jetStream())
 	model.hook("sk-second", func(int, string) llmtest.Reply { return llmtest.Reply{} })
-	startDurProc(t, model.env("sk-second"), "worker", "--nats", ns.url(), "--cache-dir", t.TempDir())
+	startDurProc(t, model.env("sk-second"), append([]string{"worker", "--nats", ns.url(), "--cache-dir", t.TempDir()}, workerKeys(t)...)...)
 	if code := coord.wait(); code != exitOK || !strings.Contains(coord.stderr(), fmt.Sprintf("completed: %d items, %d completed", items, items)) {
 		t.Fatalf("batch --nats: exit %d\n%s", code, coord.stderr())
 	}
@@ -630,7 +676,7 @@ func TestClusterMisconfiguredWorkerHandsBack(t *testing.T) {
 	data := clusterItems(t, dir, items)
 	model := newDurModel(t)
 	ns := startNATS(t)
-	bad := benchProcess(nil, "worker", "--nats", ns.url(), "--cache-dir", t.TempDir())
+	bad := benchProcess(nil, append([]string{"worker", "--nats", ns.url(), "--cache-dir", t.TempDir()}, workerKeys(t)...)...)
 	handedBack := &readyWriter{said: "handing it back", ready: make(chan struct{})}
 	bad.Stderr = handedBack
 	if err := bad.Start(); err != nil {
@@ -638,7 +684,7 @@ func TestClusterMisconfiguredWorkerHandsBack(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = bad.Process.Kill(); _ = bad.Wait() })
 	db := filepath.Join(t.TempDir(), "coord.db")
-	coord := startDurProc(t, model.env("sk-coord"), "batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db)
+	coord := startDurProc(t, model.env("sk-coord"), append([]string{"batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db}, coordinatorKeys(t)...)...)
 	select {
 	case <-handedBack.ready:
 	case <-time.After(durDeadline):

@@ -240,7 +240,7 @@ type durProc struct {
 	t        *testing.T
 	args     []string
 	cmd      *exec.Cmd
-	out, err bytes.Buffer
+	out, err lockedBuffer
 	reap     sync.Once
 	done     chan struct{}
 	waitErr  error
@@ -317,8 +317,7 @@ func (p *durProc) abort() string {
 	return p.stderr()
 }
 
-// stdout and stderr are what the process printed; call them once it has
-// exited (they are written while it runs).
+// stdout and stderr are what the process printed so far.
 func (p *durProc) stdout() string { return p.out.String() }
 func (p *durProc) stderr() string { return p.err.String() }
 

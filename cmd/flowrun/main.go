@@ -47,8 +47,10 @@ Usage:
                                     run a pipeline over a dataset and score it
   flowrun batch resume BATCH [--retry-failed]
                                     continue a batch
-  flowrun worker --nats URL [--concurrency N]
+  flowrun worker --nats URL --nats-trust KEY.pub --nats-sign KEY [--concurrency N]
                                     run batch items published with flowrun batch --nats
+  flowrun cluster keygen --out DIR [--name NAME]
+                                    make the signing keys of --nats coordinators and workers
   flowrun batches [--json]          list batches
   flowrun batch show BATCH [--format text|json|jsonl|csv]
                                     a batch's summary and per-item table
@@ -136,6 +138,8 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return mcpCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "worker":
 		return workerCmd(ctx, args[1:], stdout, stderr)
+	case "cluster":
+		return clusterCmd(ctx, args[1:], stdout, stderr)
 	case "serve":
 		return serveCmd(ctx, args[1:], stdout, stderr)
 	}

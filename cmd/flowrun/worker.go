@@ -25,12 +25,17 @@ func natsReplicasFlag(fs *flag.FlagSet) *int {
 }
 
 func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("worker", "flowrun worker --nats URL [--concurrency N]\n\nRuns batch items published by flowrun batch --nats until stopped (SIGTERM or\nCtrl-C: the items in flight stop at their next node and go back to the\nqueue, where another worker resumes them from their checkpoints). Model\nendpoints and keys come from this process's environment.")
+	fs := newFlagSet("worker", "flowrun worker --nats URL --nats-trust COORDINATOR.pub --nats-sign WORKER.key [--concurrency N]\n\nRuns batch items published by flowrun batch --nats until stopped (SIGTERM or\nCtrl-C: the items in flight stop at their next node and go back to the\nqueue, where another worker resumes them from their checkpoints). Model\nendpoints and keys come from this process's environment. Only jobs signed\nby a trusted coordinator key run (see flowrun cluster keygen).")
 	url := fs.String("nats", "", "the NATS server `URL`, e.g. nats://127.0.0.1:4222 (required)")
 	concurrency := fs.Int("concurrency", 4, "run `N` items at once")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "hand an item to another worker when this one has been silent for `duration` (it heartbeats at a third of it)")
 	replicas := natsReplicasFlag(fs)
 	cacheDir := fs.String("cache-dir", "", "where fetched pipelines are kept (default: a directory under the user cache)")
+	var nf natsFlags
+	nf.register(fs, true)
+	allowStdio := fs.Bool("allow-mcp-stdio", false, "run pipelines whose mcp: servers start local commands (by default they are refused)")
+	var allowCommands inputFlags
+	fs.Var(&allowCommands, "allow-mcp-command", "run pipelines whose mcp: servers start this `command` only, as written in the pipeline (repeatable)")
 	var mf modelFlags
 	mf.register(fs)
 	rest, code, ok := parseFlags(fs, args, stdout, stderr)
@@ -39,6 +44,11 @@ func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if len(rest) != 0 || *url == "" {
 		fmt.Fprintln(stderr, "flowrun worker: give the NATS server: flowrun worker --nats nats://HOST:4222 (see flowrun worker --help)")
+		return exitInvalid
+	}
+	o, err := nf.options(*url, true)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun worker: %v\n", err)
 		return exitInvalid
 	}
 	if *concurrency < 1 {
@@ -59,8 +69,9 @@ func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			ms.finish(stderr)
 		}
 	}()
-	w := &cluster.Worker{Options: cluster.Options{URL: *url, AckWait: *ackWait, Replicas: *replicas},
-		Concurrency: *concurrency, CacheDir: *cacheDir, Log: stderr,
+	o.AckWait, o.Replicas = *ackWait, *replicas
+	w := &cluster.Worker{Options: o, Concurrency: *concurrency, CacheDir: *cacheDir, Log: stderr,
+		AllowMCPStdio: *allowStdio, AllowMCPCommands: allowCommands,
 		Services: func(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Registry, error) {
 			f := mf
 			f.shared = shared
@@ -76,6 +87,9 @@ func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		Human: func(auto bool) runtime.Human {
 			return newHuman(humanFlags{auto: auto, noInput: true}, strings.NewReader(""), stderr)
 		}}
+	if o.Insecure {
+		fmt.Fprintln(stderr, "flowrun worker: warning: --nats-insecure: this worker runs any job published on the server, unsigned or signed by anyone, with this machine's model keys and files")
+	}
 	fmt.Fprintf(stderr, "flowrun worker: pulling items from %s, %d at a time\n", cluster.DisplayURL(*url), *concurrency)
 	if err := w.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "flowrun worker: %v\n", err)

@@ -1,0 +1,224 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+func testSigner(t *testing.T, name string) (*Signer, Keys) {
+	t.Helper()
+	key, pub, err := GenerateKey(t.TempDir(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadSigner(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := LoadKeys([]string{pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, keys
+}
+
+// TestKeys: a private key readable by others is refused; a signed bucket
+// value verifies under its own key only, and not once changed.
+func TestKeys(t *testing.T) {
+	dir := t.TempDir()
+	key, _, err := GenerateKey(dir, "coordinator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := GenerateKey(dir, "coordinator"); err == nil {
+		t.Error("GenerateKey overwrote an existing key")
+	}
+	must(t, os.Chmod(key, 0o644))
+	if _, err := LoadSigner(key); err == nil || !strings.Contains(err.Error(), "0600") {
+		t.Errorf("a private key of mode 0644: %v", err)
+	}
+
+	s, keys := testSigner(t, "w")
+	_, otherKeys := testSigner(t, "other")
+	tr := trust{keys: keys}
+	value, err := seal(s, resultsBucket, "b.1.x", []byte(`{"status":"completed"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, id, err := tr.open(resultsBucket, "b.1.x", value); err != nil || id != s.id {
+		t.Errorf("a signed value: %v (signer %s)", err, id)
+	}
+	if _, _, err := tr.open(resultsBucket, "b.2.x", value); !errors.Is(err, errForged) {
+		t.Errorf("a signed value moved to another key: %v", err)
+	}
+	if _, _, err := (trust{keys: otherKeys}).open(resultsBucket, "b.1.x", value); !errors.Is(err, errUntrusted) {
+		t.Errorf("a value signed by an untrusted key: %v", err)
+	}
+	changed := strings.Replace(string(value), "completed", "failed\"", 1)
+	if _, _, err := tr.open(resultsBucket, "b.1.x", []byte(changed)); err == nil {
+		t.Error("a changed value verified")
+	}
+	unsigned, _ := seal(nil, resultsBucket, "b.1.x", []byte(`{}`))
+	if _, _, err := tr.open(resultsBucket, "b.1.x", unsigned); !errors.Is(err, errUnsigned) {
+		t.Errorf("an unsigned value: %v", err)
+	}
+	if _, _, err := (trust{insecure: true}).open(resultsBucket, "b.1.x", unsigned); err != nil {
+		t.Errorf("an unsigned value, insecure: %v", err)
+	}
+}
+
+// TestForgedRunStateIgnored: checkpoints and events that a stranger
+// publishes on a run's subjects (unsigned, or a signed one copied) are
+// left out when a worker restores the run and when the coordinator reads
+// its events; the worker's own are read back.
+func TestForgedRunStateIgnored(t *testing.T) {
+	ctx := context.Background()
+	url := embeddedNATS(t)
+	s, _ := testSigner(t, "worker")
+	var lines []string
+	c := testConn(t, Options{URL: url, Signer: s})
+	c.refused = &refusals{log: func(l string) { lines = append(lines, l) }}
+	const run = "r1"
+	cps := &checkpoints{c: c, run: run}
+	must(t, cps.Save(ctx, &runtime.Checkpoint{Seq: 1, Path: "a"}))
+	ev := &events{c: c, run: run}
+	ev.Event(runtime.Event{Type: runtime.EventNodeFinished, Run: run, Path: "a"})
+	ev.wait(ctx)
+
+	stranger, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	forgedCP, _ := json.Marshal(runtime.Checkpoint{Seq: 2, Path: "b"})
+	forgedEv, _ := json.Marshal(runtime.Event{Type: runtime.EventModelTurn, Run: run, CostUSD: 999})
+	must(t, stranger.Publish(cpSubject+run, forgedCP))
+	must(t, stranger.Publish(evSubject+run, forgedEv))
+	// A worker's signed event, copied with its headers under a new id.
+	copied := signMsg(s, evSubject+run, "copy", forgedEv)
+	copied.Header.Set(sigHeader, signMsg(s, evSubject+run, "orig", forgedEv).Header.Get(sigHeader))
+	must(t, stranger.PublishMsg(copied))
+	must(t, stranger.Flush())
+
+	got, err := c.loadCheckpoints(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Path != "a" {
+		t.Errorf("restored %d checkpoints (%+v), want the worker's one", len(got), got)
+	}
+	evs, _, err := c.loadEvents(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].CostUSD != 0 {
+		t.Errorf("read back %d events (%+v), want the worker's one", len(evs), evs)
+	}
+	if len(lines) != 3 {
+		t.Errorf("reported %d refusals, want 3: %q", len(lines), lines)
+	}
+}
+
+// TestInputFilesOnTheHost: a job's input naming a file on the worker's
+// host is refused; a data: URL, or a name only the pipeline's files hold,
+// is not.
+func TestInputFilesOnTheHost(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "p.yaml"), []byte("version: 1\nname: p\ninputs:\n  image: {type: string}\nnodes:\n  - id: s\n    set: {}\n"), 0o644))
+	p, ds := dsl.Load(filepath.Join(dir, "p.yaml"))
+	if p == nil {
+		t.Fatal(ds)
+	}
+	host := filepath.Join(t.TempDir(), "photo.png")
+	must(t, os.WriteFile(host, []byte("x"), 0o600))
+	if err := checkInputFiles(p, map[string]any{"image": host}); !errors.Is(err, errNotAllowed) || !strings.Contains(err.Error(), `input "image"`) {
+		t.Errorf("an input naming a host file: %v", err)
+	}
+	for _, ok := range []string{"data:image/png;base64,AAAA", "https://example.com/a.png", "images/not-on-this-host.png", "a question"} {
+		if err := checkInputFiles(p, map[string]any{"image": ok}); err != nil {
+			t.Errorf("input %q: %v", ok, err)
+		}
+	}
+}
+
+// TestForgedStopIgnored: a worker stops a batch whose stop its trusted
+// coordinator signed, and ignores (and reports) a stop a stranger wrote.
+func TestForgedStopIgnored(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url := embeddedNATS(t)
+	coord, keys := testSigner(t, "coordinator")
+	var mu sync.Mutex
+	var lines []string
+	w := &Worker{Options: Options{URL: url, Coordinators: keys}}
+	w.c = testConn(t, w.Options)
+	w.c.refused = &refusals{log: func(l string) { mu.Lock(); lines = append(lines, l); mu.Unlock() }}
+	w.stopped, w.running = map[string]string{}, map[*runningItem]struct{}{}
+	stops, err := followBucket(ctx, w.c.js, stopsBucket, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); w.watchStops(stops) }()
+
+	forged, _ := seal(nil, stopsBucket, "b1", []byte(`"forged"`))
+	_, err = w.c.stops.Put(ctx, "b1", forged)
+	must(t, err)
+	real, _ := seal(coord, stopsBucket, "b2", []byte(`"--max-cost-usd 1"`))
+	_, err = w.c.stops.Put(ctx, "b2", real)
+	must(t, err)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		w.stopMu.Lock()
+		why, ok := w.stopped["b2"]
+		_, forgedStopped := w.stopped["b1"]
+		w.stopMu.Unlock()
+		if ok {
+			if why != "--max-cost-usd 1" || forgedStopped {
+				t.Errorf("stopped b2 for %q; b1 stopped: %v (want only b2)", why, forgedStopped)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the signed stop never reached the worker")
+		}
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lines) != 1 || !strings.Contains(lines[0], "refused a stop of batch b1") {
+		t.Errorf("reported %q", lines)
+	}
+}
+
+// BenchmarkSignedEvent is what signing adds to each event: the worker
+// signs it, the coordinator checks it.
+func BenchmarkSignedEvent(b *testing.B) {
+	dir := b.TempDir()
+	key, pub, err := GenerateKey(dir, "w")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, _ := LoadSigner(key)
+	keys, _ := LoadKeys([]string{pub})
+	tr := trust{keys: keys}
+	data := []byte(strings.Repeat("x", 1024))
+	for b.Loop() {
+		m := signMsg(s, "flowrun.ev.r", "id", data)
+		if _, err := tr.msg(m.Subject, m.Header, m.Data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

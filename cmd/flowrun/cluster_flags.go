@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/flowrun/flowrun/cluster"
+)
+
+// keygenHint says how to make the keys --nats needs.
+const keygenHint = "make keys with: flowrun cluster keygen --out DIR (the coordinator's), and flowrun cluster keygen --out DIR --name worker (the workers')"
+
+// natsFlags are the flags that say how batch, batch resume and worker
+// reach NATS and whom they trust.
+type natsFlags struct {
+	creds       string
+	ca          string
+	sign        string
+	trust       inputFlags // coordinators' public keys (worker)
+	trustWorker inputFlags // workers' public keys
+	insecure    bool
+}
+
+func (f *natsFlags) register(fs *flag.FlagSet, worker bool) {
+	fs.StringVar(&f.creds, "nats-creds", "", "authenticate to NATS with this credentials `file` (a user JWT and seed) or nkey seed file; use a tls:// URL for TLS")
+	fs.StringVar(&f.ca, "nats-ca", "", "trust the NATS server's TLS certificate when signed by an authority in this PEM `file` (default: the system's)")
+	fs.BoolVar(&f.insecure, "nats-insecure", false, "accept unsigned jobs, results and events: anyone who can publish on the server can then run code here; only for a server no one else reaches")
+	fs.Var(&f.trustWorker, "nats-trust-worker", "accept checkpoints, events and results signed by this worker public `key` file (repeatable)")
+	if worker {
+		fs.StringVar(&f.sign, "nats-sign", "", "sign this worker's checkpoints, events and results with this private `key` file")
+		fs.Var(&f.trust, "nats-trust", "run only jobs signed by this coordinator public `key` file (repeatable)")
+		return
+	}
+	fs.StringVar(&f.sign, "nats-sign", "", "sign the jobs with this coordinator private `key` file")
+}
+
+// options are the cluster options the flags give, for a worker or a
+// coordinator; an error says what is missing.
+func (f *natsFlags) options(url string, worker bool) (cluster.Options, error) {
+	o := cluster.Options{URL: url, Creds: f.creds, CA: f.ca, Insecure: f.insecure}
+	if !f.insecure {
+		switch {
+		case worker && len(f.trust) == 0:
+			return o, fmt.Errorf("a worker runs only jobs signed by a coordinator it trusts: give --nats-trust COORDINATOR.pub and --nats-sign WORKER.key; %s. On a server no one else can reach, --nats-insecure runs anyone's jobs", keygenHint)
+		case f.sign == "" || len(f.trustWorker) == 0 && !worker:
+			missing := "--nats-sign COORDINATOR.key and --nats-trust-worker WORKER.pub"
+			if worker {
+				missing = "--nats-sign WORKER.key"
+			}
+			return o, fmt.Errorf("give %s; %s. On a server no one else can reach, --nats-insecure skips signatures", missing, keygenHint)
+		}
+	}
+	var err error
+	if f.sign != "" {
+		o.Signer, err = cluster.LoadSigner(f.sign)
+	}
+	if err == nil {
+		o.Workers, err = cluster.LoadKeys(f.trustWorker)
+	}
+	if err == nil {
+		o.Coordinators, err = cluster.LoadKeys(f.trust)
+	}
+	if err != nil {
+		return o, fmt.Errorf("%w (%s)", err, keygenHint)
+	}
+	return o, nil
+}
+
+// record keeps the flags with a batch, so that batch resume finds its
+// keys again: paths only, never a key.
+func (f *natsFlags) record(flags map[string]any) {
+	flags["nats_creds"], flags["nats_ca"], flags["nats_sign"], flags["nats_trust_worker"], flags["nats_insecure"] =
+		absOrEmpty(f.creds), absOrEmpty(f.ca), absOrEmpty(f.sign), absAll(f.trustWorker), f.insecure
+}
+
+// recorded fills the flags not given from those a batch recorded.
+func (f *natsFlags) recorded(flags map[string]any, given map[string]bool) {
+	str := func(k string) string { s, _ := flags[k].(string); return s }
+	if !given["nats-creds"] {
+		f.creds = str("nats_creds")
+	}
+	if !given["nats-ca"] {
+		f.ca = str("nats_ca")
+	}
+	if !given["nats-sign"] {
+		f.sign = str("nats_sign")
+	}
+	if !given["nats-trust-worker"] {
+		f.trustWorker = stringsOf(flags["nats_trust_worker"])
+	}
+	if !given["nats-insecure"] {
+		f.insecure, _ = flags["nats_insecure"].(bool)
+	}
+}
+
+func absAll(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = absOrEmpty(p)
+	}
+	return out
+}
+
+func clusterCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "keygen" {
+		fmt.Fprintln(stderr, "flowrun cluster: the subcommand is keygen: flowrun cluster keygen --out DIR [--name NAME]")
+		return exitInvalid
+	}
+	fs := newFlagSet("cluster keygen", "flowrun cluster keygen --out DIR [--name NAME]\n\nWrites an Ed25519 key pair for --nats: DIR/NAME.key (private, mode 0600)\nand DIR/NAME.pub. The coordinator signs jobs with coordinator.key; workers\nrun only jobs signed by a key given with --nats-trust. Workers sign what\nthey publish with their own key (--name worker), which coordinators trust\nwith --nats-trust-worker.")
+	out := fs.String("out", "", "the `directory` to write the keys in (required)")
+	name := fs.String("name", "coordinator", "the keys' file `name`: NAME.key and NAME.pub")
+	rest, code, ok := parseFlags(fs, args[1:], stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) != 0 || *out == "" {
+		fmt.Fprintln(stderr, "flowrun cluster keygen: give the directory: flowrun cluster keygen --out DIR")
+		return exitInvalid
+	}
+	key, pub, err := cluster.GenerateKey(*out, *name)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun cluster keygen: %v\n", err)
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "wrote %s (private: keep it on this machine) and %s\n", key, pub)
+	return exitOK
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/flowrun/flowrun/cluster"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// waitStderr waits until p has written want on stderr.
+func waitStderr(t *testing.T, p *durProc, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(durDeadline); !strings.Contains(p.stderr(), want); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the stderr of flowrun %s:\n%s", want, strings.Join(p.args, " "), p.stderr())
+		}
+	}
+}
+
+// TestClusterWorkerRefusesStrangersJobs: a second flowrun batch on the
+// same server, unsigned (--nats-insecure) or signed by a key the workers
+// do not trust, gets nothing run: the worker reports each job, asks the
+// model nothing for it and records no result; the trusted coordinator's
+// batch then completes on the same worker.
+func TestClusterWorkerRefusesStrangersJobs(t *testing.T) {
+	c := startClusterWorkers(t, 3, 1, 0)
+	worker := c.workers[0]
+	evilDir := t.TempDir()
+	other := filepath.Join(evilDir, "keys")
+	if code, stdout, stderr := flowrun(t, "cluster", "keygen", "--out", other); code != exitOK || !strings.Contains(stdout, "coordinator.key") {
+		t.Fatalf("cluster keygen: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if fi, err := os.Stat(filepath.Join(other, "coordinator.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("coordinator.key: %v, mode %v; want 0600", err, fi.Mode())
+	}
+	for _, evil := range []struct {
+		name   string
+		flags  []string
+		report string
+	}{
+		{"unsigned", []string{"--nats-insecure"}, "it is not signed"},
+		{"untrusted key", []string{"--nats-sign", filepath.Join(other, "coordinator.key"), "--nats-trust-worker", keyFile(t, "worker.pub")},
+			"signed by a key not trusted here"},
+	} {
+		db := filepath.Join(t.TempDir(), "evil.db")
+		args := append([]string{"batch", c.pipeline, "--dataset", c.data, "--nats", c.ns.url(), "--store", db}, evil.flags...)
+		stranger := startDurProc(t, nil, args...)
+		waitStderr(t, worker, "refused the job on flowrun.items.")
+		waitStderr(t, worker, evil.report)
+		if calls := c.workerCalls(); len(calls) != 0 {
+			t.Fatalf("%s: the worker asked the model for a stranger's job: %v", evil.name, calls)
+		}
+		stranger.kill()
+		<-stranger.exited()
+		b, _ := lastBatch(t, db)
+		kv, err := c.ns.jetStream().KeyValue(context.Background(), "flowrun-results")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keys, err := kv.ListKeysFiltered(context.Background(), b.ID+".>"); err == nil {
+			for k := range keys.Keys() {
+				t.Errorf("%s: a result %s was recorded for a stranger's job", evil.name, k)
+			}
+		}
+	}
+	c.coord = c.startCoordinator()
+	c.finish(t, c.coord)
+}
+
+// TestClusterWorkerNeedsTrust: a worker given no coordinator key refuses
+// to start and says how to make one; with --nats-insecure it starts and
+// warns.
+func TestClusterWorkerNeedsTrust(t *testing.T) {
+	ns := startNATS(t)
+	code, _, stderr := flowrun(t, "worker", "--nats", ns.url())
+	if code != exitInvalid || !strings.Contains(stderr, "--nats-trust") || !strings.Contains(stderr, "flowrun cluster keygen --out DIR") {
+		t.Fatalf("worker without --nats-trust: exit %d\n%s", code, stderr)
+	}
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "kill.yaml", killBatchPipeline)
+	code, _, stderr = flowrun(t, "batch", pipeline, "--dataset", clusterItems(t, dir, 1), "--nats", ns.url())
+	if code != exitInvalid || !strings.Contains(stderr, "give --nats-sign COORDINATOR.key and --nats-trust-worker WORKER.pub") {
+		t.Fatalf("batch --nats without --nats-sign: exit %d\n%s", code, stderr)
+	}
+	w := startDurProc(t, nil, "worker", "--nats", ns.url(), "--nats-insecure", "--cache-dir", t.TempDir())
+	waitStderr(t, w, "pulling items")
+	if !strings.Contains(w.stderr(), "warning: --nats-insecure") {
+		t.Fatalf("worker --nats-insecure gave no warning:\n%s", w.stderr())
+	}
+}
+
+// TestClusterForgedResultsAndCostsIgnored: a stranger connected to the
+// server sees each job as it is published and at once creates results
+// for it (under the item's key, and under the worker's own key) and
+// publishes a model turn costing $999 on its run. The coordinator, with
+// --max-cost-usd 1, reports and ignores them all: the batch completes
+// with the local outputs and is not halted.
+func TestClusterForgedResultsAndCostsIgnored(t *testing.T) {
+	c := startClusterWorkers(t, 4, 2, 50*time.Millisecond)
+	nc, err := nats.Connect(c.ns.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := clusterKeyDir()
+	keys, err := cluster.LoadKeys([]string{filepath.Join(dir, "worker.pub")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var workerID string
+	for id := range keys {
+		workerID = id
+	}
+	forged := make(chan error, 100)
+	sub, err := nc.Subscribe("flowrun.items.>", func(m *nats.Msg) {
+		var job cluster.Job
+		if err := json.Unmarshal(m.Data, &job); err != nil {
+			forged <- err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		kv, err := js.KeyValue(ctx, "flowrun-results")
+		if err != nil {
+			forged <- err
+			return
+		}
+		item := fmt.Sprintf("%s.%d", job.Batch, job.Index)
+		res, _ := json.Marshal(cluster.Result{Run: job.Run, Status: runtime.StatusCompleted, Outputs: map[string]any{"b": "forged"}})
+		wrapped, _ := json.Marshal(map[string]any{"key": workerID, "sig": "Zm9yZ2Vk", "body": json.RawMessage(res)})
+		for key, value := range map[string][]byte{item: res, item + "." + workerID: wrapped, item + ".unsigned": wrapped} {
+			if _, err := kv.Create(ctx, key, value); err != nil {
+				forged <- fmt.Errorf("creating %s: %w", key, err)
+				return
+			}
+		}
+		turn, _ := json.Marshal(map[string]any{"type": runtime.EventModelTurn, "run": job.Run, "path": "a",
+			"turn": map[string]any{"cost_usd": 999}, "cost_usd": 999})
+		if _, err := js.Publish(ctx, "flowrun.ev."+job.Run, turn); err != nil {
+			forged <- err
+			return
+		}
+		forged <- nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c.coord = c.startCoordinator("--max-cost-usd", "1")
+	for range c.items {
+		select {
+		case err := <-forged:
+			if err != nil {
+				t.Fatalf("forging: %v", err)
+			}
+		case <-time.After(durDeadline):
+			t.Fatalf("the stranger saw no job\n%s", c.coord.abort())
+		}
+	}
+	if code := c.coord.wait(); code != exitOK || summaryLine.FindString(c.coord.stderr()) != c.summary {
+		t.Fatalf("batch: exit %d, want the summary %q\n%s", code, c.summary, c.coord.stderr())
+	}
+	checkMirrored(t, c.db, c.want, c.items)
+	for _, want := range []string{"refused the result of item", "refused an event of run"} {
+		if !strings.Contains(c.coord.stderr(), want) {
+			t.Errorf("the coordinator did not report %q:\n%s", want, c.coord.stderr())
+		}
+	}
+}
+
+// TestClusterWorkerRefusesLocalProcesses: a trusted coordinator's
+// pipeline that starts an MCP server on stdin/stdout fails on a worker
+// not allowed to start it, naming the server and command, and the
+// command never runs; --allow-mcp-command for another command does not
+// allow it, --allow-mcp-stdio does.
+func TestClusterWorkerRefusesLocalProcesses(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "started")
+	pipeline := writeFile(t, dir, "mcp.yaml", `
+version: 1
+name: mcpjob
+inputs:
+  id: {type: string}
+mcp:
+  local: {command: sh, args: [-c, "touch `+marker+`"]}
+nodes:
+  - id: call
+    tool: {name: local.anything}
+outputs:
+  x: nodes.call
+`)
+	data := clusterItems(t, dir, 1)
+	ns := startNATS(t)
+	model := newDurModel(t)
+	run := func(allow ...string) string {
+		w := startDurProc(t, model.env("sk-w"), append(append([]string{"worker", "--nats", ns.url(), "--cache-dir", t.TempDir()}, workerKeys(t)...), allow...)...)
+		defer func() { w.kill(); <-w.exited() }()
+		db := filepath.Join(t.TempDir(), "coord.db")
+		code, _, stderr := runDurProc(t, nil, append([]string{"batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db}, coordinatorKeys(t)...)...)
+		if code != exitOK {
+			t.Fatalf("batch: exit %d\n%s", code, stderr)
+		}
+		_, rows := lastBatch(t, db)
+		return rows[0].Error
+	}
+	for _, allow := range [][]string{nil, {"--allow-mcp-command", "bash"}} {
+		msg := run(allow...)
+		if !strings.Contains(msg, `mcp server "local" would start the command "sh"`) || !strings.Contains(msg, "not allowed on this worker: mcp.yaml:7:3: ") {
+			t.Errorf("worker %v: the item failed with %q, want the server refused", allow, msg)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("worker %v: the MCP server's command ran", allow)
+		}
+	}
+	run("--allow-mcp-stdio")
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("worker --allow-mcp-stdio: the MCP server's command did not run: %v", err)
+	}
+}
+
+// TestClusterImageInputStaysOnTheCoordinator: an item whose image input
+// names a file on the worker's host fails with that said, and the model
+// is sent nothing: a worker reads no host file a job names.
+func TestClusterImageInputStaysOnTheCoordinator(t *testing.T) {
+	dir := t.TempDir()
+	private := writeFile(t, t.TempDir(), "private.png", "the worker's own picture")
+	pipeline := writeFile(t, dir, "img.yaml", `
+version: 1
+name: img
+models: {default: {model: gpt-4.1-mini}}
+inputs:
+  id: {type: string}
+  image: {type: string}
+nodes:
+  - id: a
+    llm: {prompt: "@${{ inputs.id }}/a look", images: ["${{ inputs.image }}"]}
+outputs:
+  b: nodes.a.text
+`)
+	data := writeFile(t, dir, "items.jsonl", fmt.Sprintf(`{"id": "i1", "image": %q}`, private))
+	ns := startNATS(t)
+	model := newDurModel(t)
+	startWorker(t, model, "sk-worker-0", ns.url())
+	db := filepath.Join(t.TempDir(), "coord.db")
+	code, _, stderr := runDurProc(t, nil, append([]string{"batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db}, coordinatorKeys(t)...)...)
+	if code != exitOK {
+		t.Fatalf("batch: exit %d\n%s", code, stderr)
+	}
+	_, rows := lastBatch(t, db)
+	if rows[0].Status != runtime.StatusFailed || !strings.Contains(rows[0].Error, `input "image" names`) || !strings.Contains(rows[0].Error, "a path on this worker's host") {
+		t.Errorf("the item: %s, %q; want it failed for its image input", rows[0].Status, rows[0].Error)
+	}
+	if paths := model.paths("sk-worker-0"); len(paths) != 0 {
+		t.Errorf("the worker sent the model %v", paths)
+	}
+}
