@@ -281,8 +281,7 @@ func (s *Server) checkCSRF(r *http.Request) error {
 	if origin == "" {
 		return errors.New("no Origin or Referer header: state changes come from this server's own pages")
 	}
-	u, err := url.Parse(origin)
-	if err != nil || u.Host != r.Host {
+	if !sameOrigin(origin, r) {
 		return fmt.Errorf("request from another origin (%s)", origin)
 	}
 	got := r.Header.Get("X-Flowrun-CSRF")
@@ -293,6 +292,34 @@ func (s *Server) checkCSRF(r *http.Request) error {
 		return errors.New("missing or wrong CSRF token: reload the page and try again")
 	}
 	return nil
+}
+
+// sameOrigin says whether origin (an Origin or Referer header) names the
+// origin r was sent to: the same scheme, host and port, a missing port
+// being the scheme's default. The host alone is not enough: a page served
+// on https://127.0.0.1:PORT is another origin than this server's http one.
+func sameOrigin(origin string, r *http.Request) bool {
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	self := &url.URL{Scheme: scheme, Host: r.Host}
+	return strings.EqualFold(u.Scheme, scheme) && strings.EqualFold(u.Hostname(), self.Hostname()) && portOf(u) == portOf(self)
+}
+
+// portOf is u's port, or its scheme's default.
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
 }
 
 func loopbackHost(hostport string) bool {

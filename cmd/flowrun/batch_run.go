@@ -19,7 +19,6 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/nodes"
-	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -594,11 +593,11 @@ func (v *batchView) summary(status, reason string, rows []*store.BatchItem) {
 	}
 }
 
-// writeEvent prints one JSON line, secrets redacted.
+// writeEvent prints one JSON line (see outJSON).
 func writeEvent(w io.Writer, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return
 	}
-	_, _ = w.Write(append(redact.JSON(b), '\n'))
+	_, _ = w.Write(append(outJSON(b), '\n'))
 }
