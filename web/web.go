@@ -73,7 +73,15 @@ type Options struct {
 	// Poll is how often the store is checked for changes made by other
 	// processes (default 100ms).
 	Poll time.Duration
+	// MaxRuns caps the runs started here (started, resumed or forked)
+	// that run at once; more wait in a queue, in order. Default
+	// DefaultMaxRuns.
+	MaxRuns int
 }
+
+// DefaultMaxRuns is how many runs started from the UI run at once when
+// Options.MaxRuns is not set.
+const DefaultMaxRuns = 8
 
 // Server is the web UI.
 type Server struct {
@@ -95,6 +103,9 @@ type Server struct {
 	mu       sync.Mutex
 	active   map[string]*activeRun
 	settings map[string]settings
+	feeds    map[string]*runFeed // by run id: the runs with live streams
+	slots    chan struct{}       // one per run started here that runs
+	queue    []*queuedRun        // launches waiting for a slot, oldest first
 }
 
 // New makes a server and starts watching the store.
@@ -106,10 +117,14 @@ func New(o Options) (*Server, error) {
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
 	s := &Server{st: o.Store, dir: dir, engine: o.Engine, token: o.Token, csrf: hex.EncodeToString(secret),
-		poll: o.Poll, active: map[string]*activeRun{}, settings: map[string]settings{}}
+		poll: o.Poll, active: map[string]*activeRun{}, settings: map[string]settings{}, feeds: map[string]*runFeed{}}
 	if s.poll <= 0 {
 		s.poll = 100 * time.Millisecond
 	}
+	if o.MaxRuns <= 0 {
+		o.MaxRuns = DefaultMaxRuns
+	}
+	s.slots = make(chan struct{}, o.MaxRuns)
 	s.change.ch = make(chan struct{})
 	if s.pages, err = parsePages(); err != nil {
 		return nil, err

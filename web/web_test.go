@@ -129,7 +129,7 @@ type harness struct {
 	c    *http.Client
 }
 
-func newHarness(t *testing.T, token string) *harness {
+func newHarness(t *testing.T, token string, options ...func(*Options)) *harness {
 	t.Helper()
 	fake := llmtest.New(t)
 	t.Setenv("OPENAI_BASE_URL", fake.URL)
@@ -144,7 +144,11 @@ func newHarness(t *testing.T, token string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{Store: st, Dir: dir, Engine: testEngine(st), Token: token, Poll: 10 * time.Millisecond})
+	o := Options{Store: st, Dir: dir, Engine: testEngine(st), Token: token, Poll: 10 * time.Millisecond}
+	for _, f := range options {
+		f(&o)
+	}
+	srv, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,6 +343,7 @@ func TestStateChangesNeedCSRFTokenAndSameOrigin(t *testing.T) {
 	}
 	// The server's own origin, its host written in capitals, passes the
 	// check (the start then redirects).
+	h.fake.Push(llmtest.Text("hello"))
 	if got := send(strings.ToUpper(h.ts.URL), h.srv.csrf); got != http.StatusSeeOther {
 		t.Errorf("this server's own origin: %d, want 303", got)
 	}
