@@ -282,9 +282,10 @@ type batchState struct {
 	ended chan struct{} // signalled (never blocking) each time an item finishes
 }
 
-// centFraction absorbs float rounding in sums of costs: five items of
-// $0.14 add up to $0.7000000000000001, which must fit a $0.70 cap.
-const centFraction = 1e-9
+// costSlack (a billionth of a dollar) absorbs float rounding in sums of
+// costs: five items of $0.14 add up to $0.7000000000000001, which must
+// fit a $0.70 cap.
+const costSlack = 1e-9
 
 // sample counts a finished item's cost into what an item may cost. An
 // item that failed before spending anything says nothing about the cost
@@ -336,7 +337,7 @@ func (st *batchState) admit(row *store.BatchItem) (sink *spendSink, why string, 
 		switch {
 		case !st.sampled && len(st.running) > 0:
 			return nil, "no item's cost is known yet", len(st.running)
-		case st.spent >= limit || st.spent+reserved+item > limit+centFraction:
+		case st.spent >= limit || st.spent+reserved+item > limit+costSlack:
 			// Only a refusal with no item running stops the batch, so the
 			// reason need not mention running items.
 			return nil, fmt.Sprintf("--max-cost-usd %.4g: $%.4f spent, and an item costs up to $%.4f", limit, st.spent, item), len(st.running)

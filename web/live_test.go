@@ -131,6 +131,12 @@ func TestRunsBeyondMaxRunsQueue(t *testing.T) {
 		t.Fatalf("%d runs in the store with one slot, want 1", len(runs))
 	}
 
+	// A launch that cannot start once its turn comes says why on the runs
+	// page: nobody waits on its request any more.
+	if code, loc := h.post("/start", url.Values{"pipeline": {"chat.yaml"}, "in.count": {"many"}}); code != http.StatusSeeOther || loc != "/" {
+		t.Fatalf("third start: %d, Location %q", code, loc)
+	}
+
 	// A resume of a stopped run queues too, and Stop takes it out.
 	stopped := "run-stopped"
 	if err := h.st.CreateRun(context.Background(), &store.Run{ID: stopped, Pipeline: "chat.yaml", PipelineAbs: filepath.Join(h.dir, "chat.yaml"), PipelineName: "chat"}); err != nil {
@@ -148,9 +154,9 @@ func TestRunsBeyondMaxRunsQueue(t *testing.T) {
 	if code, _ := h.post("/runs/"+stopped+"/stop", url.Values{}); code != http.StatusSeeOther {
 		t.Fatalf("stop: %d", code)
 	}
-	for deadline := time.Now().Add(time.Minute); len(h.srv.queued()) != 1; {
+	for deadline := time.Now().Add(time.Minute); len(h.srv.queued()) != 2; {
 		if time.Now().After(deadline) {
-			t.Fatalf("queue %+v a minute after the stop, want the second start only", h.srv.queued())
+			t.Fatalf("queue %+v a minute after the stop, want the two starts only", h.srv.queued())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -176,8 +182,15 @@ func TestRunsBeyondMaxRunsQueue(t *testing.T) {
 	if n := h.fake.MaxInFlight(); n != 1 {
 		t.Fatalf("%d model requests at once with MaxRuns 1", n)
 	}
-	if q := h.srv.queued(); len(q) != 0 {
-		t.Fatalf("queue %+v after both runs ended", q)
+	// The third start's turn comes when the second run ends.
+	for deadline := time.Now().Add(time.Minute); len(h.srv.queued()) != 0 || len(h.srv.launchFailures()) != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %+v and failures %+v a minute after both runs ended", h.srv.queued(), h.srv.launchFailures())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, page := h.get("/"); !strings.Contains(page, "queued, then could not start: ") || !strings.Contains(page, "count") {
+		t.Fatalf("the runs page does not say why the third start failed:\n%s", page)
 	}
 	if s, _, _ := h.st.Status(context.Background(), stopped); s != "stopped" {
 		t.Fatalf("the resume taken out of the queue left the run %s", s)

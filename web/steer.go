@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -81,11 +82,39 @@ func (l *launchSink) Event(e runtime.Event) {
 	l.started <- e.Run
 }
 
-// queuedRun is a launch waiting for one of the runs started here to end.
+// queuedRun is a launch waiting for one of the runs started here to end,
+// or one that waited and then could not start (Error).
 type queuedRun struct {
 	What  string // the pipeline, or the run resumed or forked
 	Claim string // the run a resume continues, if any
 	Since time.Time
+	Error string
+}
+
+// keptFailures is how many queued launches that failed to start the runs
+// page lists, the latest.
+const keptFailures = 20
+
+// launchFailed keeps why a queued launch could not start: nobody waits on
+// its request any more, so the runs page shows it.
+func (s *Server) launchFailed(q *queuedRun, err error) {
+	failed := *q
+	failed.Error = redact.String(err.Error())
+	s.mu.Lock()
+	s.failures = append(s.failures, failed)
+	s.failures = s.failures[max(0, len(s.failures)-keptFailures):]
+	s.mu.Unlock()
+	s.change.fire()
+}
+
+// launchFailures lists the queued launches that failed to start, latest
+// first.
+func (s *Server) launchFailures() []queuedRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.failures)
+	slices.Reverse(out)
+	return out
 }
 
 // queued lists the launches waiting for a slot, oldest first.
@@ -177,6 +206,9 @@ func (s *Server) launch(h *human, maxLoops int, claim, what string, run func(ctx
 		if sink.id == "" {
 			if err == nil {
 				err = errors.New("the run ended before it started")
+			}
+			if queued && ctx.Err() == nil {
+				s.launchFailed(q, err)
 			}
 			failed <- err
 		}

@@ -106,6 +106,7 @@ type Server struct {
 	feeds    map[string]*runFeed // by run id: the runs with live streams
 	slots    chan struct{}       // one per run started here that runs
 	queue    []*queuedRun        // launches waiting for a slot, oldest first
+	failures []queuedRun         // the last queued launches that failed to start
 }
 
 // New makes a server and starts watching the store.
