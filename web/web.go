@@ -15,7 +15,10 @@
 //     that a DNS-rebinding page cannot reach the server.
 //   - Only pipelines inside Dir are started, resumed or forked.
 //   - Runs started here run in this process through Engine and are
-//     stopped, and waited for, by Close.
+//     stopped, and waited for, by Close. At most MaxRuns of them run at
+//     once; the others wait in a queue, in order, listed on the runs page.
+//   - A live view of a run costs the rows it sends: the run's events are
+//     read and rendered once for all the views of that run.
 package web
 
 import (
