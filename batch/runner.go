@@ -100,9 +100,12 @@ type Runner struct {
 	Scorer   *Scorer
 	Map      map[string]string // --map input=field
 
-	Concurrency int     // items run at once; default 8
-	MaxCostUSD  float64 // no item starts once the spend would pass it; 0: no limit
-	RetryFailed bool    // run failed items again (resuming their runs)
+	Concurrency int // items run at once; default 8
+	// MaxCostUSD caps the batch's spend (0: no limit): an item starts only
+	// if the spend so far, what the running items may still spend and its
+	// own cost fit under it (see batchState.admit).
+	MaxCostUSD  float64
+	RetryFailed bool // run failed items again (resuming their runs)
 	// AllowChanged resumes item runs whose pipeline changed since they started.
 	AllowChanged bool
 
@@ -190,13 +193,15 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 	for _, it := range dataset {
 		byIndex[it.Index] = it
 	}
-	st := &batchState{r: r, b: b, total: len(rows), started: time.Now(), prior: map[int]float64{}}
+	st := &batchState{r: r, b: b, total: len(rows), started: time.Now(), prior: map[int]float64{},
+		running: map[int]*spendSink{}, ended: make(chan struct{}, 1)}
 	var todo []*store.BatchItem
 	for _, row := range rows {
 		switch {
 		case row.Status == runtime.StatusCompleted:
 			st.done++
 			st.spent += row.CostUSD
+			st.sample(row)
 			if r.Scorer.Passed(row.Scores) {
 				st.passed++
 			}
@@ -204,6 +209,7 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 			st.done++
 			st.failed++
 			st.spent += row.CostUSD
+			st.sample(row)
 		default:
 			// What the item's run spent before: its total replaces it when
 			// the item finishes.
@@ -227,13 +233,6 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 	slots := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
 	for _, row := range todo {
-		if ctx.Err() != nil {
-			break
-		}
-		if why := st.overBudget(); why != "" {
-			st.setStop(why)
-			break
-		}
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -241,18 +240,19 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 		if ctx.Err() != nil {
 			break
 		}
-		// A slot frees when an item ends, and its spend may have used up
-		// the budget since the check above.
-		if why := st.overBudget(); why != "" {
+		sink, why := st.admitWhenAffordable(ctx, row)
+		if sink == nil {
 			<-slots
-			st.setStop(why)
+			if why != "" {
+				st.setStop(why)
+			}
 			break
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			st.runItem(ctx, row, byIndex[row.Index])
+			st.runItem(ctx, row, byIndex[row.Index], sink)
 		}()
 	}
 	wg.Wait()
@@ -269,13 +269,83 @@ type batchState struct {
 	mu                          sync.Mutex
 	total, done, passed, failed int
 	ran                         int
-	spent                       float64 // finished items' cost plus what running items have spent so far
-	ranCost                     float64 // cost of the items finished by this process
+	spent                       float64            // finished items' cost plus what running items have spent so far
+	ranCost                     float64            // cost of the items finished by this process
+	largest                     float64            // the costliest item that finished
+	sampled                     bool               // an item's cost is known: largest holds
+	running                     map[int]*spendSink // by item index
 	waiting                     []string
 	stop                        string
 	storeErr                    error
 
-	halt sync.Once
+	halt  sync.Once
+	ended chan struct{} // signalled (never blocking) each time an item finishes
+}
+
+// costSlack (a billionth of a dollar) absorbs float rounding in sums of
+// costs: five items of $0.14 add up to $0.7000000000000001, which must
+// fit a $0.70 cap.
+const costSlack = 1e-9
+
+// sample counts a finished item's cost into what an item may cost. An
+// item that failed before spending anything says nothing about the cost
+// of one that runs.
+func (st *batchState) sample(row *store.BatchItem) {
+	if row.Status == runtime.StatusCompleted || row.CostUSD > 0 {
+		st.largest = max(st.largest, row.CostUSD)
+		st.sampled = true
+	}
+}
+
+// admitWhenAffordable waits until row may start under --max-cost-usd and
+// returns the sink that counts its spend; it returns no sink when the
+// batch must stop, with the reason ("" when ctx ended). A refusal while
+// items run waits for one to end: they may cost less than reserved.
+func (st *batchState) admitWhenAffordable(ctx context.Context, row *store.BatchItem) (*spendSink, string) {
+	for {
+		sink, why, running := st.admit(row)
+		if sink != nil || running == 0 {
+			return sink, why
+		}
+		select {
+		case <-st.ended:
+		case <-ctx.Done():
+			return nil, ""
+		}
+	}
+}
+
+// admit starts counting row as running if the batch can afford it: the
+// spend so far, plus what each running item may still spend, plus one
+// more item, stays within --max-cost-usd. An item may cost as much as the
+// costliest one seen so far, so the batch passes the cap by no more than
+// what one item costs beyond that. Until an item's cost is known, items
+// start one at a time. It returns the reason for a refusal and how many
+// items run.
+func (st *batchState) admit(row *store.BatchItem) (sink *spendSink, why string, running int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if limit := st.r.MaxCostUSD; limit > 0 {
+		item := st.largest
+		for idx, s := range st.running {
+			item = max(item, s.counted+st.prior[idx])
+		}
+		reserved := 0.0
+		for idx, s := range st.running {
+			reserved += max(0, item-s.counted-st.prior[idx])
+		}
+		switch {
+		case !st.sampled && len(st.running) > 0:
+			return nil, "no item's cost is known yet", len(st.running)
+		case st.spent >= limit || st.spent+reserved+item > limit+costSlack:
+			// Only a refusal with no item running stops the batch, so the
+			// reason need not mention running items.
+			return nil, fmt.Sprintf("--max-cost-usd %.4g: $%.4f spent, and an item costs up to $%.4f", limit, st.spent, item), len(st.running)
+		}
+	}
+	sink = &spendSink{st: st}
+	st.running[row.Index] = sink
+	return sink, "", len(st.running)
 }
 
 // overBudget says why no further item may start, or "": the spend so far
@@ -337,10 +407,10 @@ func (s *spendSink) Event(e runtime.Event) {
 	}
 }
 
-// runItem starts or resumes one item's run, scores it and records the result.
-func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Item) {
+// runItem starts or resumes one item's run, scores it and records the
+// result; sink counts its spend.
+func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Item, sink *spendSink) {
 	r := st.r
-	sink := &spendSink{st: st}
 	runner := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops}
 	started := time.Now()
 	res, err := st.execute(ctx, runner, row, it)
@@ -472,6 +542,14 @@ func (st *batchState) finished(row *store.BatchItem, it *Item, counted float64) 
 	st.spent += row.CostUSD - counted
 	st.ran++
 	st.ranCost += row.CostUSD
+	st.sample(row)
+	if st.running != nil {
+		delete(st.running, row.Index)
+		select {
+		case st.ended <- struct{}{}:
+		default:
+		}
+	}
 	switch row.Status {
 	case runtime.StatusCompleted:
 		st.done++

@@ -236,17 +236,13 @@ func passed(it *store.BatchItem, primary string) bool {
 }
 
 // metricNames are the batch's metrics in declaration order and its
-// primary one, from its flags; a batch recorded without them gets its
-// items' score names in sorted order and the conventional primary.
+// primary one, from its settings; a batch recorded without them (or with
+// settings that no longer decode: the summary is still worth showing)
+// gets its items' score names in sorted order and the conventional
+// primary.
 func metricNames(b *store.Batch, items []*store.BatchItem) ([]string, string) {
-	var names []string
-	if list, ok := b.Flags["metrics"].([]any); ok {
-		for _, n := range list {
-			if s, ok := n.(string); ok {
-				names = append(names, s)
-			}
-		}
-	}
+	settings, _ := SettingsOf(b)
+	names := settings.Metrics
 	if names == nil {
 		seen := map[string]bool{}
 		for _, it := range items {
@@ -259,8 +255,8 @@ func metricNames(b *store.Batch, items []*store.BatchItem) ([]string, string) {
 		}
 		slices.Sort(names)
 	}
-	if p, ok := b.Flags["primary"].(string); ok && p != "" {
-		return names, p
+	if settings.Primary != "" {
+		return names, settings.Primary
 	}
 	if slices.Contains(names, "pass") {
 		return names, "pass"

@@ -102,7 +102,7 @@ func TestSummaryFigures(t *testing.T) {
 func TestSummaryWithoutDeclaredMetrics(t *testing.T) {
 	st := batchtest.OpenStore(t)
 	b := batchtest.Record(t, st, "b20261122T100000-bbbb", batchtest.Keys("t", 3), "PFE", 1, "")
-	b.Flags = map[string]any{}
+	b.Settings = []byte(`{}`)
 	items, err := st.BatchItems(context.Background(), b.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/proc"
@@ -84,6 +85,9 @@ var corpus = []hostile{
 	{name: "stdout between 1x and 2x the cap", lang: Go, source: goFn(`"fmt"; "strings"`, "fmt.Print(strings.Repeat(\"x\", 190_000))\nreturn 1"), limits: Limits{MaxOutputBytes: 100 << 10}, class: errclass.OutputLimit, item: 9, check: keptAtMost(100 << 10)},
 	{name: "result between 1x and 2x the cap", lang: Python, source: pyFn("return 'x' * 150_000"), limits: Limits{MaxOutputBytes: 100 << 10}, class: errclass.OutputLimit, item: 9},
 	{name: "result between 1x and 2x the cap", lang: Go, source: goFn(`"strings"`, "return strings.Repeat(\"x\", 150_000)"), limits: Limits{MaxOutputBytes: 100 << 10}, class: errclass.OutputLimit, item: 9},
+	{name: "forged error message over the cap", lang: Python, source: pyForge(`'{"result": null, "error": {"class": "runtime_error", "message": "' + 'é' * 9_500 + '"}}'`), limits: Limits{MaxOutputBytes: 10240}, class: errclass.RuntimeError, item: 9, check: messageAtMost(10240)},
+	{name: "forged error message over the cap", lang: Go, source: goForge("`{\"result\": null, \"error\": {\"class\": \"runtime_error\", \"message\": \"` + strings.Repeat(\"m\", 19_000) + `\"}}`"), limits: Limits{MaxOutputBytes: 10240}, class: errclass.RuntimeError, item: 9, check: messageAtMost(10240)},
+	{name: "exception message over the cap", lang: Python, source: pyFn("raise ValueError('v' * 19_000)"), limits: Limits{MaxOutputBytes: 10240}, class: errclass.RuntimeError, item: 9, check: messageAtMost(10240)},
 	{name: "forged timeout envelope", lang: Python, source: pyForge(`'{"result": null, "error": {"class": "timeout", "message": "forged"}}'`), class: errclass.RuntimeError, item: 9, check: mentions("only the sandbox decides")},
 	{name: "forged timeout envelope", lang: Go, source: goForge("`{\"result\": null, \"error\": {\"class\": \"timeout\", \"message\": \"forged\"}}`"), class: errclass.RuntimeError, item: 9, check: mentions("only the sandbox decides")},
 	{name: "forged sandbox_unavailable envelope", lang: Python, source: pyForge(`'{"result": null, "error": {"class": "sandbox_unavailable", "message": "forged"}}'`), class: errclass.RuntimeError, item: 9, check: mentions("only the sandbox decides")},
@@ -153,6 +157,17 @@ func keptAtMost(n int) func(*testing.T, *Result) {
 	return func(t *testing.T, res *Result) {
 		if len(res.Stdout) == 0 || len(res.Stdout) > n {
 			t.Errorf("stdout before the cap must be kept, at most the limit: %d bytes", len(res.Stdout))
+		}
+	}
+}
+
+// messageAtMost checks that the error message is cut to n bytes of valid
+// UTF-8 and says so.
+func messageAtMost(n int) func(*testing.T, *Result) {
+	return func(t *testing.T, res *Result) {
+		m := res.Error.Message
+		if len(m) > n || !utf8.ValidString(m) || !strings.Contains(m, "[cut: the message was ") {
+			t.Errorf("a %d-byte message, valid UTF-8 %v, over the %d-byte cap or not marked cut: %.120q...", len(m), utf8.ValidString(m), n, m)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/proc"
@@ -383,7 +384,7 @@ func timeoutMessage(timeout, compiling time.Duration) string {
 // output caps on the bytes the guest wrote: stdout, stderr and the result
 // may each be at most maxOutput bytes, whatever the worker kept.
 func finish(rep *report, maxOutput int) *Result {
-	res := &Result{Stdout: string(rep.Stdout), Stderr: string(rep.Stderr), Error: rep.Error}
+	res := &Result{Stdout: string(rep.Stdout), Stderr: string(rep.Stderr), Error: capMessage(rep.Error, maxOutput)}
 	over := ""
 	switch {
 	case rep.Error != nil && rep.Error.Class == errclass.OutputLimit:
@@ -413,6 +414,23 @@ func finish(rep *report, maxOutput int) *Result {
 	}
 	res.Stdout, res.Stderr = truncate(res.Stdout, maxOutput), truncate(res.Stderr, maxOutput)
 	return res
+}
+
+// capMessage holds an error's message to maxOutput bytes, as the guest's
+// other output is held: the code chooses its exception text, and could
+// otherwise forge one far longer than the cap through the envelope.
+func capMessage(e *Error, maxOutput int) *Error {
+	if e == nil || len(e.Message) <= maxOutput {
+		return e
+	}
+	note := fmt.Sprintf(" [cut: the message was %d bytes; the limit is %d]", len(e.Message), maxOutput)
+	keep := max(maxOutput-len(note), 0)
+	for keep > 0 && !utf8.RuneStart(e.Message[keep]) {
+		keep--
+	}
+	capped := *e
+	capped.Message = truncate(e.Message[:keep]+note, maxOutput)
+	return &capped
 }
 
 func truncate(s string, n int) string {

@@ -27,13 +27,15 @@ type Batch struct {
 	PipelineHash string
 	Dataset      string // path as given
 	DatasetHash  string
-	Flags        map[string]any // the options it ran with
-	Status       string         // running, completed, stopped, failed, or interrupted (see StatusInterrupted)
-	Reason       string         // why it stopped, when it did
-	PID          int            // the process running it, 0 when none
-	Started      time.Time
-	Updated      time.Time
-	Finished     time.Time
+	// Settings are the options it ran with, as JSON: the store keeps
+	// them for package batch, which owns their type (batch.Settings).
+	Settings json.RawMessage
+	Status   string // running, completed, stopped, failed, or interrupted (see StatusInterrupted)
+	Reason   string // why it stopped, when it did
+	PID      int    // the process running it, 0 when none
+	Started  time.Time
+	Updated  time.Time
+	Finished time.Time
 }
 
 // BatchItem is one dataset item of a batch and what its run gave.
@@ -56,9 +58,11 @@ type BatchItem struct {
 // CreateBatch records a new batch and its items, all pending, held by this
 // process.
 func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []*BatchItem) error {
-	flags, err := json.Marshal(b.Flags)
-	if err != nil {
-		return fmt.Errorf("batch %s: flags: %w", b.ID, err)
+	settings := []byte(b.Settings)
+	if len(settings) == 0 {
+		settings = []byte("{}")
+	} else if !json.Valid(settings) {
+		return fmt.Errorf("batch %s: its settings are not JSON", b.ID)
 	}
 	if err := s.intact(); err != nil {
 		return err
@@ -71,7 +75,7 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []*BatchItem) e
 	t := now()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO batches (id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, dataset, dataset_hash,
 		flags, status, pid, pid_start, started_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		b.ID, b.Pipeline, b.PipelineAbs, b.PipelineName, b.PipelineHash, b.Dataset, b.DatasetHash, string(redact.JSON(flags)),
+		b.ID, b.Pipeline, b.PipelineAbs, b.PipelineName, b.PipelineHash, b.Dataset, b.DatasetHash, string(redact.JSON(settings)),
 		StatusRunning, os.Getpid(), processStart(os.Getpid()), t, t); err != nil {
 		return fmt.Errorf("batch %s: %w", b.ID, err)
 	}
@@ -102,17 +106,17 @@ const batchColumns = `id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, 
 
 func scanBatch(row interface{ Scan(...any) error }) (*Batch, error) {
 	var b Batch
-	var flags, pidStart string
+	var settings, pidStart string
 	var started, updated, finished sql.NullString
 	if err := row.Scan(&b.ID, &b.Pipeline, &b.PipelineAbs, &b.PipelineName, &b.PipelineHash, &b.Dataset, &b.DatasetHash,
-		&flags, &b.Status, &b.Reason, &b.PID, &pidStart, &started, &updated, &finished); err != nil {
+		&settings, &b.Status, &b.Reason, &b.PID, &pidStart, &started, &updated, &finished); err != nil {
 		return nil, err
 	}
 	if b.Status == StatusRunning && !alive(b.PID, pidStart) {
 		b.Status = StatusInterrupted
 		b.Reason = fmt.Sprintf("the process that ran it (pid %d) ended without recording how the batch ended; flowrun batch resume %s continues it", b.PID, b.ID)
 	}
-	b.Flags = decodeMap(flags)
+	b.Settings = json.RawMessage(settings)
 	b.Started, b.Updated, b.Finished = parseTime(started), parseTime(updated), parseTime(finished)
 	return &b, nil
 }

@@ -19,7 +19,7 @@ func TestBatchRecords(t *testing.T) {
 	}
 	defer s.Close()
 	b := &Batch{ID: "b-20261122-aaaa", Pipeline: "p.yaml", PipelineAbs: "/x/p.yaml", PipelineName: "p", PipelineHash: "h",
-		Dataset: "d.jsonl", DatasetHash: "dh", Flags: map[string]any{"concurrency": 8}}
+		Dataset: "d.jsonl", DatasetHash: "dh", Settings: []byte(`{"concurrency":8}`)}
 	items := []*BatchItem{
 		{Index: 0, Key: "line 1", Item: map[string]any{"q": "one", "expected": 1}},
 		{Index: 1, Key: "line 2", Item: map[string]any{"q": "two", "expected": 2}},
@@ -27,14 +27,14 @@ func TestBatchRecords(t *testing.T) {
 	if err := s.CreateBatch(ctx, b, items); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateBatch(ctx, &Batch{ID: "b-20261122-aaab", Flags: map[string]any{}}, nil); err != nil {
+	if err := s.CreateBatch(ctx, &Batch{ID: "b-20261122-aaab"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Batch(ctx, "b-2026"); err == nil || !strings.Contains(err.Error(), "ambiguous") {
 		t.Fatalf("an ambiguous prefix: %v", err)
 	}
 	got, err := s.Batch(ctx, "b-20261122-aaaa")
-	if err != nil || got.Flags["concurrency"] != 8 || got.Status != StatusRunning {
+	if err != nil || string(got.Settings) != `{"concurrency":8}` || got.Status != StatusRunning {
 		t.Fatalf("batch %+v, %v", got, err)
 	}
 	if err := s.StartItem(ctx, b.ID, 1, "run-1"); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -25,17 +26,24 @@ func (s *Store) Mark(ctx context.Context) (string, error) {
 }
 
 // Status is a run's status as Run reports it (interrupted when the
-// process running it died), for a watcher that asks at every change:
-// it leaves out the pipeline's source files.
-func (s *Store) Status(ctx context.Context, id string) (string, error) {
-	r, err := scanRun(s.db.QueryRowContext(ctx, `SELECT `+listColumns+` FROM runs WHERE id = ?`, id))
+// process running it died) and when it started, for a watcher that asks
+// at every change: it reads three columns, never the run's inputs,
+// outputs or pipeline files, which may be large.
+func (s *Store) Status(ctx context.Context, id string) (status string, started time.Time, err error) {
+	var pid int
+	var pidStart string
+	var at sql.NullString
+	err = s.db.QueryRowContext(ctx, `SELECT status, pid, pid_start, started_at FROM runs WHERE id = ?`, id).Scan(&status, &pid, &pidStart, &at)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", s.notFound(ctx, id)
+		return "", time.Time{}, s.notFound(ctx, id)
 	}
 	if err != nil {
-		return "", fmt.Errorf("run %s: reading its status from %s: %w", id, s.path, err)
+		return "", time.Time{}, fmt.Errorf("run %s: reading its status from %s: %w", id, s.path, err)
 	}
-	return r.Status, nil
+	if status == StatusRunning && !alive(pid, pidStart) {
+		status = StatusInterrupted
+	}
+	return status, parseTime(at), nil
 }
 
 // EventsAfter returns a run's events numbered after seq, in order, and

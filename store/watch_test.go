@@ -25,10 +25,10 @@ func TestListsLeaveOutPipelineSources(t *testing.T) {
 	if r := runs[0]; r.PipelineSrc != "" || r.PipelineFiles != nil || r.ID != "r1" || r.Status != whole.Status || r.Inputs["n"] != whole.Inputs["n"] {
 		t.Errorf("listed %+v, want %+v without its sources", r, whole)
 	}
-	if st, err := s.Status(ctx, "r1"); err != nil || st != store.StatusRunning {
-		t.Errorf("Status: %q %v, want running", st, err)
+	if st, started, err := s.Status(ctx, "r1"); err != nil || st != store.StatusRunning || !started.Equal(whole.Started) {
+		t.Errorf("Status: %q %v %v, want running since %v", st, started, err, whole.Started)
 	}
-	if _, err := s.Status(ctx, "r2"); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := s.Status(ctx, "r2"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Status of an unknown run: %v, want ErrNotFound", err)
 	}
 }

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -194,6 +193,8 @@ type runData struct {
 	// Stoppable: running here, or in another process, which polls the
 	// store for the stop.
 	Stoppable bool
+	// Queued: its resume waits for a run slot.
+	Queued bool
 }
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
@@ -268,6 +269,9 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		d.Active, d.Auto = true, a.human.auto.Load()
 	}
 	s.mu.Unlock()
+	for _, q := range s.queued() {
+		d.Queued = d.Queued || q.Claim == id
+	}
 	d.Stoppable = d.Active || run.Status == store.StatusRunning
 	if d.Snapshots, err = s.st.Snapshots(ctx, id); err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
@@ -310,52 +314,42 @@ func finishBodies(b dsl.Block, states map[string]string, done bool) {
 }
 
 // runLive streams a run's new events (each as its timeline row and its
-// node's state) and its status when it changes.
+// node's state) and its status when it changes, from the run's feed,
+// which every stream of the run shares.
 func (s *Server) runLive(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
 	status := r.URL.Query().Get("status")
-	run, err := s.st.Run(r.Context(), id)
-	if err != nil {
+	if _, _, err := s.st.Status(r.Context(), id); err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
-	f, ok := sse(w)
+	fl, ok := sse(w)
 	if !ok {
 		return
 	}
-	t := s.pages["run"]
+	feed := s.follow(id)
+	defer s.unfollow(feed)
 	for {
-		wake := s.change.wait()
-		events, last, err := s.st.EventsAfter(r.Context(), id, after)
+		msgs, cur, changed, err := feed.since(after)
+		for _, m := range msgs {
+			if send(w, fl, "event", m.data) != nil {
+				return
+			}
+			after = m.seq
+		}
+		if cur != "" && cur != status {
+			status = cur
+			data, _ := json.Marshal(status)
+			if send(w, fl, "status", data) != nil {
+				return
+			}
+		}
 		if err != nil {
 			return
 		}
-		for i, e := range events {
-			var b bytes.Buffer
-			rw := toRow(last-int64(len(events)-1-i), run.Started, e)
-			if err := t.ExecuteTemplate(&b, "timelinerow", rw); err != nil {
-				return
-			}
-			msg := map[string]any{"seq": rw.Seq, "row": b.String(), "node": e.Node, "state": nodeState(e), "sent": e.Time.UnixMicro()}
-			if e.Type == runtime.EventModelTurn && e.Turn != nil {
-				msg["cost"], msg["tokens"] = e.Turn.CostUSD, usageOf(e.Turn.Usage).Total
-			}
-			data, _ := json.Marshal(msg)
-			if send(w, f, "event", data) != nil {
-				return
-			}
-		}
-		after = last
-		if cur, err := s.st.Status(r.Context(), id); err == nil && cur != status {
-			status = cur
-			data, _ := json.Marshal(status)
-			if send(w, f, "status", data) != nil {
-				return
-			}
-		}
 		select {
-		case <-wake:
+		case <-changed:
 		case <-r.Context().Done():
 			return
 		case <-s.ctx.Done():

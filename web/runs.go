@@ -22,6 +22,18 @@ type runRow struct {
 	Tokens                                int64
 }
 
+// listRows are the lines of the runs list: the queued launches that
+// failed to start, those waiting for a slot, then the runs.
+type listRows struct {
+	Failed []queuedRun
+	Queued []queuedRun
+	Runs   []runRow
+}
+
+func (s *Server) listRows(runs []runRow) listRows {
+	return listRows{Failed: s.launchFailures(), Queued: s.queued(), Runs: runs}
+}
+
 // listQuery is the runs list's filter and order, from the URL.
 type listQuery struct {
 	Pipeline, Status, Sort string
@@ -106,7 +118,7 @@ type runsData struct {
 	Query     listQuery
 	Pipelines []string
 	Statuses  []string
-	Rows      []runRow
+	Rows      listRows
 	LiveURL   string
 }
 
@@ -120,7 +132,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, http.StatusOK, "runs", runsData{page: s.page(r, "Runs", "runs"), Query: l, Pipelines: pipelines,
-		Statuses: statuses, Rows: rows, LiveURL: "/live/runs?" + r.URL.RawQuery})
+		Statuses: statuses, Rows: s.listRows(rows), LiveURL: "/live/runs?" + r.URL.RawQuery})
 }
 
 // runsLive streams the runs list's rows, rendered, whenever they change.
@@ -128,7 +140,7 @@ func (s *Server) runsLive(w http.ResponseWriter, r *http.Request) {
 	l := readListQuery(r)
 	s.liveRows(w, r, "runs", "runrows", func(ctx context.Context) (any, error) {
 		rows, _, err := s.rows(ctx, l)
-		return rows, err
+		return s.listRows(rows), err
 	})
 }
 

@@ -190,7 +190,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h := newHuman(r.FormValue("auto") != "")
-	id, err := s.launch(h, l.MaxLoops, "", func(ctx context.Context, sink *launchSink) error {
+	id, err := s.launch(h, l.MaxLoops, "", rel, func(ctx context.Context, sink *launchSink) error {
 		res, err := s.engine.Start(ctx, l, h, sink)
 		if res == nil {
 			return err
@@ -199,6 +199,11 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		again(err)
+		return
+	}
+	if id == "" {
+		// Queued: the runs page lists it until it starts.
+		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
 	http.Redirect(w, r, "/runs/"+id, http.StatusSeeOther)

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -58,10 +61,11 @@ type settings struct {
 }
 
 // launchSink learns the run's id from its first event and registers the
-// run as active under it.
+// run as active under it, with the settings it was started with.
 type launchSink struct {
 	s       *Server
 	a       *activeRun
+	set     settings
 	id      string
 	started chan string
 }
@@ -73,15 +77,96 @@ func (l *launchSink) Event(e runtime.Event) {
 	l.id = e.Run
 	l.s.mu.Lock()
 	l.s.active[e.Run] = l.a
+	l.s.settings[e.Run] = l.set
 	l.s.mu.Unlock()
 	l.started <- e.Run
+}
+
+// queuedRun is a launch waiting for one of the runs started here to end,
+// or one that waited and then could not start (Error).
+type queuedRun struct {
+	What  string // the pipeline, or the run resumed or forked
+	Claim string // the run a resume continues, if any
+	Since time.Time
+	Error string
+}
+
+// keptFailures is how many queued launches that failed to start the runs
+// page lists, the latest.
+const keptFailures = 20
+
+// launchFailed keeps why a queued launch could not start: nobody waits on
+// its request any more, so the runs page shows it.
+func (s *Server) launchFailed(q *queuedRun, err error) {
+	failed := *q
+	failed.Error = redact.String(err.Error())
+	s.mu.Lock()
+	s.failures = append(s.failures, failed)
+	s.failures = s.failures[max(0, len(s.failures)-keptFailures):]
+	s.mu.Unlock()
+	s.change.fire()
+}
+
+// launchFailures lists the queued launches that failed to start, latest
+// first.
+func (s *Server) launchFailures() []queuedRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.failures)
+	slices.Reverse(out)
+	return out
+}
+
+// queued lists the launches waiting for a slot, oldest first.
+func (s *Server) queued() []queuedRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]queuedRun, len(s.queue))
+	for i, q := range s.queue {
+		out[i] = *q
+	}
+	return out
+}
+
+// takeSlot takes a run slot if one is free; otherwise it queues q and
+// returns false.
+func (s *Server) takeSlot(q *queuedRun) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	default:
+	}
+	s.queue = append(s.queue, q)
+	s.change.fire()
+	return false
+}
+
+// awaitSlot waits, queued, until a run slot frees or ctx ends, and leaves
+// the queue either way; it says whether it got the slot.
+func (s *Server) awaitSlot(ctx context.Context, q *queuedRun) bool {
+	got := true
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		got = false
+	}
+	s.mu.Lock()
+	s.queue = slices.DeleteFunc(s.queue, func(x *queuedRun) bool { return x == q })
+	s.mu.Unlock()
+	s.change.fire()
+	return got
 }
 
 // launch runs run in the background, owned by the server, and returns
 // the id of the run it started, or why it could not start. A resume
 // names the run it continues as claim: it is refused while that run is
 // already active here (the store lets this process claim its own run).
-func (s *Server) launch(h *human, maxLoops int, claim string, run func(ctx context.Context, sink *launchSink) error) (string, error) {
+// When MaxRuns runs started here are running, the launch is queued
+// (listed by queued, what naming it) and launch returns "" at once; it
+// starts when a run ends.
+func (s *Server) launch(h *human, maxLoops int, claim, what string, run func(ctx context.Context, sink *launchSink) error) (string, error) {
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	a := &activeRun{cancel: cancel, human: h}
 	if claim != "" {
@@ -96,13 +181,21 @@ func (s *Server) launch(h *human, maxLoops int, claim string, run func(ctx conte
 			return "", fmt.Errorf("run %s is already running", claim)
 		}
 	}
-	sink := &launchSink{s: s, a: a, started: make(chan string, 1)}
+	sink := &launchSink{s: s, a: a, set: settings{auto: h.auto.Load(), maxLoops: maxLoops}, started: make(chan string, 1)}
 	failed := make(chan error, 1)
+	q := &queuedRun{What: what, Claim: claim, Since: time.Now()}
+	queued := !s.takeSlot(q)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer cancel(nil)
-		err := run(ctx, sink)
+		var err error
+		if !queued || s.awaitSlot(ctx, q) {
+			err = run(ctx, sink)
+			<-s.slots
+		} else {
+			err = fmt.Errorf("%s left the queue: %w", what, context.Cause(ctx))
+		}
 		s.mu.Lock()
 		for _, id := range []string{sink.id, claim} {
 			if id != "" && s.active[id] == a {
@@ -114,14 +207,17 @@ func (s *Server) launch(h *human, maxLoops int, claim string, run func(ctx conte
 			if err == nil {
 				err = errors.New("the run ended before it started")
 			}
+			if queued && ctx.Err() == nil {
+				s.launchFailed(q, err)
+			}
 			failed <- err
 		}
 	}()
+	if queued {
+		return "", nil
+	}
 	select {
 	case id := <-sink.started:
-		s.mu.Lock()
-		s.settings[id] = settings{auto: h.auto.Load(), maxLoops: maxLoops}
-		s.mu.Unlock()
 		return id, nil
 	case err := <-failed:
 		return "", err
@@ -147,7 +243,11 @@ func (s *Server) resumeRun(ctx context.Context, id, from string, h *human) (stri
 	if from != "" {
 		claim = "" // a fork is a new run
 	}
-	return s.launch(h, set.maxLoops, claim, func(ctx context.Context, sink *launchSink) error {
+	what := "resume of " + id
+	if from != "" {
+		what = "fork of " + id + " from " + from
+	}
+	return s.launch(h, set.maxLoops, claim, what, func(ctx context.Context, sink *launchSink) error {
 		res, err := s.engine.Resume(ctx, id, from, h, sink, set.maxLoops)
 		if res == nil {
 			return err

@@ -15,7 +15,10 @@
 //     that a DNS-rebinding page cannot reach the server.
 //   - Only pipelines inside Dir are started, resumed or forked.
 //   - Runs started here run in this process through Engine and are
-//     stopped, and waited for, by Close.
+//     stopped, and waited for, by Close. At most MaxRuns of them run at
+//     once; the others wait in a queue, in order, listed on the runs page.
+//   - A live view of a run costs the rows it sends: the run's events are
+//     read and rendered once for all the views of that run.
 package web
 
 import (
@@ -73,7 +76,15 @@ type Options struct {
 	// Poll is how often the store is checked for changes made by other
 	// processes (default 100ms).
 	Poll time.Duration
+	// MaxRuns caps the runs started here (started, resumed or forked)
+	// that run at once; more wait in a queue, in order. Default
+	// DefaultMaxRuns.
+	MaxRuns int
 }
+
+// DefaultMaxRuns is how many runs started from the UI run at once when
+// Options.MaxRuns is not set.
+const DefaultMaxRuns = 8
 
 // Server is the web UI.
 type Server struct {
@@ -95,6 +106,10 @@ type Server struct {
 	mu       sync.Mutex
 	active   map[string]*activeRun
 	settings map[string]settings
+	feeds    map[string]*runFeed // by run id: the runs with live streams
+	slots    chan struct{}       // one per run started here that runs
+	queue    []*queuedRun        // launches waiting for a slot, oldest first
+	failures []queuedRun         // the last queued launches that failed to start
 }
 
 // New makes a server and starts watching the store.
@@ -106,10 +121,14 @@ func New(o Options) (*Server, error) {
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
 	s := &Server{st: o.Store, dir: dir, engine: o.Engine, token: o.Token, csrf: hex.EncodeToString(secret),
-		poll: o.Poll, active: map[string]*activeRun{}, settings: map[string]settings{}}
+		poll: o.Poll, active: map[string]*activeRun{}, settings: map[string]settings{}, feeds: map[string]*runFeed{}}
 	if s.poll <= 0 {
 		s.poll = 100 * time.Millisecond
 	}
+	if o.MaxRuns <= 0 {
+		o.MaxRuns = DefaultMaxRuns
+	}
+	s.slots = make(chan struct{}, o.MaxRuns)
 	s.change.ch = make(chan struct{})
 	if s.pages, err = parsePages(); err != nil {
 		return nil, err
@@ -281,8 +300,7 @@ func (s *Server) checkCSRF(r *http.Request) error {
 	if origin == "" {
 		return errors.New("no Origin or Referer header: state changes come from this server's own pages")
 	}
-	u, err := url.Parse(origin)
-	if err != nil || u.Host != r.Host {
+	if !sameOrigin(origin, r) {
 		return fmt.Errorf("request from another origin (%s)", origin)
 	}
 	got := r.Header.Get("X-Flowrun-CSRF")
@@ -293,6 +311,34 @@ func (s *Server) checkCSRF(r *http.Request) error {
 		return errors.New("missing or wrong CSRF token: reload the page and try again")
 	}
 	return nil
+}
+
+// sameOrigin says whether origin (an Origin or Referer header) names the
+// origin r was sent to: the same scheme, host and port, a missing port
+// being the scheme's default. The host alone is not enough: a page served
+// on https://127.0.0.1:PORT is another origin than this server's http one.
+func sameOrigin(origin string, r *http.Request) bool {
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	self := &url.URL{Scheme: scheme, Host: r.Host}
+	return strings.EqualFold(u.Scheme, scheme) && strings.EqualFold(u.Hostname(), self.Hostname()) && portOf(u) == portOf(self)
+}
+
+// portOf is u's port, or its scheme's default.
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
 }
 
 func loopbackHost(hostport string) bool {

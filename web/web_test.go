@@ -129,7 +129,7 @@ type harness struct {
 	c    *http.Client
 }
 
-func newHarness(t *testing.T, token string) *harness {
+func newHarness(t *testing.T, token string, options ...func(*Options)) *harness {
 	t.Helper()
 	fake := llmtest.New(t)
 	t.Setenv("OPENAI_BASE_URL", fake.URL)
@@ -144,7 +144,11 @@ func newHarness(t *testing.T, token string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{Store: st, Dir: dir, Engine: testEngine(st), Token: token, Poll: 10 * time.Millisecond})
+	o := Options{Store: st, Dir: dir, Engine: testEngine(st), Token: token, Poll: 10 * time.Millisecond}
+	for _, f := range options {
+		f(&o)
+	}
+	srv, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,6 +328,11 @@ func TestStateChangesNeedCSRFTokenAndSameOrigin(t *testing.T) {
 	}
 	for _, c := range []struct{ origin, token string }{
 		{h.ts.URL, ""}, {h.ts.URL, "wrong"}, {"http://evil.example", h.srv.csrf}, {"", h.srv.csrf},
+		// Same host and port, another scheme or port: another origin.
+		{strings.Replace(h.ts.URL, "http://", "https://", 1), h.srv.csrf},
+		{strings.Replace(h.ts.URL, "http://", "ws://", 1), h.srv.csrf},
+		{h.ts.URL + "1", h.srv.csrf},
+		{"null", h.srv.csrf},
 	} {
 		if got := send(c.origin, c.token); got != http.StatusForbidden {
 			t.Errorf("origin %q token %q: %d, want 403", c.origin, c.token, got)
@@ -331,6 +340,12 @@ func TestStateChangesNeedCSRFTokenAndSameOrigin(t *testing.T) {
 	}
 	if runs, _ := h.st.Runs(context.Background()); len(runs) != 0 {
 		t.Fatalf("%d runs started", len(runs))
+	}
+	// The server's own origin, its host written in capitals, passes the
+	// check (the start then redirects).
+	h.fake.Push(llmtest.Text("hello"))
+	if got := send(strings.ToUpper(h.ts.URL), h.srv.csrf); got != http.StatusSeeOther {
+		t.Errorf("this server's own origin: %d, want 303", got)
 	}
 }
 

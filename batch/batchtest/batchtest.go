@@ -51,7 +51,7 @@ func Record(t *testing.T, st *store.Store, id string, keys []string, pattern str
 		t.Fatalf("fixture %s: %d keys, %d outcomes", id, len(keys), len(pattern))
 	}
 	b := &store.Batch{ID: id, Pipeline: "pipelines/solve.yaml", PipelineName: "solve", Dataset: "tasks.jsonl",
-		Flags: map[string]any{"metrics": []any{"solved", "exact", "steps"}, "primary": "solved", "concurrency": 4}}
+		Settings: []byte(`{"metrics": ["solved", "exact", "steps"], "primary": "solved", "concurrency": 4}`)}
 	items := make([]*store.BatchItem, len(keys))
 	for i, k := range keys {
 		items[i] = &store.BatchItem{Index: i, Key: k, Item: map[string]any{"id": k, "expected": i}}

@@ -19,7 +19,6 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/nodes"
-	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -57,7 +56,7 @@ type batchFlags struct {
 
 func (f *batchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.concurrency, "concurrency", 8, "run `N` items at once (with --nats: keep at most N items queued or running on the workers; default no cap)")
-	fs.Float64Var(&f.maxCost, "max-cost-usd", 0, "start no item once the batch's spend would pass `USD` (0: no limit); the batch stops, resumable")
+	fs.Float64Var(&f.maxCost, "max-cost-usd", 0, "start an item only while the spend so far, what running items may still spend and one more item fit within `USD` (0: no limit); the batch stops, resumable")
 	fs.BoolVar(&f.asJSON, "json", false, "print one JSON event per finished item, then a summary, on stdout")
 	fs.BoolVar(&f.auto, "auto", false, "accept every confirmation and answer every ask with its default")
 	fs.IntVar(&f.maxLoops, "max-loops", 0, "cap every loop at `N` iterations")
@@ -143,11 +142,11 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	pipelineAbs, _ := filepath.Abs(p.Path)
 	datasetAbs, _ := filepath.Abs(*dataset)
 	b := &store.Batch{Pipeline: p.Path, PipelineAbs: pipelineAbs, PipelineName: p.Name, PipelineHash: p.Hash,
-		Dataset: *dataset, DatasetHash: d.Hash, Flags: map[string]any{
-			"concurrency": bf.concurrency, "limit": *limit, "sample": *sample, "seed": *seed, "filter": *filter,
-			"max_cost_usd": bf.maxCost, "auto": bf.auto, "max_loops": bf.maxLoops, "map": mapping,
-			"metrics": scorer.Names(), "primary": scorer.Primary, "score": []string(scores),
-			"model": []string(bf.models.models), "replay": absOrEmpty(bf.models.replay), "dataset_abs": datasetAbs}}
+		Dataset: *dataset, DatasetHash: d.Hash}
+	settings := batch.Settings{Concurrency: bf.concurrency, MaxCostUSD: bf.maxCost, MaxLoops: bf.maxLoops, Auto: bf.auto,
+		Limit: *limit, Sample: *sample, Seed: *seed, Filter: *filter, Map: mapping,
+		Metrics: scorer.Names(), Primary: scorer.Primary, Score: scores,
+		Model: bf.models.models, Replay: absOrEmpty(bf.models.replay), DatasetAbs: datasetAbs}
 	created := view.start
 	var followErr error
 	if *natsURL != "" {
@@ -157,19 +156,22 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 				window = bf.concurrency
 			}
 		})
-		b.Flags["concurrency"] = window
+		settings.Concurrency, settings.NATS = window, cluster.DisplayURL(*natsURL)
 		co, err := remoteBatch(ctx, r, o, len(items), window, bf.auto, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
 			return exitFailed
 		}
 		defer co.Close()
-		b.Flags["nats"] = cluster.DisplayURL(*natsURL)
-		nf.record(b.Flags)
+		nf.record(&settings)
 		created = func(b *store.Batch) {
 			view.start(b)
 			followErr = co.Follow(ctx, b.ID)
 		}
+	}
+	if err := batch.SetSettings(b, settings); err != nil {
+		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+		return exitFailed
 	}
 	if err := errors.Join(r.Create(ctx, b, items, created), followErr); err != nil {
 		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
@@ -346,14 +348,13 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		}
 		return exitInvalid
 	}
-	flagsOf(b.Flags, &bf, set)
-	mapping := map[string]string{}
-	if m, ok := b.Flags["map"].(map[string]any); ok {
-		for k, v := range m {
-			mapping[k] = fmt.Sprint(v)
-		}
+	saved, err := batch.SettingsOf(b)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
+		return exitInvalid
 	}
-	scorer, code := batchScorer(p, stringsOf(b.Flags["score"]), stderr)
+	settingsOf(saved, &bf, set)
+	scorer, code := batchScorer(p, saved.Score, stderr)
 	if scorer == nil {
 		return code
 	}
@@ -362,7 +363,7 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	var items []*batch.Item
 	for _, row := range rows {
 		if row.Status != runtime.StatusCompleted && row.Status != runtime.StatusFailed {
-			d, err := batch.ReadDataset(fmt.Sprint(b.Flags["dataset_abs"]))
+			d, err := batch.ReadDataset(saved.DatasetAbs)
 			if err != nil {
 				fmt.Fprintf(stderr, "flowrun batch resume: batch %s has items not started yet: %v\n", b.ID, err)
 				return exitInvalid
@@ -375,14 +376,14 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 			break
 		}
 	}
-	url, _ := b.Flags["nats"].(string)
+	url := saved.NATS
 	if set["nats"] {
 		url = *natsURL
 	}
 	bf.models.remote = url != ""
 	var o cluster.Options
 	if url != "" {
-		nf.recorded(b.Flags, set)
+		nf.recorded(saved, set)
 		if o, err = nf.options(url, false); err != nil {
 			fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
 			return exitInvalid
@@ -394,7 +395,7 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	}
 	defer st.Close()
 	defer finish()
-	r.Map, r.Scorer, r.RetryFailed, r.AllowChanged = mapping, scorer, *retry, *allowChanged
+	r.Map, r.Scorer, r.RetryFailed, r.AllowChanged = saved.Map, scorer, *retry, *allowChanged
 	view := newBatchView(r.Scorer, bf.asJSON, stdout, stderr)
 	r.Progress = view.item
 	if err := st.ClaimBatch(ctx, b.ID); err != nil {
@@ -410,11 +411,10 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		// A cap a --nats batch recorded, or one given now; a local
 		// batch's concurrency is no cap on the workers.
 		window := 0
-		if saved, _ := b.Flags["nats"].(string); set["concurrency"] {
+		if set["concurrency"] {
 			window = bf.concurrency
-		} else if saved != "" {
-			n, _ := b.Flags["concurrency"].(float64)
-			window = int(n)
+		} else if saved.NATS != "" {
+			window = saved.Concurrency
 		}
 		co, err := remoteBatch(ctx, r, o, len(rows), window, bf.auto, stderr)
 		if err == nil {
@@ -430,37 +430,27 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	return runBatch(ctx, r, b, items, view)
 }
 
-// flagsOf fills the flags not given on the command line from those the
-// batch started with.
-func flagsOf(saved map[string]any, bf *batchFlags, given map[string]bool) {
-	num := func(k string) float64 { f, _ := saved[k].(float64); return f }
-	if !given["concurrency"] && num("concurrency") > 0 {
-		bf.concurrency = int(num("concurrency"))
+// settingsOf fills the flags not given on the command line from the
+// settings the batch started with.
+func settingsOf(saved batch.Settings, bf *batchFlags, given map[string]bool) {
+	if !given["concurrency"] && saved.Concurrency > 0 {
+		bf.concurrency = saved.Concurrency
 	}
 	if !given["max-cost-usd"] {
-		bf.maxCost = num("max_cost_usd")
+		bf.maxCost = saved.MaxCostUSD
 	}
 	if !given["max-loops"] {
-		bf.maxLoops = int(num("max_loops"))
+		bf.maxLoops = saved.MaxLoops
 	}
 	if !given["auto"] {
-		bf.auto, _ = saved["auto"].(bool)
+		bf.auto = saved.Auto
 	}
 	if !given["replay"] {
-		bf.models.replay, _ = saved["replay"].(string)
+		bf.models.replay = saved.Replay
 	}
 	if !given["model"] {
-		bf.models.models = stringsOf(saved["model"])
+		bf.models.models = saved.Model
 	}
-}
-
-func stringsOf(v any) []string {
-	list, _ := v.([]any)
-	var out []string
-	for _, x := range list {
-		out = append(out, fmt.Sprint(x))
-	}
-	return out
 }
 
 // batchView shows a batch's progress: on a terminal one live line, redrawn,
@@ -627,11 +617,11 @@ func (v *batchView) summary(status, reason string, rows []*store.BatchItem) {
 	}
 }
 
-// writeEvent prints one JSON line, secrets redacted.
+// writeEvent prints one JSON line (see outJSON).
 func writeEvent(w io.Writer, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return
 	}
-	_, _ = w.Write(append(redact.JSON(b), '\n'))
+	_, _ = w.Write(append(outJSON(b), '\n'))
 }

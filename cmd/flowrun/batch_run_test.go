@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/store"
 )
@@ -136,7 +137,7 @@ func TestBatchScoresEveryItemAndNamesBadLines(t *testing.T) {
 		}
 	}
 	b, items := batchStore(t, db)
-	if b.Status != "completed" || b.Flags["primary"] != "exact" || fmt.Sprint(b.Flags["metrics"]) != "[exact chars]" {
+	if saved, err := batch.SettingsOf(b); err != nil || b.Status != "completed" || saved.Primary != "exact" || fmt.Sprint(saved.Metrics) != "[exact chars]" || saved.Concurrency != 3 {
 		t.Fatalf("batch %+v", b)
 	}
 	if len(items) != 11 {
@@ -288,7 +289,7 @@ func TestBatchMaxCostStopsAndResumes(t *testing.T) {
 	db := filepath.Join(dir, "runs.db")
 	// One item costs $0.14: with one at a time, the fourth would pass $0.50.
 	code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--concurrency", "1", "--max-cost-usd", "0.5")
-	if code != exitFailed || !strings.Contains(stderr, "stopped: --max-cost-usd 0.5: $0.4200 spent, and an item costs about $0.1400") ||
+	if code != exitFailed || !strings.Contains(stderr, "stopped: --max-cost-usd 0.5: $0.4200 spent, and an item costs up to $0.1400") ||
 		!strings.Contains(stderr, "To continue: flowrun batch resume b") {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -340,8 +341,8 @@ outputs:
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	b, items := batchStore(t, db)
-	if fmt.Sprint(b.Flags["metrics"]) != "[exact chars pass verdict tokens]" || b.Flags["primary"] != "pass" {
-		t.Fatalf("metrics %v, primary %v", b.Flags["metrics"], b.Flags["primary"])
+	if saved, err := batch.SettingsOf(b); err != nil || fmt.Sprint(saved.Metrics) != "[exact chars pass verdict tokens]" || saved.Primary != "pass" {
+		t.Fatalf("settings %+v, %v", saved, err)
 	}
 	got := fmt.Sprint(items[0].Scores, items[1].Scores)
 	if want := "map[chars:20 exact:true pass:true tokens:120 verdict:true] map[chars:20 exact:false pass:false tokens:120 verdict:false]"; got != want {
@@ -372,5 +373,93 @@ func TestBatchResumeNamesWhatChanged(t *testing.T) {
 	code, _, stderr = flowrun(t, "batch", "resume", b.ID, "--store", db, "--max-cost-usd", "5")
 	if code != exitInvalid || !strings.Contains(stderr, "qa.yaml:\n  line 10: was") || !strings.Contains(stderr, "--allow-changed") {
 		t.Fatalf("resume after an edit: exit %d\n%s", code, stderr)
+	}
+}
+
+// dollarPipeline is qaPipeline priced so that each item costs exactly $1:
+// whole-dollar settings are stored as JSON integers.
+var dollarPipeline = strings.Replace(fmt.Sprintf(qaPipeline, ""), "input_per_mtok: 1000, output_per_mtok: 2000", "input_per_mtok: 10000, output_per_mtok: 0", 1)
+
+func qaDataset(t *testing.T, dir string, n int) string {
+	t.Helper()
+	var lines []string
+	for i := 1; i <= n; i++ {
+		lines = append(lines, fmt.Sprintf(`{"question": "q%d", "expected": "A%d"}`, i, i))
+	}
+	return writeFile(t, dir, "qa.jsonl", strings.Join(lines, "\n"))
+}
+
+// batchSpend is the total cost and the number of completed items of the
+// store's only batch.
+func batchSpend(t *testing.T, db string) (float64, int) {
+	t.Helper()
+	_, items := batchStore(t, db)
+	cost, done := 0.0, 0
+	for _, it := range items {
+		cost += it.CostUSD
+		if it.Status == "completed" {
+			done++
+		}
+	}
+	return cost, done
+}
+
+// batch resume keeps the cost cap and the concurrency the batch started
+// with, whole numbers included: a resume without flags stops at once at
+// the cap it stopped at, and one that raises the cap runs two items at a
+// time, as the batch began.
+func TestBatchResumeKeepsSettings(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "qa.yaml", dollarPipeline)
+	data := qaDataset(t, dir, 10)
+	model, srv := newQAModel(t, 50*time.Millisecond)
+	useModel(t, srv)
+	db := filepath.Join(dir, "runs.db")
+	code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--concurrency", "2", "--max-cost-usd", "3")
+	if cost, done := batchSpend(t, db); code != exitFailed || cost != 3 || done != 3 {
+		t.Fatalf("exit %d, $%v spent on %d items, want $3 on 3\n%s", code, cost, done, stderr)
+	}
+	b, _ := batchStore(t, db)
+	saved, err := batch.SettingsOf(b)
+	if err != nil || saved.MaxCostUSD != 3 || saved.Concurrency != 2 || !strings.Contains(string(b.Settings), `"max_cost_usd":3,`) {
+		t.Fatalf("settings %s: %+v, %v", b.Settings, saved, err)
+	}
+
+	code, _, stderr = flowrun(t, "batch", "resume", "last", "--store", db)
+	if cost, done := batchSpend(t, db); code != exitFailed || cost != 3 || done != 3 || !strings.Contains(stderr, "stopped: --max-cost-usd 3: $3.0000 spent") {
+		t.Fatalf("resume without flags: exit %d, $%v spent on %d items, want the $3 cap kept\n%s", code, cost, done, stderr)
+	}
+	if n := len(model.requests()); n != 3 {
+		t.Fatalf("resume past the cap asked %d questions in all, want 3", n)
+	}
+
+	code, _, stderr = flowrun(t, "batch", "resume", "last", "--store", db, "--max-cost-usd", "7")
+	if cost, done := batchSpend(t, db); code != exitFailed || cost != 7 || done != 7 {
+		t.Fatalf("resume with a $7 cap: exit %d, $%v spent on %d items\n%s", code, cost, done, stderr)
+	}
+	if n := srv.MaxInFlight(); n > 2 {
+		t.Fatalf("%d requests in flight at once; the batch runs 2 items at a time", n)
+	}
+}
+
+// At concurrency 8 with a cap of five items' cost, the items that run at
+// once reserve what they may still spend: the batch spends no more than
+// the cap plus one item, where admitting on the spend so far alone would
+// start eight items before the first one's cost is known.
+func TestBatchCostCapHoldsAtConcurrency8(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "qa.yaml", fmt.Sprintf(qaPipeline, ""))
+	data := qaDataset(t, dir, 24)
+	_, srv := newQAModel(t, 50*time.Millisecond)
+	useModel(t, srv)
+	db := filepath.Join(dir, "runs.db")
+	const item, limit = 0.14, 5 * 0.14
+	code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--concurrency", "8", "--max-cost-usd", fmt.Sprint(limit))
+	cost, done := batchSpend(t, db)
+	if code != exitFailed || !strings.Contains(stderr, "stopped: --max-cost-usd 0.7") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if cost > limit+item+1e-9 || done < 4 {
+		t.Fatalf("$%.4f spent on %d items with a $%.2f cap and $%.2f items", cost, done, limit, item)
 	}
 }

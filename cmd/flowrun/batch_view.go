@@ -293,7 +293,7 @@ func writeRowsJSONL(stdout io.Writer, s *batch.Summary) int {
 		if err != nil {
 			return exitFailed
 		}
-		if _, err := stdout.Write(append(redact.JSON(b), '\n')); err != nil {
+		if _, err := stdout.Write(append(outJSON(b), '\n')); err != nil {
 			return exitFailed
 		}
 	}

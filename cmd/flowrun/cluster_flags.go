@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/cluster"
 )
 
@@ -68,30 +69,29 @@ func (f *natsFlags) options(url string, worker bool) (cluster.Options, error) {
 	return o, nil
 }
 
-// record keeps the flags with a batch, so that batch resume finds its
-// keys again: paths only, never a key.
-func (f *natsFlags) record(flags map[string]any) {
-	flags["nats_creds"], flags["nats_ca"], flags["nats_sign"], flags["nats_trust_worker"], flags["nats_insecure"] =
+// record keeps the flags with a batch's settings, so that batch resume
+// finds its keys again: paths only, never a key.
+func (f *natsFlags) record(s *batch.Settings) {
+	s.NATSCreds, s.NATSCA, s.NATSSign, s.NATSTrustWorker, s.NATSInsecure =
 		absOrEmpty(f.creds), absOrEmpty(f.ca), absOrEmpty(f.sign), absAll(f.trustWorker), f.insecure
 }
 
 // recorded fills the flags not given from those a batch recorded.
-func (f *natsFlags) recorded(flags map[string]any, given map[string]bool) {
-	str := func(k string) string { s, _ := flags[k].(string); return s }
+func (f *natsFlags) recorded(s batch.Settings, given map[string]bool) {
 	if !given["nats-creds"] {
-		f.creds = str("nats_creds")
+		f.creds = s.NATSCreds
 	}
 	if !given["nats-ca"] {
-		f.ca = str("nats_ca")
+		f.ca = s.NATSCA
 	}
 	if !given["nats-sign"] {
-		f.sign = str("nats_sign")
+		f.sign = s.NATSSign
 	}
 	if !given["nats-trust-worker"] {
-		f.trustWorker = stringsOf(flags["nats_trust_worker"])
+		f.trustWorker = s.NATSTrustWorker
 	}
 	if !given["nats-insecure"] {
-		f.insecure, _ = flags["nats_insecure"].(bool)
+		f.insecure = s.NATSInsecure
 	}
 }
 

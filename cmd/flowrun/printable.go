@@ -85,7 +85,30 @@ func fileOf(w io.Writer) (*os.File, bool) {
 	return f, ok
 }
 
-// writeJSON prints v as indented JSON, secrets redacted.
+// outJSON is JSON as flowrun prints it: secrets redacted, and the
+// characters a terminal would act on that encoding/json leaves raw (DEL,
+// C1 controls such as U+009B, bidirectional overrides such as U+202E)
+// written as \u escapes. They can only occur inside strings, so the
+// JSON decodes to the same values.
+func outJSON(b []byte) []byte {
+	b = redact.JSON(b)
+	if !bytes.ContainsFunc(b, unsafeRune) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+32)
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if unsafeRune(r) {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		} else {
+			out = append(out, b[i:i+size]...)
+		}
+		i += size
+	}
+	return out
+}
+
+// writeJSON prints v as indented JSON (see outJSON).
 func writeJSON(w io.Writer, v any) int {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -93,7 +116,7 @@ func writeJSON(w io.Writer, v any) int {
 	if err := enc.Encode(v); err != nil {
 		return exitFailed
 	}
-	if _, err := w.Write(redact.JSON(buf.Bytes())); err != nil {
+	if _, err := w.Write(outJSON(buf.Bytes())); err != nil {
 		return exitFailed
 	}
 	return exitOK

@@ -457,7 +457,7 @@ func duration(ms float64) string {
 	return fmt.Sprintf("%.2fs", ms/1000)
 }
 
-// jsonSink prints one JSON event per line, for programs, secrets redacted.
+// jsonSink prints one JSON event per line, for programs (see outJSON).
 type jsonSink struct{ w io.Writer }
 
 func (j *jsonSink) Event(e runtime.Event) {
@@ -465,7 +465,7 @@ func (j *jsonSink) Event(e runtime.Event) {
 	if err != nil {
 		return
 	}
-	_, _ = j.w.Write(append(redact.JSON(b), '\n'))
+	_, _ = j.w.Write(append(outJSON(b), '\n'))
 }
 
 // loadPipeline loads a pipeline, printing its diagnostics (warnings too);

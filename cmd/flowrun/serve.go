@@ -17,9 +17,10 @@ import (
 )
 
 func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", "flowrun serve [--addr 127.0.0.1:8377] [--store PATH] [--token T] [DIR]\n\nServes the web UI: the runs in the store, live; starting, steering and\nforking runs of the pipelines under DIR (default: the current directory).\nA non-loopback --addr needs a token: --token, or one is generated and printed.")
+	fs := newFlagSet("serve", "flowrun serve [--addr 127.0.0.1:8377] [--store PATH] [--token T] [--max-runs N] [DIR]\n\nServes the web UI: the runs in the store, live; starting, steering and\nforking runs of the pipelines under DIR (default: the current directory).\nA non-loopback --addr needs a token: --token, or one is generated and printed.")
 	addr := fs.String("addr", "127.0.0.1:8377", "listen on this `host:port`")
 	token := fs.String("token", "", "require this `token` (given once in the URL, then kept in a cookie)")
+	maxRuns := fs.Int("max-runs", web.DefaultMaxRuns, "run at most `N` runs started from the UI at once (started, resumed or forked); more wait in a queue")
 	storePath := storeFlag(fs)
 	rest, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
@@ -27,6 +28,10 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if len(rest) > 1 {
 		fmt.Fprintln(stderr, "flowrun serve: name at most one directory of pipelines")
+		return exitInvalid
+	}
+	if *maxRuns < 1 {
+		fmt.Fprintf(stderr, "flowrun serve: --max-runs %d: give at least 1\n", *maxRuns)
 		return exitInvalid
 	}
 	dir := "."
@@ -45,7 +50,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailed
 	}
 	defer st.Close()
-	srv, err := web.New(web.Options{Store: st, Dir: dir, Token: *token, Engine: webEngine(st, stderr)})
+	srv, err := web.New(web.Options{Store: st, Dir: dir, Token: *token, Engine: webEngine(st, stderr), MaxRuns: *maxRuns})
 	if err != nil {
 		fmt.Fprintf(stderr, "flowrun serve: %v\n", err)
 		return exitFailed

@@ -1,0 +1,198 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
+	flowruntime "github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+// TestLiveStreamsShareOneFeed: many live streams of a running run whose
+// input and one node output are large cost each a bounded amount of
+// memory, whatever the size of the run: the run's events are read and
+// rendered once for all of them and no stream holds a copy of the run.
+// Each stream still gets every event and the status, and the feed goes
+// when its last stream does.
+func TestLiveStreamsShareOneFeed(t *testing.T) {
+	const streams, big = 40, 4 << 20
+	const perStream = 256 << 10 // bytes of heap a stream may hold; the run is 16 times that
+	h := newHarness(t, "")
+	ctx := context.Background()
+	blob := strings.Repeat("x", big)
+	id := "run-big"
+	if err := h.st.CreateRun(ctx, &store.Run{ID: id, Pipeline: "chat.yaml", PipelineAbs: filepath.Join(h.dir, "chat.yaml"), PipelineName: "chat",
+		Inputs: map[string]any{"blob": blob}}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := h.st.Recorder(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	rec.Event(flowruntime.Event{Type: flowruntime.EventRunStarted, Run: id, Pipeline: "chat", Time: t0})
+	rec.Event(flowruntime.Event{Type: flowruntime.EventNodeStarted, Run: id, Path: "echo", Node: "echo", Kind: "set", Time: t0})
+	rec.Event(flowruntime.Event{Type: flowruntime.EventNodeFinished, Run: id, Path: "echo", Node: "echo", Kind: "set", Time: t0,
+		Output: map[string]any{"blob": blob}})
+	const events = 3
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var open []*http.Response
+	defer func() {
+		for _, resp := range open {
+			resp.Body.Close()
+		}
+	}()
+	for i := range streams {
+		resp, err := h.c.Get(h.ts.URL + "/runs/" + id + "/live?after=0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, resp)
+		got, status := 0, ""
+		lines := bufio.NewScanner(resp.Body)
+		// The status may come before the recorder has written the events,
+		// which then follow.
+		for (got < events || status == "") && lines.Scan() {
+			switch line := lines.Text(); {
+			case line == "event: event":
+				got++
+			case strings.HasPrefix(line, "data: \""):
+				status = line
+			}
+		}
+		if got != events || status != `data: "running"` {
+			t.Fatalf("stream %d: %d events and status %q, want %d and running", i, got, status, events)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d streams of a run with a %d MiB input: heap grew %d KiB, %d KiB a stream", streams, big>>20, grown>>10, grown/streams>>10)
+	if grown > streams*perStream {
+		t.Errorf("the heap grew by %d KiB for %d streams: more than %d KiB a stream", grown>>10, streams, perStream>>10)
+	}
+	runtime.KeepAlive(blob)
+
+	for _, resp := range open {
+		resp.Body.Close()
+	}
+	open = nil
+	deadline := time.Now().Add(time.Minute)
+	for {
+		h.srv.mu.Lock()
+		left := len(h.srv.feeds)
+		h.srv.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d feeds left a minute after their streams closed", left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRunsBeyondMaxRunsQueue: with MaxRuns 1, a second run started while
+// the first runs is queued, not started: the runs page lists it as
+// queued and the model sees one request at a time. It starts when the
+// first run ends, and both complete. A queued resume shows as queued on
+// its run's page, and Stop takes it out of the queue.
+func TestRunsBeyondMaxRunsQueue(t *testing.T) {
+	h := newHarness(t, "", func(o *Options) { o.MaxRuns = 1 })
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	defer releaseAll() // a failure must not leave model calls hanging
+	h.fake.Handle(func(llmtest.Request) llmtest.Reply {
+		<-release
+		return llmtest.Text("hello")
+	})
+	first := h.start(url.Values{"pipeline": {"chat.yaml"}})
+	code, loc := h.post("/start", url.Values{"pipeline": {"chat.yaml"}})
+	if code != http.StatusSeeOther || loc != "/" {
+		t.Fatalf("second start: %d, Location %q; want the runs page, where it waits", code, loc)
+	}
+	if _, page := h.get("/"); !strings.Contains(page, `<span class="status queued">queued</span>`) || !strings.Contains(page, "chat.yaml") {
+		t.Fatalf("the runs page does not list the queued run:\n%s", page)
+	}
+	if runs, _ := h.st.Runs(context.Background()); len(runs) != 1 {
+		t.Fatalf("%d runs in the store with one slot, want 1", len(runs))
+	}
+
+	// A launch that cannot start once its turn comes says why on the runs
+	// page: nobody waits on its request any more.
+	if code, loc := h.post("/start", url.Values{"pipeline": {"chat.yaml"}, "in.count": {"many"}}); code != http.StatusSeeOther || loc != "/" {
+		t.Fatalf("third start: %d, Location %q", code, loc)
+	}
+
+	// A resume of a stopped run queues too, and Stop takes it out.
+	stopped := "run-stopped"
+	if err := h.st.CreateRun(context.Background(), &store.Run{ID: stopped, Pipeline: "chat.yaml", PipelineAbs: filepath.Join(h.dir, "chat.yaml"), PipelineName: "chat"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.Finish(context.Background(), stopped, store.Ending{Status: "stopped", Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := h.post("/runs/"+stopped+"/resume", url.Values{}); code != http.StatusSeeOther {
+		t.Fatalf("resume: %d", code)
+	}
+	if _, page := h.get("/runs/" + stopped); !strings.Contains(page, `id="queued"`) {
+		t.Fatalf("the run page does not show the queued resume:\n%s", page)
+	}
+	if code, _ := h.post("/runs/"+stopped+"/stop", url.Values{}); code != http.StatusSeeOther {
+		t.Fatalf("stop: %d", code)
+	}
+	for deadline := time.Now().Add(time.Minute); len(h.srv.queued()) != 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %+v a minute after the stop, want the two starts only", h.srv.queued())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	releaseAll()
+	h.await(first, "completed")
+	for deadline := time.Now().Add(time.Minute); ; {
+		runs, _ := h.st.Runs(context.Background())
+		done := 0
+		for _, r := range runs {
+			if r.Status == "completed" {
+				done++
+			}
+		}
+		if done == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runs %d completed a minute after the first ended, want 2", done)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := h.fake.MaxInFlight(); n != 1 {
+		t.Fatalf("%d model requests at once with MaxRuns 1", n)
+	}
+	// The third start's turn comes when the second run ends.
+	for deadline := time.Now().Add(time.Minute); len(h.srv.queued()) != 0 || len(h.srv.launchFailures()) != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %+v and failures %+v a minute after both runs ended", h.srv.queued(), h.srv.launchFailures())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, page := h.get("/"); !strings.Contains(page, "queued, then could not start: ") || !strings.Contains(page, "count") {
+		t.Fatalf("the runs page does not say why the third start failed:\n%s", page)
+	}
+	if s, _, _ := h.st.Status(context.Background(), stopped); s != "stopped" {
+		t.Fatalf("the resume taken out of the queue left the run %s", s)
+	}
+}
