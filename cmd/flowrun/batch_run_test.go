@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -372,5 +373,31 @@ func TestBatchResumeNamesWhatChanged(t *testing.T) {
 	code, _, stderr = flowrun(t, "batch", "resume", b.ID, "--store", db, "--max-cost-usd", "5")
 	if code != exitInvalid || !strings.Contains(stderr, "qa.yaml:\n  line 10: was") || !strings.Contains(stderr, "--allow-changed") {
 		t.Fatalf("resume after an edit: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestDatasetCassettePrefersThePipelines: a dataset ships one cassette per
+// pipeline it serves offline (PIPELINE.cassette.yaml in a directory,
+// NAME.PIPELINE.cassette.yaml beside a file), and a cassette.yaml or
+// NAME.cassette.yaml for the others.
+func TestDatasetCassettePrefersThePipelines(t *testing.T) {
+	dir := t.TempDir()
+	tasks := filepath.Join(dir, "tasks")
+	if err := os.Mkdir(tasks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"tasks/cassette.yaml", "tasks/evolve.cassette.yaml", "qa.jsonl", "qa.cassette.yaml", "qa.judge.cassette.yaml"} {
+		writeFile(t, dir, name, "version: 1\nentries: []\n")
+	}
+	for _, c := range []struct{ dataset, pipeline, want string }{
+		{tasks, "pipelines/evolve.yaml", filepath.Join(tasks, "evolve.cassette.yaml")},
+		{tasks, "pipelines/refine.yaml", filepath.Join(tasks, "cassette.yaml")},
+		{filepath.Join(dir, "qa.jsonl"), "judge.yaml", filepath.Join(dir, "qa.judge.cassette.yaml")},
+		{filepath.Join(dir, "qa.jsonl"), "sir.yaml", filepath.Join(dir, "qa.cassette.yaml")},
+		{filepath.Join(dir, "other.jsonl"), "sir.yaml", ""},
+	} {
+		if got := datasetCassette(c.dataset, c.pipeline); got != c.want {
+			t.Errorf("datasetCassette(%s, %s) = %q, want %q", c.dataset, c.pipeline, got, c.want)
+		}
 	}
 }
