@@ -169,6 +169,34 @@ func TestArcEvolveRevisesWithTheDiff(t *testing.T) {
 	}
 }
 
+// TestArcEvolveReviserSeesWhyItDidNotRun: a program that does not compile
+// scores nothing but is a parent all the same, and its reviser is told
+// the compiler's message along with the report.
+func TestArcEvolveReviserSeesWhyItDidNotRun(t *testing.T) {
+	var revise string
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+		if !strings.Contains(requestText(r), "improving the best") {
+			return llmtest.Reply{Text: fenced("def transform(grid)\n    return grid[::-1]")}
+		}
+		revise = requestText(r)
+		return llmtest.Reply{Text: fenced(evFlip)}
+	})
+	t.Setenv("OPENAI_BASE_URL", srv.URL)
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	code, stdout, stderr := flowrun(t, "../../pipelines/arc_evolve.yaml", "--input", "population=1",
+		"--store", filepath.Join(t.TempDir(), "runs.db"))
+	if code != exitOK || !strings.Contains(stdout, `"stopped_by": "solved"`) {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"def transform(grid)\n    return grid[::-1]", "It did not run: compile_error: SyntaxError",
+		"train 1: ERROR no output: the code did not run"} {
+		if !strings.Contains(revise, want) {
+			t.Errorf("the revise prompt lacks %q:\n%s", want, revise)
+		}
+	}
+}
+
 // TestBatchArcEvolveSampleOffline runs arc_evolve over the shipped ARC
 // sample with no endpoint: the batch replays the sample's cassette for
 // this pipeline, arc_evolve.cassette.yaml, not default_refine's
