@@ -1,5 +1,6 @@
 // Package arc holds the expression functions for ARC (Abstraction and
-// Reasoning Corpus) tasks: grid_text, arc_report, arc_augment and arc_png.
+// Reasoning Corpus) tasks: grid_text, grid_diff, arc_report, arc_augment
+// and arc_png.
 // A grid is a list of rows of integers, colours 0 to 9; a task is
 // {train: [{input, output}], test: [...]}. The functions only read their
 // arguments and return new values. Register makes them callable from
@@ -32,6 +33,12 @@ var functions = []dsl.Function{
 		Types: []any{new(func(any) string)},
 		Bind: func(dsl.FunctionEnv) func(...any) (any, error) {
 			return func(args ...any) (any, error) { return GridText(args[0]) }
+		}},
+	{Name: "grid_diff", Signature: "grid_diff(expected, actual) string",
+		Doc:   "Where a produced ARC grid differs from the expected one, for a prompt: the cells both have as a grid, . where they agree and expected/got where not; a size mismatch or a null actual said in words.",
+		Types: []any{new(func(any, any) string)},
+		Bind: func(dsl.FunctionEnv) func(...any) (any, error) {
+			return func(args ...any) (any, error) { return Diff(args[0], args[1]) }
 		}},
 	{Name: "arc_report", Signature: "arc_report(outputs, task) object",
 		Doc:   "Scores what a transform produced for each input of an ARC task: per pair match, size, palette and pixels off; totals, solved flags and a text report.",

@@ -38,7 +38,10 @@ func Reference() string {
 	score := doc["properties"].(map[string]any)["score"].(map[string]any)
 	fmt.Fprintf(&b, "## Scoring (`score:`)\n\n%s See docs/batch.md.\n\n```yaml\nscore:\n  solved: outputs.solved_test == true\n  exact: outputs.answer == item.expected\n  cheap: run.cost_usd < 0.01\n```\n\n", score["description"])
 	b.WriteString("## Expression functions\n\n")
-	b.WriteString("Besides expr-lang's built-ins (`len`, `map`, `filter`, `join`, `split`, `trim`, `upper`, `max`, `sum`, ...):\n\n")
+	b.WriteString("Besides expr-lang's built-ins (`len`, `map`, `filter`, `sortBy`, `reduce`, `first`, `join`, `split`, `trim`, `upper`, `max`, `sum`, `mean`, ...). " +
+		"The k best of a list by a score are `sortBy(list, .score, \"desc\")[:k]` (a stable sort: equal scores keep their order); " +
+		"`reduce(list, let c = #; any(#acc, .key == c.key) ? #acc : concat(#acc, [c]), [])` keeps the first of each key " +
+		"(pipelines/arc_evolve.yaml carries a population through a loop so). flowrun adds:\n\n")
 	b.WriteString("| function | what it does |\n|---|---|\n")
 	for _, fn := range Functions() {
 		fmt.Fprintf(&b, "| `%s` | %s |\n", fn.Signature, fn.Doc)

@@ -28,13 +28,7 @@ var arcSampleCoder = map[string][]string{
 // request alone, so that items may run in any order and at once.
 func arcSampleModel(r llmtest.Request) llmtest.Reply {
 	usage := llmtest.Usage{Prompt: 400, Completion: 80}
-	msgs, _ := r.Body["messages"].([]any)
-	var text strings.Builder
-	for _, m := range msgs {
-		mm, _ := m.(map[string]any)
-		text.WriteString(durMessageText(mm["content"]))
-	}
-	all := text.String()
+	all := requestText(r)
 	if strings.Contains(all, "You study ARC puzzles") {
 		return llmtest.Reply{Text: "Observations: compare each output with its input cell by cell.", Usage: usage}
 	}
@@ -48,16 +42,41 @@ func arcSampleModel(r llmtest.Request) llmtest.Reply {
 	return llmtest.Error(400, "arc sample model: unknown task")
 }
 
+// requestText is the text of a chat request's messages, run together.
+func requestText(r llmtest.Request) string {
+	msgs, _ := r.Body["messages"].([]any)
+	var text strings.Builder
+	for _, m := range msgs {
+		mm, _ := m.(map[string]any)
+		text.WriteString(durMessageText(mm["content"]))
+	}
+	return text.String()
+}
+
 // TestBatchARCSampleOffline runs the README's offline batch: default_refine
 // over the shipped ARC sample with no endpoint, replaying the sample's
 // cassette. -record-cassettes records it again against arcSampleModel.
 func TestBatchARCSampleOffline(t *testing.T) {
-	pipeline := filepath.Join("..", "..", "pipelines", "default_refine.yaml")
+	batchARCSample(t, "default_refine.yaml", "cassette.yaml", arcSampleModel,
+		"completed: 4 items, 4 completed, 0 failed",
+		"solved                75.0%  3/4 (pass rate)",
+		"solved_train          75.0%  3/4",
+		"miss ed36ccf7")
+}
+
+// batchARCSample runs a shipped pipeline over the ARC sample with no key
+// and no endpoint and checks that the batch says it replays the sample's
+// cassette (the file named, in the sample's directory) and that its stderr
+// holds each of wants. With -record-cassettes it first records that
+// cassette against model.
+func batchARCSample(t *testing.T, pipeline, cassette string, model func(llmtest.Request) llmtest.Reply, wants ...string) {
+	t.Helper()
+	pipeline = filepath.Join("..", "..", "pipelines", pipeline)
 	dataset := filepath.Join("..", "..", "pipelines", "examples", "arc_sample")
-	cassette := filepath.Join(dataset, "cassette.yaml")
+	cassette = filepath.Join(dataset, cassette)
 	if *recordCassettes {
 		srv := llmtest.New(t)
-		srv.Handle(arcSampleModel)
+		srv.Handle(model)
 		t.Setenv("OPENAI_BASE_URL", srv.URL)
 		t.Setenv("OPENAI_API_KEY", "sk-recording-against-the-fake-model")
 		code, _, stderr := flowrun(t, "batch", pipeline, "--dataset", dataset, "--record", cassette, "--store", filepath.Join(t.TempDir(), "rec.db"))
@@ -71,13 +90,8 @@ func TestBatchARCSampleOffline(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	for _, want := range []string{
-		"no OPENAI_API_KEY or OPENAI_BASE_URL: replaying " + cassette + " (offline)",
-		"completed: 4 items, 4 completed, 0 failed",
-		"solved                75.0%  3/4 (pass rate)",
-		"solved_train          75.0%  3/4",
-		"miss ed36ccf7",
-	} {
+	wants = append(wants, "no OPENAI_API_KEY or OPENAI_BASE_URL: replaying "+cassette+" (offline)")
+	for _, want := range wants {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}

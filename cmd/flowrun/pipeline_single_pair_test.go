@@ -177,14 +177,14 @@ func TestSinglePairRateLimitedPair(t *testing.T) {
 	}
 }
 
-// docs/pipelines.md embeds the current graph of single_pair.yaml and
-// augmented.yaml.
-func TestSinglePairAndAugmentedDocumented(t *testing.T) {
+// docs/pipelines.md embeds the current graph of single_pair.yaml,
+// augmented.yaml and arc_evolve.yaml.
+func TestARCVariantsDocumented(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "pipelines.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"single_pair.yaml", "augmented.yaml"} {
+	for _, p := range []string{"single_pair.yaml", "augmented.yaml", "arc_evolve.yaml"} {
 		code, graph, stderr := flowrun(t, "graph", filepath.Join("..", "..", "pipelines", p))
 		if code != exitOK {
 			t.Fatalf("graph %s: exit %d\n%s", p, code, stderr)

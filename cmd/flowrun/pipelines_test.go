@@ -28,6 +28,7 @@ var shipped = []struct {
 	{"approach_proposer.yaml", []string{"--auto"}, proposerModel},
 	{"sir.yaml", nil, sirModel},
 	{"parallel_validate.yaml", nil, parallelValidateModel},
+	{"arc_evolve.yaml", nil, arcEvolveModel},
 }
 
 // triageModel answers the triage pipeline's calls: the classification,
