@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -457,15 +458,27 @@ func (s *Scope) emitNode(typ string, n *dsl.Node, e Event) {
 
 func (s *Scope) try(ctx context.Context, exec Executor, n *dsl.Node) (Outcome, error) {
 	if n.Timeout <= 0 {
-		return exec.Execute(ctx, s, n)
+		return execute(ctx, exec, s, n)
 	}
 	nctx, cancel := context.WithTimeout(ctx, n.Timeout)
 	defer cancel()
-	out, err := exec.Execute(nctx, s, n)
+	out, err := execute(nctx, exec, s, n)
 	if err != nil && nctx.Err() != nil && ctx.Err() == nil {
 		err = Errorf(errclass.Timeout, "timed out after %s (timeout: %s)", n.Timeout, n.Timeout)
 	}
 	return out, err
+}
+
+// execute runs an executor, turning a panic into the node's failure: one
+// node's bug must not take down the process, and with it a server's
+// other runs.
+func execute(ctx context.Context, exec Executor, s *Scope, n *dsl.Node) (out Outcome, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			out, err = Outcome{}, &PanicError{Value: v, Stack: string(debug.Stack())}
+		}
+	}()
+	return exec.Execute(ctx, s, n)
 }
 
 // EndsRun reports errors that end or pause the run rather than fail a
@@ -613,7 +626,12 @@ func (s *Scope) fail(ctx context.Context, n *dsl.Node, err error, start time.Tim
 		ne = &NodeError{Path: s.Path(n.ID), Class: ClassOf(err), Err: err}
 	}
 	handled := n.OnError != "" && n.OnError != "fail"
-	s.emitNode(EventNodeFailed, n, Event{DurationMS: since(start), Error: ne.Err.Error(), Class: ne.Class, Message: handledMessage(handled, n.OnError)})
+	failed := Event{DurationMS: since(start), Error: ne.Err.Error(), Class: ne.Class, Message: handledMessage(handled, n.OnError)}
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		failed.Detail = pe.Stack
+	}
+	s.emitNode(EventNodeFailed, n, failed)
 	if !handled {
 		return "", ne
 	}
