@@ -31,9 +31,9 @@ var Maxima = map[string]float64{
 	"temperature":           2,
 	"rpm":                   1_000_000,
 	"tpm":                   1_000_000_000,
-	"input_per_mtok":        100_000,
-	"output_per_mtok":       100_000,
-	"cached_input_per_mtok": 100_000,
+	"input_per_mtok":        10_000_000,
+	"output_per_mtok":       10_000_000,
+	"cached_input_per_mtok": 10_000_000,
 }
 
 // MaxDuration is the longest any duration field may be: a longer one

@@ -52,11 +52,21 @@ func (s *Scope) refresh() *dsl.Env {
 	return &s.env
 }
 
+// evalError classes an evaluation's failure: expression, unless the
+// evaluation named its class (expression_limit).
+func evalError(err error) error {
+	class := errclass.Of(err)
+	if class == "" {
+		class = errclass.Expression
+	}
+	return &classedError{class: class, err: err}
+}
+
 // Eval evaluates an expression in this scope.
 func (s *Scope) Eval(e *dsl.Expr) (any, error) {
 	v, err := e.Eval(s.refresh())
 	if err != nil {
-		return nil, Errorf(errclass.Expression, "%w", err)
+		return nil, evalError(err)
 	}
 	return v, nil
 }
@@ -65,7 +75,7 @@ func (s *Scope) Eval(e *dsl.Expr) (any, error) {
 func (s *Scope) EvalBool(e *dsl.Expr) (bool, error) {
 	b, err := e.EvalBool(s.refresh())
 	if err != nil {
-		return false, Errorf(errclass.Expression, "%w", err)
+		return false, evalError(err)
 	}
 	return b, nil
 }
@@ -74,7 +84,7 @@ func (s *Scope) EvalBool(e *dsl.Expr) (bool, error) {
 func (s *Scope) EvalValue(v *dsl.Value) (any, error) {
 	x, err := v.Eval(s.refresh())
 	if err != nil {
-		return nil, Errorf(errclass.Expression, "%w", err)
+		return nil, evalError(err)
 	}
 	return x, nil
 }
@@ -83,7 +93,7 @@ func (s *Scope) EvalValue(v *dsl.Value) (any, error) {
 func (s *Scope) Render(t *dsl.Template) (string, error) {
 	x, err := t.Render(s.refresh())
 	if err != nil {
-		return "", Errorf(errclass.Expression, "%w", err)
+		return "", evalError(err)
 	}
 	return x, nil
 }
@@ -282,7 +292,7 @@ func (s *Scope) runPipeline(ctx context.Context, p *dsl.Pipeline, inputs map[str
 	}
 	out, err := sub.outputs(p)
 	if err != nil {
-		return nil, Errorf(errclass.Expression, "%w", err)
+		return nil, evalError(err)
 	}
 	return out, nil
 }
@@ -368,6 +378,9 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 	if err := stopCheck(ctx); err != nil {
 		return "", err
 	}
+	// The node's when: and set: expressions stop when the run does.
+	prev := s.env.SetContext(ctx)
+	defer s.env.SetContext(prev)
 	var m mark
 	if s.effects != nil {
 		if cp := s.run.journal.lookup(s.Path(n.ID)); cp != nil {
@@ -473,6 +486,9 @@ func (s *Scope) try(ctx context.Context, exec Executor, n *dsl.Node) (Outcome, e
 // node's bug must not take down the process, and with it a server's
 // other runs.
 func execute(ctx context.Context, exec Executor, s *Scope, n *dsl.Node) (out Outcome, err error) {
+	// The executor's expressions stop when the node's context ends.
+	prev := s.env.SetContext(ctx)
+	defer s.env.SetContext(prev)
 	defer func() {
 		if v := recover(); v != nil {
 			out, err = Outcome{}, &PanicError{Value: v, Stack: string(debug.Stack())}
