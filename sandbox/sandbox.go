@@ -19,6 +19,7 @@ import (
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/proc"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/sandbox/bounds"
 )
 
@@ -415,9 +416,11 @@ func finish(rep *report, maxOutput int) *Result {
 	return res
 }
 
+// truncate cuts s to n bytes, redacted first: the cut may fall inside a
+// secret the code printed.
 func truncate(s string, n int) string {
 	if len(s) > n {
-		return s[:n]
+		return redact.Cut(redact.String(s), n)
 	}
 	return s
 }
