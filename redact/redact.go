@@ -32,6 +32,7 @@ package redact
 import (
 	"encoding/binary"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -178,46 +179,58 @@ func Cut(s string, max int) string {
 // stands for (it starts where data[i-1]'s ends). A character escaped as
 // \uXXXX outside ASCII decodes to the bytes of its UTF-8 form, each
 // spanning the whole escape.
-func decode(text string) (data []byte, spans []int) {
+func decode(text string) (data []byte, spans []int32) {
 	data = make([]byte, 0, len(text))
-	spans = make([]int, 0, len(text))
-	emit := func(c byte, end int) {
-		data = append(data, c)
-		spans = append(spans, end)
-	}
+	spans = make([]int32, 0, len(text))
 	for i := 0; i < len(text); {
-		if text[i] != '\\' {
-			emit(text[i], i+1)
-			i++
-			continue
-		}
-		k := i
-		for k < len(text) && text[k] == '\\' {
-			k++
-		}
-		switch {
-		case k+5 <= len(text) && text[k] == 'u' && isHex(text[k+1:k+5]):
-			r := rune(0)
-			for _, c := range []byte(text[k+1 : k+5]) {
-				r = r<<4 | rune(hexVal(c))
+		c, end := text[i], i+1
+		if c == '\\' {
+			k := i
+			for k < len(text) && text[k] == '\\' {
+				k++
 			}
-			var enc [utf8.UTFMax]byte
-			for _, c := range enc[:utf8.EncodeRune(enc[:], r)] {
-				emit(c, k+5)
+			switch {
+			case k+5 <= len(text) && text[k] == 'u' && isHex(text[k+1:k+5]):
+				r := rune(0)
+				for _, h := range []byte(text[k+1 : k+5]) {
+					r = r<<4 | rune(hexVal(h))
+				}
+				if r >= utf8.RuneSelf {
+					var enc [utf8.UTFMax]byte
+					for _, b := range enc[:utf8.EncodeRune(enc[:], r)] {
+						data, spans = append(data, b), append(spans, int32(k+5))
+					}
+					i = k + 5
+					continue
+				}
+				c, end = byte(r), k+5
+			case k < len(text) && (text[k] == '/' || text[k] == '"'):
+				c, end = text[k], k+1
+			case k-i >= 2:
+				end = i + 2
 			}
-			i = k + 5
-		case k < len(text) && (text[k] == '/' || text[k] == '"'):
-			emit(text[k], k+1)
-			i = k + 1
-		case k-i >= 2:
-			emit('\\', i+2)
-			i += 2
-		default:
-			emit('\\', i+1)
-			i++
 		}
+		data, spans = append(data, c), append(spans, int32(end))
+		i = end
 	}
 	return data, spans
+}
+
+// escapes reports whether text holds an escape that decode reads as
+// another character; \n and the like stand for no character of a secret.
+func escapes(text string) bool {
+	for i := strings.IndexByte(text, '\\'); i >= 0 && i+1 < len(text); {
+		switch text[i+1] {
+		case 'u', '/', '"', '\\':
+			return true
+		}
+		next := strings.IndexByte(text[i+2:], '\\')
+		if next < 0 {
+			return false
+		}
+		i += 2 + next
+	}
+	return false
 }
 
 func isHex(s string) bool {
@@ -247,8 +260,8 @@ func hexVal(c byte) int {
 // holds is skipped whole.
 func (s *set) replace(text string) (string, bool) {
 	data := []byte(text)
-	var spans []int
-	if strings.IndexByte(text, '\\') >= 0 {
+	var spans []int32
+	if escapes(text) && len(text) <= math.MaxInt32 {
 		data, spans = decode(text)
 	}
 	// textAt is where in text the byte of data at i starts.
@@ -259,7 +272,7 @@ func (s *set) replace(text string) (string, bool) {
 		case i == 0:
 			return 0
 		}
-		return spans[i-1]
+		return int(spans[i-1])
 	}
 	var b strings.Builder
 	done := 0 // text[:done] is written to b

@@ -189,9 +189,16 @@ func TestReadRedactsBeforeCutting(t *testing.T) {
 
 func BenchmarkString(b *testing.B) {
 	Add(key)
-	text := strings.Repeat("The quick brown fox jumps over the lazy dog; "+`{"n": 12, "ok": true}`+"\n", 1000)
-	b.SetBytes(int64(len(text)))
-	for b.Loop() {
-		String(text)
+	line := "The quick brown fox jumps over the lazy dog; " + `{"n": 12, "ok": true}` + "\n"
+	for name, text := range map[string]string{
+		"plain": strings.Repeat(line, 1000),
+		"json":  mustJSON(&testing.T{}, strings.Repeat(line, 1000)), // its newlines and quotes escaped
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				String(text)
+			}
+		})
 	}
 }
