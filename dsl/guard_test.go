@@ -3,6 +3,8 @@ package dsl
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +78,26 @@ func TestExpressionStopsWhenCancelled(t *testing.T) {
 	var le *LimitError
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), "cancelled") {
 		t.Fatalf("want a cancelled expression_limit error, got %v", err)
+	}
+}
+
+// A template file rendered by render() is bounded too.
+func TestRenderedTemplateIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"p.yaml": "version: 1\nname: r\nstate: {x: null}\nnodes:\n  - id: s\n    set: {x: 'render(\"t.md\", {})'}\n",
+		"t.md":   `${{ repeat(repeat("x", 999999), 999999) }}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, ds := Load(filepath.Join(dir, "p.yaml"))
+	if p == nil {
+		t.Fatal(ds)
+	}
+	_, err := p.Nodes[0].Set[0].Value.Eval(&Env{State: map[string]any{}, Nodes: map[string]any{}})
+	if errclass.Of(err) != errclass.ExpressionLimit {
+		t.Fatalf("class %q, want expression_limit: %v", errclass.Of(err), err)
 	}
 }
