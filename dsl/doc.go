@@ -17,6 +17,13 @@
 //     checked against the types of the names it reads; calls, tools and
 //     state writes are checked across files and branches.
 //
+// Every numeric limit has a maximum (Maxima, MaxDuration) that the schema
+// carries, so no value overflows or reads as "no limit" later. Every
+// evaluation of an expression or template is bounded (guard.go,
+// ExpressionBudget) and stops when its environment's context is
+// cancelled: no expression can hold a node past its timeout or exhaust
+// the process's memory.
+//
 // The runtime reads the result from many goroutines and never parses a
 // string again. Files are read only through the pipeline's confined
 // directory (Pipeline.Files), and every file read is kept (Sources) so that

@@ -26,6 +26,8 @@ type Env struct {
 	Index  int            `expr:"index"`
 	Run    RunInfo        `expr:"run"`
 	Env    map[string]any `expr:"env"`
+
+	budget // of the evaluation running in this environment
 }
 
 // LoopInfo describes the innermost running loop.
@@ -59,8 +61,21 @@ var vms = sync.Pool{New: func() any { return new(vm.VM) }}
 func (e *Expr) Eval(env *Env) (any, error) { return e.run(env) }
 
 func (e *Expr) run(env any) (any, error) {
+	v, err := runProgram(e.prog, env)
+	if err != nil {
+		return nil, fmt.Errorf("%s: evaluating `%s`: %w", e.Pos, oneLine(e.Src), err)
+	}
+	return v, nil
+}
+
+// runProgram evaluates a compiled program within ExpressionBudget.
+func runProgram(prog *vm.Program, env any) (any, error) {
+	if b := budgetOf(env); b != nil {
+		b.spent = 0
+	}
 	m := vms.Get().(*vm.VM)
-	v, err := m.Run(e.prog, env)
+	m.MemoryBudget = ExpressionBudget
+	v, err := m.Run(prog, env)
 	// Drop what the machine still references, so that a pooled machine
 	// keeps no value alive.
 	clear(m.Stack[:cap(m.Stack)])
@@ -71,9 +86,12 @@ func (e *Expr) run(env any) (any, error) {
 		// the YAML position says more.
 		var fe *exprfile.Error
 		if errors.As(err, &fe) {
+			if le := limitError(fe.Unwrap(), fe.Message); le != nil {
+				return nil, le
+			}
 			err = errors.New(fe.Message)
 		}
-		return nil, fmt.Errorf("%s: evaluating `%s`: %w", e.Pos, oneLine(e.Src), err)
+		return nil, err
 	}
 	return v, nil
 }

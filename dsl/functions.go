@@ -72,7 +72,7 @@ func helperFunctions(dir string, files *confined.Dir) []expr.Option {
 	for _, fn := range Functions() {
 		opts = append(opts, expr.Function(fn.Name, fn.Bind(env), fn.Types...))
 	}
-	return opts
+	return append(opts, guardOptions()...)
 }
 
 func init() {
@@ -174,7 +174,7 @@ func (r *renderer) render(name string, vars map[string]any) (string, error) {
 			b.WriteString(p.text)
 			continue
 		}
-		v, err := expr.Run(p.expr.prog, vars)
+		v, err := runProgram(p.expr.prog, vars)
 		if err != nil {
 			return "", fmt.Errorf("render %s: `%s`: %w", p.expr.Pos, p.expr.Src, err)
 		}
@@ -196,7 +196,7 @@ func compileVarsTemplate(file, src string) (*Template, error) {
 			t.parts = append(t.parts, templatePart{text: s.text})
 			continue
 		}
-		prog, err := expr.Compile(s.text, expr.AllowUndefinedVariables())
+		prog, err := expr.Compile(s.text, append(guardOptions(), expr.AllowUndefinedVariables())...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: `%s`: %w", file, s.text, err)
 		}

@@ -35,3 +35,34 @@ func TestHardening11SandboxLimitsBounded(t *testing.T) {
 		t.Fatalf("decoded %+v", l)
 	}
 }
+
+// Every numeric field of the pipeline schema has a maximum, except those
+// that bound nothing (seed, an input's own schema keywords, literal
+// values) and the sandbox limits, which boundedInt checks with their own
+// reason. A field added without one fails here.
+func TestEveryNumericLimitHasAMaximum(t *testing.T) {
+	unbounded := map[string]bool{"seed": true, "memory_mb": true, "max_output_kb": true}
+	_, doc := pipelineSchema()
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if props, ok := x["properties"].(map[string]any); ok && !strings.Contains(path, "$defs/input") {
+				for name, p := range props {
+					p, _ := p.(map[string]any)
+					if _, ok := p["maximum"]; !ok && numeric(p) && !unbounded[name] {
+						t.Errorf("%s/%s: a number with no maximum", path, name)
+					}
+				}
+			}
+			for k, c := range x {
+				walk(path+"/"+k, c)
+			}
+		case []any:
+			for _, c := range x {
+				walk(path, c)
+			}
+		}
+	}
+	walk("", doc)
+}

@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr"
@@ -640,20 +639,4 @@ func Plain(n *yaml.Node) any {
 		return nil
 	}
 	return v
-}
-
-// duration parses a duration field; the schema has already checked its shape.
-func (f *file) duration(n *yaml.Node) time.Duration {
-	s, ok := str(n)
-	if !ok {
-		return 0
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		if err == nil {
-			f.l.errorf(f.pos(n), "duration %q must be greater than zero", s)
-		}
-		return 0
-	}
-	return d
 }

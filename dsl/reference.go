@@ -1,9 +1,9 @@
 package dsl
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -26,8 +26,7 @@ func Reference() string {
 	b.WriteString("## Node kinds\n\n")
 	for _, s := range Kinds() {
 		fmt.Fprintf(&b, "### `%s`\n\n%s\n\n%s\n\n", s.Kind, s.Summary, s.Doc)
-		var fragment map[string]any
-		_ = json.Unmarshal([]byte(s.Schema), &fragment)
+		fragment, _ := defs["kind_"+string(s.Kind)].(map[string]any)
 		if fragment["type"] == "array" {
 			fragment, _ = fragment["items"].(map[string]any)
 			b.WriteString("A list of cases, each with:\n\n")
@@ -79,8 +78,19 @@ func writeFields(b *strings.Builder, schema, defs map[string]any, keep func(stri
 			shown += " (required)"
 		}
 		desc := strings.ReplaceAll(fmt.Sprint(p["description"]), "|", "\\|")
-		fmt.Fprintf(b, "| %s | %s | %s |\n", shown, fieldKind(p), desc)
+		fmt.Fprintf(b, "| %s | %s | %s |\n", shown, fieldKind(p)+mostOf(p), desc)
 	}
+}
+
+// mostOf says how large a field's value may be, if the schema bounds it.
+func mostOf(p map[string]any) string {
+	if m, ok := p["maximum"].(float64); ok {
+		return ", at most " + strconv.FormatFloat(m, 'f', -1, 64)
+	}
+	if p["$ref"] == "#/$defs/duration" {
+		return ", at most " + shortDuration(MaxDuration)
+	}
+	return ""
 }
 
 // fieldKind says how a field's value is read.

@@ -63,6 +63,7 @@ func buildSchema() map[string]any {
 		defs["kind_"+string(s.Kind)] = fragment
 		props[string(s.Kind)] = map[string]any{"$ref": "#/$defs/kind_" + string(s.Kind), "description": s.Summary}
 	}
+	withMaxima(doc)
 	return doc
 }
 
@@ -192,6 +193,10 @@ func (f *file) schemaDiagnostic(ve *jsonschema.ValidationError, ps *pointers) {
 				at = k
 				break
 			}
+		}
+	case "maximum":
+		if most, ok := schemaValue(ve.AbsoluteKeywordLocation).(float64); ok {
+			msg = fmt.Sprintf("%s is more than %s, the most it can be", at.Value, strconv.FormatFloat(most, 'f', -1, 64))
 		}
 	case "enum":
 		var allowed []string

@@ -54,6 +54,8 @@ type ScoreEnv struct {
 	Outputs map[string]any `expr:"outputs"`
 	Item    map[string]any `expr:"item"`
 	Run     ScoreRun       `expr:"run"`
+
+	budget // of the evaluation running in this environment
 }
 
 // ScoreRun is run in a metric.

@@ -20,7 +20,11 @@ const (
 	Expression    Class = "expression"     // an expression failed at run time
 	LoopExhausted Class = "loop_exhausted" // a loop with on_exhausted: fail reached max_iterations
 	Cancelled     Class = "cancelled"      // the run was stopped (Ctrl-C, SIGTERM, Stop in the web UI) during the call
-	Other         Class = "error"          // an error that names no class
+	// ExpressionLimit: an expression used more memory or steps than one
+	// evaluation may, or was still running when its node was cancelled.
+	ExpressionLimit Class = "expression_limit"
+	Internal        Class = "internal" // flowrun itself failed (a panic in a node): a bug, worth reporting
+	Other           Class = "error"    // an error that names no class
 )
 
 // Failures of code run in the sandbox.

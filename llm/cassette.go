@@ -466,7 +466,8 @@ func firstDiff(path string, a, b any) (string, int) {
 
 // aroundDiff quotes two strings from a little before where they part.
 func aroundDiff(x, y string) (string, string) {
-	rx, ry := []rune(x), []rune(y)
+	// Redacted before the cut below, which may fall inside a secret.
+	rx, ry := []rune(redact.String(x)), []rune(redact.String(y))
 	i := 0
 	for i < len(rx) && i < len(ry) && rx[i] == ry[i] {
 		i++

@@ -12,6 +12,8 @@ import (
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/llmconf"
+
+	"github.com/flowrun/flowrun/redact"
 )
 
 type outcome struct {
@@ -403,6 +405,24 @@ func TestCassetteMissSaysWhatDiffers(t *testing.T) {
 		}
 		if i := strings.Index(msg, "differs in"); i >= 0 && strings.TrimSpace(strings.TrimPrefix(msg[i:], "differs in")) == "" {
 			t.Errorf("%s: the message ends at differs in: %q", tc.name, msg)
+		}
+	}
+}
+
+// A replay mismatch shows the text around the first difference, cut to
+// start 20 characters before it: a key before the difference, with the
+// cut at every offset of it, leaves no piece of it (four characters or
+// more).
+func TestMismatchCutLeavesNoPieceOfTheKey(t *testing.T) {
+	redact.Add(fakeKey)
+	for gap := 0; gap <= 25; gap++ {
+		x := "key " + fakeKey + strings.Repeat(" ", gap) + "A"
+		y := "key " + fakeKey + strings.Repeat(" ", gap) + "B"
+		gx, gy := aroundDiff(x, y)
+		for i := 0; i+4 <= len(fakeKey); i++ {
+			if strings.Contains(gx+gy, fakeKey[i:i+4]) {
+				t.Fatalf("gap %d: %s / %s hold %q of the key", gap, gx, gy, fakeKey[i:i+4])
+			}
 		}
 	}
 }

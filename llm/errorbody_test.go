@@ -3,6 +3,8 @@ package llm
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -84,5 +86,42 @@ func TestExpressStyleErrorInReply(t *testing.T) {
 				t.Errorf("stream=%s %s: class %q, error %v\nwant class %q and %q", stream, tc.body, errclass.Of(err), err, tc.class, fmt.Sprintf(tc.want, where))
 			}
 		}
+	}
+}
+
+// An error body is read up to maxErrorBody: a server that pads its body
+// so that the echoed key crosses that cut, at every offset, leaves no
+// piece of the key (four characters or more) in the error or the cassette.
+func TestErrorBodyCutLeavesNoPieceOfTheKey(t *testing.T) {
+	srv := llmtest.New(t)
+	rec := NewCassette()
+	c, _ := testClient(t, srv, func(o *Options) { o.MaxAttempts = 1; o.Record = rec })
+	bearer := "Bearer " + fakeKey
+	var outputs []string
+	for pad := maxErrorBody - len(bearer) - 1; pad <= maxErrorBody+1; pad++ {
+		srv.Push(llmtest.Reply{Status: 400, Body: strings.Repeat(" ", pad) + bearer + " is not valid", Header: map[string]string{"Content-Type": "text/plain"}})
+		_, err := c.Complete(context.Background(), Request{Key: Key{Node: "n", Iteration: pad, Attempt: 1}, Model: model("gpt-4.1"), Messages: userSays("hi")})
+		if err == nil {
+			t.Fatalf("pad %d: no error", pad)
+		}
+		outputs = append(outputs, fmt.Sprintf("pad %d: %v", pad, err))
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := rec.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	file, _ := os.ReadFile(path)
+	outputs = append(outputs, string(file))
+	sawRedacted := false
+	for _, out := range outputs {
+		for i := 0; i+4 <= len(fakeKey); i++ {
+			if strings.Contains(out, fakeKey[i:i+4]) {
+				t.Fatalf("holds %q of the key:\n%.400s", fakeKey[i:i+4], out)
+			}
+		}
+		sawRedacted = sawRedacted || strings.Contains(out, "[redacted]")
+	}
+	if !sawRedacted {
+		t.Fatal("no output shows a redaction: the key never reached the error")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"html"
-	"io"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -138,13 +137,13 @@ func classify(ctx context.Context, err error, res *http.Response, ep *endpoint, 
 
 // bodyText is what an error response's body says when it is not an
 // OpenAI error object: plain text, HTML (its text), or other JSON as it is.
-// Redacted here, in its encoded form, before anything cuts it.
+// Redacted here, in its encoded form, before anything cuts it, the read
+// cap included.
 func bodyText(res *http.Response) string {
 	if res.Body == nil {
 		return ""
 	}
-	b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	text := string(redact.JSON(b))
+	text, _, _ := redact.Read(res.Body, maxErrorBody)
 	if looksLikeHTML(res.Header.Get("Content-Type"), text) {
 		text = htmlHidden.ReplaceAllString(text, " ")
 		text = htmlTag.ReplaceAllString(text, " ")
@@ -152,6 +151,9 @@ func bodyText(res *http.Response) string {
 	}
 	return redact.String(strings.TrimSpace(text))
 }
+
+// maxErrorBody is how much of an error response's body is read.
+const maxErrorBody = 64 << 10
 
 var (
 	htmlHidden = regexp.MustCompile(`(?is)<(script|style)\b.*?</(script|style)\s*>|<!--.*?-->`)

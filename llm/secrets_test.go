@@ -70,3 +70,35 @@ func TestKeyNeverLeaks(t *testing.T) {
 		t.Error("the cassette shows no redaction of the pasted key")
 	}
 }
+
+// A model's reply that repeats part of the key (OpenAI's masked form, its
+// first 20 characters) or writes it JSON-escaped in tool-call arguments
+// reaches the cassette with no run of eight characters of the key, raw or
+// escaped.
+func TestRepliedPiecesOfTheKeyAreRedacted(t *testing.T) {
+	srv := llmtest.New(t)
+	masked := fakeKey[:8] + "****" + fakeKey[len(fakeKey)-4:]
+	srv.Push(llmtest.Text("Your key "+masked+" starts "+fakeKey[:20]+"."),
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{Name: "save", Arguments: `{"key": "\u0073` + fakeKey[1:] + `"}`}}})
+	rec := NewCassette()
+	c, _ := testClient(t, srv, func(o *Options) { o.Record = rec })
+	for i := 1; i <= 2; i++ {
+		if _, err := c.Complete(context.Background(), Request{Key: Key{Node: "n", Iteration: i, Attempt: 1}, Model: model("gpt-4.1"), Messages: userSays("hi")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := rec.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	file := string(b)
+	for i := 0; i+8 <= len(fakeKey); i++ {
+		if strings.Contains(file, fakeKey[i:i+8]) {
+			t.Fatalf("the cassette holds %q of the key:\n%s", fakeKey[i:i+8], file)
+		}
+	}
+	if strings.Contains(file, "u0073") || strings.Count(file, "[redacted]") < 3 {
+		t.Fatalf("the cassette keeps the escaped key or shows too few redactions:\n%s", file)
+	}
+}

@@ -603,17 +603,20 @@ func jsonPlain(v any) any {
 	return out
 }
 
-// tailBuffer keeps the last max bytes written to it.
+// tailBuffer keeps the last max bytes written to it, redacted as they
+// arrive: cutting redacted text can leave a piece of the placeholder but
+// never a piece of a secret.
 type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
+	mu     sync.Mutex
+	max    int
+	buf    bytes.Buffer
+	stream redact.Stream
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.buf.Write(p)
+	t.buf.WriteString(t.stream.Next(string(p)))
 	if over := t.buf.Len() - t.max; over > 0 {
 		t.buf.Next(over)
 	}
@@ -623,5 +626,6 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.buf.String()
+	held := t.stream // End on a copy: later writes continue the stream
+	return t.buf.String() + held.End()
 }

@@ -26,8 +26,9 @@ func (loopNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (run
 		if err != nil {
 			return runtime.Outcome{}, fmt.Errorf("max_iterations: %w", err)
 		}
-		if bound, _ = v.(int); bound < 1 {
-			return runtime.Outcome{}, runtime.Errorf(errclass.Expression, "%s: max_iterations must be an integer of at least 1, got %v", l.MaxExpr.Pos, v)
+		most := int(dsl.Maxima["max_iterations"])
+		if bound, _ = v.(int); bound < 1 || bound > most {
+			return runtime.Outcome{}, runtime.Errorf(errclass.Expression, "%s: max_iterations must be an integer from 1 to %d, got %v", l.MaxExpr.Pos, most, v)
 		}
 	}
 	declared := bound

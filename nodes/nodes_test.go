@@ -879,8 +879,10 @@ outputs: {n: state.n}
 	if res.Outputs["n"] != 6 {
 		t.Fatalf("outputs %v, want n 6", res.Outputs)
 	}
-	res, _ = run(t, p, nodes.Kinds(nodes.Services{}), map[string]any{"rounds": 0})
-	if res.Status != runtime.StatusFailed || !strings.Contains(res.Err.Error(), "max_iterations must be an integer of at least 1, got 0") {
-		t.Fatalf("status %s err %v", res.Status, res.Err)
+	for rounds, want := range map[int]string{0: "got 0", 500_001: "got 1000002"} {
+		res, _ = run(t, p, nodes.Kinds(nodes.Services{}), map[string]any{"rounds": rounds})
+		if res.Status != runtime.StatusFailed || !strings.Contains(res.Err.Error(), "max_iterations must be an integer from 1 to 1000000, "+want) {
+			t.Fatalf("rounds %d: status %s err %v", rounds, res.Status, res.Err)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -275,25 +274,18 @@ func httpGet(ctx context.Context, cfg *dsl.HTTPGet, raw string) (any, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	// Read a little past the cap and redact before cutting, so that a
-	// secret the server echoes across the cap leaves no prefix behind.
-	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(cfg.MaxBytes)+secretSlack))
+	text, cut, err := redact.Read(resp.Body, cfg.MaxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("http_get %s: reading the body: %w", u.Redacted(), err)
 	}
 	out := map[string]any{"status": resp.StatusCode}
-	text := redact.String(strings.ToValidUTF8(string(body), "\uFFFD"))
-	if len(body) > cfg.MaxBytes {
-		text = strings.ToValidUTF8(text[:min(len(text), cfg.MaxBytes)], "")
+	text = strings.ToValidUTF8(text, "\uFFFD")
+	if cut {
 		out["truncated"] = true
 	}
 	out["body"] = text
 	return out, nil
 }
-
-// secretSlack is how far past max_bytes http_get reads, so that a secret
-// crossing the cap is redacted whole before the body is cut.
-const secretSlack = 4 << 10
 
 // guardedDialer connects http_get to a host. Unless the host is listed in
 // allow_hosts, it resolves the name itself and dials only addresses it has

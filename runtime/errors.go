@@ -48,6 +48,21 @@ func retryable(class errclass.Class, r []errclass.Class) bool {
 	return slices.Contains(r, class)
 }
 
+// PanicError is a panic in a node's executor, recovered into the node's
+// failure: the process and the run's other nodes go on. Stack is for the
+// node_failed event's detail; the message says only what panicked.
+type PanicError struct {
+	Value any
+	Stack string
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("internal error: %v (a bug in flowrun; the stack is in this node's node_failed event)", e.Value)
+}
+
+// Class is errclass.Internal.
+func (e *PanicError) Class() errclass.Class { return errclass.Internal }
+
 // NodeError is a node's failure, addressed by the path of the node where
 // it happened. An enclosing loop, map or call passes it on unchanged.
 type NodeError struct {

@@ -45,12 +45,15 @@ type Event struct {
 	Error      string         `json:"error,omitempty"`
 	Class      errclass.Class `json:"class,omitempty"`
 	Message    string         `json:"message,omitempty"`
-	Status     string         `json:"status,omitempty"`
-	Outputs    map[string]any `json:"outputs,omitempty"`
-	Turn       *Turn          `json:"turn,omitempty"`
-	Tool       *ToolCall      `json:"tool,omitempty"`
-	CostUSD    float64        `json:"cost_usd,omitempty"`
-	Tokens     int64          `json:"tokens,omitempty"`
+	// Detail, on node_failed, is what only a developer needs: the stack
+	// of a panic.
+	Detail  string         `json:"detail,omitempty"`
+	Status  string         `json:"status,omitempty"`
+	Outputs map[string]any `json:"outputs,omitempty"`
+	Turn    *Turn          `json:"turn,omitempty"`
+	Tool    *ToolCall      `json:"tool,omitempty"`
+	CostUSD float64        `json:"cost_usd,omitempty"`
+	Tokens  int64          `json:"tokens,omitempty"`
 	// ForkOf, on run_started, is the run this one was forked from.
 	ForkOf string `json:"fork_of,omitempty"`
 }

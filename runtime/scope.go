@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,11 +52,21 @@ func (s *Scope) refresh() *dsl.Env {
 	return &s.env
 }
 
+// evalError classes an evaluation's failure: expression, unless the
+// evaluation named its class (expression_limit).
+func evalError(err error) error {
+	class := errclass.Of(err)
+	if class == "" {
+		class = errclass.Expression
+	}
+	return &classedError{class: class, err: err}
+}
+
 // Eval evaluates an expression in this scope.
 func (s *Scope) Eval(e *dsl.Expr) (any, error) {
 	v, err := e.Eval(s.refresh())
 	if err != nil {
-		return nil, Errorf(errclass.Expression, "%w", err)
+		return nil, evalError(err)
 	}
 	return v, nil
 }
@@ -64,7 +75,7 @@ func (s *Scope) Eval(e *dsl.Expr) (any, error) {
 func (s *Scope) EvalBool(e *dsl.Expr) (bool, error) {
 	b, err := e.EvalBool(s.refresh())
 	if err != nil {
-		return false, Errorf(errclass.Expression, "%w", err)
+		return false, evalError(err)
 	}
 	return b, nil
 }
@@ -73,7 +84,7 @@ func (s *Scope) EvalBool(e *dsl.Expr) (bool, error) {
 func (s *Scope) EvalValue(v *dsl.Value) (any, error) {
 	x, err := v.Eval(s.refresh())
 	if err != nil {
-		return nil, Errorf(errclass.Expression, "%w", err)
+		return nil, evalError(err)
 	}
 	return x, nil
 }
@@ -82,7 +93,7 @@ func (s *Scope) EvalValue(v *dsl.Value) (any, error) {
 func (s *Scope) Render(t *dsl.Template) (string, error) {
 	x, err := t.Render(s.refresh())
 	if err != nil {
-		return "", Errorf(errclass.Expression, "%w", err)
+		return "", evalError(err)
 	}
 	return x, nil
 }
@@ -281,7 +292,7 @@ func (s *Scope) runPipeline(ctx context.Context, p *dsl.Pipeline, inputs map[str
 	}
 	out, err := sub.outputs(p)
 	if err != nil {
-		return nil, Errorf(errclass.Expression, "%w", err)
+		return nil, evalError(err)
 	}
 	return out, nil
 }
@@ -367,6 +378,9 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 	if err := stopCheck(ctx); err != nil {
 		return "", err
 	}
+	// The node's when: and set: expressions stop when the run does.
+	prev := s.env.SetContext(ctx)
+	defer s.env.SetContext(prev)
 	var m mark
 	if s.effects != nil {
 		if cp := s.run.journal.lookup(s.Path(n.ID)); cp != nil {
@@ -457,15 +471,30 @@ func (s *Scope) emitNode(typ string, n *dsl.Node, e Event) {
 
 func (s *Scope) try(ctx context.Context, exec Executor, n *dsl.Node) (Outcome, error) {
 	if n.Timeout <= 0 {
-		return exec.Execute(ctx, s, n)
+		return execute(ctx, exec, s, n)
 	}
 	nctx, cancel := context.WithTimeout(ctx, n.Timeout)
 	defer cancel()
-	out, err := exec.Execute(nctx, s, n)
+	out, err := execute(nctx, exec, s, n)
 	if err != nil && nctx.Err() != nil && ctx.Err() == nil {
 		err = Errorf(errclass.Timeout, "timed out after %s (timeout: %s)", n.Timeout, n.Timeout)
 	}
 	return out, err
+}
+
+// execute runs an executor, turning a panic into the node's failure: one
+// node's bug must not take down the process, and with it a server's
+// other runs.
+func execute(ctx context.Context, exec Executor, s *Scope, n *dsl.Node) (out Outcome, err error) {
+	// The executor's expressions stop when the node's context ends.
+	prev := s.env.SetContext(ctx)
+	defer s.env.SetContext(prev)
+	defer func() {
+		if v := recover(); v != nil {
+			out, err = Outcome{}, &PanicError{Value: v, Stack: string(debug.Stack())}
+		}
+	}()
+	return exec.Execute(ctx, s, n)
 }
 
 // EndsRun reports errors that end or pause the run rather than fail a
@@ -613,7 +642,12 @@ func (s *Scope) fail(ctx context.Context, n *dsl.Node, err error, start time.Tim
 		ne = &NodeError{Path: s.Path(n.ID), Class: ClassOf(err), Err: err}
 	}
 	handled := n.OnError != "" && n.OnError != "fail"
-	s.emitNode(EventNodeFailed, n, Event{DurationMS: since(start), Error: ne.Err.Error(), Class: ne.Class, Message: handledMessage(handled, n.OnError)})
+	failed := Event{DurationMS: since(start), Error: ne.Err.Error(), Class: ne.Class, Message: handledMessage(handled, n.OnError)}
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		failed.Detail = pe.Stack
+	}
+	s.emitNode(EventNodeFailed, n, failed)
 	if !handled {
 		return "", ne
 	}

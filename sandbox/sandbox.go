@@ -15,11 +15,11 @@ import (
 	"runtime"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/proc"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/sandbox/bounds"
 )
 
@@ -418,24 +418,23 @@ func finish(rep *report, maxOutput int) *Result {
 
 // capMessage holds an error's message to maxOutput bytes, as the guest's
 // other output is held: the code chooses its exception text, and could
-// otherwise forge one far longer than the cap through the envelope.
+// otherwise forge one far longer than the cap through the envelope. The
+// message is redacted before the cut, which may fall inside a secret.
 func capMessage(e *Error, maxOutput int) *Error {
 	if e == nil || len(e.Message) <= maxOutput {
 		return e
 	}
 	note := fmt.Sprintf(" [cut: the message was %d bytes; the limit is %d]", len(e.Message), maxOutput)
-	keep := max(maxOutput-len(note), 0)
-	for keep > 0 && !utf8.RuneStart(e.Message[keep]) {
-		keep--
-	}
 	capped := *e
-	capped.Message = truncate(e.Message[:keep]+note, maxOutput)
+	capped.Message = redact.Cut(redact.Cut(redact.String(e.Message), max(maxOutput-len(note), 0))+note, maxOutput)
 	return &capped
 }
 
+// truncate cuts s to n bytes, redacted first: the cut may fall inside a
+// secret the code printed.
 func truncate(s string, n int) string {
 	if len(s) > n {
-		return s[:n]
+		return redact.Cut(redact.String(s), n)
 	}
 	return s
 }

@@ -840,3 +840,25 @@ func TestDeclinedConfirmationStopsAndYesResumes(t *testing.T) {
 		t.Fatalf("outputs %v", run.Outputs)
 	}
 }
+
+// An expression that would exhaust memory fails its own run with class
+// expression_limit; the server and a run started beside it go on.
+func TestExpressionBombFailsOnlyItsRun(t *testing.T) {
+	h := newHarness(t, "")
+	bomb := "version: 1\nname: bomb\nstate: {x: \"\"}\nnodes:\n  - id: grow\n    set: {x: 'repeat(repeat(\"x\", 999999), 999999)'}\n"
+	if err := os.WriteFile(filepath.Join(h.dir, "bomb.yaml"), []byte(bomb), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.fake.Push(llmtest.Text("still here"))
+	bad := h.start(url.Values{"pipeline": {"bomb.yaml"}})
+	good := h.start(url.Values{"pipeline": {"chat.yaml"}, "in.topic": {"birds"}, "in.level": {"high"}, "in.count": {"1"}})
+	if r := h.await(bad, "failed"); !strings.Contains(r.Error, "expression stopped") {
+		t.Fatalf("the bomb run failed with %q", r.Error)
+	}
+	if r := h.await(good, "completed"); r.Outputs["text"] != "still here" {
+		t.Fatalf("the other run: outputs %v", r.Outputs)
+	}
+	if code, _ := h.get("/"); code != http.StatusOK {
+		t.Fatalf("the server answers %d", code)
+	}
+}

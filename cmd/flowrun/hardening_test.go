@@ -41,9 +41,12 @@ func leakedPiece(text string) string {
 	return best
 }
 
+// bodyCut is how much of an error response's body the client reads.
+const bodyCut = 64 << 10
+
 // TestHardening05RedactBeforeTruncate: a server that echoes the API key in
 // its error message, after padding that puts the key at every offset
-// around the 300-character cut, leaves no piece of the key (four
+// around the 300-character cut and the 64 KiB cut of the body, leaves no piece of the key (four
 // characters or more) in stderr, the cassette, the JSON events, the
 // store's rows and files, or show and show --json.
 func TestHardening05RedactBeforeTruncate(t *testing.T) {
@@ -56,6 +59,11 @@ func TestHardening05RedactBeforeTruncate(t *testing.T) {
 		if err != nil {
 			return llmtest.Error(400, "no pad in "+text)
 		}
+		if pad >= bodyCut-len(hardeningKey)-16 {
+			// Past the 300-character cut: a plain-text body that puts the
+			// key across the 64 KiB cut on reading it.
+			return llmtest.Reply{Status: 400, Body: strings.Repeat(" ", pad) + r.Header.Get("Authorization") + " is not valid.", Header: map[string]string{"Content-Type": "text/plain"}}
+		}
 		return llmtest.Error(401, "Incorrect API key provided: "+strings.Repeat("x", pad)+r.Header.Get("Authorization")+" is not valid.")
 	})
 	dir := t.TempDir()
@@ -63,6 +71,9 @@ func TestHardening05RedactBeforeTruncate(t *testing.T) {
 	// The 401's detail is cut at 300 characters; the key starts after
 	// "Incorrect API key provided: " (28), the padding and "Bearer " (7).
 	first, last := 300-28-7-len(hardeningKey)-2, 300-28-7+2
+	// A plain-text error body is read up to 64 KiB; the key starts after
+	// the padding and "Bearer " (7).
+	bigFirst, bigLast := bodyCut-7-len(hardeningKey)-1, bodyCut-7+1
 	p := writeFile(t, dir, "echo.yaml", fmt.Sprintf(`
 version: 1
 name: echo
@@ -70,14 +81,14 @@ models: {default: {model: gpt-4.1-mini}}
 nodes:
   - id: each
     map:
-      over: '%d..%d'
+      over: 'concat(%d..%d, %d..%d)'
       max_concurrency: 4
       body:
         - id: ask
           llm: {prompt: "pad ${{ item }}"}
           on_error: continue
 outputs: {answers: nodes.each}
-`, first, last))
+`, first, last, bigFirst, bigLast))
 	env := []string{"OPENAI_BASE_URL=" + srv.URL, "OPENAI_API_KEY=" + hardeningKey}
 	cassette := filepath.Join(dir, "echo.cassette.yaml")
 
@@ -100,8 +111,8 @@ outputs: {answers: nodes.each}
 	step("show", run)
 	step("show", run, "--json")
 	step("runs", "--json")
-	if n := srv.Calls(); n != 2*(last-first+1) {
-		t.Fatalf("%d requests, want %d", n, 2*(last-first+1))
+	if n, want := srv.Calls(), 2*(last-first+1+bigLast-bigFirst+1); n != want {
+		t.Fatalf("%d requests, want %d", n, want)
 	}
 
 	for i, out := range outputs {

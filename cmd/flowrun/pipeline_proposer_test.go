@@ -88,7 +88,7 @@ func newLiveProposer(t *testing.T, reply func(llmtest.Request) llmtest.Reply) *l
 		return f(r)
 	})
 	t.Setenv("OPENAI_BASE_URL", l.srv.URL)
-	t.Setenv("OPENAI_API_KEY", "sk-fake-proposer")
+	t.Setenv("OPENAI_API_KEY", "sk-fake-QPXVZKWJ") // no word: any 8 characters of a key are redacted process-wide
 	t.Setenv("FLOWRUN_STORE", filepath.Join(t.TempDir(), "runs.db"))
 	return l
 }
