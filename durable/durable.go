@@ -31,6 +31,9 @@ type Runner struct {
 	LookupEnv func(string) (string, bool)
 	Human     runtime.Human
 	MaxLoops  int
+	// RemoteInputs: the run's inputs came from a remote caller
+	// (runtime.Options.RemoteInputs), when it starts and when it resumes.
+	RemoteInputs bool
 }
 
 // Start records a new run of p and runs it. A run whose record cannot be
@@ -46,7 +49,7 @@ func (r *Runner) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]a
 // links its item to the run first, and a kill in between leaves a link to
 // a run that never started, never a run that no item knows.
 func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs map[string]any) (*runtime.Result, error) {
-	in, err := runtime.PrepareInputs(p, inputs)
+	in, err := runtime.PrepareInputsFrom(p, inputs, r.RemoteInputs)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +150,7 @@ func (r *Runner) execute(ctx context.Context, runID, forkOf string, p *dsl.Pipel
 	ctx, stop := context.WithCancelCause(ctx)
 	watched := r.watchStop(ctx, runID, stop)
 	res := runtime.Run(ctx, r.Kinds, p, inputs, runtime.Options{RunID: runID, ForkOf: forkOf, Sink: sink, LookupEnv: r.LookupEnv,
-		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops})
+		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops, RemoteInputs: r.RemoteInputs})
 	stop(nil)
 	<-watched
 	// The run's record must be written even when ctx was cancelled (Ctrl-C).

@@ -78,7 +78,7 @@ func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if len(dirs) == 1 {
 		dir = dirs[0]
 	}
-	ps := &pipelineServer{launch: launch{models: &mf, store: *storePath}, recordDir: recordDir, stderr: stderr, states: newRequestStates()}
+	ps := &pipelineServer{launch: launch{models: &mf, store: *storePath, remote: true}, recordDir: recordDir, stderr: stderr, states: newRequestStates()}
 	server, err := ps.server(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "flowrun mcp serve: %v\n", err)

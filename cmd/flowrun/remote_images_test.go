@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
+)
+
+const lookPipeline = `
+version: 1
+name: look
+inputs:
+  image: {type: string, format: path}
+models: {default: {model: gpt-4.1-mini}}
+nodes:
+  - id: look
+    llm: {prompt: "What is this?", images: ["${{ inputs.image }}"]}
+outputs: {text: nodes.look.text}
+`
+
+const pixelPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+
+// outsidePNG writes an image outside any served directory.
+func outsidePNG(t *testing.T) string {
+	png, _ := base64.StdEncoding.DecodeString(pixelPNG)
+	path := filepath.Join(t.TempDir(), "private.png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const outsideRefused = "path escapes the pipeline directory (a remote caller gives a file as data, or names one inside the pipeline's directory)"
+
+// An MCP client may give an image as data, not as a path to a file
+// outside the served directory: that call fails before any model call.
+func TestMCPServeImageInputsStayInsideDir(t *testing.T) {
+	srv := llmtest.New(t)
+	useModel(t, srv)
+	srv.Push(llmtest.Text("a pixel"))
+	dir := t.TempDir()
+	writeFile(t, dir, "look.yaml", lookPipeline)
+	cs, stderr := connectServe(t, nil, dir)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "look", Arguments: map[string]any{"image": outsidePNG(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(jsonText(res.Content), outsideRefused) || srv.Calls() != 0 {
+		t.Fatalf("a file outside DIR: %s (%d model calls)\n%s", jsonText(res), srv.Calls(), stderr)
+	}
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "look", Arguments: map[string]any{"image": "data:image/png;base64," + pixelPNG}})
+	if err != nil || res.IsError {
+		t.Fatalf("an image as data: %v %s\n%s", err, jsonText(res), stderr)
+	}
+	if got := string(srv.Last().Raw); !strings.Contains(got, pixelPNG) {
+		t.Errorf("the model did not get the image: %s", got)
+	}
+}
+
+// The web form's inputs are a remote caller's too.
+func TestServeImageInputsStayInsideDir(t *testing.T) {
+	srv := llmtest.New(t)
+	useModel(t, srv)
+	dir := t.TempDir()
+	writeFile(t, dir, "look.yaml", lookPipeline)
+	base, _ := serve(t, dir)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(base + "start?pipeline=look.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	form, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	csrf := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindSubmatch(form)
+	if csrf == nil {
+		t.Fatalf("no CSRF token in the start form:\n%s", form)
+	}
+	vals := url.Values{"csrf": {string(csrf[1])}, "pipeline": {"look.yaml"}, "in.image": {outsidePNG(t)}}
+	req, _ := http.NewRequest(http.MethodPost, base+"start", strings.NewReader(vals.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", strings.TrimSuffix(base, "/"))
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	back := resp.Header.Get("Location")
+	if strings.HasPrefix(back, "/runs/") {
+		t.Fatalf("a run started with a file outside the served directory: %s", back)
+	}
+	resp, err = client.Get(base + strings.TrimPrefix(back, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), "path escapes the pipeline directory") || srv.Calls() != 0 {
+		t.Fatalf("the form did not say why (%d model calls):\n%s", srv.Calls(), page)
+	}
+}
