@@ -10,7 +10,8 @@
 // package redact before a server sees it. A Sessions starts each server
 // once, at its first use, however many calls follow, and Close ends every
 // group it started, so no server outlives the run; if flowrun dies, the
-// proc reaper ends them.
+// proc reaper ends them. A daemon a server leaves behind (setsid) is
+// ended with it, on Linux (proc.Limits.Daemons).
 package mcpclient
 
 import (
@@ -292,7 +293,7 @@ func (c *conn) startProcess(s *dsl.MCPServer, lookup func(string) (string, bool)
 	}
 	c.stderr = &tailBuffer{max: 4 << 10}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, c.stderr
-	g, err := proc.Start(cmd, proc.Limits{})
+	g, err := proc.Start(cmd, proc.Limits{Daemons: true})
 	inR.Close()
 	outW.Close()
 	if err != nil {
