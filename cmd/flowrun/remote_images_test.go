@@ -109,3 +109,43 @@ func TestServeImageInputsStayInsideDir(t *testing.T) {
 		t.Fatalf("the form did not say why (%d model calls):\n%s", srv.Calls(), page)
 	}
 }
+
+// A run an MCP client started keeps its inputs a remote caller's when the
+// local CLI resumes it: its image, named inside the pipeline's directory,
+// is found there, not in the CLI's working directory.
+func TestRemoteRunResumedByTheCLIKeepsItsRule(t *testing.T) {
+	srv := llmtest.New(t)
+	useModel(t, srv)
+	srv.Push(llmtest.Text("a pixel"))
+	dir := t.TempDir()
+	png, _ := base64.StdEncoding.DecodeString(pixelPNG)
+	writeFile(t, dir, "pixel.png", string(png))
+	writeFile(t, dir, "ask.yaml", `
+version: 1
+name: look_later
+inputs:
+  image: {type: string, format: path}
+models: {default: {model: gpt-4.1-mini}}
+nodes:
+  - id: go
+    ask: {question: "Look now?", schema: {type: string}}
+  - id: look
+    llm: {prompt: "What is this?", images: ["${{ inputs.image }}"]}
+outputs: {text: nodes.look.text}
+`)
+	cs, stderr := connectServe(t, nil, dir)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "look_later", Arguments: map[string]any{"image": "pixel.png"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`flowrun resume (\S+) --answer`).FindStringSubmatch(jsonText(res.Content))
+	if m == nil {
+		t.Fatalf("the run does not wait: %s\n%s", jsonText(res), stderr)
+	}
+	if code, stdout, stderr := flowrun(t, "resume", m[1], "--answer", "yes"); code != exitOK || !strings.Contains(stdout, "a pixel") {
+		t.Fatalf("resuming by the CLI: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(string(srv.Last().Raw), pixelPNG) {
+		t.Error("the model did not get the image")
+	}
+}
