@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -107,6 +110,37 @@ func TestServeImageInputsStayInsideDir(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(page), "path escapes the pipeline directory") || srv.Calls() != 0 {
 		t.Fatalf("the form did not say why (%d model calls):\n%s", srv.Calls(), page)
+	}
+
+	// An uploaded image is the value itself, as a data URL.
+	srv.Push(llmtest.Text("a pixel"))
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	_ = mw.WriteField("csrf", string(csrf[1]))
+	_ = mw.WriteField("pipeline", "look.yaml")
+	fw, _ := mw.CreateFormFile("file.image", "private.png")
+	png, _ := base64.StdEncoding.DecodeString(pixelPNG)
+	_, _ = fw.Write(png)
+	mw.Close()
+	req, _ = http.NewRequest(http.MethodPost, base+"start", &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Origin", strings.TrimSuffix(base, "/"))
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	run, ok := strings.CutPrefix(resp.Header.Get("Location"), "/runs/")
+	if !ok {
+		t.Fatalf("an uploaded image did not start a run: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	for deadline := time.Now().Add(time.Minute); srv.Calls() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s never called the model", run)
+		}
+	}
+	if !strings.Contains(string(srv.Last().Raw), "data:image/png;base64,"+pixelPNG) {
+		t.Error("the model did not get the uploaded image")
 	}
 }
 
