@@ -255,7 +255,9 @@ func (ps *pipelineServer) handler(p *dsl.Pipeline) mcp.ToolHandler {
 		// A client before the multi-round-trip protocol cannot use a
 		// request state: the SDK asks its first question for it and calls
 		// this handler once more, so every further question is asked here.
+		run := ""
 		for err == nil && res.Status == runtime.StatusWaiting && clientElicits(req.Session) && !clientRetriesWithState(req.Session) {
+			run = res.RunID
 			var er *mcp.ElicitResult
 			if er, err = req.Session.Elicit(ctx, elicitation(res.Pending)); err != nil {
 				err = &setupError{exitFailed, fmt.Errorf("asking the client's user %q for run %s: %w; the run waits: %s",
@@ -264,8 +266,11 @@ func (ps *pipelineServer) handler(p *dsl.Pipeline) mcp.ToolHandler {
 			}
 			res, err = ps.resumeWith(ctx, res.RunID, *res.Pending, er, l, stderr)
 		}
-		if l.models.recordInto != nil && res != nil {
-			ps.writeRecording(l.models.recordInto, p, res.RunID, stderr)
+		if res != nil {
+			run = res.RunID
+		}
+		if l.models.recordInto != nil && run != "" {
+			ps.writeRecording(l.models.recordInto, p, run, stderr)
 		}
 		return ps.result(req, p, res, err), nil
 	}
