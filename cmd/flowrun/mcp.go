@@ -140,9 +140,12 @@ func (ps *pipelineServer) server(dir string) (*mcp.Server, error) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "flowrun", Version: "1"}, &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
 	seen := map[string]string{}
 	for _, f := range files {
+		// Read once, through the confined lookup: what is checked is what
+		// loads.
 		rel, err := filepath.Rel(dir, f)
+		var src []byte
 		if err == nil {
-			err = confine.Check(rel)
+			src, err = confine.ReadFile(context.Background(), rel)
 		}
 		if err != nil {
 			if errors.Is(err, confined.ErrOutside) {
@@ -151,10 +154,13 @@ func (ps *pipelineServer) server(dir string) (*mcp.Server, error) {
 			fmt.Fprintf(ps.stderr, "flowrun mcp serve: %s is not served: %v\n", f, err)
 			continue
 		}
-		if !looksLikePipeline(f) {
+		if !looksLikePipeline(src) {
 			continue
 		}
-		p := loadPipeline(f, ps.stderr)
+		p, ds := dsl.LoadSource(f, src)
+		if len(ds) > 0 {
+			fmt.Fprintln(ps.stderr, ds.String())
+		}
 		if p == nil {
 			fmt.Fprintf(ps.stderr, "flowrun mcp serve: %s is not served: it does not load (above)\n", f)
 			continue
@@ -175,13 +181,9 @@ func (ps *pipelineServer) server(dir string) (*mcp.Server, error) {
 // looksLikePipeline tells a pipeline file from the other YAML files a
 // directory of pipelines holds (data, cassettes, prompts): it has
 // version: and nodes: or outputs: at the top.
-func looksLikePipeline(path string) bool {
-	b, err := readCapped(path)
-	if err != nil {
-		return false
-	}
+func looksLikePipeline(src []byte) bool {
 	var top map[string]any
-	if yaml.Unmarshal(b, &top) != nil {
+	if yaml.Unmarshal(src, &top) != nil {
 		return false
 	}
 	_, version := top["version"]
