@@ -31,6 +31,10 @@ type Runner struct {
 	LookupEnv func(string) (string, bool)
 	Human     runtime.Human
 	MaxLoops  int
+	// RemoteInputs: the inputs of the runs it starts come from a remote
+	// caller (runtime.Options.RemoteInputs). The run's record keeps it,
+	// so that a resume by any front end honours it.
+	RemoteInputs bool
 }
 
 // Start records a new run of p and runs it. A run whose record cannot be
@@ -46,7 +50,7 @@ func (r *Runner) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]a
 // links its item to the run first, and a kill in between leaves a link to
 // a run that never started, never a run that no item knows.
 func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs map[string]any) (*runtime.Result, error) {
-	in, err := runtime.PrepareInputs(p, inputs)
+	in, err := runtime.PrepareInputsFrom(p, inputs, r.RemoteInputs)
 	if err != nil {
 		return nil, err
 	}
@@ -54,10 +58,11 @@ func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs
 	if err != nil {
 		return nil, err
 	}
+	run.RemoteInputs = r.RemoteInputs
 	if err := r.Store.CreateRun(ctx, run); err != nil {
 		return nil, err
 	}
-	return r.execute(ctx, run.ID, "", p, in, nil)
+	return r.execute(ctx, run, "", p, nil)
 }
 
 // NewRunRecord is the record of a new run of p: the pipeline with every
@@ -118,7 +123,7 @@ func (r *Runner) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 		if err != nil {
 			return nil, err
 		}
-		child.Pipeline = prev.Pipeline
+		child.Pipeline, child.RemoteInputs = prev.Pipeline, prev.RemoteInputs
 		if err := r.Store.Fork(ctx, runID, seq, child); err != nil {
 			return nil, err
 		}
@@ -135,10 +140,13 @@ func (r *Runner) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	if err != nil {
 		return nil, err
 	}
-	return r.execute(ctx, runID, forkOf, p, prev.Inputs, restore)
+	return r.execute(ctx, &store.Run{ID: runID, Inputs: prev.Inputs, RemoteInputs: prev.RemoteInputs || r.RemoteInputs}, forkOf, p, restore)
 }
 
-func (r *Runner) execute(ctx context.Context, runID, forkOf string, p *dsl.Pipeline, inputs map[string]any, restore []*runtime.Checkpoint) (*runtime.Result, error) {
+// execute runs the recorded run (its id, inputs and whether they are a
+// remote caller's).
+func (r *Runner) execute(ctx context.Context, run *store.Run, forkOf string, p *dsl.Pipeline, restore []*runtime.Checkpoint) (*runtime.Result, error) {
+	runID := run.ID
 	rec, err := r.Store.Recorder(ctx, runID)
 	if err != nil {
 		return nil, err
@@ -146,8 +154,8 @@ func (r *Runner) execute(ctx context.Context, runID, forkOf string, p *dsl.Pipel
 	sink := &tee{rec: rec, show: r.Sink}
 	ctx, stop := context.WithCancelCause(ctx)
 	watched := r.watchStop(ctx, runID, stop)
-	res := runtime.Run(ctx, r.Kinds, p, inputs, runtime.Options{RunID: runID, ForkOf: forkOf, Sink: sink, LookupEnv: r.LookupEnv,
-		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops})
+	res := runtime.Run(ctx, r.Kinds, p, run.Inputs, runtime.Options{RunID: runID, ForkOf: forkOf, Sink: sink, LookupEnv: r.LookupEnv,
+		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops, RemoteInputs: run.RemoteInputs})
 	stop(nil)
 	<-watched
 	// The run's record must be written even when ctx was cancelled (Ctrl-C).

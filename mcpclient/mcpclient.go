@@ -4,12 +4,14 @@
 // Guarantees: a stdio server runs in a process group of its own
 // (internal/proc) with only the environment variables the pipeline lists,
 // plus PATH, HOME, TMPDIR and LANG so that interpreters start. An HTTP
-// server is sent only the headers the pipeline names. Every value taken
+// server is sent only the headers the pipeline names. No message from a
+// server, on any transport, is read past MaxMessageBytes. Every value taken
 // from flowrun's environment (env:NAME) is registered as a secret with
 // package redact before a server sees it. A Sessions starts each server
 // once, at its first use, however many calls follow, and Close ends every
 // group it started, so no server outlives the run; if flowrun dies, the
-// proc reaper ends them.
+// proc reaper ends them. A daemon a server leaves behind (setsid) is
+// ended with it, on Linux (proc.Limits.Daemons).
 package mcpclient
 
 import (
@@ -69,6 +71,8 @@ type conn struct {
 	exitErr error         // how it exited, once exited is closed
 	stderr  *tailBuffer
 	broken  atomic.Bool // a call found the connection failed
+	// tooLarge is set once the server sent a message over MaxMessageBytes.
+	tooLarge atomic.Pointer[MessageTooLargeError]
 
 	// listeners are the calls in flight that want the server's notices,
 	// by progress token; a notice is delivered under mu, so that none
@@ -220,7 +224,7 @@ func (c *conn) start(ctx context.Context, s *dsl.MCPServer, lookup func(string) 
 	defer cancel()
 	var transport mcp.Transport
 	if s.URL != "" {
-		t, err := httpTransport(s, lookup)
+		t, err := c.httpTransport(s, lookup)
 		if err != nil {
 			return err
 		}
@@ -289,7 +293,7 @@ func (c *conn) startProcess(s *dsl.MCPServer, lookup func(string) (string, bool)
 	}
 	c.stderr = &tailBuffer{max: 4 << 10}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, c.stderr
-	g, err := proc.Start(cmd, proc.Limits{})
+	g, err := proc.Start(cmd, proc.Limits{Daemons: true})
 	inR.Close()
 	outW.Close()
 	if err != nil {
@@ -302,7 +306,9 @@ func (c *conn) startProcess(s *dsl.MCPServer, lookup func(string) (string, bool)
 		defer close(c.exited)
 		c.exitErr = g.Wait()
 	}()
-	return &mcp.IOTransport{Reader: outR, Writer: inW}, nil
+	// The SDK's own cap counts what its decoder has read ahead, so it
+	// would trip first, with an error that names neither server nor cap.
+	return &mcp.IOTransport{Reader: c.bound(outR, s.Name, "\n"), Writer: inW, MaxLineLength: -1}, nil
 }
 
 // serverEnv is the environment of a stdio server: baseEnv and what the
@@ -329,7 +335,7 @@ func serverEnv(s *dsl.MCPServer, lookup func(string) (string, bool)) ([]string, 
 	return env, nil
 }
 
-func httpTransport(s *dsl.MCPServer, lookup func(string) (string, bool)) (mcp.Transport, error) {
+func (c *conn) httpTransport(s *dsl.MCPServer, lookup func(string) (string, bool)) (mcp.Transport, error) {
 	h := http.Header{}
 	for _, v := range s.Headers {
 		got, ok := lookup(v.FromEnv)
@@ -339,7 +345,8 @@ func httpTransport(s *dsl.MCPServer, lookup func(string) (string, bool)) (mcp.Tr
 		redact.Add(got)
 		h.Set(v.Name, got)
 	}
-	client := &http.Client{Transport: &headerTransport{headers: h, next: http.DefaultTransport}}
+	bounded := &boundTransport{c: c, server: s.Name, next: http.DefaultTransport}
+	client := &http.Client{Transport: &headerTransport{headers: h, next: bounded}}
 	return &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: client, DisableStandaloneSSE: true, MaxRetries: -1}, nil
 }
 
@@ -400,6 +407,9 @@ func (c *conn) dead() bool {
 
 // explain words a failure, with the tail of the server's stderr.
 func (c *conn) explain(doing string, err error) error {
+	if tooLarge := c.tooLarge.Load(); tooLarge != nil {
+		return fmt.Errorf("%s: %w", doing, tooLarge)
+	}
 	msg := fmt.Sprintf("%s: %v", doing, err)
 	if c.dead() {
 		how := "exited"
@@ -504,6 +514,9 @@ func (ss *Sessions) Call(ctx context.Context, s *dsl.MCPServer, tool string, arg
 	// Anything else is the connection failing: give the process a moment
 	// to be reaped, so that the message says how it ended.
 	c.broken.Store(true)
+	if tooLarge := c.tooLarge.Load(); tooLarge != nil {
+		return nil, fmt.Errorf("calling %s: %w", tool, tooLarge)
+	}
 	if c.exited != nil {
 		select {
 		case <-c.exited:

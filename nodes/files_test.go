@@ -157,3 +157,50 @@ outputs: {n: nodes.count.result}
 		t.Fatalf("a module swapped for a link outside: %s %v", res.Status, res.Err)
 	}
 }
+
+// TestRemoteInputsNameNoFileOutside: inputs from a remote caller (web,
+// MCP serve, a cluster job) may give an image as data or as a path inside
+// the pipeline directory; a path outside is refused before any model
+// call, though the same path from the local user is read.
+func TestRemoteInputsNameNoFileOutside(t *testing.T) {
+	const pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+	png, _ := base64.StdEncoding.DecodeString(pixel)
+	elsewhere := filepath.Join(t.TempDir(), "secret.png")
+	if err := os.WriteFile(elsewhere, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := load(t, `
+version: 1
+name: t
+inputs:
+  image: {type: string, format: path}
+models: {default: {model: gpt-4.1-mini}}
+nodes:
+  - id: look
+    llm: {prompt: "What is this?", images: ["${{ inputs.image }}"]}
+outputs: {text: nodes.look.text}
+`, map[string]string{"inside.png": string(png)})
+	cases := []struct {
+		image  string
+		remote bool
+		err    string
+	}{
+		{elsewhere, false, ""},
+		{elsewhere, true, `input "image": "` + elsewhere + `": path escapes the pipeline directory (a remote caller gives a file as data, or names one inside the pipeline's directory)`},
+		{elsewhere + ".missing", true, `input "image": "` + elsewhere + `.missing": path escapes the pipeline directory (a remote caller gives a file as data, or names one inside the pipeline's directory)`},
+		{"inside.png", true, ""},
+		{"data:image/png;base64," + pixel, true, ""},
+	}
+	for _, c := range cases {
+		srv := llmtest.New(t)
+		srv.Push(llmtest.Text("a pixel"))
+		res := runtime.Run(t.Context(), modelKinds(srv, llm.Options{}), p, map[string]any{"image": c.image},
+			runtime.Options{RemoteInputs: c.remote})
+		switch {
+		case c.err == "" && res.Status != runtime.StatusCompleted:
+			t.Errorf("%s (remote %v): %s %v", c.image, c.remote, res.Status, res.Err)
+		case c.err != "" && (res.Status != runtime.StatusFailed || !strings.HasSuffix(res.Err.Error(), c.err) || srv.Calls() != 0):
+			t.Errorf("%s (remote %v): %s %v (%d model calls); want a failure ending %q before any call", c.image, c.remote, res.Status, res.Err, srv.Calls(), c.err)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // Executor runs one kind of node. It reads the node's kind-specific fields
@@ -62,6 +63,11 @@ type Options struct {
 	Human Human
 	// MaxLoops, above zero, caps every loop's iterations (--max-loops).
 	MaxLoops int
+	// RemoteInputs says the inputs came from a remote caller (the web UI,
+	// MCP serve, a cluster job), not from the local user: a file they name
+	// is then read inside the pipeline's directory only, like any other
+	// (see Scope.UserFile). An image from a remote caller comes as data.
+	RemoteInputs bool
 }
 
 // Result is how a run ended.
@@ -159,13 +165,13 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 		res.Status, res.Err = StatusFailed, err
 		return finish()
 	}
-	in, err := PrepareInputs(p, inputs)
+	in, err := PrepareInputsFrom(p, inputs, opts.RemoteInputs)
 	if err != nil {
 		res.Status, res.Err = StatusFailed, err
 		return finish()
 	}
 	for _, d := range p.Inputs {
-		if v, ok := in[d.Name].(string); ok && v != "" && (!d.HasDefault || d.Default != v) {
+		if v, ok := in[d.Name].(string); ok && v != "" && (!d.HasDefault || d.Default != v) && !opts.RemoteInputs {
 			r.userFiles = append(r.userFiles, v)
 		}
 	}
@@ -246,10 +252,40 @@ func (s *Scope) outputs(p *dsl.Pipeline) (map[string]any, error) {
 	return out, errors.Join(errs...)
 }
 
-// PrepareInputs checks given inputs against p's declarations and applies
-// defaults. Unknown and missing inputs, wrong types, and path inputs naming
-// files that do not exist are errors.
+// PrepareInputs checks the local user's inputs against p's declarations
+// and applies defaults. Unknown and missing inputs, wrong types, and path
+// inputs naming files that do not exist are errors.
 func PrepareInputs(p *dsl.Pipeline, given map[string]any) (map[string]any, error) {
+	return prepareInputs(p, given, func(path string) error {
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("file %q does not exist", path)
+		}
+		return nil
+	})
+}
+
+// PrepareInputsFrom is PrepareInputs, or, when remote, its form for inputs
+// from a remote caller (Options.RemoteInputs): a path input is then a
+// data, http or https URL, or names a file inside the pipeline's
+// directory; nothing outside it is looked at, so the error is the same
+// whether a file is there or not.
+func PrepareInputsFrom(p *dsl.Pipeline, given map[string]any, remote bool) (map[string]any, error) {
+	if !remote {
+		return PrepareInputs(p, given)
+	}
+	return prepareInputs(p, given, func(path string) error {
+		if llmconf.IsImageURL(path) {
+			return nil
+		}
+		if err := p.Files.Check(path); err != nil {
+			return fmt.Errorf("%q: %w (a remote caller gives a file as data, or names one inside the pipeline's directory)", path, err)
+		}
+		return nil
+	})
+}
+
+// prepareInputs checks given inputs with checkPath for path inputs.
+func prepareInputs(p *dsl.Pipeline, given map[string]any, checkPath func(string) error) (map[string]any, error) {
 	out := make(map[string]any, len(p.Inputs))
 	declared := map[string]*dsl.Input{}
 	var names []string
@@ -287,8 +323,8 @@ func PrepareInputs(p *dsl.Pipeline, given map[string]any) (map[string]any, error
 		}
 		if in.Format == "path" {
 			if path, ok := v.(string); ok && path != "" {
-				if _, err := os.Stat(path); err != nil {
-					errs = append(errs, fmt.Sprintf("input %q: file %q does not exist", in.Name, path))
+				if err := checkPath(path); err != nil {
+					errs = append(errs, fmt.Sprintf("input %q: %v", in.Name, err))
 					continue
 				}
 			}

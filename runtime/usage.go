@@ -138,10 +138,11 @@ func (s *Scope) Attempt() int { return s.attempt }
 // Pipeline is the pipeline this scope runs (a called one, inside a call).
 func (s *Scope) Pipeline() *dsl.Pipeline { return s.pipeline }
 
-// UserFile reports whether path is text the user gave as an input of the
-// pipeline that was run (not a declared default): a file named there is
-// the user's choice, which an image may be read from where it is rather
-// than inside the pipeline directory.
+// UserFile reports whether path is text the local user gave as an input
+// of the pipeline that was run (not a declared default, nor inputs from a
+// remote caller, Options.RemoteInputs): a file named there is the user's
+// choice, which an image may be read from where it is rather than inside
+// the pipeline directory.
 func (s *Scope) UserFile(path string) bool { return slices.Contains(s.run.userFiles, path) }
 
 // RunID is the run's id.

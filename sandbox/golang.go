@@ -126,12 +126,24 @@ func main() {
 // the compiler and the linker together).
 const goBuildMemory = 2 << 30
 
+// DefaultGoBuilds is how many go builds run at once: with goBuildMemory
+// each, compiling never holds more than 4 GiB however many runs want Go
+// code built; the others wait their turn, within their timeout.
+const DefaultGoBuilds = 2
+
 // goBuilds compiles Go sources to wasip1 modules, cached by source hash.
 type goBuilds struct {
 	dir    string
-	memory int64    // the cap on a build's resident memory
+	memory int64         // the cap on a build's resident memory
+	slots  chan struct{} // one per build running
+	cache  *diskCache
 	locks  sync.Map // hash -> chan struct{}, held while building that source
 	stale  sync.Once
+}
+
+func newGoBuilds(dir string, builds int, cacheBytes int64) *goBuilds {
+	return &goBuilds{dir: dir, memory: goBuildMemory, slots: make(chan struct{}, builds),
+		cache: &diskCache{dir: dir, maxBytes: cacheBytes}}
 }
 
 var goErrRE = regexp.MustCompile(`(?m)^\./code\.go:(\d+):(\d+): (.*)$`)
@@ -166,10 +178,17 @@ func (g *goBuilds) build(ctx context.Context, source, call string, timeout time.
 	case lock.(chan struct{}) <- struct{}{}:
 		defer func() { <-lock.(chan struct{}) }()
 	case <-bctx.Done():
-		return g.stopped(ctx, timeout, false)
+		return g.stopped(ctx, timeout, waitedForSame)
 	}
 	if _, err := os.Stat(out); err == nil {
+		used(out)
 		return out, nil, nil
+	}
+	select {
+	case g.slots <- struct{}{}:
+		defer func() { <-g.slots }()
+	case <-bctx.Done():
+		return g.stopped(ctx, timeout, waitedForSlot)
 	}
 	if err := os.MkdirAll(builds, 0o755); err != nil {
 		return "", nil, &UnavailableError{Reason: fmt.Sprintf("go build: %v", err)}
@@ -210,7 +229,7 @@ func (g *goBuilds) build(ctx context.Context, source, call string, timeout time.
 	if err := grp.Wait(); err != nil {
 		switch {
 		case bctx.Err() != nil:
-			return g.stopped(ctx, timeout, true)
+			return g.stopped(ctx, timeout, compiling)
 		case grp.OverMemory():
 			return "", failed(errclass.MemoryLimit, "compiling the code took more than %d MiB and was stopped", g.memory>>20), nil
 		}
@@ -219,18 +238,31 @@ func (g *goBuilds) build(ctx context.Context, source, call string, timeout time.
 	if err := os.Rename(built, out); err != nil {
 		return "", nil, &UnavailableError{Reason: fmt.Sprintf("go build: %v", err)}
 	}
+	g.cache.evict(out)
 	return out, nil, nil
 }
+
+// buildStage is where a build was when its time ran out.
+type buildStage int
+
+const (
+	waitedForSame buildStage = iota // another run was building the same source
+	waitedForSlot                   // every build slot was taken (DefaultGoBuilds)
+	compiling
+)
 
 // stopped is how a build that did not finish ends: ctx's error when the
 // caller stopped waiting, a timeout result when the build's own deadline
 // passed.
-func (g *goBuilds) stopped(ctx context.Context, timeout time.Duration, compiling bool) (string, *Result, error) {
+func (g *goBuilds) stopped(ctx context.Context, timeout time.Duration, stage buildStage) (string, *Result, error) {
 	if err := ctx.Err(); err != nil {
 		return "", nil, err
 	}
-	if compiling {
+	switch stage {
+	case compiling:
 		return "", failed(errclass.Timeout, "compiling the code took longer than its timeout (%s) and was stopped", timeout), nil
+	case waitedForSlot:
+		return "", failed(errclass.Timeout, "the code was still waiting for one of the %d go builds that run at once when its timeout (%s) passed", cap(g.slots), timeout), nil
 	}
 	return "", failed(errclass.Timeout, "the same code was still being compiled for another run when its timeout (%s) passed", timeout), nil
 }

@@ -103,6 +103,11 @@ type Options struct {
 	CacheDir string
 	// Workers is how many worker processes may run at once; NumCPU by default.
 	Workers int
+	// GoBuilds is how many go builds may run at once; DefaultGoBuilds by default.
+	GoBuilds int
+	// CacheBytes caps CacheDir's Go builds and compiled modules together,
+	// least recently used out first; DefaultCacheBytes by default.
+	CacheBytes int64
 	// WorkerCommand starts a worker process; by default this executable
 	// with FLOWRUN_SANDBOX_WORKER=1 (see WorkerMain).
 	WorkerCommand func() *exec.Cmd
@@ -133,7 +138,13 @@ func New(opts Options) *Sandbox {
 	if opts.WorkerCommand == nil {
 		opts.WorkerCommand = selfWorker
 	}
-	return &Sandbox{opts: opts, slots: make(chan struct{}, opts.Workers), goCache: &goBuilds{dir: opts.CacheDir, memory: goBuildMemory}}
+	if opts.GoBuilds <= 0 {
+		opts.GoBuilds = DefaultGoBuilds
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = DefaultCacheBytes
+	}
+	return &Sandbox{opts: opts, slots: make(chan struct{}, opts.Workers), goCache: newGoBuilds(opts.CacheDir, opts.GoBuilds, opts.CacheBytes)}
 }
 
 // WorkerEnv is set in a worker process's environment.

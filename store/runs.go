@@ -38,19 +38,22 @@ type Run struct {
 	PipelineFiles map[string]string
 	Status        string
 	Inputs        map[string]any
-	Outputs       map[string]any
-	Error         string
-	Reason        string
-	CostUSD       float64
-	Tokens        int
-	Steps         int
-	ParentRun     string
-	ParentSeq     int64
-	Pending       map[string]any
-	PID           int
-	Started       time.Time
-	Updated       time.Time
-	Finished      time.Time
+	// RemoteInputs: a remote caller gave the inputs (see
+	// runtime.Options.RemoteInputs).
+	RemoteInputs bool
+	Outputs      map[string]any
+	Error        string
+	Reason       string
+	CostUSD      float64
+	Tokens       int
+	Steps        int
+	ParentRun    string
+	ParentSeq    int64
+	Pending      map[string]any
+	PID          int
+	Started      time.Time
+	Updated      time.Time
+	Finished     time.Time
 }
 
 // ErrNotFound is returned for an unknown run id.
@@ -78,10 +81,10 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 		return fmt.Errorf("run %s: pipeline files: %w", r.ID, err)
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO runs (id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, pipeline_src, pipeline_files,
-		status, inputs, parent_run, parent_seq, pid, pid_start, started_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?)`,
+		status, inputs, remote_inputs, parent_run, parent_seq, pid, pid_start, started_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?)`,
 		r.ID, r.Pipeline, r.PipelineAbs, r.PipelineName, r.PipelineHash, redact.String(r.PipelineSrc), string(redact.JSON(files)), StatusRunning, string(redact.JSON(inputs)),
-		r.ParentRun, nullSeq(r.ParentRun, r.ParentSeq), os.Getpid(), processStart(os.Getpid()), t, t)
+		r.RemoteInputs, r.ParentRun, nullSeq(r.ParentRun, r.ParentSeq), os.Getpid(), processStart(os.Getpid()), t, t)
 	if err != nil {
 		return fmt.Errorf("run %s: %w", r.ID, err)
 	}
@@ -103,7 +106,7 @@ const (
 	listColumns = runHead + `'', 'null'` + runTail
 	runHead     = `id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, `
 	runTail     = `, status, inputs, outputs, error, reason,
-	cost_usd, tokens, steps, parent_run, parent_seq, pending, pid, pid_start, started_at, updated_at, finished_at`
+	cost_usd, tokens, steps, parent_run, parent_seq, pending, pid, pid_start, started_at, updated_at, finished_at, remote_inputs`
 )
 
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
@@ -113,7 +116,7 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var parentSeq sql.NullInt64
 	err := row.Scan(&r.ID, &r.Pipeline, &r.PipelineAbs, &r.PipelineName, &r.PipelineHash, &r.PipelineSrc, &files, &r.Status, &inputs,
 		&outputs, &r.Error, &r.Reason, &r.CostUSD, &r.Tokens, &r.Steps, &parent, &parentSeq, &pending, &r.PID, &pidStart,
-		&started, &updated, &finished)
+		&started, &updated, &finished, &r.RemoteInputs)
 	if err != nil {
 		return nil, err
 	}

@@ -301,6 +301,10 @@ var migrations = []string{
 	// A stop another process asked for (see RequestStop); the run's
 	// holder polls it.
 	`ALTER TABLE runs ADD COLUMN stop_requested TEXT NOT NULL DEFAULT '';`,
+	// Inputs a remote caller gave (web, MCP, a cluster job): a resume,
+	// by whatever front end, reads no file they name outside the
+	// pipeline's directory.
+	`ALTER TABLE runs ADD COLUMN remote_inputs INTEGER NOT NULL DEFAULT 0;`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

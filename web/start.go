@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -96,7 +97,7 @@ func inputFields(p *dsl.Pipeline) []field {
 		f := field{Name: "in." + in.Name, Label: in.Name, Type: in.Type, Description: in.Description, Required: !in.HasDefault}
 		f.Enum, f.Value = enumAndDefault(in.Schema, in.Default, in.HasDefault)
 		f.Long = in.Type == "object" || in.Type == "array" || (in.Type == "string" && len(f.Value) > 60)
-		f.File = in.Format != "path" && (in.Type == "string" || in.Type == "object" || in.Type == "array")
+		f.File = in.Type == "string" || in.Type == "object" || in.Type == "array"
 		out = append(out, f)
 	}
 	return out
@@ -230,6 +231,11 @@ func formInputs(r *http.Request, p *dsl.Pipeline) (map[string]any, error) {
 			}
 			if len(b) > 0 {
 				v, err := fileValue(b, d.Type == "string")
+				if d.Format == "path" {
+					// A browser names no file on the server: the upload
+					// itself is the value, as a data URL.
+					v, err = dataURL(b), nil
+				}
 				if err != nil {
 					return nil, fmt.Errorf("input %s: the file %s: %w", d.Name, fh.Filename, err)
 				}
@@ -244,6 +250,11 @@ func formInputs(r *http.Request, p *dsl.Pipeline) (map[string]any, error) {
 		in[d.Name] = formValue(d.Type, vals[0])
 	}
 	return in, nil
+}
+
+func dataURL(b []byte) string {
+	typ, _, _ := strings.Cut(http.DetectContentType(b), ";")
+	return "data:" + typ + ";base64," + base64.StdEncoding.EncodeToString(b)
 }
 
 func fileValue(b []byte, text bool) (any, error) {

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -27,6 +24,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/internal/confined"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -80,8 +78,7 @@ func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if len(dirs) == 1 {
 		dir = dirs[0]
 	}
-	ps := &pipelineServer{launch: launch{models: &mf, store: *storePath}, recordDir: recordDir, stderr: stderr, key: make([]byte, 32)}
-	_, _ = rand.Read(ps.key)
+	ps := &pipelineServer{launch: launch{models: &mf, store: *storePath, remote: true}, recordDir: recordDir, stderr: stderr, states: newRequestStates()}
 	server, err := ps.server(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "flowrun mcp serve: %v\n", err)
@@ -107,7 +104,7 @@ type pipelineServer struct {
 	launch    launch // models and store; sink and human are per call
 	recordDir string // --record: where each run's cassette goes
 	stderr    io.Writer
-	key       []byte     // signs request states (seal)
+	states    *requestStates
 	mu        sync.Mutex // serialises what runs write to stderr
 }
 
@@ -133,13 +130,37 @@ func (ps *pipelineServer) server(dir string) (*mcp.Server, error) {
 		return nil, err
 	}
 	sort.Strings(files)
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("finding the pipelines under %s: %w", dir, err)
+	}
+	// The same lookup as the web UI's: a symbolic link (or a directory
+	// link) that leads outside DIR serves nothing.
+	confine := confined.Dir{Root: root, MaxBytes: maxInputFileBytes, Limit: "the pipeline file size"}
 	server := mcp.NewServer(&mcp.Implementation{Name: "flowrun", Version: "1"}, &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
 	seen := map[string]string{}
 	for _, f := range files {
-		if !looksLikePipeline(f) {
+		// Read once, through the confined lookup: what is checked is what
+		// loads.
+		rel, err := filepath.Rel(dir, f)
+		var src []byte
+		if err == nil {
+			src, err = confine.ReadFile(context.Background(), rel)
+		}
+		if err != nil {
+			if errors.Is(err, confined.ErrOutside) {
+				err = fmt.Errorf("it leads outside %s", dir)
+			}
+			fmt.Fprintf(ps.stderr, "flowrun mcp serve: %s is not served: %v\n", f, err)
 			continue
 		}
-		p := loadPipeline(f, ps.stderr)
+		if !looksLikePipeline(src) {
+			continue
+		}
+		p, ds := dsl.LoadSource(f, src)
+		if len(ds) > 0 {
+			fmt.Fprintln(ps.stderr, ds.String())
+		}
 		if p == nil {
 			fmt.Fprintf(ps.stderr, "flowrun mcp serve: %s is not served: it does not load (above)\n", f)
 			continue
@@ -160,13 +181,9 @@ func (ps *pipelineServer) server(dir string) (*mcp.Server, error) {
 // looksLikePipeline tells a pipeline file from the other YAML files a
 // directory of pipelines holds (data, cassettes, prompts): it has
 // version: and nodes: or outputs: at the top.
-func looksLikePipeline(path string) bool {
-	b, err := readCapped(path)
-	if err != nil {
-		return false
-	}
+func looksLikePipeline(src []byte) bool {
 	var top map[string]any
-	if yaml.Unmarshal(b, &top) != nil {
+	if yaml.Unmarshal(src, &top) != nil {
 		return false
 	}
 	_, version := top["version"]
@@ -237,8 +254,25 @@ func (ps *pipelineServer) handler(p *dsl.Pipeline) mcp.ToolHandler {
 			}
 			res, err = startRun(ctx, p, inputs, l, stderr)
 		}
-		if l.models.recordInto != nil && res != nil {
-			ps.writeRecording(l.models.recordInto, p, res.RunID, stderr)
+		// A client before the multi-round-trip protocol cannot use a
+		// request state: the SDK asks its first question for it and calls
+		// this handler once more, so every further question is asked here.
+		run := ""
+		for err == nil && res.Status == runtime.StatusWaiting && clientElicits(req.Session) && !clientRetriesWithState(req.Session) {
+			run = res.RunID
+			var er *mcp.ElicitResult
+			if er, err = req.Session.Elicit(ctx, elicitation(res.Pending)); err != nil {
+				err = &setupError{exitFailed, fmt.Errorf("asking the client's user %q for run %s: %w; the run waits: %s",
+					res.Pending.Text, res.RunID, err, answerCommand(res.RunID, res.Pending))}
+				break
+			}
+			res, err = ps.resumeWith(ctx, res.RunID, *res.Pending, er, l, stderr)
+		}
+		if res != nil {
+			run = res.RunID
+		}
+		if l.models.recordInto != nil && run != "" {
+			ps.writeRecording(l.models.recordInto, p, run, stderr)
 		}
 		return ps.result(req, p, res, err), nil
 	}
@@ -278,7 +312,7 @@ func (ps *pipelineServer) result(req *mcp.CallToolRequest, p *dsl.Pipeline, res 
 			return toolError(fmt.Sprintf("run %s is waiting for a person (%s: %s) and this client cannot ask one (no MCP elicitation); answer it with: %s",
 				res.RunID, q.Path, q.Text, answerCommand(res.RunID, q)))
 		}
-		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{inputKey: elicitation(q)}, RequestState: ps.seal(res.RunID, *q)}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{inputKey: elicitation(q)}, RequestState: ps.states.seal(res.RunID, *q, req.Session.ID())}
 	case runtime.StatusStopped:
 		return toolError(fmt.Sprintf("run %s stopped: %s (continue it with flowrun resume %s)", res.RunID, res.Reason, res.RunID))
 	}
@@ -288,6 +322,15 @@ func (ps *pipelineServer) result(req *mcp.CallToolRequest, p *dsl.Pipeline, res 
 func clientElicits(ss *mcp.ServerSession) bool {
 	init := ss.InitializeParams()
 	return init != nil && init.Capabilities != nil && init.Capabilities.Elicitation != nil
+}
+
+// multiRoundTripProtocol is the first protocol version whose clients
+// answer input requests and retry a call with its request state.
+const multiRoundTripProtocol = "2026-07-28"
+
+func clientRetriesWithState(ss *mcp.ServerSession) bool {
+	init := ss.InitializeParams()
+	return init == nil || init.ProtocolVersion >= multiRoundTripProtocol
 }
 
 // elicitation is the form that asks q: one field, answer.
@@ -304,61 +347,37 @@ func elicitation(q *runtime.Question) *mcp.ElicitParams {
 	}}
 }
 
-// waitingState is what a request state carries: the run and its question.
-type waitingState struct {
-	Run      string           `json:"run"`
-	Question runtime.Question `json:"question"`
-}
-
-// seal signs the state so that a client can only resume a run this
-// server asked about.
-func (ps *pipelineServer) seal(runID string, q runtime.Question) string {
-	b, _ := json.Marshal(waitingState{Run: runID, Question: q})
-	body := base64.RawURLEncoding.EncodeToString(b)
-	return body + "." + ps.mac(body)
-}
-
-func (ps *pipelineServer) mac(body string) string {
-	h := hmac.New(sha256.New, ps.key)
-	h.Write([]byte(body))
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
-}
-
-func (ps *pipelineServer) open(state string) (waitingState, bool) {
-	var w waitingState
-	body, sig, ok := strings.Cut(state, ".")
-	if !ok || !hmac.Equal([]byte(sig), []byte(ps.mac(body))) {
-		return w, false
-	}
-	b, err := base64.RawURLEncoding.DecodeString(body)
-	return w, err == nil && json.Unmarshal(b, &w) == nil
-}
-
-// answer resumes the waiting run with the user's answer to its question.
+// answer resumes the waiting run named by the call's request state with
+// the user's answer to its question.
 func (ps *pipelineServer) answer(ctx context.Context, req *mcp.CallToolRequest, l launch, stderr io.Writer) (*runtime.Result, error) {
-	w, ok := ps.open(req.Params.RequestState)
-	if !ok {
-		return nil, &setupError{exitInvalid, errors.New("the request state was not issued by this server: call the tool again without it")}
+	w, err := ps.states.open(req.Params.RequestState, req.Session.ID(), time.Now())
+	if err != nil {
+		return nil, &setupError{exitInvalid, err}
 	}
 	er, _ := req.Params.InputResponses[inputKey].(*mcp.ElicitResult)
+	return ps.resumeWith(ctx, w.Run, w.Question, er, l, stderr)
+}
+
+// resumeWith resumes run, which waits on q, with the user's reply er.
+func (ps *pipelineServer) resumeWith(ctx context.Context, run string, q runtime.Question, er *mcp.ElicitResult, l launch, stderr io.Writer) (*runtime.Result, error) {
 	var answer any
 	switch {
 	case er == nil:
-		return nil, &setupError{exitInvalid, fmt.Errorf("no answer to %q came with the call; run %s waits: %s", w.Question.Text, w.Run, answerCommand(w.Run, &w.Question))}
+		return nil, &setupError{exitInvalid, fmt.Errorf("no answer to %q came with the call; run %s waits: %s", q.Text, run, answerCommand(run, &q))}
 	case er.Action == "accept":
 		answer = er.Content[inputKey]
-	case w.Question.Kind == runtime.QuestionConfirm:
+	case q.Kind == runtime.QuestionConfirm:
 		answer = false
 	default:
-		return nil, &setupError{exitInvalid, fmt.Errorf("the user did not answer %q (%s); run %s waits: %s", w.Question.Text, er.Action, w.Run, answerCommand(w.Run, &w.Question))}
+		return nil, &setupError{exitInvalid, fmt.Errorf("the user did not answer %q (%s); run %s waits: %s", q.Text, er.Action, run, answerCommand(run, &q))}
 	}
-	l.human = &givenAnswer{path: w.Question.Path, answer: answer}
+	l.human = &givenAnswer{path: q.Path, answer: answer}
 	st, err := store.Open(l.store)
 	if err != nil {
 		return nil, &setupError{exitFailed, err}
 	}
 	defer st.Close()
-	return resumeRun(ctx, st, w.Run, durable.ResumeOptions{}, l, stderr)
+	return resumeRun(ctx, st, run, durable.ResumeOptions{}, l, stderr)
 }
 
 // givenAnswer answers one question, once; any other waits.

@@ -5,9 +5,12 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/flowrun/flowrun/internal/proc/proctest"
 	"github.com/flowrun/flowrun/llm/llmtest"
@@ -138,4 +141,63 @@ outputs:
 		t.Errorf("the first attempt's failure is not shown:\n%s", stderr)
 	}
 	serverGone(t, token)
+}
+
+const daemonizingServerPipeline = `
+version: 1
+name: daemonizing
+mcp:
+  bad:
+    command: %q
+    env: {%s: %q, MARK: %q}
+    timeout: 1h
+nodes:
+  - id: start
+    tool: {name: bad.daemonize}
+  - id: wait
+    tool: {name: bad.%s}
+outputs:
+  text: nodes.start
+`
+
+// A server's daemon (a grandchild that called setsid) does not outlive
+// flowrun: neither when the run ends nor when flowrun is killed with
+// SIGKILL mid-run.
+func TestMCPServerDaemonEndsWithFlowrun(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	pipeline := func(t *testing.T, then string) (path, mark, token string) {
+		dir := t.TempDir()
+		token = fmt.Sprintf("%s-%d", t.Name(), os.Getpid())
+		mark = filepath.Join(dir, "mark")
+		return writeFile(t, dir, "p.yaml", fmt.Sprintf(daemonizingServerPipeline, os.Args[0], testMCPServerEnv, token, mark, then)), mark, token
+	}
+	t.Run("run ends", func(t *testing.T) {
+		p, _, token := pipeline(t, "ok")
+		if code, stdout, stderr := flowrun(t, p); code != exitOK || !strings.Contains(stdout, "daemonized") {
+			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		serverGone(t, token)
+	})
+	t.Run("flowrun killed", func(t *testing.T) {
+		p, mark, token := pipeline(t, "hang")
+		cmd := flowrunProcess(t, nil, p)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill() }()
+		// hang writes the mark once the daemon has been left behind.
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(mark); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the server never reached hang")
+			}
+		}
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		serverGone(t, token)
+	})
 }

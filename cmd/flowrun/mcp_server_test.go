@@ -14,7 +14,8 @@ import (
 // whose tools misbehave on purpose: slow reports progress and logs before
 // answering, crash exits mid-call, crash_once
 // exits mid-call unless the file $MARK exists (creating it), hang starts
-// a child and never answers (writing the file $MARK first), ok answers.
+// a child and never answers (writing the file $MARK first), daemonize
+// leaves a daemon (setsid) behind, ok answers.
 const testMCPServerEnv = "FLOWRUN_TEST_MCP_SERVER"
 
 func testMCPServerMain() {
@@ -54,6 +55,14 @@ func testMCPServerMain() {
 			_ = os.WriteFile(os.Getenv("MARK"), []byte("hanging"), 0o644)
 			_ = child.Wait()
 			return nil, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "daemonize", Description: "Leaves a daemon behind.", InputSchema: empty},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			// A double fork, the grandchild in a session of its own.
+			if err := exec.Command("sh", "-c", "(setsid sleep 300 &)").Run(); err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "daemonized"}}}, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "ok", Description: "Answers.", InputSchema: empty},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -79,6 +79,9 @@ type launch struct {
 	onDelta  func(path, text string)
 	human    runtime.Human
 	maxLoops int
+	// remote: the inputs came from a remote caller (the web UI, MCP
+	// serve), so no path in them is read outside the pipeline directory.
+	remote bool
 }
 
 // setupError is a run that could not start, with the exit code it gives.
@@ -104,7 +107,7 @@ func startRun(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, l lau
 	if err := kinds.Check(p); err != nil {
 		return nil, &setupError{exitFailed, err}
 	}
-	if _, err := runtime.PrepareInputs(p, inputs); err != nil {
+	if _, err := runtime.PrepareInputsFrom(p, inputs, l.remote); err != nil {
 		return nil, &setupError{exitInvalid, err}
 	}
 	st := l.db
@@ -115,7 +118,7 @@ func startRun(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, l lau
 		defer st.Close()
 	}
 	ms.useStore(st)
-	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: ms.withTraces(l.sink), Human: l.human, MaxLoops: l.maxLoops}
+	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: ms.withTraces(l.sink), Human: l.human, MaxLoops: l.maxLoops, RemoteInputs: l.remote}
 	return runner.Start(ctx, p, inputs)
 }
 

@@ -155,7 +155,7 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 func resumeRun(ctx context.Context, st *store.Store, runID string, opts durable.ResumeOptions, l launch, stderr io.Writer) (*runtime.Result, error) {
 	finish := func(io.Writer) {}
 	shown := &fanout{l.sink}
-	runner := &durable.Runner{Store: st, Sink: shown, Human: l.human, MaxLoops: l.maxLoops,
+	runner := &durable.Runner{Store: st, Sink: shown, Human: l.human, MaxLoops: l.maxLoops, RemoteInputs: l.remote,
 		Services: func(p *dsl.Pipeline) (runtime.Registry, error) {
 			ms, err := startModels(p, l.models, stderr)
 			if err != nil {

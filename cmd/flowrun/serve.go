@@ -94,10 +94,10 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func webEngine(st *store.Store, log io.Writer) web.Engine {
 	return web.Engine{
 		Start: func(ctx context.Context, l web.Launch, h runtime.Human, sink runtime.EventSink) (*runtime.Result, error) {
-			return startRun(ctx, l.Pipeline, l.Inputs, launch{models: &modelFlags{models: l.Models}, db: st, sink: sink, human: h, maxLoops: l.MaxLoops}, log)
+			return startRun(ctx, l.Pipeline, l.Inputs, launch{models: &modelFlags{models: l.Models}, db: st, sink: sink, human: h, maxLoops: l.MaxLoops, remote: true}, log)
 		},
 		Resume: func(ctx context.Context, run, from string, h runtime.Human, sink runtime.EventSink, maxLoops int) (*runtime.Result, error) {
-			return resumeRun(ctx, st, run, durable.ResumeOptions{From: from}, launch{models: &modelFlags{}, sink: sink, human: h, maxLoops: maxLoops}, log)
+			return resumeRun(ctx, st, run, durable.ResumeOptions{From: from}, launch{models: &modelFlags{}, sink: sink, human: h, maxLoops: maxLoops, remote: true}, log)
 		},
 	}
 }

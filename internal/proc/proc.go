@@ -9,6 +9,13 @@
 // every live group when the pipe from flowrun closes, and on Linux each
 // group's first process also gets SIGKILL from the kernel (Pdeathsig); on
 // Windows the system kills a job when flowrun's handle to it closes.
+//
+// A process that leaves its group (setsid, as a daemon does) is ended
+// too, on Linux, for a group started with Limits.Daemons: the group runs
+// under a supervisor, flowrun re-executed as a child subreaper, to which
+// every orphan of the group is reparented. The supervisor ends every
+// descendant it has when the group's command exits or flowrun dies, and
+// Kill and the reaper end them before the group.
 package proc
 
 import (
@@ -26,11 +33,19 @@ type Limits struct {
 	// enforced on Linux, by sampling /proc every memoryPoll; elsewhere it is
 	// not enforced.
 	MemoryBytes int64
+	// Daemons also ends, on Linux, the processes that leave the group
+	// (setsid, a daemon's double fork); see the package doc. Elsewhere
+	// only the group is ended (on Windows the job, which holds them too).
+	Daemons bool
 }
 
 // ReaperEnv is set in the environment of the reaper, the process that
 // kills flowrun's process groups when flowrun dies (Unix; see Main).
 const ReaperEnv = "FLOWRUN_PROC_REAPER"
+
+// SupervisorEnv is set in the environment of a group's supervisor
+// (Limits.Daemons on Linux; see Main), and removed before its command runs.
+const SupervisorEnv = "FLOWRUN_PROC_SUPERVISOR"
 
 // memoryPoll is how often a group's memory is sampled.
 const memoryPoll = 100 * time.Millisecond
@@ -57,6 +72,9 @@ var (
 func Start(cmd *exec.Cmd, l Limits) (*Group, error) {
 	g := &Group{cmd: cmd, stopWatch: make(chan struct{})}
 	prepare(cmd)
+	if l.Daemons {
+		supervise(cmd)
+	}
 	if cmd.Cancel != nil {
 		if l.Grace > 0 {
 			cmd.Cancel = g.terminate

@@ -4,6 +4,7 @@ package proc
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -30,6 +31,14 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "flowrun":
 		g, err := Start(exec.Command("sh", "-c", "sleep 300 & sleep 300"), Limits{})
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Println(g.Pid())
+		time.Sleep(time.Hour)
+	case "flowrun-with-daemon":
+		g, err := Start(daemonizing("sleep 300"), Limits{Daemons: true})
 		if err != nil {
 			fmt.Println(err)
 			os.Exit(1)
@@ -136,8 +145,102 @@ func TestMemoryCap(t *testing.T) {
 // that started a group, the group's first process dies by Pdeathsig and
 // the rest (here a background sleep) by the reaper.
 func TestReaperKillsGroupsWhenFlowrunIsKilled(t *testing.T) {
+	cmd, pgid := startStandIn(t, "flowrun")
+	waitStarted(t, pgid, 3)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	waitGone(t, pgid)
+}
+
+// daemonMark is in the environment of every process daemonizing starts:
+// the test's, which a stand-in for flowrun inherits.
+var daemonMark = "PROC_TEST_DAEMON=" + cmp.Or(os.Getenv("PROC_TEST_DAEMON"), strconv.Itoa(os.Getpid()))
+
+// daemonizing is a command that leaves a daemon behind, as a server
+// that daemonizes does: a double fork, the grandchild in a session and
+// process group of its own, then runs rest.
+func daemonizing(rest string) *exec.Cmd {
+	cmd := exec.Command("sh", "-c", "(setsid sleep 300 &); "+rest)
+	cmd.Env = append(os.Environ(), daemonMark)
+	return cmd
+}
+
+// waitForDaemon waits until the daemon has left the group pgid.
+func waitForDaemon(t *testing.T, pgid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		all, err := proctest.Live()
+		if err != nil {
+			t.Skip(err)
+		}
+		for _, p := range all {
+			if p.HasEnv(daemonMark) && p.Group != pgid && p.Mentions("sleep") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func daemonGone(t *testing.T) {
+	t.Helper()
+	proctest.WaitGone(t, "the daemon", func(p proctest.Process) bool { return p.HasEnv(daemonMark) })
+}
+
+// A process that left the group with setsid ends with it: when the
+// group is killed, and when its first process exits.
+func TestDaemonsEndWithTheGroup(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	t.Run("killed", func(t *testing.T) {
+		g, err := Start(daemonizing("sleep 300"), Limits{Daemons: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitForDaemon(t, g.Pid())
+		g.Kill()
+		_ = g.Wait()
+		daemonGone(t)
+	})
+	t.Run("exited", func(t *testing.T) {
+		// The daemon exists (it may not have called setsid yet) once the
+		// subshell that started it has exited; then the command exits.
+		g, err := Start(daemonizing("true"), Limits{Daemons: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		daemonGone(t)
+	})
+}
+
+// TestDaemonsEndWhenFlowrunIsKilled: after SIGKILL of the process that
+// started the group, the daemon that left it is ended too.
+func TestDaemonsEndWhenFlowrunIsKilled(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	cmd, pgid := startStandIn(t, "flowrun-with-daemon", daemonMark)
+	waitForDaemon(t, pgid)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	daemonGone(t)
+}
+
+// startStandIn starts the test binary as a stand-in for flowrun (role, see
+// TestMain) that starts a group and prints its id; the stand-in is killed
+// when the test ends.
+func startStandIn(t *testing.T, role string, env ...string) (*exec.Cmd, int) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "PROC_TEST_ROLE=flowrun")
+	cmd.Env = append(append(os.Environ(), "PROC_TEST_ROLE="+role), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +248,7 @@ func TestReaperKillsGroupsWhenFlowrunIsKilled(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		t.Fatal(err)
@@ -153,8 +257,5 @@ func TestReaperKillsGroupsWhenFlowrunIsKilled(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%q", line)
 	}
-	waitStarted(t, pgid, 3)
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
-	waitGone(t, pgid)
+	return cmd, pgid
 }

@@ -26,7 +26,14 @@ func (s *sysGroup) attach(pid int) error {
 	return nil
 }
 
-func (s *sysGroup) kill() error { return s.signal(syscall.SIGKILL) }
+// kill ends what left the group first: once the group's first process
+// is dead, they can no longer be found as its descendants.
+func (s *sysGroup) kill() error {
+	if s.pgid > 1 {
+		killDescendants(s.pgid)
+	}
+	return s.signal(syscall.SIGKILL)
+}
 
 func (s *sysGroup) terminate() error { return s.signal(syscall.SIGTERM) }
 

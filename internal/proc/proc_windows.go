@@ -14,6 +14,9 @@ type sysGroup struct{ job windows.Handle }
 
 func prepare(*exec.Cmd) {}
 
+// supervise does nothing: the job holds every process the group starts.
+func supervise(*exec.Cmd) {}
+
 // Main does nothing on Windows: a job object dies with flowrun's handle
 // to it, so no reaper is needed.
 func Main() {}

@@ -27,10 +27,11 @@ var reaper struct {
 	pipe     io.WriteCloser // nil when there is no reaper
 }
 
-// Main runs the reaper when this process was started as one, and exits;
-// otherwise it returns. Call it first thing in main: without it flowrun
+// Main runs the reaper or a group's supervisor when this process was
+// started as one, and exits; otherwise it returns. Call it first thing in main: without it flowrun
 // starts no reaper (sandbox.WorkerMain calls it).
 func Main() {
+	supervisorMain()
 	if os.Getenv(ReaperEnv) != "1" {
 		reaper.Lock()
 		reaper.possible = true
@@ -63,6 +64,7 @@ func reap(in io.Reader) int {
 		}
 	}
 	for pgid := range groups {
+		killDescendants(pgid)
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
 	return 0
