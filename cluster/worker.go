@@ -394,7 +394,7 @@ func (w *Worker) execute(ctx context.Context, job Job, l *loaded, loadErr error)
 	if loadErr != nil {
 		return failed(loadErr)
 	}
-	in, err := runtime.PrepareInputs(l.p, job.Inputs)
+	in, err := runtime.PrepareInputsFrom(l.p, job.Inputs, true)
 	if err == nil {
 		err = checkInputFiles(l.p, in)
 	}
@@ -410,7 +410,7 @@ func (w *Worker) execute(ctx context.Context, job Job, l *loaded, loadErr error)
 	if w.Human != nil {
 		human = w.Human(job.Auto)
 	}
-	res := runtime.Run(ctx, l.kinds, l.p, in, runtime.Options{RunID: job.Run, Sink: ev, Checkpointer: &checkpoints{c: w.c, run: job.Run},
+	res := runtime.Run(ctx, l.kinds, l.p, in, runtime.Options{RunID: job.Run, RemoteInputs: true, Sink: ev, Checkpointer: &checkpoints{c: w.c, run: job.Run},
 		Restore: restore, Human: human, MaxLoops: job.MaxLoops})
 	ev.wait(context.WithoutCancel(ctx))
 	out := &Result{Run: job.Run, Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps,
