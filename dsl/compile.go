@@ -3,6 +3,7 @@ package dsl
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -150,7 +151,10 @@ func (f *file) condition(n *yaml.Node, sc scope, field string) *Expr {
 	return f.bare(n, sc, true, field)
 }
 
-// bare compiles a bare expression field.
+// bare compiles a bare expression field. A number, boolean or null
+// written there is a literal (`until: false`, `result: 7`): it is compiled
+// as the same literal in expr-lang, so that it is typed like any other
+// expression.
 func (f *file) bare(n *yaml.Node, sc scope, asBool bool, field string) *Expr {
 	if n.Kind != yaml.ScalarNode {
 		return nil
@@ -160,8 +164,44 @@ func (f *file) bare(n *yaml.Node, sc scope, asBool bool, field string) *Expr {
 		f.l.errorf(f.pos(n), "%s: empty expression", field)
 		return nil
 	}
+	if _, isText := str(n); !isText {
+		lit, ok := literalSource(n)
+		if !ok {
+			f.l.errorf(f.pos(n), "%s: %s is not a number an expression can hold: write a finite number", field, s)
+			return nil
+		}
+		return f.compile(lit, sc, asBool, func(int) Pos { return f.pos(n) })
+	}
 	lead := len(s) - len(strings.TrimLeft(s, " \t\r\n"))
 	return f.compile(s, sc, asBool, func(o int) Pos { return f.scalarPos(n, lead+o) })
+}
+
+// literalSource writes a non-string YAML scalar as expr-lang source.
+// Infinities and NaN have no expr-lang literal.
+func literalSource(n *yaml.Node) (string, bool) {
+	switch n.ShortTag() {
+	case "!!null":
+		return "nil", true
+	case "!!bool":
+		var b bool
+		if n.Decode(&b) == nil {
+			return strconv.FormatBool(b), true
+		}
+	case "!!int":
+		if i, ok := intValue(n); ok {
+			return strconv.Itoa(i), true
+		}
+	case "!!float":
+		if x, ok := floatValue(n); ok && !math.IsInf(x, 0) && !math.IsNaN(x) {
+			// 'f' keeps a float a float in expr-lang: 2.0 is "2.0", not the int 2.
+			src := strconv.FormatFloat(x, 'f', -1, 64)
+			if !strings.Contains(src, ".") {
+				src += ".0"
+			}
+			return src, true
+		}
+	}
+	return "", false
 }
 
 // value compiles an expression field (set: values, outputs, call inputs,
