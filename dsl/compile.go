@@ -263,8 +263,9 @@ func (f *file) text(n *yaml.Node, sc scope) *Value {
 // offset in src to a file position.
 func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Expr {
 	tree, err := parseOnly(src)
+	var reads []string
 	if err == nil {
-		f.checkNames(tree, src, sc, at)
+		reads = f.checkNames(tree, src, sc, at)
 	}
 	opts, names := f.opts, envNames
 	if sc.score {
@@ -311,7 +312,7 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 		f.l.errorf(at(0), "in `%s`: a condition must be true or false, but this is %s", oneLine(src), t)
 		return nil
 	}
-	e := &Expr{Src: src, Pos: at(0), prog: prog}
+	e := &Expr{Src: src, Pos: at(0), prog: prog, nodes: reads}
 	pe := &pendingExpr{src: src, tree: tree, sc: sc, asBool: asBool, at: at}
 	f.pending = append(f.pending, pe)
 	f.pendingOf[e] = pe
@@ -371,12 +372,15 @@ func parseOnly(src string) (*ast.Node, error) {
 // exists only inside loops, item and index only inside maps, and an llm
 // tool sees its arguments only. Member names are checked with their types
 // by the resolve phase.
-func (f *file) checkNames(root *ast.Node, src string, sc scope, at func(int) Pos) {
+// checkNames reports names used where they are not defined, and returns
+// the ids of the nodes.<id> the expression reads.
+func (f *file) checkNames(root *ast.Node, src string, sc scope, at func(int) Pos) []string {
 	v := &nameVisitor{f: f, sc: sc}
 	ast.Walk(root, v)
 	for _, p := range v.problems {
 		f.l.errorf(at(runeOffset(src, p.from)), "in `%s`: %s", oneLine(src), p.msg)
 	}
+	return v.nodes
 }
 
 type nameProblem struct {
@@ -388,6 +392,7 @@ type nameVisitor struct {
 	f        *file
 	sc       scope
 	problems []nameProblem
+	nodes    []string
 }
 
 func (v *nameVisitor) Visit(node *ast.Node) {
@@ -401,6 +406,12 @@ func (v *nameVisitor) Visit(node *ast.Node) {
 		case v.sc.score:
 		case (n.Value == "item" || n.Value == "index") && !v.sc.inMap:
 			v.add(n, n.Value+" is only defined inside a map body")
+		}
+	case *ast.MemberNode:
+		id, isID := n.Node.(*ast.IdentifierNode)
+		prop, isStr := n.Property.(*ast.StringNode)
+		if isID && id.Value == "nodes" && isStr && !slices.Contains(v.nodes, prop.Value) {
+			v.nodes = append(v.nodes, prop.Value)
 		}
 	}
 }

@@ -48,6 +48,9 @@ type Expr struct {
 	Src  string
 	Pos  Pos
 	prog *vm.Program
+	// nodes are the ids of the nodes.<id> the expression reads, to name
+	// the one that has no output when a read from null fails.
+	nodes []string
 }
 
 // vms holds expr-lang virtual machines for reuse: expr.Run allocates a
@@ -72,10 +75,28 @@ func (e *Expr) run(env any) (any, error) {
 		var fe *exprfile.Error
 		if errors.As(err, &fe) {
 			err = errors.New(fe.Message)
+			if id := e.missingNode(env, fe.Message); id != "" {
+				err = fmt.Errorf("nodes.%s is null because node %q has not run yet here (it runs later, or was skipped): %w", id, id, err)
+			}
 		}
 		return nil, fmt.Errorf("%s: evaluating `%s`: %w", e.Pos, oneLine(e.Src), err)
 	}
 	return v, nil
+}
+
+// missingNode names the node whose output is null when a read from null
+// failed, or "".
+func (e *Expr) missingNode(env any, msg string) string {
+	en, ok := env.(*Env)
+	if !ok || en == nil || !strings.HasSuffix(msg, "from <nil>") {
+		return ""
+	}
+	for _, id := range e.nodes {
+		if en.Nodes[id] == nil {
+			return id
+		}
+	}
+	return ""
 }
 
 // EvalBool runs a condition. A non-boolean result is an error: strings are
