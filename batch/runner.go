@@ -376,7 +376,7 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 		case runtime.StatusStopped:
 			row.Error, row.Class = res.Reason, runtime.StatusStopped
 		case runtime.StatusWaiting:
-			row.Error, row.Class = "waiting: "+res.Pending.Text, runtime.StatusWaiting
+			row.Error, row.Class = res.Pending.Text, runtime.StatusWaiting
 		}
 	}
 	if ferr := r.Store.FinishItem(bg, row); ferr != nil {

@@ -118,8 +118,9 @@ type Summary struct {
 // Summarize reads a batch's items and computes its summary. It, Compare
 // and WriteReport only read the store: every figure comes from the
 // batch's item records, so two readings of one batch agree. Pass rates
-// count every item of the batch, an item that did not complete as not
-// passed.
+// count the items that finished, an item that finished without
+// completing as not passed; a stopped batch's pending items are not
+// counted (Items says how many finished of how many).
 func Summarize(ctx context.Context, st *store.Store, b *store.Batch) (*Summary, error) {
 	items, err := st.BatchItems(ctx, b.ID)
 	if err != nil {
@@ -207,6 +208,16 @@ func SummarizeItems(b *store.Batch, items []*store.BatchItem) *Summary {
 	s.Slowest = top(s.Rows, func(r Row) float64 { return r.DurationMS })
 	s.Costliest = top(s.Rows, func(r Row) float64 { return r.CostUSD })
 	return s
+}
+
+func finishedCount(items []*store.BatchItem) int {
+	n := 0
+	for _, it := range items {
+		if finished(it.Status) {
+			n++
+		}
+	}
+	return n
 }
 
 // finished says whether an item's run has ended (for now: a waiting run
@@ -321,7 +332,7 @@ func aggregate(name string, items []*store.BatchItem) Metric {
 	}
 	switch m.Kind {
 	case "rate":
-		r := Wilson(k, len(items))
+		r := Wilson(k, finishedCount(items))
 		m.Rate = &r
 	case "mean":
 		if m.N > 0 {

@@ -300,6 +300,11 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 			if sc.maybeText && !namesRoot(src) && (strings.HasPrefix(msg, "unknown name ") || strings.HasPrefix(msg, "unexpected token")) {
 				msg += fmt.Sprintf("; this field is an expression: to give the text itself, quote it: '%s'", strconv.Quote(src))
 			}
+			// A bare word in a condition is most often text compared with
+			// (when: nodes.c.text == OK).
+			if name, isName := strings.CutPrefix(fe.Message, "unknown name "); isName && asBool && !sc.maybeText {
+				msg += fmt.Sprintf("; to compare with the text %s, quote it: %s", name, strconv.Quote(name))
+			}
 			f.l.errorf(at(runeOffset(src, fe.From)), "in `%s`: %s", oneLine(src), msg)
 		} else {
 			f.l.errorf(at(0), "in `%s`: %v", oneLine(src), err)

@@ -593,7 +593,7 @@ func (v *batchView) summary(status, reason string, rows []*store.BatchItem) {
 			mark = " (pass rate)"
 		}
 		if m.Rate != nil {
-			fmt.Fprintf(v.stderr, "  %-20s %5.1f%%  %d/%d%s\n", m.Name, 100*m.Rate.Rate, m.Rate.Passed, m.Rate.N, mark)
+			fmt.Fprintf(v.stderr, "  %-20s %5.1f%%  %d/%d%s%s\n", m.Name, 100*m.Rate.Rate, m.Rate.Passed, m.Rate.N, mark, finishedNote(m.Rate, s.Items.Total))
 		} else if m.Kind == "mean" {
 			fmt.Fprintf(v.stderr, "  %-20s mean %.4g over %d items\n", m.Name, m.Mean, m.N)
 		}

@@ -144,7 +144,7 @@ func printSummary(w io.Writer, s *batch.Summary) {
 	}
 	fmt.Fprintln(w)
 	if s.PassRate != nil {
-		fmt.Fprintf(w, "pass rate  %s (%s)\n", rateText(s.PassRate), s.Primary)
+		fmt.Fprintf(w, "pass rate  %s (%s)%s\n", rateText(s.PassRate), s.Primary, finishedNote(s.PassRate, s.Items.Total))
 	} else {
 		fmt.Fprintln(w, "pass rate  - (no boolean metric was scored)")
 	}
@@ -211,6 +211,15 @@ func printSummary(w io.Writer, s *batch.Summary) {
 
 func rateText(r *batch.Rate) string {
 	return fmt.Sprintf("%.1f%% (%d/%d), 95%% interval %.1f%%-%.1f%%", 100*r.Rate, r.Passed, r.N, 100*r.Low, 100*r.High)
+}
+
+// finishedNote says, when not every item finished (a stopped batch), over
+// how many items a rate is.
+func finishedNote(r *batch.Rate, total int) string {
+	if r.N == total {
+		return ""
+	}
+	return fmt.Sprintf(" over the %d of %d items that finished", r.N, total)
 }
 
 type rowColumn struct {

@@ -87,7 +87,7 @@ func storeError(err error, stderr io.Writer) int {
 }
 
 func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("resume", "flowrun resume RUN [--from SNAPSHOT|CHECKPOINT] [--allow-changed] [--json]\n\nContinues a run from its last checkpoint; finished nodes are not run again.\nWith --from, forks: a new run continues from that snapshot or checkpoint\nand the original is left untouched.")
+	fs := newFlagSet("resume", "flowrun resume RUN [--answer field=value ...] [--from SNAPSHOT|CHECKPOINT] [--allow-changed] [--json]\n\nContinues a run from its last checkpoint; finished nodes are not run again.\nA run waiting on a question takes its answer with --answer (or --answer-file).\nWith --from, forks: a new run continues from that snapshot or checkpoint\nand the original is left untouched.")
 	from := fs.String("from", "", "fork from this snapshot `label` or checkpoint number")
 	allow := fs.Bool("allow-changed", false, "resume even if the pipeline file changed since the run started")
 	asJSON := fs.Bool("json", false, "print one JSON event per line on stdout instead of the outputs")
