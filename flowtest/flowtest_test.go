@@ -263,3 +263,35 @@ cases:
 		}
 	}
 }
+
+// TestMissingOutputSaidOnce: a that: reading an output the run does not
+// have says so once per output, not once per use with expr-lang's
+// messages; a run that failed with no outputs says it has none, once.
+func TestMissingOutputSaidOnce(t *testing.T) {
+	_, results := runFile(t, `
+cases:
+  - name: reads an output that does not exist
+    mocks:
+      critique: [{json: {verdict: ACCEPT}}]
+    expect:
+      that:
+        - outputs.score[0] > 1
+        - len(outputs.score) == 2
+        - outputs.verdict == "ACCEPT"
+  - name: the run fails, so no output exists
+    mocks:
+      critique: [{error: critical}]
+    expect:
+      outputs: {verdict: ACCEPT}
+      that: [outputs.verdict == "ACCEPT", len(outputs.verdict) > 1]
+`)
+	got := results[0].Problems
+	if len(got) != 1 || !strings.Contains(got[0], `reads outputs.score, which the run does not have (outputs: verdict)`) {
+		t.Errorf("missing output: problems %q", got)
+	}
+	got = results[1].Problems
+	if len(got) != 2 || !strings.HasPrefix(got[0], "status: expected completed, got failed") ||
+		got[1] != "outputs: the run has none, so 3 output expectations were not checked" {
+		t.Errorf("failed run: problems %q", got)
+	}
+}
