@@ -24,6 +24,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -294,7 +295,7 @@ func (st *batchState) overBudget() string {
 	if st.spent+next <= limit && st.spent < limit {
 		return ""
 	}
-	return fmt.Sprintf("--max-cost-usd %.4g: $%.4f spent, and an item costs about $%.4f", limit, st.spent, next)
+	return fmt.Sprintf("--max-cost-usd %.4g: %s spent, and an item costs about %s", limit, figures.USD(st.spent), figures.USD(next))
 }
 
 func (st *batchState) setStop(why string) {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/store"
 )
@@ -185,8 +186,9 @@ func SummarizeItems(b *store.Batch, items []*store.BatchItem) *Summary {
 		}
 		s.Rows = append(s.Rows, row(it, primary))
 	}
+	s.CostUSD = figures.RoundUSD(s.CostUSD)
 	if ran > 0 {
-		s.CostPerItem = s.CostUSD / float64(ran)
+		s.CostPerItem = figures.RoundUSD(s.CostUSD / float64(ran))
 	}
 	slices.Sort(durations)
 	s.P50MS, s.P95MS = Percentile(durations, 50), Percentile(durations, 95)

@@ -139,12 +139,3 @@ func TestFindBatch(t *testing.T) {
 		t.Errorf("ambiguous prefix: %v", err)
 	}
 }
-
-func TestUSD(t *testing.T) {
-	for v, want := range map[float64]string{0: "$0.0000", 0.0123456: "$0.0123", 0.0000112: "$0.000011", 0.00009: "$0.000090",
-		2.5: "$2.50", 1234.5: "$1234"} {
-		if got := USD(v); got != want {
-			t.Errorf("USD(%v) = %s, want %s", v, got, want)
-		}
-	}
-}

@@ -270,3 +270,16 @@ func FieldPath(segs []string) string {
 	}
 	return b.String()
 }
+
+// Marshal is json.Marshal without HTML escaping: flowrun's JSON is read
+// by people and programs, never pasted into a page, so `a > b` stays
+// `a > b` rather than `a \u003e b`.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

@@ -9,15 +9,15 @@ import (
 	"slices"
 	"time"
 
-	"github.com/flowrun/flowrun/batch"
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/graph"
 )
 
 var funcs = template.FuncMap{
 	"pretty": pretty,
-	"usd":    batch.USD,
+	"usd":    figures.USD,
 	"when":   func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") },
-	"ms":     ms,
+	"ms":     figures.Duration,
 	"state": func(states map[string]string, id string) string {
 		if s := states[id]; s != "" {
 			return s

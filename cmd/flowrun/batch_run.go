@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
@@ -489,7 +490,7 @@ func (v *batchView) item(p batch.Progress) {
 		case v.scorer.Primary != "" && !v.scorer.Passed(it.Scores):
 			mark = "miss"
 		}
-		fmt.Fprintf(v.stderr, "  %s %-24s %-9s %s $%.4f %s%s\n", mark, it.Key, it.Status, scoreText(it.Scores), it.CostUSD, duration(it.DurationMS), failureText(it))
+		fmt.Fprintf(v.stderr, "  %s %-24s %-9s %s %s %s%s\n", mark, it.Key, it.Status, scoreText(it.Scores), figures.USD(it.CostUSD), figures.Duration(it.DurationMS), failureText(it))
 		return
 	}
 	if failed {
@@ -540,7 +541,7 @@ func (v *batchView) drawLine(p batch.Progress) {
 	if p.Failed > 0 {
 		line += fmt.Sprintf(", %d failed", p.Failed)
 	}
-	line += fmt.Sprintf(", $%.4f", p.Spent)
+	line += ", " + figures.USD(p.Spent)
 	if p.Ran > 0 && elapsed > 0 {
 		rate := float64(p.Ran) / elapsed.Seconds()
 		line += fmt.Sprintf(", %.2f items/s", rate)
@@ -586,7 +587,7 @@ func (v *batchView) summary(status, reason string, rows []*store.BatchItem) {
 	if rest := s.Items.Total - s.Items.Completed - s.Items.Failed; rest > 0 {
 		fmt.Fprintf(v.stderr, ", %d without a result", rest)
 	}
-	fmt.Fprintf(v.stderr, "; %s, %d tokens\n", batch.USD(s.CostUSD), s.Tokens)
+	fmt.Fprintf(v.stderr, "; %s, %d tokens\n", figures.USD(s.CostUSD), s.Tokens)
 	for _, m := range s.Metrics {
 		mark := ""
 		if m.Primary {
@@ -605,7 +606,7 @@ func (v *batchView) summary(status, reason string, rows []*store.BatchItem) {
 
 // writeEvent prints one JSON line, secrets redacted.
 func writeEvent(w io.Writer, v any) {
-	b, err := json.Marshal(v)
+	b, err := jsonvalue.Marshal(v)
 	if err != nil {
 		return
 	}

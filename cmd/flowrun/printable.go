@@ -90,6 +90,7 @@ func writeJSON(w io.Writer, v any) int {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // as jsonvalue.Marshal: people and programs read it
 	if err := enc.Encode(v); err != nil {
 		return exitFailed
 	}
