@@ -19,6 +19,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/mcpclient"
@@ -373,10 +374,10 @@ func check(c *Case, run *runtime.Result, route []string) []string {
 		}
 	}
 	problems = append(problems, checkRoute(e, route)...)
-	if p := e.CostUSD.miss(run.CostUSD); p != "" {
-		problems = append(problems, fmt.Sprintf("cost_usd: expected %s, got %g", p, run.CostUSD))
+	if p := e.CostUSD.miss(run.CostUSD, figures.USD); p != "" {
+		problems = append(problems, fmt.Sprintf("cost_usd: expected %s, got %s", p, figures.USD(run.CostUSD)))
 	}
-	if p := e.Steps.miss(float64(run.Steps)); p != "" {
+	if p := e.Steps.miss(float64(run.Steps), count); p != "" {
 		problems = append(problems, fmt.Sprintf("steps: expected %s, got %d", p, run.Steps))
 	}
 	return problems
@@ -426,18 +427,22 @@ func checkRoute(e Expect, route []string) []string {
 	return problems
 }
 
-// miss describes the bound v breaks, or returns "".
-func (b Bounds) miss(v float64) string {
+// miss describes the bound v breaks, with the bound written by show, or
+// returns "".
+func (b Bounds) miss(v float64, show func(float64) string) string {
 	switch {
 	case b.Min != nil && b.Max != nil && *b.Min == *b.Max && v != *b.Min:
-		return fmt.Sprintf("exactly %g", *b.Min)
+		return "exactly " + show(*b.Min)
 	case b.Min != nil && v < *b.Min:
-		return fmt.Sprintf("at least %g", *b.Min)
+		return "at least " + show(*b.Min)
 	case b.Max != nil && v > *b.Max:
-		return fmt.Sprintf("at most %g", *b.Max)
+		return "at most " + show(*b.Max)
 	}
 	return ""
 }
+
+// count writes a bound on a number of things.
+func count(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // checkEvents counts the events each check names and, when a count is
 // off, shows where the events of that type did occur.
@@ -455,7 +460,7 @@ func checkEvents(checks []EventCheck, events []runtime.Event) []string {
 				n++
 			}
 		}
-		p := ec.Count.miss(float64(n))
+		p := ec.Count.miss(float64(n), count)
 		if p == "" {
 			continue
 		}
