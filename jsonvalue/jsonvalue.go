@@ -274,10 +274,14 @@ func FieldPath(segs []string) string {
 // Marshal is json.Marshal without HTML escaping: flowrun's JSON is read
 // by people and programs, never pasted into a page, so `a > b` stays
 // `a > b` rather than `a \u003e b`.
-func Marshal(v any) ([]byte, error) {
+func Marshal(v any) ([]byte, error) { return MarshalIndent(v, "") }
+
+// MarshalIndent is Marshal with each level indented by indent.
+func MarshalIndent(v any, indent string) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
+	enc.SetIndent("", indent)
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}

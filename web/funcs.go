@@ -1,7 +1,6 @@
 package web
 
 import (
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"maps"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/graph"
+	"github.com/flowrun/flowrun/jsonvalue"
 )
 
 var funcs = template.FuncMap{
@@ -46,9 +46,10 @@ func urlQuery(s string) string { return url.QueryEscape(s) }
 // for an img src.
 func safeURL(u string) template.URL { return template.URL(u) }
 
-// pretty is a value as indented JSON.
+// pretty is a value as indented JSON, with no HTML escaping of its own:
+// html/template escapes the page, and "\u003e" would show as such.
 func pretty(v any) string {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := jsonvalue.MarshalIndent(v, "  ")
 	if err != nil {
 		return fmt.Sprint(v)
 	}

@@ -43,3 +43,11 @@ func TestFormatUSDMatchesFigures(t *testing.T) {
 		}
 	}
 }
+
+// TestPrettyLeavesComparisonsReadable: a value shown on a page keeps ">"
+// (the template escapes it for HTML) instead of showing "\u003e".
+func TestPrettyLeavesComparisonsReadable(t *testing.T) {
+	if got := pretty(map[string]any{"rule": "a > b && c < d"}); !strings.Contains(got, `"a > b && c < d"`) {
+		t.Errorf("pretty = %s", got)
+	}
+}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/redact"
 )
@@ -87,14 +86,11 @@ func fileOf(w io.Writer) (*os.File, bool) {
 
 // writeJSON prints v as indented JSON, secrets redacted.
 func writeJSON(w io.Writer, v any) int {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false) // as jsonvalue.Marshal: people and programs read it
-	if err := enc.Encode(v); err != nil {
+	b, err := jsonvalue.MarshalIndent(v, "  ")
+	if err != nil {
 		return exitFailed
 	}
-	if _, err := w.Write(redact.JSON(buf.Bytes())); err != nil {
+	if _, err := w.Write(append(redact.JSON(b), '\n')); err != nil {
 		return exitFailed
 	}
 	return exitOK
