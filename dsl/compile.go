@@ -301,8 +301,10 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 				msg += fmt.Sprintf("; this field is an expression: to give the text itself, quote it: '%s'", strconv.Quote(src))
 			}
 			// A bare word in a condition is most often text compared with
-			// (when: nodes.c.text == OK).
-			if name, isName := strings.CutPrefix(fe.Message, "unknown name "); isName && asBool && !sc.maybeText {
+			// (when: nodes.c.text == OK); not a word read from (stat.x), nor
+			// a misspelt name.
+			if name, isName := strings.CutPrefix(fe.Message, "unknown name "); isName && asBool && !sc.maybeText &&
+				Suggest(name, names) == "" && !readFrom(src, runeOffset(src, fe.From)+len(name)) {
 				msg += fmt.Sprintf("; to compare with the text %s, quote it: %s", name, strconv.Quote(name))
 			}
 			f.l.errorf(at(runeOffset(src, fe.From)), "in `%s`: %s", oneLine(src), msg)
@@ -322,6 +324,13 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 	f.pending = append(f.pending, pe)
 	f.pendingOf[e] = pe
 	return e
+}
+
+// readFrom says whether the name ending at byte i of src is read from
+// or called (stat.x, f(), m[k]), and so not a word of text.
+func readFrom(src string, i int) bool {
+	rest := strings.TrimLeft(src[min(i, len(src)):], " ")
+	return rest != "" && strings.ContainsRune(".([", rune(rest[0]))
 }
 
 var envNames = []string{"inputs", "state", "nodes", "loop", "item", "index", "run", "env"}
