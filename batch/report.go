@@ -32,9 +32,9 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 			return fmt.Sprintf("%+.1f points", 100*v)
 		}
 		if unit == "$" {
-			return fmt.Sprintf("%+.4f USD", figures.RoundUSD(v))
+			return figures.USDChange(v)
 		}
-		return fmt.Sprintf("%+.0f ms", v)
+		return figures.DurationChange(v)
 	},
 	"f1":    func(v float64) string { return fmt.Sprintf("%.1f", v) },
 	"deref": func(p *bool) bool { return *p },

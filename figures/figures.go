@@ -28,6 +28,19 @@ func USD(v float64) string {
 	return fmt.Sprintf("$%.4f", v)
 }
 
+// USDChange is a change in an amount: "+$0.0004", "-$1.20".
+func USDChange(v float64) string { return sign(v) + USD(math.Abs(v)) }
+
+// DurationChange is a change in a span given in milliseconds: "+1.50s".
+func DurationChange(ms float64) string { return sign(ms) + Duration(math.Abs(ms)) }
+
+func sign(v float64) string {
+	if v < 0 {
+		return "-"
+	}
+	return "+"
+}
+
 // RoundUSD drops the floating-point noise of sums and products of prices:
 // amounts are kept to a billionth of a dollar, far below any price.
 func RoundUSD(v float64) float64 {

@@ -19,6 +19,15 @@ func TestRoundUSD(t *testing.T) {
 	}
 }
 
+func TestChanges(t *testing.T) {
+	if got := USDChange(-0.00042); got != "-$0.0004" {
+		t.Errorf("USDChange = %s", got)
+	}
+	if got := DurationChange(1500); got != "+1.50s" {
+		t.Errorf("DurationChange = %s", got)
+	}
+}
+
 func TestDuration(t *testing.T) {
 	for ms, want := range map[float64]string{0: "0s", 0.084: "84µs", 12.34: "12.3ms", 1500: "1.50s", 125000: "2m5s"} {
 		if got := Duration(ms); got != want {

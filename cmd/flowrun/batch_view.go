@@ -386,10 +386,10 @@ func printComparison(w io.Writer, c *batch.Comparison) {
 		verdict = "unlikely to be chance"
 	}
 	fmt.Fprintf(w, "McNemar    p = %.4g: %s (exact test on the %d items that changed)\n", c.PValue, verdict, len(c.Fixed)+len(c.Broken))
-	fmt.Fprintf(w, "cost       %s -> %s per item (%+.4f), total %s -> %s (%+.4f USD)\n",
-		figures.USD(c.CostUSD.MeanA), figures.USD(c.CostUSD.MeanB), c.CostUSD.MeanDelta, figures.USD(c.CostUSD.A), figures.USD(c.CostUSD.B), c.CostUSD.Delta)
-	fmt.Fprintf(w, "latency    %s -> %s per item (%s%s), total %s -> %s\n",
-		figures.Duration(c.LatencyMS.MeanA), figures.Duration(c.LatencyMS.MeanB), sign(c.LatencyMS.MeanDelta), figures.Duration(abs(c.LatencyMS.MeanDelta)),
+	fmt.Fprintf(w, "cost       %s -> %s per item (%s), total %s -> %s (%s)\n",
+		figures.USD(c.CostUSD.MeanA), figures.USD(c.CostUSD.MeanB), figures.USDChange(c.CostUSD.MeanDelta), figures.USD(c.CostUSD.A), figures.USD(c.CostUSD.B), figures.USDChange(c.CostUSD.Delta))
+	fmt.Fprintf(w, "latency    %s -> %s per item (%s), total %s -> %s\n",
+		figures.Duration(c.LatencyMS.MeanA), figures.Duration(c.LatencyMS.MeanB), figures.DurationChange(c.LatencyMS.MeanDelta),
 		figures.Duration(c.LatencyMS.A), figures.Duration(c.LatencyMS.B))
 	keyList(w, "fixed (failed in A, passed in B)", pairKeys(c.Fixed))
 	keyList(w, "broken (passed in A, failed in B)", pairKeys(c.Broken))
@@ -397,14 +397,6 @@ func printComparison(w io.Writer, c *batch.Comparison) {
 	keyList(w, "only in B", c.OnlyB)
 }
 
-func sign(v float64) string {
-	if v < 0 {
-		return "-"
-	}
-	return "+"
-}
-
-func abs(v float64) float64 { return max(v, -v) }
 
 func pairKeys(ps []batch.Pair) []string {
 	out := make([]string, len(ps))
