@@ -397,7 +397,6 @@ func printComparison(w io.Writer, c *batch.Comparison) {
 	keyList(w, "only in B", c.OnlyB)
 }
 
-
 func pairKeys(ps []batch.Pair) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
