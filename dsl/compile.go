@@ -166,6 +166,10 @@ func (f *file) bare(n *yaml.Node, sc scope, asBool bool, field string) *Expr {
 	}
 	if _, isText := str(n); !isText {
 		lit, ok := literalSource(n)
+		if asBool && lit == "nil" {
+			f.l.errorf(f.pos(n), "%s: a condition must be true or false, but this is null", field)
+			return nil
+		}
 		if !ok {
 			f.l.errorf(f.pos(n), "%s: %s is not a number an expression can hold: write a finite number", field, s)
 			return nil
