@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
@@ -22,8 +23,8 @@ var reportSource string
 
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"pct":   func(r float64) string { return fmt.Sprintf("%.1f%%", 100*r) },
-	"usd":   USD,
-	"ms":    durationText,
+	"usd":   figures.USD,
+	"ms":    figures.Duration,
 	"score": scoreText,
 	"runID": func(run string) string { return "run-" + run },
 	"signed": func(v float64, unit string) string {
@@ -31,9 +32,9 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 			return fmt.Sprintf("%+.1f points", 100*v)
 		}
 		if unit == "$" {
-			return fmt.Sprintf("%+.4f USD", v)
+			return figures.USDChange(v)
 		}
-		return fmt.Sprintf("%+.0f ms", v)
+		return figures.DurationChange(v)
 	},
 	"f1":    func(v float64) string { return fmt.Sprintf("%.1f", v) },
 	"deref": func(p *bool) bool { return *p },
@@ -110,35 +111,6 @@ func WriteReport(ctx context.Context, st *store.Store, w io.Writer, b, against *
 	}
 	_, err = io.WriteString(w, redact.String(page.String()))
 	return err
-}
-
-// USD is an amount as a person reads it: four decimals, or two
-// significant digits below a hundredth of a cent, so that a cheap item
-// does not read as free.
-func USD(v float64) string {
-	switch {
-	case v >= 100:
-		return fmt.Sprintf("$%.0f", v)
-	case v >= 1:
-		return fmt.Sprintf("$%.2f", v)
-	case v > 0 && v < 0.0001:
-		return fmt.Sprintf("$%.*f", 1-int(math.Floor(math.Log10(v))), v)
-	}
-	return fmt.Sprintf("$%.4f", v)
-}
-
-func durationText(ms float64) string {
-	switch {
-	case ms <= 0:
-		return "0"
-	case ms < 1:
-		return fmt.Sprintf("%.0fµs", ms*1000)
-	case ms < 1000:
-		return fmt.Sprintf("%.1fms", ms)
-	case ms < 120000:
-		return fmt.Sprintf("%.2fs", ms/1000)
-	}
-	return time.Duration(ms * float64(time.Millisecond)).Round(time.Second).String()
 }
 
 // scoreText is a metric value as one table cell shows it.
@@ -324,12 +296,12 @@ func newCostChart(s, base *Summary) costChart {
 			n := counts[i][bin]
 			h := float64(n) / float64(c.MaxCount) * histHeight
 			c.Bars = append(c.Bars, histBar{Series: sr.name, X: histPadLeft + float64(bin)*binW + 2 + float64(i)*barW, W: barW,
-				Y: c.Base - h, H: h, Count: n, From: USD(lo + float64(bin)*width), To: USD(lo + float64(bin+1)*width)})
+				Y: c.Base - h, H: h, Count: n, From: figures.USD(lo + float64(bin)*width), To: figures.USD(lo + float64(bin+1)*width)})
 		}
 	}
 	for i, anchor := range []string{"start", "middle", "end"} {
 		at := float64(i * histBins / 2)
-		c.Ticks = append(c.Ticks, tick{X: histPadLeft + at*binW, Label: USD(lo + at*width), Anchor: anchor})
+		c.Ticks = append(c.Ticks, tick{X: histPadLeft + at*binW, Label: figures.USD(lo + at*width), Anchor: anchor})
 	}
 	return c
 }
@@ -388,7 +360,7 @@ func readTimeline(ctx context.Context, st *store.Store, runID string) (*timeline
 		if !ok {
 			continue
 		}
-		en.At = "+" + durationText(ms(e.Time.Sub(start)))
+		en.At = "+" + figures.Duration(ms(e.Time.Sub(start)))
 		if span > 0 {
 			began := ms(e.Time.Sub(start)) - en.Duration
 			en.Left = math.Max(0, 100*began/span)
@@ -436,7 +408,7 @@ func timelineEntry(e runtime.Event) (en entry, ok bool) {
 		if t.Error != "" {
 			en.Status, en.Text, en.Failed = fmt.Sprintf("try %d: %s", t.Try, t.Class), t.Error, true
 		} else {
-			en.Status = fmt.Sprintf("%s, $%.4f", usageText(t.Usage), t.CostUSD)
+			en.Status = fmt.Sprintf("%s, %s", usageText(t.Usage), figures.USD(t.CostUSD))
 			en.Text = reply(t.Reply)
 		}
 	case runtime.EventToolCall:

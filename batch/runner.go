@@ -24,6 +24,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -364,7 +365,7 @@ func (st *batchState) overBudget() string {
 	if st.spent+next <= limit && st.spent < limit {
 		return ""
 	}
-	return fmt.Sprintf("--max-cost-usd %.4g: $%.4f spent, and an item costs about $%.4f", limit, st.spent, next)
+	return fmt.Sprintf("--max-cost-usd %.4g: %s spent, and an item costs about %s", limit, figures.USD(st.spent), figures.USD(next))
 }
 
 func (st *batchState) setStop(why string) {
@@ -446,7 +447,7 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 		case runtime.StatusStopped:
 			row.Error, row.Class = res.Reason, runtime.StatusStopped
 		case runtime.StatusWaiting:
-			row.Error, row.Class = "waiting: "+res.Pending.Text, runtime.StatusWaiting
+			row.Error, row.Class = res.Pending.Text, runtime.StatusWaiting
 		}
 	}
 	if ferr := r.Store.FinishItem(bg, row); ferr != nil {

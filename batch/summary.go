@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/store"
 )
@@ -118,8 +119,9 @@ type Summary struct {
 // Summarize reads a batch's items and computes its summary. It, Compare
 // and WriteReport only read the store: every figure comes from the
 // batch's item records, so two readings of one batch agree. Pass rates
-// count every item of the batch, an item that did not complete as not
-// passed.
+// count the items that finished, an item that finished without
+// completing as not passed; a stopped batch's pending items are not
+// counted (Items says how many finished of how many).
 func Summarize(ctx context.Context, st *store.Store, b *store.Batch) (*Summary, error) {
 	items, err := st.BatchItems(ctx, b.ID)
 	if err != nil {
@@ -184,8 +186,9 @@ func SummarizeItems(b *store.Batch, items []*store.BatchItem) *Summary {
 		}
 		s.Rows = append(s.Rows, row(it, primary))
 	}
+	s.CostUSD = figures.RoundUSD(s.CostUSD)
 	if ran > 0 {
-		s.CostPerItem = s.CostUSD / float64(ran)
+		s.CostPerItem = figures.RoundUSD(s.CostUSD / float64(ran))
 	}
 	slices.Sort(durations)
 	s.P50MS, s.P95MS = Percentile(durations, 50), Percentile(durations, 95)
@@ -207,6 +210,16 @@ func SummarizeItems(b *store.Batch, items []*store.BatchItem) *Summary {
 	s.Slowest = top(s.Rows, func(r Row) float64 { return r.DurationMS })
 	s.Costliest = top(s.Rows, func(r Row) float64 { return r.CostUSD })
 	return s
+}
+
+func finishedCount(items []*store.BatchItem) int {
+	n := 0
+	for _, it := range items {
+		if finished(it.Status) {
+			n++
+		}
+	}
+	return n
 }
 
 // finished says whether an item's run has ended (for now: a waiting run
@@ -317,7 +330,7 @@ func aggregate(name string, items []*store.BatchItem) Metric {
 	}
 	switch m.Kind {
 	case "rate":
-		r := Wilson(k, len(items))
+		r := Wilson(k, finishedCount(items))
 		m.Rate = &r
 	case "mean":
 		if m.N > 0 {

@@ -3,6 +3,7 @@ package dsl
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -150,7 +151,10 @@ func (f *file) condition(n *yaml.Node, sc scope, field string) *Expr {
 	return f.bare(n, sc, true, field)
 }
 
-// bare compiles a bare expression field.
+// bare compiles a bare expression field. A number, boolean or null
+// written there is a literal (`until: false`, `result: 7`): it is compiled
+// as the same literal in expr-lang, so that it is typed like any other
+// expression.
 func (f *file) bare(n *yaml.Node, sc scope, asBool bool, field string) *Expr {
 	if n.Kind != yaml.ScalarNode {
 		return nil
@@ -160,8 +164,48 @@ func (f *file) bare(n *yaml.Node, sc scope, asBool bool, field string) *Expr {
 		f.l.errorf(f.pos(n), "%s: empty expression", field)
 		return nil
 	}
+	if _, isText := str(n); !isText {
+		lit, ok := literalSource(n)
+		if asBool && lit == "nil" {
+			f.l.errorf(f.pos(n), "%s: a condition must be true or false, but this is null", field)
+			return nil
+		}
+		if !ok {
+			f.l.errorf(f.pos(n), "%s: %s is not a number an expression can hold: write a finite number", field, s)
+			return nil
+		}
+		return f.compile(lit, sc, asBool, func(int) Pos { return f.pos(n) })
+	}
 	lead := len(s) - len(strings.TrimLeft(s, " \t\r\n"))
 	return f.compile(s, sc, asBool, func(o int) Pos { return f.scalarPos(n, lead+o) })
+}
+
+// literalSource writes a non-string YAML scalar as expr-lang source.
+// Infinities and NaN have no expr-lang literal.
+func literalSource(n *yaml.Node) (string, bool) {
+	switch n.ShortTag() {
+	case "!!null":
+		return "nil", true
+	case "!!bool":
+		var b bool
+		if n.Decode(&b) == nil {
+			return strconv.FormatBool(b), true
+		}
+	case "!!int":
+		if i, ok := intValue(n); ok {
+			return strconv.Itoa(i), true
+		}
+	case "!!float":
+		if x, ok := floatValue(n); ok && !math.IsInf(x, 0) && !math.IsNaN(x) {
+			// 'f' keeps a float a float in expr-lang: 2.0 is "2.0", not the int 2.
+			src := strconv.FormatFloat(x, 'f', -1, 64)
+			if !strings.Contains(src, ".") {
+				src += ".0"
+			}
+			return src, true
+		}
+	}
+	return "", false
 }
 
 // value compiles an expression field (set: values, outputs, call inputs,
@@ -223,8 +267,9 @@ func (f *file) text(n *yaml.Node, sc scope) *Value {
 // offset in src to a file position.
 func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Expr {
 	tree, err := parseOnly(src)
+	var reads []string
 	if err == nil {
-		f.checkNames(tree, src, sc, at)
+		reads = f.checkNames(tree, src, sc, at)
 	}
 	opts, names := f.opts, envNames
 	if sc.score {
@@ -259,6 +304,13 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 			if sc.maybeText && !namesRoot(src) && (strings.HasPrefix(msg, "unknown name ") || strings.HasPrefix(msg, "unexpected token")) {
 				msg += fmt.Sprintf("; this field is an expression: to give the text itself, quote it: '%s'", strconv.Quote(src))
 			}
+			// A bare word in a condition is most often text compared with
+			// (when: nodes.c.text == OK); not a word read from (stat.x), nor
+			// a misspelt name.
+			if name, isName := strings.CutPrefix(fe.Message, "unknown name "); isName && asBool && !sc.maybeText &&
+				Suggest(name, names) == "" && !readFrom(src, runeOffset(src, fe.From)+len(name)) {
+				msg += fmt.Sprintf("; to compare with the text %s, quote it: %s", name, strconv.Quote(name))
+			}
 			f.l.errorf(at(runeOffset(src, fe.From)), "in `%s`: %s", oneLine(src), msg)
 		} else {
 			f.l.errorf(at(0), "in `%s`: %v", oneLine(src), err)
@@ -271,11 +323,18 @@ func (f *file) compile(src string, sc scope, asBool bool, at func(int) Pos) *Exp
 		f.l.errorf(at(0), "in `%s`: a condition must be true or false, but this is %s", oneLine(src), t)
 		return nil
 	}
-	e := &Expr{Src: src, Pos: at(0), prog: prog}
+	e := &Expr{Src: src, Pos: at(0), prog: prog, nodes: reads}
 	pe := &pendingExpr{src: src, tree: tree, sc: sc, asBool: asBool, at: at}
 	f.pending = append(f.pending, pe)
 	f.pendingOf[e] = pe
 	return e
+}
+
+// readFrom says whether the name ending at byte i of src is read from
+// or called (stat.x, f(), m[k]), and so not a word of text.
+func readFrom(src string, i int) bool {
+	rest := strings.TrimLeft(src[min(i, len(src)):], " ")
+	return rest != "" && strings.ContainsRune(".([", rune(rest[0]))
 }
 
 var envNames = []string{"inputs", "state", "nodes", "loop", "item", "index", "run", "env"}
@@ -331,12 +390,15 @@ func parseOnly(src string) (*ast.Node, error) {
 // exists only inside loops, item and index only inside maps, and an llm
 // tool sees its arguments only. Member names are checked with their types
 // by the resolve phase.
-func (f *file) checkNames(root *ast.Node, src string, sc scope, at func(int) Pos) {
+// checkNames reports names used where they are not defined, and returns
+// the ids of the nodes.<id> the expression reads.
+func (f *file) checkNames(root *ast.Node, src string, sc scope, at func(int) Pos) []string {
 	v := &nameVisitor{f: f, sc: sc}
 	ast.Walk(root, v)
 	for _, p := range v.problems {
 		f.l.errorf(at(runeOffset(src, p.from)), "in `%s`: %s", oneLine(src), p.msg)
 	}
+	return v.nodes
 }
 
 type nameProblem struct {
@@ -348,6 +410,7 @@ type nameVisitor struct {
 	f        *file
 	sc       scope
 	problems []nameProblem
+	nodes    []string
 }
 
 func (v *nameVisitor) Visit(node *ast.Node) {
@@ -361,6 +424,12 @@ func (v *nameVisitor) Visit(node *ast.Node) {
 		case v.sc.score:
 		case (n.Value == "item" || n.Value == "index") && !v.sc.inMap:
 			v.add(n, n.Value+" is only defined inside a map body")
+		}
+	case *ast.MemberNode:
+		id, isID := n.Node.(*ast.IdentifierNode)
+		prop, isStr := n.Property.(*ast.StringNode)
+		if isID && id.Value == "nodes" && isStr && !slices.Contains(v.nodes, prop.Value) {
+			v.nodes = append(v.nodes, prop.Value)
 		}
 	}
 }

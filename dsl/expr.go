@@ -50,6 +50,9 @@ type Expr struct {
 	Src  string
 	Pos  Pos
 	prog *vm.Program
+	// nodes are the ids of the nodes.<id> the expression reads, to name
+	// the one that has no output when a read from null fails.
+	nodes []string
 }
 
 // vms holds expr-lang virtual machines for reuse: expr.Run allocates a
@@ -63,6 +66,9 @@ func (e *Expr) Eval(env *Env) (any, error) { return e.run(env) }
 func (e *Expr) run(env any) (any, error) {
 	v, err := runProgram(e.prog, env)
 	if err != nil {
+		if id := e.missingNode(env, err.Error()); id != "" {
+			err = fmt.Errorf("nodes.%s is null because node %q has not run yet here (it runs later, or was skipped): %w", id, id, err)
+		}
 		return nil, fmt.Errorf("%s: evaluating `%s`: %w", e.Pos, oneLine(e.Src), err)
 	}
 	return v, nil
@@ -94,6 +100,21 @@ func runProgram(prog *vm.Program, env any) (any, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// missingNode names the node whose output is null when a read from null
+// failed, or "".
+func (e *Expr) missingNode(env any, msg string) string {
+	en, ok := env.(*Env)
+	if !ok || en == nil || !strings.HasSuffix(msg, "from <nil>") {
+		return ""
+	}
+	for _, id := range e.nodes {
+		if en.Nodes[id] == nil {
+			return id
+		}
+	}
+	return ""
 }
 
 // EvalBool runs a condition. A non-boolean result is an error: strings are

@@ -357,8 +357,11 @@ func (r *resolver) ancestors(n *Node) []*Node {
 	return out
 }
 
-// readable says why node `from` cannot read nodes.<target>, or "".
-func (r *resolver) readable(from, target *Node, afterRun bool) string {
+// readable says why node `from` cannot read nodes.<target>, or "". When
+// it can, notYet says that target may not have run when `from` does: it
+// runs later in an enclosing loop's body (or is `from` itself), so its
+// output is null in the first iteration.
+func (r *resolver) readable(from, target *Node, afterRun bool) (why string, notYet bool) {
 	// Nodes in a map body exist per item: only the same item sees them.
 	for _, a := range r.ancestors(target)[1:] {
 		if a.Kind != KindMap {
@@ -371,17 +374,20 @@ func (r *resolver) readable(from, target *Node, afterRun bool) string {
 			}
 		}
 		if !inside {
-			return fmt.Sprintf("node %q runs once per item of map %q: read the items' results as nodes.%s", target.ID, a.ID, a.ID)
+			return fmt.Sprintf("node %q runs once per item of map %q: read the items' results as nodes.%s", target.ID, a.ID, a.ID), false
 		}
 	}
 	if from == nil {
-		return ""
+		return "", false
 	}
 	if from == target {
-		if afterRun || r.inLoopAbove(target) {
-			return ""
+		if afterRun {
+			return "", false
 		}
-		return fmt.Sprintf("node %q reads its own output, which exists only once it has run: read it in the node's set:", target.ID)
+		if r.inLoopAbove(target) {
+			return "", true
+		}
+		return fmt.Sprintf("node %q reads its own output, which exists only once it has run: read it in the node's set:", target.ID), false
 	}
 	fromChain, targetChain := r.ancestors(from), r.ancestors(target)
 	for _, t := range targetChain {
@@ -391,25 +397,28 @@ func (r *resolver) readable(from, target *Node, afterRun bool) string {
 				// target holds from in its body: it has not finished yet.
 				if t == target {
 					if r.inLoopAbove(t) {
-						return ""
+						return "", false
 					}
-					return fmt.Sprintf("node %q is still running here: its output exists once its body has finished", target.ID)
+					return fmt.Sprintf("node %q is still running here: its output exists once its body has finished", target.ID), false
 				}
-				return ""
+				return "", false
 			}
 			if pt.parent != pf.parent {
 				continue
 			}
 			if pt.parent != nil && pt.parent.Kind == KindParallel && pt.branch != pf.branch {
-				return fmt.Sprintf("node %q runs in parallel branch %q of %q, and branches cannot see each other's nodes", target.ID, pt.branch, pt.parent.ID)
+				return fmt.Sprintf("node %q runs in parallel branch %q of %q, and branches cannot see each other's nodes", target.ID, pt.branch, pt.parent.ID), false
 			}
-			if pt.index > pf.index && !r.inLoopAbove(t) {
-				return fmt.Sprintf("node %q runs later than this, so its output does not exist yet", target.ID)
+			if pt.index > pf.index {
+				if r.inLoopAbove(t) {
+					return "", true
+				}
+				return fmt.Sprintf("node %q runs later than this, so its output does not exist yet", target.ID), false
 			}
-			return ""
+			return "", false
 		}
 	}
-	return ""
+	return "", false
 }
 
 // inLoopAbove reports whether a loop body holds n, so that a later
@@ -427,11 +436,14 @@ func (r *resolver) inLoopAbove(n *Node) bool {
 // state.y, nodes.z.text, ...) and reports the first name that does not
 // exist on each, with the names that do.
 type typeVisitor struct {
-	r      *resolver
-	pe     *pendingExpr
-	types  map[ast.Node]*Type
-	roots  map[string]*Type
-	nodes  map[string]*Type // the nodes.<id> read, with their types
+	r     *resolver
+	pe    *pendingExpr
+	types map[ast.Node]*Type
+	roots map[string]*Type
+	nodes map[string]*Type // the nodes.<id> read, with their types
+	// notYet holds the nodes.<id> reads whose node may not have run yet,
+	// so that a field read from them without ?. is reported.
+	notYet map[ast.Node]string
 	failed bool
 }
 
@@ -493,8 +505,17 @@ func (v *typeVisitor) Visit(node *ast.Node) {
 			return
 		}
 		prop, isStr := n.Property.(*ast.StringNode)
+		if id, ok := v.notYet[n.Node]; ok && !n.Optional {
+			v.warnNotYet(n, id)
+		}
 		if id, isID := n.Node.(*ast.IdentifierNode); isID && id.Value == "nodes" && isStr {
-			t := v.nodeOutput(prop)
+			t, notYet := v.nodeOutput(prop)
+			if notYet {
+				if v.notYet == nil {
+					v.notYet = map[ast.Node]string{}
+				}
+				v.notYet[n] = prop.Value
+			}
 			if v.nodes == nil {
 				v.nodes = map[string]*Type{}
 			}
@@ -521,20 +542,41 @@ func (v *typeVisitor) Visit(node *ast.Node) {
 	}
 }
 
-func (v *typeVisitor) nodeOutput(prop *ast.StringNode) *Type {
+// nodeOutput is the type of nodes.<id>, and whether the node may not have
+// run yet where it is read.
+func (v *typeVisitor) nodeOutput(prop *ast.StringNode) (*Type, bool) {
 	id := prop.Value
 	target := v.r.byID[id]
 	if target == nil {
 		v.fail(prop, fmt.Sprintf("no node with id %q%s", id, Suggest(id, v.r.f.idSet)))
-		return AnyType
+		return AnyType, false
 	}
+	notYet := false
 	if v.pe.sc.tool == nil {
-		if why := v.r.readable(v.pe.sc.node, target, v.pe.sc.afterRun); why != "" {
+		var why string
+		why, notYet = v.r.readable(v.pe.sc.node, target, v.pe.sc.afterRun)
+		if why != "" {
 			v.fail(prop, why)
-			return AnyType
+			return AnyType, false
 		}
 	}
-	return v.r.output(target)
+	return v.r.output(target), notYet
+}
+
+// warnNotYet reports a field read from the output of a node that may not
+// have run yet, where the read would fail on null.
+func (v *typeVisitor) warnNotYet(n *ast.MemberNode, id string) {
+	field := "[...]"
+	if s, ok := n.Property.(*ast.StringNode); ok {
+		field = s.Value
+	}
+	why := fmt.Sprintf("node %q runs later in the loop body than this", id)
+	if v.pe.sc.node != nil && v.pe.sc.node.ID == id {
+		why = fmt.Sprintf("this reads node %q's output from the previous iteration", id)
+	}
+	v.r.f.l.warnf(v.pe.at(runeOffset(v.pe.src, n.Location().From)),
+		"in `%s`: %s, so nodes.%s is null in the first iteration and reading .%s from it fails: write nodes.%s?.%s ?? <a default>",
+		oneLine(v.pe.src), why, id, field, id, field)
 }
 
 func (v *typeVisitor) fail(at ast.Node, msg string) {

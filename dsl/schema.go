@@ -112,6 +112,7 @@ func (f *file) schemaErrorUnder(ptr string) bool {
 var (
 	quotedRE   = regexp.MustCompile(`'([^']*)'`)
 	durationKW = "/$defs/duration"
+	exprKW     = "/$defs/expr/type"
 )
 
 func lastSegment(p string) string {
@@ -178,6 +179,9 @@ func (f *file) schemaDiagnostic(ve *jsonschema.ValidationError, ps *pointers) {
 		if (strings.Contains(ve.AbsoluteKeywordLocation, durationKW) || strings.Contains(ve.KeywordLocation, durationKW)) &&
 			at.Kind == yaml.ScalarNode && (at.ShortTag() == "!!int" || at.ShortTag() == "!!float") {
 			msg = fmt.Sprintf("%s is a number, and a duration needs a unit: write %ss (or 500ms, 2m, 1h)", at.Value, at.Value)
+		}
+		if strings.HasSuffix(ve.AbsoluteKeywordLocation, exprKW) && at.Kind != yaml.ScalarNode {
+			msg = fmt.Sprintf("an expression field takes an expression or a number, boolean or null, not a YAML list or mapping: write it as one expression, e.g. '[1, 2]' or '{\"k\": 1}'")
 		}
 	case "not":
 		// A "not" in the schema carries its message as its description,

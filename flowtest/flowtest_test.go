@@ -225,7 +225,7 @@ cases:
 		"loop.test.yaml:9:11: events: expected at most 2 model_turn event(s) at critique, got 3 (all model_turn events: 3, at refine[1]/critique, refine[2]/critique, refine[3]/critique)",
 		"loop.test.yaml:10:11: events: expected at least 1 node_retry event(s), got 0 (all node_retry events: none)",
 		"steps: expected at most 2, got ",
-		"cost_usd: expected at most 1e-05, got 0.",
+		"cost_usd: expected at most $0.000010, got $0.1680",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("problems lack %q:\n%s", want, all)
@@ -261,5 +261,37 @@ cases:
 		if !strings.Contains(s, want) {
 			t.Errorf("diagnostics lack %q:\n%s", want, s)
 		}
+	}
+}
+
+// TestMissingOutputSaidOnce: a that: reading an output the run does not
+// have says so once per output, not once per use with expr-lang's
+// messages; a run that failed with no outputs says it has none, once.
+func TestMissingOutputSaidOnce(t *testing.T) {
+	_, results := runFile(t, `
+cases:
+  - name: reads an output that does not exist
+    mocks:
+      critique: [{json: {verdict: ACCEPT}}]
+    expect:
+      that:
+        - outputs.score[0] > 1
+        - len(outputs.score) == 2
+        - outputs.verdict == "ACCEPT"
+  - name: the run fails, so no output exists
+    mocks:
+      critique: [{error: critical}]
+    expect:
+      outputs: {verdict: ACCEPT}
+      that: [outputs.verdict == "ACCEPT", len(outputs.verdict) > 1]
+`)
+	got := results[0].Problems
+	if len(got) != 1 || !strings.Contains(got[0], `reads outputs.score, which the run does not have (outputs: verdict)`) {
+		t.Errorf("missing output: problems %q", got)
+	}
+	got = results[1].Problems
+	if len(got) != 2 || !strings.HasPrefix(got[0], "status: expected completed, got failed") ||
+		got[1] != "outputs: the run has none, so 3 output expectations were not checked" {
+		t.Errorf("failed run: problems %q", got)
 	}
 }

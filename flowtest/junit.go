@@ -10,6 +10,7 @@ type junitSuites struct {
 	XMLName xml.Name     `xml:"testsuites"`
 	Tests   int          `xml:"tests,attr"`
 	Fails   int          `xml:"failures,attr"`
+	Skips   int          `xml:"skipped,attr"`
 	Suites  []junitSuite `xml:"testsuite"`
 }
 
@@ -17,6 +18,7 @@ type junitSuite struct {
 	Name  string      `xml:"name,attr"`
 	Tests int         `xml:"tests,attr"`
 	Fails int         `xml:"failures,attr"`
+	Skips int         `xml:"skipped,attr"`
 	Time  float64     `xml:"time,attr"`
 	Cases []junitCase `xml:"testcase"`
 }
@@ -26,6 +28,11 @@ type junitCase struct {
 	Classname string        `xml:"classname,attr"`
 	Time      float64       `xml:"time,attr"`
 	Failure   *junitFailure `xml:"failure,omitempty"`
+	Skipped   *junitSkipped `xml:"skipped,omitempty"`
+}
+
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
 }
 
 type junitFailure struct {
@@ -46,7 +53,12 @@ func WriteJUnit(w io.Writer, results []*Result) error {
 		}
 		s := &out.Suites[i]
 		c := junitCase{Name: r.Case.Name, Classname: r.File.Path, Time: r.Duration.Seconds()}
-		if !r.Pass {
+		switch {
+		case r.Missing != "":
+			c.Skipped = &junitSkipped{Message: r.Missing}
+			s.Skips++
+			out.Skips++
+		case !r.Pass:
 			c.Failure = &junitFailure{Message: r.Problems[0], Text: strings.Join(r.Problems, "\n")}
 			s.Fails++
 			out.Fails++

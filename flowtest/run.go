@@ -7,15 +7,19 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/parser"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/mcpclient"
@@ -30,6 +34,11 @@ type Result struct {
 	Case     *Case
 	Pass     bool
 	Problems []string // each a failed expectation with expected and actual
+	// Missing, when set, says what the case needs that is not installed
+	// here (the sandbox's Python, say): the case did not run, even one
+	// that expects a failure (it would pass for the wrong reason), and
+	// Problems is empty.
+	Missing  string
 	Status   string
 	Route    []string
 	Outputs  map[string]any
@@ -87,6 +96,11 @@ func (r *Runner) Run(ctx context.Context, f *File, c *Case) *Result {
 		LookupEnv: func(string) (string, bool) { return "", false },
 	})
 	res.Events, res.Status, res.Outputs = sink.events, run.Status, run.Outputs
+	if missing := missingPart(run); missing != "" {
+		res.Missing = missing
+		res.Duration = time.Since(began)
+		return res
+	}
 	for _, e := range sink.events {
 		if e.Type == runtime.EventNodeStarted {
 			res.Route = append(res.Route, e.Path)
@@ -301,6 +315,16 @@ func (a answers) Answer(_ context.Context, q runtime.Question) (any, bool, error
 	return v, ok, nil
 }
 
+// missingPart says what a run that could not start needs that is not
+// installed: the first node the build cannot run, or "".
+func missingPart(run *runtime.Result) string {
+	var ue *runtime.UnavailableError
+	if !errors.As(run.Err, &ue) || len(ue.Nodes) == 0 {
+		return ""
+	}
+	return ue.Nodes[0]
+}
+
 // check compares a run with the case's expectations.
 func check(c *Case, run *runtime.Result, route []string) []string {
 	var problems []string
@@ -319,13 +343,28 @@ func check(c *Case, run *runtime.Result, route []string) []string {
 	if e.Class != "" && run.Err != nil && string(errclass.Of(run.Err)) != e.Class {
 		problems = append(problems, fmt.Sprintf("class: expected %s, got %s (%v)", e.Class, errclass.Of(run.Err), run.Err))
 	}
+	if run.Status != want && len(run.Outputs) == 0 && (len(e.Outputs) > 0 || len(e.That) > 0) {
+		// Every output check would only repeat that the run has none.
+		problems = append(problems, fmt.Sprintf("outputs: the run has none, so %d output expectations were not checked", len(e.Outputs)+len(e.That)))
+		return append(problems, checkRoute(e, route)...)
+	}
 	for _, name := range keys(e.Outputs) {
 		got, ok := run.Outputs[name]
 		if !ok || !sameJSON(e.Outputs[name], got) {
 			problems = append(problems, fmt.Sprintf("outputs.%s:\n      expected %s\n      got      %s", name, show(e.Outputs[name]), showOr(got, ok)))
 		}
 	}
+	reported := map[string]bool{} // missing outputs already named
 	for _, t := range e.That {
+		if absent := absentOutputs(t.Src, run.Outputs); len(absent) > 0 {
+			for _, name := range absent {
+				if _, expected := e.Outputs[name]; !reported[name] && !expected {
+					problems = append(problems, fmt.Sprintf("%s: that %q reads outputs.%s, which the run does not have (outputs: %s)", t.Pos, t.Src, name, strings.Join(keys(run.Outputs), ", ")))
+				}
+				reported[name] = true
+			}
+			continue
+		}
 		env := map[string]any{"outputs": run.Outputs, "status": run.Status, "route": route}
 		v, err := expr.Eval(t.Src, env)
 		if err != nil {
@@ -334,6 +373,44 @@ func check(c *Case, run *runtime.Result, route []string) []string {
 			problems = append(problems, fmt.Sprintf("%s: that %q does not hold (outputs: %s)", t.Pos, t.Src, show(run.Outputs)))
 		}
 	}
+	problems = append(problems, checkRoute(e, route)...)
+	if p := e.CostUSD.miss(run.CostUSD, figures.USD); p != "" {
+		problems = append(problems, fmt.Sprintf("cost_usd: expected %s, got %s", p, figures.USD(run.CostUSD)))
+	}
+	if p := e.Steps.miss(float64(run.Steps), count); p != "" {
+		problems = append(problems, fmt.Sprintf("steps: expected %s, got %d", p, run.Steps))
+	}
+	return problems
+}
+
+// absentOutputs lists the outputs.<name> an expression reads that the
+// run does not have.
+func absentOutputs(src string, outputs map[string]any) []string {
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return nil
+	}
+	var absent []string
+	ast.Find(tree.Node, func(n ast.Node) bool {
+		m, ok := n.(*ast.MemberNode)
+		if !ok {
+			return false
+		}
+		id, isID := m.Node.(*ast.IdentifierNode)
+		prop, isStr := m.Property.(*ast.StringNode)
+		if isID && id.Value == "outputs" && isStr {
+			if _, has := outputs[prop.Value]; !has && !slices.Contains(absent, prop.Value) {
+				absent = append(absent, prop.Value)
+			}
+		}
+		return false
+	})
+	return absent
+}
+
+// checkRoute compares the route a run took with the case's expectations.
+func checkRoute(e Expect, route []string) []string {
+	var problems []string
 	if e.HasRoute && !routeMatches(e.Route, route) {
 		problems = append(problems, "route:\n"+routeDiff(e.Route, route))
 	}
@@ -347,27 +424,25 @@ func check(c *Case, run *runtime.Result, route []string) []string {
 			problems = append(problems, fmt.Sprintf("route: expected not to include %s; the route was %s", not, strings.Join(route, " → ")))
 		}
 	}
-	if p := e.CostUSD.miss(run.CostUSD); p != "" {
-		problems = append(problems, fmt.Sprintf("cost_usd: expected %s, got %g", p, run.CostUSD))
-	}
-	if p := e.Steps.miss(float64(run.Steps)); p != "" {
-		problems = append(problems, fmt.Sprintf("steps: expected %s, got %d", p, run.Steps))
-	}
 	return problems
 }
 
-// miss describes the bound v breaks, or returns "".
-func (b Bounds) miss(v float64) string {
+// miss describes the bound v breaks, with the bound written by show, or
+// returns "".
+func (b Bounds) miss(v float64, show func(float64) string) string {
 	switch {
 	case b.Min != nil && b.Max != nil && *b.Min == *b.Max && v != *b.Min:
-		return fmt.Sprintf("exactly %g", *b.Min)
+		return "exactly " + show(*b.Min)
 	case b.Min != nil && v < *b.Min:
-		return fmt.Sprintf("at least %g", *b.Min)
+		return "at least " + show(*b.Min)
 	case b.Max != nil && v > *b.Max:
-		return fmt.Sprintf("at most %g", *b.Max)
+		return "at most " + show(*b.Max)
 	}
 	return ""
 }
+
+// count writes a bound on a number of things.
+func count(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // checkEvents counts the events each check names and, when a count is
 // off, shows where the events of that type did occur.
@@ -385,7 +460,7 @@ func checkEvents(checks []EventCheck, events []runtime.Event) []string {
 				n++
 			}
 		}
-		p := ec.Count.miss(float64(n))
+		p := ec.Count.miss(float64(n), count)
 		if p == "" {
 			continue
 		}

@@ -270,3 +270,20 @@ func FieldPath(segs []string) string {
 	}
 	return b.String()
 }
+
+// Marshal is json.Marshal without HTML escaping: flowrun's JSON is read
+// by people and programs, never pasted into a page, so `a > b` stays
+// `a > b` rather than `a \u003e b`.
+func Marshal(v any) ([]byte, error) { return MarshalIndent(v, "") }
+
+// MarshalIndent is Marshal with each level indented by indent.
+func MarshalIndent(v any, indent string) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

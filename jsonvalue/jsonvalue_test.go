@@ -83,3 +83,14 @@ func TestNumber(t *testing.T) {
 		t.Error("a string is not a number")
 	}
 }
+
+func TestMarshalDoesNotEscapeHTML(t *testing.T) {
+	b, err := Marshal(map[string]any{"rule": "a > b & c"})
+	if err != nil || string(b) != `{"rule":"a > b & c"}` {
+		t.Errorf("Marshal = %s, %v", b, err)
+	}
+	b, err = MarshalIndent([]any{1}, "  ")
+	if err != nil || string(b) != "[\n  1\n]" {
+		t.Errorf("MarshalIndent = %q, %v", b, err)
+	}
+}

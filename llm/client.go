@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/redact"
 )
 
@@ -151,7 +152,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		resp.FinishReason = rep.FinishReason
 		resp.Model = rep.Model
 		resp.Usage = resp.Usage.Add(rep.Usage)
-		resp.CostUSD += cost(rep.Usage, req.Model, rep.Model)
+		resp.CostUSD = figures.RoundUSD(resp.CostUSD + cost(rep.Usage, req.Model, rep.Model))
 		if schema == nil || len(rep.ToolCalls) > 0 {
 			return resp, nil
 		}

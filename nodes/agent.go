@@ -11,6 +11,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/runtime"
@@ -146,7 +147,7 @@ func (r *agentRun) turn(ctx context.Context, choice llm.ToolChoice, step int) (*
 			Tools: r.specs, ToolChoice: choice})
 		if resp != nil {
 			r.usage = r.usage.Add(resp.Usage)
-			r.cost += resp.CostUSD
+			r.cost = figures.RoundUSD(r.cost + resp.CostUSD)
 		}
 		if err != nil {
 			return nil, err

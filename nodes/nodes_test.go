@@ -103,6 +103,35 @@ func (p *probe) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (run
 	return runtime.Outcome{Output: a["value"]}, nil
 }
 
+// TestReadFromNodeNotRunYetNamesIt: a loop body reading a later sibling
+// fails in the first iteration with a message naming the node whose
+// output is null and the field read, not expr-lang's bare "from <nil>".
+func TestReadFromNodeNotRunYetNamesIt(t *testing.T) {
+	p := load(t, `
+version: 1
+name: t
+state: {x: ""}
+nodes:
+  - id: refine
+    loop:
+      max_iterations: 2
+      body:
+        - id: draft
+          set: {x: 'nodes.review.x + "!"'}
+        - id: review
+          set: {x: '"ok"'}
+outputs: {x: state.x}
+`, nil)
+	res, _ := run(t, p, nodes.Kinds(nodes.Services{}), nil)
+	if res.Status != runtime.StatusFailed {
+		t.Fatalf("status %s", res.Status)
+	}
+	want := `nodes.review is null because node "review" has not run yet here (it runs later, or was skipped): cannot fetch x from <nil>`
+	if !strings.Contains(res.Err.Error(), want) || !strings.Contains(res.Err.Error(), `node "refine[1]/draft"`) {
+		t.Fatalf("err %v, want it to contain %q", res.Err, want)
+	}
+}
+
 func kindsWith(tool runtime.Executor) runtime.Registry {
 	k := nodes.Kinds(nodes.Services{})
 	k[dsl.KindTool] = tool

@@ -8,6 +8,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/figures"
 )
 
 // usage is what a run has spent on model calls, shared by all its scopes.
@@ -20,7 +21,7 @@ type usage struct {
 
 func (u *usage) add(cost float64, tokens int) {
 	u.mu.Lock()
-	u.costUSD += cost
+	u.costUSD = figures.RoundUSD(u.costUSD + cost)
 	u.tokens += int64(tokens)
 	u.mu.Unlock()
 }
@@ -35,7 +36,7 @@ func (u *usage) totals() (float64, int64) {
 func (u *usage) overBudget() error {
 	cost, _ := u.totals()
 	if u.max > 0 && cost >= u.max {
-		return &StopError{Reason: fmt.Sprintf("limits.max_cost_usd ($%.2f) reached: the run has spent $%.4f", u.max, cost)}
+		return &StopError{Reason: fmt.Sprintf("limits.max_cost_usd (%s) reached: the run has spent %s", figures.USD(u.max), figures.USD(cost))}
 	}
 	return nil
 }

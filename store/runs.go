@@ -365,3 +365,54 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
 	}
 	return int(n), nil
 }
+
+// RunQuery selects runs for a listing; its zero value selects every run
+// that is not a batch item.
+type RunQuery struct {
+	Pipeline string // the pipeline's path as given, absolute path or name
+	Status   string
+	// Batch keeps only the runs of this batch's items (a batch id);
+	// otherwise BatchItems says whether batch items are listed at all.
+	Batch      string
+	BatchItems bool
+	Limit      int // the newest this many; 0 for all
+}
+
+// RunsMatching lists the runs q selects, newest first, and how many it
+// selects in all (more than listed when Limit cuts the list).
+func (s *Store) RunsMatching(ctx context.Context, q RunQuery) ([]*Run, int, error) {
+	var where []string
+	var args []any
+	if q.Pipeline != "" {
+		where = append(where, `(pipeline = ? OR pipeline_abs = ? OR pipeline_name = ?)`)
+		args = append(args, q.Pipeline, q.Pipeline, q.Pipeline)
+	}
+	if q.Status != "" {
+		where = append(where, `status = ?`)
+		args = append(args, q.Status)
+	}
+	switch {
+	case q.Batch != "":
+		where = append(where, `id IN (SELECT run_id FROM batch_items WHERE batch_id = ?)`)
+		args = append(args, q.Batch)
+	case !q.BatchItems:
+		where = append(where, `id NOT IN (SELECT run_id FROM batch_items WHERE run_id IS NOT NULL)`)
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	var total int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM runs`+cond, args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("run store %s: counting runs: %w", s.path, err)
+	}
+	limit := ""
+	if q.Limit > 0 {
+		limit = fmt.Sprintf(` LIMIT %d`, q.Limit)
+	}
+	runs, err := queryAll(ctx, s, scanRun, `SELECT `+listColumns+` FROM runs`+cond+` ORDER BY started_at DESC, id DESC`+limit, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("run store %s: listing runs: %w", s.path, err)
+	}
+	return runs, total, nil
+}

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"maps"
@@ -9,15 +8,16 @@ import (
 	"slices"
 	"time"
 
-	"github.com/flowrun/flowrun/batch"
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/graph"
+	"github.com/flowrun/flowrun/jsonvalue"
 )
 
 var funcs = template.FuncMap{
 	"pretty": pretty,
-	"usd":    batch.USD,
+	"usd":    figures.USD,
 	"when":   func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") },
-	"ms":     ms,
+	"ms":     figures.Duration,
 	"state": func(states map[string]string, id string) string {
 		if s := states[id]; s != "" {
 			return s
@@ -46,9 +46,10 @@ func urlQuery(s string) string { return url.QueryEscape(s) }
 // for an img src.
 func safeURL(u string) template.URL { return template.URL(u) }
 
-// pretty is a value as indented JSON.
+// pretty is a value as indented JSON, with no HTML escaping of its own:
+// html/template escapes the page, and "\u003e" would show as such.
 func pretty(v any) string {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := jsonvalue.MarshalIndent(v, "  ")
 	if err != nil {
 		return fmt.Sprint(v)
 	}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/graph"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
@@ -77,7 +77,7 @@ func describe(e runtime.Event) (label, text, class string) {
 	case runtime.EventNodeStarted:
 		return "start", e.Kind, "node"
 	case runtime.EventNodeFinished:
-		return "done", fmt.Sprintf("%s %s", e.Kind, ms(e.DurationMS)), "done"
+		return "done", fmt.Sprintf("%s %s", e.Kind, figures.Duration(e.DurationMS)), "done"
 	case runtime.EventNodeRestored:
 		return "done", e.Kind + " restored from its checkpoint", "done"
 	case runtime.EventNodeSkipped:
@@ -85,7 +85,7 @@ func describe(e runtime.Event) (label, text, class string) {
 	case runtime.EventNodeFailed:
 		return "FAIL", fmt.Sprintf("%s: %s %s", e.Class, e.Error, e.Message), "failed"
 	case runtime.EventNodeRetry:
-		return "retry", fmt.Sprintf("attempt %d in %s after %s: %s", e.Attempt, ms(e.DurationMS), e.Class, e.Error), "retry"
+		return "retry", fmt.Sprintf("attempt %d in %s after %s: %s", e.Attempt, figures.Duration(e.DurationMS), e.Class, e.Error), "retry"
 	case runtime.EventLoopExhausted, runtime.EventMapItemSkipped:
 		return "limit", strings.TrimSpace(e.Message + " " + e.Error), "limit"
 	case runtime.EventModelTurn:
@@ -100,7 +100,7 @@ func describe(e runtime.Event) (label, text, class string) {
 			return "turn", t.Model + " cached $0", "turn"
 		}
 		u := usageOf(t.Usage)
-		return "turn", fmt.Sprintf("%s %d tokens %s %s", t.Model, u.Total, batch.USD(t.CostUSD), ms(t.LatencyMS)), "turn"
+		return "turn", fmt.Sprintf("%s %d tokens %s %s", t.Model, u.Total, figures.USD(t.CostUSD), figures.Duration(t.LatencyMS)), "turn"
 	case runtime.EventToolCall:
 		if e.Tool == nil {
 			return "tool", "", "tool"
@@ -113,7 +113,7 @@ func describe(e runtime.Event) (label, text, class string) {
 		if e.Class != "" {
 			return "code", fmt.Sprintf("%s %s: %s", e.Kind, e.Class, firstLine(e.Error)), "code failed"
 		}
-		return "code", fmt.Sprintf("%s ok %s", e.Kind, ms(e.DurationMS)), "code"
+		return "code", fmt.Sprintf("%s ok %s", e.Kind, figures.Duration(e.DurationMS)), "code"
 	case runtime.EventQuestion:
 		if e.Status == runtime.StatusWaiting {
 			return "ask", fmt.Sprintf("%q: waiting for an answer", e.Message), "waiting"
@@ -127,16 +127,6 @@ func describe(e runtime.Event) (label, text, class string) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
-}
-
-func ms(v float64) string {
-	switch {
-	case v < 1:
-		return fmt.Sprintf("%.0fus", v*1000)
-	case v < 1000:
-		return fmt.Sprintf("%.1fms", v)
-	}
-	return fmt.Sprintf("%.2fs", v/1000)
 }
 
 func usageOf(u any) llm.Usage {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -509,7 +510,7 @@ func (v *batchView) item(p batch.Progress) {
 		case v.scorer.Primary != "" && !v.scorer.Passed(it.Scores):
 			mark = "miss"
 		}
-		fmt.Fprintf(v.stderr, "  %s %-24s %-9s %s $%.4f %s%s\n", mark, it.Key, it.Status, scoreText(it.Scores), it.CostUSD, duration(it.DurationMS), failureText(it))
+		fmt.Fprintf(v.stderr, "  %s %-24s %-9s %s %s %s%s\n", mark, it.Key, it.Status, scoreText(it.Scores), figures.USD(it.CostUSD), figures.Duration(it.DurationMS), failureText(it))
 		return
 	}
 	if failed {
@@ -560,7 +561,7 @@ func (v *batchView) drawLine(p batch.Progress) {
 	if p.Failed > 0 {
 		line += fmt.Sprintf(", %d failed", p.Failed)
 	}
-	line += fmt.Sprintf(", $%.4f", p.Spent)
+	line += ", " + figures.USD(p.Spent)
 	if p.Ran > 0 && elapsed > 0 {
 		rate := float64(p.Ran) / elapsed.Seconds()
 		line += fmt.Sprintf(", %.2f items/s", rate)
@@ -606,14 +607,14 @@ func (v *batchView) summary(status, reason string, rows []*store.BatchItem) {
 	if rest := s.Items.Total - s.Items.Completed - s.Items.Failed; rest > 0 {
 		fmt.Fprintf(v.stderr, ", %d without a result", rest)
 	}
-	fmt.Fprintf(v.stderr, "; %s, %d tokens\n", batch.USD(s.CostUSD), s.Tokens)
+	fmt.Fprintf(v.stderr, "; %s, %d tokens\n", figures.USD(s.CostUSD), s.Tokens)
 	for _, m := range s.Metrics {
 		mark := ""
 		if m.Primary {
 			mark = " (pass rate)"
 		}
 		if m.Rate != nil {
-			fmt.Fprintf(v.stderr, "  %-20s %5.1f%%  %d/%d%s\n", m.Name, 100*m.Rate.Rate, m.Rate.Passed, m.Rate.N, mark)
+			fmt.Fprintf(v.stderr, "  %-20s %5.1f%%  %d/%d%s%s\n", m.Name, 100*m.Rate.Rate, m.Rate.Passed, m.Rate.N, mark, finishedNote(m.Rate, s.Items.Total))
 		} else if m.Kind == "mean" {
 			fmt.Fprintf(v.stderr, "  %-20s mean %.4g over %d items\n", m.Name, m.Mean, m.N)
 		}
@@ -625,7 +626,7 @@ func (v *batchView) summary(status, reason string, rows []*store.BatchItem) {
 
 // writeEvent prints one JSON line (see outJSON).
 func writeEvent(w io.Writer, v any) {
-	b, err := json.Marshal(v)
+	b, err := jsonvalue.Marshal(v)
 	if err != nil {
 		return
 	}

@@ -304,6 +304,13 @@ func TestBatchMaxCostStopsAndResumes(t *testing.T) {
 	if b.Status != "stopped" || done != 3 || b.PID != 0 {
 		t.Fatalf("batch %s (%s), %d items done, pid %d", b.Status, b.Reason, done, b.PID)
 	}
+	// The pass rate is over the items that finished, and says so.
+	if want := "exact                100.0%  3/3 (pass rate) over the 3 of 10 items that finished"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+	if _, show, _ := flowrun(t, "batch", "show", b.ID, "--store", db); !strings.Contains(show, "pass rate  100.0% (3/3), 95% interval 43.9%-100.0% (exact) over the 3 of 10 items that finished") {
+		t.Errorf("batch show:\n%s", show)
+	}
 	code, _, stderr = flowrun(t, "batch", "resume", b.ID[:10], "--store", db, "--max-cost-usd", "5")
 	if code != exitOK || !strings.Contains(stderr, "completed: 10 items, 10 completed, 0 failed; $1.40") {
 		t.Fatalf("resume: exit %d\n%s", code, stderr)
@@ -488,5 +495,27 @@ func TestDatasetCassettePrefersThePipelines(t *testing.T) {
 		if got := datasetCassette(c.dataset, c.pipeline); got != c.want {
 			t.Errorf("datasetCassette(%s, %s) = %q, want %q", c.dataset, c.pipeline, got, c.want)
 		}
+	}
+}
+
+// An item waiting on a question says so once: its line reads
+// "waiting: <question>", not "waiting: waiting: <question>".
+func TestBatchWaitingItemSaysWaitingOnce(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "ask.yaml", `
+version: 1
+name: ask
+inputs:
+  question: {type: string}
+nodes:
+  - id: confirm
+    ask: {question: "Is ${{ inputs.question }} right?"}
+outputs:
+  answer: nodes.confirm
+`)
+	data := writeFile(t, dir, "ask.jsonl", `{"question": "q1"}`+"\n")
+	code, stdout, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", filepath.Join(dir, "runs.db"))
+	if code != exitFailed || !strings.Contains(stderr, ": waiting: Is q1 right?") || strings.Contains(stderr, "waiting: waiting:") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }

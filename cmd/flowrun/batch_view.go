@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/flowrun/flowrun/batch"
+	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/store"
 )
@@ -84,7 +85,7 @@ func batchesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			pass = fmt.Sprintf("%.1f%%", 100*s.PassRate.Rate)
 		}
 		fmt.Fprintf(out, "%-26s %-9s %9s %6s %9s  %s\n", s.ID, s.Status, fmt.Sprintf("%d/%d", s.Items.Done(), s.Items.Total),
-			pass, batch.USD(s.CostUSD), s.Started.Local().Format("01-02 15:04"))
+			pass, figures.USD(s.CostUSD), s.Started.Local().Format("01-02 15:04"))
 		fmt.Fprintf(out, "  %s\n", clip(s.Pipeline+" on "+s.Dataset, 76))
 	}
 	return exitOK
@@ -144,7 +145,7 @@ func printSummary(w io.Writer, s *batch.Summary) {
 	}
 	fmt.Fprintln(w)
 	if s.PassRate != nil {
-		fmt.Fprintf(w, "pass rate  %s (%s)\n", rateText(s.PassRate), s.Primary)
+		fmt.Fprintf(w, "pass rate  %s (%s)%s\n", rateText(s.PassRate), s.Primary, finishedNote(s.PassRate, s.Items.Total))
 	} else {
 		fmt.Fprintln(w, "pass rate  - (no boolean metric was scored)")
 	}
@@ -159,9 +160,9 @@ func printSummary(w io.Writer, s *batch.Summary) {
 			fmt.Fprintf(w, "  %-8s not a boolean or a number: see the item table\n", m.Name)
 		}
 	}
-	fmt.Fprintf(w, "cost       %s total, %s per item (mean)\n", batch.USD(s.CostUSD), batch.USD(s.CostPerItem))
+	fmt.Fprintf(w, "cost       %s total, %s per item (mean)\n", figures.USD(s.CostUSD), figures.USD(s.CostPerItem))
 	fmt.Fprintf(w, "tokens     %d\n", s.Tokens)
-	fmt.Fprintf(w, "latency    p50 %s, p95 %s\n", duration(s.P50MS), duration(s.P95MS))
+	fmt.Fprintf(w, "latency    p50 %s, p95 %s\n", figures.Duration(s.P50MS), figures.Duration(s.P95MS))
 	if len(s.Failures) > 0 {
 		fmt.Fprintln(w, "\nfailures by class:")
 		for _, f := range s.Failures {
@@ -177,7 +178,7 @@ func printSummary(w io.Writer, s *batch.Summary) {
 		}
 		fmt.Fprintf(w, "\n%s:\n", list.title)
 		for _, r := range list.rows {
-			fmt.Fprintf(w, "  %-30s %9s %9s  run %s\n", r.Key, duration(r.DurationMS), batch.USD(r.CostUSD), r.Run)
+			fmt.Fprintf(w, "  %-30s %9s %9s  run %s\n", r.Key, figures.Duration(r.DurationMS), figures.USD(r.CostUSD), r.Run)
 		}
 	}
 	fmt.Fprintln(w)
@@ -197,9 +198,9 @@ func printSummary(w io.Writer, s *batch.Summary) {
 			}
 			switch v := col.value(r); col.unit {
 			case "usd":
-				fmt.Fprint(tw, batch.USD(v.(float64)))
+				fmt.Fprint(tw, figures.USD(v.(float64)))
 			case "ms":
-				fmt.Fprint(tw, duration(v.(float64)))
+				fmt.Fprint(tw, figures.Duration(v.(float64)))
 			default:
 				fmt.Fprint(tw, firstLine(cellText(v)))
 			}
@@ -211,6 +212,15 @@ func printSummary(w io.Writer, s *batch.Summary) {
 
 func rateText(r *batch.Rate) string {
 	return fmt.Sprintf("%.1f%% (%d/%d), 95%% interval %.1f%%-%.1f%%", 100*r.Rate, r.Passed, r.N, 100*r.Low, 100*r.High)
+}
+
+// finishedNote says, when not every item finished (a stopped batch), over
+// how many items a rate is.
+func finishedNote(r *batch.Rate, total int) string {
+	if r.N == total {
+		return ""
+	}
+	return fmt.Sprintf(" over the %d of %d items that finished", r.N, total)
 }
 
 type rowColumn struct {
@@ -267,7 +277,7 @@ func cellText(v any) string {
 	case bool, int:
 		return fmt.Sprint(x)
 	}
-	b, err := json.Marshal(v)
+	b, err := jsonvalue.Marshal(v)
 	if err != nil {
 		return fmt.Sprint(v)
 	}
@@ -289,7 +299,7 @@ func writeRowsJSONL(stdout io.Writer, s *batch.Summary) int {
 				m[c.name] = v
 			}
 		}
-		b, err := json.Marshal(m)
+		b, err := jsonvalue.Marshal(m)
 		if err != nil {
 			return exitFailed
 		}
@@ -376,25 +386,16 @@ func printComparison(w io.Writer, c *batch.Comparison) {
 		verdict = "unlikely to be chance"
 	}
 	fmt.Fprintf(w, "McNemar    p = %.4g: %s (exact test on the %d items that changed)\n", c.PValue, verdict, len(c.Fixed)+len(c.Broken))
-	fmt.Fprintf(w, "cost       %s -> %s per item (%+.4f), total %s -> %s (%+.4f USD)\n",
-		batch.USD(c.CostUSD.MeanA), batch.USD(c.CostUSD.MeanB), c.CostUSD.MeanDelta, batch.USD(c.CostUSD.A), batch.USD(c.CostUSD.B), c.CostUSD.Delta)
-	fmt.Fprintf(w, "latency    %s -> %s per item (%s%s), total %s -> %s\n",
-		duration(c.LatencyMS.MeanA), duration(c.LatencyMS.MeanB), sign(c.LatencyMS.MeanDelta), duration(abs(c.LatencyMS.MeanDelta)),
-		duration(c.LatencyMS.A), duration(c.LatencyMS.B))
+	fmt.Fprintf(w, "cost       %s -> %s per item (%s), total %s -> %s (%s)\n",
+		figures.USD(c.CostUSD.MeanA), figures.USD(c.CostUSD.MeanB), figures.USDChange(c.CostUSD.MeanDelta), figures.USD(c.CostUSD.A), figures.USD(c.CostUSD.B), figures.USDChange(c.CostUSD.Delta))
+	fmt.Fprintf(w, "latency    %s -> %s per item (%s), total %s -> %s\n",
+		figures.Duration(c.LatencyMS.MeanA), figures.Duration(c.LatencyMS.MeanB), figures.DurationChange(c.LatencyMS.MeanDelta),
+		figures.Duration(c.LatencyMS.A), figures.Duration(c.LatencyMS.B))
 	keyList(w, "fixed (failed in A, passed in B)", pairKeys(c.Fixed))
 	keyList(w, "broken (passed in A, failed in B)", pairKeys(c.Broken))
 	keyList(w, "only in A", c.OnlyA)
 	keyList(w, "only in B", c.OnlyB)
 }
-
-func sign(v float64) string {
-	if v < 0 {
-		return "-"
-	}
-	return "+"
-}
-
-func abs(v float64) float64 { return max(v, -v) }
 
 func pairKeys(ps []batch.Pair) []string {
 	out := make([]string, len(ps))

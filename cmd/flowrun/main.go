@@ -35,8 +35,8 @@ Usage:
   flowrun graph FILE [--format mermaid|dot]
                                     draw a pipeline
   flowrun schema                    print the pipeline JSON schema
-  flowrun resume RUN [--from SNAPSHOT|CHECKPOINT] [--allow-changed]
-                                    continue a run (or fork it, with --from)
+  flowrun resume RUN [--answer field=value] [--from SNAPSHOT|CHECKPOINT]
+                                    continue a run, answering its question (or fork it, with --from)
   flowrun runs [--json]             list runs
   flowrun runs prune --older-than 30d
   flowrun show RUN [--json]         a run's timeline

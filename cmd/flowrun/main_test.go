@@ -165,6 +165,20 @@ func TestHelpForEveryCommand(t *testing.T) {
 	}
 }
 
+// TestResumeHelpNamesAnswer: a newcomer whose run waits on a question
+// finds --answer in the resume synopsis and in the command list.
+func TestResumeHelpNamesAnswer(t *testing.T) {
+	code, stdout, _ := flowrun(t, "resume", "--help")
+	synopsis, _, _ := strings.Cut(stdout, "\n")
+	if code != exitOK || !strings.Contains(synopsis, "--answer field=value") {
+		t.Errorf("resume --help: exit %d, synopsis %q", code, synopsis)
+	}
+	_, stdout, _ = flowrun(t, "--help")
+	if !strings.Contains(stdout, "flowrun resume RUN [--answer field=value]") {
+		t.Errorf("flowrun --help does not show resume --answer:\n%s", stdout)
+	}
+}
+
 func TestValidateEveryShippedPipeline(t *testing.T) {
 	files, _ := filepath.Glob("../../pipelines/*.yaml")
 	code, stdout, stderr := flowrun(t, append([]string{"validate"}, files...)...)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/redact"
 )
@@ -110,13 +110,11 @@ func outJSON(b []byte) []byte {
 
 // writeJSON prints v as indented JSON (see outJSON).
 func writeJSON(w io.Writer, v any) int {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
+	b, err := jsonvalue.MarshalIndent(v, "  ")
+	if err != nil {
 		return exitFailed
 	}
-	if _, err := w.Write(outJSON(buf.Bytes())); err != nil {
+	if _, err := w.Write(outJSON(append(b, '\n'))); err != nil {
 		return exitFailed
 	}
 	return exitOK

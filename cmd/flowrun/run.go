@@ -15,6 +15,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/nodes"
@@ -329,13 +330,13 @@ func (t *textSink) Event(e runtime.Event) {
 		if tu.Error != "" {
 			retry := ""
 			if tu.WaitMS > 0 {
-				retry = fmt.Sprintf(" (retry in %s)", duration(tu.WaitMS))
+				retry = fmt.Sprintf(" (retry in %s)", figures.Duration(tu.WaitMS))
 			}
 			fmt.Fprintf(t.w, "  turn  %-40s %-8s try %d: %s: %s%s\n", e.Path, tu.Model, tu.Try, tu.Class, tu.Error, retry)
 		} else if tu.Cached {
 			fmt.Fprintf(t.w, "  turn  %-40s %-8s cached $0\n", e.Path, tu.Model)
 		} else {
-			fmt.Fprintf(t.w, "  turn  %-40s %-8s %s $%.4f %s\n", e.Path, tu.Model, tokens(tu.Usage), tu.CostUSD, duration(tu.LatencyMS))
+			fmt.Fprintf(t.w, "  turn  %-40s %-8s %s %s %s\n", e.Path, tu.Model, tokens(tu.Usage), figures.USD(tu.CostUSD), figures.Duration(tu.LatencyMS))
 		}
 		if t.exchange {
 			t.indent(replyText(tu.Reply))
@@ -345,7 +346,7 @@ func (t *textSink) Event(e runtime.Event) {
 		if e.Class != "" {
 			status = string(e.Class) + ": " + firstLine(e.Error)
 		}
-		fmt.Fprintf(t.w, "  code  %-40s %-8s %s %s\n", e.Path, e.Kind, status, duration(e.DurationMS))
+		fmt.Fprintf(t.w, "  code  %-40s %-8s %s %s\n", e.Path, e.Kind, status, figures.Duration(e.DurationMS))
 		if t.exchange {
 			if out, ok := e.Output.(map[string]any); ok {
 				t.indent(fmt.Sprint(out["stdout"]))
@@ -354,7 +355,7 @@ func (t *textSink) Event(e runtime.Event) {
 	case runtime.EventQuestion:
 		answer := "waiting for an answer"
 		if e.Status == "" {
-			b, _ := json.Marshal(e.Output)
+			b, _ := jsonvalue.Marshal(e.Output)
 			answer = "answered " + string(b)
 		}
 		fmt.Fprintf(t.w, "  ask   %-40s %q: %s\n", e.Path, e.Message, answer)
@@ -365,8 +366,8 @@ func (t *textSink) Event(e runtime.Event) {
 		}
 		fmt.Fprintf(t.w, "  tool  %-40s %-8s %s\n", e.Path, e.Tool.Name, status)
 		if t.exchange {
-			args, _ := json.Marshal(e.Tool.Args)
-			result, _ := json.Marshal(e.Tool.Result)
+			args, _ := jsonvalue.Marshal(e.Tool.Args)
+			result, _ := jsonvalue.Marshal(e.Tool.Result)
 			t.indent("args: " + string(args) + "\nresult: " + string(result))
 		}
 	case runtime.EventToolProgress:
@@ -374,7 +375,7 @@ func (t *textSink) Event(e runtime.Event) {
 	case runtime.EventRunStarted:
 		fmt.Fprintf(t.w, "run %s: %s\n", e.Run, e.Pipeline)
 	case runtime.EventNodeFinished:
-		fmt.Fprintf(t.w, "  ok    %-40s %-8s %s\n", e.Path, e.Kind, duration(e.DurationMS))
+		fmt.Fprintf(t.w, "  ok    %-40s %-8s %s\n", e.Path, e.Kind, figures.Duration(e.DurationMS))
 	case runtime.EventNodeRestored:
 		fmt.Fprintf(t.w, "  done  %-40s %-8s restored from its checkpoint\n", e.Path, e.Kind)
 	case runtime.EventNodeSkipped:
@@ -382,7 +383,7 @@ func (t *textSink) Event(e runtime.Event) {
 	case runtime.EventNodeFailed:
 		fmt.Fprintf(t.w, "  FAIL  %-40s %-8s %s: %s %s\n", e.Path, e.Kind, e.Class, e.Error, e.Message)
 	case runtime.EventNodeRetry:
-		fmt.Fprintf(t.w, "  retry %-40s attempt %d in %s after %s: %s\n", e.Path, e.Attempt, duration(e.DurationMS), e.Class, e.Error)
+		fmt.Fprintf(t.w, "  retry %-40s attempt %d in %s after %s: %s\n", e.Path, e.Attempt, figures.Duration(e.DurationMS), e.Class, e.Error)
 	case runtime.EventLoopExhausted, runtime.EventMapItemSkipped:
 		fmt.Fprintf(t.w, "  note  %-40s %s %s\n", e.Path, e.Message, e.Error)
 	case runtime.EventRunFinished:
@@ -407,7 +408,7 @@ func (t *textSink) indent(text string) {
 
 // replyText is what a model answered: its text and any tool calls.
 func replyText(reply any) string {
-	b, _ := json.Marshal(reply)
+	b, _ := jsonvalue.Marshal(reply)
 	var r struct {
 		Text      string `json:"text"`
 		ToolCalls []struct {
@@ -433,7 +434,7 @@ func tokens(u any) string {
 
 // turnUsage reads a model_turn's usage, live or decoded from the store.
 func turnUsage(u any) llm.Usage {
-	b, _ := json.Marshal(u)
+	b, _ := jsonvalue.Marshal(u)
 	var got llm.Usage
 	_ = json.Unmarshal(b, &got)
 	return got
@@ -450,21 +451,11 @@ func estimatedTokens(events []runtime.Event) bool {
 	return false
 }
 
-func duration(ms float64) string {
-	if ms < 1 {
-		return fmt.Sprintf("%.0fus", ms*1000)
-	}
-	if ms < 1000 {
-		return fmt.Sprintf("%.1fms", ms)
-	}
-	return fmt.Sprintf("%.2fs", ms/1000)
-}
-
 // jsonSink prints one JSON event per line, for programs (see outJSON).
 type jsonSink struct{ w io.Writer }
 
 func (j *jsonSink) Event(e runtime.Event) {
-	b, err := json.Marshal(e)
+	b, err := jsonvalue.Marshal(e)
 	if err != nil {
 		return
 	}

@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -14,6 +18,8 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -87,7 +93,7 @@ func storeError(err error, stderr io.Writer) int {
 }
 
 func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("resume", "flowrun resume RUN [--from SNAPSHOT|CHECKPOINT] [--allow-changed] [--json]\n\nContinues a run from its last checkpoint; finished nodes are not run again.\nWith --from, forks: a new run continues from that snapshot or checkpoint\nand the original is left untouched.")
+	fs := newFlagSet("resume", "flowrun resume RUN [--answer field=value ...] [--from SNAPSHOT|CHECKPOINT] [--allow-changed] [--json]\n\nContinues a run from its last checkpoint; finished nodes are not run again.\nA run waiting on a question takes its answer with --answer (or --answer-file).\nWith --from, forks: a new run continues from that snapshot or checkpoint\nand the original is left untouched.")
 	from := fs.String("from", "", "fork from this snapshot `label` or checkpoint number")
 	allow := fs.Bool("allow-changed", false, "resume even if the pipeline file changed since the run started")
 	asJSON := fs.Bool("json", false, "print one JSON event per line on stdout instead of the outputs")
@@ -176,8 +182,13 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "prune" {
 		return pruneCmd(args[1:], stdout, stderr)
 	}
-	fs := newFlagSet("runs", "flowrun runs [--json]\n       flowrun runs prune --older-than 30d\n\nLists runs, newest first.")
+	fs := newFlagSet("runs", "flowrun runs [--limit N] [--pipeline FILE|NAME] [--status S] [--batch BATCH] [--batch-items] [--json]\n       flowrun runs prune --older-than 30d\n\nLists runs, newest first: the most recent 20 unless --limit says otherwise.\nRuns made for batch items are left out unless --batch-items or --batch asks for them.")
 	asJSON := fs.Bool("json", false, "print the runs as a JSON list")
+	limit := fs.Int("limit", 20, "list at most `N` runs, the newest (0 lists all)")
+	pipeline := fs.String("pipeline", "", "only runs of this pipeline `file or name`")
+	status := fs.String("status", "", "only runs with this `status`: "+strings.Join(runStatuses, ", "))
+	batchRef := fs.String("batch", "", "only the runs of this `batch`'s items (an id, a prefix of one, or last)")
+	batchItems := fs.Bool("batch-items", false, "list the runs made for batch items too")
 	storePath := storeFlag(fs)
 	rest, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
@@ -187,13 +198,37 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flowrun runs: unexpected %q (did you mean flowrun show %s?)\n", rest[0], rest[0])
 		return exitInvalid
 	}
+	if *status != "" && !slices.Contains(runStatuses, *status) {
+		fmt.Fprintf(stderr, "flowrun runs: --status %s is not a run status%s; the statuses are %s\n", *status, dsl.Suggest(*status, runStatuses), strings.Join(runStatuses, ", "))
+		return exitInvalid
+	}
+	if *limit < 0 {
+		fmt.Fprintf(stderr, "flowrun runs: --limit %d: give a number of runs, or 0 for all\n", *limit)
+		return exitInvalid
+	}
+	q := store.RunQuery{Pipeline: *pipeline, Status: *status, BatchItems: *batchItems, Limit: *limit}
+	if _, err := os.Stat(*pipeline); *pipeline != "" && err == nil {
+		// Runs record the path as given and as an absolute path.
+		if abs, err := filepath.Abs(*pipeline); err == nil {
+			q.Pipeline = abs
+		}
+	}
 	var runs []*store.Run
+	total := 0
 	st, missing, ok := readStore(*storePath, stderr)
 	switch {
 	case ok:
 		defer st.Close()
+		ctx := context.Background()
+		if *batchRef != "" {
+			b, err := st.FindBatch(ctx, *batchRef)
+			if err != nil {
+				return storeError(err, stderr)
+			}
+			q.Batch = b.ID
+		}
 		var err error
-		if runs, err = st.Runs(context.Background()); err != nil {
+		if runs, total, err = st.RunsMatching(ctx, q); err != nil {
 			return storeError(err, stderr)
 		}
 	case !missing:
@@ -209,11 +244,37 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 	w := tabwriter.NewWriter(textOut{stdout}, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tPIPELINE\tSTATUS\tSTARTED\tDURATION\tCOST\tTOKENS")
 	for _, r := range runs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t$%.4f\t%d\n", r.ID, r.Pipeline, r.Status, r.Started.Local().Format("2006-01-02 15:04:05"),
-			runDuration(r), r.CostUSD, r.Tokens)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.ID, r.Pipeline, r.Status, r.Started.Local().Format("2006-01-02 15:04:05"),
+			runDuration(r), figures.USD(r.CostUSD), r.Tokens)
 	}
 	w.Flush()
+	if more := total - len(runs); more > 0 {
+		fmt.Fprintf(stdout, "... and %d older (--limit 0 lists all)\n", more)
+	}
+	if !*batchItems && q.Batch == "" {
+		if n, err := hiddenBatchRuns(st, q); err == nil && n > 0 {
+			fmt.Fprintf(stdout, "%d batch item runs not shown (--batch BATCH or --batch-items lists them)\n", n)
+		}
+	}
 	return exitOK
+}
+
+// runStatuses are the statuses a run can have.
+var runStatuses = []string{runtime.StatusCompleted, runtime.StatusFailed, runtime.StatusStopped, runtime.StatusWaiting, store.StatusRunning, store.StatusInterrupted}
+
+// hiddenBatchRuns counts the runs q leaves out because they are batch items.
+func hiddenBatchRuns(st *store.Store, q store.RunQuery) (int, error) {
+	if st == nil {
+		return 0, nil
+	}
+	q.BatchItems, q.Limit = true, 1
+	_, all, err := st.RunsMatching(context.Background(), q)
+	if err != nil {
+		return 0, err
+	}
+	q.BatchItems = false
+	_, shown, err := st.RunsMatching(context.Background(), q)
+	return all - shown, err
 }
 
 func runDuration(r *store.Run) string {
@@ -221,7 +282,7 @@ func runDuration(r *store.Run) string {
 	if end.IsZero() {
 		end = r.Updated
 	}
-	return end.Sub(r.Started).Round(time.Millisecond).String()
+	return figures.Duration(float64(end.Sub(r.Started)) / float64(time.Millisecond))
 }
 
 func runJSON(r *store.Run) map[string]any {
@@ -330,8 +391,8 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	}
 	stdout = textOut{stdout}
 	fmt.Fprintf(stdout, "run %s  %s (%s)  %s\n", r.ID, r.PipelineName, r.Pipeline, r.Status)
-	fmt.Fprintf(stdout, "started %s, %s, %d steps, %d checkpoints, $%.4f, %d tokens",
-		r.Started.Local().Format("2006-01-02 15:04:05"), runDuration(r), r.Steps, len(cps), r.CostUSD, r.Tokens)
+	fmt.Fprintf(stdout, "started %s, %s, %d steps, %d checkpoints, %s, %d tokens",
+		r.Started.Local().Format("2006-01-02 15:04:05"), runDuration(r), r.Steps, len(cps), figures.USD(r.CostUSD), r.Tokens)
 	if estimated {
 		fmt.Fprint(stdout, " (some counted locally: the server reported no usage)")
 	}
@@ -339,6 +400,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	if r.ParentRun != "" {
 		fmt.Fprintf(stdout, "forked from run %s at checkpoint %d\n", r.ParentRun, r.ParentSeq)
 	}
+	printValues(stdout, "inputs", r.Inputs)
 	tl := &textSink{w: stdout, exchange: true}
 	for _, e := range events {
 		if e.Type == runtime.EventRunStarted || e.Type == runtime.EventNodeStarted {
@@ -346,6 +408,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		}
 		tl.Event(e)
 	}
+	printValues(stdout, "outputs", r.Outputs)
 	if r.Error != "" {
 		fmt.Fprintf(stdout, "error: %s\n", r.Error)
 	}
@@ -371,6 +434,26 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "snapshot %q at checkpoint %d (%s)\n", s.Label, s.Seq, s.Kind)
 	}
 	return exitOK
+}
+
+// printValues prints a run's inputs or outputs, one per line as JSON
+// (its first 200 characters: the whole is in show --json), under a title;
+// nothing when there are none.
+func printValues(w io.Writer, title string, values map[string]any) {
+	if len(values) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s:\n", title)
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		b, err := jsonvalue.Marshal(values[k])
+		if err != nil {
+			b = []byte(fmt.Sprint(values[k]))
+		}
+		if r := []rune(string(b)); len(r) > 200 {
+			b = []byte(string(r[:199]) + "…")
+		}
+		fmt.Fprintf(w, "  %s: %s\n", k, b)
+	}
 }
 
 func snapshotCmd(args []string, stdout, stderr io.Writer) int {

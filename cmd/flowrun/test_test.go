@@ -129,3 +129,29 @@ func TestTestCommandWritesJUnit(t *testing.T) {
 		}
 	}
 }
+
+// TestTestCommandWithoutSandboxSkips: on a machine without the sandbox's
+// Python, the shipped tests that need it are skipped with one line each
+// naming what to install, with none of the noise that would follow from
+// running them; under CI=true they fail instead.
+func TestTestCommandWithoutSandboxSkips(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("CI", "")
+	code, stdout, stderr := flowrun(t, "test", "../../pipelines")
+	if code != exitOK || !strings.Contains(stdout, " 0 failed, ") || !strings.Contains(stdout, " skipped (not runnable here), 33 cases") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if strings.HasPrefix(line, "SKIP ") && !strings.HasSuffix(line, "Python for WASI is not installed (no "+filepath.Join(os.Getenv("XDG_CACHE_HOME"), "flowrun", "python", "3.13.5", "python.wasm")+"): run flowrun sandbox install python") {
+			t.Errorf("a skip line that does not name what to install: %q", line)
+		}
+		if !strings.HasPrefix(line, "SKIP ") && !strings.Contains(line, " cases in ") {
+			t.Errorf("noise: %q", line)
+		}
+	}
+	t.Setenv("CI", "true")
+	code, stdout, _ = flowrun(t, "test", "../../pipelines")
+	if code != exitFailed || strings.Contains(stdout, "SKIP") || !strings.Contains(stdout, "cannot run here (CI=true counts this as a failure): ") {
+		t.Fatalf("CI=true: exit %d\nstdout:\n%s", code, stdout)
+	}
+}

@@ -25,7 +25,7 @@ if (timeline) {
       var cost = document.getElementById("cost");
       var usd = parseFloat(cost.dataset.usd) + d.cost;
       cost.dataset.usd = usd;
-      cost.textContent = "$" + usd.toFixed(4);
+      cost.textContent = formatUSD(usd);
       var tokens = document.getElementById("tokens");
       tokens.textContent = parseInt(tokens.textContent, 10) + d.tokens;
       var turns = document.getElementById("turns");
@@ -51,3 +51,13 @@ document.addEventListener("click", function (ev) {
     navigator.clipboard.writeText(src.textContent).then(function () { b.textContent = "Copied"; });
   }
 });
+
+// formatUSD writes an amount as figures.USD does on the server, so that
+// the live total reads like every other amount (TestFormatUSDMatchesFigures).
+function formatUSD(v) {
+  if (v === 0) return "$0";
+  if (v >= 100) return "$" + v.toFixed(0);
+  if (v >= 1) return "$" + v.toFixed(2);
+  if (v > 0 && v < 0.0001) return "$" + v.toFixed(1 - Math.floor(Math.log10(v)));
+  return "$" + v.toFixed(4);
+}
