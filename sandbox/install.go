@@ -36,6 +36,11 @@ const pythonGuestLib = "/usr/local/lib/python" + pythonMinor
 //go:embed python/build.sh
 var pythonBuildScript []byte
 
+// pythonBuildRevision is build.sh's BUILD_REVISION, recorded in VERSION as
+// build_revision: an installation an older script built lacks what this
+// one adds (revision 2: numpy), so install rebuilds it.
+const pythonBuildRevision = 2
+
 // PythonDir is where Python for WASI is installed:
 // $XDG_CACHE_HOME/flowrun/python/3.13.5, or ~/.cache/flowrun/python/3.13.5.
 // It holds python.wasm, lib/python3.13/ and VERSION.
@@ -54,6 +59,27 @@ type PythonInfo struct {
 	// Manifest holds VERSION's key=value lines: version, source_sha256,
 	// build_date, and so on.
 	Manifest map[string]string
+	// Packages are the installation's packages and their versions, as
+	// VERSION lists them ("python 3.13.5, numpy 2.2.4").
+	Packages []Package
+	// Outdated says why an installed tree predates the build script
+	// (it still runs, without what newer builds add); empty when current.
+	Outdated string
+}
+
+// Package is one package of the Python installation.
+type Package struct {
+	Name, Version string
+}
+
+// HasPackage reports whether the installation has the named package.
+func (p PythonInfo) HasPackage(name string) bool {
+	for _, pk := range p.Packages {
+		if pk.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // PythonStatus reports what is installed in PythonDir.
@@ -91,7 +117,29 @@ func PythonStatusAt(dir string) PythonInfo {
 		return info
 	}
 	info.Installed = true
+	info.Packages = parsePackages(info.Manifest["packages"])
+	if len(info.Packages) == 0 {
+		info.Packages = []Package{{"python", info.Manifest["version"]}}
+	}
+	if rev := info.Manifest["build_revision"]; rev != fmt.Sprint(pythonBuildRevision) {
+		if rev == "" {
+			rev = "1"
+		}
+		info.Outdated = fmt.Sprintf("built by build script revision %s, not %d: it has no numpy", rev, pythonBuildRevision)
+	}
 	return info
+}
+
+// parsePackages reads VERSION's packages line: "name version" pairs
+// separated by commas.
+func parsePackages(s string) []Package {
+	var out []Package
+	for _, f := range strings.Split(s, ",") {
+		if name, version, ok := strings.Cut(strings.TrimSpace(f), " "); ok {
+			out = append(out, Package{name, strings.TrimSpace(version)})
+		}
+	}
+	return out
 }
 
 func fileExists(p string) bool {
@@ -152,8 +200,11 @@ func InstallPython(ctx context.Context, opts InstallOptions) (PythonInfo, error)
 	}
 	target := PythonDir()
 	if cur := PythonStatusAt(target); cur.Installed && !opts.Force {
-		fmt.Fprintf(out, "Python %s is already installed in %s (--force to reinstall)\n", PythonVersion, target)
-		return cur, nil
+		if cur.Outdated == "" {
+			fmt.Fprintf(out, "Python %s is already installed in %s (--force to reinstall)\n", PythonVersion, target)
+			return cur, nil
+		}
+		fmt.Fprintf(out, "Python %s in %s is outdated (%s): replacing it\n", PythonVersion, target, cur.Outdated)
 	}
 	parent := filepath.Dir(target)
 	if err := os.MkdirAll(parent, 0o755); err != nil {

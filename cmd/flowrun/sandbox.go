@@ -171,6 +171,14 @@ func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 			p["stdlib_bytes"] = py.StdlibBytes
 			p["stdlib_files"] = py.StdlibFiles
 			p["manifest"] = py.Manifest
+			pk := map[string]string{}
+			for _, x := range py.Packages {
+				pk[x.Name] = x.Version
+			}
+			p["packages"] = pk
+			if py.Outdated != "" {
+				p["outdated"] = py.Outdated
+			}
 		}
 		if verified != "" {
 			p["verify"] = verified
@@ -189,6 +197,14 @@ func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintf(stdout, "python %s: installed in %s\n", sandbox.PythonVersion, py.Dir)
 		fmt.Fprintf(stdout, "  python.wasm  %s\n", humanBytes(py.WasmBytes))
 		fmt.Fprintf(stdout, "  stdlib       %s in %d files\n", humanBytes(py.StdlibBytes), py.StdlibFiles)
+		pk := make([]string, len(py.Packages))
+		for i, x := range py.Packages {
+			pk[i] = x.Name + " " + x.Version
+		}
+		fmt.Fprintf(stdout, "  packages     %s\n", strings.Join(pk, ", "))
+		if py.Outdated != "" {
+			fmt.Fprintf(stdout, "  outdated     %s: run flowrun sandbox install python\n", py.Outdated)
+		}
 		if s := py.Manifest["source_sha256"]; s != "" {
 			fmt.Fprintf(stdout, "  source       sha256 %s\n", s)
 		}
