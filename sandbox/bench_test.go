@@ -172,3 +172,24 @@ func BenchmarkCancellationDesign(b *testing.B) {
 	b.ReportMetric(float64(with.Milliseconds())/float64(b.N), "ms_with")
 	b.ReportMetric(float64(with)/float64(without), "slowdown")
 }
+
+// BenchmarkWarmCall runs a trivial function on a live worker: what a call
+// costs beyond the code's own work.
+func BenchmarkWarmCall(b *testing.B) {
+	s := New(Options{CacheDir: sharedCache(b)})
+	defer s.Close()
+	needPython(b, s)
+	ctx := context.Background()
+	run := func() {
+		res, err := s.Run(ctx, Request{Language: Python, Source: "def f():\n    return 1\n", Call: "f"})
+		if err != nil || !res.OK {
+			b.Fatalf("%v %+v", err, res)
+		}
+	}
+	run()
+	b.ResetTimer()
+	for range b.N {
+		run()
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/call")
+}

@@ -36,6 +36,9 @@ const pythonGuestLib = "/usr/local/lib/python" + pythonMinor
 //go:embed python/build.sh
 var pythonBuildScript []byte
 
+//go:embed python/flowrun_snapshot.c
+var pythonSnapshotEntry []byte
+
 // PythonDir is where Python for WASI is installed:
 // $XDG_CACHE_HOME/flowrun/python/3.13.5, or ~/.cache/flowrun/python/3.13.5.
 // It holds python.wasm, lib/python3.13/ and VERSION.
@@ -302,6 +305,9 @@ func buildPython(ctx context.Context, dst, tmp string, out io.Writer) error {
 	if err := os.WriteFile(script, pythonBuildScript, 0o755); err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(tmp, "flowrun_snapshot.c"), pythonSnapshotEntry, 0o644); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "building Python %s for WASI from source (several minutes)\n", PythonVersion)
 	cmd := exec.CommandContext(ctx, "bash", script, dst)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -322,7 +328,8 @@ func buildPython(ctx context.Context, dst, tmp string, out io.Writer) error {
 
 // walkPythonTree visits what makes up the Python installation in src, in
 // lexical order with directories before their contents: VERSION (when
-// there), lib/ and everything in it, and python.wasm. rel is the path
+// there), lib/ and everything in it, python-snapshot.wasm (when there) and
+// python.wasm. rel is the path
 // under src. A link to a file is visited as that file (a layout assembled
 // by hand may use them); anything else that is not a file or directory
 // is an error.
@@ -359,10 +366,15 @@ func walkPythonTree(src string, visit func(rel string, isDir bool) error) error 
 	if err != nil {
 		return err
 	}
+	if fileExists(filepath.Join(src, snapshotWasm)) {
+		if err := visit(snapshotWasm, false); err != nil {
+			return err
+		}
+	}
 	return visit("python.wasm", false)
 }
 
-// copyPythonDir copies python.wasm, VERSION and lib/ from src into dst;
+// copyPythonDir copies python.wasm, python-snapshot.wasm, VERSION and lib/ from src into dst;
 // the copy holds only regular files.
 func copyPythonDir(src, dst string) error {
 	if err := os.MkdirAll(dst, 0o755); err != nil {

@@ -6,6 +6,8 @@
 #
 # OUTDIR must not exist or be empty. It receives:
 #   python.wasm            the interpreter, stripped
+#   python-snapshot.wasm   the same as a reactor (flowrun_snapshot.c, which
+#                          must sit beside this script), stripped
 #   lib/python3.13/        the standard library as .pyc files (no sources)
 #   VERSION                version, source sha256, build date, toolchain
 #
@@ -51,6 +53,7 @@ TRIM=(
   __phello__ site-packages
 )
 
+SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
 started=$(date +%s)
 say() { printf '[python-build %3ds] %s\n' "$(( $(date +%s) - started ))" "$*"; }
 die() { printf 'python-build: %s\n' "$*" >&2; exit 1; }
@@ -209,6 +212,24 @@ make -C "$WORK/build-wasi" -f Makefile -f "$WORK/reproducible.mk" -j"$(nproc)" >
   { tail -n 40 "$WORK/wasi-make.log" >&2; die "WASI make failed (log: $WORK/wasi-make.log)"; }
 [ -f "$WORK/build-wasi/python.wasm" ] || die "WASI make made no python.wasm"
 
+# 4b. The same interpreter as a WASI reactor entered at flowrun_snapshot.c's
+# flowrun_init and flowrun_call, from which the sandbox makes its
+# pre-initialised snapshot: python.wasm's own compile and link commands (as
+# make prints them), with flowrun_snapshot.c for Programs/python.c.
+# Anything linked into python.wasm after this step must be linked here too.
+say "WASI: linking python-snapshot.wasm (reactor)"
+ENTRY_C=$SCRIPT_DIR/flowrun_snapshot.c
+[ -f "$ENTRY_C" ] || die "no $ENTRY_C beside build.sh"
+(
+  cd "$WORK/build-wasi"
+  compile=$(make -n -W "../src/Python-$PY_VERSION/Programs/python.c" Programs/python.o | grep -F -- '-o Programs/python.o ')
+  link=$(make -n -W Programs/python.o python.wasm | grep -F -- '-o python.wasm ')
+  [ -n "$compile" ] && [ -n "$link" ] || die "make -n printed no compile or link command for python.wasm"
+  compile=${compile/"-o Programs/python.o ../src/Python-$PY_VERSION/Programs/python.c"/-o Programs/flowrun_snapshot.o "$ENTRY_C"}
+  link=${link/"-o python.wasm Programs/python.o"/-mexec-model=reactor -o python-snapshot.wasm Programs/flowrun_snapshot.o}
+  eval "$compile" && eval "$link"
+) >"$WORK/snapshot-link.log" 2>&1 || { tail -n 40 "$WORK/snapshot-link.log" >&2; die "linking python-snapshot.wasm failed (log: $WORK/snapshot-link.log)"; }
+
 # 5. Assemble OUTDIR in a staging directory.
 STAGE=$WORK/stage
 LIB=$STAGE/lib/python$PY_MINOR
@@ -216,6 +237,7 @@ mkdir -p "$LIB"
 cp "$WORK/build-wasi/python.wasm" "$STAGE/python.wasm"
 unstripped=$(stat -c %s "$STAGE/python.wasm")
 llvm-strip "$STAGE/python.wasm"
+llvm-strip -o "$STAGE/python-snapshot.wasm" "$WORK/build-wasi/python-snapshot.wasm"
 say "WASI: stripped python.wasm from $unstripped to $(stat -c %s "$STAGE/python.wasm") bytes"
 
 say "stdlib: copying and trimming"
@@ -249,11 +271,13 @@ find "$LIB" -depth -type d -empty ! -path "$LIB/site-packages" ! -path "$LIB/lib
 [ -f "$LIB/os.pyc" ] || die "stdlib has no os.pyc"
 
 wasm_sha=$(sha256sum "$STAGE/python.wasm" | cut -d' ' -f1)
+snapshot_sha=$(sha256sum "$STAGE/python-snapshot.wasm" | cut -d' ' -f1)
 cat >"$STAGE/VERSION" <<EOF
 version=$PY_VERSION
 source=$SRC_TARBALL (Debian $DEB_SRC_SUITE source package $SRC_PACKAGE)
 source_sha256=$SRC_SHA256
 python_wasm_sha256=$wasm_sha
+python_snapshot_wasm_sha256=$snapshot_sha
 prefix=$PREFIX
 stdlib=lib/python$PY_MINOR (.pyc only; mount it read-only at $PREFIX/lib/python$PY_MINOR in the guest)
 trimmed=${TRIM[*]} */test */tests */idle_test mypy.ini *.rst
