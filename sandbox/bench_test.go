@@ -193,3 +193,77 @@ func BenchmarkWarmCall(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/call")
 }
+
+// arcTransformNumpy is arcTransform as a model that knows numpy writes it.
+const arcTransformNumpy = `import numpy as np
+from collections import deque
+
+def transform(grid):
+    g = np.asarray(grid)
+    h, w = g.shape
+    background = int(np.bincount(g.ravel()).argmax())
+    seen = g == background
+    out = np.full_like(g, background)
+    objects = []
+    for r, c in zip(*np.nonzero(~seen)):
+        if seen[r, c]:
+            continue
+        colour, cells, queue = int(g[r, c]), [], deque([(r, c)])
+        seen[r, c] = True
+        while queue:
+            cr, cc = queue.popleft()
+            cells.append((cr, cc))
+            for nr, nc in ((cr + 1, cc), (cr - 1, cc), (cr, cc + 1), (cr, cc - 1)):
+                if 0 <= nr < h and 0 <= nc < w and not seen[nr, nc] and g[nr, nc] == colour:
+                    seen[nr, nc] = True
+                    queue.append((nr, nc))
+        objects.append((colour, cells))
+    largest = max((len(cells) for _, cells in objects), default=0)
+    for colour, cells in objects:
+        rows, cols = zip(*cells)
+        out[list(rows), list(cols)] = colour if len(cells) == largest else colour % 9 + 1
+    return out.tolist()
+`
+
+// BenchmarkARCTransformNumpy is BenchmarkARCTransform's warm call with
+// the transform written with numpy, against a native python3 subprocess
+// importing numpy too. It is skipped where either Python lacks numpy.
+func BenchmarkARCTransformNumpy(b *testing.B) {
+	s := New(Options{CacheDir: sharedCache(b)})
+	defer s.Close()
+	needPython(b, s)
+	py := python3(b)
+	if err := exec.Command(py, "-c", "import numpy").Run(); err != nil {
+		b.Skipf("%s has no numpy: %v", py, err)
+	}
+	grid := arcGrid()
+	in, _ := json.Marshal(grid)
+	ctx := context.Background()
+	res, err := s.Run(ctx, Request{Language: Python, Source: arcTransformNumpy, Call: "transform", Args: []any{grid}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !res.OK {
+		b.Skipf("the sandbox's Python cannot run the numpy transform: %s", res.Error.Message)
+	}
+	var tNative, tWarm time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		cmd := exec.Command(py, "-c", arcTransformNumpy+"\nimport json, sys\nprint(json.dumps(transform(json.load(sys.stdin))))")
+		cmd.Stdin = strings.NewReader(string(in))
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if res, err := s.Run(ctx, Request{Language: Python, Source: arcTransformNumpy, Call: "transform", Args: []any{grid}}); err != nil || !res.OK {
+			b.Fatalf("%v %+v", err, res)
+		}
+		tNative += t1.Sub(t0)
+		tWarm += time.Since(t1)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tNative.Milliseconds())/n, "native_ms")
+	b.ReportMetric(float64(tWarm.Milliseconds())/n, "warm_ms")
+	b.ReportMetric(float64(tWarm)/float64(tNative), "warm_x_native")
+}

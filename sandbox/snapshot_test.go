@@ -2,9 +2,13 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -12,15 +16,15 @@ import (
 // TestWarmCallsShareNothing runs calls one after another on one worker:
 // each starts from the interpreter snapshot, and none sees what an earlier
 // one changed in the interpreter: a global, a module's attribute, the
-// builtins, sys.path, an open file.
+// builtins, sys.path, sys.modules; and each sees the same hash seed and
+// random numbers, as documented.
 func TestWarmCallsShareNothing(t *testing.T) {
-	cache := t.TempDir()
-	s := New(Options{CacheDir: cache, Workers: 1})
+	s := New(Options{CacheDir: sharedCache(t), Workers: 1})
 	defer s.Close()
 	needPython(t, s)
 	ctx := context.Background()
 	const leak = `
-import sys, json, builtins
+import sys, json, builtins, random
 global leaked
 leaked = 1
 json.leaked = 1
@@ -30,10 +34,12 @@ sys.modules["leaked"] = json
 `
 	const look = `
 import sys, json, builtins
-[("leaked" in globals()), hasattr(json, "leaked"), hasattr(builtins, "leaked"), "/leaked" in sys.path, "leaked" in sys.modules, "flowrun_harness" in sys.modules]
+import random
+[("leaked" in globals()), hasattr(json, "leaked"), hasattr(builtins, "leaked"), "/leaked" in sys.path, "leaked" in sys.modules, "flowrun_harness" in sys.modules, hash("flowrun"), random.random()]
 `
+	var seeds []any
 	for i := range 3 {
-		res, err := s.Run(ctx, Request{Language: Python, Source: leak})
+		res, err := s.Run(ctx, Request{Language: Python, Source: leak + "global r\nr = random.random()"})
 		if err != nil || !res.OK {
 			t.Fatalf("call %d: %v %+v", i, err, res)
 		}
@@ -43,18 +49,19 @@ import sys, json, builtins
 		}
 		want := []any{false, false, false, false, false, true}
 		got, _ := res.Result.([]any)
-		if len(got) != len(want) {
+		if len(got) != len(want)+2 {
 			t.Fatalf("result %v", res.Result)
+		}
+		if seeds == nil {
+			seeds = got[len(want):]
+		} else if fmt.Sprint(seeds) != fmt.Sprint(got[len(want):]) {
+			t.Fatalf("call %d sees hash(\"flowrun\") and random.random() = %v, an earlier one %v", i, got[len(want):], seeds)
 		}
 		for k := range want {
 			if got[k] != want[k] {
 				t.Fatalf("call %d after one that changed the interpreter: %v, want %v (the last says the call started from the snapshot)", i, got, want)
 			}
 		}
-	}
-	images, _ := filepath.Glob(filepath.Join(cache, "python-images", "*.img"))
-	if len(images) != 1 {
-		t.Fatalf("images in the cache: %v, want one", images)
 	}
 }
 
@@ -142,5 +149,42 @@ func TestImageFollowsItsSources(t *testing.T) {
 	}
 	if stdlib := load("stdlib"); stdlib == first || stdlib == harness {
 		t.Fatal("a changed stdlib kept the image")
+	}
+}
+
+// TestPoolStartsAtMostWorkers runs more calls at once than the sandbox has
+// workers, as a map with a high max_concurrency does: they queue for the
+// pool's workers, and no more worker processes start than Workers.
+func TestPoolStartsAtMostWorkers(t *testing.T) {
+	var started atomic.Int64
+	s := New(Options{CacheDir: sharedCache(t), Workers: 2, WorkerCommand: func() *exec.Cmd {
+		started.Add(1)
+		return selfWorker()
+	}})
+	defer s.Close()
+	needPython(t, s)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.Run(ctx, Request{Language: Python, Source: "def f(n):\n    return n * n\n", Call: "f", Args: []any{i}})
+			if err == nil && (!res.OK || fmt.Sprint(res.Result) != fmt.Sprint(i*i)) {
+				err = fmt.Errorf("call %d: %+v", i, res)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := started.Load(); n > 2 {
+		t.Fatalf("16 calls at once started %d workers; the pool has 2", n)
 	}
 }
