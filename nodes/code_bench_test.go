@@ -1,11 +1,14 @@
 package nodes_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,8 +63,10 @@ func trainPairs() []any {
 
 // BenchmarkCodeMapScoring scores 1,000 candidate transforms against 4
 // train pairs in a map of code nodes, at max_concurrency 2 and 8, and
-// reports transforms per second and how many sandbox workers the run
-// started: the sandbox's pool, not the map, decides that.
+// reports transforms per second, how many sandbox workers the run started
+// (the sandbox's pool, not the map, decides that; a worker is replaced
+// after 500 runs), and the rate of the same scoring done by native
+// python3 subprocesses (FLOWRUN_BENCH_PYTHON, or python3), as many at once.
 func BenchmarkCodeMapScoring(b *testing.B) {
 	const n = 1000
 	for _, conc := range []int{2, 8} {
@@ -108,6 +113,7 @@ outputs: {scores: nodes.scores}
 			if res := runtime.Run(context.Background(), kinds, p, map[string]any{"candidates": scoringCandidates(1), "pairs": trainPairs()}, runtime.Options{}); res.Status != runtime.StatusCompleted {
 				b.Fatalf("status %s: %v", res.Status, res.Err)
 			}
+			native := nativeScoring(b, inputs["candidates"].([]any), conc)
 			var elapsed time.Duration
 			b.ResetTimer()
 			for range b.N {
@@ -123,6 +129,39 @@ outputs: {scores: nodes.scores}
 			}
 			b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "transforms/s")
 			b.ReportMetric(float64(started.Load()), "workers")
+			b.ReportMetric(native, "native_transforms/s")
 		})
 	}
+}
+
+// nativeScoring scores the candidates in python3 subprocesses, conc at a
+// time, and returns transforms per second.
+func nativeScoring(b *testing.B, candidates []any, conc int) float64 {
+	py := os.Getenv("FLOWRUN_BENCH_PYTHON")
+	if py == "" {
+		py = "python3"
+	}
+	pairs, _ := json.Marshal(trainPairs())
+	next := make(chan string)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for src := range next {
+				cmd := exec.Command(py, "-c", src+"\nimport json, sys\nprint(score(json.load(sys.stdin)))")
+				cmd.Stdin = bytes.NewReader(pairs)
+				if err := cmd.Run(); err != nil {
+					b.Error(err)
+				}
+			}
+		}()
+	}
+	for _, c := range candidates {
+		next <- c.(string)
+	}
+	close(next)
+	wg.Wait()
+	return float64(len(candidates)) / time.Since(start).Seconds()
 }

@@ -17,10 +17,11 @@ static PyObject *harness_main;
 
 /*
  * flowrun_init starts CPython as `python3.13 -S -B -E -c ...` would (no
- * site, no bytecode written, no environment), runs the harness read from
- * stdin as the module flowrun_harness, and imports numpy when the build has
- * it, so that calls do not pay for that import either. It returns 0 on
- * success; on failure the reason is on stderr.
+ * site, no bytecode written, no environment) and runs the Python read from
+ * stdin as the module flowrun_harness: the harness, then whatever else the
+ * host wants done before the snapshot (importing numpy, say), which is
+ * kept on the host's side so that changing it needs no relink. It returns
+ * 0 on success; on failure the reason is on stderr.
  */
 __attribute__((export_name("flowrun_init"))) int flowrun_init(void) {
     static char *argv[] = {"python3.13", "-S", "-B", "-E", "-c", "pass"};
@@ -51,10 +52,6 @@ __attribute__((export_name("flowrun_init"))) int flowrun_init(void) {
             "    m = types.ModuleType('flowrun_harness')\n"
             "    sys.modules['flowrun_harness'] = m\n"
             "    exec(compile(b''.join(chunks), '<harness>', 'exec'), m.__dict__)\n"
-            "    try:\n"
-            "        import numpy\n"
-            "    except ImportError:\n"
-            "        pass\n"
             "_load()\n"
             "del _load, os, sys, types\n") != 0) {
         return 1;
