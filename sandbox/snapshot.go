@@ -219,7 +219,7 @@ func (h *host) makeImage(ctx context.Context, src imageSource, path string) (*os
 	defer compiled.Close(ctx)
 	stderr := &cappedBuffer{limit: 1 << 16}
 	cfg := pythonModuleConfig(src.stdlib).
-		WithStdin(strings.NewReader(pythonHarness+"\n"+imageWarmUp)).
+		WithStdin(strings.NewReader(pythonHarness + "\n" + imageWarmUp)).
 		WithStdout(io.Discard).
 		WithStderr(stderr).
 		WithStartFunctions("_initialize")
