@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
@@ -276,7 +277,38 @@ func writeImage(path string, hdr *imageHeader, memory []byte) error {
 		return fmt.Errorf("writing the image %s: %w", path, err)
 	}
 	// Renamed into place whole: a worker reading the old file keeps it.
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	pruneImages(filepath.Dir(path), path)
+	return nil
+}
+
+// imageMaxAge is how long an image other than the newest is kept: long
+// enough for flowrun processes of another version, or with another
+// installation, to keep theirs while they run; each flowrun build makes a
+// new 20 MB image, which would otherwise pile up.
+const imageMaxAge = 24 * time.Hour
+
+// pruneImages removes the images in dir, but keep, made longer than
+// imageMaxAge ago, and temporary files left by workers that died. A worker
+// still mapping one keeps it until it exits (where removing an open file
+// fails, as on Windows, it stays until next time).
+func pruneImages(dir, keep string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		info, err := e.Info()
+		if p == keep || err != nil || !info.Mode().IsRegular() || time.Since(info.ModTime()) < imageMaxAge {
+			continue
+		}
+		if strings.HasSuffix(e.Name(), ".img") {
+			_ = os.Remove(p)
+		}
+	}
 }
 
 // imageModule compiles the module that starts calls from the image.

@@ -138,9 +138,16 @@ func TestImageFollowsItsSources(t *testing.T) {
 
 	defer func(h string) { pythonHarness = h }(pythonHarness)
 	pythonHarness += "\n# another harness\n"
+	old := made.Add(-imageMaxAge - time.Minute)
+	if err := os.Chtimes(first, old, old); err != nil {
+		t.Fatal(err)
+	}
 	harness := load("harness")
 	if harness == first {
 		t.Fatal("a changed harness kept the image")
+	}
+	if _, err := os.Stat(first); !os.IsNotExist(err) {
+		t.Fatalf("an image older than %s was kept when a new one was made: %v", imageMaxAge, err)
 	}
 
 	osPyc := filepath.Join(dir, "lib", "python"+pythonMinor, "os.pyc")
