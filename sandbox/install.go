@@ -54,6 +54,9 @@ type PythonInfo struct {
 	WasmBytes   int64
 	StdlibBytes int64
 	StdlibFiles int
+	// Snapshot says python-snapshot.wasm is there, so calls start from a
+	// pre-initialised interpreter rather than starting CPython each time.
+	Snapshot bool
 	// Manifest holds VERSION's key=value lines: version, source_sha256,
 	// build_date, and so on.
 	Manifest map[string]string
@@ -88,6 +91,7 @@ func PythonStatusAt(dir string) PythonInfo {
 		}
 		return nil
 	})
+	info.Snapshot = fileExists(filepath.Join(dir, snapshotWasm))
 	info.Manifest = readManifest(filepath.Join(dir, "VERSION"))
 	if v := info.Manifest["version"]; v != "" && v != PythonVersion {
 		info.Problem = fmt.Sprintf("%s holds Python %s, not %s", dir, v, PythonVersion)
