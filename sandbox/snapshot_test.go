@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/flowrun/flowrun/errclass"
 )
 
 // TestWarmCallsShareNothing runs calls one after another on one worker:
@@ -193,5 +195,22 @@ func TestPoolStartsAtMostWorkers(t *testing.T) {
 	}
 	if n := started.Load(); n > 2 {
 		t.Fatalf("16 calls at once started %d workers; the pool has 2", n)
+	}
+}
+
+// TestImageCountsTowardTheMemoryLimit: a limit below the image's size (20
+// MiB, CPython's initial memory) refuses the call's memory, as it refuses
+// a cold start's.
+func TestImageCountsTowardTheMemoryLimit(t *testing.T) {
+	s := New(Options{CacheDir: sharedCache(t), Workers: 1})
+	defer s.Close()
+	needSnapshot(t, s)
+	res, err := s.Run(context.Background(), Request{Language: Python, Source: "1", Limits: Limits{MemoryMB: 16}})
+	if err != nil || res.Error == nil || res.Error.Class != errclass.MemoryLimit {
+		t.Fatalf("a 16 MiB limit: %v %+v", err, res)
+	}
+	res, err = s.Run(context.Background(), Request{Language: Python, Source: "1 + 1", Limits: Limits{MemoryMB: 32}})
+	if err != nil || !res.OK || fmt.Sprint(res.Result) != "2" {
+		t.Fatalf("a 32 MiB limit: %v %+v", err, res)
 	}
 }
