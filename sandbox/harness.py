@@ -67,4 +67,5 @@ def _main():
     out.write(marker + '{"result": ' + text + ', "error": null}\n')
     out.flush()
 
-_main()
+if __name__ == "__main__":
+    _main()

@@ -38,8 +38,12 @@ var pythonBuildScript []byte
 
 // pythonBuildRevision is build.sh's BUILD_REVISION, recorded in VERSION as
 // build_revision: an installation an older script built lacks what this
-// one adds (revision 2: numpy), so install rebuilds it.
-const pythonBuildRevision = 2
+// one adds (revision 2: numpy; 3: python-snapshot.wasm), so install
+// rebuilds it.
+const pythonBuildRevision = 3
+
+//go:embed python/flowrun_snapshot.c
+var pythonSnapshotEntry []byte
 
 // PythonDir is where Python for WASI is installed:
 // $XDG_CACHE_HOME/flowrun/python/3.13.5, or ~/.cache/flowrun/python/3.13.5.
@@ -56,6 +60,9 @@ type PythonInfo struct {
 	WasmBytes   int64
 	StdlibBytes int64
 	StdlibFiles int
+	// Snapshot says python-snapshot.wasm is there, so calls start from a
+	// pre-initialised interpreter rather than starting CPython each time.
+	Snapshot bool
 	// Manifest holds VERSION's key=value lines: version, source_sha256,
 	// build_date, and so on.
 	Manifest map[string]string
@@ -111,6 +118,7 @@ func PythonStatusAt(dir string) PythonInfo {
 		}
 		return nil
 	})
+	info.Snapshot = fileExists(filepath.Join(dir, snapshotWasm))
 	info.Manifest = readManifest(filepath.Join(dir, "VERSION"))
 	if v := info.Manifest["version"]; v != "" && v != PythonVersion {
 		info.Problem = fmt.Sprintf("%s holds Python %s, not %s", dir, v, PythonVersion)
@@ -125,7 +133,11 @@ func PythonStatusAt(dir string) PythonInfo {
 		if rev == "" {
 			rev = "1"
 		}
-		info.Outdated = fmt.Sprintf("built by build script revision %s, not %d: it has no numpy", rev, pythonBuildRevision)
+		lacks := "no numpy"
+		if rev == "2" {
+			lacks = "no pre-initialised interpreter (python-snapshot.wasm)"
+		}
+		info.Outdated = fmt.Sprintf("built by build script revision %s, not %d: it has %s", rev, pythonBuildRevision, lacks)
 	}
 	return info
 }
@@ -353,6 +365,9 @@ func buildPython(ctx context.Context, dst, tmp string, out io.Writer) error {
 	if err := os.WriteFile(script, pythonBuildScript, 0o755); err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(tmp, "flowrun_snapshot.c"), pythonSnapshotEntry, 0o644); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "building Python %s for WASI from source (several minutes)\n", PythonVersion)
 	hb := startHeartbeat(out, 15*time.Second)
 	defer hb.Close()
@@ -375,7 +390,8 @@ func buildPython(ctx context.Context, dst, tmp string, out io.Writer) error {
 
 // walkPythonTree visits what makes up the Python installation in src, in
 // lexical order with directories before their contents: VERSION (when
-// there), lib/ and everything in it, and python.wasm. rel is the path
+// there), lib/ and everything in it, python-snapshot.wasm (when there) and
+// python.wasm. rel is the path
 // under src. A link to a file is visited as that file (a layout assembled
 // by hand may use them); anything else that is not a file or directory
 // is an error.
@@ -412,10 +428,15 @@ func walkPythonTree(src string, visit func(rel string, isDir bool) error) error 
 	if err != nil {
 		return err
 	}
+	if fileExists(filepath.Join(src, snapshotWasm)) {
+		if err := visit(snapshotWasm, false); err != nil {
+			return err
+		}
+	}
 	return visit("python.wasm", false)
 }
 
-// copyPythonDir copies python.wasm, VERSION and lib/ from src into dst;
+// copyPythonDir copies python.wasm, python-snapshot.wasm, VERSION and lib/ from src into dst;
 // the copy holds only regular files.
 func copyPythonDir(src, dst string) error {
 	if err := os.MkdirAll(dst, 0o755); err != nil {

@@ -8,6 +8,9 @@
 # OUTDIR must not exist or be empty. It receives:
 #   python.wasm            the interpreter with numpy's extension modules
 #                          built in, stripped
+#   python-snapshot.wasm   the same as a reactor entered at flowrun_snapshot.c's
+#                          flowrun_init and flowrun_call (the file must sit
+#                          beside this script), stripped
 #   lib/python3.13/        the standard library and numpy as .pyc files (no
 #                          sources)
 #   VERSION                version, source sha256, build date, toolchain
@@ -50,8 +53,8 @@ PACKAGES=(clang lld llvm wasi-libc libclang-rt-14-dev-wasm32 gcc libc6-dev make 
   libc++-14-dev-wasm32 libc++abi-14-dev-wasm32 ninja-build curl ca-certificates)
 # Recorded in VERSION; sandbox/install.go's pythonBuildRevision must match.
 # An installation with an older revision is rebuilt by flowrun sandbox
-# install python. 2: numpy.
-BUILD_REVISION=2
+# install python. 2: numpy; 3: python-snapshot.wasm.
+BUILD_REVISION=3
 PREFIX=/usr/local
 # Removed from the stdlib: tests, the GUI, pip's bootstrap, and packages that
 # cannot work in WASI: their C parts are not built for it (curses, sqlite3,
@@ -350,12 +353,15 @@ EOF
   sed -i "s|$WORK|/flowrun-build|g" "$NUMPY_PY/__config__.py"
 }
 
-# relink_python OUT: links the interpreter into OUT with CPython's own link
-# command, plus PYTHON_LINK_EXTRA and a Modules/config.c listing INITTAB.
+# relink_python OUT [ENTRY_C]: links the interpreter into OUT with CPython's
+# own link command, plus PYTHON_LINK_EXTRA and a Modules/config.c listing
+# INITTAB. With ENTRY_C, that file takes Programs/python.c's place (compiled
+# with its command) and OUT is a reactor (-mexec-model=reactor): no main,
+# entered at the functions ENTRY_C exports.
 # Fails on any symbol defined twice among the objects and archives linked:
 # wasm-ld would silently take one, whatever its signature.
 relink_python() {
-  local out=$1 bw=$WORK/build-wasi dir=$WORK/link entry name init compile link
+  local out=$1 entry_c=${2:-} bw=$WORK/build-wasi dir=$WORK/link entry name init compile link
   mkdir -p "$dir"
   {
     sed '/ADDMODULE MARKER 1/q' "$bw/Modules/config.c"
@@ -374,6 +380,15 @@ relink_python() {
   link=${link/ -o python.wasm / -o $out }
   link=${link/ Modules\/config.o / $dir/config.o }
   (cd "$bw" && eval "$compile") || die "compiling $dir/config.c failed"
+  if [ -n "$entry_c" ]; then
+    local main
+    main=$(make -C "$bw" -s -n -W "../src/Python-$PY_VERSION/Programs/python.c" Programs/python.o | grep -F -- '-o Programs/python.o ') ||
+      die "no compile command for Programs/python.o in $bw"
+    main=${main/"-o Programs/python.o ../src/Python-$PY_VERSION/Programs/python.c"/-o $dir/entry.o $entry_c}
+    (cd "$bw" && eval "$main") || die "compiling $entry_c failed"
+    link=${link/ -o $out Programs\/python.o / -mexec-model=reactor -o $out $dir/entry.o }
+    [[ $link == *"$dir/entry.o"* ]] || die "no Programs/python.o in python.wasm's link command"
+  fi
   local inputs=() w
   for w in $link "${PYTHON_LINK_EXTRA[@]}"; do
     case $w in *.o | *.a) inputs+=("$w") ;; esac
@@ -391,6 +406,7 @@ relink_python() {
   fi
 }
 
+SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
 started=$(date +%s)
 say() { printf '[python-build %3ds] %s\n' "$(( $(date +%s) - started ))" "$*"; }
 die() { printf 'python-build: %s\n' "$*" >&2; exit 1; }
@@ -549,10 +565,16 @@ make -C "$WORK/build-wasi" -f Makefile -f "$WORK/reproducible.mk" -j"$(nproc)" >
   { tail -n 40 "$WORK/wasi-make.log" >&2; die "WASI make failed (log: $WORK/wasi-make.log)"; }
 [ -f "$WORK/build-wasi/python.wasm" ] || die "WASI make made no python.wasm"
 
-# 5. numpy, built for WASI and linked into the interpreter (see numpy_build).
+# 5. numpy, built for WASI and linked into the interpreter (see numpy_build),
+# and the same interpreter as a WASI reactor entered at flowrun_snapshot.c's
+# flowrun_init and flowrun_call, from which the sandbox makes its
+# pre-initialised snapshot.
 numpy_build
 numpy_collect
 relink_python "$WORK/python.wasm"
+ENTRY_C=$SCRIPT_DIR/flowrun_snapshot.c
+[ -f "$ENTRY_C" ] || die "no $ENTRY_C beside build.sh"
+relink_python "$WORK/python-snapshot.wasm" "$ENTRY_C"
 
 # 6. Assemble OUTDIR in a staging directory.
 STAGE=$WORK/stage
@@ -561,6 +583,7 @@ mkdir -p "$LIB"
 cp "$WORK/python.wasm" "$STAGE/python.wasm"
 unstripped=$(stat -c %s "$STAGE/python.wasm")
 llvm-strip "$STAGE/python.wasm"
+llvm-strip -o "$STAGE/python-snapshot.wasm" "$WORK/python-snapshot.wasm"
 say "WASI: stripped python.wasm from $unstripped to $(stat -c %s "$STAGE/python.wasm") bytes"
 
 say "stdlib: copying and trimming"
@@ -596,6 +619,7 @@ find "$LIB" -depth -type d -empty ! -path "$LIB/site-packages" ! -path "$LIB/lib
 [ -f "$LIB/os.pyc" ] || die "stdlib has no os.pyc"
 
 wasm_sha=$(sha256sum "$STAGE/python.wasm" | cut -d' ' -f1)
+snapshot_sha=$(sha256sum "$STAGE/python-snapshot.wasm" | cut -d' ' -f1)
 cat >"$STAGE/VERSION" <<EOF
 version=$PY_VERSION
 build_revision=$BUILD_REVISION
@@ -603,6 +627,7 @@ packages=python $PY_VERSION, numpy $NUMPY_VERSION
 source=$SRC_TARBALL (Debian $DEB_SRC_SUITE source package $SRC_PACKAGE)
 source_sha256=$SRC_SHA256
 python_wasm_sha256=$wasm_sha
+python_snapshot_wasm_sha256=$snapshot_sha
 prefix=$PREFIX
 stdlib=lib/python$PY_MINOR (.pyc only; mount it read-only at $PREFIX/lib/python$PY_MINOR in the guest)
 trimmed=${TRIM[*]} */test */tests */idle_test mypy.ini *.rst
