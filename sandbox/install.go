@@ -268,7 +268,7 @@ func InstallPython(ctx context.Context, opts InstallOptions) (PythonInfo, error)
 		return PythonInfo{}, err
 	}
 
-	fmt.Fprintf(out, "checking that python.wasm runs print(1)\n")
+	fmt.Fprintf(out, "checking that python.wasm runs %s\n", verifyProgram(info))
 	if err := VerifyPython(ctx, staged); err != nil {
 		return PythonInfo{}, fmt.Errorf("%s does not run: %w", source, err)
 	}
@@ -472,14 +472,26 @@ func copyFile(src, dst string, mode fs.FileMode) error {
 	return o.Close()
 }
 
-// VerifyPython runs `python -c "print(1)"` from dir under wazero, with the
-// stdlib mounted read-only where the guest looks for it, no environment
-// and no network, and checks that it prints 1.
+// verifyProgram is what VerifyPython runs: numpy's extension modules are
+// linked into python.wasm and its files are in the stdlib directory, so
+// importing it checks both.
+func verifyProgram(info PythonInfo) string {
+	if info.HasPackage("numpy") {
+		return "import numpy; print(1)"
+	}
+	return "print(1)"
+}
+
+// VerifyPython runs `python -c "print(1)"` (with `import numpy` first when
+// the installation lists numpy) from dir under wazero, with the stdlib
+// mounted read-only where the guest looks for it, no environment and no
+// network, and checks that it prints 1.
 func VerifyPython(ctx context.Context, dir string) error {
 	info := PythonStatusAt(dir)
 	if !info.Installed {
 		return errors.New(info.Problem)
 	}
+	prog := verifyProgram(info)
 	wasm, err := os.ReadFile(filepath.Join(dir, "python.wasm"))
 	if err != nil {
 		return err
@@ -496,7 +508,7 @@ func VerifyPython(ctx context.Context, dir string) error {
 	var stdout, stderr bytes.Buffer
 	cfg := wazero.NewModuleConfig().
 		WithName("").
-		WithArgs("python"+pythonMinor, "-c", "print(1)").
+		WithArgs("python"+pythonMinor, "-c", prog).
 		WithStdout(&stdout).
 		WithStderr(&stderr).
 		WithFSConfig(wazero.NewFSConfig().WithReadOnlyDirMount(filepath.Join(dir, "lib", "python"+pythonMinor), pythonGuestLib))
@@ -509,13 +521,13 @@ func VerifyPython(ctx context.Context, dir string) error {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("no answer within 2 minutes: %w", ctx.Err())
 		}
-		return fmt.Errorf("python -c 'print(1)': %v%s", err, tail(stderr.String()))
+		return fmt.Errorf("python -c '%s': %v%s", prog, err, tail(stderr.String()))
 	}
 	if got := stdout.String(); got != "1\n" {
-		return fmt.Errorf("python -c 'print(1)' printed %q, want \"1\\n\"%s", got, tail(stderr.String()))
+		return fmt.Errorf("python -c '%s' printed %q, want \"1\\n\"%s", prog, got, tail(stderr.String()))
 	}
 	if s := strings.TrimSpace(stderr.String()); s != "" {
-		return fmt.Errorf("python -c 'print(1)' wrote to stderr:%s", tail(s))
+		return fmt.Errorf("python -c '%s' wrote to stderr:%s", prog, tail(s))
 	}
 	return nil
 }

@@ -372,3 +372,29 @@ func TestBuildScriptRevision(t *testing.T) {
 		t.Errorf("build.sh does not set %q", strings.TrimSpace(want))
 	}
 }
+
+// An installation that lists numpy must import it: one whose numpy files
+// are missing fails the check that install runs before swapping it in.
+func TestVerifyPythonImportsNumpy(t *testing.T) {
+	info := PythonStatusAt(realPythonDir)
+	if !info.Installed || !info.HasPackage("numpy") {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must run this with numpy installed: %s %s", info.Problem, info.Outdated)
+		}
+		t.Skipf("no Python for WASI with numpy installed (%s%s)", info.Problem, info.Outdated)
+	}
+	if err := VerifyPython(context.Background(), realPythonDir); err != nil {
+		t.Fatalf("the installed python does not import numpy: %v", err)
+	}
+	broken := t.TempDir()
+	if err := copyPythonDir(realPythonDir, broken); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(broken, "lib", "python3.13", "numpy")); err != nil {
+		t.Fatal(err)
+	}
+	err := VerifyPython(context.Background(), broken)
+	if err == nil || !strings.Contains(err.Error(), "import numpy") || !strings.Contains(err.Error(), "No module named 'numpy'") {
+		t.Errorf("without numpy's files: %v", err)
+	}
+}

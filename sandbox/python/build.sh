@@ -218,8 +218,7 @@ numpy_build() {
   cy=$UNPACKED
   [ -f "$np/vendored-meson/meson/meson.py" ] || die "$NUMPY_SOURCE has no vendored-meson/meson (numpy's meson fork is required)"
   [ -f "$cy/cython.py" ] || die "$FETCHED has no cython.py"
-  grep -q "^version: '$NUMPY_VERSION'" "$np/pyproject.toml" 2>/dev/null ||
-    grep -q "^version = \"$NUMPY_VERSION\"" "$np/pyproject.toml" || die "$NUMPY_SOURCE is not numpy $NUMPY_VERSION"
+  grep -q "^version = \"$NUMPY_VERSION\"" "$np/pyproject.toml" || die "$NUMPY_SOURCE is not numpy $NUMPY_VERSION"
   numpy_patch "$np" "$nb"
 
   # meson asks "python" about the host: the native build-python answering
