@@ -1,6 +1,7 @@
 package nodes_test
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -194,5 +195,40 @@ outputs: {total: nodes.good.result.total, ok: nodes.bad.ok, class: nodes.bad.err
 	mustComplete(t, res)
 	if res.Outputs["total"] != 3 || res.Outputs["ok"] != false || res.Outputs["class"] != "bad_result" {
 		t.Fatalf("outputs %v", res.Outputs)
+	}
+}
+
+// A code node imports numpy with nothing declared in the pipeline.
+func TestCodeNodeNumpy(t *testing.T) {
+	kinds := codeKinds(t, sandbox.Python)
+	if info := sandbox.PythonStatus(); !info.HasPackage("numpy") {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must run the numpy tests, and %s has no numpy (%s)", info.Dir, info.Outdated)
+		}
+		t.Skipf("%s has no numpy (%s)", info.Dir, info.Outdated)
+	}
+	p := load(t, `
+version: 1
+name: t
+inputs:
+  grid: {type: array, items: {type: array, items: {type: integer}}}
+nodes:
+  - id: solve
+    code:
+      language: python
+      source: |
+        import numpy as np
+        def transform(grid):
+            g = np.array(grid)
+            return np.rot90(np.where(g == 0, 5, g)).tolist()
+      call: transform
+      args: ["${{ inputs.grid }}"]
+outputs: {grid: nodes.solve.result}
+`, nil)
+	res, _ := run(t, p, kinds, map[string]any{"grid": []any{[]any{1, 0}, []any{0, 2}}})
+	mustComplete(t, res)
+	want := "[[5 2] [1 5]]"
+	if got := fmt.Sprint(res.Outputs["grid"]); got != want {
+		t.Errorf("grid %s, want %s", got, want)
 	}
 }

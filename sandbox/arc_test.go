@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -71,11 +72,16 @@ func arcGrid() [][]int {
 	return g
 }
 
-// python3 is the host's real python3 interpreter: a version manager's
-// shim (pyenv's is a shell script) would add its own start-up to every call.
+// python3 is the host's real python3 interpreter, or FLOWRUN_BENCH_PYTHON
+// when set: a version manager's shim (pyenv's is a shell script) would add
+// its own start-up to every call.
 func python3(t testing.TB) string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
+	name := "python3"
+	if p := os.Getenv("FLOWRUN_BENCH_PYTHON"); p != "" {
+		name = p
+	}
+	py, err := exec.LookPath(name)
 	if err != nil {
 		t.Skip("no python3 on this machine to compare with")
 	}

@@ -27,6 +27,8 @@ type hostile struct {
 	// cold cases are compiled inside the run, so that their timeout covers
 	// the compile; the others are compiled before the corpus runs.
 	cold bool
+	// numpy cases need an installation with numpy.
+	numpy bool
 }
 
 func pyFn(body string) string { return "def f():\n" + indent(body) + "\n" }
@@ -76,7 +78,20 @@ var corpus = []hostile{
 	{name: "syntax error", lang: Go, source: "package main\n\nfunc f() any {\n\treturn 1 +\n}\n", class: errclass.CompileError, check: atLine(5)},
 	{name: "exception deep in a helper", lang: Python, source: "def helper(grid):\n    return grid[99]\n\ndef middle(g):\n    return helper(g)\n\ndef f():\n    return middle([1, 2])\n", class: errclass.RuntimeError, check: all(atLine(2), mentions("IndexError"), mentions("in helper"), lacks("harness"), lacks("_main"))},
 	{name: "panic deep in a helper", lang: Go, source: "package main\n\nfunc helper(g []int) int {\n\treturn g[99]\n}\n\nfunc f() any { return helper([]int{1, 2}) }\n", class: errclass.RuntimeError, check: all(atLine(4), mentions("index out of range"))},
-	{name: "import numpy", lang: Python, source: pyFn("import numpy\nreturn 1"), class: errclass.RuntimeError, check: all(mentions("No module named 'numpy'"), mentions("standard library only"))},
+	{name: "import a package the sandbox lacks", lang: Python, source: pyFn("import scipy\nreturn 1"), class: errclass.RuntimeError, check: all(mentions("No module named 'scipy'"), mentions("standard library and numpy only"))},
+	// numpy cannot get around the limits either.
+	// 8 GB cannot even be addressed by a wasm32 guest: numpy refuses it.
+	{numpy: true, name: "huge np.zeros", lang: Python, source: pyFn("import numpy as np\na = np.zeros(10**9)\nreturn 1"), limits: Limits{MemoryMB: 64}, class: errclass.RuntimeError, check: mentions("array is too big")},
+	{numpy: true, name: "800 MB np.zeros", lang: Python, source: pyFn("import numpy as np\na = np.zeros(10**8)\nreturn 1"), limits: Limits{MemoryMB: 64}, class: errclass.MemoryLimit},
+	{numpy: true, name: "np.zeros over the memory limit", lang: Python, source: pyFn("import numpy as np\nreturn float(np.ones(10**7).sum())"), limits: Limits{MemoryMB: 64}, class: errclass.MemoryLimit},
+	{numpy: true, name: "10^9-element broadcast", lang: Python, source: pyFn("import numpy as np\nreturn int((np.ones((10**5, 1), dtype=np.int8) * np.ones((1, 10**4), dtype=np.int8)).sum())"), limits: Limits{MemoryMB: 256}, class: errclass.MemoryLimit},
+	// No memory, only time: 10^9 additions take seconds in wasm.
+	{numpy: true, name: "10^9-element broadcast view summed", lang: Python, source: pyFn("import numpy as np\nreturn int(np.broadcast_to(np.ones((1, 1), dtype=np.int8), (10**5, 10**4)).sum())"), limits: Limits{Timeout: 300 * time.Millisecond}, class: errclass.Timeout},
+	{numpy: true, name: "np.save to a path", lang: Python, source: pyFn("import numpy as np\nnp.save('/tmp/x.npy', np.zeros(3))\nreturn 1"), class: errclass.RuntimeError, check: mentions("Capabilities insufficient")},
+	{numpy: true, name: "np.save into the stdlib mount", lang: Python, source: pyFn("import numpy as np\nnp.save('" + pythonGuestLib + "/numpy/x.npy', np.zeros(3))\nreturn 1"), class: errclass.RuntimeError, check: mentions("Function not implemented")},
+	{numpy: true, name: "np.fromfile on a host file", lang: Python, source: pyFn("import numpy as np\nreturn np.fromfile('/etc/passwd', dtype=np.uint8).tolist()"), class: errclass.RuntimeError, check: mentions("Capabilities insufficient")},
+	{numpy: true, name: "np.memmap", lang: Python, source: pyFn("import numpy as np\nreturn np.memmap('/tmp/m', dtype=np.uint8, mode='w+', shape=(10,)).tolist()"), class: errclass.RuntimeError, check: mentions("No module named 'mmap'")},
+	{numpy: true, name: "threads", lang: Python, source: pyFn("import numpy, threading\nt = threading.Thread(target=print)\nt.start()"), class: errclass.RuntimeError, check: mentions("can't start new thread")},
 	{name: "result not JSON", lang: Python, source: pyFn("return {1, 2}"), class: errclass.BadResult},
 	{name: "result not JSON", lang: Go, source: goFn(`"math"`, "return math.NaN()"), class: errclass.BadResult},
 	{name: "sys.exit", lang: Python, source: pyFn("import sys\nsys.exit(3)"), class: errclass.RuntimeError},
@@ -288,6 +303,9 @@ func (c hostile) run(t *testing.T, s *Sandbox) {
 	t.Helper()
 	if c.lang == Python {
 		needPython(t, s)
+	}
+	if c.numpy {
+		needNumpy(t, s)
 	}
 	start := time.Now()
 	res, err := s.Run(context.Background(), Request{Language: c.lang, Source: c.source, Call: "f", Limits: c.limits})

@@ -5,7 +5,9 @@
 // `flowrun sandbox install python`), go (compiled to wasip1 by the host
 // toolchain, cached by source hash) and wasm (a module the user brings).
 //
-// Guarantees: every run is a fresh module instance; the guest sees no host
+// Guarantees: every run is a fresh module instance (a Python run's starts
+// from a pre-initialised interpreter image, its memory a private
+// copy-on-write mapping, and sees nothing of other runs); the guest sees no host
 // files except the read-only Python stdlib, no environment, no network and
 // no subprocesses; its clock and random source are fixed. Runs happen in
 // worker processes (flowrun re-executing itself), so a guest that spins is

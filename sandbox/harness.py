@@ -20,7 +20,7 @@ def _main():
         text = "".join(traceback.format_list(frames)) if frames else ""
         msg = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         if isinstance(exc, ModuleNotFoundError):
-            msg += " (the sandbox has Python's standard library only)"
+            msg += " (the sandbox has Python's standard library and numpy only)"
         if text:
             msg = "Traceback (the code's own lines):\n" + text + msg
         report(error={"class": cls, "message": msg, "line": line})
@@ -67,4 +67,5 @@ def _main():
     out.write(marker + '{"result": ' + text + ', "error": null}\n')
     out.flush()
 
-_main()
+if __name__ == "__main__":
+    _main()

@@ -36,6 +36,15 @@ const pythonGuestLib = "/usr/local/lib/python" + pythonMinor
 //go:embed python/build.sh
 var pythonBuildScript []byte
 
+// pythonBuildRevision is build.sh's BUILD_REVISION, recorded in VERSION as
+// build_revision: an installation an older script built lacks what this
+// one adds (revision 2: numpy; 3: python-snapshot.wasm), so install
+// rebuilds it.
+const pythonBuildRevision = 3
+
+//go:embed python/flowrun_snapshot.c
+var pythonSnapshotEntry []byte
+
 // PythonDir is where Python for WASI is installed:
 // $XDG_CACHE_HOME/flowrun/python/3.13.5, or ~/.cache/flowrun/python/3.13.5.
 // It holds python.wasm, lib/python3.13/ and VERSION.
@@ -51,9 +60,33 @@ type PythonInfo struct {
 	WasmBytes   int64
 	StdlibBytes int64
 	StdlibFiles int
+	// Snapshot says python-snapshot.wasm is there, so calls start from a
+	// pre-initialised interpreter rather than starting CPython each time.
+	Snapshot bool
 	// Manifest holds VERSION's key=value lines: version, source_sha256,
 	// build_date, and so on.
 	Manifest map[string]string
+	// Packages are the installation's packages and their versions, as
+	// VERSION lists them ("python 3.13.5, numpy 2.2.4").
+	Packages []Package
+	// Outdated says why an installed tree predates the build script
+	// (it still runs, without what newer builds add); empty when current.
+	Outdated string
+}
+
+// Package is one package of the Python installation.
+type Package struct {
+	Name, Version string
+}
+
+// HasPackage reports whether the installation has the named package.
+func (p PythonInfo) HasPackage(name string) bool {
+	for _, pk := range p.Packages {
+		if pk.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // PythonStatus reports what is installed in PythonDir.
@@ -85,13 +118,40 @@ func PythonStatusAt(dir string) PythonInfo {
 		}
 		return nil
 	})
+	info.Snapshot = fileExists(filepath.Join(dir, snapshotWasm))
 	info.Manifest = readManifest(filepath.Join(dir, "VERSION"))
 	if v := info.Manifest["version"]; v != "" && v != PythonVersion {
 		info.Problem = fmt.Sprintf("%s holds Python %s, not %s", dir, v, PythonVersion)
 		return info
 	}
 	info.Installed = true
+	info.Packages = parsePackages(info.Manifest["packages"])
+	if len(info.Packages) == 0 {
+		info.Packages = []Package{{"python", info.Manifest["version"]}}
+	}
+	if rev := info.Manifest["build_revision"]; rev != fmt.Sprint(pythonBuildRevision) {
+		if rev == "" {
+			rev = "1"
+		}
+		lacks := "no numpy"
+		if rev == "2" {
+			lacks = "no pre-initialised interpreter (python-snapshot.wasm)"
+		}
+		info.Outdated = fmt.Sprintf("built by build script revision %s, not %d: it has %s", rev, pythonBuildRevision, lacks)
+	}
 	return info
+}
+
+// parsePackages reads VERSION's packages line: "name version" pairs
+// separated by commas.
+func parsePackages(s string) []Package {
+	var out []Package
+	for _, f := range strings.Split(s, ",") {
+		if name, version, ok := strings.Cut(strings.TrimSpace(f), " "); ok {
+			out = append(out, Package{name, strings.TrimSpace(version)})
+		}
+	}
+	return out
 }
 
 func fileExists(p string) bool {
@@ -152,8 +212,11 @@ func InstallPython(ctx context.Context, opts InstallOptions) (PythonInfo, error)
 	}
 	target := PythonDir()
 	if cur := PythonStatusAt(target); cur.Installed && !opts.Force {
-		fmt.Fprintf(out, "Python %s is already installed in %s (--force to reinstall)\n", PythonVersion, target)
-		return cur, nil
+		if cur.Outdated == "" {
+			fmt.Fprintf(out, "Python %s is already installed in %s (--force to reinstall)\n", PythonVersion, target)
+			return cur, nil
+		}
+		fmt.Fprintf(out, "Python %s in %s is outdated (%s): replacing it\n", PythonVersion, target, cur.Outdated)
 	}
 	parent := filepath.Dir(target)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
@@ -205,7 +268,7 @@ func InstallPython(ctx context.Context, opts InstallOptions) (PythonInfo, error)
 		return PythonInfo{}, err
 	}
 
-	fmt.Fprintf(out, "checking that python.wasm runs print(1)\n")
+	fmt.Fprintf(out, "checking that python.wasm runs %s\n", verifyProgram(info))
 	if err := VerifyPython(ctx, staged); err != nil {
 		return PythonInfo{}, fmt.Errorf("%s does not run: %w", source, err)
 	}
@@ -302,6 +365,9 @@ func buildPython(ctx context.Context, dst, tmp string, out io.Writer) error {
 	if err := os.WriteFile(script, pythonBuildScript, 0o755); err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(tmp, "flowrun_snapshot.c"), pythonSnapshotEntry, 0o644); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "building Python %s for WASI from source (several minutes)\n", PythonVersion)
 	hb := startHeartbeat(out, 15*time.Second)
 	defer hb.Close()
@@ -324,7 +390,8 @@ func buildPython(ctx context.Context, dst, tmp string, out io.Writer) error {
 
 // walkPythonTree visits what makes up the Python installation in src, in
 // lexical order with directories before their contents: VERSION (when
-// there), lib/ and everything in it, and python.wasm. rel is the path
+// there), lib/ and everything in it, python-snapshot.wasm (when there) and
+// python.wasm. rel is the path
 // under src. A link to a file is visited as that file (a layout assembled
 // by hand may use them); anything else that is not a file or directory
 // is an error.
@@ -361,10 +428,15 @@ func walkPythonTree(src string, visit func(rel string, isDir bool) error) error 
 	if err != nil {
 		return err
 	}
+	if fileExists(filepath.Join(src, snapshotWasm)) {
+		if err := visit(snapshotWasm, false); err != nil {
+			return err
+		}
+	}
 	return visit("python.wasm", false)
 }
 
-// copyPythonDir copies python.wasm, VERSION and lib/ from src into dst;
+// copyPythonDir copies python.wasm, python-snapshot.wasm, VERSION and lib/ from src into dst;
 // the copy holds only regular files.
 func copyPythonDir(src, dst string) error {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
@@ -400,14 +472,26 @@ func copyFile(src, dst string, mode fs.FileMode) error {
 	return o.Close()
 }
 
-// VerifyPython runs `python -c "print(1)"` from dir under wazero, with the
-// stdlib mounted read-only where the guest looks for it, no environment
-// and no network, and checks that it prints 1.
+// verifyProgram is what VerifyPython runs: numpy's extension modules are
+// linked into python.wasm and its files are in the stdlib directory, so
+// importing it checks both.
+func verifyProgram(info PythonInfo) string {
+	if info.HasPackage("numpy") {
+		return "import numpy; print(1)"
+	}
+	return "print(1)"
+}
+
+// VerifyPython runs `python -c "print(1)"` (with `import numpy` first when
+// the installation lists numpy) from dir under wazero, with the stdlib
+// mounted read-only where the guest looks for it, no environment and no
+// network, and checks that it prints 1.
 func VerifyPython(ctx context.Context, dir string) error {
 	info := PythonStatusAt(dir)
 	if !info.Installed {
 		return errors.New(info.Problem)
 	}
+	prog := verifyProgram(info)
 	wasm, err := os.ReadFile(filepath.Join(dir, "python.wasm"))
 	if err != nil {
 		return err
@@ -424,7 +508,7 @@ func VerifyPython(ctx context.Context, dir string) error {
 	var stdout, stderr bytes.Buffer
 	cfg := wazero.NewModuleConfig().
 		WithName("").
-		WithArgs("python"+pythonMinor, "-c", "print(1)").
+		WithArgs("python"+pythonMinor, "-c", prog).
 		WithStdout(&stdout).
 		WithStderr(&stderr).
 		WithFSConfig(wazero.NewFSConfig().WithReadOnlyDirMount(filepath.Join(dir, "lib", "python"+pythonMinor), pythonGuestLib))
@@ -437,13 +521,13 @@ func VerifyPython(ctx context.Context, dir string) error {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("no answer within 2 minutes: %w", ctx.Err())
 		}
-		return fmt.Errorf("python -c 'print(1)': %v%s", err, tail(stderr.String()))
+		return fmt.Errorf("python -c '%s': %v%s", prog, err, tail(stderr.String()))
 	}
 	if got := stdout.String(); got != "1\n" {
-		return fmt.Errorf("python -c 'print(1)' printed %q, want \"1\\n\"%s", got, tail(stderr.String()))
+		return fmt.Errorf("python -c '%s' printed %q, want \"1\\n\"%s", prog, got, tail(stderr.String()))
 	}
 	if s := strings.TrimSpace(stderr.String()); s != "" {
-		return fmt.Errorf("python -c 'print(1)' wrote to stderr:%s", tail(s))
+		return fmt.Errorf("python -c '%s' wrote to stderr:%s", prog, tail(s))
 	}
 	return nil
 }

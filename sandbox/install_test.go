@@ -7,8 +7,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -73,7 +75,7 @@ func fakePython(t *testing.T, dir, out, version string) {
 		"lib/python3.13/json/decoder.pyc":       "json",
 	}
 	if version != "" {
-		files["VERSION"] = "version=" + version + "\nsource_sha256=abc\n"
+		files["VERSION"] = fmt.Sprintf("version=%s\nbuild_revision=%d\npackages=python %s, numpy 2.2.4\nsource_sha256=abc\n", version, pythonBuildRevision, version)
 	}
 	for name, body := range files {
 		p := filepath.Join(dir, filepath.FromSlash(name))
@@ -328,5 +330,71 @@ func TestInstalledPythonRuns(t *testing.T) {
 	}
 	if info.WasmBytes < 1<<20 || info.StdlibFiles < 100 {
 		t.Errorf("a copy of the real build looks too small: %+v", info)
+	}
+}
+
+// An installation an older build script made (no numpy) still runs, but
+// is outdated: install replaces it without --force.
+func TestInstallReplacesOutdated(t *testing.T) {
+	tempCache(t)
+	fakePython(t, PythonDir(), "1\n", PythonVersion)
+	if err := os.WriteFile(filepath.Join(PythonDir(), "VERSION"), []byte("version="+PythonVersion+"\nsource_sha256=abc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	info := PythonStatus()
+	if !info.Installed || !strings.Contains(info.Outdated, "no numpy") || info.HasPackage("numpy") {
+		t.Fatalf("a revision 1 installation: %+v", info)
+	}
+	if want := []Package{{"python", PythonVersion}}; !reflect.DeepEqual(info.Packages, want) {
+		t.Errorf("packages %v, want %v", info.Packages, want)
+	}
+	src := t.TempDir()
+	fakePython(t, src, "1\n", PythonVersion)
+	var out bytes.Buffer
+	if _, err := InstallPython(context.Background(), InstallOptions{From: src, Stdout: &out}); err != nil {
+		t.Fatalf("install: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "is outdated") {
+		t.Errorf("install output %q does not say why it replaced the installation", out.String())
+	}
+	info = PythonStatus()
+	if info.Outdated != "" || !info.HasPackage("numpy") {
+		t.Errorf("after install: %+v", info)
+	}
+	if want := []Package{{"python", PythonVersion}, {"numpy", "2.2.4"}}; !reflect.DeepEqual(info.Packages, want) {
+		t.Errorf("packages %v, want %v", info.Packages, want)
+	}
+}
+
+// build.sh and install.go agree on the build script's revision.
+func TestBuildScriptRevision(t *testing.T) {
+	if want := fmt.Sprintf("\nBUILD_REVISION=%d\n", pythonBuildRevision); !bytes.Contains(pythonBuildScript, []byte(want)) {
+		t.Errorf("build.sh does not set %q", strings.TrimSpace(want))
+	}
+}
+
+// An installation that lists numpy must import it: one whose numpy files
+// are missing fails the check that install runs before swapping it in.
+func TestVerifyPythonImportsNumpy(t *testing.T) {
+	info := PythonStatusAt(realPythonDir)
+	if !info.Installed || !info.HasPackage("numpy") {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must run this with numpy installed: %s %s", info.Problem, info.Outdated)
+		}
+		t.Skipf("no Python for WASI with numpy installed (%s%s)", info.Problem, info.Outdated)
+	}
+	if err := VerifyPython(context.Background(), realPythonDir); err != nil {
+		t.Fatalf("the installed python does not import numpy: %v", err)
+	}
+	broken := t.TempDir()
+	if err := copyPythonDir(realPythonDir, broken); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(broken, "lib", "python3.13", "numpy")); err != nil {
+		t.Fatal(err)
+	}
+	err := VerifyPython(context.Background(), broken)
+	if err == nil || !strings.Contains(err.Error(), "import numpy") || !strings.Contains(err.Error(), "No module named 'numpy'") {
+		t.Errorf("without numpy's files: %v", err)
 	}
 }

@@ -9,14 +9,31 @@ import (
 // a growth past limit fails here, where the host sees it. A refused growth
 // is what makes a run's end memory_limit; the guest saying so (a
 // MemoryError, "fatal error: out of memory" on stderr) is not enough.
+//
+// With an image, the memory starts as the image's (a snapshot, see
+// snapshot.go), its pages counted against limit like any other.
 type guestMemory struct {
 	limit   uint64
 	refused bool
+	image   *pythonImage
 }
 
 func (a *guestMemory) Allocate(capacity, max uint64) experimental.LinearMemory {
 	most := min(max, a.limit)
-	return &linearMemory{owner: a, most: most, buf: reserve(most)}
+	buf := reserve(most)
+	if a.image != nil {
+		if a.image.size > most {
+			// The image alone is over the limit: the module's minimum,
+			// its size, is refused, and the run ends memory_limit.
+			return &linearMemory{owner: a}
+		}
+		var err error
+		if buf, err = loadImage(buf, most, a.image); err != nil {
+			release(buf)
+			return &linearMemory{owner: a}
+		}
+	}
+	return &linearMemory{owner: a, most: most, buf: buf}
 }
 
 // linearMemory is one guest memory: buf's length is its size, and it may

@@ -16,3 +16,12 @@ func resize(b []byte, size, most uint64) ([]byte, bool) {
 }
 
 func release([]byte) {}
+
+// loadImage copies the image's memory: without mmap there is no sharing.
+func loadImage(buf []byte, most uint64, img *pythonImage) ([]byte, error) {
+	b, _ := resize(buf, img.size, most)
+	if _, err := img.file.ReadAt(b, imageHeaderSize); err != nil {
+		return buf, err
+	}
+	return b, nil
+}

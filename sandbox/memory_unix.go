@@ -2,7 +2,12 @@
 
 package sandbox
 
-import "syscall"
+import (
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 // reserve maps most bytes of address space, reserved but not committed:
 // growing commits pages in place. wazero's default allocator copies the
@@ -30,4 +35,19 @@ func release(b []byte) {
 	if cap(b) > 0 {
 		_ = syscall.Munmap(b[:cap(b)])
 	}
+}
+
+// loadImage maps the image's memory over the start of buf, privately: the
+// guest's writes copy the pages they touch and never reach the file, and
+// the pages it only reads are shared with every other call.
+func loadImage(buf []byte, most uint64, img *pythonImage) ([]byte, error) {
+	if cap(buf) == 0 {
+		return buf, syscall.ENOMEM
+	}
+	_, err := unix.MmapPtr(int(img.file.Fd()), imageHeaderSize, unsafe.Pointer(unsafe.SliceData(buf[:1])), uintptr(img.size),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
+	if err != nil {
+		return buf, err
+	}
+	return buf[:img.size], nil
 }

@@ -52,6 +52,7 @@ type host struct {
 	cache   wazero.CompilationCache
 	rt      wazero.Runtime
 	modules map[string]wazero.CompiledModule // by path
+	images  map[string]imageResult           // by Python directory
 	// closeOnDone makes wazero check the context in the guest's loops. The
 	// workers run without it (they are killed at the deadline instead);
 	// BenchmarkCancellationDesign measures what it would cost.
@@ -154,52 +155,52 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 	if err := h.runtime(ctx, j.CacheDir); err != nil {
 		return nil, err.Error()
 	}
-	modPath := j.Module
-	fsConfig := wazero.NewFSConfig()
-	args := []string{"guest"}
+	mem := &guestMemory{limit: uint64(j.MemoryMB) << 20}
+	cfg := wazero.NewModuleConfig().WithName("").WithArgs("guest")
+	modPath, entry := j.Module, ""
 	if j.Language == Python {
 		wasm, stdlib, problem := pythonLayout(j.PythonDir)
 		if problem != "" {
 			return nil, "Python for WASI is not installed (" + problem + "): run flowrun sandbox install python"
 		}
-		modPath = wasm
-		fsConfig = fsConfig.WithReadOnlyDirMount(stdlib, pythonGuestLib)
-		args = pythonArgs
-	}
-	compiled, err := h.compile(ctx, modPath)
-	if err != nil {
-		if j.Language == Wasm {
-			return &report{Error: &Error{Class: errclass.CompileError, Message: fmt.Sprintf("loading module %s: %v", filepath.Base(modPath), err)}}, ""
+		modPath, cfg = wasm, pythonModuleConfig(stdlib)
+		// An image that cannot be made leaves the cold start: slower, and
+		// the same to the code.
+		if img, _ := h.pythonImage(ctx, j.PythonDir, j.CacheDir); img != nil {
+			modPath, entry, mem.image = "", "flowrun_call", img
 		}
-		return nil, fmt.Sprintf("compiling %s: %v", modPath, err)
+	}
+	var compiled wazero.CompiledModule
+	if mem.image != nil {
+		compiled = mem.image.module
+		cfg = cfg.WithStartFunctions()
+	} else {
+		var err error
+		if compiled, err = h.compile(ctx, modPath); err != nil {
+			if j.Language == Wasm {
+				return &report{Error: &Error{Class: errclass.CompileError, Message: fmt.Sprintf("loading module %s: %v", filepath.Base(modPath), err)}}, ""
+			}
+			return nil, fmt.Sprintf("compiling %s: %v", modPath, err)
+		}
+		cfg = cfg.WithStartFunctions("_start")
 	}
 	stdout := &cappedBuffer{limit: 2*j.MaxOutput + 4096} // the user's output, then the result envelope
 	stderr := &cappedBuffer{limit: j.MaxOutput}
-	cfg := wazero.NewModuleConfig().
-		WithName("").
-		WithArgs(args...).
-		WithStdin(bytes.NewReader(j.Stdin)).
-		WithStdout(stdout).
-		WithStderr(stderr).
-		WithFSConfig(fsConfig).
-		WithStartFunctions("_start")
-	// No WithEnv, WithSysWalltime, WithSysNanotime or WithRandSource: the
-	// guest gets no environment, a fixed clock and a fixed random source.
-	mem := &guestMemory{limit: uint64(j.MemoryMB) << 20}
+	cfg = cfg.WithStdin(bytes.NewReader(j.Stdin)).WithStdout(stdout).WithStderr(stderr)
 	// No garbage collection while the guest runs: a collection stops every
 	// goroutine, which a guest spinning in compiled code never lets it do,
 	// and the worker would freeze, unable even to exit when its parent
 	// goes (see readJobs). serve's memory limit still bounds the heap.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	started()
-	runErr := instantiate(experimental.WithMemoryAllocator(ctx, mem), h.rt, compiled, cfg)
+	runErr := instantiate(experimental.WithMemoryAllocator(ctx, mem), h.rt, compiled, cfg, entry)
 	return outcome(j, runErr, mem.refused, stdout, stderr), ""
 }
 
-// instantiate runs the module's start function, turning a panic from a
-// capped writer (or from wazero, when a memory could not be allocated) into
-// an error.
-func instantiate(ctx context.Context, rt wazero.Runtime, compiled wazero.CompiledModule, cfg wazero.ModuleConfig) (err error) {
+// instantiate runs the module's start function, then entry when not empty,
+// turning a panic from a capped writer (or from wazero, when a memory could
+// not be allocated) into an error.
+func instantiate(ctx context.Context, rt wazero.Runtime, compiled wazero.CompiledModule, cfg wazero.ModuleConfig, entry string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if e, ok := r.(error); ok && errors.Is(e, errOutputLimit) {
@@ -211,7 +212,10 @@ func instantiate(ctx context.Context, rt wazero.Runtime, compiled wazero.Compile
 	}()
 	mod, err := rt.InstantiateModule(ctx, compiled, cfg)
 	if mod != nil {
-		_ = mod.Close(ctx)
+		defer mod.Close(ctx)
+	}
+	if err == nil && entry != "" {
+		_, err = mod.ExportedFunction(entry).Call(ctx)
 	}
 	return err
 }

@@ -170,7 +170,16 @@ func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 			p["wasm_bytes"] = py.WasmBytes
 			p["stdlib_bytes"] = py.StdlibBytes
 			p["stdlib_files"] = py.StdlibFiles
+			p["snapshot"] = py.Snapshot
 			p["manifest"] = py.Manifest
+			pk := map[string]string{}
+			for _, x := range py.Packages {
+				pk[x.Name] = x.Version
+			}
+			p["packages"] = pk
+			if py.Outdated != "" {
+				p["outdated"] = py.Outdated
+			}
 		}
 		if verified != "" {
 			p["verify"] = verified
@@ -189,6 +198,19 @@ func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintf(stdout, "python %s: installed in %s\n", sandbox.PythonVersion, py.Dir)
 		fmt.Fprintf(stdout, "  python.wasm  %s\n", humanBytes(py.WasmBytes))
 		fmt.Fprintf(stdout, "  stdlib       %s in %d files\n", humanBytes(py.StdlibBytes), py.StdlibFiles)
+		pk := make([]string, len(py.Packages))
+		for i, x := range py.Packages {
+			pk[i] = x.Name + " " + x.Version
+		}
+		fmt.Fprintf(stdout, "  packages     %s\n", strings.Join(pk, ", "))
+		if py.Outdated != "" {
+			fmt.Fprintf(stdout, "  outdated     %s: run flowrun sandbox install python\n", py.Outdated)
+		}
+		if py.Snapshot {
+			fmt.Fprintln(stdout, "  calls        start from a pre-initialised interpreter (python-snapshot.wasm)")
+		} else {
+			fmt.Fprintln(stdout, "  calls        start CPython each time (no python-snapshot.wasm): run flowrun sandbox install python --force for warm calls")
+		}
 		if s := py.Manifest["source_sha256"]; s != "" {
 			fmt.Fprintf(stdout, "  source       sha256 %s\n", s)
 		}

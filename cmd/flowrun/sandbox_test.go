@@ -154,3 +154,87 @@ func TestHardening12SandboxExportCLI(t *testing.T) {
 		t.Fatalf("install of the real export: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
 }
+
+// status lists the installation's packages, and says when it predates
+// numpy and what rebuilds it.
+func TestSandboxStatusPackages(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	dir := sandbox.PythonDir()
+	for name, body := range map[string]string{
+		"python.wasm":           "\x00asm",
+		"lib/python3.13/os.pyc": "os",
+		"VERSION":               "version=3.13.5\nsource_sha256=abc\n",
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, stdout, _ := flowrun(t, "sandbox", "status")
+	if !strings.Contains(stdout, "packages     python 3.13.5\n") || !strings.Contains(stdout, "outdated") || !strings.Contains(stdout, "no numpy: run flowrun sandbox install python") {
+		t.Errorf("a revision 1 installation:\n%s", stdout)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "VERSION"), []byte("version=3.13.5\nbuild_revision=3\npackages=python 3.13.5, numpy 2.2.4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stdout, _ = flowrun(t, "sandbox", "status")
+	if !strings.Contains(stdout, "packages     python 3.13.5, numpy 2.2.4\n") || strings.Contains(stdout, "outdated") {
+		t.Errorf("a current installation:\n%s", stdout)
+	}
+	_, stdout, _ = flowrun(t, "sandbox", "status", "--json")
+	var st struct {
+		Python struct {
+			Packages map[string]string `json:"packages"`
+		} `json:"python"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil || st.Python.Packages["numpy"] != "2.2.4" {
+		t.Errorf("--json packages: %v %s", err, stdout)
+	}
+}
+
+// TestSandboxStatusSaysHowCallsStart: an installation without the reactor
+// build runs every call cold, and status says so and how to change it.
+func TestSandboxStatusSaysHowCallsStart(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	dir := sandbox.PythonDir()
+	stdlib := filepath.Join(dir, "lib", "python3.13")
+	if err := os.MkdirAll(stdlib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(dir, "python.wasm"), filepath.Join(stdlib, "os.pyc")} {
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		snapshot bool
+		want     string
+	}{
+		{false, "start CPython each time (no python-snapshot.wasm): run flowrun sandbox install python --force"},
+		{true, "start from a pre-initialised interpreter"},
+	} {
+		if tc.snapshot {
+			if err := os.WriteFile(filepath.Join(dir, "python-snapshot.wasm"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code, stdout, stderr := flowrun(t, "sandbox", "status")
+		if code != exitOK || !strings.Contains(stdout, tc.want) {
+			t.Errorf("snapshot %v: exit %d\nstdout %s\nstderr %s", tc.snapshot, code, stdout, stderr)
+		}
+		_, stdout, _ = flowrun(t, "sandbox", "status", "--json")
+		var st struct {
+			Python struct {
+				Snapshot bool `json:"snapshot"`
+			} `json:"python"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &st); err != nil || st.Python.Snapshot != tc.snapshot {
+			t.Errorf("snapshot %v: --json says %+v (%v): %s", tc.snapshot, st, err, stdout)
+		}
+	}
+}

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Build CPython for WASI (python.wasm plus a stdlib of .pyc files) for
-# flowrun's sandbox, reproducibly, on a Debian 12 (bookworm) machine with apt.
+# Build CPython for WASI (python.wasm plus a stdlib of .pyc files), with
+# numpy linked in, for flowrun's sandbox, reproducibly, on a Debian 12
+# (bookworm) machine with apt.
 #
 # Usage: build.sh OUTDIR
 #
 # OUTDIR must not exist or be empty. It receives:
-#   python.wasm            the interpreter, stripped
-#   lib/python3.13/        the standard library as .pyc files (no sources)
+#   python.wasm            the interpreter with numpy's extension modules
+#                          built in, stripped
+#   python-snapshot.wasm   the same as a reactor entered at flowrun_snapshot.c's
+#                          flowrun_init and flowrun_call (the file must sit
+#                          beside this script), stripped
+#   lib/python3.13/        the standard library and numpy as .pyc files (no
+#                          sources)
 #   VERSION                version, source sha256, build date, toolchain
 #
 # The guest finds its stdlib, with no environment, when OUTDIR/lib/python3.13
@@ -20,11 +26,16 @@
 # FLOWRUN_PYTHON_TARBALL=/path/to/python3.13_3.13.5.orig.tar.xz (or
 # Python-3.13.5.tar.xz: the same file).
 #
-# Toolchain: bookworm's clang and lld 14, llvm, wasi-libc and
-# libclang-rt-14-dev-wasm32, installed if missing (needs root or sudo).
+# numpy and Cython: see numpy_build below.
+#
+# Toolchain: bookworm's clang and lld 14, llvm, wasi-libc,
+# libclang-rt-14-dev-wasm32, and for numpy libc++/libc++abi for wasm32 and
+# ninja, installed if missing (needs root or sudo).
 #
 # Environment:
 #   FLOWRUN_PYTHON_TARBALL  use this source tarball instead of apt-get source
+#   FLOWRUN_NUMPY_TARBALL   use this numpy source archive instead of PyPI's
+#   FLOWRUN_CYTHON_TARBALL  use this Cython source archive instead of PyPI's
 #   FLOWRUN_BUILD_DIR       scratch directory, kept (default: a new one under
 #                           TMPDIR, removed on success or when stopped, kept
 #                           for inspection on failure)
@@ -38,7 +49,12 @@ SRC_TARBALL=python3.13_${PY_VERSION}.orig.tar.xz
 SRC_SHA256=93e583f243454e6e9e4588ca2c2662206ad961659863277afcdb96801647d640
 DEB_SRC_SUITE=trixie
 DEB_SRC_ENTRY=/etc/apt/sources.list.d/flowrun-python-build-${DEB_SRC_SUITE}-src.sources
-PACKAGES=(clang lld llvm wasi-libc libclang-rt-14-dev-wasm32 gcc libc6-dev make xz-utils)
+PACKAGES=(clang lld llvm wasi-libc libclang-rt-14-dev-wasm32 gcc libc6-dev make xz-utils
+  libc++-14-dev-wasm32 libc++abi-14-dev-wasm32 ninja-build curl ca-certificates)
+# Recorded in VERSION; sandbox/install.go's pythonBuildRevision must match.
+# An installation with an older revision is rebuilt by flowrun sandbox
+# install python. 2: numpy; 3: python-snapshot.wasm.
+BUILD_REVISION=3
 PREFIX=/usr/local
 # Removed from the stdlib: tests, the GUI, pip's bootstrap, and packages that
 # cannot work in WASI: their C parts are not built for it (curses, sqlite3,
@@ -51,6 +67,345 @@ TRIM=(
   __phello__ site-packages
 )
 
+# ---------------------------------------------------------------------------
+# numpy, statically linked into python.wasm.
+#
+# WASI has no dynamic loading, so numpy's extension modules are compiled to
+# objects with numpy's own meson build (its vendored fork: numpy 2.x needs
+# its features module) and linked into the interpreter, each registered as
+# a built-in module under its dotted name (BuiltinImporter answers for
+# submodules too). Cython runs from its source tree as pure Python.
+#
+# Sources, each checked against a pinned sha256: the release archives
+# published on PyPI (Debian's numpy source package strips vendored-meson),
+# or a local copy named by FLOWRUN_NUMPY_TARBALL / FLOWRUN_CYTHON_TARBALL,
+# which may also be an archive of the release's git tag with its submodules.
+
+NUMPY_VERSION=2.2.4
+NUMPY_URL=https://files.pythonhosted.org/packages/source/n/numpy/numpy-$NUMPY_VERSION.tar.gz
+# The PyPI sdist, then an archive of the v2.2.4 tag with its submodules.
+NUMPY_SHA256S=(
+  9ba03692a45d3eef66559efe1d1096c4b9b75c0986b5dff5530c378fb8331d4f
+  90ad853e92a045b27b8fd01fa79efb605a69c0a15dfa2efe1b16f0119c582735
+)
+CYTHON_VERSION=3.0.11
+CYTHON_URL=https://files.pythonhosted.org/packages/source/c/cython/cython-$CYTHON_VERSION.tar.gz
+CYTHON_SHA256S=(
+  7146dd2af8682b4ca61331851e6aebce9fe5158e75300343f80c07ca80b1faff
+  b6f9c0a0ee898481863b809e8271bd744fc03e86ab59ba560a55e88202be39ce
+)
+# Built-in modules (dotted name, init function) and where meson leaves the
+# objects of each. Left out: numpy's test-only extensions and _simd.
+NUMPY_MODULES=(
+  "numpy._core._multiarray_umath PyInit__multiarray_umath"
+  "numpy.linalg._umath_linalg PyInit__umath_linalg"
+  "numpy.linalg.lapack_lite PyInit_lapack_lite"
+  "numpy.fft._pocketfft_umath PyInit__pocketfft_umath"
+  "numpy.random._common PyInit__common"
+  "numpy.random.bit_generator PyInit_bit_generator"
+  "numpy.random._bounded_integers PyInit__bounded_integers"
+  "numpy.random._mt19937 PyInit__mt19937"
+  "numpy.random._philox PyInit__philox"
+  "numpy.random._pcg64 PyInit__pcg64"
+  "numpy.random._sfc64 PyInit__sfc64"
+  "numpy.random._generator PyInit__generator"
+  "numpy.random.mtrand PyInit_mtrand"
+)
+# numpy's own tests kept in the installation, so that the sandbox's tests
+# can run them in the guest (the rest of numpy's tests are removed).
+NUMPY_KEPT_TESTS=(
+  _core/tests/_natype.py # numpy.testing imports it
+  _core/tests/test_shape_base.py
+  lib/tests/__init__.py
+  lib/tests/test_arraypad.py
+  lib/tests/test_arraysetops.py
+  lib/tests/test_shape_base.py
+  lib/tests/test_index_tricks.py
+)
+
+# What relink_python adds to the interpreter: objects, archives and linker
+# flags appended to CPython's own link command, and built-in modules as
+# "dotted.name PyInit_function" pairs. Each step appends its own.
+PYTHON_LINK_EXTRA=()
+INITTAB=()
+
+# fetch_checked NAME URL VAR SHA256...: sets FETCHED to a source archive
+# whose sha256 is one of those given: the file named by the environment
+# variable VAR when set, else the one downloaded from URL.
+fetch_checked() {
+  local name=$1 url=$2 var=$3 file got want
+  shift 3
+  file=${!var:-}
+  if [ -n "$file" ]; then
+    [ -f "$file" ] || die "$var=$file: no such file"
+    say "$name source from $var: $file"
+  else
+    file=$WORK/src/${url##*/}
+    say "downloading $url"
+    curl -fsSL --retry 3 -o "$file" "$url" ||
+      die "downloading $url failed; fetch it another way (sha256 $1) and set $var to its path"
+  fi
+  got=$(sha256sum "$file" | cut -d' ' -f1)
+  for want in "$@"; do
+    if [ "$got" = "$want" ]; then
+      say "sha256 ok: $got"
+      FETCHED=$file
+      return
+    fi
+  done
+  die "sha256 mismatch for $file: got $got, want one of: $*"
+}
+
+# unpack ARCHIVE DIR: sets UNPACKED to the single top-level directory of
+# ARCHIVE, extracted into the new directory DIR.
+unpack() {
+  mkdir -p "$2"
+  tar -xf "$1" -C "$2" || die "cannot extract $1"
+  local top=("$2"/*)
+  [ ${#top[@]} = 1 ] && [ -d "${top[0]}" ] || die "$1: expected one top-level directory"
+  UNPACKED=${top[0]}
+}
+
+# numpy_patch SRC DIR: the changes numpy 2.2.4 needs for wasm32-wasi. Each
+# checks that it applied, so a new numpy version fails here, not later.
+numpy_patch() {
+  local src=$1 dir=$2 f
+  # npy_cpu.h knows wasm only as __EMSCRIPTEN__ ("#error Unknown CPU");
+  # numpy fixed it the same way upstream (PR 29053).
+  f=$src/numpy/_core/include/numpy/npy_cpu.h
+  sed -i 's/^#elif defined(__EMSCRIPTEN__)$/#elif defined(__EMSCRIPTEN__) || defined(__wasm__)/' "$f"
+  grep -q 'defined(__wasm__)' "$f" || die "patching $f failed"
+  # mtrand compiles its own copy of distributions.c with NP_RANDOM_LEGACY
+  # (where RAND_INT_TYPE is long, not int64_t). In separate shared
+  # libraries that is harmless; linked into one binary the two copies'
+  # symbols collide and the wrong ABI gets called (Generator.poisson
+  # crashes). Rename the legacy copy's symbols in mtrand's C files only.
+  f=$src/numpy/random/meson.build
+  sed -i "s|\['-DNP_RANDOM_LEGACY=1'\], \[npymath_lib\]|['-DNP_RANDOM_LEGACY=1', '-include', '$dir/legacy-names.h'], [npymath_lib]|" "$f"
+  grep -q 'legacy-names.h' "$f" || die "patching $f failed"
+  # libc++ built without threads has no <shared_mutex>; numpy's C++ only
+  # takes its locks, and the interpreter runs a single thread.
+  mkdir -p "$dir/compat"
+  cat >"$dir/compat/shared_mutex" <<'EOF'
+// flowrun: a lock-free std::shared_mutex for a single-threaded wasm32 build.
+#pragma once
+namespace std {
+class shared_mutex {
+ public:
+  void lock() {}
+  bool try_lock() { return true; }
+  void unlock() {}
+  void lock_shared() {}
+  bool try_lock_shared() { return true; }
+  void unlock_shared() {}
+};
+}  // namespace std
+EOF
+}
+
+numpy_build() {
+  local nb=$WORK/numpy np cy pybuilddir sysconfigdata obj
+  mkdir -p "$nb"
+  fetch_checked numpy "$NUMPY_URL" FLOWRUN_NUMPY_TARBALL "${NUMPY_SHA256S[@]}"
+  NUMPY_SOURCE=$FETCHED
+  NUMPY_SOURCE_SHA256=$(sha256sum "$FETCHED" | cut -d' ' -f1)
+  unpack "$FETCHED" "$nb/src"
+  np=$UNPACKED
+  NUMPY_SRC=$np
+  fetch_checked Cython "$CYTHON_URL" FLOWRUN_CYTHON_TARBALL "${CYTHON_SHA256S[@]}"
+  CYTHON_SOURCE_SHA256=$(sha256sum "$FETCHED" | cut -d' ' -f1)
+  unpack "$FETCHED" "$nb/cython-src"
+  cy=$UNPACKED
+  [ -f "$np/vendored-meson/meson/meson.py" ] || die "$NUMPY_SOURCE has no vendored-meson/meson (numpy's meson fork is required)"
+  [ -f "$cy/cython.py" ] || die "$FETCHED has no cython.py"
+  grep -q "^version = \"$NUMPY_VERSION\"" "$np/pyproject.toml" || die "$NUMPY_SOURCE is not numpy $NUMPY_VERSION"
+  numpy_patch "$np" "$nb"
+
+  # meson asks "python" about the host: the native build-python answering
+  # with the WASI build's configuration (sizes, pyconfig.h, includes).
+  pybuilddir=$(cat "$WORK/build-wasi/pybuilddir.txt")
+  sysconfigdata=$(cd "$WORK/build-wasi/$pybuilddir" && ls _sysconfigdata_*.py)
+  cat >"$nb/host-python" <<EOF
+#!/bin/sh
+export _PYTHON_SYSCONFIGDATA_NAME=${sysconfigdata%.py}
+export _PYTHON_PROJECT_BASE=$WORK/build-wasi
+export _PYTHON_HOST_PLATFORM=wasi-wasm32
+export PYTHONPATH=$WORK/build-wasi/$pybuilddir
+exec $BUILD_PYTHON "\$@"
+EOF
+  printf '#!/bin/sh\nexec %s %s "$@"\n' "$BUILD_PYTHON" "$cy/cython.py" >"$nb/cython-run"
+  chmod +x "$nb/host-python" "$nb/cython-run"
+  # CPython's pthread stubs use C99 restrict, which C++ lacks.
+  cat >"$nb/wasi.cross" <<EOF
+[binaries]
+c = ['clang', '--target=wasm32-wasi', '--sysroot=$SYSROOT']
+cpp = ['clang++', '--target=wasm32-wasi', '--sysroot=$SYSROOT']
+ar = 'llvm-ar'
+strip = 'llvm-strip'
+python = '$nb/host-python'
+pkg-config = 'false'
+
+[properties]
+needs_exe_wrapper = true
+skip_sanity_check = true
+longdouble_format = 'IEEE_QUAD_LE'
+
+[built-in options]
+c_args = ['-ffile-prefix-map=$WORK=/flowrun-build']
+cpp_args = ['-ffile-prefix-map=$WORK=/flowrun-build', '-Drestrict=__restrict', '-isystem', '$nb/compat']
+
+[host_machine]
+system = 'wasi'
+cpu_family = 'wasm32'
+cpu = 'wasm32'
+endian = 'little'
+EOF
+  printf "[binaries]\ncython = '%s'\n" "$nb/cython-run" >"$nb/native.ini"
+
+  say "numpy $NUMPY_VERSION: meson setup"
+  # No BLAS (numpy's f2c lapack_lite instead), no SIMD dispatch, no threads.
+  (cd "$np" && "$BUILD_PYTHON" vendored-meson/meson/meson.py setup "$nb/build" \
+    --cross-file "$nb/wasi.cross" --native-file "$nb/native.ini" \
+    --buildtype=release -Db_ndebug=if-release \
+    -Dblas=none -Dlapack=none -Dallow-noblas=true \
+    -Ddisable-svml=true -Ddisable-highway=true -Ddisable-intel-sort=true \
+    -Ddisable-threading=true -Ddisable-optimization=true \
+    -Dcpu-baseline=none -Dcpu-dispatch=none) >"$nb/setup.log" 2>&1 ||
+    { tail -n 40 "$nb/setup.log" >&2; die "numpy meson setup failed (log: $nb/setup.log)"; }
+
+  say "numpy: building libnpyrandom, then the legacy copy's renames"
+  ninja -C "$nb/build" numpy/random/libnpyrandom.a >"$nb/ninja.log" 2>&1 ||
+    { tail -n 40 "$nb/ninja.log" >&2; die "numpy build failed (log: $nb/ninja.log)"; }
+  obj=$(find "$nb/build/numpy/random" -path '*libnpyrandom*' -name '*distributions_distributions.c.o')
+  [ -f "$obj" ] || die "no distributions.c object in libnpyrandom"
+  { echo "/* flowrun: mtrand's legacy copy of distributions.c, renamed. */"
+    llvm-nm --defined-only --extern-only -j "$obj" | sed 's/.*/#define & flowrun_legacy_&/'
+  } >"$nb/legacy-names.h"
+  grep -q '#define random_poisson ' "$nb/legacy-names.h" || die "no random_poisson in $obj"
+
+  # Only the objects, static libraries and generated Python files: the
+  # extension modules' shared library links cannot work for wasm32.
+  say "numpy: compiling (ninja, about 10 minutes on 2 cores)"
+  ninja -C "$nb/build" -t targets all | sed -n 's/^\(numpy\/[^:]*\.\(o\|a\|py\)\): .*/\1/p' |
+    grep -Ev '_tests|_simd|_examples' >"$nb/targets" || die "no numpy targets"
+  xargs -a "$nb/targets" ninja -C "$nb/build" >>"$nb/ninja.log" 2>&1 ||
+    { tail -n 40 "$nb/ninja.log" >&2; die "numpy build failed (log: $nb/ninja.log)"; }
+}
+
+# numpy_collect: what numpy_build made, for relink_python (objects,
+# archives, built-in modules) and for the stdlib directory (NUMPY_PY).
+numpy_collect() {
+  local nb=$WORK/numpy m name init base objdir obj f
+  for m in "${NUMPY_MODULES[@]}"; do
+    read -r name init <<<"$m"
+    base=${name//.//}
+    objdir=$(ls -d "$nb/build/$base".*.p 2>/dev/null | head -n1)
+    [ -d "$objdir" ] || die "no objects for $name (looked for $nb/build/$base.*.p)"
+    if [ "$name" = numpy.linalg.lapack_lite ]; then
+      # Its f2c LAPACK objects are the same as _umath_linalg's.
+      PYTHON_LINK_EXTRA+=("$objdir/lapack_litemodule.c.o")
+    else
+      while IFS= read -r obj; do PYTHON_LINK_EXTRA+=("$obj"); done < <(find "$objdir" -name '*.o' | sort)
+    fi
+    INITTAB+=("$name $init")
+  done
+  # pocketfft's C++ throws on failed allocations; the wasm32 libc++abi has
+  # no exception support, so a throw stops the guest with this message.
+  cat >"$nb/cxa_throw.c" <<'EOF'
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static void no_exceptions(void) {
+  fputs("numpy: a C++ exception was thrown, and WASI builds cannot catch one\n", stderr);
+  abort();
+}
+void *__cxa_allocate_exception(size_t size) { (void)size; no_exceptions(); return NULL; }
+void __cxa_throw(void *e, void *type, void (*dtor)(void *)) { (void)e; (void)type; (void)dtor; no_exceptions(); }
+EOF
+  clang --target=wasm32-wasi --sysroot="$SYSROOT" -O2 -c -o "$nb/cxa_throw.o" "$nb/cxa_throw.c" ||
+    die "compiling $nb/cxa_throw.c failed"
+  PYTHON_LINK_EXTRA+=("$nb/cxa_throw.o")
+  # The archives _multiarray_umath links (its mtargets archive holds the
+  # objects of the per-CPU-feature ones); wasm-ld 14 has no --start-group:
+  # listing them twice resolves their references to each other.
+  local archives=("$nb/build/numpy/_core/lib_multiarray_umath_mtargets.a" "$nb/build/numpy/_core/libnpymath.a"
+    "$nb/build/numpy/random/libnpyrandom.a")
+  for obj in "${archives[@]}"; do [ -f "$obj" ] || die "numpy build made no $obj"; done
+  PYTHON_LINK_EXTRA+=("${archives[@]}" "${archives[@]}" -lc++ -lc++abi -lc-printscan-long-double -lm)
+
+  say "numpy: Python files"
+  "$BUILD_PYTHON" "$NUMPY_SRC/vendored-meson/meson/meson.py" install -C "$nb/build" --no-rebuild \
+    --tags python-runtime --destdir "$nb/install" >"$nb/install.log" 2>&1 ||
+    { tail -n 40 "$nb/install.log" >&2; die "numpy meson install failed (log: $nb/install.log)"; }
+  NUMPY_PY=$(find "$nb/install" -type d -name numpy -path '*-packages/numpy' | head -n1)
+  [ -f "$NUMPY_PY/__init__.py" ] && [ -f "$NUMPY_PY/version.py" ] || die "meson install left no numpy/__init__.py and version.py"
+  rm -rf "$NUMPY_PY/f2py" "$NUMPY_PY/_pyinstaller" "$NUMPY_PY/distutils"
+  find "$NUMPY_PY" -depth -type d -name tests -exec rm -rf {} +
+  find "$NUMPY_PY" -type f ! -name '*.py' ! -name 'LICENSE*' -delete
+  for f in "${NUMPY_KEPT_TESTS[@]}"; do
+    mkdir -p "$(dirname "$NUMPY_PY/$f")"
+    cp "$NUMPY_SRC/numpy/$f" "$NUMPY_PY/$f"
+  done
+  # The build configuration numpy.show_config() prints names the scratch
+  # directory: map it, as for the interpreter.
+  sed -i "s|$WORK|/flowrun-build|g" "$NUMPY_PY/__config__.py"
+}
+
+# relink_python OUT [ENTRY_C]: links the interpreter into OUT with CPython's
+# own link command, plus PYTHON_LINK_EXTRA and a Modules/config.c listing
+# INITTAB. With ENTRY_C, that file takes Programs/python.c's place (compiled
+# with its command) and OUT is a reactor (-mexec-model=reactor): no main,
+# entered at the functions ENTRY_C exports.
+# Fails on any symbol defined twice among the objects and archives linked:
+# wasm-ld would silently take one, whatever its signature.
+relink_python() {
+  local out=$1 entry_c=${2:-} bw=$WORK/build-wasi dir=$WORK/link entry name init compile link
+  mkdir -p "$dir"
+  {
+    sed '/ADDMODULE MARKER 1/q' "$bw/Modules/config.c"
+    for entry in "${INITTAB[@]}"; do read -r name init <<<"$entry"; echo "extern PyObject* $init(void);"; done
+    sed -n '/ADDMODULE MARKER 1/,/ADDMODULE MARKER 2/{/ADDMODULE MARKER 1/d;p}' "$bw/Modules/config.c" | sed '$d'
+    for entry in "${INITTAB[@]}"; do read -r name init <<<"$entry"; echo "    {\"$name\", $init},"; done
+    sed -n '/ADDMODULE MARKER 2/,$p' "$bw/Modules/config.c"
+  } >"$dir/config.c"
+  [ "$(grep -c 'PyInit_' "$dir/config.c")" -ge $(( $(grep -c 'PyInit_' "$bw/Modules/config.c") + 2 * ${#INITTAB[@]} )) ] ||
+    die "generating $dir/config.c failed"
+  compile=$(make -C "$bw" -s -n -W Modules/config.c Modules/config.o | grep -- '-o Modules/config.o Modules/config.c$') ||
+    die "no compile command for Modules/config.o in $bw"
+  link=$(make -C "$bw" -s -n -W Programs/python.o python.wasm | grep -- ' -o python.wasm ') ||
+    die "no link command for python.wasm in $bw"
+  compile=${compile/-o Modules\/config.o Modules\/config.c/-o $dir/config.o $dir/config.c}
+  link=${link/ -o python.wasm / -o $out }
+  link=${link/ Modules\/config.o / $dir/config.o }
+  (cd "$bw" && eval "$compile") || die "compiling $dir/config.c failed"
+  if [ -n "$entry_c" ]; then
+    local main
+    main=$(make -C "$bw" -s -n -W "../src/Python-$PY_VERSION/Programs/python.c" Programs/python.o | grep -F -- '-o Programs/python.o ') ||
+      die "no compile command for Programs/python.o in $bw"
+    main=${main/"-o Programs/python.o ../src/Python-$PY_VERSION/Programs/python.c"/-o $dir/entry.o $entry_c}
+    (cd "$bw" && eval "$main") || die "compiling $entry_c failed"
+    link=${link/ -o $out Programs\/python.o / -mexec-model=reactor -o $out $dir/entry.o }
+    [[ $link == *"$dir/entry.o"* ]] || die "no Programs/python.o in python.wasm's link command"
+  fi
+  local inputs=() w
+  for w in $link "${PYTHON_LINK_EXTRA[@]}"; do
+    case $w in *.o | *.a) inputs+=("$w") ;; esac
+  done
+  local dups
+  dups=$(cd "$bw" && printf '%s\n' "${inputs[@]}" | sort -u | xargs llvm-nm --defined-only --extern-only -P 2>/dev/null |
+    awk '$2 !~ /^[wWvV]$/ {print $1}' | sort | uniq -d)
+  [ -z "$dups" ] || die "symbols defined more than once in the interpreter's link: $(echo $dups | head -c 2000)"
+  say "linking $out"
+  (cd "$bw" && eval "$link \"\${PYTHON_LINK_EXTRA[@]}\"") >"$dir/link.log" 2>&1 ||
+    { tail -n 40 "$dir/link.log" >&2; die "linking $out failed (log: $dir/link.log)"; }
+  if grep -q 'signature mismatch' "$dir/link.log"; then
+    cat "$dir/link.log" >&2
+    die "linking $out: function signature mismatch (log: $dir/link.log)"
+  fi
+}
+
+SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
 started=$(date +%s)
 say() { printf '[python-build %3ds] %s\n' "$(( $(date +%s) - started ))" "$*"; }
 die() { printf 'python-build: %s\n' "$*" >&2; exit 1; }
@@ -209,13 +564,25 @@ make -C "$WORK/build-wasi" -f Makefile -f "$WORK/reproducible.mk" -j"$(nproc)" >
   { tail -n 40 "$WORK/wasi-make.log" >&2; die "WASI make failed (log: $WORK/wasi-make.log)"; }
 [ -f "$WORK/build-wasi/python.wasm" ] || die "WASI make made no python.wasm"
 
-# 5. Assemble OUTDIR in a staging directory.
+# 5. numpy, built for WASI and linked into the interpreter (see numpy_build),
+# and the same interpreter as a WASI reactor entered at flowrun_snapshot.c's
+# flowrun_init and flowrun_call, from which the sandbox makes its
+# pre-initialised snapshot.
+numpy_build
+numpy_collect
+relink_python "$WORK/python.wasm"
+ENTRY_C=$SCRIPT_DIR/flowrun_snapshot.c
+[ -f "$ENTRY_C" ] || die "no $ENTRY_C beside build.sh"
+relink_python "$WORK/python-snapshot.wasm" "$ENTRY_C"
+
+# 6. Assemble OUTDIR in a staging directory.
 STAGE=$WORK/stage
 LIB=$STAGE/lib/python$PY_MINOR
 mkdir -p "$LIB"
-cp "$WORK/build-wasi/python.wasm" "$STAGE/python.wasm"
+cp "$WORK/python.wasm" "$STAGE/python.wasm"
 unstripped=$(stat -c %s "$STAGE/python.wasm")
 llvm-strip "$STAGE/python.wasm"
+llvm-strip -o "$STAGE/python-snapshot.wasm" "$WORK/python-snapshot.wasm"
 say "WASI: stripped python.wasm from $unstripped to $(stat -c %s "$STAGE/python.wasm") bytes"
 
 say "stdlib: copying and trimming"
@@ -233,6 +600,8 @@ mkdir -p "$LIB/site-packages" "$LIB/lib-dynload"
 find "$LIB" -depth -type d \( -name test -o -name tests -o -name idle_test \) -exec rm -rf {} +
 find "$LIB" -depth -type d -name __pycache__ -exec rm -rf {} +
 find "$LIB" -type f \( -name mypy.ini -o -name '*.rst' \) -delete
+# numpy after the trimming, which would take the tests kept on purpose.
+cp -a "$NUMPY_PY" "$LIB/numpy"
 
 say "stdlib: compiling to .pyc"
 # Legacy layout (foo.pyc where foo.py was), so that the sources can go;
@@ -249,15 +618,23 @@ find "$LIB" -depth -type d -empty ! -path "$LIB/site-packages" ! -path "$LIB/lib
 [ -f "$LIB/os.pyc" ] || die "stdlib has no os.pyc"
 
 wasm_sha=$(sha256sum "$STAGE/python.wasm" | cut -d' ' -f1)
+snapshot_sha=$(sha256sum "$STAGE/python-snapshot.wasm" | cut -d' ' -f1)
 cat >"$STAGE/VERSION" <<EOF
 version=$PY_VERSION
+build_revision=$BUILD_REVISION
+packages=python $PY_VERSION, numpy $NUMPY_VERSION
 source=$SRC_TARBALL (Debian $DEB_SRC_SUITE source package $SRC_PACKAGE)
 source_sha256=$SRC_SHA256
 python_wasm_sha256=$wasm_sha
+python_snapshot_wasm_sha256=$snapshot_sha
 prefix=$PREFIX
 stdlib=lib/python$PY_MINOR (.pyc only; mount it read-only at $PREFIX/lib/python$PY_MINOR in the guest)
 trimmed=${TRIM[*]} */test */tests */idle_test mypy.ini *.rst
 toolchain=$(clang --version | head -n1); wasi-libc $(dpkg-query -W -f='${Version}' wasi-libc)
+numpy_source=$(basename "$NUMPY_SOURCE")
+numpy_source_sha256=$NUMPY_SOURCE_SHA256
+cython_source_sha256=$CYTHON_SOURCE_SHA256
+numpy_modules=built in: ${INITTAB[*]%% *}
 build_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 EOF
 

@@ -1,0 +1,216 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flowrun/flowrun/errclass"
+)
+
+// TestWarmCallsShareNothing runs calls one after another on one worker:
+// each starts from the interpreter snapshot, and none sees what an earlier
+// one changed in the interpreter: a global, a module's attribute, the
+// builtins, sys.path, sys.modules; and each sees the same hash seed and
+// random numbers, as documented.
+func TestWarmCallsShareNothing(t *testing.T) {
+	s := New(Options{CacheDir: sharedCache(t), Workers: 1})
+	defer s.Close()
+	needPython(t, s)
+	ctx := context.Background()
+	const leak = `
+import sys, json, builtins, random
+global leaked
+leaked = 1
+json.leaked = 1
+builtins.leaked = 1
+sys.path.append("/leaked")
+sys.modules["leaked"] = json
+`
+	const look = `
+import sys, json, builtins
+import random
+[("leaked" in globals()), hasattr(json, "leaked"), hasattr(builtins, "leaked"), "/leaked" in sys.path, "leaked" in sys.modules, "flowrun_harness" in sys.modules, hash("flowrun"), random.random()]
+`
+	var seeds []any
+	for i := range 3 {
+		res, err := s.Run(ctx, Request{Language: Python, Source: leak + "global r\nr = random.random()"})
+		if err != nil || !res.OK {
+			t.Fatalf("call %d: %v %+v", i, err, res)
+		}
+		res, err = s.Run(ctx, Request{Language: Python, Source: look})
+		if err != nil || !res.OK {
+			t.Fatalf("call %d: %v %+v", i, err, res)
+		}
+		want := []any{false, false, false, false, false, true}
+		got, _ := res.Result.([]any)
+		if len(got) != len(want)+2 {
+			t.Fatalf("result %v", res.Result)
+		}
+		if seeds == nil {
+			seeds = got[len(want):]
+		} else if fmt.Sprint(seeds) != fmt.Sprint(got[len(want):]) {
+			t.Fatalf("call %d sees hash(\"flowrun\") and random.random() = %v, an earlier one %v", i, got[len(want):], seeds)
+		}
+		for k := range want {
+			if got[k] != want[k] {
+				t.Fatalf("call %d after one that changed the interpreter: %v, want %v (the last says the call started from the snapshot)", i, got, want)
+			}
+		}
+	}
+}
+
+// needSnapshot skips (fails on CI) without an installation that has the
+// reactor build.
+func needSnapshot(t *testing.T, s *Sandbox) {
+	t.Helper()
+	needPython(t, s)
+	if !fileExists(filepath.Join(s.opts.PythonDir, snapshotWasm)) {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must test the interpreter snapshot: no %s in %s", snapshotWasm, s.opts.PythonDir)
+		}
+		t.Skipf("no %s in %s: reinstall with flowrun sandbox install python --force", snapshotWasm, s.opts.PythonDir)
+	}
+}
+
+// TestImageFollowsItsSources makes the image of an installation, then
+// changes what it is made from: a corrupt image, another harness, a changed
+// stdlib each make a new one, and nothing else does.
+func TestImageFollowsItsSources(t *testing.T) {
+	s := New(Options{})
+	needSnapshot(t, s)
+	dir := filepath.Join(t.TempDir(), "python")
+	if err := copyPythonDir(s.opts.PythonDir, dir); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	ctx := context.Background()
+	// A new host each time, as a new worker process would be.
+	load := func(what string) string {
+		t.Helper()
+		h := &host{}
+		defer h.close(ctx)
+		if err := h.runtime(ctx, sharedCache(t)); err != nil {
+			t.Fatal(err)
+		}
+		img, err := h.pythonImage(ctx, dir, cache)
+		if err != nil || img == nil {
+			t.Fatalf("%s: image %v, %v", what, img, err)
+		}
+		defer img.file.Close()
+		return img.file.Name()
+	}
+	modTime := func(p string) time.Time {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.ModTime()
+	}
+	first := load("first")
+	made := modTime(first)
+	if again := load("again"); again != first || !modTime(again).Equal(made) {
+		t.Fatalf("the same sources made a new image: %s", again)
+	}
+
+	b, err := os.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 0xff
+	if err := os.WriteFile(first, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := openImage(first, filepath.Base(first[:len(first)-len(".img")])); err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("a corrupt image opened: %v", err)
+	}
+	if again := load("corrupt"); again != first {
+		t.Fatalf("a corrupt image was not remade in place: %s", again)
+	}
+	if _, _, err := openImage(first, filepath.Base(first[:len(first)-len(".img")])); err != nil {
+		t.Fatalf("the remade image: %v", err)
+	}
+
+	defer func(h string) { pythonHarness = h }(pythonHarness)
+	pythonHarness += "\n# another harness\n"
+	old := made.Add(-imageMaxAge - time.Minute)
+	if err := os.Chtimes(first, old, old); err != nil {
+		t.Fatal(err)
+	}
+	harness := load("harness")
+	if harness == first {
+		t.Fatal("a changed harness kept the image")
+	}
+	if _, err := os.Stat(first); !os.IsNotExist(err) {
+		t.Fatalf("an image older than %s was kept when a new one was made: %v", imageMaxAge, err)
+	}
+
+	osPyc := filepath.Join(dir, "lib", "python"+pythonMinor, "os.pyc")
+	if err := os.Chtimes(osPyc, made.Add(time.Hour), made.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if stdlib := load("stdlib"); stdlib == first || stdlib == harness {
+		t.Fatal("a changed stdlib kept the image")
+	}
+}
+
+// TestPoolStartsAtMostWorkers runs more calls at once than the sandbox has
+// workers, as a map with a high max_concurrency does: they queue for the
+// pool's workers, and no more worker processes start than Workers.
+func TestPoolStartsAtMostWorkers(t *testing.T) {
+	var started atomic.Int64
+	s := New(Options{CacheDir: sharedCache(t), Workers: 2, WorkerCommand: func() *exec.Cmd {
+		started.Add(1)
+		return selfWorker()
+	}})
+	defer s.Close()
+	needPython(t, s)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.Run(ctx, Request{Language: Python, Source: "def f(n):\n    return n * n\n", Call: "f", Args: []any{i}})
+			if err == nil && (!res.OK || fmt.Sprint(res.Result) != fmt.Sprint(i*i)) {
+				err = fmt.Errorf("call %d: %+v", i, res)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := started.Load(); n > 2 {
+		t.Fatalf("16 calls at once started %d workers; the pool has 2", n)
+	}
+}
+
+// TestImageCountsTowardTheMemoryLimit: a limit below the image's size (20
+// MiB, CPython's initial memory) refuses the call's memory, as it refuses
+// a cold start's.
+func TestImageCountsTowardTheMemoryLimit(t *testing.T) {
+	s := New(Options{CacheDir: sharedCache(t), Workers: 1})
+	defer s.Close()
+	needSnapshot(t, s)
+	res, err := s.Run(context.Background(), Request{Language: Python, Source: "1", Limits: Limits{MemoryMB: 16}})
+	if err != nil || res.Error == nil || res.Error.Class != errclass.MemoryLimit {
+		t.Fatalf("a 16 MiB limit: %v %+v", err, res)
+	}
+	res, err = s.Run(context.Background(), Request{Language: Python, Source: "1 + 1", Limits: Limits{MemoryMB: 32}})
+	if err != nil || !res.OK || fmt.Sprint(res.Result) != "2" {
+		t.Fatalf("a 32 MiB limit: %v %+v", err, res)
+	}
+}
