@@ -262,7 +262,7 @@ endian = 'little'
 EOF
   printf "[binaries]\ncython = '%s'\n" "$nb/cython-run" >"$nb/native.ini"
 
-  say "numpy $NUMPY_VERSION: meson setup"
+  say "numpy $NUMPY_VERSION: meson setup (next: compiling numpy)"
   # No BLAS (numpy's f2c lapack_lite instead), no SIMD dispatch, no threads.
   (cd "$np" && "$BUILD_PYTHON" vendored-meson/meson/meson.py setup "$nb/build" \
     --cross-file "$nb/wasi.cross" --native-file "$nb/native.ini" \
@@ -285,7 +285,7 @@ EOF
 
   # Only the objects, static libraries and generated Python files: the
   # extension modules' shared library links cannot work for wasm32.
-  say "numpy: compiling (ninja, about 10 minutes on 2 cores)"
+  say "numpy: compiling (ninja, about 10 minutes on 2 cores; next: linking python.wasm)"
   ninja -C "$nb/build" -t targets all | sed -n 's/^\(numpy\/[^:]*\.\(o\|a\|py\)\): .*/\1/p' |
     grep -Ev '_tests|_simd|_examples' >"$nb/targets" || die "no numpy targets"
   xargs -a "$nb/targets" ninja -C "$nb/build" >>"$nb/ninja.log" 2>&1 ||
@@ -396,7 +396,7 @@ relink_python() {
   dups=$(cd "$bw" && printf '%s\n' "${inputs[@]}" | sort -u | xargs llvm-nm --defined-only --extern-only -P 2>/dev/null |
     awk '$2 !~ /^[wWvV]$/ {print $1}' | sort | uniq -d)
   [ -z "$dups" ] || die "symbols defined more than once in the interpreter's link: $(echo $dups | head -c 2000)"
-  say "linking $out"
+  say "linking $out (next: ${LINK_NEXT:-the stdlib})"
   (cd "$bw" && eval "$link \"\${PYTHON_LINK_EXTRA[@]}\"") >"$dir/link.log" 2>&1 ||
     { tail -n 40 "$dir/link.log" >&2; die "linking $out failed (log: $dir/link.log)"; }
   if grep -q 'signature mismatch' "$dir/link.log"; then
@@ -511,11 +511,11 @@ SRC=$WORK/src/Python-$PY_VERSION
 [ -x "$SRC/configure" ] || die "unexpected tarball layout: no $SRC/configure"
 
 # 3. Native build-python (same version, needed to cross-build).
-say "native build-python: configure"
+say "native build-python: configure (next: make)"
 mkdir -p "$WORK/build-native"
 (cd "$WORK/build-native" && "$SRC/configure" --prefix="$WORK/native-prefix" --disable-test-modules) \
   >"$WORK/native-configure.log" 2>&1 || { tail -n 40 "$WORK/native-configure.log" >&2; die "native configure failed (log: $WORK/native-configure.log)"; }
-say "native build-python: make -j$(nproc)"
+say "native build-python: make -j$(nproc) (next: the WASI build)"
 make -C "$WORK/build-native" -j"$(nproc)" >"$WORK/native-make.log" 2>&1 ||
   { tail -n 40 "$WORK/native-make.log" >&2; die "native make failed (log: $WORK/native-make.log)"; }
 BUILD_PYTHON=$WORK/build-native/python
@@ -523,7 +523,7 @@ BUILD_PYTHON=$WORK/build-native/python
   die "build-python is not $PY_VERSION"
 
 # 4. WASI build.
-say "WASI: configure"
+say "WASI: configure (next: make)"
 mkdir -p "$WORK/build-wasi"
 BUILD_TRIPLE=$("$SRC/config.guess")
 # A sysroot holding only wasi-libc: with --sysroot=/usr, clang also searches
@@ -559,7 +559,7 @@ ln -sfn /usr/lib/wasm32-wasi "$SYSROOT/lib/wasm32-wasi"
 cat >"$WORK/reproducible.mk" <<'EOF'
 Modules/getbuildinfo.o: PY_CORE_CFLAGS += '-DDATE="Jun 11 2025"' '-DTIME="00:00:00"'
 EOF
-say "WASI: make -j$(nproc)"
+say "WASI: make -j$(nproc) (next: numpy)"
 make -C "$WORK/build-wasi" -f Makefile -f "$WORK/reproducible.mk" -j"$(nproc)" >"$WORK/wasi-make.log" 2>&1 ||
   { tail -n 40 "$WORK/wasi-make.log" >&2; die "WASI make failed (log: $WORK/wasi-make.log)"; }
 [ -f "$WORK/build-wasi/python.wasm" ] || die "WASI make made no python.wasm"
@@ -570,7 +570,7 @@ make -C "$WORK/build-wasi" -f Makefile -f "$WORK/reproducible.mk" -j"$(nproc)" >
 # pre-initialised snapshot.
 numpy_build
 numpy_collect
-relink_python "$WORK/python.wasm"
+LINK_NEXT=python-snapshot.wasm relink_python "$WORK/python.wasm"
 ENTRY_C=$SCRIPT_DIR/flowrun_snapshot.c
 [ -f "$ENTRY_C" ] || die "no $ENTRY_C beside build.sh"
 relink_python "$WORK/python-snapshot.wasm" "$ENTRY_C"
@@ -603,7 +603,7 @@ find "$LIB" -type f \( -name mypy.ini -o -name '*.rst' \) -delete
 # numpy after the trimming, which would take the tests kept on purpose.
 cp -a "$NUMPY_PY" "$LIB/numpy"
 
-say "stdlib: compiling to .pyc"
+say "stdlib: compiling to .pyc (next: checking that python.wasm runs)"
 # Legacy layout (foo.pyc where foo.py was), so that the sources can go;
 # paths in code objects name the guest's path; hashes instead of mtimes
 # keep the output reproducible. Optimisation level 0: -OO would drop
