@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 )
 
 func write(t *testing.T, dir, name, body string) string {
@@ -157,5 +158,21 @@ func TestSelectFilterSampleLimit(t *testing.T) {
 	}
 	if _, err := Select(items, Selection{Filter: "item.level +"}); err == nil || !strings.Contains(err.Error(), "--filter") {
 		t.Fatalf("bad filter: %v", err)
+	}
+}
+
+// A --filter is evaluated within the expression budget: a bomb fails with
+// expression_limit, naming the filter and the item, instead of taking
+// gigabytes.
+func TestSelectFilterBudget(t *testing.T) {
+	items := []*Item{{Index: 0, Where: "d.jsonl:1", Value: map[string]any{"q": "a"}}}
+	bomb := `repeat(repeat("x", 999999), 999999) != ""`
+	_, err := Select(items, Selection{Filter: bomb})
+	if errclass.Of(err) != errclass.ExpressionLimit || !strings.Contains(err.Error(), "--filter") || !strings.Contains(err.Error(), "d.jsonl:1") {
+		t.Fatalf("filter bomb: %v (class %q)", err, errclass.Of(err))
+	}
+	loop := `len(filter(1..100000000, # > 0)) > 0`
+	if _, err := Select(items, Selection{Filter: loop}); errclass.Of(err) != errclass.ExpressionLimit {
+		t.Fatalf("filter loop: %v (class %q)", err, errclass.Of(err))
 	}
 }

@@ -20,8 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/expr-lang/expr"
-
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/figures"
@@ -51,9 +49,9 @@ type Selection struct {
 func Select(items []*Item, sel Selection) ([]*Item, error) {
 	out := items
 	if sel.Filter != "" {
-		prog, err := expr.Compile(sel.Filter, expr.Env(map[string]any{"item": map[string]any{}}), expr.AsBool())
+		cond, err := dsl.CompileCondition(sel.Filter)
 		if err != nil {
-			return nil, fmt.Errorf("--filter %q: %v", sel.Filter, err)
+			return nil, fmt.Errorf("--filter %q: %w", sel.Filter, err)
 		}
 		out = nil
 		for _, it := range items {
@@ -61,11 +59,11 @@ func Select(items []*Item, sel Selection) ([]*Item, error) {
 				out = append(out, it)
 				continue
 			}
-			v, err := expr.Run(prog, map[string]any{"item": it.Fields()})
+			keep, err := cond.Match(it.Fields())
 			if err != nil {
-				return nil, fmt.Errorf("--filter %q on %s: %v", sel.Filter, it.Where, err)
+				return nil, fmt.Errorf("--filter %q on %s: %w", sel.Filter, it.Where, err)
 			}
-			if v == true {
+			if keep {
 				out = append(out, it)
 			}
 		}

@@ -75,6 +75,8 @@ func budgetOf(env any) *budget {
 		return &e.budget
 	case *ScoreEnv:
 		return &e.budget
+	case *conditionEnv:
+		return &e.budget
 	}
 	return nil
 }

@@ -335,6 +335,21 @@ func (c *clusterBatch) workerCalls() []durCall {
 	return out
 }
 
+// itemCost is what an item costs when the model answers as usual, from
+// a local batch.
+func (c *clusterBatch) itemCost() float64 {
+	c.t.Helper()
+	local := filepath.Join(c.t.TempDir(), "local.db")
+	if code, _, stderr := runDurProc(c.t, c.model.env("sk-local"), "batch", c.pipeline, "--dataset", c.data, "--store", local); code != exitOK {
+		c.t.Fatalf("local batch: exit %d\n%s", code, stderr)
+	}
+	_, rows := lastBatch(c.t, local)
+	if rows[0].CostUSD <= 0 {
+		c.t.Fatalf("an item of the local batch cost %v: the budget cannot trip", rows[0].CostUSD)
+	}
+	return rows[0].CostUSD
+}
+
 // waitRequests waits for n model requests from the workers.
 func (c *clusterBatch) waitRequests(n int) {
 	for range n {
@@ -718,15 +733,7 @@ func TestClusterHeartbeatKeepsLongItems(t *testing.T) {
 func TestClusterBudgetStopsAndResumes(t *testing.T) {
 	const items = 12
 	c := startClusterWorkers(t, items, 2, 150*time.Millisecond)
-	local := filepath.Join(t.TempDir(), "local.db")
-	if code, _, stderr := runDurProc(t, c.model.env("sk-local"), "batch", c.pipeline, "--dataset", c.data, "--store", local); code != exitOK {
-		t.Fatalf("local batch: exit %d\n%s", code, stderr)
-	}
-	_, rows := lastBatch(t, local)
-	perItem := rows[0].CostUSD
-	if perItem <= 0 {
-		t.Fatalf("an item of the local batch cost %v: the budget cannot trip", perItem)
-	}
+	perItem := c.itemCost()
 	// Past four items, so that the halt comes while the next four run.
 	limit := 5.75 * perItem
 	coord := c.startCoordinator("--max-cost-usd", fmt.Sprint(limit))
@@ -773,6 +780,123 @@ func TestClusterBudgetStopsAndResumes(t *testing.T) {
 			t.Errorf("batch resume asked the model again for %s, whose checkpoint was stored before the stop", call.path)
 		}
 	}
+}
+
+// TestClusterHaltStopsRunningItems: an item that costs far more than
+// the ones before it passes --max-cost-usd while other items run on the
+// workers; the halt stops those at once, mid-call, as stopped and
+// resumable (no later node runs and no queued item starts), and batch
+// resume finishes every item with the local outputs, asking nothing
+// again whose checkpoint was stored.
+func TestClusterHaltStopsRunningItems(t *testing.T) {
+	const items = 8
+	c := startClusterWorkers(t, items, 2, 0)
+	perItem := c.itemCost()
+	// i1 runs alone (no item's cost is known before), then i2-i5 fill the
+	// workers' four slots: five items fit, a sixth does not.
+	limit := 5.75 * perItem
+	released := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(released) }) }
+	t.Cleanup(release)
+	held := make(chan string, 4*items)
+	hook := func(_ int, path string) llmtest.Reply {
+		select {
+		case <-released:
+			return llmtest.Reply{}
+		default:
+		}
+		switch {
+		case strings.HasPrefix(path, "i1/"):
+			return llmtest.Reply{}
+		case path == "i2/a":
+			// Once i3-i5 run: the halt must find them running.
+			for range 3 {
+				select {
+				case <-held:
+				case <-time.After(durDeadline):
+					t.Errorf("i3-i5 never ran alongside i2")
+				}
+			}
+			return llmtest.Reply{Usage: llmtest.Usage{Prompt: 1_000_000, Completion: 3}}
+		}
+		held <- path
+		// Only the halt ends this call, by cancelling it.
+		<-released
+		return llmtest.Reply{}
+	}
+	for i := range c.workers {
+		c.model.hook(fmt.Sprintf("sk-worker-%d", i), hook)
+	}
+	coord := c.startCoordinator("--max-cost-usd", fmt.Sprint(limit))
+	if code := coord.wait(); code != exitFailed || !strings.Contains(coord.stderr(), "stopped: --max-cost-usd ") {
+		t.Fatalf("batch --nats --max-cost-usd: exit %d\n%s", code, coord.stderr())
+	}
+	b, rows := lastBatch(t, c.db)
+	for _, r := range rows {
+		id := fmt.Sprint(r.Item["id"])
+		switch id {
+		case "i1":
+			if r.Status != runtime.StatusCompleted {
+				t.Errorf("%s: %s, want completed before the halt", id, r.Status)
+			}
+		case "i2", "i3", "i4", "i5":
+			if r.Status != runtime.StatusStopped || r.Run == "" {
+				t.Errorf("%s: %q with run %q, want stopped by the halt while it ran, with its run to resume", id, r.Status, r.Run)
+			}
+		default:
+			if r.Run != "" {
+				t.Errorf("%s started (run %s) after the halt", id, r.Run)
+			}
+		}
+	}
+	if b.Status != runtime.StatusStopped {
+		t.Errorf("batch %s, want stopped", b.Status)
+	}
+	// Stopped by their workers, which said so, not given up on by the
+	// coordinator.
+	for id, run := range itemRuns(t, c.db) {
+		if id != "i1" && run != "" && !workerStopped(t, c.db, run) {
+			t.Errorf("%s: its worker did not stop its run %s (no run_finished event, stopped)", id, run)
+		}
+	}
+	// i2 may reach its node b before the halt reaches its worker; i3-i5
+	// are held in their node a until the halt ends it.
+	for _, call := range c.workerCalls() {
+		if id, node, _ := strings.Cut(call.path, "/"); node == "b" && id != "i1" && id != "i2" {
+			t.Errorf("the model was asked for %s: a halted item went on to its next node", call.path)
+		}
+	}
+	release()
+	finished := storedCheckpoints(t, c.ns.jetStream())
+	resumed := time.Now()
+	if p := startDurProc(t, nil, "batch", "resume", "last", "--store", c.db, "--max-cost-usd", "0"); p.wait() != exitOK {
+		t.Fatalf("batch resume: exit %d\n%s", p.wait(), p.stderr())
+	}
+	checkClusterBatch(t, c.ns.jetStream(), c.db, c.want, c.items)
+	runOf := itemRuns(t, c.db)
+	for _, call := range c.workerCalls() {
+		id, node, _ := strings.Cut(call.path, "/")
+		if call.at.After(resumed) && finished[runOf[id]+"/"+node] {
+			t.Errorf("batch resume asked the model again for %s, whose checkpoint was stored before the halt", call.path)
+		}
+	}
+}
+
+// workerStopped says whether the events of run, mirrored into db from
+// its worker, end with the run stopped.
+func workerStopped(t *testing.T, db, run string) bool {
+	t.Helper()
+	st, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	evs, err := st.Events(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(evs) > 0 && evs[len(evs)-1].Type == runtime.EventRunFinished && evs[len(evs)-1].Status == runtime.StatusStopped
 }
 
 // TestClusterConcurrencyCapsOutstanding: with --nats, --concurrency 1

@@ -138,8 +138,8 @@ func (m *durModel) env(key string) []string {
 }
 
 // hook runs f on each request carrying key (n counts them from 1) before
-// the reply. A reply f returns with a Status or Body replaces the answer;
-// its Delay delays it.
+// the reply. A reply f returns with a Status or Body replaces the answer,
+// one with a Usage replaces the answer's usage; its Delay delays it.
 func (m *durModel) hook(key string, f func(n int, path string) llmtest.Reply) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -180,6 +180,9 @@ func (m *durModel) handle(r llmtest.Request) llmtest.Reply {
 		rep := hook(n, path)
 		if rep.Status != 0 || rep.Body != "" {
 			answer = rep
+		}
+		if rep.Usage != (llmtest.Usage{}) {
+			answer.Usage = rep.Usage
 		}
 		time.Sleep(rep.Delay)
 	}

@@ -25,7 +25,9 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/internal/confined"
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -304,8 +306,15 @@ func (ps *pipelineServer) result(req *mcp.CallToolRequest, p *dsl.Pipeline, res 
 	}
 	switch res.Status {
 	case runtime.StatusCompleted:
-		text, _ := json.Marshal(res.Outputs)
-		return &mcp.CallToolResult{StructuredContent: res.Outputs, Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}
+		text, err := jsonvalue.Marshal(res.Outputs)
+		if err != nil {
+			return toolError(fmt.Sprintf("run %s completed but its outputs could not be encoded as JSON: %v", res.RunID, err))
+		}
+		// The outputs as the CLI prints them: redacted, > left as it is.
+		// The structured content is the same document, so that no secret
+		// reaches the client by another way.
+		text = outJSON(text)
+		return &mcp.CallToolResult{StructuredContent: json.RawMessage(text), Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}
 	case runtime.StatusWaiting:
 		q := res.Pending
 		if !clientElicits(req.Session) {
@@ -396,7 +405,7 @@ func (g *givenAnswer) Answer(_ context.Context, q runtime.Question) (any, bool, 
 }
 
 func toolError(msg string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: redact.String(msg)}}}
 }
 
 // lockedWriter lets concurrent calls share stderr.

@@ -380,3 +380,41 @@ func TestMCPServeHTTPRefusesANonLoopbackAddress(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 }
+
+// A tool's outputs come back as the CLI prints them: > left as it is
+// (not \u003e), and a registered secret redacted in the text and in the
+// structured content alike.
+func TestMCPServeOutputsAreUnescapedAndRedacted(t *testing.T) {
+	const key = "sk-test-mcp-serve-0123456789abcdef"
+	t.Setenv("OPENAI_API_KEY", key)
+	dir := t.TempDir()
+	writeFile(t, dir, "echo.yaml", `
+version: 1
+name: echo
+description: Says its text back.
+inputs:
+  text: {type: string}
+state:
+  said: ""
+nodes:
+  - id: say
+    set: {said: inputs.text}
+outputs:
+  said: inputs.text
+`)
+	cs, stderr := connectServe(t, nil, dir)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "a > b, key " + key}})
+	if err != nil {
+		t.Fatalf("call: %v\n%s", err, stderr)
+	}
+	if res.IsError || len(res.Content) != 1 {
+		t.Fatalf("call failed: %s\n%s", jsonText(res.Content), stderr)
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	said, _ := res.StructuredContent.(map[string]any)["said"].(string)
+	for _, got := range []string{text, said} {
+		if !strings.Contains(got, "a > b, key ") || strings.Contains(got, key[8:20]) || strings.Contains(got, `\u003e`) {
+			t.Errorf("output %q: want a > b unescaped and the key redacted", got)
+		}
+	}
+}
