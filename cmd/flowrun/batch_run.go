@@ -443,20 +443,18 @@ func settingsOf(saved batch.Settings, bf *batchFlags, given map[string]bool) {
 	if !given["concurrency"] && saved.Concurrency > 0 {
 		bf.concurrency = saved.Concurrency
 	}
-	if !given["max-cost-usd"] {
-		bf.maxCost = saved.MaxCostUSD
-	}
-	if !given["max-loops"] {
-		bf.maxLoops = saved.MaxLoops
-	}
-	if !given["auto"] {
-		bf.auto = saved.Auto
-	}
-	if !given["replay"] {
-		bf.models.replay = saved.Replay
-	}
-	if !given["model"] {
-		bf.models.models = saved.Model
+	unlessGiven(given, "max-cost-usd", &bf.maxCost, saved.MaxCostUSD)
+	unlessGiven(given, "max-loops", &bf.maxLoops, saved.MaxLoops)
+	unlessGiven(given, "auto", &bf.auto, saved.Auto)
+	unlessGiven(given, "replay", &bf.models.replay, saved.Replay)
+	unlessGiven(given, "model", &bf.models.models, saved.Model)
+}
+
+// unlessGiven sets *dst to the value a batch recorded when the flag was
+// not given on the command line, which wins.
+func unlessGiven[T any](given map[string]bool, flag string, dst *T, recorded T) {
+	if !given[flag] {
+		*dst = recorded
 	}
 }
 

@@ -78,21 +78,11 @@ func (f *natsFlags) record(s *batch.Settings) {
 
 // recorded fills the flags not given from those a batch recorded.
 func (f *natsFlags) recorded(s batch.Settings, given map[string]bool) {
-	if !given["nats-creds"] {
-		f.creds = s.NATSCreds
-	}
-	if !given["nats-ca"] {
-		f.ca = s.NATSCA
-	}
-	if !given["nats-sign"] {
-		f.sign = s.NATSSign
-	}
-	if !given["nats-trust-worker"] {
-		f.trustWorker = s.NATSTrustWorker
-	}
-	if !given["nats-insecure"] {
-		f.insecure = s.NATSInsecure
-	}
+	unlessGiven(given, "nats-creds", &f.creds, s.NATSCreds)
+	unlessGiven(given, "nats-ca", &f.ca, s.NATSCA)
+	unlessGiven(given, "nats-sign", &f.sign, s.NATSSign)
+	unlessGiven(given, "nats-trust-worker", &f.trustWorker, s.NATSTrustWorker)
+	unlessGiven(given, "nats-insecure", &f.insecure, s.NATSInsecure)
 }
 
 func absAll(paths []string) []string {
