@@ -60,6 +60,7 @@ const hostile = "hello \x1b]0;pwned\x07 then \x1b[2J wiped\rover \u009b31m end"
 // a terminal and in flowrun show, never as the raw bytes; show --json
 // keeps the raw text, escaped as JSON.
 func TestHardening08TerminalSanitised(t *testing.T) {
+	needPython(t)
 	srv := llmtest.New(t)
 	srv.Handle(func(llmtest.Request) llmtest.Reply { return llmtest.Text(hostile) })
 	dir := t.TempDir()

@@ -233,6 +233,7 @@ func TestHardening10StoreTruncatedMidRun(t *testing.T) {
 // its checkpoint, and the loop around it repeats it in its own checkpoint;
 // the database grows by about one copy, and show --json still has it whole.
 func TestHardening13CodeOutputStoredOnce(t *testing.T) {
+	needPython(t)
 	const size = 3 << 20
 	dir := t.TempDir()
 	db := filepath.Join(dir, "runs.db")
