@@ -400,7 +400,17 @@ func storedCheckpoints(t *testing.T, js jetstream.JetStream) map[string]bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, "FLOWRUN_RUNS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"flowrun.cp.>"}})
+	// Right after a cluster starts, or a server is lost, the JetStream API
+	// may not answer yet ("no responders"): ask again until it does.
+	var cons jetstream.Consumer
+	var err error
+	for {
+		cons, err = js.OrderedConsumer(ctx, "FLOWRUN_RUNS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"flowrun.cp.>"}})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
