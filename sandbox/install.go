@@ -482,6 +482,12 @@ func verifyProgram(info PythonInfo) string {
 	return "print(1)"
 }
 
+// verifyTimeout only guards against a hang: compiling the 14 MB
+// python.wasm with numpy takes seconds on an idle machine, but minutes on a
+// loaded one or under the race detector, and a slow machine is no broken
+// installation.
+const verifyTimeout = 10 * time.Minute
+
 // VerifyPython runs `python -c "print(1)"` (with `import numpy` first when
 // the installation lists numpy) from dir under wazero, with the stdlib
 // mounted read-only where the guest looks for it, no environment and no
@@ -496,7 +502,7 @@ func VerifyPython(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, verifyTimeout)
 	defer cancel()
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(true))
 	defer rt.Close(context.Background())
@@ -519,7 +525,7 @@ func VerifyPython(ctx context.Context, dir string) error {
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			err = fmt.Errorf("no answer within 2 minutes: %w", ctx.Err())
+			err = fmt.Errorf("no answer within %v: %w", verifyTimeout, ctx.Err())
 		}
 		return fmt.Errorf("python -c '%s': %v%s", prog, err, tail(stderr.String()))
 	}
