@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/flowrun/flowrun/batch/batchtest"
+	"github.com/flowrun/flowrun/internal/testwait"
 	"image"
 	"image/png"
 	"os"
@@ -13,7 +14,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 const xss = `<script>alert(1)</script>`
@@ -95,9 +95,7 @@ func TestReportScreenshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(dir, "report.png")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+	cmd := exec.CommandContext(testwait.Context(t), browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
 		"--user-data-dir="+filepath.Join(dir, "profile"), "--screenshot="+shot, "--window-size=1280,1600", "file://"+report)
 	out, err := cmd.CombinedOutput()

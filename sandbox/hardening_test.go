@@ -14,6 +14,7 @@ import (
 
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/proc/proctest"
+	"github.com/flowrun/flowrun/internal/testwait"
 )
 
 // casesFor is the corpus's cases for one issue 10 item.
@@ -111,8 +112,8 @@ func TestHardening02WorkerExitsWhenItsPipeCloses(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the worker exited with %v, want 0", err)
 		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("the worker is still running 2s after its stdin closed")
+	case <-time.After(testwait.Budget()):
+		t.Fatalf("the worker is still running %s after its stdin closed", testwait.Budget())
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/internal/testwait"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/nodes"
@@ -421,9 +422,7 @@ func TestModelOutputIsEscaped(t *testing.T) {
 // stream reads an SSE stream until it has seen every one of want.
 func (h *harness) stream(path string, want ...string) string {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.ts.URL+path, nil)
+	req, _ := http.NewRequestWithContext(testwait.Context(h.t), http.MethodGet, h.ts.URL+path, nil)
 	resp, err := h.c.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
@@ -595,7 +594,7 @@ func TestStopRunStartedElsewhere(t *testing.T) {
 		if e.res == nil || e.res.Status != runtime.StatusStopped || e.res.Reason != "stopped from the web UI" {
 			t.Fatalf("the run ended %+v (%v), want stopped from the web UI", e.res, e.err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testwait.Budget()):
 		t.Fatalf("the run did not stop %s after Stop", time.Since(asked))
 	}
 	if run := h.await(id, "stopped"); run.Reason != "stopped from the web UI" {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/arc"
+	"github.com/flowrun/flowrun/internal/testwait"
 	"github.com/flowrun/flowrun/sandbox"
 )
 
@@ -303,6 +304,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv("FLOWRUN_TEST_AS_CLI") == "1" {
 		os.Exit(command(os.Args[1:]))
 	}
+	flag.Parse()
+	durDeadline = testwait.Budget()
 	dir, err := os.MkdirTemp("", "flowrun-cli-test")
 	if err != nil {
 		panic(err)

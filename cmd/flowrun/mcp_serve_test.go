@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -30,7 +29,7 @@ func connectServe(t *testing.T, opts *mcp.ClientOptions, args ...string) (*mcp.C
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "flowrun-test-client", Version: "1"}, opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), durDeadline)
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
