@@ -488,6 +488,23 @@ func verifyProgram(info PythonInfo) string {
 // installation.
 const verifyTimeout = 10 * time.Minute
 
+// WarmStart runs a trivial Python call with the installation in dir the
+// way a code node does, and says why such calls start CPython from
+// scratch instead of from its pre-initialised interpreter ("" when they
+// start warm).
+func WarmStart(ctx context.Context, dir string) (string, error) {
+	s := New(Options{PythonDir: dir})
+	defer s.Close()
+	res, err := s.Run(ctx, Request{Language: Python, Source: "def f():\n    return 1\n", Call: "f"})
+	if err != nil {
+		return "", err
+	}
+	if !res.OK {
+		return "", fmt.Errorf("return 1 failed: %s", res.Error.Message)
+	}
+	return s.ColdStart(), nil
+}
+
 // VerifyPython runs `python -c "print(1)"` (with `import numpy` first when
 // the installation lists numpy) from dir under wazero, with the stdlib
 // mounted read-only where the guest looks for it, no environment and no

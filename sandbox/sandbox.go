@@ -119,6 +119,9 @@ type Sandbox struct {
 	opts    Options
 	slots   chan struct{}
 	mu      sync.Mutex
+	// coldStart is why Python calls could not start from the installed
+	// pre-initialised interpreter: the first reason a worker gave.
+	coldStart string
 	idle    []*worker
 	closed  bool
 	goCache *goBuilds
@@ -361,6 +364,7 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, limits Limits, compil
 				}
 				res := finish(m.Report, limits.MaxOutputBytes)
 				res.DurationMS = msSince(started)
+				s.noteColdStart(m.Report.ColdStart)
 				return res, nil
 			}
 		case err := <-readErr:
@@ -515,4 +519,26 @@ func (s *Sandbox) Close() {
 	for _, w := range idle {
 		w.kill()
 	}
+}
+
+// noteColdStart keeps the first reason a worker gave for starting Python
+// cold.
+func (s *Sandbox) noteColdStart(reason string) {
+	if reason == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.coldStart == "" {
+		s.coldStart = reason
+	}
+}
+
+// ColdStart says why Python calls start CPython from scratch although a
+// pre-initialised interpreter is installed (they are slower, and the same
+// to the code), or "" when they start warm or no call has run yet.
+func (s *Sandbox) ColdStart() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.coldStart
 }

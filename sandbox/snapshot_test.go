@@ -214,3 +214,37 @@ func TestImageCountsTowardTheMemoryLimit(t *testing.T) {
 		t.Fatalf("a 32 MiB limit: %v %+v", err, res)
 	}
 }
+
+// TestColdStartIsReported: an installation whose interpreter snapshot
+// cannot be used still runs Python (cold), and the sandbox says why,
+// where a good one says nothing.
+func TestColdStartIsReported(t *testing.T) {
+	good := New(Options{})
+	defer good.Close()
+	needSnapshot(t, good)
+	ctx := context.Background()
+	call := Request{Language: Python, Source: pyFn("return 1"), Call: "f"}
+	if res, err := good.Run(ctx, call); err != nil || !res.OK {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if why := good.ColdStart(); why != "" {
+		t.Fatalf("a good installation started cold: %s", why)
+	}
+
+	dir := filepath.Join(t.TempDir(), "python")
+	if err := copyPythonDir(good.opts.PythonDir, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, snapshotWasm), []byte("\x00asm garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := New(Options{PythonDir: dir, CacheDir: t.TempDir()})
+	defer bad.Close()
+	res, err := bad.Run(ctx, call)
+	if err != nil || !res.OK || fmt.Sprint(res.Result) != "1" {
+		t.Fatalf("a broken snapshot must leave the cold start: %+v %v", res, err)
+	}
+	if why := bad.ColdStart(); !strings.Contains(why, "snapshot") {
+		t.Fatalf("the cold start was not reported: %q", why)
+	}
+}

@@ -149,6 +149,12 @@ func (h *host) compile(ctx context.Context, path string) (wazero.CompiledModule,
 // run runs one job in a fresh module instance. fatal is set when nothing
 // can run in this worker.
 func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fatal string) {
+	coldStart := ""
+	defer func() {
+		if rep != nil {
+			rep.ColdStart = coldStart
+		}
+	}()
 	if j.MemoryMB < 1 || j.MemoryMB > bounds.MaxMemoryMB || j.MaxOutput < 1 || j.MaxOutput > bounds.MaxOutputBytes {
 		return nil, fmt.Sprintf("bad job: memory limit %d MiB, output limit %d bytes", j.MemoryMB, j.MaxOutput)
 	}
@@ -165,9 +171,12 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 		}
 		modPath, cfg = wasm, pythonModuleConfig(stdlib)
 		// An image that cannot be made leaves the cold start: slower, and
-		// the same to the code.
-		if img, _ := h.pythonImage(ctx, j.PythonDir, j.CacheDir); img != nil {
+		// the same to the code. The report says why, for the parent to tell.
+		img, err := h.pythonImage(ctx, j.PythonDir, j.CacheDir)
+		if img != nil {
 			modPath, entry, mem.image = "", "flowrun_call", img
+		} else if err != nil {
+			coldStart = err.Error()
 		}
 	}
 	var compiled wazero.CompiledModule
@@ -228,6 +237,9 @@ type report struct {
 	Stderr []byte `json:"stderr,omitempty"`
 	Result []byte `json:"result,omitempty"`
 	Error  *Error `json:"error,omitempty"`
+	// ColdStart says why a Python call started CPython from scratch
+	// although a pre-initialised interpreter is installed.
+	ColdStart string `json:"cold_start,omitempty"`
 }
 
 // outcome reads what a run produced. outOfMemory says a growth of the

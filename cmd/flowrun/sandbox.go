@@ -138,7 +138,7 @@ func writeExport(dir, path string) (sum string, size int64, err error) {
 func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("sandbox status", "flowrun sandbox status [--json] [--verify]\n\nSays whether CPython for WASI is installed, and which Go toolchain builds\nthe go language's code.")
 	asJSON := fs.Bool("json", false, "print the status as JSON")
-	verify := fs.Bool("verify", false, "also run print(1) with the installed python.wasm (exit 1 if it fails)")
+	verify := fs.Bool("verify", false, "also run print(1) with the installed python.wasm (exit 1 if it fails), and a call from the pre-initialised interpreter")
 	if code, ok := parseFlagsOnly(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -149,6 +149,16 @@ func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 		verified = "ok"
 		if verifyErr != nil {
 			verified = verifyErr.Error()
+		}
+	}
+	// A snapshot that cannot be used leaves calls cold: slower, not wrong.
+	warm := ""
+	if *verify && verifyErr == nil && py.Installed && py.Snapshot {
+		warm = "ok"
+		if why, err := sandbox.WarmStart(ctx, py.Dir); err != nil {
+			verifyErr, verified = err, err.Error()
+		} else if why != "" {
+			warm = "unavailable, calls start cold: " + why
 		}
 	}
 	goPath, goVersion := goToolchain(ctx)
@@ -183,6 +193,9 @@ func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		if verified != "" {
 			p["verify"] = verified
+		}
+		if warm != "" {
+			p["warm_start"] = warm
 		}
 		g := map[string]any{"available": goPath != ""}
 		if goPath != "" {
@@ -221,6 +234,9 @@ func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		if verified != "" {
 			fmt.Fprintf(stdout, "  print(1)     %s\n", verified)
+		}
+		if warm != "" {
+			fmt.Fprintf(stdout, "  warm start   %s\n", warm)
 		}
 	} else {
 		fmt.Fprintf(stdout, "python %s: not installed (%s): run flowrun sandbox install python\n", sandbox.PythonVersion, py.Problem)
