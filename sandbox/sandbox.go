@@ -116,15 +116,15 @@ type Options struct {
 // Sandbox runs code in a pool of worker processes. It is safe for
 // concurrent use; Close stops every worker.
 type Sandbox struct {
-	opts    Options
-	slots   chan struct{}
-	mu      sync.Mutex
+	opts  Options
+	slots chan struct{}
+	mu    sync.Mutex
 	// coldStart is why Python calls could not start from the installed
 	// pre-initialised interpreter: the first reason a worker gave.
 	coldStart string
-	idle    []*worker
-	closed  bool
-	goCache *goBuilds
+	idle      []*worker
+	closed    bool
+	goCache   *goBuilds
 }
 
 // New returns a sandbox; workers start on first use.
