@@ -89,7 +89,7 @@ nodes:
 outputs: {x: inputs.x}
 `})
 	cps := &pureCheckpoints{}
-	res := runtime.Run(context.Background(), kindsWith(&probe{}), p, nil, runtime.Options{Checkpointer: cps, Human: answerAll{}})
+	res := runtime.Run(context.Background(), kindsWith(echo{}), p, nil, runtime.Options{Checkpointer: cps, Human: answerAll{}})
 	mustComplete(t, res)
 	want := map[string]bool{
 		"rounds[1]/work": false, "rounds[1]/count": true, "rounds[1]/route": true, "rounds": true,
