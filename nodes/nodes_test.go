@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -60,25 +59,6 @@ func (r *recorder) paths(typ string) []string {
 }
 
 func (r *recorder) count(typ string) int { return len(r.paths(typ)) }
-
-// echo stands in for a kind with side effects (a tool call): registered
-// under the tool kind, `tool: {name: read_file, args: {value: V}}` outputs V.
-type echo struct{}
-
-func (echo) Execute(_ context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
-	args, err := s.EvalValue(n.Tool().Args)
-	if err != nil {
-		return runtime.Outcome{}, err
-	}
-	a, _ := args.(map[string]any)
-	return runtime.Outcome{Output: a["value"]}, nil
-}
-
-func kindsWith(tool runtime.Executor) runtime.Registry {
-	k := nodes.Kinds(nodes.Services{})
-	k[dsl.KindTool] = tool
-	return k
-}
 
 func run(t testing.TB, p *dsl.Pipeline, kinds runtime.Registry, inputs map[string]any) (*runtime.Result, *recorder) {
 	t.Helper()

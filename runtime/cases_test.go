@@ -36,6 +36,7 @@ type runtimeCase struct {
 	Trace    string            `yaml:"trace"`
 	Repeat   int               `yaml:"repeat"`
 	Resume   bool              `yaml:"resume_from_every_checkpoint"`
+	Answer   any               `yaml:"answer"`
 	Inputs   map[string]any    `yaml:"inputs"`
 	Want     caseWant          `yaml:"want"`
 	Runs     []caseRun         `yaml:"runs"`
@@ -59,6 +60,7 @@ type caseWant struct {
 	MaxInFlight []int64             `yaml:"max_in_flight"`
 	Events      map[string][]string `yaml:"events"`
 	Within      time.Duration       `yaml:"within"`
+	Pure        map[string]bool     `yaml:"pure_checkpoints"`
 }
 
 // TestCases runs every testdata/*.yaml case: its pipeline with each of its
@@ -151,7 +153,18 @@ func (c *runtimeCase) options(pr *probe, sink runtime.EventSink) (runtime.Regist
 	if c.Env != nil {
 		opts.LookupEnv = func(k string) (string, bool) { v, ok := c.Env[k]; return v, ok }
 	}
+	if c.Answer != nil {
+		opts.Human = answerAll{c.Answer}
+	}
 	return kinds, opts
+}
+
+// answerAll is a person who answers every question, and every
+// confirmation, with the same answer.
+type answerAll struct{ answer any }
+
+func (a answerAll) Answer(context.Context, runtime.Question) (any, bool, error) {
+	return a.answer, true, nil
 }
 
 // runCase runs p with r's inputs (repeat times) and checks r.Want; it
@@ -163,6 +176,10 @@ func runCase(t *testing.T, c *runtimeCase, p *dsl.Pipeline, r caseRun, what stri
 		pr := &probe{}
 		rec := &events{}
 		kinds, opts := c.options(pr, rec)
+		saved := &runtimetest.Checkpoints{}
+		if r.Want.Pure != nil {
+			opts.Checkpointer = saved
+		}
 		start := time.Now()
 		res := runtime.Run(context.Background(), kinds, p, r.Inputs, opts)
 		took := time.Since(start)
@@ -170,6 +187,9 @@ func runCase(t *testing.T, c *runtimeCase, p *dsl.Pipeline, r caseRun, what stri
 			what = fmt.Sprintf("%s, repetition %d", what, rep+1)
 		}
 		checkResult(t, what, r.Want, res, rec, pr)
+		if got := saved.Pure(); r.Want.Pure != nil && !reflect.DeepEqual(got, r.Want.Pure) {
+			t.Errorf("%s: pure checkpoints by path %v\nwant %v", what, got, r.Want.Pure)
+		}
 		if r.Want.Within > 0 && took > r.Want.Within {
 			t.Errorf("%s: took %s, want within %s", what, took, r.Want.Within)
 		}

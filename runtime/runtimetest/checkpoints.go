@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/flowrun/flowrun/jsonvalue"
@@ -16,8 +17,9 @@ import (
 // store does, encoded as JSON, so that a resume from them sees values as
 // a resume from the store would.
 type Checkpoints struct {
-	mu  sync.Mutex
-	raw [][]byte
+	mu   sync.Mutex
+	raw  [][]byte
+	pure map[string]bool
 }
 
 // Save keeps cp.
@@ -27,9 +29,21 @@ func (c *Checkpoints) Save(_ context.Context, cp *runtime.Checkpoint) error {
 		return err
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.raw = append(c.raw, b)
-	c.mu.Unlock()
+	if c.pure == nil {
+		c.pure = map[string]bool{}
+	}
+	c.pure[cp.Path] = cp.Pure
 	return nil
+}
+
+// Pure says, by node path, whether the last checkpoint saved for it was
+// Pure (which the JSON form does not keep).
+func (c *Checkpoints) Pure() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.pure)
 }
 
 // Len is the number of checkpoints saved.
