@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -104,7 +105,7 @@ func readCase(t *testing.T, file string) *runtimeCase {
 		t.Fatal(err)
 	}
 	var c runtimeCase
-	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
 		t.Fatalf("%s: %v", file, err)
