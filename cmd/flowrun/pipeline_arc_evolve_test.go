@@ -1,7 +1,6 @@
 package main
 
 import (
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -105,8 +104,7 @@ func evReply(code string) string {
 func TestArcEvolveRevisesWithTheDiff(t *testing.T) {
 	var mu sync.Mutex
 	var revisions []string
-	srv := llmtest.New(t)
-	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+	out, _ := liveRun(t, shippedPath("arc_evolve.yaml"), func(r llmtest.Request) llmtest.Reply {
 		if strings.Contains(string(r.Raw), "improving the best") {
 			mu.Lock()
 			revisions = append(revisions, string(r.Raw))
@@ -114,18 +112,6 @@ func TestArcEvolveRevisesWithTheDiff(t *testing.T) {
 		}
 		return arcEvolveModel(r)
 	})
-	t.Setenv("OPENAI_BASE_URL", srv.URL)
-	t.Setenv("OPENAI_API_KEY", "sk-test")
-	code, stdout, stderr := flowrun(t, "../../pipelines/arc_evolve.yaml", "--json", "--store", filepath.Join(t.TempDir(), "runs.db"))
-	if code != exitOK {
-		t.Fatalf("exit %d\n%s", code, stderr)
-	}
-	var out map[string]any
-	for _, e := range eventsOf(t, stdout) {
-		if e["type"] == "run_finished" {
-			out, _ = e["outputs"].(map[string]any)
-		}
-	}
 	if out["solved_test"] != true || out["stopped_by"] != "solved" || out["best_code"] != evFlip {
 		t.Fatalf("outputs: %v", out)
 	}
@@ -174,20 +160,15 @@ func TestArcEvolveRevisesWithTheDiff(t *testing.T) {
 // the compiler's message along with the report.
 func TestArcEvolveReviserSeesWhyItDidNotRun(t *testing.T) {
 	var revise string
-	srv := llmtest.New(t)
-	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+	out, _ := liveRun(t, shippedPath("arc_evolve.yaml"), func(r llmtest.Request) llmtest.Reply {
 		if !strings.Contains(requestText(r), "improving the best") {
 			return llmtest.Reply{Text: fenced("def transform(grid)\n    return grid[::-1]")}
 		}
 		revise = requestText(r)
 		return llmtest.Reply{Text: fenced(evFlip)}
-	})
-	t.Setenv("OPENAI_BASE_URL", srv.URL)
-	t.Setenv("OPENAI_API_KEY", "sk-test")
-	code, stdout, stderr := flowrun(t, "../../pipelines/arc_evolve.yaml", "--input", "population=1",
-		"--store", filepath.Join(t.TempDir(), "runs.db"))
-	if code != exitOK || !strings.Contains(stdout, `"stopped_by": "solved"`) {
-		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}, "--input", "population=1")
+	if out["stopped_by"] != "solved" {
+		t.Fatalf("outputs %v", out)
 	}
 	for _, want := range []string{"def transform(grid)\n    return grid[::-1]", "It did not run: compile_error: SyntaxError",
 		"train 1: ERROR no output: the code did not run"} {

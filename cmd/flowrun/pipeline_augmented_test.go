@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,13 +51,13 @@ func augmentedModel(r llmtest.Request) llmtest.Reply {
 const augmentedTrainPairs = 3 + 3 + 5 + 1
 
 func TestAugmentedRouteAndCalledPipeline(t *testing.T) {
-	out, events := augmentedLiveRun(t, "augmented.yaml", augmentedModel)
+	out, events := liveRun(t, shippedPath("augmented.yaml"), augmentedModel)
 	want := []string{"augment",
 		"solve/prepare",
 		"solve/refine[1]/dream", "solve/refine[1]/code", "solve/refine[1]/test", "solve/refine[1]/score", "solve/refine[1]/record",
 		"solve/refine[2]/dream", "solve/refine[2]/code", "solve/refine[2]/test", "solve/refine[2]/score", "solve/refine[2]/record",
 		"solve/refine", "solve"}
-	if got := route(events); strings.Join(got, " ") != strings.Join(want, " ") {
+	if got := pathsOf(events, "node_finished"); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("route:\n got %v\nwant %v", got, want)
 	}
 	// The called pipeline's sandbox ran the code on every augmented
@@ -145,40 +144,12 @@ func TestAugmentedExampleTasks(t *testing.T) {
 	}
 }
 
-// augmentedLiveRun runs a shipped pipeline live against a fake server
-// answering with reply, with --json, and returns the outputs and events.
-func augmentedLiveRun(t *testing.T, pipeline string, reply func(llmtest.Request) llmtest.Reply, args ...string) (map[string]any, []map[string]any) {
-	t.Helper()
-	srv := llmtest.New(t)
-	srv.Handle(reply)
-	t.Setenv("OPENAI_BASE_URL", srv.URL)
-	t.Setenv("OPENAI_API_KEY", "sk-test")
-	store := filepath.Join(t.TempDir(), "flowrun.db")
-	code, stdout, stderr := flowrun(t, append([]string{filepath.Join("..", "..", "pipelines", pipeline), "--json", "--store", store}, args...)...)
-	if code != exitOK {
-		t.Fatalf("exit %d\n%s\n%s", code, stderr, stdout)
-	}
-	var events []map[string]any
-	var outputs map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		var e map[string]any
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatalf("not a JSON event: %q", line)
-		}
-		events = append(events, e)
-		if e["type"] == "run_finished" {
-			outputs, _ = e["outputs"].(map[string]any)
-		}
-	}
-	return outputs, events
-}
-
 // --model coder=... and --model default=... reach the called pipeline's
 // coder and dreamer (augmented.yaml declares the same model names).
 func TestAugmentedModelOverrideReachesCall(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	out, _ := augmentedLiveRun(t, "augmented.yaml", func(r llmtest.Request) llmtest.Reply {
+	out, _ := liveRun(t, shippedPath("augmented.yaml"), func(r llmtest.Request) llmtest.Reply {
 		mu.Lock()
 		raw := string(r.Raw)
 		role := "dreamer"

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -82,25 +80,11 @@ func parallelValidateModel(r llmtest.Request) llmtest.Reply {
 	return (&pvScript{transforms: transforms, validate: []string{fenced(pvValidateCode)}}).reply(r)
 }
 
-func pvRun(t *testing.T, script *pvScript, args ...string) (map[string]any, []map[string]any, string) {
+// pvRun runs parallel_validate live against a fake model answering with
+// script, and returns the outputs and the events.
+func pvRun(t *testing.T, script *pvScript, args ...string) (map[string]any, []map[string]any) {
 	t.Helper()
-	srv := llmtest.New(t)
-	srv.Handle(script.reply)
-	t.Setenv("OPENAI_BASE_URL", srv.URL)
-	t.Setenv("OPENAI_API_KEY", "sk-test")
-	store := filepath.Join(t.TempDir(), "flowrun.db")
-	code, stdout, stderr := flowrun(t, append([]string{"../../pipelines/parallel_validate.yaml", "--json", "--store", store}, args...)...)
-	if code != exitOK {
-		t.Fatalf("exit %d\n%s\n%s", code, stderr, stdout)
-	}
-	evs := eventsOf(t, stdout)
-	var out map[string]any
-	for _, e := range evs {
-		if e["type"] == "run_finished" {
-			out, _ = e["outputs"].(map[string]any)
-		}
-	}
-	return out, evs, store
+	return liveRun(t, shippedPath("parallel_validate.yaml"), script.reply, args...)
 }
 
 func pvIterations(out map[string]any) []map[string]any {
@@ -164,7 +148,7 @@ func checkRoute(t *testing.T, evs []map[string]any, rounds int, failed ...string
 
 func TestParallelValidateRouteAndSandbox(t *testing.T) {
 	script := &pvScript{transforms: []string{fenced(refineWrongCode), fenced(refineRightCode)}, validate: []string{fenced(pvValidateCode)}}
-	out, evs, _ := pvRun(t, script)
+	out, evs := pvRun(t, script)
 	checkRoute(t, evs, 2)
 
 	// The sandbox really ran both functions: round 1's transform mirrored
@@ -238,22 +222,7 @@ func TestParallelValidateOneCoderFails(t *testing.T) {
 		}
 		return inner(r)
 	}
-	srv := llmtest.New(t)
-	srv.Handle(srvReply)
-	t.Setenv("OPENAI_BASE_URL", srv.URL)
-	t.Setenv("OPENAI_API_KEY", "sk-test")
-	store := filepath.Join(t.TempDir(), "flowrun.db")
-	code, stdout, stderr := flowrun(t, "../../pipelines/parallel_validate.yaml", "--json", "--store", store)
-	if code != exitOK {
-		t.Fatalf("exit %d\n%s\n%s", code, stderr, stdout)
-	}
-	evs := eventsOf(t, stdout)
-	var out map[string]any
-	for _, e := range evs {
-		if e["type"] == "run_finished" {
-			out, _ = e["outputs"].(map[string]any)
-		}
-	}
+	out, evs := liveRun(t, shippedPath("parallel_validate.yaml"), srvReply)
 	checkRoute(t, evs, 2, "refine[1]/coders[validate]/write_validate", "refine[1]/coders[validate]/take_validate")
 
 	// Round 1's transform was still tested, with no validate to judge it.
@@ -289,7 +258,7 @@ func TestParallelValidateOneCoderFails(t *testing.T) {
 	if !failed {
 		t.Fatal("no node_failed event for refine[1]/coders[validate]/write_validate")
 	}
-	code, text, _ := flowrun(t, "show", runOf(t, evs), "--store", store)
+	code, text, _ := flowrun(t, "show", runOf(t, evs))
 	if code != exitOK || !strings.Contains(text, "refine[1]/coders[validate]/write_validate") || !strings.Contains(text, "validate model is down") {
 		t.Fatalf("show: exit %d\n%s", code, text)
 	}
@@ -300,7 +269,7 @@ func TestParallelValidateOneCoderFails(t *testing.T) {
 // the transform failure reaches both coders and the dreamer in round 2.
 func TestParallelValidateReplyWithoutCode(t *testing.T) {
 	script := &pvScript{transforms: []string{"I would flip the grid.", fenced(refineRightCode)}, validate: []string{fenced(pvValidateCode)}}
-	out, evs, _ := pvRun(t, script)
+	out, evs := pvRun(t, script)
 	checkRoute(t, evs, 2, "refine[1]/coders[transform]/take_transform")
 	first := sandboxRuns(evs)[0]["result"].(map[string]any)
 	v := first["validation"].(map[string]any)
@@ -329,7 +298,7 @@ func TestParallelValidateReplyWithoutCode(t *testing.T) {
 func TestParallelValidateSandboxRunFails(t *testing.T) {
 	exits := "def transform(grid):\n    raise SystemExit(3)"
 	script := &pvScript{transforms: []string{fenced(exits), fenced(refineRightCode)}, validate: []string{fenced(pvValidateCode)}}
-	out, evs, _ := pvRun(t, script)
+	out, evs := pvRun(t, script)
 	checkRoute(t, evs, 2)
 	if r := sandboxRuns(evs)[0]; r["ok"] != false || r["result"] != nil || !strings.Contains(fmt.Sprint(r["error"]), "SystemExit: 3") {
 		t.Fatalf("round 1 sandbox run %v", r)
@@ -349,15 +318,5 @@ func TestParallelValidateSandboxRunFails(t *testing.T) {
 // TestParallelValidateDocumented: docs/pipelines.md embeds the pipeline's
 // current graph.
 func TestParallelValidateDocumented(t *testing.T) {
-	code, graph, stderr := flowrun(t, "graph", "../../pipelines/parallel_validate.yaml")
-	if code != exitOK {
-		t.Fatalf("graph: exit %d\n%s", code, stderr)
-	}
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "pipelines.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(doc), "```mermaid\n"+graph) {
-		t.Fatalf("docs/pipelines.md does not embed the current graph:\n%s", graph)
-	}
+	checkDocumented(t, "parallel_validate.yaml")
 }

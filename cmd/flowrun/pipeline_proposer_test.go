@@ -1,11 +1,8 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/flowrun/flowrun/llm/llmtest"
@@ -14,19 +11,13 @@ import (
 // proposerStage names the approach_proposer stage a request comes from, by
 // its system prompt (pipelines/prompts/approach_proposer/*_system.md).
 func proposerStage(r llmtest.Request) string {
-	raw := string(r.Raw)
-	for _, s := range []struct{ marker, stage string }{
+	return callerOf(r, []marker{
 		{"propose three distinct", "propose"},
 		{"You evaluate proposed approaches", "evaluate_approaches"},
 		{"You solve math problems", "solve"},
 		{"You are an expert referee", "expert"},
 		{"You orchestrate a solver", "orchestrate"},
-	} {
-		if strings.Contains(raw, s.marker) {
-			return s.stage
-		}
-	}
-	return ""
+	})
 }
 
 // proposerModel answers approach_proposer's calls the interesting way: the
@@ -68,36 +59,13 @@ func proposerModel(r llmtest.Request) llmtest.Reply {
 
 const proposerPipeline = "../../pipelines/approach_proposer.yaml"
 
-// liveProposer points the CLI at a fake model answering with reply, and
-// records which stage each request came from.
-type liveProposer struct {
-	srv    *llmtest.Server
-	mu     sync.Mutex
-	stages []string
-	reply  func(llmtest.Request) llmtest.Reply
-}
+// liveProposer is a fake model that tells which stage each request it
+// answered came from.
+type liveProposer struct{ *fakeModel }
 
 func newLiveProposer(t *testing.T, reply func(llmtest.Request) llmtest.Reply) *liveProposer {
 	t.Helper()
-	l := &liveProposer{srv: llmtest.New(t), reply: reply}
-	l.srv.Handle(func(r llmtest.Request) llmtest.Reply {
-		l.mu.Lock()
-		l.stages = append(l.stages, proposerStage(r))
-		f := l.reply
-		l.mu.Unlock()
-		return f(r)
-	})
-	t.Setenv("OPENAI_BASE_URL", l.srv.URL)
-	t.Setenv("OPENAI_API_KEY", "sk-fake-QPXVZKWJ") // no word: any 8 characters of a key are redacted process-wide
-	t.Setenv("FLOWRUN_STORE", filepath.Join(t.TempDir(), "runs.db"))
-	return l
-}
-
-// setReply changes how the model answers from now on.
-func (l *liveProposer) setReply(f func(llmtest.Request) llmtest.Reply) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.reply = f
+	return &liveProposer{newFakeModel(t, reply)}
 }
 
 // count is how many requests came from stage.
@@ -113,33 +81,9 @@ func (l *liveProposer) count(stage string) int {
 
 // calls returns the stages the model was asked for so far, in order.
 func (l *liveProposer) calls() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.stages...)
-}
-
-// eventsOf parses --json output into events.
-func eventsOf(t *testing.T, stdout string) []map[string]any {
-	t.Helper()
-	var evs []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		var e map[string]any
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatalf("not a JSON event: %q", line)
-		}
-		evs = append(evs, e)
-	}
-	return evs
-}
-
-// pathsOf lists the paths of the events of type typ, in order.
-func pathsOf(evs []map[string]any, typ string) []string {
 	var out []string
-	for _, e := range evs {
-		if e["type"] == typ {
-			p, _ := e["path"].(string)
-			out = append(out, p)
-		}
+	for _, r := range l.requests() {
+		out = append(out, proposerStage(r))
 	}
 	return out
 }
@@ -153,28 +97,11 @@ var proposerRoute = []string{
 	"route",
 }
 
-// runOf is the run id in a --json event stream.
-func runOf(t *testing.T, evs []map[string]any) string {
-	t.Helper()
-	id, _ := evs[0]["run"].(string)
-	if id == "" {
-		t.Fatalf("no run id in %v", evs[0])
-	}
-	return id
-}
-
 // TestProposerReplayRouteAndExchange replays the cassette unattended and
 // checks the route, the outputs, and that each stage's reply is the next
 // stage's user message in the stored run (what flowrun show prints).
 func TestProposerReplayRouteAndExchange(t *testing.T) {
-	code, stdout, stderr := flowrun(t, proposerPipeline, "--auto", "--json")
-	if code != exitOK {
-		t.Fatalf("exit %d\n%s", code, stderr)
-	}
-	evs := eventsOf(t, stdout)
-	if got := pathsOf(evs, "node_started"); !jsonEqual(got, proposerRoute) {
-		t.Fatalf("route %q\nwant  %q", got, proposerRoute)
-	}
+	evs := replayRun(t, proposerPipeline, proposerRoute, "--auto")
 	last := evs[len(evs)-1]
 	out, _ := last["outputs"].(map[string]any)
 	if last["status"] != "completed" || out["action"] != "FINAL" || out["rounds"] != 2.0 || out["user_answer"] != nil ||
@@ -402,17 +329,7 @@ func TestProposerInputChecks(t *testing.T) {
 // TestProposerDocumented: docs/pipelines.md embeds the pipeline's current
 // graph and the example inputs replay offline.
 func TestProposerDocumented(t *testing.T) {
-	code, graph, stderr := flowrun(t, "graph", proposerPipeline)
-	if code != exitOK {
-		t.Fatalf("graph: exit %d\n%s", code, stderr)
-	}
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "pipelines.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(doc), "```mermaid\n"+graph) {
-		t.Fatalf("docs/pipelines.md does not embed the current graph:\n%s", graph)
-	}
+	checkDocumented(t, "approach_proposer.yaml")
 	code, stdout, stderr := flowrun(t, proposerPipeline, "--auto", "--inputs", filepath.Join("..", "..", "pipelines", "examples", "math_problem.yaml"))
 	if code != exitOK || outputsOf(t, stdout)["action"] != "FINAL" {
 		t.Fatalf("example inputs: exit %d\n%s", code, stderr)

@@ -5,24 +5,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/flowrun/flowrun/llm/llmtest"
 )
 
 // TestDefaultRefineUseImages: with use_images the first dreamer request
 // carries every training pair as two PNG pictures (input, output).
 func TestDefaultRefineUseImages(t *testing.T) {
-	script := &refineScript{coders: []string{fenced(refineRightCode)}}
-	srv := llmtest.New(t)
-	srv.Handle(script.reply)
-	t.Setenv("OPENAI_BASE_URL", srv.URL)
-	t.Setenv("OPENAI_API_KEY", "sk-test")
-	store := filepath.Join(t.TempDir(), "flowrun.db")
-	code, _, stderr := flowrun(t, "../../pipelines/default_refine.yaml", "--input", "use_images=true", "--store", store)
+	m := newFakeModel(t, (&refineScript{coders: []string{fenced(refineRightCode)}}).reply)
+	code, _, stderr := flowrun(t, shippedPath("default_refine.yaml"), "--input", "use_images=true")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	first := string(srv.Requests()[0].Raw)
+	first := string(m.requests()[0].Raw)
 	if !strings.Contains(first, "You study ARC puzzles") {
 		t.Fatalf("the first request is not the dreamer's")
 	}
@@ -31,13 +24,11 @@ func TestDefaultRefineUseImages(t *testing.T) {
 		t.Fatalf("%d PNG images in the dreamer's first request, want 4", n)
 	}
 	// Without use_images, none.
-	srv2 := llmtest.New(t)
-	srv2.Handle((&refineScript{coders: []string{fenced(refineRightCode)}}).reply)
-	t.Setenv("OPENAI_BASE_URL", srv2.URL)
-	if code, _, stderr := flowrun(t, "../../pipelines/default_refine.yaml", "--store", store); code != exitOK {
+	m2 := newFakeModel(t, (&refineScript{coders: []string{fenced(refineRightCode)}}).reply)
+	if code, _, stderr := flowrun(t, shippedPath("default_refine.yaml")); code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	if strings.Contains(string(srv2.Requests()[0].Raw), "data:image/png") {
+	if strings.Contains(string(m2.requests()[0].Raw), "data:image/png") {
 		t.Fatal("images sent without use_images")
 	}
 }
@@ -74,15 +65,7 @@ func TestDefaultRefineTransformTimesOut(t *testing.T) {
 		}
 	}
 	loops := "def transform(grid):\n    while True:\n        pass"
-	srv := llmtest.New(t)
-	srv.Handle((&refineScript{coders: []string{fenced(loops), fenced(refineRightCode)}}).reply)
-	t.Setenv("OPENAI_BASE_URL", srv.URL)
-	t.Setenv("OPENAI_API_KEY", "sk-test")
-	code, stdout, stderr := flowrun(t, filepath.Join(dir, "default_refine.yaml"), "--store", filepath.Join(dir, "runs.db"))
-	if code != exitOK {
-		t.Fatalf("exit %d\n%s", code, stderr)
-	}
-	out := outputsOf(t, stdout)
+	out, _ := liveRun(t, filepath.Join(dir, "default_refine.yaml"), (&refineScript{coders: []string{fenced(loops), fenced(refineRightCode)}}).reply)
 	sc := scores(t, out)
 	if out["solved_train"] != true || len(sc) != 2 || !strings.HasPrefix(sc[0]["error"].(string), "timeout:") {
 		t.Fatalf("outputs %v", out)

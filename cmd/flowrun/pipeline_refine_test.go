@@ -73,65 +73,11 @@ func refineModel(r llmtest.Request) llmtest.Reply {
 	return (&refineScript{coders: coders}).reply(r)
 }
 
-// refineRun runs default_refine live against a fake server answering with
-// script, with --json, and returns the outputs and the events.
+// refineRun runs default_refine live against a fake model answering with
+// script, and returns the outputs and the events.
 func refineRun(t *testing.T, script *refineScript, args ...string) (map[string]any, []map[string]any) {
 	t.Helper()
-	srv := llmtest.New(t)
-	srv.Handle(script.reply)
-	t.Setenv("OPENAI_BASE_URL", srv.URL)
-	t.Setenv("OPENAI_API_KEY", "sk-test")
-	store := filepath.Join(t.TempDir(), "flowrun.db")
-	code, stdout, stderr := flowrun(t, append([]string{"../../pipelines/default_refine.yaml", "--json", "--store", store}, args...)...)
-	if code != exitOK {
-		t.Fatalf("exit %d\n%s\n%s", code, stderr, stdout)
-	}
-	var events []map[string]any
-	var outputs map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		var e map[string]any
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatalf("not a JSON event: %q", line)
-		}
-		events = append(events, e)
-		if e["type"] == "run_finished" {
-			outputs, _ = e["outputs"].(map[string]any)
-		}
-	}
-	return outputs, events
-}
-
-// route lists the paths of the nodes that finished, in order.
-func route(events []map[string]any) []string {
-	var out []string
-	for _, e := range events {
-		if e["type"] == "node_finished" {
-			out = append(out, e["path"].(string))
-		}
-	}
-	return out
-}
-
-// sandboxReports returns, per sandbox_run, the per-input entries the
-// wrapper returned.
-func sandboxRuns(events []map[string]any) []map[string]any {
-	var out []map[string]any
-	for _, e := range events {
-		if e["type"] == "sandbox_run" {
-			out = append(out, e["output"].(map[string]any))
-		}
-	}
-	return out
-}
-
-func scores(t *testing.T, out map[string]any) []map[string]any {
-	t.Helper()
-	list, _ := out["scores"].([]any)
-	var s []map[string]any
-	for _, x := range list {
-		s = append(s, x.(map[string]any))
-	}
-	return s
+	return liveRun(t, shippedPath("default_refine.yaml"), script.reply, args...)
 }
 
 func TestDefaultRefineRouteAndSandbox(t *testing.T) {
@@ -140,7 +86,7 @@ func TestDefaultRefineRouteAndSandbox(t *testing.T) {
 		"refine[1]/dream", "refine[1]/code", "refine[1]/test", "refine[1]/score", "refine[1]/record",
 		"refine[2]/dream", "refine[2]/code", "refine[2]/test", "refine[2]/score", "refine[2]/record",
 		"refine"}
-	if got := route(events); strings.Join(got, " ") != strings.Join(want, " ") {
+	if got := pathsOf(events, "node_finished"); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("route:\n got %v\nwant %v", got, want)
 	}
 	runs := sandboxRuns(events)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -63,21 +61,6 @@ func (s *singlePairScript) reply(r llmtest.Request) llmtest.Reply {
 	return llmtest.Reply{Text: fenced(refineWrongCode), Usage: usage}
 }
 
-// lastUserText is the text of the request's last user message.
-func lastUserText(r llmtest.Request) string {
-	msgs, _ := r.Body["messages"].([]any)
-	for i := len(msgs) - 1; i >= 0; i-- {
-		m, _ := msgs[i].(map[string]any)
-		if m["role"] == "user" {
-			if s, ok := m["content"].(string); ok {
-				return s
-			}
-			return fmt.Sprint(m["content"])
-		}
-	}
-	return ""
-}
-
 // singlePairModel is the shipped cassette's script.
 func singlePairModel(r llmtest.Request) llmtest.Reply {
 	return (&singlePairScript{}).reply(r)
@@ -103,13 +86,13 @@ func sortedItems(paths []string, prefix string) []string {
 
 func TestSinglePairRouteAndSandbox(t *testing.T) {
 	script := &singlePairScript{}
-	out, events := augmentedLiveRun(t, "single_pair.yaml", script.reply)
+	out, events := liveRun(t, shippedPath("single_pair.yaml"), script.reply)
 	want := []string{"prepare",
 		"describe[0]/pair", "describe[1]/pair", "describe", "combine",
 		"refine[1]/code", "refine[1]/test", "refine[1]/score", "refine[1]/record",
 		"refine[2]/code", "refine[2]/test", "refine[2]/score", "refine[2]/record",
 		"refine"}
-	if got := sortedItems(route(events), "describe["); strings.Join(got, " ") != strings.Join(want, " ") {
+	if got := sortedItems(pathsOf(events, "node_finished"), "describe["); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("route:\n got %v\nwant %v", got, want)
 	}
 	// Each pair's call saw its own pair only.
@@ -161,7 +144,7 @@ func TestSinglePairRouteAndSandbox(t *testing.T) {
 // returns the descriptions in pair order.
 func TestSinglePairRateLimitedPair(t *testing.T) {
 	script := &singlePairScript{fail429s: 1}
-	out, events := augmentedLiveRun(t, "single_pair.yaml", script.reply)
+	out, events := liveRun(t, shippedPath("single_pair.yaml"), script.reply)
 	if script.fail429s != 0 || len(script.prompts["pair"]) != 3 {
 		t.Fatalf("the 429 was not retried: %d pair requests", len(script.prompts["pair"]))
 	}
@@ -180,17 +163,5 @@ func TestSinglePairRateLimitedPair(t *testing.T) {
 // docs/pipelines.md embeds the current graph of single_pair.yaml,
 // augmented.yaml and arc_evolve.yaml.
 func TestARCVariantsDocumented(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "pipelines.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{"single_pair.yaml", "augmented.yaml", "arc_evolve.yaml"} {
-		code, graph, stderr := flowrun(t, "graph", filepath.Join("..", "..", "pipelines", p))
-		if code != exitOK {
-			t.Fatalf("graph %s: exit %d\n%s", p, code, stderr)
-		}
-		if !strings.Contains(string(doc), "```mermaid\n"+graph) {
-			t.Fatalf("docs/pipelines.md does not embed the current graph of %s:\n%s", p, graph)
-		}
-	}
+	checkDocumented(t, "single_pair.yaml", "augmented.yaml", "arc_evolve.yaml")
 }

@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/flowrun/flowrun/llm/llmtest"
@@ -141,19 +140,13 @@ func TestSIRChartIsGenerated(t *testing.T) {
 // sirRole names the sir request's caller by its system prompt
 // (pipelines/prompts/sir/*.md, pipelines/tools/*.yaml).
 func sirRole(r llmtest.Request) string {
-	raw := string(r.Raw)
-	for _, s := range []struct{ marker, role string }{
+	return callerOf(r, []marker{
 		{"You are the translator", "translator"},
 		{"You are the reasoner", "reasoner"},
 		{"You transcribe the text in images", "ocr"},
 		{"You read tables and chart data", "read_table"},
 		{"You caption images region by region", "smart_grid_caption"},
-	} {
-		if strings.Contains(raw, s.marker) {
-			return s.role
-		}
-	}
-	return ""
+	})
 }
 
 // sirTurn is what an agent's request shows of the current task: the last
@@ -176,23 +169,6 @@ func sirTurn(r llmtest.Request) (task string, steps int, last string) {
 		last = contentText(m["content"])
 	}
 	return task, steps, last
-}
-
-// contentText is a chat message's text, whether content is a string or
-// a list of parts.
-func contentText(c any) string {
-	if s, ok := c.(string); ok {
-		return s
-	}
-	var b strings.Builder
-	parts, _ := c.([]any)
-	for _, p := range parts {
-		if p, ok := p.(map[string]any); ok && p["type"] == "text" {
-			s, _ := p["text"].(string)
-			b.WriteString(s)
-		}
-	}
-	return b.String()
 }
 
 var sirImagePath = regexp.MustCompile(`Image path \(pass it to the tools\): (\S+)`)
@@ -274,14 +250,7 @@ var sirRoute = []string{
 }
 
 func TestSIRReplayRouteAndOutputs(t *testing.T) {
-	code, stdout, stderr := flowrun(t, sirPipeline, "--json")
-	if code != exitOK {
-		t.Fatalf("exit %d\n%s", code, stderr)
-	}
-	evs := eventsOf(t, stdout)
-	if got := pathsOf(evs, "node_started"); !jsonEqual(got, sirRoute) {
-		t.Fatalf("route %q\nwant  %q", got, sirRoute)
-	}
+	evs := replayRun(t, sirPipeline, sirRoute)
 	last := evs[len(evs)-1]
 	out, _ := last["outputs"].(map[string]any)
 	if last["status"] != "completed" || out["iterations"] != 2.0 || out["answer"] != "Q2, by 9 (18 against 9 in Q3)" ||
@@ -318,36 +287,13 @@ func TestSIRReplayRouteAndOutputs(t *testing.T) {
 	}
 }
 
-// liveSIR points the CLI at a fake model answering like sirModel and keeps
-// every request.
-type liveSIR struct {
-	mu   sync.Mutex
-	reqs []llmtest.Request
-}
-
-func newLiveSIR(t *testing.T) *liveSIR {
-	t.Helper()
-	l := &liveSIR{}
-	srv := llmtest.New(t)
-	srv.Handle(func(r llmtest.Request) llmtest.Reply {
-		l.mu.Lock()
-		l.reqs = append(l.reqs, r)
-		l.mu.Unlock()
-		return sirModel(r)
-	})
-	t.Setenv("OPENAI_BASE_URL", srv.URL)
-	t.Setenv("OPENAI_API_KEY", "sk-fake-sir")
-	t.Setenv("FLOWRUN_STORE", filepath.Join(t.TempDir(), "runs.db"))
-	return l
-}
-
 // TestSIRLiveImageReachesTheModel runs sir live against the fake model and
 // checks that the image reached every vision call as a data URL of the
 // PNG's bytes (the translator's turns and each tool's call), that the
 // reasoner never got it, and that the translator's second task is the
 // update of its current SIR with the feedback at its end.
 func TestSIRLiveImageReachesTheModel(t *testing.T) {
-	l := newLiveSIR(t)
+	m := newFakeModel(t, sirModel)
 	code, stdout, stderr := flowrun(t, sirPipeline)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
@@ -362,7 +308,7 @@ func TestSIRLiveImageReachesTheModel(t *testing.T) {
 	}
 	dataURL := "data:image/png;base64," + base64.StdEncoding.EncodeToString(png)
 	count := map[string]int{}
-	for _, r := range l.reqs {
+	for _, r := range m.requests() {
 		role := sirRole(r)
 		count[role]++
 		has := strings.Contains(string(r.Raw), dataURL)
@@ -393,7 +339,7 @@ func TestSIRLiveImageReachesTheModel(t *testing.T) {
 // tools resolve it too) and multiple-choice options, which the reasoner
 // gets and the translator does not.
 func TestSIRLiveOwnImageAndOptions(t *testing.T) {
-	l := newLiveSIR(t)
+	m := newFakeModel(t, sirModel)
 	img := filepath.Join(t.TempDir(), "chart.png")
 	b, err := os.ReadFile(sirChart)
 	if err != nil {
@@ -411,7 +357,7 @@ func TestSIRLiveOwnImageAndOptions(t *testing.T) {
 		t.Fatalf("outputs %s", stdout)
 	}
 	dataURL := "data:image/png;base64," + base64.StdEncoding.EncodeToString(b)
-	for _, r := range l.reqs {
+	for _, r := range m.requests() {
 		role := sirRole(r)
 		task, _, _ := sirTurn(r)
 		switch {
@@ -429,17 +375,7 @@ func TestSIRLiveOwnImageAndOptions(t *testing.T) {
 
 // TestSIRDocumented: docs/pipelines.md embeds the pipeline's current graph.
 func TestSIRDocumented(t *testing.T) {
-	code, graph, stderr := flowrun(t, "graph", sirPipeline)
-	if code != exitOK {
-		t.Fatalf("graph: exit %d\n%s", code, stderr)
-	}
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "pipelines.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(doc), "## sir.yaml") || !strings.Contains(string(doc), "```mermaid\n"+graph) {
-		t.Fatalf("docs/pipelines.md does not embed the current graph of sir.yaml:\n%s", graph)
-	}
+	checkDocumented(t, "sir.yaml")
 }
 
 // TestSIRLiveNoAnswerAfterThreeIterations: a reasoner that always asks for
@@ -447,22 +383,13 @@ func TestSIRDocumented(t *testing.T) {
 // each round appended to the SIR the translator was asked to update, and
 // the loop recorded as exhausted.
 func TestSIRLiveNoAnswerAfterThreeIterations(t *testing.T) {
-	srv := llmtest.New(t)
-	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+	_, evs := liveRun(t, sirPipeline, func(r llmtest.Request) llmtest.Reply {
 		if sirRole(r) == "reasoner" {
 			return llmtest.Reply{ToolCalls: []llmtest.ToolCall{llmtest.Call("terminate_and_ask_translator",
 				map[string]any{"feedback": "Say which colour each bar is."})}}
 		}
 		return sirModel(r)
 	})
-	t.Setenv("OPENAI_BASE_URL", srv.URL)
-	t.Setenv("OPENAI_API_KEY", "sk-fake-sir")
-	t.Setenv("FLOWRUN_STORE", filepath.Join(t.TempDir(), "runs.db"))
-	code, stdout, stderr := flowrun(t, sirPipeline, "--json")
-	if code != exitOK {
-		t.Fatalf("exit %d\n%s", code, stderr)
-	}
-	evs := eventsOf(t, stdout)
 	last := evs[len(evs)-1]
 	out, _ := last["outputs"].(map[string]any)
 	history, _ := out["sir_history"].([]any)
