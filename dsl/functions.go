@@ -11,6 +11,7 @@ import (
 
 	"github.com/expr-lang/expr"
 
+	"github.com/flowrun/flowrun/arc"
 	"github.com/flowrun/flowrun/codefence"
 	"github.com/flowrun/flowrun/internal/confined"
 	"github.com/flowrun/flowrun/jsonvalue"
@@ -42,8 +43,7 @@ var (
 )
 
 // RegisterFunction makes fn callable from every expression loaded after
-// it. The DSL's own functions are registered here; a domain package
-// registers its own from a Register function that the CLI calls once.
+// it. The DSL's own functions, and arc's, are registered here.
 func RegisterFunction(fn Function) {
 	functionsMu.Lock()
 	defer functionsMu.Unlock()
@@ -123,6 +123,35 @@ func init() {
 					vars, _ := args[1].(map[string]any)
 					return r.render(args[0].(string), vars)
 				}
+			}},
+		{Name: "grid_text", Signature: "grid_text(grid) string", Doc: "An ARC grid as rows of digits, one row per line.",
+			Types: []any{new(func(any) string)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return arc.GridText(args[0]) }
+			}},
+		{Name: "grid_diff", Signature: "grid_diff(expected, actual) string",
+			Doc:   "Where a produced ARC grid differs from the expected one, for a prompt: the cells both have as a grid, . where they agree and expected/got where not; a size mismatch or a null actual said in words.",
+			Types: []any{new(func(any, any) string)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return arc.Diff(args[0], args[1]) }
+			}},
+		{Name: "arc_report", Signature: "arc_report(outputs, task) object",
+			Doc:   "Scores what a transform produced for each input of an ARC task: per pair match, size, palette and pixels off; totals, solved flags and a text report.",
+			Types: []any{new(func(any, any) map[string]any)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return arc.Report(args[0], args[1]) }
+			}},
+		{Name: "arc_augment", Signature: "arc_augment(task) object",
+			Doc:   "An ARC task with rotated and flipped copies of its training pairs added.",
+			Types: []any{new(func(any) map[string]any)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return arc.Augment(args[0]) }
+			}},
+		{Name: "arc_png", Signature: "arc_png(grid) string",
+			Doc:   "An ARC grid drawn in the ARC palette, as a PNG data URL for images:.",
+			Types: []any{new(func(any) string)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return arc.PNG(args[0]) }
 			}},
 	} {
 		RegisterFunction(fn)
