@@ -24,8 +24,9 @@ var (
 	quoted    = regexp.MustCompile("`([a-z][a-z0-9/]*)`")
 )
 
-// parseLayers reads the numbered list under "## Layers": each item is a
-// layer, and the backquoted package paths in it are its packages.
+// parseLayers reads the numbered list under "## Layers": each item (its
+// indented lines included) is a layer, and the backquoted package paths in
+// it are its packages.
 func parseLayers(doc string) (map[string]int, error) {
 	_, section, ok := strings.Cut(doc, "\n## Layers\n")
 	if !ok {
@@ -37,6 +38,8 @@ func parseLayers(doc string) (map[string]int, error) {
 	for _, line := range strings.Split(section, "\n") {
 		if m := layerLine.FindStringSubmatch(line); m != nil {
 			fmt.Sscan(m[1], &layer)
+		} else if line != "" && !strings.HasPrefix(line, " ") {
+			layer = 0 // a paragraph, not an item's continuation
 		}
 		if layer == 0 {
 			continue
@@ -135,7 +138,7 @@ func TestImportGraphFollowsTheLayers(t *testing.T) {
 // The check sees an arrow running back up, an unplaced package and a
 // placed one that is gone.
 func TestViolationsAreReported(t *testing.T) {
-	layers, err := parseLayers("# x\n\n## Layers\n\n1. **Low**: `dsl`, `arc`.\n2. **High**: `web`,\n   `gone`.\n\n## Other\n\n1. `new`\n")
+	layers, err := parseLayers("# x\n\n## Layers\n\n1. **Low**: `dsl`, `arc`.\n2. **High**: `web`,\n   `gone`.\n\nA paragraph on `dsl`.\n\n## Other\n\n1. `new`\n")
 	if err != nil {
 		t.Fatal(err)
 	}
