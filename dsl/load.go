@@ -39,7 +39,8 @@ func LoadSource(path string, src []byte) (*Pipeline, Diagnostics) {
 	return load(path, src, Options{})
 }
 
-// LoadWith is Load with options: validate lists MCP servers' tools.
+// LoadWith is Load with options: validate lists MCP servers' tools, and a
+// program may give pipelines other expression functions than the default.
 func LoadWith(path string, opts Options) (*Pipeline, Diagnostics) {
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -186,7 +187,8 @@ func (l *loader) load(name string, src []byte, at *Pos) (p *Pipeline) {
 		p: &Pipeline{Path: name, Dir: filepath.Dir(name), Hash: hex.EncodeToString(sum[:]),
 			Files: confined.Dir{Root: l.root, Base: base, MaxBytes: DefaultMaxFileBytes, Limit: "limits.max_file_kb"}},
 		pendingOf: map[*Expr]*pendingExpr{}}
-	f.opts = append([]expr.Option{expr.Env(Env{})}, helperFunctions(f.dir, &f.p.Files)...)
+	f.p.functions = l.opts.Functions
+	f.opts = append([]expr.Option{expr.Env(Env{})}, l.opts.Functions.options(f.dir, &f.p.Files)...)
 
 	root, ok := f.parseYAML(src)
 	if !ok {
