@@ -441,8 +441,9 @@ type typeVisitor struct {
 	types map[ast.Node]*Type
 	roots map[string]*Type
 	nodes map[string]*Type // the nodes.<id> read, with their types
-	// notYet holds the nodes.<id> reads whose node may not have run yet,
-	// so that a field read from them without ?. is reported.
+	// notYet holds the nodes.<id> reads whose node may not have run yet:
+	// their type is the node's output or null, so a field read from them
+	// without ?. is an error.
 	notYet map[ast.Node]string
 	failed bool
 }
@@ -506,7 +507,8 @@ func (v *typeVisitor) Visit(node *ast.Node) {
 		}
 		prop, isStr := n.Property.(*ast.StringNode)
 		if id, ok := v.notYet[n.Node]; ok && !n.Optional {
-			v.warnNotYet(n, id)
+			v.failNotYet(n, id)
+			return
 		}
 		if id, isID := n.Node.(*ast.IdentifierNode); isID && id.Value == "nodes" && isStr {
 			t, notYet := v.nodeOutput(prop)
@@ -563,9 +565,10 @@ func (v *typeVisitor) nodeOutput(prop *ast.StringNode) (*Type, bool) {
 	return v.r.output(target), notYet
 }
 
-// warnNotYet reports a field read from the output of a node that may not
-// have run yet, where the read would fail on null.
-func (v *typeVisitor) warnNotYet(n *ast.MemberNode, id string) {
+// failNotYet reports a field read without ?. from the output of a node
+// that may not have run yet: that output is possibly null, and reading a
+// field of null fails the run.
+func (v *typeVisitor) failNotYet(n *ast.MemberNode, id string) {
 	field := "[...]"
 	if s, ok := n.Property.(*ast.StringNode); ok {
 		field = s.Value
@@ -574,9 +577,8 @@ func (v *typeVisitor) warnNotYet(n *ast.MemberNode, id string) {
 	if v.pe.sc.node != nil && v.pe.sc.node.ID == id {
 		why = fmt.Sprintf("this reads node %q's output from the previous iteration", id)
 	}
-	v.r.f.l.warnf(v.pe.at(runeOffset(v.pe.src, n.Location().From)),
-		"in `%s`: %s, so nodes.%s is null in the first iteration and reading .%s from it fails: write nodes.%s?.%s ?? <a default>",
-		oneLine(v.pe.src), why, id, field, id, field)
+	v.fail(n, fmt.Sprintf("nodes.%s may be null here: %s, so it is null in the first iteration and reading .%s from it fails; write nodes.%s?.%s ?? <a default>",
+		id, why, field, id, field))
 }
 
 func (v *typeVisitor) fail(at ast.Node, msg string) {

@@ -103,9 +103,11 @@ func (p *probe) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (run
 	return runtime.Outcome{Output: a["value"]}, nil
 }
 
-// TestReadFromNodeNotRunYetNamesIt: a loop body reading a later sibling
-// fails in the first iteration with a message naming the node whose
-// output is null and the field read, not expr-lang's bare "from <nil>".
+// TestReadFromNodeNotRunYetNamesIt: reading a field from a node that was
+// skipped fails with a message naming the node whose output is null and
+// the field read, not expr-lang's bare "from <nil>". (A read from a later
+// sibling in a loop body, null in the first iteration, is an error at
+// load unless it uses ?.: dsl's testdata/invalid/loop_reads_later_sibling.)
 func TestReadFromNodeNotRunYetNamesIt(t *testing.T) {
 	p := load(t, `
 version: 1
@@ -116,10 +118,11 @@ nodes:
     loop:
       max_iterations: 2
       body:
+        - id: review
+          when: state.x == "never"
+          set: {x: '"ok"'}
         - id: draft
           set: {x: 'nodes.review.x + "!"'}
-        - id: review
-          set: {x: '"ok"'}
 outputs: {x: state.x}
 `, nil)
 	res, _ := run(t, p, nodes.Kinds(nodes.Services{}), nil)
