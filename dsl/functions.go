@@ -38,9 +38,10 @@ type FunctionEnv struct {
 	Files *confined.Dir // the pipeline's files (read_file, render)
 }
 
-// Functions is a set of expression functions. It is a value: With makes a
-// new set and leaves the old one as it was, and a pipeline keeps the set it
-// was loaded with, so that no load sees another's functions.
+// Functions is a set of expression functions; the zero Functions is the
+// empty set. It is a value: With makes a new set and leaves the old one as
+// it was, and a pipeline keeps the set it was loaded with, so that no load
+// sees another's functions.
 type Functions struct {
 	list []Function // sorted by name
 }
@@ -76,12 +77,8 @@ func (fs Functions) With(fns ...Function) (Functions, error) {
 // List is the set's functions, sorted by name.
 func (fs Functions) List() []Function { return slices.Clone(fs.list) }
 
-// options binds every function of the set, or of the default set for the
-// zero set, for one pipeline file.
+// options binds every function of the set for one pipeline file.
 func (fs Functions) options(dir string, files *confined.Dir) []expr.Option {
-	if fs.list == nil {
-		fs = defaultFunctions
-	}
 	env := FunctionEnv{Dir: dir, Files: files}
 	var opts []expr.Option
 	for _, fn := range fs.list {

@@ -54,7 +54,7 @@ func TestFunctionSetsAreValues(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p, ds := LoadWith(path, Options{Functions: fs})
+	p, ds := LoadWith(path, Options{Functions: &fs})
 	if p == nil {
 		t.Fatalf("with twice: %s", ds)
 	}

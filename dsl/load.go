@@ -46,6 +46,9 @@ func LoadWith(path string, opts Options) (*Pipeline, Diagnostics) {
 
 func load(path string, src []byte, opts Options) (*Pipeline, Diagnostics) {
 	root, _ := filepath.Abs(filepath.Dir(path))
+	if opts.Functions == nil {
+		opts.Functions = &defaultFunctions
+	}
 	l := &loader{root: root, opts: opts, loaded: map[string]*Pipeline{}, sources: map[string][]string{}, read: map[string]string{}}
 	p := l.load(path, src, nil)
 	if p != nil {
@@ -175,8 +178,8 @@ func (l *loader) load(name string, src []byte, at *Pos) (p *Pipeline) {
 		p: &Pipeline{Path: name, Dir: filepath.Dir(name), Hash: hex.EncodeToString(sum[:]),
 			Files: confined.Dir{Root: l.root, Base: base, MaxBytes: DefaultMaxFileBytes, Limit: "limits.max_file_kb"}},
 		pendingOf: map[*Expr]*pendingExpr{}}
-	f.p.functions = l.opts.Functions
-	f.opts = append([]expr.Option{expr.Env(Env{})}, l.opts.Functions.options(f.dir, &f.p.Files)...)
+	f.p.functions = *l.opts.Functions
+	f.opts = append([]expr.Option{expr.Env(Env{})}, f.p.functions.options(f.dir, &f.p.Files)...)
 
 	root, ok := l.parseYAML(name, src)
 	if !ok {

@@ -27,7 +27,7 @@ func withStopRun(t *testing.T) dsl.Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dsl.Options{Functions: fs}
+	return dsl.Options{Functions: &fs}
 }
 
 const spinning = `
