@@ -3,7 +3,8 @@
 // stays a json.Number rather than lose digits as a float64), so that
 // `index == 1` holds for a decoded 1. Validate checks a value against a JSON
 // schema (draft 2020-12) and says in one line where and why it fails; each
-// distinct schema is compiled once per process.
+// distinct schema is compiled once per process. Text writes a value as a
+// template inserts it.
 package jsonvalue
 
 import (
