@@ -515,6 +515,12 @@ func (v *typeVisitor) Visit(node *ast.Node) {
 		}
 	case *ast.UnaryNode:
 		v.checkNotNull(n.Node, "`"+n.Operator+"`")
+	case *ast.BuiltinNode:
+		if !nullSafeBuiltins[n.Name] {
+			for _, arg := range n.Arguments {
+				v.checkNotNull(arg, "`"+n.Name+"()`")
+			}
+		}
 	case *ast.ConditionalNode:
 		v.checkNotNull(n.Cond, "a condition")
 	case *ast.MemberNode:
@@ -602,6 +608,11 @@ var failsOnNull = map[string]bool{
 	"<": true, ">": true, "<=": true, ">=": true, "&&": true, "||": true, "and": true, "or": true,
 	"matches": true, "startsWith": true, "endsWith": true, "..": true,
 }
+
+// nullSafeBuiltins are expr-lang's built-in functions that take a null
+// argument; the others fail on it (len, upper, filter, keys, ...), most with
+// a message about Go's reflection rather than the value.
+var nullSafeBuiltins = map[string]bool{"string": true, "toJSON": true, "type": true, "get": true}
 
 // markNull records that n is null in the first iteration when from is
 // (or, with from nil, that n is a nodes.<id> read that may not have run).
