@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/expr-lang/expr"
@@ -205,6 +206,9 @@ func (r *resolver) typeOf(pe *pendingExpr) *Type {
 	}
 	v := &typeVisitor{r: r, pe: pe, types: map[ast.Node]*Type{}}
 	ast.Walk(pe.tree, v)
+	if pe.asBool {
+		v.checkNotNull(*pe.tree, "a condition")
+	}
 	if v.failed {
 		return pe.typ
 	}
@@ -441,9 +445,13 @@ type typeVisitor struct {
 	types map[ast.Node]*Type
 	roots map[string]*Type
 	nodes map[string]*Type // the nodes.<id> read, with their types
-	// notYet holds the nodes.<id> reads whose node may not have run yet,
-	// so that a field read from them without ?. is reported.
+	// notYet holds the nodes.<id> reads whose node may not have run yet:
+	// their type is the node's output or null, so a field read from them
+	// without ?. is an error. null holds them too, with every value read
+	// from them through ?.: null in the first iteration, so an operator
+	// that fails on null may not take them without ?? first.
 	notYet map[ast.Node]string
+	null   map[ast.Node]string
 	failed bool
 }
 
@@ -499,15 +507,44 @@ func (v *typeVisitor) Visit(node *ast.Node) {
 		if t, ok := v.types[n.Node]; ok {
 			v.types[n] = t
 		}
+		v.markNull(n, n.Node)
+	case *ast.BinaryNode:
+		if failsOnNull[n.Operator] {
+			v.checkNotNull(n.Left, "`"+n.Operator+"`")
+			v.checkNotNull(n.Right, "`"+n.Operator+"`")
+		}
+	case *ast.UnaryNode:
+		v.checkNotNull(n.Node, "`"+n.Operator+"`")
+	case *ast.BuiltinNode:
+		if !nullSafeBuiltins[n.Name] {
+			for _, arg := range n.Arguments {
+				v.checkNotNull(arg, "`"+n.Name+"()`")
+			}
+		}
+	case *ast.ConditionalNode:
+		v.checkNotNull(n.Cond, "a condition")
 	case *ast.MemberNode:
+		if id, ok := v.null[n.Node]; ok && !n.Optional {
+			// Inside one chain, a member after ?. is skipped when the
+			// value is null; a read straight from nodes.<id>, or from a
+			// chain already closed by parentheses, is not.
+			if _, direct := v.notYet[n.Node]; direct {
+				v.failNotYet(n, id)
+				return
+			}
+			if _, closed := n.Node.(*ast.ChainNode); closed {
+				text, index := chainText(n.Node), indexText(n.Property)
+				v.fail(n, fmt.Sprintf("%s is null in the first iteration (%s), and indexing it with %s fails; write %s?.%s ?? <a default>",
+					text, v.notYetWhy(id), index, text, index))
+				return
+			}
+		}
+		v.markNull(n, n.Node)
 		base, ok := v.types[n.Node]
 		if !ok {
 			return
 		}
 		prop, isStr := n.Property.(*ast.StringNode)
-		if id, ok := v.notYet[n.Node]; ok && !n.Optional {
-			v.warnNotYet(n, id)
-		}
 		if id, isID := n.Node.(*ast.IdentifierNode); isID && id.Value == "nodes" && isStr {
 			t, notYet := v.nodeOutput(prop)
 			if notYet {
@@ -515,6 +552,7 @@ func (v *typeVisitor) Visit(node *ast.Node) {
 					v.notYet = map[ast.Node]string{}
 				}
 				v.notYet[n] = prop.Value
+				v.markNull(n, nil)
 			}
 			if v.nodes == nil {
 				v.nodes = map[string]*Type{}
@@ -563,20 +601,65 @@ func (v *typeVisitor) nodeOutput(prop *ast.StringNode) (*Type, bool) {
 	return v.r.output(target), notYet
 }
 
-// warnNotYet reports a field read from the output of a node that may not
-// have run yet, where the read would fail on null.
-func (v *typeVisitor) warnNotYet(n *ast.MemberNode, id string) {
+// failsOnNull are the operators that fail at run time when an operand is
+// null (== and != compare it, ?? replaces it).
+var failsOnNull = map[string]bool{
+	"+": true, "-": true, "*": true, "/": true, "%": true, "^": true, "**": true,
+	"<": true, ">": true, "<=": true, ">=": true, "&&": true, "||": true, "and": true, "or": true,
+	"matches": true, "startsWith": true, "endsWith": true, "..": true,
+}
+
+// nullSafeBuiltins are expr-lang's built-in functions that take a null
+// argument; the others fail on it (len, upper, filter, keys, ...), most with
+// a message about Go's reflection rather than the value.
+var nullSafeBuiltins = map[string]bool{"string": true, "toJSON": true, "type": true, "get": true}
+
+// markNull records that n is null in the first iteration when from is
+// (or, with from nil, that n is a nodes.<id> read that may not have run).
+func (v *typeVisitor) markNull(n, from ast.Node) {
+	id, ok := v.null[from]
+	if from == nil {
+		id, ok = v.notYet[n], true
+	}
+	if !ok {
+		return
+	}
+	if v.null == nil {
+		v.null = map[ast.Node]string{}
+	}
+	v.null[n] = id
+}
+
+// checkNotNull reports an operand that is null in the first iteration
+// where what (an operator, or a condition) fails on null.
+func (v *typeVisitor) checkNotNull(operand ast.Node, what string) {
+	id, ok := v.null[operand]
+	if !ok {
+		return
+	}
+	text := chainText(operand)
+	v.fail(operand, fmt.Sprintf("%s is null in the first iteration (%s), and %s fails on null; write (%s ?? <a default>)",
+		text, v.notYetWhy(id), what, text))
+}
+
+// notYetWhy says why node id may not have run where it is read.
+func (v *typeVisitor) notYetWhy(id string) string {
+	if v.pe.sc.node != nil && v.pe.sc.node.ID == id {
+		return fmt.Sprintf("this reads node %q's output from the previous iteration", id)
+	}
+	return fmt.Sprintf("node %q runs later in the loop body than this", id)
+}
+
+// failNotYet reports a field read without ?. from the output of a node
+// that may not have run yet: that output is possibly null, and reading a
+// field of null fails the run.
+func (v *typeVisitor) failNotYet(n *ast.MemberNode, id string) {
 	field := "[...]"
 	if s, ok := n.Property.(*ast.StringNode); ok {
 		field = s.Value
 	}
-	why := fmt.Sprintf("node %q runs later in the loop body than this", id)
-	if v.pe.sc.node != nil && v.pe.sc.node.ID == id {
-		why = fmt.Sprintf("this reads node %q's output from the previous iteration", id)
-	}
-	v.r.f.l.warnf(v.pe.at(runeOffset(v.pe.src, n.Location().From)),
-		"in `%s`: %s, so nodes.%s is null in the first iteration and reading .%s from it fails: write nodes.%s?.%s ?? <a default>",
-		oneLine(v.pe.src), why, id, field, id, field)
+	v.fail(n, fmt.Sprintf("nodes.%s may be null here: %s, so it is null in the first iteration and reading .%s from it fails; write nodes.%s?.%s ?? <a default>",
+		id, v.notYetWhy(id), field, id, field))
 }
 
 func (v *typeVisitor) fail(at ast.Node, msg string) {
@@ -621,6 +704,17 @@ func (v *typeVisitor) noField(at ast.Node, base *Type, name string) string {
 	return fmt.Sprintf("%s has no field %q%s; its fields are %s", chainText(at), name, hint, fieldList(base))
 }
 
+// indexText writes an index back as source, for messages.
+func indexText(n ast.Node) string {
+	switch x := n.(type) {
+	case *ast.StringNode:
+		return "[" + strconv.Quote(x.Value) + "]"
+	case *ast.IntegerNode:
+		return "[" + strconv.Itoa(x.Value) + "]"
+	}
+	return "[...]"
+}
+
 // chainText writes a member chain back as source, for messages.
 func chainText(n ast.Node) string {
 	switch x := n.(type) {
@@ -629,8 +723,13 @@ func chainText(n ast.Node) string {
 	case *ast.ChainNode:
 		return chainText(x.Node)
 	case *ast.MemberNode:
-		if s, ok := x.Property.(*ast.StringNode); ok {
+		if s, ok := x.Property.(*ast.StringNode); ok && x.Optional {
+			return chainText(x.Node) + "?." + s.Value
+		} else if ok {
 			return chainText(x.Node) + "." + s.Value
+		}
+		if x.Optional {
+			return chainText(x.Node) + "?.[...]"
 		}
 		return chainText(x.Node) + "[...]"
 	}

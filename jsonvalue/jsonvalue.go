@@ -3,7 +3,8 @@
 // stays a json.Number rather than lose digits as a float64), so that
 // `index == 1` holds for a decoded 1. Validate checks a value against a JSON
 // schema (draft 2020-12) and says in one line where and why it fails; each
-// distinct schema is compiled once per process.
+// distinct schema is compiled once per process. Text writes a value as a
+// template inserts it.
 package jsonvalue
 
 import (
@@ -11,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -94,6 +96,30 @@ func Describe(v any) string {
 		return "a map"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// Text is a value as text: a string as it is, null as nothing, an
+// integral number without a fraction or exponent, anything else as JSON.
+func Text(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1e15 {
+			return strconv.FormatInt(int64(x), 10)
+		}
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case int, int64, bool:
+		return fmt.Sprint(x)
+	default:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return fmt.Sprint(x)
+		}
+		return string(b)
+	}
 }
 
 // Schema is a compiled JSON schema.

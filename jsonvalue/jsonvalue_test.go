@@ -65,6 +65,19 @@ func TestCompileCachesAndExplainsBadSchemas(t *testing.T) {
 	}
 }
 
+// Text writes integral floats without an exponent and containers as JSON,
+// as templates insert them.
+func TestText(t *testing.T) {
+	for v, want := range map[any]string{nil: "", "a<b": "a<b", 3.0: "3", 2.5: "2.5", 1e20: "1e+20", 7: "7", true: "true"} {
+		if got := Text(v); got != want {
+			t.Errorf("Text(%#v) = %q, want %q", v, got, want)
+		}
+	}
+	if got := Text([]any{1, "x"}); got != `[1,"x"]` {
+		t.Errorf("Text(list) = %q", got)
+	}
+}
+
 func TestDescribe(t *testing.T) {
 	for v, want := range map[any]string{nil: "null", "x": `the string "x"`, 3: "the number 3", 2.5: "the number 2.5", true: "bool"} {
 		if got := Describe(v); got != want {
