@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/jsonvalue"
 )
 
@@ -142,7 +141,7 @@ func scorePair(entry any, pair map[string]any) map[string]any {
 		r["error"] = fmt.Sprintf("unexpected result entry %s", jsonvalue.Describe(entry))
 		return r
 	case e["error"] != nil:
-		r["error"] = dsl.Stringify(e["error"])
+		r["error"] = jsonvalue.Text(e["error"])
 		return r
 	}
 	got, err := intGrid(e["output"])
@@ -251,7 +250,7 @@ func samePalette(a, b [][]int) bool {
 func pairLine(r map[string]any) string {
 	switch {
 	case r["error"] != nil:
-		return "ERROR " + dsl.Stringify(r["error"])
+		return "ERROR " + jsonvalue.Text(r["error"])
 	case r["known"] == false:
 		return fmt.Sprintf("produced a %v grid (expected output unknown)", sizeText(r["got_size"]))
 	case r["match"] == true:
@@ -261,7 +260,7 @@ func pairLine(r map[string]any) string {
 	}
 	palette := "palette correct"
 	if r["palette_ok"] == false {
-		palette = fmt.Sprintf("wrong palette: got colours %s, expected %s", dsl.Stringify(r["got_colors"]), dsl.Stringify(r["expected_colors"]))
+		palette = fmt.Sprintf("wrong palette: got colours %s, expected %s", jsonvalue.Text(r["got_colors"]), jsonvalue.Text(r["expected_colors"]))
 	}
 	return fmt.Sprintf("FAIL %v pixels off (size correct, %s)", r["pixels_off"], palette)
 }
@@ -269,7 +268,7 @@ func pairLine(r map[string]any) string {
 // testLine describes a test pair without its expected output.
 func testLine(r map[string]any) string {
 	if r["error"] != nil {
-		return "ERROR " + dsl.Stringify(r["error"])
+		return "ERROR " + jsonvalue.Text(r["error"])
 	}
 	return fmt.Sprintf("produced a %s grid", sizeText(r["got_size"]))
 }

@@ -30,7 +30,7 @@ OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/flowrun-compare.XXXXXX")}
 mkdir -p "$OUT"
 
 echo "# building the benchmark" >&2
-go build -o "$OUT/flowrun-bench" ./bench
+go build -o "$OUT/flowrun-bench" ./cmd/bench
 
 load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
 

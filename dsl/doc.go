@@ -2,12 +2,14 @@
 // *Pipeline, or into every problem found, each with its file:line:col, the
 // source line and a caret.
 //
-// It works in phases, each handing the next what it guarantees:
+// It works in phases, which load.go runs in order, each handing the next
+// what it guarantees:
 //
-//   - syntax (load.go, schema.go): YAML through yaml.v3's Node API, so every
-//     value keeps its position; one document, no duplicate keys, no alias
-//     bombs; then the JSON schema (schemas/pipeline.schema.json, generated
-//     from this package) with errors mapped back to positions.
+//   - syntax (yamlsyntax.go, yamlnode.go, schema.go): YAML through yaml.v3's
+//     Node API, so every value keeps its position; one document, no
+//     duplicate keys, no alias bombs; then the JSON schema (Schema, of which
+//     schemas/pipeline.schema.json is a copy for editors) with errors mapped
+//     back to positions.
 //   - decode (decode.go, node.go, kind_*.go): typed structures. Each node
 //     kind is one KindSpec in its own file: its config type, decoder, schema
 //     fragment, output type, bodies and reference text. Every template and

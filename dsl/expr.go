@@ -1,11 +1,8 @@
 package dsl
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -162,28 +159,10 @@ func (t *Template) Render(env *Env) (string, error) {
 	return b.String(), nil
 }
 
-// Stringify formats a value the way templates insert it.
-func Stringify(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return x
-	case float64:
-		if x == math.Trunc(x) && math.Abs(x) < 1e15 {
-			return strconv.FormatInt(int64(x), 10)
-		}
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	case int, int64, bool:
-		return fmt.Sprint(x)
-	default:
-		b, err := json.Marshal(x)
-		if err != nil {
-			return fmt.Sprint(x)
-		}
-		return string(b)
-	}
-}
+// Stringify formats a value the way templates insert it: the text of a
+// JSON value (jsonvalue.Text), so that a domain package below dsl writes
+// values as templates do.
+var Stringify = jsonvalue.Text
 
 // Value is a value field: a bare expression, a template, a literal, or a
 // list or map of values. Strings in data fields (call inputs, tool and code

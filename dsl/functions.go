@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/expr-lang/expr"
 
+	"github.com/flowrun/flowrun/arc"
 	"github.com/flowrun/flowrun/codefence"
 	"github.com/flowrun/flowrun/internal/confined"
 	"github.com/flowrun/flowrun/jsonvalue"
@@ -36,47 +38,61 @@ type FunctionEnv struct {
 	Files *confined.Dir // the pipeline's files (read_file, render)
 }
 
-var (
-	functionsMu sync.RWMutex
-	functions   = map[string]Function{}
-)
-
-// RegisterFunction makes fn callable from every expression loaded after
-// it. The DSL's own functions are registered here; a domain package
-// registers its own from a Register function that the CLI calls once.
-func RegisterFunction(fn Function) {
-	functionsMu.Lock()
-	defer functionsMu.Unlock()
-	if _, dup := functions[fn.Name]; dup {
-		panic("expression function registered twice: " + fn.Name)
-	}
-	functions[fn.Name] = fn
+// Functions is a set of expression functions. It is a value: With makes a
+// new set and leaves the old one as it was, and a pipeline keeps the set it
+// was loaded with, so that no load sees another's functions.
+type Functions struct {
+	list []Function // sorted by name
 }
 
-// Functions lists the registered expression functions, sorted by name.
-func Functions() []Function {
-	functionsMu.RLock()
-	defer functionsMu.RUnlock()
-	out := make([]Function, 0, len(functions))
-	for _, fn := range functions {
-		out = append(out, fn)
+// defaultFunctions is the set pipelines load with unless Options name
+// another: the DSL's own functions and arc's.
+var defaultFunctions = func() Functions {
+	fs, err := Functions{}.With(builtinFunctions()...)
+	if err != nil {
+		panic(err)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return fs
+}()
+
+// DefaultFunctions is the set of expression functions every front end
+// loads pipelines with: json, fromJSON, extract_code, read_file, render
+// and the ARC functions.
+func DefaultFunctions() Functions { return defaultFunctions }
+
+// With is fs with fns added. A name already in the set is an error.
+func (fs Functions) With(fns ...Function) (Functions, error) {
+	list := slices.Clone(fs.list)
+	for _, fn := range fns {
+		if slices.ContainsFunc(list, func(have Function) bool { return have.Name == fn.Name }) {
+			return fs, fmt.Errorf("expression function %s is defined twice", fn.Name)
+		}
+		list = append(list, fn)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	return Functions{list: list}, nil
 }
 
-// helperFunctions binds every registered function for one pipeline file.
-func helperFunctions(dir string, files *confined.Dir) []expr.Option {
+// List is the set's functions, sorted by name.
+func (fs Functions) List() []Function { return slices.Clone(fs.list) }
+
+// options binds every function of the set, or of the default set for the
+// zero set, for one pipeline file.
+func (fs Functions) options(dir string, files *confined.Dir) []expr.Option {
+	if fs.list == nil {
+		fs = defaultFunctions
+	}
 	env := FunctionEnv{Dir: dir, Files: files}
 	var opts []expr.Option
-	for _, fn := range Functions() {
+	for _, fn := range fs.list {
 		opts = append(opts, expr.Function(fn.Name, fn.Bind(env), fn.Types...))
 	}
 	return append(opts, guardOptions()...)
 }
 
-func init() {
-	for _, fn := range []Function{
+// builtinFunctions are the functions of the default set.
+func builtinFunctions() []Function {
+	return []Function{
 		{Name: "json", Signature: "json(value) string", Doc: "The value as compact JSON text.",
 			Types: []any{new(func(any) string)},
 			Bind: func(FunctionEnv) func(...any) (any, error) {
@@ -124,8 +140,35 @@ func init() {
 					return r.render(args[0].(string), vars)
 				}
 			}},
-	} {
-		RegisterFunction(fn)
+		{Name: "grid_text", Signature: "grid_text(grid) string", Doc: "An ARC grid as rows of digits, one row per line.",
+			Types: []any{new(func(any) string)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return arc.GridText(args[0]) }
+			}},
+		{Name: "grid_diff", Signature: "grid_diff(expected, actual) string",
+			Doc:   "Where a produced ARC grid differs from the expected one, for a prompt: the cells both have as a grid, . where they agree and expected/got where not; a size mismatch or a null actual said in words.",
+			Types: []any{new(func(any, any) string)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return arc.Diff(args[0], args[1]) }
+			}},
+		{Name: "arc_report", Signature: "arc_report(outputs, task) object",
+			Doc:   "Scores what a transform produced for each input of an ARC task: per pair match, size, palette and pixels off; totals, solved flags and a text report.",
+			Types: []any{new(func(any, any) map[string]any)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return arc.Report(args[0], args[1]) }
+			}},
+		{Name: "arc_augment", Signature: "arc_augment(task) object",
+			Doc:   "An ARC task with rotated and flipped copies of its training pairs added.",
+			Types: []any{new(func(any) map[string]any)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return arc.Augment(args[0]) }
+			}},
+		{Name: "arc_png", Signature: "arc_png(grid) string",
+			Doc:   "An ARC grid drawn in the ARC palette, as a PNG data URL for images:.",
+			Types: []any{new(func(any) string)},
+			Bind: func(FunctionEnv) func(...any) (any, error) {
+				return func(args ...any) (any, error) { return arc.PNG(args[0]) }
+			}},
 	}
 }
 

@@ -54,6 +54,9 @@ type Options struct {
 	// agents and tool nodes name are checked and typed. Without it MCP
 	// tool names are checked when the run first calls the server.
 	ListMCP MCPLister
+	// Functions are the expression functions the pipeline may call; the
+	// zero set means DefaultFunctions().
+	Functions Functions
 }
 
 // MCPToolName splits "server.tool" when server is declared in p; tool is

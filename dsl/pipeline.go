@@ -41,6 +41,9 @@ type Pipeline struct {
 	// each. Modules reads wasm modules.
 	Files  confined.Dir
 	merges map[string]Merge // state variables that declare a merge; nil if none
+	// functions are the expression functions it was loaded with, for the
+	// metrics compiled against it later (ParseMetric).
+	functions Functions
 }
 
 // Block is a list of sibling nodes that run in order.

@@ -35,8 +35,9 @@ const schemaURL = "pipeline.schema.json"
 var baseSchema []byte
 
 // Schema is the JSON schema (draft 2020-12) of a pipeline file: the base
-// with every node kind's fragment. schemas/pipeline.schema.json is this,
-// written by go generate for editors.
+// with every node kind's fragment. It is the one definition of the syntax:
+// the loader validates against it, and schemas/pipeline.schema.json is a
+// copy that go generate writes for editors.
 func Schema() []byte {
 	pipelineSchema()
 	return schemaJSON

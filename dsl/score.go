@@ -183,7 +183,7 @@ func ParseMetric(p *Pipeline, name, src string) (*Metric, Diagnostics) {
 	label := "--score " + name
 	l := &loader{sources: map[string][]string{label: {src}}, loaded: map[string]*Pipeline{}, read: map[string]string{}}
 	f := &file{l: l, name: label, dir: p.Dir, p: p, pendingOf: map[*Expr]*pendingExpr{}}
-	f.opts = append([]expr.Option{expr.Env(Env{})}, helperFunctions(p.Dir, &p.Files)...)
+	f.opts = append([]expr.Option{expr.Env(Env{})}, p.functions.options(p.Dir, &p.Files)...)
 	m := &Metric{Name: name, Pos: Pos{File: label, Line: 1, Col: 1}}
 	if strings.TrimSpace(src) == "" {
 		return nil, Diagnostics{{Pos: m.Pos, Message: "empty expression: write --score name=EXPR, e.g. --score exact='outputs.answer == item.expected'"}}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -94,6 +95,30 @@ func Describe(v any) string {
 		return "a map"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// Text is a value as text: a string as it is, null as nothing, an
+// integral number without a fraction or exponent, anything else as JSON.
+func Text(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1e15 {
+			return strconv.FormatInt(int64(x), 10)
+		}
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case int, int64, bool:
+		return fmt.Sprint(x)
+	default:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return fmt.Sprint(x)
+		}
+		return string(b)
+	}
 }
 
 // Schema is a compiled JSON schema.

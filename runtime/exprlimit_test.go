@@ -2,6 +2,8 @@ package runtime_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
@@ -15,12 +17,17 @@ import (
 // expression does after the stop is seen without a clock.
 var stopRun func()
 
-func init() {
-	dsl.RegisterFunction(dsl.Function{Name: "stop_run", Signature: "stop_run() bool", Doc: "Test only.",
+// withStopRun is the default expression functions and stop_run.
+func withStopRun(t *testing.T) dsl.Options {
+	fs, err := dsl.DefaultFunctions().With(dsl.Function{Name: "stop_run", Signature: "stop_run() bool", Doc: "Test only.",
 		Types: []any{new(func() bool)},
 		Bind: func(dsl.FunctionEnv) func(...any) (any, error) {
 			return func(...any) (any, error) { stopRun(); return true, nil }
 		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsl.Options{Functions: fs}
 }
 
 const spinning = `
@@ -44,7 +51,11 @@ outputs: {after: state.after, class: nodes.huge.error.class}
 // expression_limit and the run goes on; one running when the run is
 // stopped stops with it instead of running to its end.
 func TestExpressionLimitFailsTheNode(t *testing.T) {
-	p, ds := dsl.LoadSource("p.yaml", []byte(spinning))
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(path, []byte(spinning), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, ds := dsl.LoadWith(path, withStopRun(t))
 	if p == nil {
 		t.Fatal(ds)
 	}

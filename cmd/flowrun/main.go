@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/flowrun/flowrun/arc"
 	"github.com/flowrun/flowrun/internal/proc"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/sandbox"
@@ -76,7 +75,6 @@ Run "flowrun COMMAND --help" for a command's flags.
 
 func main() {
 	sandbox.WorkerMain()
-	arc.Register()
 	os.Exit(command(os.Args[1:]))
 }
 

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowrun/flowrun/arc"
 	"github.com/flowrun/flowrun/internal/testwait"
 	"github.com/flowrun/flowrun/sandbox"
 )
@@ -300,7 +299,6 @@ func TestMain(m *testing.M) {
 	if os.Getenv(testMCPServerEnv) != "" {
 		testMCPServerMain()
 	}
-	arc.Register()
 	if os.Getenv("FLOWRUN_TEST_AS_CLI") == "1" {
 		os.Exit(command(os.Args[1:]))
 	}

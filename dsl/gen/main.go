@@ -1,6 +1,6 @@
 // Command gen writes the files generated from the dsl package's specs and
-// its expression function registry, with the ARC functions the CLI links
-// in: schemas/pipeline.schema.json and docs/reference.md. Run it with
+// its expression functions: schemas/pipeline.schema.json and
+// docs/reference.md. Run it with
 // go generate ./dsl; its test checks the committed files are current.
 package main
 
@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/flowrun/flowrun/arc"
 	"github.com/flowrun/flowrun/dsl"
 )
 
@@ -24,7 +23,6 @@ func main() {
 // generated maps each generated file's path, under the repository root
 // root, to its content.
 func generated(root string) map[string][]byte {
-	arc.Register()
 	return map[string][]byte{
 		filepath.Join(root, "schemas", "pipeline.schema.json"): dsl.Schema(),
 		filepath.Join(root, "docs", "reference.md"):            []byte(dsl.Reference()),

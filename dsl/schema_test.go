@@ -1,4 +1,4 @@
-package schemas
+package dsl_test
 
 import (
 	"bytes"
@@ -9,16 +9,23 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/flowrun/flowrun/dsl"
 )
 
+// pipelineURL is the $id of the pipeline schema.
+const pipelineURL = "https://flowrun.dev/schemas/pipeline.schema.json"
+
+// compile compiles the pipeline schema as an editor or another validator
+// would, from its JSON text alone.
 func compile(t *testing.T) *jsonschema.Schema {
 	t.Helper()
 	c := jsonschema.NewCompiler()
 	c.Draft = jsonschema.Draft2020
-	if err := c.AddResource(PipelineURL, bytes.NewReader(Pipeline)); err != nil {
+	if err := c.AddResource(pipelineURL, bytes.NewReader(dsl.Schema())); err != nil {
 		t.Fatalf("add schema resource: %v", err)
 	}
-	s, err := c.Compile(PipelineURL)
+	s, err := c.Compile(pipelineURL)
 	if err != nil {
 		t.Fatalf("compile schema: %v", err)
 	}
@@ -45,7 +52,7 @@ func normalize(t *testing.T, v any) any {
 type m = map[string]any
 type l = []any
 
-// validPipeline is the sir example of DESIGN.md §2, extended so that every
+// validPipeline is pipelines/sir.yaml, extended so that every
 // node kind and most optional fields appear at least once.
 func validPipeline() m {
 	params := func(field string) m {
@@ -147,14 +154,14 @@ func validPipeline() m {
 	}
 }
 
-func TestValidPipeline(t *testing.T) {
+func TestSchemaAcceptsValidPipeline(t *testing.T) {
 	s := compile(t)
 	if err := s.Validate(normalize(t, validPipeline())); err != nil {
 		t.Fatalf("valid pipeline rejected: %#v", err)
 	}
 }
 
-func TestMinimalPipeline(t *testing.T) {
+func TestSchemaAcceptsMinimalPipeline(t *testing.T) {
 	s := compile(t)
 	doc := m{"version": 1, "name": "min", "nodes": l{m{"id": "only", "set": m{"x": "1 + 1"}}}}
 	if err := s.Validate(normalize(t, doc)); err != nil {
@@ -172,7 +179,7 @@ func node(doc m, id string) m {
 	panic("no node " + id)
 }
 
-func TestInvalidPipelines(t *testing.T) {
+func TestSchemaRejectsInvalidPipelines(t *testing.T) {
 	s := compile(t)
 	loopBody := func(doc m) l { return node(doc, "refine")["loop"].(m)["body"].(l) }
 	cases := []struct {
@@ -324,13 +331,13 @@ func undocumented(schema any) []string {
 func loadSchemaDoc(t *testing.T) any {
 	t.Helper()
 	var doc any
-	if err := json.Unmarshal(Pipeline, &doc); err != nil {
+	if err := json.Unmarshal(dsl.Schema(), &doc); err != nil {
 		t.Fatalf("schema is not valid JSON: %v", err)
 	}
 	return doc
 }
 
-func TestEveryPropertyHasDescription(t *testing.T) {
+func TestSchemaPropertiesHaveDescriptions(t *testing.T) {
 	doc := loadSchemaDoc(t)
 	count := 0
 	walk(doc, "#", func(_ string, s map[string]any) {
@@ -366,7 +373,7 @@ func TestUndocumentedDetected(t *testing.T) {
 // TestClosedObjects checks that every object schema listing its properties
 // also forbids unknown keys, or gives them a schema of their own (score:
 // takes metrics by name beside pipeline:), so typos are reported.
-func TestClosedObjects(t *testing.T) {
+func TestSchemaObjectsAreClosed(t *testing.T) {
 	walk(loadSchemaDoc(t), "#", func(ptr string, s map[string]any) {
 		if _, ok := s["properties"]; !ok {
 			return
@@ -388,11 +395,11 @@ func TestSchemaIDMatches(t *testing.T) {
 		ID     string `json:"$id"`
 		Schema string `json:"$schema"`
 	}
-	if err := json.Unmarshal(Pipeline, &doc); err != nil {
+	if err := json.Unmarshal(dsl.Schema(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.ID != PipelineURL {
-		t.Errorf("$id = %q, want %q", doc.ID, PipelineURL)
+	if doc.ID != pipelineURL {
+		t.Errorf("$id = %q, want %q", doc.ID, pipelineURL)
 	}
 	if doc.Schema != "https://json-schema.org/draft/2020-12/schema" {
 		t.Errorf("$schema = %q, want draft 2020-12", doc.Schema)

@@ -1,13 +1,13 @@
 // Command bench measures flowrun's own overhead on the two graphs of the
-// LangGraph.js peer benchmark (../shared/bench/langgraph): a loop of N
-// model steps and a fan-out of K parallel branches joined into a list,
+// LangGraph.js peer benchmark that bench/compare.sh runs beside it: a loop
+// of N model steps and a fan-out of K parallel branches joined into a list,
 // each with no checkpoints, checkpoints kept in memory, and the SQLite run
 // store. Every configuration goes through the real code path: a YAML
 // pipeline loaded by dsl.Load and run by runtime.Run with nodes.Kinds (the
 // SQLite configuration through durable.Runner, as `flowrun run` does).
 //
-//	go run ./bench                   # the suite; QUICK=1 (or -quick) for N=K=1000 only
-//	go run ./bench one loop 10000 fn sqlite 5 [-cpuprofile FILE]
+//	go run ./cmd/bench               # the suite; QUICK=1 (or -quick) for N=K=1000 only
+//	go run ./cmd/bench one loop 10000 fn sqlite 5 [-cpuprofile FILE]
 //
 // The suite runs each configuration in a fresh subprocess of itself, so
 // that the peak RSS it reports (the child's ru_maxrss, what /usr/bin/time
