@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/flowrun/flowrun/dsl"
@@ -26,9 +27,11 @@ type Box struct {
 	W, H  int
 }
 
-// Line is one edge as an SVG path; Back says it returns to an earlier
+// Line is one edge as an SVG path of straight segments, from the box
+// with ID From to the box with ID To; Back says it returns to an earlier
 // layer (a loop's iteration or a jump back).
 type Line struct {
+	From, To     string
 	Path         string
 	Label        string
 	LabelX       int
@@ -137,18 +140,92 @@ func Layout(p *dsl.Pipeline) *Drawing {
 	for _, id := range seen {
 		layers[rank[id]] = append(layers[rank[id]], id)
 	}
+	return place(c, layers, vs, rank, back)
+}
+
+// A route is one edge on its way: out of its source's bottom, along a
+// horizontal track in the gap below the source's layer; an edge to the
+// next layer goes straight down from there into its target's top, and
+// any other edge runs down a lane of its own (on the left going down, on
+// the right going back up) to a track in the gap above its target's
+// layer. Tracks lie between layers and lanes beside every box, so that
+// no line crosses a box it does not connect.
+type route struct {
+	e             edge
+	back          bool
+	fromR, toR    int // the layers of its source and target
+	sx, tx        int // where it leaves its source and enters its target
+	track, track2 int // its track in the gap below fromR, and above toR
+	lane          int // its lane (-1: none)
+	labelRow      int // the row of its label in the gap below fromR
+}
+
+const (
+	laneGap  = 12 // between lanes
+	trackGap = 7  // between tracks in a gap
+	labelRow = 12 // between rows of labels in a gap
+	// labelChar is the width of a character of an edge label, a little
+	// over that of the 10px sans-serif the web UI draws them in.
+	labelChar = 6
+)
+
+// place gives the boxes their positions and routes the edges.
+func place(c *chart, layers [][]string, vs map[string]vertex, rank map[string]int, back map[[2]string]bool) *Drawing {
+	var routes []*route
+	outs, ins := map[string][]*route{}, map[string][]*route{}
+	left, right := 0, 0
+	labels := make([]int, len(layers)) // labelled edges leaving each layer
+	tracks := make([]int, len(layers)) // tracks in the gap below each layer
+	for _, e := range c.edges {
+		if _, ok := vs[e.from]; !ok {
+			continue
+		}
+		if _, ok := vs[e.to]; !ok {
+			continue
+		}
+		r := &route{e: e, back: back[[2]string{e.from, e.to}], fromR: rank[e.from], toR: rank[e.to], lane: -1}
+		switch {
+		case r.back || r.toR <= r.fromR:
+			r.back, r.lane = true, right
+			right++
+		case r.toR > r.fromR+1:
+			r.lane = left
+			left++
+		}
+		if e.label != "" {
+			r.labelRow = labels[r.fromR]
+			labels[r.fromR]++
+		}
+		r.track = tracks[r.fromR]
+		tracks[r.fromR]++
+		if r.lane >= 0 && r.toR > 0 {
+			r.track2 = tracks[r.toR-1]
+			tracks[r.toR-1]++
+		}
+		routes = append(routes, r)
+		outs[e.from] = append(outs[e.from], r)
+		ins[e.to] = append(ins[e.to], r)
+	}
+
 	d := &Drawing{}
-	boxes := map[string]*Box{}
 	widest := 0
 	for _, l := range layers {
 		widest = max(widest, len(l))
 	}
-	d.Width = 2*margin + widest*boxW + (widest-1)*gapX + gapX // room for the edges back on the right
+	boxesLeft := margin + left*laneGap
+	span := widest*boxW + (widest-1)*gapX
+	boxesRight := boxesLeft + span
+	gapBelow := make([]int, len(layers))
+	for i := range layers {
+		gapBelow[i] = max(gapY, 10+labels[i]*labelRow+tracks[i]*trackGap+10)
+	}
+	top := make([]int, len(layers))
+	bottom := make([]int, len(layers))
 	y := margin
-	for _, l := range layers {
+	for i, l := range layers {
+		top[i] = y
 		tallest := 0
-		span := len(l)*boxW + (len(l)-1)*gapX
-		x := (d.Width - span) / 2
+		x := boxesLeft + (span-(len(l)*boxW+(len(l)-1)*gapX))/2
 		for _, id := range l {
 			v := vs[id]
 			lines := strings.Split(v.label, "\n")
@@ -157,31 +234,67 @@ func Layout(p *dsl.Pipeline) *Drawing {
 			tallest = max(tallest, b.H)
 			x += boxW + gapX
 		}
-		y += tallest + gapY
+		bottom[i] = y + tallest
+		y = bottom[i] + gapBelow[i]
 	}
+	d.Height = y - gapBelow[len(layers)-1] + margin
+	boxes := map[string]*Box{}
 	for i := range d.Boxes {
 		boxes[d.Boxes[i].ID] = &d.Boxes[i]
 	}
-	d.Height = y - gapY + margin
-	for _, e := range c.edges {
-		a, b := boxes[e.from], boxes[e.to]
-		if a == nil || b == nil {
-			continue
+	// Several edges out of (or into) one box leave (enter) it at points
+	// spread along its side, in the order of the boxes at their other ends.
+	spread := func(b *Box, rs []*route, at func(*route) *int, other func(*route) string) {
+		sort.SliceStable(rs, func(i, j int) bool { return boxes[other(rs[i])].X < boxes[other(rs[j])].X })
+		for i, r := range rs {
+			*at(r) = b.X + b.W*(i+1)/(len(rs)+1)
 		}
-		ln := Line{Label: e.label, Dashed: e.dashed, Back: back[[2]string{e.from, e.to}]}
-		if ln.Back {
-			// Around the right of both boxes, from a's side to b's.
-			x1, y1 := a.X+a.W, a.Y+a.H/2
-			x2, y2 := b.X+b.W, b.Y+b.H/2
-			out := max(x1, x2) + gapX/2 + 10
-			ln.Path = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", x1, y1, out, y1, out, y2, x2, y2)
-			ln.LabelX, ln.LabelY = out-6, (y1+y2)/2
+	}
+	for id, rs := range outs {
+		spread(boxes[id], rs, func(r *route) *int { return &r.sx }, func(r *route) string { return r.e.to })
+	}
+	for id, rs := range ins {
+		spread(boxes[id], rs, func(r *route) *int { return &r.tx }, func(r *route) string { return r.e.from })
+	}
+	trackY := func(layer, track int) int {
+		return bottom[layer] + 10 + labels[layer]*labelRow + track*trackGap
+	}
+	d.Width = boxesRight + margin
+	if right > 0 {
+		d.Width = boxesRight + gapX/2 + right*laneGap + margin
+	}
+	for _, r := range routes {
+		a, b := boxes[r.e.from], boxes[r.e.to]
+		ln := Line{From: r.e.from, To: r.e.to, Label: r.e.label, Dashed: r.e.dashed, Back: r.back}
+		y1 := trackY(r.fromR, r.track)
+		pts := [][2]int{{r.sx, a.Y + a.H}, {r.sx, y1}}
+		if r.lane >= 0 {
+			laneX := margin + (left-1-r.lane)*laneGap
+			if r.back {
+				laneX = boxesRight + gapX/2 + r.lane*laneGap
+			}
+			y2 := margin / 2 // above the first layer
+			if r.toR > 0 {
+				y2 = trackY(r.toR-1, r.track2)
+			}
+			pts = append(pts, [2]int{laneX, y1}, [2]int{laneX, y2}, [2]int{r.tx, y2})
 		} else {
-			x1, y1 := a.X+a.W/2, a.Y+a.H
-			x2, y2 := b.X+b.W/2, b.Y
-			mid := (y1 + y2) / 2
-			ln.Path = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", x1, y1, x1, mid, x2, mid, x2, y2)
-			ln.LabelX, ln.LabelY = (x1+x2)/2+4, mid
+			pts = append(pts, [2]int{r.tx, y1})
+		}
+		pts = append(pts, [2]int{r.tx, b.Y})
+		var path strings.Builder
+		for i, p := range pts {
+			cmd := "L"
+			if i == 0 {
+				cmd = "M"
+			}
+			fmt.Fprintf(&path, "%s%d,%d ", cmd, p[0], p[1])
+		}
+		ln.Path = strings.TrimSpace(path.String())
+		if ln.Label != "" {
+			ln.LabelX, ln.LabelY = r.sx+3, bottom[r.fromR]+10+r.labelRow*labelRow
+			// A label runs right from its edge: keep it inside the drawing.
+			d.Width = max(d.Width, ln.LabelX+labelChar*len(ln.Label)+margin)
 		}
 		d.Lines = append(d.Lines, ln)
 	}

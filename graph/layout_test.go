@@ -1,8 +1,10 @@
 package graph
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
@@ -72,4 +74,73 @@ nodes:
 			t.Fatalf("%s is outside the drawing", x.ID)
 		}
 	}
+}
+
+// TestShippedPipelinesReadRight lays out every shipped pipeline and
+// checks what a reader relies on: no line crosses a box it does not
+// connect (which would read as an edge to or through that node), and
+// every label is inside the drawing.
+func TestShippedPipelinesReadRight(t *testing.T) {
+	files, err := filepath.Glob("../pipelines/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, _ := filepath.Glob("../pipelines/tools/*.yaml")
+	files = append(files, tools...)
+	laid := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, ".cassette.yaml") || strings.HasSuffix(f, ".test.yaml") {
+			continue
+		}
+		p, ds := dsl.Load(f)
+		if p == nil {
+			t.Errorf("%s: %s", f, ds)
+			continue
+		}
+		laid++
+		d := Layout(p)
+		for _, ln := range d.Lines {
+			for _, seg := range segments(t, ln.Path) {
+				for _, b := range d.Boxes {
+					if b.ID != ln.From && b.ID != ln.To && crosses(seg, b) {
+						t.Errorf("%s: the line %s -> %s (%s) crosses the box of %s", filepath.Base(f), ln.From, ln.To, ln.Label, b.ID)
+					}
+				}
+			}
+			if ln.Label != "" {
+				w := labelChar * len(ln.Label)
+				if ln.LabelX < 0 || ln.LabelX+w > d.Width || ln.LabelY-10 < 0 || ln.LabelY > d.Height {
+					t.Errorf("%s: the label %q at %d,%d leaves the %dx%d drawing", filepath.Base(f), ln.Label, ln.LabelX, ln.LabelY, d.Width, d.Height)
+				}
+			}
+		}
+	}
+	if laid < 8 {
+		t.Fatalf("laid out %d shipped pipelines; the glob finds too few", laid)
+	}
+}
+
+// segments reads the straight segments of an SVG path of M and L commands.
+func segments(t *testing.T, path string) [][4]int {
+	t.Helper()
+	var pts [][2]int
+	for _, f := range strings.Fields(path) {
+		var x, y int
+		if _, err := fmt.Sscanf(f[1:], "%d,%d", &x, &y); err != nil || (f[0] != 'M' && f[0] != 'L') {
+			t.Fatalf("path %q: %q is not M or L x,y", path, f)
+		}
+		pts = append(pts, [2]int{x, y})
+	}
+	var segs [][4]int
+	for i := 1; i < len(pts); i++ {
+		segs = append(segs, [4]int{pts[i-1][0], pts[i-1][1], pts[i][0], pts[i][1]})
+	}
+	return segs
+}
+
+// crosses says whether an axis-parallel segment enters box b's interior.
+func crosses(s [4]int, b Box) bool {
+	x1, x2 := min(s[0], s[2]), max(s[0], s[2])
+	y1, y2 := min(s[1], s[3]), max(s[1], s[3])
+	return x1 < b.X+b.W && x2 > b.X && y1 < b.Y+b.H && y2 > b.Y
 }
