@@ -114,7 +114,9 @@ func Text(v any) string {
 	case int, int64, bool:
 		return fmt.Sprint(x)
 	default:
-		b, err := json.Marshal(x)
+		// Text goes into prompts and pages that escape for themselves:
+		// "<" stays "<", as a person or a model would write it.
+		b, err := Marshal(x)
 		if err != nil {
 			return fmt.Sprint(x)
 		}

@@ -73,7 +73,7 @@ func TestText(t *testing.T) {
 			t.Errorf("Text(%#v) = %q, want %q", v, got, want)
 		}
 	}
-	if got := Text([]any{1, "x"}); got != `[1,"x"]` {
+	if got := Text([]any{1, "x", "a<b & c>d"}); got != `[1,"x","a<b & c>d"]` {
 		t.Errorf("Text(list) = %q", got)
 	}
 }
