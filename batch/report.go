@@ -308,12 +308,13 @@ func newCostChart(s, base *Summary) costChart {
 
 // timeline is one run's events as the report shows them.
 type timeline struct {
-	Run, Key, Pipeline, Status, Error, Reason string
-	Side                                      string // "A" or "B" in a comparison
-	Started                                   string
-	DurationMS, CostUSD                       float64
-	Tokens                                    int
-	Entries                                   []entry
+	Run, Key, Pipeline, Error, Reason string
+	Status                            runtime.Status
+	Side                              string // "A" or "B" in a comparison
+	Started                           string
+	DurationMS, CostUSD               float64
+	Tokens                            int
+	Entries                           []entry
 }
 
 type entry struct {
@@ -381,7 +382,7 @@ func timelineEntry(e runtime.Event) (en entry, ok bool) {
 	case runtime.EventRunStarted:
 		en.Kind, en.What = "run", "started"
 	case runtime.EventRunFinished:
-		en.Kind, en.What, en.Failed = "run", e.Status, e.Status != "completed"
+		en.Kind, en.What, en.Failed = "run", string(e.Status), e.Status != runtime.StatusCompleted
 		en.Text = e.Error
 	case runtime.EventNodeStarted:
 		en.Kind, en.Status = "start", "started"
@@ -437,7 +438,7 @@ func timelineEntry(e runtime.Event) (en entry, ok bool) {
 		en.Kind, en.Text = "ask", e.Message
 		en.Status = "answered"
 		if e.Status != "" {
-			en.Status = e.Status
+			en.Status = string(e.Status)
 		}
 	default:
 		return en, false

@@ -48,7 +48,7 @@ type Event struct {
 	// Detail, on node_failed, is what only a developer needs: the stack
 	// of a panic.
 	Detail  string         `json:"detail,omitempty"`
-	Status  string         `json:"status,omitempty"`
+	Status  Status         `json:"status,omitempty"`
 	Outputs map[string]any `json:"outputs,omitempty"`
 	Turn    *Turn          `json:"turn,omitempty"`
 	Tool    *ToolCall      `json:"tool,omitempty"`

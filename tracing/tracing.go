@@ -227,11 +227,11 @@ func (x *Exporter) startRun(e runtime.Event) *runTrace {
 // for an answer, or stopped).
 func (x *Exporter) finishRun(r *runTrace, e runtime.Event) {
 	for path, n := range r.nodes {
-		n.span.SetAttributes(attribute.String("flowrun.node.status", e.Status))
+		n.span.SetAttributes(attribute.String("flowrun.node.status", string(e.Status)))
 		n.span.End(trace.WithTimestamp(e.Time))
 		delete(r.nodes, path)
 	}
-	r.run.SetAttributes(attribute.String("flowrun.run.status", e.Status),
+	r.run.SetAttributes(attribute.String("flowrun.run.status", string(e.Status)),
 		attribute.Float64("flowrun.cost_usd", e.CostUSD), attribute.Int64("flowrun.tokens", e.Tokens))
 	if e.Status == runtime.StatusFailed {
 		failed(r.run, string(e.Class), e.Error)

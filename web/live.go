@@ -31,7 +31,7 @@ type runFeed struct {
 	mu      sync.Mutex
 	started time.Time
 	msgs    []liveMsg // in seq order; appended to, never changed
-	status  string
+	status  runtime.Status
 	err     error         // reading the store failed: the streams end
 	changed chan struct{} // closed, and replaced, when msgs, status or err change
 	streams int
@@ -118,7 +118,7 @@ func (f *runFeed) read(ctx context.Context) {
 // since returns the rendered events numbered after seq, the run's
 // status ("" until first read), a channel closed at the next change, and
 // why the feed ended (nil while it runs).
-func (f *runFeed) since(seq int64) ([]liveMsg, string, <-chan struct{}, error) {
+func (f *runFeed) since(seq int64) ([]liveMsg, runtime.Status, <-chan struct{}, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	i := sort.Search(len(f.msgs), func(i int) bool { return f.msgs[i].seq > seq })

@@ -67,13 +67,13 @@ func describe(e runtime.Event) (label, text, class string) {
 		}
 		return "run", "started " + e.Pipeline, "run"
 	case runtime.EventRunFinished:
-		text = e.Status
+		text = string(e.Status)
 		if e.Error != "" {
 			text += ": " + e.Error
 		} else if e.Message != "" {
 			text += ": " + e.Message
 		}
-		return "run", text, "run " + e.Status
+		return "run", text, "run " + string(e.Status)
 	case runtime.EventNodeStarted:
 		return "start", e.Kind, "node"
 	case runtime.EventNodeFinished:
@@ -238,7 +238,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Rows = append(d.Rows, toRow(last-int64(len(events)-1-i), start, e))
 	}
-	if run.Status != store.StatusRunning {
+	if run.Status != runtime.StatusRunning {
 		d.Totals.CostUSD, d.Totals.Tokens = run.CostUSD, int64(run.Tokens)
 		// A node cut short by a stop or a kill runs again on resume.
 		for id, st := range d.States {
@@ -262,12 +262,12 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	for _, q := range s.queued() {
 		d.Queued = d.Queued || q.Claim == id
 	}
-	d.Stoppable = d.Active || run.Status == store.StatusRunning
+	d.Stoppable = d.Active || run.Status == runtime.StatusRunning
 	if d.Snapshots, err = s.st.Snapshots(ctx, id); err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	if run.Status != store.StatusRunning {
+	if run.Status != runtime.StatusRunning {
 		// Reading checkpoints settles a dead process's journal: not while
 		// a live one writes.
 		if d.Points, err = s.st.Checkpoints(ctx, id, 0); err != nil {
@@ -309,7 +309,7 @@ func finishBodies(b dsl.Block, states map[string]string, done bool) {
 func (s *Server) runLive(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
-	status := r.URL.Query().Get("status")
+	status := runtime.Status(r.URL.Query().Get("status"))
 	if _, _, err := s.st.Status(r.Context(), id); err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return

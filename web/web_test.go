@@ -210,7 +210,7 @@ func (h *harness) start(form url.Values) string {
 }
 
 // await waits until the run has status.
-func (h *harness) await(id, status string) *store.Run {
+func (h *harness) await(id string, status runtime.Status) *store.Run {
 	h.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
