@@ -39,7 +39,10 @@ type Run struct {
 	Steps        int
 	ParentRun    string
 	ParentSeq    int64
-	Pending      map[string]any
+	// Pending is the question a waiting run asks, or the confirmation a
+	// stopped run was refused (answering yes on resume runs the node); nil
+	// when there is none.
+	Pending *runtime.Question
 	PID          int
 	Started      time.Time
 	Updated      time.Time
@@ -122,7 +125,9 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 		r.Outputs = decodeMap(outputs.String)
 	}
 	if pending.Valid {
-		r.Pending = decodeMap(pending.String)
+		if err := json.Unmarshal([]byte(pending.String), &r.Pending); err != nil {
+			return nil, fmt.Errorf("run %s: pending question: %w", r.ID, err)
+		}
 	}
 	r.ParentRun, r.ParentSeq = parent.String, parentSeq.Int64
 	r.Started, r.Updated, r.Finished = parseTime(started), parseTime(updated), parseTime(finished)
@@ -272,7 +277,7 @@ type Ending struct {
 	Steps   int
 	CostUSD float64
 	Tokens  int
-	Pending map[string]any
+	Pending *runtime.Question
 }
 
 // Finish records how a run attempt ended and releases the run.

@@ -250,7 +250,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	if p != nil {
 		finishBodies(p.Nodes, d.States, false)
 	}
-	if q := run.Question(); q != nil {
+	if q := run.Pending; q != nil {
 		d.Pending = q
 		d.Answer = answerFields(q)
 	}

@@ -126,7 +126,7 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	switch {
 	case len(answers) == 0 && *answerFile == "":
 	case prev.Pending != nil && *from == "":
-		q := prev.Question()
+		q := prev.Pending
 		a, err := readAnswer(q, answers, *answerFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "flowrun resume: %v\n", err)
@@ -425,7 +425,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	default:
 		fmt.Fprintf(stdout, "%s: %s\n", r.Status, r.Reason)
 	}
-	if q := r.Question(); q != nil {
+	if q := r.Pending; q != nil {
 		fmt.Fprintf(stdout, "to continue: %s\n", answerCommand(r.ID, q))
 	}
 	if len(cps) > 0 {
