@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/figures"
-	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
+	"github.com/flowrun/flowrun/tokens"
 )
 
 //go:embed report.html.tmpl
@@ -465,12 +465,11 @@ func reply(v any) string {
 	return strings.TrimSpace(text)
 }
 
-func usageText(u any) string {
-	m, _ := u.(map[string]any)
-	if total, isNum := jsonvalue.Number(m["total"]); isNum {
-		return fmt.Sprintf("%.0f tokens", total)
+func usageText(u *tokens.Usage) string {
+	if u == nil {
+		return "tokens unknown"
 	}
-	return "tokens unknown"
+	return fmt.Sprintf("%d tokens", u.Total)
 }
 
 func compactJSON(v any) string {

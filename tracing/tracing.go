@@ -27,7 +27,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -303,9 +302,8 @@ func (x *Exporter) modelTurn(r *runTrace, e runtime.Event) {
 	var reply struct {
 		Model string `json:"model"`
 	}
-	var usage llm.Usage
+	usage := tu.Tokens()
 	decode(tu.Reply, &reply)
-	decode(tu.Usage, &usage)
 	start := e.Time.Add(-time.Duration(tu.LatencyMS * float64(time.Millisecond)))
 	attrs := []attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.system", "openai"),

@@ -91,7 +91,7 @@ func (f *runFeed) read(ctx context.Context) {
 			}
 			msg := map[string]any{"seq": rw.Seq, "row": b.String(), "node": e.Node, "state": nodeState(e), "sent": e.Time.UnixMicro()}
 			if e.Type == runtime.EventModelTurn && e.Turn != nil {
-				msg["cost"], msg["tokens"] = e.Turn.CostUSD, usageOf(e.Turn.Usage).Total
+				msg["cost"], msg["tokens"] = e.Turn.CostUSD, e.Turn.Tokens().Total
 			}
 			data, _ := json.Marshal(msg)
 			msgs = append(msgs, liveMsg{seq: rw.Seq, data: data})

@@ -16,6 +16,7 @@ import (
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
+	"github.com/flowrun/flowrun/tokens"
 )
 
 // Node states on the graph.
@@ -99,8 +100,7 @@ func describe(e runtime.Event) (label, text, class string) {
 		case t.Cached:
 			return "turn", t.Model + " cached $0", "turn"
 		}
-		u := usageOf(t.Usage)
-		return "turn", fmt.Sprintf("%s %d tokens %s %s", t.Model, u.Total, figures.USD(t.CostUSD), figures.Duration(t.LatencyMS)), "turn"
+		return "turn", fmt.Sprintf("%s %d tokens %s %s", t.Model, t.Tokens().Total, figures.USD(t.CostUSD), figures.Duration(t.LatencyMS)), "turn"
 	case runtime.EventToolCall:
 		if e.Tool == nil {
 			return "tool", "", "tool"
@@ -127,12 +127,6 @@ func describe(e runtime.Event) (label, text, class string) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
-}
-
-func usageOf(u any) llm.Usage {
-	var got llm.Usage
-	remarshal(u, &got)
-	return got
 }
 
 // remarshal decodes a value read from the store into a typed one.
@@ -225,7 +219,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 			d.Totals.Turns++
 			if e.Turn != nil {
 				d.Totals.CostUSD += e.Turn.CostUSD
-				d.Totals.Tokens += int64(usageOf(e.Turn.Usage).Total)
+				d.Totals.Tokens += int64(e.Turn.Tokens().Total)
 			}
 		case runtime.EventToolCall:
 			d.Totals.Tools++
@@ -373,7 +367,7 @@ type turnView struct {
 	Messages  []messageView
 	Reply     llm.Response
 	HasJSON   bool
-	Usage     llm.Usage
+	Usage     tokens.Usage
 	CostUSD   float64
 	LatencyMS float64
 	Error     string
@@ -426,7 +420,7 @@ func inspect(path string, events []runtime.Event, points []*runtime.Checkpoint) 
 				continue
 			}
 			t := turnView{Model: e.Turn.Model, Try: e.Turn.Try, Attempt: e.Turn.Attempt, CostUSD: e.Turn.CostUSD,
-				LatencyMS: e.Turn.LatencyMS, Error: e.Turn.Error, Cached: e.Turn.Cached, Usage: usageOf(e.Turn.Usage)}
+				LatencyMS: e.Turn.LatencyMS, Error: e.Turn.Error, Cached: e.Turn.Cached, Usage: e.Turn.Tokens()}
 			var msgs []llm.Message
 			remarshal(e.Turn.Messages, &msgs)
 			for _, m := range msgs {

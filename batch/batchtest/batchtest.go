@@ -13,6 +13,7 @@ import (
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
+	"github.com/flowrun/flowrun/tokens"
 )
 
 // OpenStore opens a new store in a temporary directory, closed when the
@@ -118,7 +119,7 @@ func recordRun(t *testing.T, st *store.Store, runID string, it *store.BatchItem,
 	rec.Event(runtime.Event{Type: runtime.EventRunStarted, Run: runID, Time: start, Pipeline: "solve"})
 	rec.Event(runtime.Event{Type: runtime.EventNodeStarted, Run: runID, Time: at(d * 0.05), Path: "solve", Node: "solve", Kind: "llm"})
 	turn := &runtime.Turn{Model: "gpt-4.1-mini", Attempt: 1, Try: 1, LatencyMS: d * 0.8, CostUSD: it.CostUSD,
-		Usage: map[string]any{"total": it.Tokens}, Reply: map[string]any{"text": reply}}
+		Usage: &tokens.Usage{Total: it.Tokens}, Reply: map[string]any{"text": reply}}
 	if it.Status == runtime.StatusFailed {
 		turn.Reply, turn.Class, turn.Error = nil, errclass.Class(it.Class), it.Error
 	}

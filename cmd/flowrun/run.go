@@ -17,11 +17,11 @@ import (
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
-	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
+	"github.com/flowrun/flowrun/tokens"
 )
 
 // inputFlags collects repeated --input k=v flags.
@@ -336,7 +336,7 @@ func (t *textSink) Event(e runtime.Event) {
 		} else if tu.Cached {
 			fmt.Fprintf(t.w, "  turn  %-40s %-8s cached $0\n", e.Path, tu.Model)
 		} else {
-			fmt.Fprintf(t.w, "  turn  %-40s %-8s %s %s %s\n", e.Path, tu.Model, tokens(tu.Usage), figures.USD(tu.CostUSD), figures.Duration(tu.LatencyMS))
+			fmt.Fprintf(t.w, "  turn  %-40s %-8s %s %s %s\n", e.Path, tu.Model, tokenText(tu.Tokens()), figures.USD(tu.CostUSD), figures.Duration(tu.LatencyMS))
 		}
 		if t.exchange {
 			t.indent(replyText(tu.Reply))
@@ -424,27 +424,18 @@ func replyText(reply any) string {
 	return strings.TrimLeft(out, "\n")
 }
 
-func tokens(u any) string {
-	got := turnUsage(u)
-	if got.Estimated {
-		return fmt.Sprintf("~%d tokens (estimated)", got.Total)
+func tokenText(u tokens.Usage) string {
+	if u.Estimated {
+		return fmt.Sprintf("~%d tokens (estimated)", u.Total)
 	}
-	return fmt.Sprintf("%d tokens", got.Total)
-}
-
-// turnUsage reads a model_turn's usage, live or decoded from the store.
-func turnUsage(u any) llm.Usage {
-	b, _ := jsonvalue.Marshal(u)
-	var got llm.Usage
-	_ = json.Unmarshal(b, &got)
-	return got
+	return fmt.Sprintf("%d tokens", u.Total)
 }
 
 // estimatedTokens reports whether any model turn among events counted its
 // tokens locally because the server reported none.
 func estimatedTokens(events []runtime.Event) bool {
 	for _, e := range events {
-		if e.Type == runtime.EventModelTurn && e.Turn != nil && turnUsage(e.Turn.Usage).Estimated {
+		if e.Type == runtime.EventModelTurn && e.Turn != nil && e.Turn.Tokens().Estimated {
 			return true
 		}
 	}
