@@ -42,11 +42,11 @@ type Run struct {
 	// Pending is the question a waiting run asks, or the confirmation a
 	// stopped run was refused (answering yes on resume runs the node); nil
 	// when there is none.
-	Pending *runtime.Question
-	PID          int
-	Started      time.Time
-	Updated      time.Time
-	Finished     time.Time
+	Pending  *runtime.Question
+	PID      int
+	Started  time.Time
+	Updated  time.Time
+	Finished time.Time
 }
 
 // ErrNotFound is returned for an unknown run id.

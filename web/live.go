@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -85,13 +86,14 @@ func (f *runFeed) read(ctx context.Context) {
 		var msgs []liveMsg
 		for i, e := range events {
 			var b bytes.Buffer
+			v := eventview.Describe(e)
 			rw := toRow(last-int64(len(events)-1-i), started, e)
 			if err = t.ExecuteTemplate(&b, "timelinerow", rw); err != nil {
 				break
 			}
-			msg := map[string]any{"seq": rw.Seq, "row": b.String(), "node": e.Node, "state": nodeState(e), "sent": e.Time.UnixMicro()}
+			msg := map[string]any{"seq": rw.Seq, "row": b.String(), "node": e.Node, "state": v.NodeState, "sent": e.Time.UnixMicro()}
 			if e.Type == runtime.EventModelTurn && e.Turn != nil {
-				msg["cost"], msg["tokens"] = e.Turn.CostUSD, e.Turn.Tokens().Total
+				msg["cost"], msg["tokens"] = v.CostUSD, v.Tokens
 			}
 			data, _ := json.Marshal(msg)
 			msgs = append(msgs, liveMsg{seq: rw.Seq, data: data})

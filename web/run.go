@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/graph"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
@@ -18,36 +18,6 @@ import (
 	"github.com/flowrun/flowrun/store"
 	"github.com/flowrun/flowrun/tokens"
 )
-
-// Node states on the graph.
-const (
-	statePending = "pending"
-	stateRunning = "running"
-	stateDone    = "done"
-	stateFailed  = "failed"
-	stateSkipped = "skipped"
-	stateWaiting = "waiting"
-)
-
-// nodeState is the state an event puts its node in; "" for none.
-func nodeState(e runtime.Event) string {
-	switch e.Type {
-	case runtime.EventNodeStarted, runtime.EventNodeRetry, runtime.EventModelTurn, runtime.EventToolCall, runtime.EventSandboxRun:
-		return stateRunning
-	case runtime.EventNodeFinished, runtime.EventNodeRestored:
-		return stateDone
-	case runtime.EventNodeFailed:
-		return stateFailed
-	case runtime.EventNodeSkipped:
-		return stateSkipped
-	case runtime.EventQuestion:
-		if e.Status == runtime.StatusWaiting {
-			return stateWaiting
-		}
-		return stateRunning
-	}
-	return ""
-}
 
 // row is one line of a run's timeline.
 type row struct {
@@ -58,77 +28,6 @@ type row struct {
 	Class       string
 }
 
-// describe is how the timeline shows an event: a short label, a line of
-// text and a CSS class.
-func describe(e runtime.Event) (label, text, class string) {
-	switch e.Type {
-	case runtime.EventRunStarted:
-		if e.ForkOf != "" {
-			return "run", "started, forked from " + e.ForkOf, "run"
-		}
-		return "run", "started " + e.Pipeline, "run"
-	case runtime.EventRunFinished:
-		text = string(e.Status)
-		if e.Error != "" {
-			text += ": " + e.Error
-		} else if e.Message != "" {
-			text += ": " + e.Message
-		}
-		return "run", text, "run " + string(e.Status)
-	case runtime.EventNodeStarted:
-		return "start", e.Kind, "node"
-	case runtime.EventNodeFinished:
-		return "done", fmt.Sprintf("%s %s", e.Kind, figures.Duration(e.DurationMS)), "done"
-	case runtime.EventNodeRestored:
-		return "done", e.Kind + " restored from its checkpoint", "done"
-	case runtime.EventNodeSkipped:
-		return "skip", e.Kind + ": when was false", "skipped"
-	case runtime.EventNodeFailed:
-		return "FAIL", fmt.Sprintf("%s: %s %s", e.Class, e.Error, e.Message), "failed"
-	case runtime.EventNodeRetry:
-		return "retry", fmt.Sprintf("attempt %d in %s after %s: %s", e.Attempt, figures.Duration(e.DurationMS), e.Class, e.Error), "retry"
-	case runtime.EventLoopExhausted, runtime.EventMapItemSkipped:
-		return "limit", strings.TrimSpace(e.Message + " " + e.Error), "limit"
-	case runtime.EventModelTurn:
-		t := e.Turn
-		if t == nil {
-			return "turn", "", "turn"
-		}
-		switch {
-		case t.Error != "":
-			return "turn", fmt.Sprintf("%s try %d: %s: %s", t.Model, t.Try, t.Class, t.Error), "turn failed"
-		case t.Cached:
-			return "turn", t.Model + " cached $0", "turn"
-		}
-		return "turn", fmt.Sprintf("%s %d tokens %s %s", t.Model, t.Tokens().Total, figures.USD(t.CostUSD), figures.Duration(t.LatencyMS)), "turn"
-	case runtime.EventToolCall:
-		if e.Tool == nil {
-			return "tool", "", "tool"
-		}
-		if e.Tool.Error != "" {
-			return "tool", e.Tool.Name + " error: " + e.Tool.Error, "tool failed"
-		}
-		return "tool", e.Tool.Name + " ok", "tool"
-	case runtime.EventSandboxRun:
-		if e.Class != "" {
-			return "code", fmt.Sprintf("%s %s: %s", e.Kind, e.Class, firstLine(e.Error)), "code failed"
-		}
-		return "code", fmt.Sprintf("%s ok %s", e.Kind, figures.Duration(e.DurationMS)), "code"
-	case runtime.EventQuestion:
-		if e.Status == runtime.StatusWaiting {
-			return "ask", fmt.Sprintf("%q: waiting for an answer", e.Message), "waiting"
-		}
-		b, _ := json.Marshal(e.Output)
-		return "ask", fmt.Sprintf("%q: answered %s", e.Message, b), "ask"
-	}
-	return e.Type, e.Message, ""
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
-}
-
 // remarshal decodes a value read from the store into a typed one.
 func remarshal(from, to any) {
 	b, _ := json.Marshal(from)
@@ -136,12 +35,26 @@ func remarshal(from, to any) {
 }
 
 func toRow(seq int64, start time.Time, e runtime.Event) row {
-	label, text, class := describe(e)
+	v := eventview.Describe(e)
 	at := ""
 	if !start.IsZero() {
 		at = fmt.Sprintf("+%.2fs", e.Time.Sub(start).Seconds())
 	}
-	return row{Seq: seq, At: at, Label: label, Text: text, Path: e.Path, Node: e.Node, Class: class}
+	return row{Seq: seq, At: at, Label: v.Tag, Text: v.Text(), Path: e.Path, Node: e.Node, Class: rowClass(v)}
+}
+
+// rowClass is a timeline row's CSS class: its tag, and how it went.
+func rowClass(v eventview.View) string {
+	class := strings.ToLower(v.Tag)
+	switch {
+	case v.Failed:
+		class += " failed"
+	case v.Waiting:
+		class += " waiting"
+	case v.NodeState == eventview.NodeDone:
+		class += " done"
+	}
+	return class
 }
 
 // listedPoints is how many of a run's last checkpoints its page lists.
@@ -159,7 +72,7 @@ type runData struct {
 	Duration   time.Duration
 	Graph      *graph.Drawing
 	GraphError string
-	States     map[string]string
+	States     map[string]eventview.NodeState
 	Paths      map[string]string // node id -> its latest path, for the inspector
 	Rows       []row
 	LastSeq    int64
@@ -194,7 +107,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	d := runData{page: s.page(r, "Run "+id, "runs"), Run: run, Duration: runDuration(run), States: map[string]string{},
+	d := runData{page: s.page(r, "Run "+id, "runs"), Run: run, Duration: runDuration(run), States: map[string]eventview.NodeState{},
 		Paths: map[string]string{}, LastSeq: last}
 	// The graph is of the pipeline file as the run recorded it, even when
 	// the file changed since (files it refers to are read as they are now).
@@ -210,7 +123,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	d.Rows = make([]row, 0, len(events))
 	start := run.Started
 	for i, e := range events {
-		if st := nodeState(e); st != "" && e.Node != "" {
+		if st := eventview.Describe(e).NodeState; st != "" && e.Node != "" {
 			d.States[e.Node] = st
 			d.Paths[e.Node] = e.Path
 		}
@@ -236,8 +149,8 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		d.Totals.CostUSD, d.Totals.Tokens = run.CostUSD, int64(run.Tokens)
 		// A node cut short by a stop or a kill runs again on resume.
 		for id, st := range d.States {
-			if st == stateRunning {
-				d.States[id] = statePending
+			if st == eventview.NodeRunning {
+				d.States[id] = eventview.NodePending
 			}
 		}
 	}
@@ -286,13 +199,13 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 // finishBodies shows the nodes inside a finished loop, map or parallel
 // node as done when no event says otherwise: a resume restores such a
 // node whole, with no event for what it ran inside.
-func finishBodies(b dsl.Block, states map[string]string, done bool) {
+func finishBodies(b dsl.Block, states map[string]eventview.NodeState, done bool) {
 	for _, n := range b {
 		if done && states[n.ID] == "" {
-			states[n.ID] = stateDone
+			states[n.ID] = eventview.NodeDone
 		}
 		for _, body := range dsl.Bodies(n) {
-			finishBodies(body.Body, states, states[n.ID] == stateDone)
+			finishBodies(body.Body, states, states[n.ID] == eventview.NodeDone)
 		}
 	}
 }
@@ -482,7 +395,7 @@ func thumbnail(u string) image {
 	if strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
 		return image{Link: u}
 	}
-	return image{Link: "(image: " + filepath.Base(firstLine(u)) + ")"}
+	return image{Link: "(image: " + filepath.Base(strings.SplitN(u, "\n", 2)[0]) + ")"}
 }
 
 func base64Chars(s string) bool {

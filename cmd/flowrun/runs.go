@@ -409,7 +409,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	printValues(stdout, "inputs", r.Inputs)
 	tl := &textSink{w: stdout, exchange: true}
 	for _, e := range events {
-		if e.Type == runtime.EventRunStarted || e.Type == runtime.EventNodeStarted {
+		if e.Type == runtime.EventRunStarted {
 			continue
 		}
 		tl.Event(e)
