@@ -87,7 +87,7 @@ func (f *runFeed) read(ctx context.Context) {
 		for i, e := range events {
 			var b bytes.Buffer
 			v := eventview.Describe(e)
-			rw := toRow(last-int64(len(events)-1-i), started, e)
+			rw := toRow(last-int64(len(events)-1-i), started, e, v)
 			if err = t.ExecuteTemplate(&b, "timelinerow", rw); err != nil {
 				break
 			}

@@ -34,8 +34,7 @@ func remarshal(from, to any) {
 	_ = json.Unmarshal(b, to)
 }
 
-func toRow(seq int64, start time.Time, e runtime.Event) row {
-	v := eventview.Describe(e)
+func toRow(seq int64, start time.Time, e runtime.Event, v eventview.View) row {
 	at := ""
 	if !start.IsZero() {
 		at = fmt.Sprintf("+%.2fs", e.Time.Sub(start).Seconds())
@@ -123,17 +122,16 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	d.Rows = make([]row, 0, len(events))
 	start := run.Started
 	for i, e := range events {
-		if st := eventview.Describe(e).NodeState; st != "" && e.Node != "" {
-			d.States[e.Node] = st
+		v := eventview.Describe(e)
+		if v.NodeState != "" && e.Node != "" {
+			d.States[e.Node] = v.NodeState
 			d.Paths[e.Node] = e.Path
 		}
 		switch e.Type {
 		case runtime.EventModelTurn:
 			d.Totals.Turns++
-			if e.Turn != nil {
-				d.Totals.CostUSD += e.Turn.CostUSD
-				d.Totals.Tokens += int64(e.Turn.Tokens().Total)
-			}
+			d.Totals.CostUSD += v.CostUSD
+			d.Totals.Tokens += int64(v.Tokens)
 		case runtime.EventToolCall:
 			d.Totals.Tools++
 		case runtime.EventSandboxRun:
@@ -143,7 +141,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		case runtime.EventNodeRetry:
 			d.Totals.Retries++
 		}
-		d.Rows = append(d.Rows, toRow(last-int64(len(events)-1-i), start, e))
+		d.Rows = append(d.Rows, toRow(last-int64(len(events)-1-i), start, e, v))
 	}
 	if run.Status != runtime.StatusRunning {
 		d.Totals.CostUSD, d.Totals.Tokens = run.CostUSD, int64(run.Tokens)
