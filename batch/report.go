@@ -319,10 +319,10 @@ type timeline struct {
 
 type entry struct {
 	At       string // offset from the run's start
-	Kind     string // what happened: node, turn, tool, code, ask, fail, retry, note, run
+	Kind     string // the event's tag (eventview.View.Tag)
 	Path     string
 	What     string
-	Status   string
+	Outcome  string
 	Duration float64
 	Text     string
 	Failed   bool
@@ -374,7 +374,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // timelineEntry is how one event reads in a timeline.
 func timelineEntry(e runtime.Event) entry {
 	v := eventview.Describe(e)
-	en := entry{Kind: v.Tag, Path: v.Path, What: v.What, Status: v.Outcome, Duration: v.DurationMS, Failed: v.Failed}
+	en := entry{Kind: v.Tag, Path: v.Path, What: v.What, Outcome: v.Outcome, Duration: v.DurationMS, Failed: v.Failed}
 	en.Text = strings.TrimSpace(v.Why + "\n" + v.Exchange)
 	if len(en.Text) > maxEntryText {
 		en.Text = en.Text[:maxEntryText] + fmt.Sprintf("… (%d more bytes: flowrun show %s --json has all of it)", len(en.Text)-maxEntryText, e.Run)

@@ -12,7 +12,7 @@ import (
 // type and message, instead of dropping it.
 func TestReportTimelineKeepsUnknownEventType(t *testing.T) {
 	en := timelineEntry(runtime.Event{Type: "budget_warning", Run: "r1", Path: "ask_model", Message: "80% of max_cost_usd spent"})
-	if en.Kind != "budget_warning" || en.Path != "ask_model" || !strings.Contains(en.Status, "80% of max_cost_usd spent") {
+	if en.Kind != "budget_warning" || en.Path != "ask_model" || !strings.Contains(en.Outcome, "80% of max_cost_usd spent") {
 		t.Fatalf("entry %+v", en)
 	}
 }
