@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/figures"
-	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -308,20 +308,21 @@ func newCostChart(s, base *Summary) costChart {
 
 // timeline is one run's events as the report shows them.
 type timeline struct {
-	Run, Key, Pipeline, Status, Error, Reason string
-	Side                                      string // "A" or "B" in a comparison
-	Started                                   string
-	DurationMS, CostUSD                       float64
-	Tokens                                    int
-	Entries                                   []entry
+	Run, Key, Pipeline, Error, Reason string
+	Status                            runtime.Status
+	Side                              string // "A" or "B" in a comparison
+	Started                           string
+	DurationMS, CostUSD               float64
+	Tokens                            int
+	Entries                           []entry
 }
 
 type entry struct {
 	At       string // offset from the run's start
-	Kind     string // what happened: node, turn, tool, code, ask, fail, retry, note, run
+	Kind     string // the event's tag (eventview.View.Tag)
 	Path     string
 	What     string
-	Status   string
+	Outcome  string
 	Duration float64
 	Text     string
 	Failed   bool
@@ -356,10 +357,7 @@ func readTimeline(ctx context.Context, st *store.Store, runID string) (*timeline
 	}
 	tl.DurationMS = span
 	for _, e := range events {
-		en, ok := timelineEntry(e)
-		if !ok {
-			continue
-		}
+		en := timelineEntry(e)
 		en.At = "+" + figures.Duration(ms(e.Time.Sub(start)))
 		if span > 0 {
 			began := ms(e.Time.Sub(start)) - en.Duration
@@ -373,109 +371,13 @@ func readTimeline(ctx context.Context, st *store.Store, runID string) (*timeline
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// timelineEntry is how one event reads in a timeline; ok is false for
-// events it leaves out.
-func timelineEntry(e runtime.Event) (en entry, ok bool) {
-	en = entry{Path: e.Path, What: e.Kind, Duration: e.DurationMS}
-	switch e.Type {
-	case runtime.EventRunStarted:
-		en.Kind, en.What = "run", "started"
-	case runtime.EventRunFinished:
-		en.Kind, en.What, en.Failed = "run", e.Status, e.Status != "completed"
-		en.Text = e.Error
-	case runtime.EventNodeStarted:
-		en.Kind, en.Status = "start", "started"
-	case runtime.EventNodeFinished:
-		en.Kind, en.Status = "node", "ok"
-	case runtime.EventNodeRestored:
-		en.Kind, en.Status = "node", "restored from its checkpoint"
-	case runtime.EventNodeSkipped:
-		en.Kind, en.Status = "skip", "skipped: when was false"
-	case runtime.EventNodeFailed:
-		en.Kind, en.Status, en.Failed = "fail", string(e.Class), true
-		en.Text = strings.TrimSpace(e.Error + " " + e.Message)
-	case runtime.EventNodeRetry:
-		en.Kind, en.Status = "retry", fmt.Sprintf("attempt %d after %s", e.Attempt, e.Class)
-		en.Text, en.Duration = e.Error, 0
-	case runtime.EventLoopExhausted, runtime.EventMapItemSkipped:
-		en.Kind, en.Text = "note", strings.TrimSpace(e.Message+" "+e.Error)
-	case runtime.EventModelTurn:
-		if e.Turn == nil {
-			return en, false
-		}
-		t := e.Turn
-		en.Kind, en.What, en.Duration = "turn", t.Model, t.LatencyMS
-		if t.Error != "" {
-			en.Status, en.Text, en.Failed = fmt.Sprintf("try %d: %s", t.Try, t.Class), t.Error, true
-		} else {
-			en.Status = fmt.Sprintf("%s, %s", usageText(t.Usage), figures.USD(t.CostUSD))
-			en.Text = reply(t.Reply)
-		}
-	case runtime.EventToolCall:
-		if e.Tool == nil {
-			return en, false
-		}
-		en.Kind, en.What, en.Status = "tool", e.Tool.Name, "ok"
-		if e.Tool.Error != "" {
-			en.Status, en.Failed = "error", true
-		}
-		en.Text = "args: " + compactJSON(e.Tool.Args) + "\nresult: " + compactJSON(e.Tool.Result)
-		if e.Tool.Error != "" {
-			en.Text += "\nerror: " + e.Tool.Error
-		}
-	case runtime.EventSandboxRun:
-		en.Kind, en.Status = "code", "ok"
-		if e.Class != "" {
-			en.Status, en.Failed, en.Text = string(e.Class), true, e.Error
-		}
-		if out, isMap := e.Output.(map[string]any); isMap {
-			if so, _ := out["stdout"].(string); so != "" {
-				en.Text = strings.TrimSpace(en.Text + "\n" + so)
-			}
-		}
-	case runtime.EventQuestion:
-		en.Kind, en.Text = "ask", e.Message
-		en.Status = "answered"
-		if e.Status != "" {
-			en.Status = e.Status
-		}
-	default:
-		return en, false
-	}
+// timelineEntry is how one event reads in a timeline.
+func timelineEntry(e runtime.Event) entry {
+	v := eventview.Describe(e)
+	en := entry{Kind: v.Tag, Path: v.Path, What: v.What, Outcome: v.Outcome, Duration: v.DurationMS, Failed: v.Failed}
+	en.Text = strings.TrimSpace(v.Why + "\n" + v.Exchange)
 	if len(en.Text) > maxEntryText {
 		en.Text = en.Text[:maxEntryText] + fmt.Sprintf("… (%d more bytes: flowrun show %s --json has all of it)", len(en.Text)-maxEntryText, e.Run)
 	}
-	return en, true
-}
-
-// reply is a model's answer as text: what it wrote, then the tools it
-// called.
-func reply(v any) string {
-	m, _ := v.(map[string]any)
-	if m == nil {
-		return compactJSON(v)
-	}
-	text, _ := m["text"].(string)
-	calls, _ := m["tool_calls"].([]any)
-	for _, c := range calls {
-		call, _ := c.(map[string]any)
-		text += fmt.Sprintf("\ncalls %v %v", call["name"], call["arguments"])
-	}
-	return strings.TrimSpace(text)
-}
-
-func usageText(u any) string {
-	m, _ := u.(map[string]any)
-	if total, isNum := jsonvalue.Number(m["total"]); isNum {
-		return fmt.Sprintf("%.0f tokens", total)
-	}
-	return "tokens unknown"
-}
-
-func compactJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
+	return en
 }

@@ -183,7 +183,7 @@ func (r *Runner) inputs(it *Item) (map[string]any, error) {
 // items' entries (by Index); it may be nil when none is pending. It
 // returns how the batch ended: completed when every item has its result,
 // else stopped with the reason.
-func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (status, reason string, err error) {
+func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (status runtime.Status, reason string, err error) {
 	rows, err := r.Store.BatchItems(ctx, b.ID)
 	if err != nil {
 		return "", "", err
@@ -430,7 +430,7 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 				break
 			}
 			env := &dsl.ScoreEnv{Outputs: res.Outputs, Item: row.Item,
-				Run: dsl.ScoreRun{CostUSD: res.CostUSD, Tokens: int(res.Tokens), DurationMS: row.DurationMS, Status: res.Status}}
+				Run: dsl.ScoreRun{CostUSD: res.CostUSD, Tokens: int(res.Tokens), DurationMS: row.DurationMS, Status: string(res.Status)}}
 			judge := func(ctx context.Context, p *dsl.Pipeline, in map[string]any) (*runtime.Result, error) {
 				j := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops}
 				return j.Start(ctx, p, in)
@@ -443,9 +443,9 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 		case runtime.StatusFailed:
 			row.Error, row.Class = errText(res.Err), string(runtime.ClassOf(res.Err))
 		case runtime.StatusStopped:
-			row.Error, row.Class = res.Reason, runtime.StatusStopped
+			row.Error, row.Class = res.Reason, string(runtime.StatusStopped)
 		case runtime.StatusWaiting:
-			row.Error, row.Class = res.Pending.Text, runtime.StatusWaiting
+			row.Error, row.Class = res.Pending.Text, string(runtime.StatusWaiting)
 		}
 	}
 	if ferr := r.Store.FinishItem(bg, row); ferr != nil {
@@ -573,7 +573,7 @@ func (st *batchState) finished(row *store.BatchItem, it *Item, counted float64) 
 }
 
 // outcome records how this attempt at the batch ended.
-func (st *batchState) outcome(ctx context.Context) (status, reason string, err error) {
+func (st *batchState) outcome(ctx context.Context) (status runtime.Status, reason string, err error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	status = runtime.StatusCompleted

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -80,7 +81,7 @@ type FailureClass struct {
 type Row struct {
 	Index      int            `json:"index"`
 	Key        string         `json:"key"`
-	Status     string         `json:"status"`
+	Status     runtime.Status `json:"status"`
 	Pass       *bool          `json:"pass,omitempty"` // the primary metric; nil when there is none
 	Scores     map[string]any `json:"scores,omitempty"`
 	CostUSD    float64        `json:"cost_usd"`
@@ -97,7 +98,7 @@ type Summary struct {
 	Pipeline    string         `json:"pipeline"`
 	Name        string         `json:"name"`
 	Dataset     string         `json:"dataset"`
-	Status      string         `json:"status"`
+	Status      runtime.Status `json:"status"`
 	Reason      string         `json:"reason,omitempty"`
 	Started     time.Time      `json:"started"`
 	Finished    *time.Time     `json:"finished,omitempty"`
@@ -146,17 +147,17 @@ func SummarizeItems(b *store.Batch, items []*store.BatchItem) *Summary {
 	for _, it := range items {
 		s.Items.Total++
 		switch it.Status {
-		case "completed":
+		case runtime.StatusCompleted:
 			s.Items.Completed++
-		case "failed":
+		case runtime.StatusFailed:
 			s.Items.Failed++
-		case "stopped":
+		case runtime.StatusStopped:
 			s.Items.Stopped++
-		case store.StatusWaiting:
+		case runtime.StatusWaiting:
 			s.Items.Waiting++
-		case store.StatusRunning:
+		case runtime.StatusRunning:
 			s.Items.Running++
-		case store.StatusInterrupted:
+		case runtime.StatusInterrupted:
 			s.Items.Interrupted++
 		default:
 			s.Items.Pending++
@@ -169,10 +170,10 @@ func SummarizeItems(b *store.Batch, items []*store.BatchItem) *Summary {
 		if finished(it.Status) {
 			durations = append(durations, it.DurationMS)
 		}
-		if it.Status == "failed" || it.Status == "stopped" {
+		if it.Status == runtime.StatusFailed || it.Status == runtime.StatusStopped {
 			class := it.Class
 			if class == "" {
-				class = it.Status
+				class = string(it.Status)
 			}
 			f := failures[class]
 			if f == nil {
@@ -224,9 +225,9 @@ func finishedCount(items []*store.BatchItem) int {
 
 // finished says whether an item's run has ended (for now: a waiting run
 // has ended its attempt).
-func finished(status string) bool {
+func finished(status runtime.Status) bool {
 	switch status {
-	case "completed", "failed", "stopped", store.StatusWaiting:
+	case runtime.StatusCompleted, runtime.StatusFailed, runtime.StatusStopped, runtime.StatusWaiting:
 		return true
 	}
 	return false
@@ -245,7 +246,7 @@ func row(it *store.BatchItem, primary string) Row {
 // passed says whether an item passed the primary metric: its run
 // completed and the metric is true.
 func passed(it *store.BatchItem, primary string) bool {
-	return it.Status == "completed" && it.Scores[primary] == true
+	return it.Status == runtime.StatusCompleted && it.Scores[primary] == true
 }
 
 // metricNames are the batch's metrics in declaration order and its
@@ -320,7 +321,7 @@ func aggregate(name string, items []*store.BatchItem) Metric {
 		m.N++
 		switch m.Kind {
 		case "rate":
-			if it.Status == "completed" && v == true {
+			if it.Status == runtime.StatusCompleted && v == true {
 				k++
 			}
 		case "mean":

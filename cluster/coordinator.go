@@ -522,7 +522,7 @@ func (co *Coordinator) copyRun(ctx context.Context, runID string, inputs map[str
 	// copying, are a prefix of the run's: the rest is added, nothing twice.
 	var haveEvents, haveCheckpoints int
 	if run, err := co.Store.Run(ctx, runID); err == nil {
-		if claim && run.Status != store.StatusRunning {
+		if claim && run.Status != runtime.StatusRunning {
 			if _, err := co.Store.Claim(ctx, runID); err != nil {
 				return 0, err
 			}

@@ -36,7 +36,7 @@ func resultKey(batch string, index int) string { return fmt.Sprintf("%s.%d", bat
 // Result is how an item's run ended, as its worker recorded it.
 type Result struct {
 	Run     string            `json:"run"`
-	Status  string            `json:"status"`
+	Status  runtime.Status    `json:"status"`
 	Outputs map[string]any    `json:"outputs,omitempty"`
 	Error   string            `json:"error,omitempty"`
 	Class   errclass.Class    `json:"class,omitempty"`

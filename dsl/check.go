@@ -62,7 +62,7 @@ func (f *file) checkFlow(b Block, yn []*yaml.Node, sc scope) {
 			reachable[i+1] = true
 			words := []string{NextEnd, NextBreak, NextContinue}
 			if allowKeywords {
-				words = []string{"fail", "continue"}
+				words = []string{string(OnErrorFail), string(OnErrorContinue)}
 			}
 			later := siblings[i+1:]
 			hint := Suggest(t, append(words, later...))
@@ -84,10 +84,10 @@ func (f *file) checkFlow(b Block, yn []*yaml.Node, sc scope) {
 		if n.Next != "" {
 			target(i, "next", valueOf(y, "next"), n.Next, false)
 		}
-		if n.OnError != "" && n.OnError != "fail" && n.OnError != "continue" {
-			target(i, "on_error", valueOf(y, "on_error"), n.OnError, true)
+		if t := n.OnError.Target(); t != "" {
+			target(i, "on_error", valueOf(y, "on_error"), t, true)
 		}
-		if n.OnError == "continue" {
+		if n.OnError == OnErrorContinue {
 			falls = true
 		}
 		if n.Branch() != nil {

@@ -86,7 +86,8 @@ func (f *file) node(n *yaml.Node, sc scope) *Node {
 	after.afterRun = true
 	node.Set = f.assigns(label, valueOf(n, "set"), after)
 	node.Next, _ = str(valueOf(n, "next"))
-	node.OnError, _ = str(valueOf(n, "on_error"))
+	onError, _ := str(valueOf(n, "on_error"))
+	node.OnError = OnError(onError)
 	node.Timeout = f.duration(valueOf(n, "timeout"))
 	node.Confirm = boolValue(valueOf(n, "confirm"))
 	if r := valueOf(n, "retry"); r != nil {

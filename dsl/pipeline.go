@@ -154,7 +154,7 @@ type Node struct {
 	Set     []*Assign // state updates after success, in file order
 	Next    string    // "" (fall through), a sibling id, "end", "break" or "continue"
 	Retry   *Retry
-	OnError string // "" or "fail", "continue", or a sibling id
+	OnError OnError
 	Timeout time.Duration
 	Confirm bool
 
@@ -188,4 +188,26 @@ type Retry struct {
 type Field struct {
 	Name  string
 	Value *Value
+}
+
+// OnError is what a node's failure leads to: "" or fail (the run fails),
+// continue (the next node runs), or the id of a sibling to go to.
+type OnError string
+
+// The on_error values that are not a sibling id.
+const (
+	OnErrorFail     OnError = "fail"
+	OnErrorContinue OnError = "continue"
+)
+
+// Handled reports whether a failure goes on rather than failing the run.
+func (o OnError) Handled() bool { return o != "" && o != OnErrorFail }
+
+// Target is the sibling a handled failure goes to; "" when it fails the
+// run or continues.
+func (o OnError) Target() string {
+	if !o.Handled() || o == OnErrorContinue {
+		return ""
+	}
+	return string(o)
 }

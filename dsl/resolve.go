@@ -327,7 +327,7 @@ func (r *resolver) output(n *Node) *Type {
 	}
 	r.busy[n] = true
 	t := outputType(r, n)
-	if n.OnError != "" && n.OnError != "fail" {
+	if n.OnError.Handled() {
 		// A failure that on_error handles leaves {error: ...} as the output.
 		t = Join(t, handledFailure)
 	}

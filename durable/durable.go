@@ -6,7 +6,6 @@ package durable
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -178,11 +177,7 @@ func (r *Runner) execute(ctx context.Context, run *store.Run, forkOf string, p *
 // Ending is how a run that ended with res is recorded in the store.
 func Ending(res *runtime.Result) store.Ending {
 	end := store.Ending{Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps,
-		CostUSD: res.CostUSD, Tokens: int(res.Tokens)}
-	if res.Pending != nil {
-		b, _ := json.Marshal(res.Pending)
-		_ = json.Unmarshal(b, &end.Pending)
-	}
+		CostUSD: res.CostUSD, Tokens: int(res.Tokens), Pending: res.Pending}
 	if res.Err != nil {
 		end.Error = res.Err.Error()
 	}

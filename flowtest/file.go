@@ -90,8 +90,8 @@ type Call struct {
 
 // Expect is what a case checks.
 type Expect struct {
-	Status   string // completed, failed, waiting, stopped; "" means completed
-	Class    string // the error class of a failed run
+	Status   runtime.Status // completed, failed, waiting, stopped; "" means completed
+	Class    string         // the error class of a failed run
 	Outputs  map[string]any
 	That     []*Check
 	Route    []string // exact, in order
@@ -668,7 +668,7 @@ func (l *loader) expect(e *Expect, v *yaml.Node) {
 		k, x := v.Content[i], v.Content[i+1]
 		switch k.Value {
 		case "status":
-			e.Status = x.Value
+			e.Status = runtime.Status(x.Value)
 			if !contains(statuses, x.Value) {
 				l.errorf(x, "status: %q is not one of %s%s", x.Value, strings.Join(statuses, ", "), dsl.Suggest(x.Value, statuses))
 			}
@@ -726,7 +726,7 @@ func (l *loader) expect(e *Expect, v *yaml.Node) {
 			l.errorf(k, "unknown key %q in expect%s", k.Value, dsl.Suggest(k.Value, []string{"status", "class", "outputs", "that", "route", "events", "cost_usd", "steps"}))
 		}
 	}
-	if e.Class != "" && e.Status != "failed" {
+	if e.Class != "" && e.Status != runtime.StatusFailed {
 		l.errorf(v, "expect.class needs status: failed")
 	}
 }

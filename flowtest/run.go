@@ -39,7 +39,7 @@ type Result struct {
 	// that expects a failure (it would pass for the wrong reason), and
 	// Problems is empty.
 	Missing  string
-	Status   string
+	Status   runtime.Status
 	Route    []string
 	Outputs  map[string]any
 	Events   []runtime.Event
@@ -329,7 +329,10 @@ func missingPart(run *runtime.Result) string {
 func check(c *Case, run *runtime.Result, route []string) []string {
 	var problems []string
 	e := c.Expect
-	want := orDefault(e.Status, runtime.StatusCompleted)
+	want := e.Status
+	if want == "" {
+		want = runtime.StatusCompleted
+	}
 	if run.Status != want {
 		why := ""
 		switch {

@@ -136,9 +136,9 @@ func (c *chart) block(cl *cluster, b dsl.Block, succ, head, exit string) string 
 				c.link(n.ID, after(i), "skipped", true)
 			}
 		}
-		if n.OnError != "" && n.OnError != "fail" {
-			t := resolve(n.OnError)
-			if n.OnError == "continue" {
+		if n.OnError.Handled() {
+			t := resolve(n.OnError.Target())
+			if n.OnError == dsl.OnErrorContinue {
 				t = after(i)
 			}
 			c.link(n.ID, t, "on_error", true)

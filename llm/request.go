@@ -5,6 +5,7 @@ import (
 
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llmconf"
+	"github.com/flowrun/flowrun/tokens"
 )
 
 // Roles of a Message.
@@ -152,31 +153,9 @@ func (r *Response) Message() Message {
 	return Message{Role: RoleAssistant, Text: r.Text, ToolCalls: r.ToolCalls}
 }
 
-// Usage counts tokens. Cached is the part of Prompt served from the prompt
-// cache; Reasoning is the part of Completion spent on reasoning (priced
-// as output: it is part of Completion).
-type Usage struct {
-	Prompt     int `json:"prompt" yaml:"prompt"`
-	Completion int `json:"completion" yaml:"completion"`
-	Reasoning  int `json:"reasoning,omitempty" yaml:"reasoning,omitempty"`
-	Cached     int `json:"cached,omitempty" yaml:"cached,omitempty"`
-	Total      int `json:"total" yaml:"total"`
-	// Estimated: the server reported no usage and the figures were
-	// counted locally with the model's tokenizer.
-	Estimated bool `json:"estimated,omitempty" yaml:"estimated,omitempty"`
-}
-
-// Add returns the sum of two usages.
-func (u Usage) Add(v Usage) Usage {
-	return Usage{
-		Prompt:     u.Prompt + v.Prompt,
-		Completion: u.Completion + v.Completion,
-		Reasoning:  u.Reasoning + v.Reasoning,
-		Cached:     u.Cached + v.Cached,
-		Total:      u.Total + v.Total,
-		Estimated:  u.Estimated || v.Estimated,
-	}
-}
+// Usage counts tokens; it is tokens.Usage, so that runtime can record it
+// on a model turn without importing llm.
+type Usage = tokens.Usage
 
 // Exchange reports one HTTP exchange (or one cassette answer) of a call.
 type Exchange struct {

@@ -177,7 +177,8 @@ func (svc *Services) call(ctx context.Context, s *runtime.Scope, n *dsl.Node, c 
 			Messages: req.Messages, LatencyMS: float64(x.Latency.Microseconds()) / 1000, Class: x.Class,
 			WaitMS: float64(x.Wait.Microseconds()) / 1000, Cached: x.Cached}
 		if x.Reply != nil {
-			t.Reply, t.Usage, t.CostUSD = x.Reply, x.Reply.Usage, x.Reply.CostUSD
+			usage := x.Reply.Usage
+			t.Reply, t.Usage, t.CostUSD = x.Reply, &usage, x.Reply.CostUSD
 		}
 		if x.Err != nil {
 			t.Error = x.Err.Error()

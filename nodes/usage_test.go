@@ -43,8 +43,8 @@ nodes:
 		if e.Type != runtime.EventModelTurn {
 			continue
 		}
-		u, ok := e.Turn.Usage.(llm.Usage)
-		if !ok || !u.Estimated || u.Prompt == 0 || u.Completion == 0 {
+		u := e.Turn.Usage
+		if u == nil || !u.Estimated || u.Prompt == 0 || u.Completion == 0 {
 			t.Fatalf("model_turn usage %#v, want an estimate", e.Turn.Usage)
 		}
 	}

@@ -37,13 +37,29 @@ type Outcome struct {
 // Registry maps node kinds to their executors.
 type Registry map[dsl.Kind]Executor
 
-// Run statuses.
+// Status is where a run (or a batch, or a batch item's run) stands.
+type Status string
+
+// Run statuses. A run ends completed, failed, stopped or waiting; the store
+// also reports running and interrupted.
 const (
-	StatusCompleted = "completed"
-	StatusFailed    = "failed"
-	StatusStopped   = "stopped"
-	StatusWaiting   = "waiting"
+	StatusRunning   Status = "running"
+	StatusWaiting   Status = "waiting"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+	StatusStopped   Status = "stopped"
+	// StatusInterrupted is a run recorded as running whose process is
+	// gone (killed, crashed, cut off by a closed pipe). It is never
+	// written: the store reports it when it reads such a run, so every
+	// process sees it at once. A resume continues it.
+	StatusInterrupted Status = "interrupted"
 )
+
+// Statuses lists every status a run can have, in the order of a run's
+// life.
+func Statuses() []Status {
+	return []Status{StatusRunning, StatusWaiting, StatusCompleted, StatusFailed, StatusStopped, StatusInterrupted}
+}
 
 // Options configure one run.
 type Options struct {
@@ -73,7 +89,7 @@ type Options struct {
 // Result is how a run ended.
 type Result struct {
 	RunID   string
-	Status  string
+	Status  Status
 	Outputs map[string]any
 	Err     error  // why it failed
 	Reason  string // why it stopped

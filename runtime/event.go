@@ -29,6 +29,14 @@ const (
 	EventToolProgress = "tool_progress"
 )
 
+// EventTypes lists every event type a run records, so that whatever
+// describes events (package eventview) can be checked to describe each.
+func EventTypes() []string {
+	return []string{EventRunStarted, EventNodeStarted, EventNodeFinished, EventNodeSkipped, EventNodeRestored,
+		EventNodeFailed, EventNodeRetry, EventLoopExhausted, EventRunFinished, EventMapItemSkipped,
+		EventModelTurn, EventToolCall, EventSandboxRun, EventQuestion, EventToolProgress}
+}
+
 // Event is one thing that happened in a run. Path addresses the node within
 // loops, maps, parallel branches and calls: "refine[2]/route".
 type Event struct {
@@ -48,7 +56,7 @@ type Event struct {
 	// Detail, on node_failed, is what only a developer needs: the stack
 	// of a panic.
 	Detail  string         `json:"detail,omitempty"`
-	Status  string         `json:"status,omitempty"`
+	Status  Status         `json:"status,omitempty"`
 	Outputs map[string]any `json:"outputs,omitempty"`
 	Turn    *Turn          `json:"turn,omitempty"`
 	Tool    *ToolCall      `json:"tool,omitempty"`

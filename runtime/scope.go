@@ -641,8 +641,11 @@ func (s *Scope) fail(ctx context.Context, n *dsl.Node, err error, start time.Tim
 	if !errors.As(err, &ne) {
 		ne = &NodeError{Path: s.Path(n.ID), Class: ClassOf(err), Err: err}
 	}
-	handled := n.OnError != "" && n.OnError != "fail"
-	failed := Event{DurationMS: since(start), Error: ne.Err.Error(), Class: ne.Class, Message: handledMessage(handled, n.OnError)}
+	handled := n.OnError.Handled()
+	failed := Event{DurationMS: since(start), Error: ne.Err.Error(), Class: ne.Class}
+	if handled {
+		failed.Message = "on_error: " + string(n.OnError)
+	}
 	var pe *PanicError
 	if errors.As(err, &pe) {
 		failed.Detail = pe.Stack
@@ -653,22 +656,9 @@ func (s *Scope) fail(ctx context.Context, n *dsl.Node, err error, start time.Tim
 	}
 	out := map[string]any{"error": map[string]any{"class": string(ne.Class), "message": ne.Err.Error(), "path": ne.Path}}
 	s.setOutput(n.ID, out)
-	next := n.OnError
-	if next == "continue" {
-		next = ""
-	}
+	next := n.OnError.Target()
 	if err := s.checkpoint(ctx, n, out, next, m); err != nil {
 		return "", err
 	}
 	return next, nil
-}
-
-func handledMessage(handled bool, onError string) string {
-	if !handled {
-		return ""
-	}
-	if onError == "continue" {
-		return "on_error: continue"
-	}
-	return "on_error: " + onError
 }

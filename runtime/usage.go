@@ -9,6 +9,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/tokens"
 )
 
 // usage is what a run has spent on model calls, shared by all its scopes.
@@ -114,7 +115,7 @@ type Turn struct {
 	Try       int            `json:"try"`     // the HTTP try within it
 	Messages  any            `json:"messages,omitempty"`
 	Reply     any            `json:"reply,omitempty"`
-	Usage     any            `json:"usage,omitempty"`
+	Usage     *tokens.Usage  `json:"usage,omitempty"`
 	CostUSD   float64        `json:"cost_usd,omitempty"`
 	LatencyMS float64        `json:"latency_ms"`
 	Class     errclass.Class `json:"class,omitempty"`
@@ -123,6 +124,14 @@ type Turn struct {
 	WaitMS float64 `json:"wait_ms,omitempty"`
 	// Cached: answered from the response cache, with no network and $0.
 	Cached bool `json:"cached,omitempty"`
+}
+
+// Tokens is what the turn spent: none when it failed before an answer.
+func (t *Turn) Tokens() tokens.Usage {
+	if t.Usage == nil {
+		return tokens.Usage{}
+	}
+	return *t.Usage
 }
 
 // ToolCall is one tool an agent called, recorded as an event.

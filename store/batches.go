@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/redact"
+	"github.com/flowrun/flowrun/runtime"
 )
 
 // Batch statuses beyond the run statuses an item may have.
 const (
-	ItemPending = "pending"
+	ItemPending runtime.Status = "pending"
 )
 
 // Batch is one pipeline run over a dataset: its record, not its items.
@@ -30,9 +31,9 @@ type Batch struct {
 	// Settings are the options it ran with, as JSON: the store keeps
 	// them for package batch, which owns their type (batch.Settings).
 	Settings json.RawMessage
-	Status   string // running, completed, stopped, failed, or interrupted (see StatusInterrupted)
-	Reason   string // why it stopped, when it did
-	PID      int    // the process running it, 0 when none
+	Status   runtime.Status // running, completed, stopped, failed, or interrupted
+	Reason   string         // why it stopped, when it did
+	PID      int            // the process running it, 0 when none
 	Started  time.Time
 	Updated  time.Time
 	Finished time.Time
@@ -44,8 +45,8 @@ type BatchItem struct {
 	Index      int    // position in the dataset
 	Key        string // stable name: a file name, a line number or an id field
 	Item       map[string]any
-	Run        string // the item's run, once started
-	Status     string // ItemPending, or the run's status
+	Run        string         // the item's run, once started
+	Status     runtime.Status // ItemPending, or the run's status
 	Scores     map[string]any
 	Error      string
 	Class      string
@@ -76,7 +77,7 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []*BatchItem) e
 	if _, err := tx.ExecContext(ctx, `INSERT INTO batches (id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, dataset, dataset_hash,
 		flags, status, pid, pid_start, started_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.ID, b.Pipeline, b.PipelineAbs, b.PipelineName, b.PipelineHash, b.Dataset, b.DatasetHash, string(redact.JSON(settings)),
-		StatusRunning, os.Getpid(), processStart(os.Getpid()), t, t); err != nil {
+		runtime.StatusRunning, os.Getpid(), processStart(os.Getpid()), t, t); err != nil {
 		return fmt.Errorf("batch %s: %w", b.ID, err)
 	}
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO batch_items (batch_id, idx, item_key, item, status, updated_at) VALUES (?, ?, ?, ?, ?, ?)`)
@@ -97,7 +98,7 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []*BatchItem) e
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("run store %s: %w", s.path, err)
 	}
-	b.Status, b.PID = StatusRunning, os.Getpid()
+	b.Status, b.PID = runtime.StatusRunning, os.Getpid()
 	return s.intact()
 }
 
@@ -112,8 +113,8 @@ func scanBatch(row interface{ Scan(...any) error }) (*Batch, error) {
 		&settings, &b.Status, &b.Reason, &b.PID, &pidStart, &started, &updated, &finished); err != nil {
 		return nil, err
 	}
-	if b.Status == StatusRunning && !alive(b.PID, pidStart) {
-		b.Status = StatusInterrupted
+	if b.Status == runtime.StatusRunning && !alive(b.PID, pidStart) {
+		b.Status = runtime.StatusInterrupted
 		b.Reason = fmt.Sprintf("the process that ran it (pid %d) ended without recording how the batch ended; flowrun batch resume %s continues it", b.PID, b.ID)
 	}
 	b.Settings = json.RawMessage(settings)
@@ -170,7 +171,7 @@ func (s *Store) Batches(ctx context.Context) ([]*Batch, error) {
 const itemColumns = `batch_id, idx, item_key, item, run_id, status, scores, error, class, cost_usd, tokens, duration_ms, updated_at`
 
 // BatchItems lists a batch's items in dataset order. An item recorded as
-// running while no live process holds its batch is StatusInterrupted.
+// running while no live process holds its batch is interrupted.
 func (s *Store) BatchItems(ctx context.Context, batchID string) ([]*BatchItem, error) {
 	var pid int
 	var pidStart string
@@ -194,8 +195,8 @@ func (s *Store) BatchItems(ctx context.Context, batchID string) ([]*BatchItem, e
 			return nil, err
 		}
 		it.Item, it.Run, it.Updated = decodeMap(item), run.String, parseTime(updated)
-		if it.Status == StatusRunning && !held {
-			it.Status = StatusInterrupted
+		if it.Status == runtime.StatusRunning && !held {
+			it.Status = runtime.StatusInterrupted
 		}
 		if scores.Valid {
 			it.Scores = decodeMap(scores.String)
@@ -213,7 +214,7 @@ func (s *Store) StartItem(ctx context.Context, batchID string, index int, runID 
 		return err
 	}
 	res, err := s.db.ExecContext(ctx, `UPDATE batch_items SET run_id = ?, status = ?, updated_at = ?
-		WHERE batch_id = ? AND idx = ? AND (run_id IS NULL OR run_id = ?)`, runID, StatusRunning, now(), batchID, index, runID)
+		WHERE batch_id = ? AND idx = ? AND (run_id IS NULL OR run_id = ?)`, runID, runtime.StatusRunning, now(), batchID, index, runID)
 	if err != nil {
 		return fmt.Errorf("run store %s: %w", s.path, err)
 	}
@@ -264,7 +265,7 @@ func (s *Store) ClaimBatch(ctx context.Context, id string) error {
 		return err
 	}
 	_, err := s.db.ExecContext(ctx, `UPDATE batches SET status = ?, reason = '', pid = ?, pid_start = ?, updated_at = ?, finished_at = NULL WHERE id = ?`,
-		StatusRunning, os.Getpid(), processStart(os.Getpid()), now(), id)
+		runtime.StatusRunning, os.Getpid(), processStart(os.Getpid()), now(), id)
 	if err != nil {
 		return fmt.Errorf("run store %s: %w", s.path, err)
 	}
@@ -272,7 +273,7 @@ func (s *Store) ClaimBatch(ctx context.Context, id string) error {
 }
 
 // FinishBatch records how a batch attempt ended and releases it.
-func (s *Store) FinishBatch(ctx context.Context, id, status, reason string) error {
+func (s *Store) FinishBatch(ctx context.Context, id string, status runtime.Status, reason string) error {
 	if err := s.intact(); err != nil {
 		return err
 	}

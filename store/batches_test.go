@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flowrun/flowrun/runtime"
 )
 
 // TestBatchRecords checks a batch's life in the store: its items start
@@ -34,7 +36,7 @@ func TestBatchRecords(t *testing.T) {
 		t.Fatalf("an ambiguous prefix: %v", err)
 	}
 	got, err := s.Batch(ctx, "b-20261122-aaaa")
-	if err != nil || string(got.Settings) != `{"concurrency":8}` || got.Status != StatusRunning {
+	if err != nil || string(got.Settings) != `{"concurrency":8}` || got.Status != runtime.StatusRunning {
 		t.Fatalf("batch %+v, %v", got, err)
 	}
 	if err := s.StartItem(ctx, b.ID, 1, "run-1"); err != nil {

@@ -12,17 +12,7 @@ import (
 
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/redact"
-)
-
-// Run statuses the store knows beyond the runtime's.
-const (
-	StatusRunning = "running"
-	StatusWaiting = "waiting"
-	// StatusInterrupted is a run recorded as running whose process is
-	// gone (killed, crashed, cut off by a closed pipe). It is never
-	// written: the store reports it when it reads such a run, so every
-	// process sees it at once. A resume continues it.
-	StatusInterrupted = "interrupted"
+	"github.com/flowrun/flowrun/runtime"
 )
 
 // Run is one run's record.
@@ -36,7 +26,7 @@ type Run struct {
 	// PipelineFiles are the files the pipeline's load read (prompts,
 	// schemas, called pipelines, the pipeline itself), by path.
 	PipelineFiles map[string]string
-	Status        string
+	Status        runtime.Status
 	Inputs        map[string]any
 	// RemoteInputs: a remote caller gave the inputs (see
 	// runtime.Options.RemoteInputs).
@@ -49,11 +39,14 @@ type Run struct {
 	Steps        int
 	ParentRun    string
 	ParentSeq    int64
-	Pending      map[string]any
-	PID          int
-	Started      time.Time
-	Updated      time.Time
-	Finished     time.Time
+	// Pending is the question a waiting run asks, or the confirmation a
+	// stopped run was refused (answering yes on resume runs the node); nil
+	// when there is none.
+	Pending  *runtime.Question
+	PID      int
+	Started  time.Time
+	Updated  time.Time
+	Finished time.Time
 }
 
 // ErrNotFound is returned for an unknown run id.
@@ -83,12 +76,12 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 	_, err = s.db.ExecContext(ctx, `INSERT INTO runs (id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, pipeline_src, pipeline_files,
 		status, inputs, remote_inputs, parent_run, parent_seq, pid, pid_start, started_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?)`,
-		r.ID, r.Pipeline, r.PipelineAbs, r.PipelineName, r.PipelineHash, redact.String(r.PipelineSrc), string(redact.JSON(files)), StatusRunning, string(redact.JSON(inputs)),
+		r.ID, r.Pipeline, r.PipelineAbs, r.PipelineName, r.PipelineHash, redact.String(r.PipelineSrc), string(redact.JSON(files)), runtime.StatusRunning, string(redact.JSON(inputs)),
 		r.RemoteInputs, r.ParentRun, nullSeq(r.ParentRun, r.ParentSeq), os.Getpid(), processStart(os.Getpid()), t, t)
 	if err != nil {
 		return fmt.Errorf("run %s: %w", r.ID, err)
 	}
-	r.Status, r.PID = StatusRunning, os.Getpid()
+	r.Status, r.PID = runtime.StatusRunning, os.Getpid()
 	return nil
 }
 
@@ -120,8 +113,8 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.Status == StatusRunning && !alive(r.PID, pidStart) {
-		r.Status = StatusInterrupted
+	if r.Status == runtime.StatusRunning && !alive(r.PID, pidStart) {
+		r.Status = runtime.StatusInterrupted
 		r.Reason = fmt.Sprintf("the process that ran it (pid %d) ended without recording how the run ended; flowrun resume %s continues it", r.PID, r.ID)
 	}
 	r.Inputs = decodeMap(inputs)
@@ -132,7 +125,9 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 		r.Outputs = decodeMap(outputs.String)
 	}
 	if pending.Valid {
-		r.Pending = decodeMap(pending.String)
+		if err := json.Unmarshal([]byte(pending.String), &r.Pending); err != nil {
+			return nil, fmt.Errorf("run %s: pending question: %w", r.ID, err)
+		}
 	}
 	r.ParentRun, r.ParentSeq = parent.String, parentSeq.Int64
 	r.Started, r.Updated, r.Finished = parseTime(started), parseTime(updated), parseTime(finished)
@@ -259,30 +254,30 @@ func (s *Store) Claim(ctx context.Context, id string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.Status == StatusRunning && r.PID != os.Getpid() {
+	if r.Status == runtime.StatusRunning && r.PID != os.Getpid() {
 		return nil, &InProgressError{Run: id, PID: r.PID}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, pid = ?, pid_start = ?, stop_requested = '', updated_at = ?, finished_at = NULL WHERE id = ?`,
-		StatusRunning, os.Getpid(), processStart(os.Getpid()), now(), id); err != nil {
+		runtime.StatusRunning, os.Getpid(), processStart(os.Getpid()), now(), id); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
-	r.Status, r.PID = StatusRunning, os.Getpid()
+	r.Status, r.PID = runtime.StatusRunning, os.Getpid()
 	return r, nil
 }
 
 // Ending is how a run attempt ended.
 type Ending struct {
-	Status  string
+	Status  runtime.Status
 	Outputs map[string]any
 	Error   string
 	Reason  string
 	Steps   int
 	CostUSD float64
 	Tokens  int
-	Pending map[string]any
+	Pending *runtime.Question
 }
 
 // Finish records how a run attempt ended and releases the run.
@@ -327,7 +322,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
 		return 0, err
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE started_at < ? AND status = ?`, cutoff, StatusRunning)
+	rows, err := tx.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE started_at < ? AND status = ?`, cutoff, runtime.StatusRunning)
 	if err != nil {
 		return 0, err
 	}
@@ -338,7 +333,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
 			rows.Close()
 			return 0, err
 		}
-		if r.Status == StatusRunning {
+		if r.Status == runtime.StatusRunning {
 			keep = append(keep, r.ID)
 		}
 	}
@@ -370,7 +365,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
 // that is not a batch item.
 type RunQuery struct {
 	Pipeline string // the pipeline's path as given, absolute path or name
-	Status   string
+	Status   runtime.Status
 	// Batch keeps only the runs of this batch's items (a batch id);
 	// otherwise BatchItems says whether batch items are listed at all.
 	Batch      string

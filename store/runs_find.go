@@ -3,14 +3,11 @@ package store
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
-
-	"github.com/flowrun/flowrun/runtime"
 )
 
 // FindRun returns the run ref names: its id, an unambiguous prefix of
@@ -40,19 +37,6 @@ func (s *Store) FindRun(ctx context.Context, ref string) (*Run, error) {
 		return nil, s.notFound(ctx, ref)
 	}
 	return pickRef(s, "run", ref, found, func(r *Run) string { return r.ID })
-}
-
-// Question is the question a waiting run asks, or the confirmation a
-// stopped run was refused (answering yes on resume runs the node); nil
-// when there is none.
-func (r *Run) Question() *runtime.Question {
-	if r.Pending == nil {
-		return nil
-	}
-	var q runtime.Question
-	b, _ := json.Marshal(r.Pending)
-	_ = json.Unmarshal(b, &q)
-	return &q
 }
 
 // CheckpointInfo is one of a run's checkpoints as a list shows it: the

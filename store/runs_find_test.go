@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -73,19 +74,19 @@ func TestHITL05DeadHolderReadsInterrupted(t *testing.T) {
 	newRun(t, s, "live")
 	orphan(t, s, "dead")
 	r, err := s.Run(ctx, "dead")
-	if err != nil || r.Status != store.StatusInterrupted || !strings.Contains(r.Reason, "flowrun resume dead continues it") {
+	if err != nil || r.Status != runtime.StatusInterrupted || !strings.Contains(r.Reason, "flowrun resume dead continues it") {
 		t.Fatalf("a run whose holder is gone: %+v %v", r, err)
 	}
 	all, _ := s.Runs(ctx)
 	for _, r := range all {
-		if want := map[string]string{"dead": store.StatusInterrupted, "live": store.StatusRunning}[r.ID]; r.Status != want {
+		if want := map[string]runtime.Status{"dead": runtime.StatusInterrupted, "live": runtime.StatusRunning}[r.ID]; r.Status != want {
 			t.Errorf("Runs: %s is %s, want %s", r.ID, r.Status, want)
 		}
 	}
-	if r, err := s.Claim(ctx, "dead"); err != nil || r.Status != store.StatusRunning {
+	if r, err := s.Claim(ctx, "dead"); err != nil || r.Status != runtime.StatusRunning {
 		t.Fatalf("claiming an interrupted run: %v %v", r, err)
 	}
-	if r, _ := s.Run(ctx, "dead"); r.Status != store.StatusRunning {
+	if r, _ := s.Run(ctx, "dead"); r.Status != runtime.StatusRunning {
 		t.Fatalf("after its claim: %s", r.Status)
 	}
 

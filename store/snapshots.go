@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/flowrun/flowrun/runtime"
 )
 
 // Snapshot is an immutable, labelled pointer to one of a run's checkpoints.
@@ -136,13 +138,13 @@ func (s *Store) Rollback(ctx context.Context, runID, ref string) (*Snapshot, err
 		return nil, err
 	}
 	defer tx.Rollback()
-	var status string
+	var status runtime.Status
 	var pid int
 	var pidStart string
 	if err := tx.QueryRowContext(ctx, `SELECT status, pid, pid_start FROM runs WHERE id = ?`, runID).Scan(&status, &pid, &pidStart); err != nil {
 		return nil, err
 	}
-	if status == StatusRunning && pid != os.Getpid() && alive(pid, pidStart) {
+	if status == runtime.StatusRunning && pid != os.Getpid() && alive(pid, pidStart) {
 		return nil, &InProgressError{Run: runID, PID: pid}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE checkpoints SET discarded = 1 WHERE run_id = ? AND seq > ?`, runID, seq); err != nil {

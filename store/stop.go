@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/flowrun/flowrun/redact"
+	"github.com/flowrun/flowrun/runtime"
 )
 
 // RequestStop asks whichever process holds a running run to stop it, with
@@ -17,10 +18,10 @@ func (s *Store) RequestStop(ctx context.Context, id, reason string) error {
 	if err != nil {
 		return err
 	}
-	if r.Status != StatusRunning {
+	if r.Status != runtime.StatusRunning {
 		return fmt.Errorf("run %s is %s, not running: there is nothing to stop", id, r.Status)
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE runs SET stop_requested = ? WHERE id = ? AND status = ?`, redact.String(reason), id, StatusRunning)
+	res, err := s.db.ExecContext(ctx, `UPDATE runs SET stop_requested = ? WHERE id = ? AND status = ?`, redact.String(reason), id, runtime.StatusRunning)
 	if err != nil {
 		return fmt.Errorf("asking run %s to stop in %s: %w", id, s.path, err)
 	}

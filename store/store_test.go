@@ -47,7 +47,7 @@ func TestOpenMigratesOnceAndReopens(t *testing.T) {
 	}
 	defer s.Close()
 	r, err := s.Run(context.Background(), "r1")
-	if err != nil || r.Inputs["n"] != 1 || r.Status != store.StatusRunning {
+	if err != nil || r.Inputs["n"] != 1 || r.Status != runtime.StatusRunning {
 		t.Fatalf("run %+v err %v", r, err)
 	}
 	db, _ := sql.Open("sqlite", path)

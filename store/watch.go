@@ -29,7 +29,7 @@ func (s *Store) Mark(ctx context.Context) (string, error) {
 // process running it died) and when it started, for a watcher that asks
 // at every change: it reads three columns, never the run's inputs,
 // outputs or pipeline files, which may be large.
-func (s *Store) Status(ctx context.Context, id string) (status string, started time.Time, err error) {
+func (s *Store) Status(ctx context.Context, id string) (status runtime.Status, started time.Time, err error) {
 	var pid int
 	var pidStart string
 	var at sql.NullString
@@ -40,8 +40,8 @@ func (s *Store) Status(ctx context.Context, id string) (status string, started t
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("run %s: reading its status from %s: %w", id, s.path, err)
 	}
-	if status == StatusRunning && !alive(pid, pidStart) {
-		status = StatusInterrupted
+	if status == runtime.StatusRunning && !alive(pid, pidStart) {
+		status = runtime.StatusInterrupted
 	}
 	return status, parseTime(at), nil
 }

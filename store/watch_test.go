@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -25,7 +26,7 @@ func TestListsLeaveOutPipelineSources(t *testing.T) {
 	if r := runs[0]; r.PipelineSrc != "" || r.PipelineFiles != nil || r.ID != "r1" || r.Status != whole.Status || r.Inputs["n"] != whole.Inputs["n"] {
 		t.Errorf("listed %+v, want %+v without its sources", r, whole)
 	}
-	if st, started, err := s.Status(ctx, "r1"); err != nil || st != store.StatusRunning || !started.Equal(whole.Started) {
+	if st, started, err := s.Status(ctx, "r1"); err != nil || st != runtime.StatusRunning || !started.Equal(whole.Started) {
 		t.Errorf("Status: %q %v %v, want running since %v", st, started, err, whole.Started)
 	}
 	if _, _, err := s.Status(ctx, "r2"); !errors.Is(err, store.ErrNotFound) {

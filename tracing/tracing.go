@@ -27,7 +27,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -164,19 +164,20 @@ func (x *Exporter) Event(e runtime.Event) {
 func (x *Exporter) record(e runtime.Event) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	v := eventview.Describe(e)
 	r := x.runs[e.Run]
-	if e.Type == runtime.EventRunStarted || r == nil {
+	if v.Trace == eventview.TraceRunStart || r == nil {
 		r = x.startRun(e)
 	}
-	switch e.Type {
-	case runtime.EventNodeStarted:
-		ctx, span := x.tracer.Start(r.parent(e.Path), "node "+e.Path, trace.WithTimestamp(e.Time),
+	switch v.Trace {
+	case eventview.TraceNodeStart:
+		ctx, span := x.tracer.Start(r.parent(e.Path), v.Span, trace.WithTimestamp(e.Time),
 			trace.WithAttributes(nodeAttrs(e)...))
 		r.nodes[e.Path] = nodeSpan{ctx, span}
-	case runtime.EventNodeFinished, runtime.EventNodeFailed, runtime.EventNodeSkipped, runtime.EventNodeRestored:
+	case eventview.TraceNodeEnd:
 		n, ok := r.nodes[e.Path]
 		if !ok {
-			_, n.span = x.tracer.Start(r.parent(e.Path), "node "+e.Path, trace.WithTimestamp(e.Time),
+			_, n.span = x.tracer.Start(r.parent(e.Path), v.Span, trace.WithTimestamp(e.Time),
 				trace.WithAttributes(nodeAttrs(e)...))
 		}
 		delete(r.nodes, e.Path)
@@ -184,25 +185,28 @@ func (x *Exporter) record(e runtime.Event) {
 		if e.CostUSD > 0 {
 			n.span.SetAttributes(attribute.Float64("flowrun.cost_usd", e.CostUSD))
 		}
-		if e.Type == runtime.EventNodeFailed {
-			failed(n.span, string(e.Class), e.Error)
+		if v.Failed {
+			failed(n.span, v)
 		}
 		n.span.End(trace.WithTimestamp(e.Time))
-	case runtime.EventNodeRetry:
+	case eventview.TraceNodeMark:
 		if n, ok := r.nodes[e.Path]; ok {
-			n.span.AddEvent("retry", trace.WithTimestamp(e.Time), trace.WithAttributes(
+			n.span.AddEvent(v.Tag, trace.WithTimestamp(e.Time), trace.WithAttributes(
 				attribute.Int("flowrun.attempt", e.Attempt), attribute.String("flowrun.error.class", string(e.Class)),
 				attribute.String("error.message", redact.Line(e.Error, 500))))
 		}
-	case runtime.EventModelTurn:
-		x.modelTurn(r, e)
-	case runtime.EventToolCall:
-		x.child(r, e, "execute_tool "+e.Tool.Name, attribute.String("gen_ai.operation.name", "execute_tool"),
-			attribute.String("gen_ai.tool.name", e.Tool.Name))
-	case runtime.EventSandboxRun:
-		x.child(r, e, "sandbox "+e.Kind, attribute.String("flowrun.sandbox.language", e.Kind))
-	case runtime.EventRunFinished:
-		x.finishRun(r, e)
+	case eventview.TraceChild:
+		switch {
+		case e.Turn != nil:
+			x.modelTurn(r, e, v)
+		case e.Tool != nil:
+			x.child(r, e, v, attribute.String("gen_ai.operation.name", "execute_tool"),
+				attribute.String("gen_ai.tool.name", e.Tool.Name))
+		default:
+			x.child(r, e, v, attribute.String("flowrun.sandbox.language", e.Kind))
+		}
+	case eventview.TraceRunEnd:
+		x.finishRun(r, e, v)
 	}
 }
 
@@ -225,16 +229,16 @@ func (x *Exporter) startRun(e runtime.Event) *runTrace {
 
 // finishRun ends the run's span and any node still open (a run waiting
 // for an answer, or stopped).
-func (x *Exporter) finishRun(r *runTrace, e runtime.Event) {
+func (x *Exporter) finishRun(r *runTrace, e runtime.Event, v eventview.View) {
 	for path, n := range r.nodes {
-		n.span.SetAttributes(attribute.String("flowrun.node.status", e.Status))
+		n.span.SetAttributes(attribute.String("flowrun.node.status", string(e.Status)))
 		n.span.End(trace.WithTimestamp(e.Time))
 		delete(r.nodes, path)
 	}
-	r.run.SetAttributes(attribute.String("flowrun.run.status", e.Status),
+	r.run.SetAttributes(attribute.String("flowrun.run.status", string(e.Status)),
 		attribute.Float64("flowrun.cost_usd", e.CostUSD), attribute.Int64("flowrun.tokens", e.Tokens))
-	if e.Status == runtime.StatusFailed {
-		failed(r.run, string(e.Class), e.Error)
+	if v.Failed {
+		failed(r.run, v)
 	}
 	r.run.End(trace.WithTimestamp(e.Time))
 	delete(x.runs, e.Run)
@@ -298,14 +302,13 @@ func iteration(path string) (int, bool) {
 	return 0, false
 }
 
-func (x *Exporter) modelTurn(r *runTrace, e runtime.Event) {
+func (x *Exporter) modelTurn(r *runTrace, e runtime.Event, v eventview.View) {
 	tu := e.Turn
 	var reply struct {
 		Model string `json:"model"`
 	}
-	var usage llm.Usage
+	usage := tu.Tokens()
 	decode(tu.Reply, &reply)
-	decode(tu.Usage, &usage)
 	start := e.Time.Add(-time.Duration(tu.LatencyMS * float64(time.Millisecond)))
 	attrs := []attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.system", "openai"),
@@ -320,42 +323,39 @@ func (x *Exporter) modelTurn(r *runTrace, e runtime.Event) {
 	if usage.Estimated {
 		attrs = append(attrs, attribute.Bool("flowrun.usage.estimated", true))
 	}
-	_, span := x.tracer.Start(r.ownerContext(e.Path), "chat "+tu.Model, trace.WithSpanKind(trace.SpanKindClient),
+	_, span := x.tracer.Start(r.ownerContext(e.Path), v.Span, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(start), trace.WithAttributes(attrs...))
 	if x.content {
 		span.AddEvent("gen_ai.client.inference.operation.details", trace.WithTimestamp(e.Time), trace.WithAttributes(
 			attribute.String("gen_ai.input.messages", redactedJSON(tu.Messages)),
 			attribute.String("gen_ai.output.messages", redactedJSON(tu.Reply))))
 	}
-	if tu.Error != "" {
-		failed(span, string(tu.Class), tu.Error)
+	if v.Failed {
+		failed(span, v)
 	}
 	span.End(trace.WithTimestamp(e.Time))
 }
 
 // child is a span for a tool call or sandbox run, which end at their event.
-func (x *Exporter) child(r *runTrace, e runtime.Event, name string, attrs ...attribute.KeyValue) {
-	start := e.Time.Add(-time.Duration(e.DurationMS * float64(time.Millisecond)))
+func (x *Exporter) child(r *runTrace, e runtime.Event, v eventview.View, attrs ...attribute.KeyValue) {
+	start := e.Time.Add(-time.Duration(v.DurationMS * float64(time.Millisecond)))
 	attrs = append(attrs, attribute.String("flowrun.run.id", e.Run), attribute.String("flowrun.node.path", e.Path))
-	_, span := x.tracer.Start(r.ownerContext(e.Path), name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	_, span := x.tracer.Start(r.ownerContext(e.Path), v.Span, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
 	if x.content && e.Tool != nil {
 		span.SetAttributes(attribute.String("gen_ai.tool.call.arguments", redactedJSON(e.Tool.Args)),
 			attribute.String("gen_ai.tool.call.result", redactedJSON(e.Tool.Result)))
 	}
-	switch {
-	case e.Tool != nil && e.Tool.Error != "":
-		failed(span, string(e.Class), e.Tool.Error)
-	case e.Error != "" || e.Class != "":
-		failed(span, string(e.Class), e.Error)
+	if v.Failed {
+		failed(span, v)
 	}
 	span.End(trace.WithTimestamp(e.Time))
 }
 
-func failed(span trace.Span, class, msg string) {
-	if class != "" {
+func failed(span trace.Span, v eventview.View) {
+	if class := string(v.Class); class != "" {
 		span.SetAttributes(attribute.String("flowrun.error.class", class), attribute.String("error.type", class))
 	}
-	span.SetStatus(codes.Error, redact.Line(msg, 500))
+	span.SetStatus(codes.Error, redact.Line(v.Error, 500))
 }
 
 func decode(v, into any) {

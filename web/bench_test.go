@@ -15,6 +15,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
+	"github.com/flowrun/flowrun/tokens"
 )
 
 const loopPipeline = `
@@ -72,7 +73,7 @@ func benchRun(b *testing.B, n int) (*Server, *store.Store, string) {
 		case 1:
 			e.Type = runtime.EventModelTurn
 			e.Turn = &runtime.Turn{Model: "gpt-4.1-mini", Messages: []map[string]any{{"role": "user", "text": "next"}},
-				Reply: map[string]any{"text": "ok"}, Usage: map[string]any{"total": 12}, CostUSD: 0.0001, LatencyMS: 3}
+				Reply: map[string]any{"text": "ok"}, Usage: &tokens.Usage{Total: 12}, CostUSD: 0.0001, LatencyMS: 3}
 		default:
 			e.Type, e.DurationMS, e.Output = runtime.EventNodeFinished, 4, map[string]any{"text": "ok"}
 			cp := &runtime.Checkpoint{Path: path, Output: e.Output, State: map[string]any{"n": i}, Steps: int64(i), Pure: true}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/graph"
 	"github.com/flowrun/flowrun/jsonvalue"
@@ -18,11 +19,11 @@ var funcs = template.FuncMap{
 	"usd":    figures.USD,
 	"when":   func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") },
 	"ms":     figures.Duration,
-	"state": func(states map[string]string, id string) string {
+	"state": func(states map[string]eventview.NodeState, id string) eventview.NodeState {
 		if s := states[id]; s != "" {
 			return s
 		}
-		return statePending
+		return eventview.NodePending
 	},
 	"kind":   kindOf,
 	"keys":   sortedKeys,

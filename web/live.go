@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -31,7 +32,7 @@ type runFeed struct {
 	mu      sync.Mutex
 	started time.Time
 	msgs    []liveMsg // in seq order; appended to, never changed
-	status  string
+	status  runtime.Status
 	err     error         // reading the store failed: the streams end
 	changed chan struct{} // closed, and replaced, when msgs, status or err change
 	streams int
@@ -85,13 +86,14 @@ func (f *runFeed) read(ctx context.Context) {
 		var msgs []liveMsg
 		for i, e := range events {
 			var b bytes.Buffer
-			rw := toRow(last-int64(len(events)-1-i), started, e)
+			v := eventview.Describe(e)
+			rw := toRow(last-int64(len(events)-1-i), started, e, v)
 			if err = t.ExecuteTemplate(&b, "timelinerow", rw); err != nil {
 				break
 			}
-			msg := map[string]any{"seq": rw.Seq, "row": b.String(), "node": e.Node, "state": nodeState(e), "sent": e.Time.UnixMicro()}
+			msg := map[string]any{"seq": rw.Seq, "row": b.String(), "node": e.Node, "state": v.NodeState, "sent": e.Time.UnixMicro()}
 			if e.Type == runtime.EventModelTurn && e.Turn != nil {
-				msg["cost"], msg["tokens"] = e.Turn.CostUSD, usageOf(e.Turn.Usage).Total
+				msg["cost"], msg["tokens"] = v.CostUSD, v.Tokens
 			}
 			data, _ := json.Marshal(msg)
 			msgs = append(msgs, liveMsg{seq: rw.Seq, data: data})
@@ -118,7 +120,7 @@ func (f *runFeed) read(ctx context.Context) {
 // since returns the rendered events numbered after seq, the run's
 // status ("" until first read), a channel closed at the next change, and
 // why the feed ended (nil while it runs).
-func (f *runFeed) since(seq int64) ([]liveMsg, string, <-chan struct{}, error) {
+func (f *runFeed) since(seq int64) ([]liveMsg, runtime.Status, <-chan struct{}, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	i := sort.Search(len(f.msgs), func(i int) bool { return f.msgs[i].seq > seq })

@@ -10,43 +10,14 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/graph"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
+	"github.com/flowrun/flowrun/tokens"
 )
-
-// Node states on the graph.
-const (
-	statePending = "pending"
-	stateRunning = "running"
-	stateDone    = "done"
-	stateFailed  = "failed"
-	stateSkipped = "skipped"
-	stateWaiting = "waiting"
-)
-
-// nodeState is the state an event puts its node in; "" for none.
-func nodeState(e runtime.Event) string {
-	switch e.Type {
-	case runtime.EventNodeStarted, runtime.EventNodeRetry, runtime.EventModelTurn, runtime.EventToolCall, runtime.EventSandboxRun:
-		return stateRunning
-	case runtime.EventNodeFinished, runtime.EventNodeRestored:
-		return stateDone
-	case runtime.EventNodeFailed:
-		return stateFailed
-	case runtime.EventNodeSkipped:
-		return stateSkipped
-	case runtime.EventQuestion:
-		if e.Status == runtime.StatusWaiting {
-			return stateWaiting
-		}
-		return stateRunning
-	}
-	return ""
-}
 
 // row is one line of a run's timeline.
 type row struct {
@@ -57,97 +28,32 @@ type row struct {
 	Class       string
 }
 
-// describe is how the timeline shows an event: a short label, a line of
-// text and a CSS class.
-func describe(e runtime.Event) (label, text, class string) {
-	switch e.Type {
-	case runtime.EventRunStarted:
-		if e.ForkOf != "" {
-			return "run", "started, forked from " + e.ForkOf, "run"
-		}
-		return "run", "started " + e.Pipeline, "run"
-	case runtime.EventRunFinished:
-		text = e.Status
-		if e.Error != "" {
-			text += ": " + e.Error
-		} else if e.Message != "" {
-			text += ": " + e.Message
-		}
-		return "run", text, "run " + e.Status
-	case runtime.EventNodeStarted:
-		return "start", e.Kind, "node"
-	case runtime.EventNodeFinished:
-		return "done", fmt.Sprintf("%s %s", e.Kind, figures.Duration(e.DurationMS)), "done"
-	case runtime.EventNodeRestored:
-		return "done", e.Kind + " restored from its checkpoint", "done"
-	case runtime.EventNodeSkipped:
-		return "skip", e.Kind + ": when was false", "skipped"
-	case runtime.EventNodeFailed:
-		return "FAIL", fmt.Sprintf("%s: %s %s", e.Class, e.Error, e.Message), "failed"
-	case runtime.EventNodeRetry:
-		return "retry", fmt.Sprintf("attempt %d in %s after %s: %s", e.Attempt, figures.Duration(e.DurationMS), e.Class, e.Error), "retry"
-	case runtime.EventLoopExhausted, runtime.EventMapItemSkipped:
-		return "limit", strings.TrimSpace(e.Message + " " + e.Error), "limit"
-	case runtime.EventModelTurn:
-		t := e.Turn
-		if t == nil {
-			return "turn", "", "turn"
-		}
-		switch {
-		case t.Error != "":
-			return "turn", fmt.Sprintf("%s try %d: %s: %s", t.Model, t.Try, t.Class, t.Error), "turn failed"
-		case t.Cached:
-			return "turn", t.Model + " cached $0", "turn"
-		}
-		u := usageOf(t.Usage)
-		return "turn", fmt.Sprintf("%s %d tokens %s %s", t.Model, u.Total, figures.USD(t.CostUSD), figures.Duration(t.LatencyMS)), "turn"
-	case runtime.EventToolCall:
-		if e.Tool == nil {
-			return "tool", "", "tool"
-		}
-		if e.Tool.Error != "" {
-			return "tool", e.Tool.Name + " error: " + e.Tool.Error, "tool failed"
-		}
-		return "tool", e.Tool.Name + " ok", "tool"
-	case runtime.EventSandboxRun:
-		if e.Class != "" {
-			return "code", fmt.Sprintf("%s %s: %s", e.Kind, e.Class, firstLine(e.Error)), "code failed"
-		}
-		return "code", fmt.Sprintf("%s ok %s", e.Kind, figures.Duration(e.DurationMS)), "code"
-	case runtime.EventQuestion:
-		if e.Status == runtime.StatusWaiting {
-			return "ask", fmt.Sprintf("%q: waiting for an answer", e.Message), "waiting"
-		}
-		b, _ := json.Marshal(e.Output)
-		return "ask", fmt.Sprintf("%q: answered %s", e.Message, b), "ask"
-	}
-	return e.Type, e.Message, ""
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
-}
-
-func usageOf(u any) llm.Usage {
-	var got llm.Usage
-	remarshal(u, &got)
-	return got
-}
-
 // remarshal decodes a value read from the store into a typed one.
 func remarshal(from, to any) {
 	b, _ := json.Marshal(from)
 	_ = json.Unmarshal(b, to)
 }
 
-func toRow(seq int64, start time.Time, e runtime.Event) row {
-	label, text, class := describe(e)
+func toRow(seq int64, start time.Time, e runtime.Event, v eventview.View) row {
 	at := ""
 	if !start.IsZero() {
 		at = fmt.Sprintf("+%.2fs", e.Time.Sub(start).Seconds())
 	}
-	return row{Seq: seq, At: at, Label: label, Text: text, Path: e.Path, Node: e.Node, Class: class}
+	return row{Seq: seq, At: at, Label: v.Tag, Text: v.Text(), Path: e.Path, Node: e.Node, Class: rowClass(v)}
+}
+
+// rowClass is a timeline row's CSS class: its tag, and how it went.
+func rowClass(v eventview.View) string {
+	class := strings.ToLower(v.Tag)
+	switch {
+	case v.Failed:
+		class += " failed"
+	case v.Waiting:
+		class += " waiting"
+	case v.NodeState == eventview.NodeDone:
+		class += " done"
+	}
+	return class
 }
 
 // listedPoints is how many of a run's last checkpoints its page lists.
@@ -165,7 +71,7 @@ type runData struct {
 	Duration   time.Duration
 	Graph      *graph.Drawing
 	GraphError string
-	States     map[string]string
+	States     map[string]eventview.NodeState
 	Paths      map[string]string // node id -> its latest path, for the inspector
 	Rows       []row
 	LastSeq    int64
@@ -200,7 +106,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	d := runData{page: s.page(r, "Run "+id, "runs"), Run: run, Duration: runDuration(run), States: map[string]string{},
+	d := runData{page: s.page(r, "Run "+id, "runs"), Run: run, Duration: runDuration(run), States: map[string]eventview.NodeState{},
 		Paths: map[string]string{}, LastSeq: last}
 	// The graph is of the pipeline file as the run recorded it, even when
 	// the file changed since (files it refers to are read as they are now).
@@ -216,17 +122,16 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	d.Rows = make([]row, 0, len(events))
 	start := run.Started
 	for i, e := range events {
-		if st := nodeState(e); st != "" && e.Node != "" {
-			d.States[e.Node] = st
+		v := eventview.Describe(e)
+		if v.NodeState != "" && e.Node != "" {
+			d.States[e.Node] = v.NodeState
 			d.Paths[e.Node] = e.Path
 		}
 		switch e.Type {
 		case runtime.EventModelTurn:
 			d.Totals.Turns++
-			if e.Turn != nil {
-				d.Totals.CostUSD += e.Turn.CostUSD
-				d.Totals.Tokens += int64(usageOf(e.Turn.Usage).Total)
-			}
+			d.Totals.CostUSD += v.CostUSD
+			d.Totals.Tokens += int64(v.Tokens)
 		case runtime.EventToolCall:
 			d.Totals.Tools++
 		case runtime.EventSandboxRun:
@@ -236,21 +141,21 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		case runtime.EventNodeRetry:
 			d.Totals.Retries++
 		}
-		d.Rows = append(d.Rows, toRow(last-int64(len(events)-1-i), start, e))
+		d.Rows = append(d.Rows, toRow(last-int64(len(events)-1-i), start, e, v))
 	}
-	if run.Status != store.StatusRunning {
+	if run.Status != runtime.StatusRunning {
 		d.Totals.CostUSD, d.Totals.Tokens = run.CostUSD, int64(run.Tokens)
 		// A node cut short by a stop or a kill runs again on resume.
 		for id, st := range d.States {
-			if st == stateRunning {
-				d.States[id] = statePending
+			if st == eventview.NodeRunning {
+				d.States[id] = eventview.NodePending
 			}
 		}
 	}
 	if p != nil {
 		finishBodies(p.Nodes, d.States, false)
 	}
-	if q := run.Question(); q != nil {
+	if q := run.Pending; q != nil {
 		d.Pending = q
 		d.Answer = answerFields(q)
 	}
@@ -262,12 +167,12 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	for _, q := range s.queued() {
 		d.Queued = d.Queued || q.Claim == id
 	}
-	d.Stoppable = d.Active || run.Status == store.StatusRunning
+	d.Stoppable = d.Active || run.Status == runtime.StatusRunning
 	if d.Snapshots, err = s.st.Snapshots(ctx, id); err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	if run.Status != store.StatusRunning {
+	if run.Status != runtime.StatusRunning {
 		// Reading checkpoints settles a dead process's journal: not while
 		// a live one writes.
 		if d.Points, err = s.st.Checkpoints(ctx, id, 0); err != nil {
@@ -292,13 +197,13 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 // finishBodies shows the nodes inside a finished loop, map or parallel
 // node as done when no event says otherwise: a resume restores such a
 // node whole, with no event for what it ran inside.
-func finishBodies(b dsl.Block, states map[string]string, done bool) {
+func finishBodies(b dsl.Block, states map[string]eventview.NodeState, done bool) {
 	for _, n := range b {
 		if done && states[n.ID] == "" {
-			states[n.ID] = stateDone
+			states[n.ID] = eventview.NodeDone
 		}
 		for _, body := range dsl.Bodies(n) {
-			finishBodies(body.Body, states, states[n.ID] == stateDone)
+			finishBodies(body.Body, states, states[n.ID] == eventview.NodeDone)
 		}
 	}
 }
@@ -309,7 +214,7 @@ func finishBodies(b dsl.Block, states map[string]string, done bool) {
 func (s *Server) runLive(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
-	status := r.URL.Query().Get("status")
+	status := runtime.Status(r.URL.Query().Get("status"))
 	if _, _, err := s.st.Status(r.Context(), id); err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
@@ -373,7 +278,7 @@ type turnView struct {
 	Messages  []messageView
 	Reply     llm.Response
 	HasJSON   bool
-	Usage     llm.Usage
+	Usage     tokens.Usage
 	CostUSD   float64
 	LatencyMS float64
 	Error     string
@@ -426,7 +331,7 @@ func inspect(path string, events []runtime.Event, points []*runtime.Checkpoint) 
 				continue
 			}
 			t := turnView{Model: e.Turn.Model, Try: e.Turn.Try, Attempt: e.Turn.Attempt, CostUSD: e.Turn.CostUSD,
-				LatencyMS: e.Turn.LatencyMS, Error: e.Turn.Error, Cached: e.Turn.Cached, Usage: usageOf(e.Turn.Usage)}
+				LatencyMS: e.Turn.LatencyMS, Error: e.Turn.Error, Cached: e.Turn.Cached, Usage: e.Turn.Tokens()}
 			var msgs []llm.Message
 			remarshal(e.Turn.Messages, &msgs)
 			for _, m := range msgs {
@@ -488,7 +393,7 @@ func thumbnail(u string) image {
 	if strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
 		return image{Link: u}
 	}
-	return image{Link: "(image: " + filepath.Base(firstLine(u)) + ")"}
+	return image{Link: "(image: " + filepath.Base(strings.SplitN(u, "\n", 2)[0]) + ")"}
 }
 
 func base64Chars(s string) bool {

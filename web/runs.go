@@ -9,17 +9,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
 
 // runRow is one line of the runs list.
 type runRow struct {
-	ID, Pipeline, Name, Status, ParentRun string
-	ParentSeq                             int64
-	Started                               time.Time
-	Duration                              time.Duration
-	CostUSD                               float64
-	Tokens                                int64
+	ID, Pipeline, Name, ParentRun string
+	Status                        runtime.Status
+	ParentSeq                     int64
+	Started                       time.Time
+	Duration                      time.Duration
+	CostUSD                       float64
+	Tokens                        int64
 }
 
 // listRows are the lines of the runs list: the queued launches that
@@ -36,13 +38,14 @@ func (s *Server) listRows(runs []runRow) listRows {
 
 // listQuery is the runs list's filter and order, from the URL.
 type listQuery struct {
-	Pipeline, Status, Sort string
-	Desc                   bool
+	Pipeline, Sort string
+	Status         runtime.Status
+	Desc           bool
 }
 
 func readListQuery(r *http.Request) listQuery {
 	q := r.URL.Query()
-	l := listQuery{Pipeline: q.Get("pipeline"), Status: q.Get("status"), Sort: q.Get("sort"), Desc: q.Get("order") != "asc"}
+	l := listQuery{Pipeline: q.Get("pipeline"), Status: runtime.Status(q.Get("status")), Sort: q.Get("sort"), Desc: q.Get("order") != "asc"}
 	if !slices.Contains([]string{"start", "duration", "cost", "tokens"}, l.Sort) {
 		l.Sort = "start"
 	}
@@ -67,7 +70,7 @@ func (s *Server) rows(ctx context.Context, l listQuery) ([]runRow, []string, err
 		}
 		row := runRow{ID: r.ID, Pipeline: r.Pipeline, Name: r.PipelineName, Status: r.Status, ParentRun: r.ParentRun,
 			ParentSeq: r.ParentSeq, Started: r.Started, Duration: runDuration(r), CostUSD: r.CostUSD, Tokens: int64(r.Tokens)}
-		if r.Status == store.StatusRunning {
+		if r.Status == runtime.StatusRunning {
 			if c, t, err := s.st.SpentSoFar(ctx, r.ID); err == nil {
 				row.CostUSD, row.Tokens = c, t
 			}
@@ -106,7 +109,7 @@ func runDuration(r *store.Run) time.Duration {
 	end := r.Finished
 	if end.IsZero() {
 		end = r.Updated
-		if r.Status == store.StatusRunning {
+		if r.Status == runtime.StatusRunning {
 			end = time.Now()
 		}
 	}
@@ -117,12 +120,10 @@ type runsData struct {
 	page
 	Query     listQuery
 	Pipelines []string
-	Statuses  []string
+	Statuses  []runtime.Status
 	Rows      listRows
 	LiveURL   string
 }
-
-var statuses = []string{"running", "waiting", "completed", "failed", "stopped", "interrupted"}
 
 func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	l := readListQuery(r)
@@ -132,7 +133,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, http.StatusOK, "runs", runsData{page: s.page(r, "Runs", "runs"), Query: l, Pipelines: pipelines,
-		Statuses: statuses, Rows: s.listRows(rows), LiveURL: "/live/runs?" + r.URL.RawQuery})
+		Statuses: runtime.Statuses(), Rows: s.listRows(rows), LiveURL: "/live/runs?" + r.URL.RawQuery})
 }
 
 // runsLive streams the runs list's rows, rendered, whenever they change.
@@ -202,7 +203,7 @@ func (l listQuery) SortLink(key string) string {
 		v = append(v, "pipeline="+urlQuery(l.Pipeline))
 	}
 	if l.Status != "" {
-		v = append(v, "status="+urlQuery(l.Status))
+		v = append(v, "status="+urlQuery(string(l.Status)))
 	}
 	return "/?" + strings.Join(v, "&")
 }

@@ -342,7 +342,7 @@ func (s *Server) answer(r *http.Request, id string) error {
 	}
 	// A waiting run, or one stopped because its confirmation was
 	// declined: answering yes runs the node.
-	pending := run.Question()
+	pending := run.Pending
 	if pending == nil {
 		return fmt.Errorf("run %s is %s, not waiting for an answer", id, run.Status)
 	}

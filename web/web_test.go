@@ -211,7 +211,7 @@ func (h *harness) start(form url.Values) string {
 }
 
 // await waits until the run has status.
-func (h *harness) await(id, status string) *store.Run {
+func (h *harness) await(id string, status runtime.Status) *store.Run {
 	h.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -480,7 +480,7 @@ func TestAnswerConfirmSnapshotRollbackFork(t *testing.T) {
 		t.Fatalf("answer: %d %s", code, loc)
 	}
 	run := h.await(id, "waiting")
-	for run.Pending["kind"] != "confirm" {
+	for run.Pending == nil || run.Pending.Kind != runtime.QuestionConfirm {
 		time.Sleep(20 * time.Millisecond)
 		run = h.await(id, "waiting")
 	}
@@ -521,7 +521,7 @@ func TestAnswerConfirmSnapshotRollbackFork(t *testing.T) {
 	if !ok {
 		t.Fatalf("fork from checkpoint 0: %s", loc)
 	}
-	if c := h.await(child, "waiting"); c.ParentRun != id || c.ParentSeq != 0 || c.Pending["path"] != "name" {
+	if c := h.await(child, "waiting"); c.ParentRun != id || c.ParentSeq != 0 || c.Pending == nil || c.Pending.Path != "name" {
 		t.Fatalf("fork from checkpoint 0: %+v", c)
 	}
 }
@@ -817,7 +817,7 @@ func TestDeclinedConfirmationStopsAndYesResumes(t *testing.T) {
 	h.await(id, "waiting")
 	h.post("/runs/"+id+"/answer", url.Values{"a.who": {"ada"}})
 	run := h.await(id, "waiting")
-	for run.Pending["kind"] != "confirm" {
+	for run.Pending == nil || run.Pending.Kind != runtime.QuestionConfirm {
 		time.Sleep(20 * time.Millisecond)
 		run = h.await(id, "waiting")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
+	"github.com/flowrun/flowrun/tokens"
 )
 
 // OpenStore opens a new store in a temporary directory, closed when the
@@ -68,15 +69,15 @@ func Record(t *testing.T, st *store.Store, id string, keys []string, pattern str
 			Tokens: 100 * (i + 1), DurationMS: scale * 100 * float64(i+1)}
 		switch outcome {
 		case 'P', 'F':
-			it.Status = "completed"
+			it.Status = runtime.StatusCompleted
 			it.Scores = map[string]any{"solved": outcome == 'P', "exact": i%2 == 0, "steps": i + 1}
 		case 'E':
-			it.Status, it.Class, it.Error = "failed", "model_error", "the model answered 500"
+			it.Status, it.Class, it.Error = runtime.StatusFailed, "model_error", "the model answered 500"
 			if fail != "" {
 				it.Error = fail
 			}
 		case 'S':
-			it.Status, it.Class, it.Error = "stopped", "", "interrupted"
+			it.Status, it.Class, it.Error = runtime.StatusStopped, "", "interrupted"
 		}
 		recordRun(t, st, runID, it, fail)
 		if err := st.StartItem(ctx, id, i, runID); err != nil {
@@ -86,7 +87,7 @@ func Record(t *testing.T, st *store.Store, id string, keys []string, pattern str
 			t.Fatal(err)
 		}
 	}
-	if err := st.FinishBatch(ctx, id, "completed", ""); err != nil {
+	if err := st.FinishBatch(ctx, id, runtime.StatusCompleted, ""); err != nil {
 		t.Fatal(err)
 	}
 	got, err := st.Batch(ctx, id)
@@ -118,13 +119,13 @@ func recordRun(t *testing.T, st *store.Store, runID string, it *store.BatchItem,
 	rec.Event(runtime.Event{Type: runtime.EventRunStarted, Run: runID, Time: start, Pipeline: "solve"})
 	rec.Event(runtime.Event{Type: runtime.EventNodeStarted, Run: runID, Time: at(d * 0.05), Path: "solve", Node: "solve", Kind: "llm"})
 	turn := &runtime.Turn{Model: "gpt-4.1-mini", Attempt: 1, Try: 1, LatencyMS: d * 0.8, CostUSD: it.CostUSD,
-		Usage: map[string]any{"total": it.Tokens}, Reply: map[string]any{"text": reply}}
-	if it.Status == "failed" {
+		Usage: &tokens.Usage{Total: it.Tokens}, Reply: map[string]any{"text": reply}}
+	if it.Status == runtime.StatusFailed {
 		turn.Reply, turn.Class, turn.Error = nil, errclass.Class(it.Class), it.Error
 	}
 	rec.Event(runtime.Event{Type: runtime.EventModelTurn, Run: runID, Time: at(d * 0.9), Path: "solve", Node: "solve", Turn: turn})
 	end := runtime.Event{Type: runtime.EventNodeFinished, Run: runID, Time: at(d * 0.95), Path: "solve", Node: "solve", Kind: "llm", DurationMS: d * 0.9}
-	if it.Status == "failed" {
+	if it.Status == runtime.StatusFailed {
 		end.Type, end.Class, end.Error = runtime.EventNodeFailed, errclass.Class(it.Class), it.Error
 	}
 	rec.Event(end)

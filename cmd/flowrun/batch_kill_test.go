@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -39,7 +40,7 @@ score:
 // batchRecord is a store's batch as the kill test reads it: per item id,
 // its status, its run's outputs and the model calls its run finished.
 type batchRecord struct {
-	status   map[string]string
+	status   map[string]runtime.Status
 	outputs  map[string]string
 	finished map[string]bool // "<id>/<node>" with a checkpoint
 	runs     int
@@ -54,7 +55,7 @@ func readBatchRecord(t *testing.T, db string) batchRecord {
 	}
 	defer st.Close()
 	_, items := lastBatchIn(t, st)
-	rec := batchRecord{status: map[string]string{}, outputs: map[string]string{}, finished: map[string]bool{}}
+	rec := batchRecord{status: map[string]runtime.Status{}, outputs: map[string]string{}, finished: map[string]bool{}}
 	runs, _ := st.Runs(ctx)
 	rec.runs = len(runs)
 	for _, it := range items {

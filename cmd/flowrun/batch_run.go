@@ -582,7 +582,7 @@ func (v *batchView) end() {
 
 // summary prints the batch's totals (the figures batch show gives):
 // stderr for people, or a last JSON line on stdout.
-func (v *batchView) summary(status, reason string, rows []*store.BatchItem) {
+func (v *batchView) summary(status runtime.Status, reason string, rows []*store.BatchItem) {
 	b := *v.b
 	b.Status, b.Reason = status, reason
 	s := batch.SummarizeItems(&b, rows)

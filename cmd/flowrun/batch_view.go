@@ -236,7 +236,7 @@ type rowColumn struct {
 func rowColumns(s *batch.Summary) []rowColumn {
 	cols := []rowColumn{
 		{"key", func(r batch.Row) any { return r.Key }, ""},
-		{"status", func(r batch.Row) any { return r.Status }, ""},
+		{"status", func(r batch.Row) any { return string(r.Status) }, ""},
 	}
 	if s.Primary != "" {
 		cols = append(cols, rowColumn{s.Primary, func(r batch.Row) any { return r.Scores[s.Primary] }, ""})

@@ -957,7 +957,7 @@ func TestClusterRunningItemShowsLive(t *testing.T) {
 			return false
 		}
 		run, err := st.Run(ctx, rows[0].Run)
-		if err != nil || run.Status != store.StatusRunning {
+		if err != nil || run.Status != runtime.StatusRunning {
 			return false
 		}
 		evs, err := st.Events(ctx, run.ID)

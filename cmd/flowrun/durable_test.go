@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -495,8 +496,8 @@ func durKillPoint(t *testing.T, model *durModel, pipeline string, i int, kill du
 	if run.Status == "completed" {
 		return durCompleted(t, db, run, want), ""
 	}
-	if run.Status != store.StatusInterrupted {
-		t.Fatalf("a killed run has status %s, want %s", run.Status, store.StatusInterrupted)
+	if run.Status != runtime.StatusInterrupted {
+		t.Fatalf("a killed run has status %s, want %s", run.Status, runtime.StatusInterrupted)
 	}
 	if again != nil {
 		finished := durCheckpointPaths(t, db, run.ID)
@@ -849,7 +850,7 @@ func TestResumeInProgress(t *testing.T) {
 				t.Fatalf("the run never reached its second model call:\n%s", p.abort())
 			}
 			run := durOnlyRun(t, db)
-			if run.Status != store.StatusRunning || run.PID != p.pid() {
+			if run.Status != runtime.StatusRunning || run.PID != p.pid() {
 				t.Fatalf("run %s: status %s pid %d, want running in pid %d", run.ID, run.Status, run.PID, p.pid())
 			}
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,9 +14,8 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
-	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/jsonvalue"
-	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
@@ -324,70 +322,12 @@ func (t *textSink) Event(e runtime.Event) {
 	t.mu.Lock()
 	t.endStream()
 	t.mu.Unlock()
-	switch e.Type {
-	case runtime.EventModelTurn:
-		tu := e.Turn
-		if tu.Error != "" {
-			retry := ""
-			if tu.WaitMS > 0 {
-				retry = fmt.Sprintf(" (retry in %s)", figures.Duration(tu.WaitMS))
-			}
-			fmt.Fprintf(t.w, "  turn  %-40s %-8s try %d: %s: %s%s\n", e.Path, tu.Model, tu.Try, tu.Class, tu.Error, retry)
-		} else if tu.Cached {
-			fmt.Fprintf(t.w, "  turn  %-40s %-8s cached $0\n", e.Path, tu.Model)
-		} else {
-			fmt.Fprintf(t.w, "  turn  %-40s %-8s %s %s %s\n", e.Path, tu.Model, tokens(tu.Usage), figures.USD(tu.CostUSD), figures.Duration(tu.LatencyMS))
-		}
-		if t.exchange {
-			t.indent(replyText(tu.Reply))
-		}
-	case runtime.EventSandboxRun:
-		status := "ok"
-		if e.Class != "" {
-			status = string(e.Class) + ": " + firstLine(e.Error)
-		}
-		fmt.Fprintf(t.w, "  code  %-40s %-8s %s %s\n", e.Path, e.Kind, status, figures.Duration(e.DurationMS))
-		if t.exchange {
-			if out, ok := e.Output.(map[string]any); ok {
-				t.indent(fmt.Sprint(out["stdout"]))
-			}
-		}
-	case runtime.EventQuestion:
-		answer := "waiting for an answer"
-		if e.Status == "" {
-			b, _ := jsonvalue.Marshal(e.Output)
-			answer = "answered " + string(b)
-		}
-		fmt.Fprintf(t.w, "  ask   %-40s %q: %s\n", e.Path, e.Message, answer)
-	case runtime.EventToolCall:
-		status := "ok"
-		if e.Tool.Error != "" {
-			status = "error: " + e.Tool.Error
-		}
-		fmt.Fprintf(t.w, "  tool  %-40s %-8s %s\n", e.Path, e.Tool.Name, status)
-		if t.exchange {
-			args, _ := jsonvalue.Marshal(e.Tool.Args)
-			result, _ := jsonvalue.Marshal(e.Tool.Result)
-			t.indent("args: " + string(args) + "\nresult: " + string(result))
-		}
-	case runtime.EventToolProgress:
-		fmt.Fprintf(t.w, "  ...   %-40s %-8s %s\n", e.Path, e.Tool.Name, firstLine(e.Message))
-	case runtime.EventRunStarted:
-		fmt.Fprintf(t.w, "run %s: %s\n", e.Run, e.Pipeline)
-	case runtime.EventNodeFinished:
-		fmt.Fprintf(t.w, "  ok    %-40s %-8s %s\n", e.Path, e.Kind, figures.Duration(e.DurationMS))
-	case runtime.EventNodeRestored:
-		fmt.Fprintf(t.w, "  done  %-40s %-8s restored from its checkpoint\n", e.Path, e.Kind)
-	case runtime.EventNodeSkipped:
-		fmt.Fprintf(t.w, "  skip  %-40s %-8s when was false\n", e.Path, e.Kind)
-	case runtime.EventNodeFailed:
-		fmt.Fprintf(t.w, "  FAIL  %-40s %-8s %s: %s %s\n", e.Path, e.Kind, e.Class, e.Error, e.Message)
-	case runtime.EventNodeRetry:
-		fmt.Fprintf(t.w, "  retry %-40s attempt %d in %s after %s: %s\n", e.Path, e.Attempt, figures.Duration(e.DurationMS), e.Class, e.Error)
-	case runtime.EventLoopExhausted, runtime.EventMapItemSkipped:
-		fmt.Fprintf(t.w, "  note  %-40s %s %s\n", e.Path, e.Message, e.Error)
-	case runtime.EventRunFinished:
-		fmt.Fprintf(t.w, "run %s: %s\n", e.Run, e.Status)
+	v := eventview.Describe(e)
+	if line := v.Line(); line != "" {
+		fmt.Fprintln(t.w, line)
+	}
+	if t.exchange {
+		t.indent(v.Exchange)
 	}
 }
 
@@ -406,45 +346,11 @@ func (t *textSink) indent(text string) {
 	}
 }
 
-// replyText is what a model answered: its text and any tool calls.
-func replyText(reply any) string {
-	b, _ := jsonvalue.Marshal(reply)
-	var r struct {
-		Text      string `json:"text"`
-		ToolCalls []struct {
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-		} `json:"tool_calls"`
-	}
-	_ = json.Unmarshal(b, &r)
-	out := r.Text
-	for _, c := range r.ToolCalls {
-		out += fmt.Sprintf("\n-> %s(%s)", c.Name, c.Arguments)
-	}
-	return strings.TrimLeft(out, "\n")
-}
-
-func tokens(u any) string {
-	got := turnUsage(u)
-	if got.Estimated {
-		return fmt.Sprintf("~%d tokens (estimated)", got.Total)
-	}
-	return fmt.Sprintf("%d tokens", got.Total)
-}
-
-// turnUsage reads a model_turn's usage, live or decoded from the store.
-func turnUsage(u any) llm.Usage {
-	b, _ := jsonvalue.Marshal(u)
-	var got llm.Usage
-	_ = json.Unmarshal(b, &got)
-	return got
-}
-
 // estimatedTokens reports whether any model turn among events counted its
 // tokens locally because the server reported none.
 func estimatedTokens(events []runtime.Event) bool {
 	for _, e := range events {
-		if e.Type == runtime.EventModelTurn && e.Turn != nil && turnUsage(e.Turn.Usage).Estimated {
+		if e.Type == runtime.EventModelTurn && e.Turn != nil && e.Turn.Tokens().Estimated {
 			return true
 		}
 	}

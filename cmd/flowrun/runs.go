@@ -126,7 +126,7 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	switch {
 	case len(answers) == 0 && *answerFile == "":
 	case prev.Pending != nil && *from == "":
-		q := prev.Question()
+		q := prev.Pending
 		a, err := readAnswer(q, answers, *answerFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "flowrun resume: %v\n", err)
@@ -186,7 +186,7 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the runs as a JSON list")
 	limit := fs.Int("limit", 20, "list at most `N` runs, the newest (0 lists all)")
 	pipeline := fs.String("pipeline", "", "only runs of this pipeline `file or name`")
-	status := fs.String("status", "", "only runs with this `status`: "+strings.Join(runStatuses, ", "))
+	status := fs.String("status", "", "only runs with this `status`: "+strings.Join(runStatuses(), ", "))
 	batchRef := fs.String("batch", "", "only the runs of this `batch`'s items (an id, a prefix of one, or last)")
 	batchItems := fs.Bool("batch-items", false, "list the runs made for batch items too")
 	storePath := storeFlag(fs)
@@ -198,15 +198,15 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flowrun runs: unexpected %q (did you mean flowrun show %s?)\n", rest[0], rest[0])
 		return exitInvalid
 	}
-	if *status != "" && !slices.Contains(runStatuses, *status) {
-		fmt.Fprintf(stderr, "flowrun runs: --status %s is not a run status%s; the statuses are %s\n", *status, dsl.Suggest(*status, runStatuses), strings.Join(runStatuses, ", "))
+	if statuses := runStatuses(); *status != "" && !slices.Contains(statuses, *status) {
+		fmt.Fprintf(stderr, "flowrun runs: --status %s is not a run status%s; the statuses are %s\n", *status, dsl.Suggest(*status, statuses), strings.Join(statuses, ", "))
 		return exitInvalid
 	}
 	if *limit < 0 {
 		fmt.Fprintf(stderr, "flowrun runs: --limit %d: give a number of runs, or 0 for all\n", *limit)
 		return exitInvalid
 	}
-	q := store.RunQuery{Pipeline: *pipeline, Status: *status, BatchItems: *batchItems, Limit: *limit}
+	q := store.RunQuery{Pipeline: *pipeline, Status: runtime.Status(*status), BatchItems: *batchItems, Limit: *limit}
 	if _, err := os.Stat(*pipeline); *pipeline != "" && err == nil {
 		// Runs record the path as given and as an absolute path.
 		if abs, err := filepath.Abs(*pipeline); err == nil {
@@ -259,8 +259,14 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// runStatuses are the statuses a run can have.
-var runStatuses = []string{runtime.StatusCompleted, runtime.StatusFailed, runtime.StatusStopped, runtime.StatusWaiting, store.StatusRunning, store.StatusInterrupted}
+// runStatuses are the statuses a run can have, as --status takes them.
+func runStatuses() []string {
+	var out []string
+	for _, s := range runtime.Statuses() {
+		out = append(out, string(s))
+	}
+	return out
+}
 
 // hiddenBatchRuns counts the runs q leaves out because they are batch items.
 func hiddenBatchRuns(st *store.Store, q store.RunQuery) (int, error) {
@@ -403,7 +409,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	printValues(stdout, "inputs", r.Inputs)
 	tl := &textSink{w: stdout, exchange: true}
 	for _, e := range events {
-		if e.Type == runtime.EventRunStarted || e.Type == runtime.EventNodeStarted {
+		if e.Type == runtime.EventRunStarted {
 			continue
 		}
 		tl.Event(e)
@@ -414,12 +420,12 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	}
 	switch {
 	case r.Reason == "":
-	case r.Status == store.StatusWaiting:
+	case r.Status == runtime.StatusWaiting:
 		fmt.Fprintln(stdout, r.Reason)
 	default:
 		fmt.Fprintf(stdout, "%s: %s\n", r.Status, r.Reason)
 	}
-	if q := r.Question(); q != nil {
+	if q := r.Pending; q != nil {
 		fmt.Fprintf(stdout, "to continue: %s\n", answerCommand(r.ID, q))
 	}
 	if len(cps) > 0 {
