@@ -158,7 +158,7 @@ func eventsOf(t *testing.T, st *store.Store, id, typ string) []string {
 	return out
 }
 
-func mustStatus(t *testing.T, what string, res *runtime.Result, err error, status string) {
+func mustStatus(t *testing.T, what string, res *runtime.Result, err error, status runtime.Status) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)

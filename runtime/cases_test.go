@@ -49,7 +49,7 @@ type caseRun struct {
 }
 
 type caseWant struct {
-	Status      string              `yaml:"status"`
+	Status      runtime.Status      `yaml:"status"`
 	Outputs     map[string]any      `yaml:"outputs"`
 	Error       []string            `yaml:"error"`
 	ErrorPrefix string              `yaml:"error_prefix"`
@@ -386,7 +386,7 @@ func (e *events) trace(sorted bool) string {
 			line += " class=" + string(ev.Class)
 		}
 		if ev.Status != "" {
-			line += " status=" + ev.Status
+			line += " status=" + string(ev.Status)
 		}
 		if ev.Type == runtime.EventNodeRetry {
 			line += fmt.Sprintf(" attempt=%d", ev.Attempt)
