@@ -253,3 +253,35 @@ func TestStartRefusesBeforeTheRun(t *testing.T) {
 		}
 	}
 }
+
+// Inputs from a remote caller name no host file outside the pipeline's
+// directory: a path input there is refused before the run exists, and
+// the same input from this host's own user is taken.
+func TestRemoteInputsStayInsideThePipelineDirectory(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(outside, []byte("private"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := load(t, "reader.yaml", `
+version: 1
+name: reader
+inputs:
+  doc: {type: string, format: path}
+nodes:
+  - id: a
+    set: {}
+outputs: {doc: inputs.doc}
+`)
+	e, st := newEngine(t, nil, nil)
+	ctx := context.Background()
+	var input *InputError
+	if res, err := e.Start(ctx, p, map[string]any{"doc": outside}, RunOptions{Remote: true}); res != nil || !errors.As(err, &input) {
+		t.Fatalf("a remote caller's path outside the directory: %+v %v", res, err)
+	}
+	if runs, _ := st.Runs(ctx); len(runs) != 0 {
+		t.Fatalf("%d runs recorded", len(runs))
+	}
+	if res, err := e.Start(ctx, p, map[string]any{"doc": outside}, RunOptions{}); err != nil || res.Status != runtime.StatusCompleted {
+		t.Fatalf("the same path from this host's user: %+v %v", res, err)
+	}
+}
