@@ -225,8 +225,9 @@ func (s *Server) launch(h *human, maxLoops int, claim, what string, run func(ctx
 	}
 }
 
-// resumeRun resumes run (or forks it from from) in the background.
-func (s *Server) resumeRun(ctx context.Context, id, from string, h *human) (string, error) {
+// resumeRun resumes run (or forks it from from) in the background; with
+// answer, it answers the question the run waits on (engine.Answer).
+func (s *Server) resumeRun(ctx context.Context, id, from string, answer *given) (string, error) {
 	run, err := s.st.Run(ctx, id)
 	if err != nil {
 		return "", err
@@ -237,9 +238,7 @@ func (s *Server) resumeRun(ctx context.Context, id, from string, h *human) (stri
 	s.mu.Lock()
 	set := s.settings[id]
 	s.mu.Unlock()
-	if h == nil {
-		h = newHuman(set.auto)
-	}
+	h := newHuman(set.auto)
 	claim := id
 	if from != "" {
 		claim = "" // a fork is a new run
@@ -251,9 +250,13 @@ func (s *Server) resumeRun(ctx context.Context, id, from string, h *human) (stri
 	return s.launch(h, set.maxLoops, claim, what, func(ctx context.Context, sink *launchSink) error {
 		o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: sink, Human: h, MaxLoops: set.maxLoops, Remote: true}}
 		var res *runtime.Result
-		if from != "" {
+		var err error
+		switch {
+		case answer != nil:
+			res, err = s.engine.Answer(ctx, id, answer.value, o)
+		case from != "":
 			res, err = s.engine.Fork(ctx, id, from, o)
-		} else {
+		default:
 			res, err = s.engine.Resume(ctx, id, o)
 		}
 		if res == nil {
@@ -358,14 +361,12 @@ func (s *Server) answer(r *http.Request, id string) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	set := s.settings[id]
-	s.mu.Unlock()
-	h := newHuman(set.auto)
-	h.answers[q.Path] = a
-	_, err = s.resumeRun(r.Context(), id, "", h)
+	_, err = s.resumeRun(r.Context(), id, "", &given{value: a})
 	return err
 }
+
+// given is an answer read from the answer form.
+type given struct{ value any }
 
 // answerFields is the form for a question's answer: one control per
 // property of an object schema, else one control.
