@@ -285,3 +285,28 @@ outputs: {doc: inputs.doc}
 		t.Fatalf("the same path from this host's user: %+v %v", res, err)
 	}
 }
+
+// A run whose pipeline changed since it started resumes only when told
+// to: the error names the change, and AllowChanged goes on.
+func TestResumeOfAChangedPipeline(t *testing.T) {
+	fake := llmtest.New(t)
+	e, _ := newEngine(t, fake, nil)
+	p := load(t, "asker.yaml", askPipeline)
+	ctx := context.Background()
+	res, err := e.Start(ctx, p, nil, RunOptions{})
+	if err != nil || res.Status != runtime.StatusWaiting {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if err := os.WriteFile(p.Path, []byte(strings.Replace(askPipeline, "Greet", "Welcome", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var changed *durable.ChangedError
+	if _, err := e.Answer(ctx, res.RunID, map[string]any{"name": "Ada"}, ResumeOptions{}); !errors.As(err, &changed) || !strings.Contains(err.Error(), "Welcome") {
+		t.Fatalf("resuming a changed pipeline: %v", err)
+	}
+	fake.Push(llmtest.Text("welcome Ada"))
+	res, err = e.Answer(ctx, res.RunID, map[string]any{"name": "Ada"}, ResumeOptions{AllowChanged: true})
+	if err != nil || res.Status != runtime.StatusCompleted || !strings.Contains(string(fake.Last().Raw), "Welcome Ada") {
+		t.Fatalf("with AllowChanged: %+v %v", res, err)
+	}
+}
