@@ -34,7 +34,7 @@ func ParseAnswer(schema map[string]any, text string) (any, error) {
 		return nil, errors.New("answer yes or no")
 	case "object":
 		if !strings.HasPrefix(strings.TrimSpace(text), "{") {
-			return FieldAnswers(schema, strings.Fields(text))
+			return fieldAnswers(schema, strings.Fields(text))
 		}
 	}
 	v, err := jsonvalue.Decode([]byte(text))
@@ -44,9 +44,9 @@ func ParseAnswer(schema map[string]any, text string) (any, error) {
 	return v, nil
 }
 
-// FieldAnswers builds an object answer from field=value pairs, each value
+// fieldAnswers builds an object answer from field=value pairs, each value
 // read by its property's schema.
-func FieldAnswers(schema map[string]any, pairs []string) (map[string]any, error) {
+func fieldAnswers(schema map[string]any, pairs []string) (map[string]any, error) {
 	props, _ := schema["properties"].(map[string]any)
 	out := map[string]any{}
 	for _, p := range pairs {
@@ -91,7 +91,7 @@ func ReadAnswer(q *runtime.Question, values []string, file string) (any, error) 
 			a, err = ParseAnswer(map[string]any{}, string(b))
 		}
 	case schema["type"] == "object":
-		a, err = FieldAnswers(schema, values)
+		a, err = fieldAnswers(schema, values)
 	case len(values) == 1:
 		a, err = ParseAnswer(schema, values[0])
 	default:

@@ -87,7 +87,7 @@ type Engine struct {
 
 	mu       sync.Mutex
 	sessions []*session // made by Kinds, ended by Close
-	notices  sync.Mutex
+	notices  sync.Mutex // one line at a time on Options.Notices
 }
 
 // New checks o and makes an engine. It opens nothing yet.
@@ -181,11 +181,6 @@ func (e *HostError) Unwrap() error { return e.Err }
 // run in the store, blocking until it ends or waits. A nil Result says
 // the run did not start, and the error why.
 func (e *Engine) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, o RunOptions) (*runtime.Result, error) {
-	return e.StartAs(ctx, runtime.NewRunID(), p, inputs, o)
-}
-
-// StartAs is Start with a run id the caller chose (durable.Runner.StartAs).
-func (e *Engine) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs map[string]any, o RunOptions) (*runtime.Result, error) {
 	s, err := e.open(p, o)
 	if err != nil {
 		return nil, err
@@ -202,7 +197,7 @@ func (e *Engine) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs
 		return nil, err
 	}
 	s.useStore(st)
-	return e.runner(st, s, o).StartAs(ctx, id, p, inputs)
+	return e.runner(st, s, o).Start(ctx, p, inputs)
 }
 
 // ResumeOptions say how to resume.
@@ -265,7 +260,7 @@ func (e *Engine) Answer(ctx context.Context, run string, answer any, o ResumeOpt
 	if err := checkAnswer(q, answer); err != nil {
 		return nil, &InputError{err}
 	}
-	o.Human = &Given{Path: q.Path, Value: answer, Then: o.Human}
+	o.Human = &given{path: q.Path, value: answer, then: o.Human}
 	return e.Resume(ctx, run, o)
 }
 
@@ -353,29 +348,29 @@ func (autoHuman) Answer(_ context.Context, q runtime.Question) (any, bool, error
 	return a, ok, nil
 }
 
-// Given answers the question at Path once with Value; every other
-// question goes to Then (none: the run waits).
-type Given struct {
-	Path  string
-	Value any
-	Then  runtime.Human
+// given answers the question at path once with value; every other
+// question goes to then (none: the run waits).
+type given struct {
+	path  string
+	value any
+	then  runtime.Human
 
 	mu   sync.Mutex
 	used bool
 }
 
-func (g *Given) Answer(ctx context.Context, q runtime.Question) (any, bool, error) {
+func (g *given) Answer(ctx context.Context, q runtime.Question) (any, bool, error) {
 	g.mu.Lock()
-	if !g.used && q.Path == g.Path {
+	if !g.used && q.Path == g.path {
 		g.used = true
 		g.mu.Unlock()
-		return g.Value, true, nil
+		return g.value, true, nil
 	}
 	g.mu.Unlock()
-	if g.Then == nil {
+	if g.then == nil {
 		return nil, false, nil
 	}
-	return g.Then.Answer(ctx, q)
+	return g.then.Answer(ctx, q)
 }
 
 func (e *Engine) runner(st *store.Store, s *session, o RunOptions) *durable.Runner {

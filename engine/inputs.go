@@ -53,7 +53,7 @@ func InputFile(typ string, b []byte) (any, error) {
 func ReadInputs(p *dsl.Pipeline, file string, pairs []string) (map[string]any, error) {
 	in := map[string]any{}
 	if file != "" {
-		b, err := ReadCapped(file)
+		b, err := readCapped(file)
 		if err != nil {
 			return nil, &InputError{fmt.Errorf("reading inputs: %w", err)}
 		}
@@ -77,7 +77,7 @@ func ReadInputs(p *dsl.Pipeline, file string, pairs []string) (map[string]any, e
 			return nil, &InputError{fmt.Errorf("input %q: write it as name=value", s)}
 		}
 		if file, ok := strings.CutPrefix(raw, "@"); ok && file != "" {
-			b, err := ReadCapped(file)
+			b, err := readCapped(file)
 			if err == nil {
 				in[name], err = InputFile(types[name], b)
 			}
@@ -95,9 +95,9 @@ func ReadInputs(p *dsl.Pipeline, file string, pairs []string) (map[string]any, e
 // run's inputs, held in memory and in the run's record.
 const MaxInputFileBytes = 64 << 20
 
-// ReadCapped reads a file of inputs, refusing one over MaxInputFileBytes
+// readCapped reads a file of inputs, refusing one over MaxInputFileBytes
 // without reading past the cap. It may be a pipe.
-func ReadCapped(file string) ([]byte, error) {
+func readCapped(file string) ([]byte, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err
