@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowrun/flowrun/engine/secret"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -186,15 +185,6 @@ func TestReadAnswer(t *testing.T) {
 			t.Errorf("%s %v: %v, want an error with %q", c.q.Path, c.values, err, c.err)
 		case c.err == "" && (err != nil || got != c.want):
 			t.Errorf("%s %v = %#v, %v", c.q.Path, c.values, got, err)
-		}
-	}
-}
-
-func TestSecretName(t *testing.T) {
-	for name, want := range map[string]bool{"SERVICE_TOKEN": true, "db_password": true, "GITHUB_AUTH": true, "API_KEY": true,
-		"HOME": false, "REGION": false, "MODEL_NAME": false} {
-		if got := secret.Name(name); got != want {
-			t.Errorf("secret.Name(%q) = %v, want %v", name, got, want)
 		}
 	}
 }
