@@ -57,6 +57,10 @@ type Options struct {
 	RecordDir string
 	// Log receives a line per pipeline left out and per cassette written.
 	Log io.Writer
+	// PrintJSON writes a run's outputs as the front end prints JSON
+	// (flowrun's CLI also escapes what a terminal would act on); it must
+	// redact. Default redact.JSON.
+	PrintJSON func([]byte) []byte
 }
 
 // Server is an MCP server of the pipelines under one directory.
@@ -70,7 +74,10 @@ func New(dir string, o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	ps := &pipelineServer{engine: o.Engine, recordDir: o.RecordDir, log: o.Log, states: newRequestStates()}
+	if o.PrintJSON == nil {
+		o.PrintJSON = redact.JSON
+	}
+	ps := &pipelineServer{engine: o.Engine, recordDir: o.RecordDir, log: o.Log, printJSON: o.PrintJSON, states: newRequestStates()}
 	s, err := ps.server(dir)
 	if err != nil {
 		return nil, err
@@ -160,6 +167,7 @@ func AnswerCommand(runID string, q *runtime.Question) string {
 type pipelineServer struct {
 	engine    *engine.Engine
 	recordDir string // where each run's cassette goes; "" records none
+	printJSON func([]byte) []byte
 	log       io.Writer
 	states    *requestStates
 	mu        sync.Mutex // serialises what calls write to log
@@ -347,10 +355,10 @@ func (ps *pipelineServer) result(req *mcp.CallToolRequest, p *dsl.Pipeline, res 
 		if err != nil {
 			return toolError(fmt.Sprintf("run %s completed but its outputs could not be encoded as JSON: %v", res.RunID, err))
 		}
-		// The outputs as the CLI prints them: redacted, > left as it is.
+		// The outputs as the front end prints JSON: redacted, > left as it is.
 		// The structured content is the same document, so that no secret
 		// reaches the client by another way.
-		text = redact.JSON(text)
+		text = ps.printJSON(text)
 		return &mcp.CallToolResult{StructuredContent: json.RawMessage(text), Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}
 	case runtime.StatusWaiting:
 		q := res.Pending

@@ -65,7 +65,7 @@ func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return fail(stderr, "flowrun mcp serve", err)
 	}
 	defer eng.Close()
-	server, err := mcpserve.New(dir, mcpserve.Options{Engine: eng, RecordDir: recordDir, Log: stderr})
+	server, err := mcpserve.New(dir, mcpserve.Options{Engine: eng, RecordDir: recordDir, Log: stderr, PrintJSON: outJSON})
 	if err != nil {
 		fmt.Fprintf(stderr, "flowrun mcp serve: %v\n", err)
 		return exitInvalid
