@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/jsonvalue"
 )
 
@@ -294,10 +295,8 @@ func Inputs(p *dsl.Pipeline, it *Item, mapping map[string]string) (map[string]an
 			continue
 		}
 		matched = true
-		if s, ok := v.(string); ok && input.Type != "string" && input.Type != "" {
-			if parsed, err := jsonvalue.Decode([]byte(s)); err == nil {
-				v = parsed
-			}
+		if s, ok := v.(string); ok && input.Type != "" {
+			v = engine.InputText(input.Type, s)
 		}
 		in[input.Name] = v
 	}

@@ -56,13 +56,8 @@ type Worker struct {
 	Concurrency int
 	// CacheDir holds the pipelines fetched, one directory per hash.
 	CacheDir string
-	// Services builds the node kinds for a pipeline (its model client,
-	// which must draw on shared for its rate limits); called once per
-	// pipeline hash.
-	Services func(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Registry, error)
-	// Human answers questions for jobs published with Auto; without Auto
-	// a question leaves the item waiting.
-	Human func(auto bool) runtime.Human
+	// Engine builds what runs a job's pipeline here (*engine.Engine).
+	Engine Engine
 	// Log receives one line per item started and finished, and one per
 	// message refused.
 	Log io.Writer
@@ -78,6 +73,17 @@ type Worker struct {
 	stopMu  sync.Mutex
 	stopped map[string]string         // by batch: why its coordinator halted it
 	running map[*runningItem]struct{} // the items in flight
+}
+
+// Engine is what a worker runs pipelines with.
+type Engine interface {
+	// Kinds builds the node kinds for a pipeline (its model client, which
+	// must draw on shared for its rate limits); called once per pipeline
+	// hash.
+	Kinds(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Registry, error)
+	// Human answers the questions of jobs published with auto; without
+	// auto a question leaves the item waiting.
+	Human(auto bool) runtime.Human
 }
 
 // runningItem is an item in flight, which a halt of its batch stops.
@@ -406,10 +412,7 @@ func (w *Worker) execute(ctx context.Context, job Job, l *loaded, loadErr error)
 		return failed(err)
 	}
 	ev := &events{c: w.c, run: job.Run}
-	var human runtime.Human
-	if w.Human != nil {
-		human = w.Human(job.Auto)
-	}
+	human := w.Engine.Human(job.Auto)
 	res := runtime.Run(ctx, l.kinds, l.p, in, runtime.Options{RunID: job.Run, RemoteInputs: true, Sink: ev, Checkpointer: &checkpoints{c: w.c, run: job.Run},
 		Restore: restore, Human: human, MaxLoops: job.MaxLoops})
 	ev.wait(context.WithoutCancel(ctx))
@@ -438,7 +441,7 @@ func (w *Worker) load(ctx context.Context, ref PipelineRef) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	kinds, err := w.Services(p, &sharedLimits{c: w.c})
+	kinds, err := w.Engine.Kinds(p, &sharedLimits{c: w.c})
 	if err == nil {
 		err = kinds.Check(p)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/engine/secret"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -22,11 +23,11 @@ import (
 type Runner struct {
 	Store *store.Store
 	Kinds runtime.Registry
-	// Services, when set, builds the registry for the pipeline a resume
-	// loads (its model client depends on the pipeline); it wins over Kinds.
-	Services func(*dsl.Pipeline) (runtime.Registry, error)
 	// Sink also receives every event (the CLI's progress view), besides the store.
-	Sink      runtime.EventSink
+	Sink runtime.EventSink
+	// LookupEnv reads env: names (default os.LookupEnv). The secrets
+	// among them are registered with package redact before the run's
+	// first event.
 	LookupEnv func(string) (string, bool)
 	Human     runtime.Human
 	MaxLoops  int
@@ -58,6 +59,7 @@ func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs
 		return nil, err
 	}
 	run.RemoteInputs = r.RemoteInputs
+	secret.Register(p, r.lookupEnv())
 	if err := r.Store.CreateRun(ctx, run); err != nil {
 		return nil, err
 	}
@@ -93,28 +95,42 @@ type ResumeOptions struct {
 // From). Finished nodes are restored, not run again; a failed node runs
 // again with the same inputs.
 func (r *Runner) Resume(ctx context.Context, runID string, opts ResumeOptions) (*runtime.Result, error) {
-	prev, err := r.Store.Run(ctx, runID)
+	prev, p, err := Load(ctx, r.Store, runID, opts.AllowChanged)
 	if err != nil {
 		return nil, err
 	}
+	return r.Continue(ctx, prev, p, opts.From)
+}
+
+// Load reads run runID and loads its pipeline as it is now, refusing a
+// pipeline changed since the run started unless allowChanged: what a
+// resume needs before it can build the node kinds for that pipeline.
+func Load(ctx context.Context, st *store.Store, runID string, allowChanged bool) (*store.Run, *dsl.Pipeline, error) {
+	prev, err := st.Run(ctx, runID)
+	if err != nil {
+		return nil, nil, err
+	}
 	p, ds := dsl.Load(prev.PipelineAbs)
 	if p == nil {
-		return nil, fmt.Errorf("run %s: its pipeline %s no longer loads:\n%s", runID, prev.Pipeline, ds)
+		return nil, nil, fmt.Errorf("run %s: its pipeline %s no longer loads:\n%s", runID, prev.Pipeline, ds)
 	}
-	if p.Hash != prev.PipelineHash && !opts.AllowChanged {
-		return nil, changed(runID, prev, p)
+	if p.Hash != prev.PipelineHash && !allowChanged {
+		return nil, nil, changed(runID, prev, p)
 	}
-	if r.Services != nil {
-		if r.Kinds, err = r.Services(p); err != nil {
-			return nil, err
-		}
-	}
+	return prev, p, nil
+}
+
+// Continue resumes run prev, whose pipeline Load loaded as p, with r's
+// Kinds; from, when set, forks it from that snapshot label or checkpoint
+// number into a new run and leaves prev untouched.
+func (r *Runner) Continue(ctx context.Context, prev *store.Run, p *dsl.Pipeline, from string) (*runtime.Result, error) {
 	if err := r.Kinds.Check(p); err != nil {
 		return nil, err
 	}
-	forkOf := prev.ParentRun
-	if opts.From != "" {
-		seq, err := r.Store.Point(ctx, runID, opts.From)
+	secret.Register(p, r.lookupEnv())
+	runID, forkOf := prev.ID, prev.ParentRun
+	if from != "" {
+		seq, err := r.Store.Point(ctx, runID, from)
 		if err != nil {
 			return nil, err
 		}
@@ -140,6 +156,13 @@ func (r *Runner) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 		return nil, err
 	}
 	return r.execute(ctx, &store.Run{ID: runID, Inputs: prev.Inputs, RemoteInputs: prev.RemoteInputs || r.RemoteInputs}, forkOf, p, restore)
+}
+
+func (r *Runner) lookupEnv() func(string) (string, bool) {
+	if r.LookupEnv != nil {
+		return r.LookupEnv
+	}
+	return os.LookupEnv
 }
 
 // execute runs the recorded run (its id, inputs and whether they are a

@@ -89,7 +89,7 @@ func benchRun(b *testing.B, n int) (*Server, *store.Store, string) {
 	if err := st.Finish(ctx, id, store.Ending{Status: runtime.StatusStopped, Reason: "benchmark"}); err != nil {
 		b.Fatal(err)
 	}
-	srv, err := New(Options{Store: st, Dir: dir, Engine: Engine{}})
+	srv, err := New(Options{Store: st, Dir: dir})
 	if err != nil {
 		b.Fatal(err)
 	}

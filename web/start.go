@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"net/http"
 	"path/filepath"
@@ -14,42 +13,18 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/internal/confined"
 )
 
 // maxUpload caps a file given for an input, as --input name=@file is.
 const maxUpload = 64 << 20
 
-// pipelines lists the pipeline files under the server's directory, as
-// slash paths relative to it: *.yaml and *.yml that are not cassettes or
-// tests, outside hidden directories.
+// pipelines lists the files under the server's directory that may be
+// pipelines (engine.Discover), as slash paths relative to it.
 func (s *Server) pipelines() []string {
-	var out []string
-	_ = filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != s.dir && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) ||
-			strings.HasSuffix(name, ".cassette.yaml") || strings.HasSuffix(name, ".test.yaml") {
-			return nil
-		}
-		rel, err := filepath.Rel(s.dir, path)
-		if err == nil {
-			out = append(out, filepath.ToSlash(rel))
-		}
-		return nil
-	})
-	slices.Sort(out)
+	out, _ := engine.Discover(s.dir)
 	return out
 }
 
@@ -178,21 +153,23 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		again(err)
 		return
 	}
-	l := Launch{Pipeline: p, Inputs: inputs}
+	o := engine.RunOptions{Remote: true}
 	for name := range p.Models {
 		if m := strings.TrimSpace(r.FormValue("model." + name)); m != "" && m != p.Models[name].Model {
-			l.Models = append(l.Models, name+"="+m)
+			o.Models = append(o.Models, name+"="+m)
 		}
 	}
 	if v := r.FormValue("max_loops"); v != "" {
-		if l.MaxLoops, err = strconv.Atoi(v); err != nil || l.MaxLoops < 0 {
+		if o.MaxLoops, err = strconv.Atoi(v); err != nil || o.MaxLoops < 0 {
 			again(fmt.Errorf("max loops %q: give a whole number, 0 for no cap", v))
 			return
 		}
 	}
 	h := newHuman(r.FormValue("auto") != "")
-	id, err := s.launch(h, l.MaxLoops, "", rel, func(ctx context.Context, sink *launchSink) error {
-		res, err := s.engine.Start(ctx, l, h, sink)
+	o.Human = h
+	id, err := s.launch(h, o.MaxLoops, "", rel, func(ctx context.Context, sink *launchSink) error {
+		o.Sink = sink
+		res, err := s.engine.Start(ctx, p, inputs, o)
 		if res == nil {
 			return err
 		}
@@ -210,10 +187,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/runs/"+id, http.StatusSeeOther)
 }
 
-// formInputs reads the inputs from the form the way flowrun run reads
-// --input: text for string inputs, JSON for the others (plain text when
-// it is not JSON, for the schema check to refuse). A file given for an
-// input is its text for a string input, else the JSON or YAML it holds.
+// formInputs reads the inputs from the form by the rule every front end
+// reads inputs given as text or as a file by (engine.InputText and
+// engine.InputFile).
 func formInputs(r *http.Request, p *dsl.Pipeline) (map[string]any, error) {
 	in := map[string]any{}
 	for _, d := range p.Inputs {
@@ -230,7 +206,7 @@ func formInputs(r *http.Request, p *dsl.Pipeline) (map[string]any, error) {
 				return nil, fmt.Errorf("input %s: %w", d.Name, err)
 			}
 			if len(b) > 0 {
-				v, err := fileValue(b, d.Type == "string")
+				v, err := engine.InputFile(d.Type, b)
 				if d.Format == "path" {
 					// A browser names no file on the server: the upload
 					// itself is the value, as a data URL.
@@ -247,7 +223,7 @@ func formInputs(r *http.Request, p *dsl.Pipeline) (map[string]any, error) {
 		if !given || (vals[0] == "" && d.HasDefault && d.Type != "string") {
 			continue
 		}
-		in[d.Name] = formValue(d.Type, vals[0])
+		in[d.Name] = engine.InputText(d.Type, vals[0])
 	}
 	return in, nil
 }
@@ -255,18 +231,4 @@ func formInputs(r *http.Request, p *dsl.Pipeline) (map[string]any, error) {
 func dataURL(b []byte) string {
 	typ, _, _ := strings.Cut(http.DetectContentType(b), ";")
 	return "data:" + typ + ";base64," + base64.StdEncoding.EncodeToString(b)
-}
-
-func fileValue(b []byte, text bool) (any, error) {
-	if text {
-		return string(b), nil
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("not JSON or YAML: %v", err)
-	}
-	if len(doc.Content) == 0 {
-		return nil, errors.New("the file is empty")
-	}
-	return dsl.Plain(&doc), nil
 }

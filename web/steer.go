@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
@@ -224,8 +225,9 @@ func (s *Server) launch(h *human, maxLoops int, claim, what string, run func(ctx
 	}
 }
 
-// resumeRun resumes run (or forks it from from) in the background.
-func (s *Server) resumeRun(ctx context.Context, id, from string, h *human) (string, error) {
+// resumeRun resumes run (or forks it from from) in the background; with
+// answer, it answers the question the run waits on (engine.Answer).
+func (s *Server) resumeRun(ctx context.Context, id, from string, answer *given) (string, error) {
 	run, err := s.st.Run(ctx, id)
 	if err != nil {
 		return "", err
@@ -236,9 +238,7 @@ func (s *Server) resumeRun(ctx context.Context, id, from string, h *human) (stri
 	s.mu.Lock()
 	set := s.settings[id]
 	s.mu.Unlock()
-	if h == nil {
-		h = newHuman(set.auto)
-	}
+	h := newHuman(set.auto)
 	claim := id
 	if from != "" {
 		claim = "" // a fork is a new run
@@ -248,7 +248,17 @@ func (s *Server) resumeRun(ctx context.Context, id, from string, h *human) (stri
 		what = "fork of " + id + " from " + from
 	}
 	return s.launch(h, set.maxLoops, claim, what, func(ctx context.Context, sink *launchSink) error {
-		res, err := s.engine.Resume(ctx, id, from, h, sink, set.maxLoops)
+		o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: sink, Human: h, MaxLoops: set.maxLoops, Remote: true}}
+		var res *runtime.Result
+		var err error
+		switch {
+		case answer != nil:
+			res, err = s.engine.Answer(ctx, id, answer.value, o)
+		case from != "":
+			res, err = s.engine.Fork(ctx, id, from, o)
+		default:
+			res, err = s.engine.Resume(ctx, id, o)
+		}
 		if res == nil {
 			return err
 		}
@@ -273,7 +283,7 @@ func (s *Server) stop(r *http.Request, id string) error {
 	s.mu.Unlock()
 	if a == nil {
 		// Another process runs it: it sees the request in the store.
-		return s.st.RequestStop(r.Context(), id, stopReason)
+		return s.engine.Stop(r.Context(), id, stopReason)
 	}
 	a.cancel(&runtime.StopError{Reason: stopReason})
 	return nil
@@ -351,14 +361,12 @@ func (s *Server) answer(r *http.Request, id string) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	set := s.settings[id]
-	s.mu.Unlock()
-	h := newHuman(set.auto)
-	h.answers[q.Path] = a
-	_, err = s.resumeRun(r.Context(), id, "", h)
+	_, err = s.resumeRun(r.Context(), id, "", &given{value: a})
 	return err
 }
+
+// given is an answer read from the answer form.
+type given struct{ value any }
 
 // answerFields is the form for a question's answer: one control per
 // property of an object schema, else one control.
@@ -414,32 +422,30 @@ func readAnswer(r *http.Request, q *runtime.Question) (any, error) {
 	if schema == nil {
 		schema = map[string]any{"type": "string"}
 	}
+	props, _ := schema["properties"].(map[string]any)
 	var a any
 	if fs := answerFields(q); len(fs) > 0 && fs[0].Name != "answer" {
 		obj := map[string]any{}
 		for _, f := range fs {
+			name := strings.TrimPrefix(f.Name, "a.")
 			if v, ok := r.Form[f.Name]; ok && (v[0] != "" || f.Type == "string") {
-				obj[strings.TrimPrefix(f.Name, "a.")] = formValue(f.Type, v[0])
+				ps, _ := props[name].(map[string]any)
+				value, err := engine.ParseAnswer(ps, v[0])
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", name, err)
+				}
+				obj[name] = value
 			}
 		}
 		a = obj
 	} else {
-		a = formValue(typeName(schema), r.FormValue("answer"))
+		var err error
+		if a, err = engine.ParseAnswer(schema, r.FormValue("answer")); err != nil {
+			return nil, err
+		}
 	}
 	if err := jsonvalue.Validate(schema, a); err != nil {
 		return nil, fmt.Errorf("the answer does not match the question's schema: %w", err)
 	}
 	return a, nil
-}
-
-// formValue reads a control's text: as is for a string, else as JSON
-// (as is when it is not JSON, for the schema check to refuse).
-func formValue(typ, raw string) any {
-	if typ == "string" {
-		return raw
-	}
-	if v, err := jsonvalue.Decode([]byte(raw)); err == nil {
-		return v
-	}
-	return raw
 }

@@ -14,7 +14,8 @@
 //     a cookie). Without one, only loopback host names are answered, so
 //     that a DNS-rebinding page cannot reach the server.
 //   - Only pipelines inside Dir are started, resumed or forked.
-//   - Runs started here run in this process through Engine and are
+//   - Runs started here run in this process through the engine, with
+//     their inputs taken as a remote caller's, and are
 //     stopped, and waited for, by Close. At most MaxRuns of them run at
 //     once; the others wait in a queue, in order, listed on the runs page.
 //   - A live view of a run costs the rows it sends: the run's events are
@@ -39,7 +40,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -47,30 +48,12 @@ import (
 //go:embed templates/*.html static/*
 var assets embed.FS
 
-// Launch is a run to start.
-type Launch struct {
-	Pipeline *dsl.Pipeline // loaded from a file inside Dir
-	Inputs   map[string]any
-	Models   []string // NAME=MODEL overrides, as --model takes them
-	MaxLoops int
-}
-
-// Engine runs pipelines the way the CLI does. Each function blocks until
-// the run ends (completed, failed, stopped or waiting) and gives every
-// event to sink, run_started first. A nil Result says the run could not
-// start, and why.
-type Engine struct {
-	Start func(ctx context.Context, l Launch, human runtime.Human, sink runtime.EventSink) (*runtime.Result, error)
-	// Resume continues run (or forks it, when from names a snapshot or a
-	// checkpoint).
-	Resume func(ctx context.Context, run, from string, human runtime.Human, sink runtime.EventSink, maxLoops int) (*runtime.Result, error)
-}
-
 // Options configure a Server.
 type Options struct {
-	Store  *store.Store
-	Dir    string // pipelines under it can be started
-	Engine Engine
+	Store *store.Store
+	Dir   string // pipelines under it can be started
+	// Engine starts, resumes, forks and stops the runs started here.
+	Engine *engine.Engine
 	// Token, when set, must come with every request.
 	Token string
 	// Poll is how often the store is checked for changes made by other
@@ -90,7 +73,7 @@ const DefaultMaxRuns = 8
 type Server struct {
 	st     *store.Store
 	dir    string
-	engine Engine
+	engine *engine.Engine
 	token  string
 	csrf   string
 	pages  map[string]*template.Template

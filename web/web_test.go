@@ -19,8 +19,8 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/internal/testwait"
-	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
@@ -98,26 +98,13 @@ outputs: {text: nodes.think.text}
 
 // testEngine runs pipelines with a model client pointed at OPENAI_BASE_URL
 // (the fake server's, set by the test).
-func testEngine(st *store.Store) Engine {
-	kinds := func(overrides ...string) runtime.Registry {
-		models := map[string]string{}
-		for _, o := range overrides {
-			name, id, _ := strings.Cut(o, "=")
-			models[name] = id
-		}
-		return nodes.Kinds(nodes.Services{LLM: llm.New(llm.Options{MaxAttempts: 1}), Models: models})
+func testEngine(t *testing.T, st *store.Store) *engine.Engine {
+	e, err := engine.New(engine.Options{Store: st, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return Engine{
-		Start: func(ctx context.Context, l Launch, h runtime.Human, sink runtime.EventSink) (*runtime.Result, error) {
-			r := &durable.Runner{Store: st, Kinds: kinds(l.Models...), Sink: sink, Human: h, MaxLoops: l.MaxLoops}
-			return r.Start(ctx, l.Pipeline, l.Inputs)
-		},
-		Resume: func(ctx context.Context, run, from string, h runtime.Human, sink runtime.EventSink, maxLoops int) (*runtime.Result, error) {
-			r := &durable.Runner{Store: st, Sink: sink, Human: h, MaxLoops: maxLoops,
-				Services: func(*dsl.Pipeline) (runtime.Registry, error) { return kinds(), nil }}
-			return r.Resume(ctx, run, durable.ResumeOptions{From: from})
-		},
-	}
+	t.Cleanup(func() { e.Close() })
+	return e
 }
 
 type harness struct {
@@ -145,7 +132,7 @@ func newHarness(t *testing.T, token string, options ...func(*Options)) *harness 
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Store: st, Dir: dir, Engine: testEngine(st), Token: token, Poll: 10 * time.Millisecond}
+	o := Options{Store: st, Dir: dir, Engine: testEngine(t, st), Token: token, Poll: 10 * time.Millisecond}
 	for _, f := range options {
 		f(&o)
 	}
@@ -571,7 +558,7 @@ func TestStopRunStartedElsewhere(t *testing.T) {
 	}
 	ended := make(chan ending, 1)
 	go func() {
-		res, err := testEngine(h.st).Start(context.Background(), Launch{Pipeline: p}, nil, nil)
+		res, err := testEngine(h.t, h.st).Start(context.Background(), p, nil, engine.RunOptions{})
 		ended <- ending{res, err}
 	}()
 	for h.fake.Calls() == 0 {

@@ -17,9 +17,9 @@ import (
 	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
-	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -53,6 +53,9 @@ type batchFlags struct {
 	maxLoops    int
 	storePath   *string
 	models      modelFlags
+	// remote is not a flag: the runs happen on workers (--nats), so this
+	// process needs a model endpoint only for judge metrics.
+	remote bool
 }
 
 func (f *batchFlags) register(fs *flag.FlagSet) {
@@ -116,7 +119,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		fmt.Fprintf(stderr, "flowrun batch: no item of %s is selected\n", *dataset)
 		return exitInvalid
 	}
-	bf.models.remote = *natsURL != ""
+	bf.remote = *natsURL != ""
 	var o cluster.Options
 	if *natsURL != "" {
 		if o, err = nf.options(*natsURL, false); err != nil {
@@ -125,7 +128,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		}
 		o.Replicas = *replicas
 	}
-	if bf.models.replay == "" && !bf.models.remote && needsEndpoint(p) {
+	if bf.models.replay == "" && !bf.remote && engine.NeedsEndpoint(p, os.LookupEnv) {
 		if c := datasetCassette(*dataset, p.Path); c != "" {
 			bf.models.replay = c
 			fmt.Fprintf(stderr, "no OPENAI_API_KEY or OPENAI_BASE_URL: replaying %s (offline)\n", c)
@@ -251,33 +254,34 @@ func batchScorer(p *dsl.Pipeline, scores []string, stderr io.Writer) (*batch.Sco
 // batchRunner opens the store and builds one model client for every run
 // of the batch, so that its rate limits hold batch-wide.
 func batchRunner(p *dsl.Pipeline, bf *batchFlags, stdin io.Reader, stderr io.Writer) (*store.Store, *batch.Runner, func(), int) {
-	ms, err := startModels(p, &bf.models, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-		return nil, nil, nil, exitInvalid
+	o := bf.models.options(*bf.storePath, stderr)
+	o.NoEndpoint = bf.remote
+	eng, err := engine.New(o)
+	var sh *engine.Shared
+	if err == nil {
+		sh, err = eng.Share(p, nil)
 	}
-	kinds := nodes.Kinds(ms.svc)
-	if err := kinds.Check(p); err != nil {
-		ms.finish(stderr)
+	if err != nil {
+		return nil, nil, nil, fail(stderr, "flowrun batch", err)
+	}
+	if err := sh.Kinds.Check(p); err != nil {
+		sh.Close()
 		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
 		return nil, nil, nil, exitFailed
 	}
-	st, err := store.Open(*bf.storePath)
+	st, err := eng.Store()
 	if err != nil {
-		ms.finish(stderr)
+		sh.Close()
 		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
 		return nil, nil, nil, exitFailed
 	}
-	ms.useStore(st)
+	sh.UseCache(st)
 	// Many runs at once cannot share a terminal's prompt: questions are
 	// answered by --auto or wait.
 	human := newHuman(humanFlags{auto: bf.auto, noInput: true}, stdin, stderr)
-	r := &batch.Runner{Store: st, Pipeline: p, Kinds: kinds, Human: human, MaxLoops: bf.maxLoops,
-		Concurrency: bf.concurrency, MaxCostUSD: bf.maxCost}
-	if ms.traces != nil {
-		r.Sink = ms.traces
-	}
-	return st, r, func() { ms.finish(stderr) }, exitOK
+	r := &batch.Runner{Store: st, Pipeline: p, Kinds: sh.Kinds, Human: human, MaxLoops: bf.maxLoops,
+		Concurrency: bf.concurrency, MaxCostUSD: bf.maxCost, Sink: sh.Sink}
+	return st, r, func() { sh.Close(); eng.Close() }, exitOK
 }
 
 // runBatch runs the batch's unfinished items with progress on stderr (or
@@ -387,7 +391,7 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if set["nats"] {
 		url = *natsURL
 	}
-	bf.models.remote = url != ""
+	bf.remote = url != ""
 	var o cluster.Options
 	if url != "" {
 		nf.recorded(saved, set)

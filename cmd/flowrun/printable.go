@@ -8,9 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/jsonvalue"
-	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/redact"
 )
 
@@ -118,40 +116,4 @@ func writeJSON(w io.Writer, v any) int {
 		return exitFailed
 	}
 	return exitOK
-}
-
-// registerSecrets tells package redact the secrets a run of p may meet
-// before anything runs: each model's API key and base URL password (of p
-// and the pipelines it calls), and the values of env: names that say
-// they are secret.
-func registerSecrets(p *dsl.Pipeline) {
-	seen := map[*dsl.Pipeline]bool{}
-	add := func(q *dsl.Pipeline) {
-		if seen[q] {
-			return
-		}
-		seen[q] = true
-		for _, m := range q.Models {
-			redact.Add(llm.Secrets(m, os.LookupEnv)...)
-		}
-		for _, name := range q.Env {
-			if secretName(name) {
-				redact.Add(os.Getenv(name))
-			}
-		}
-	}
-	add(p)
-	dsl.Walk(p, func(q *dsl.Pipeline, _ *dsl.Node) { add(q) })
-}
-
-// secretName says whether an environment variable's name marks its value
-// as a secret.
-func secretName(name string) bool {
-	up := strings.ToUpper(name)
-	for _, word := range []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PRIVATE"} {
-		if strings.Contains(up, word) {
-			return true
-		}
-	}
-	return false
 }

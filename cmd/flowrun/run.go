@@ -6,17 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/jsonvalue"
-	"github.com/flowrun/flowrun/nodes"
+	"github.com/flowrun/flowrun/mcpserve"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -51,74 +48,22 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if p == nil {
 		return exitInvalid
 	}
-	inputs, err := readInputs(p, *inputsFile, kv)
+	inputs, err := engine.ReadInputs(p, *inputsFile, kv)
 	if err != nil {
-		fmt.Fprintf(stderr, "flowrun: %v\n", err)
-		return exitInvalid
+		return fail(stderr, "flowrun", err)
 	}
+	eng, err := mf.engine(*storePath, stderr)
+	if err != nil {
+		return fail(stderr, "flowrun", err)
+	}
+	defer eng.Close()
 	live := liveView(*asJSON, stderr)
-	res, err := startRun(ctx, p, inputs, launch{models: &mf, store: *storePath, sink: progressSink(*asJSON, stdout, live),
-		onDelta: live.onDelta(), human: newHuman(hf, stdin, stderr), maxLoops: hf.maxLoops}, stderr)
-	var setup *setupError
-	if errors.As(err, &setup) {
-		fmt.Fprintf(stderr, "flowrun: %v\n", setup.err)
-		return setup.code
+	res, err := eng.Start(ctx, p, inputs, engine.RunOptions{Sink: progressSink(*asJSON, stdout, live),
+		OnDelta: live.onDelta(), Human: newHuman(hf, stdin, stderr), MaxLoops: hf.maxLoops})
+	if res == nil {
+		return fail(stderr, "flowrun", err)
 	}
 	return report(res, err, *asJSON, stdout, stderr)
-}
-
-// launch is what starting a run takes besides the pipeline and its
-// inputs: flowrun run and flowrun mcp serve start runs the same way.
-type launch struct {
-	models *modelFlags
-	// store is the store's path; db, when set, is an open store used instead.
-	store    string
-	db       *store.Store
-	sink     runtime.EventSink
-	onDelta  func(path, text string)
-	human    runtime.Human
-	maxLoops int
-	// remote: the inputs came from a remote caller (the web UI, MCP
-	// serve), so no path in them is read outside the pipeline directory.
-	remote bool
-}
-
-// setupError is a run that could not start, with the exit code it gives.
-type setupError struct {
-	code int
-	err  error
-}
-
-func (e *setupError) Error() string { return e.err.Error() }
-func (e *setupError) Unwrap() error { return e.err }
-
-// startRun checks that p can run here with inputs, then runs it as a
-// durable run in the store. The model client, sandbox and MCP servers it
-// starts end with it.
-func startRun(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, l launch, stderr io.Writer) (*runtime.Result, error) {
-	ms, err := startModels(p, l.models, stderr)
-	if err != nil {
-		return nil, &setupError{exitInvalid, err}
-	}
-	defer ms.finish(stderr)
-	ms.svc.OnDelta = l.onDelta
-	kinds := nodes.Kinds(ms.svc)
-	if err := kinds.Check(p); err != nil {
-		return nil, &setupError{exitFailed, err}
-	}
-	if _, err := runtime.PrepareInputsFrom(p, inputs, l.remote); err != nil {
-		return nil, &setupError{exitInvalid, err}
-	}
-	st := l.db
-	if st == nil {
-		if st, err = store.Open(l.store); err != nil {
-			return nil, &setupError{exitFailed, err}
-		}
-		defer st.Close()
-	}
-	ms.useStore(st)
-	runner := &durable.Runner{Store: st, Kinds: kinds, Sink: ms.withTraces(l.sink), Human: l.human, MaxLoops: l.maxLoops, RemoteInputs: l.remote}
-	return runner.Start(ctx, p, inputs)
 }
 
 func storeFlag(fs *flag.FlagSet) *string {
@@ -161,13 +106,13 @@ func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Write
 		} else {
 			fmt.Fprintf(stderr, "flowrun: run %s is waiting for an answer (%s): %s\n", res.RunID, q.Path, q.Text)
 		}
-		fmt.Fprintf(stderr, "To continue: %s\n", answerCommand(res.RunID, q))
+		fmt.Fprintf(stderr, "To continue: %s\n", mcpserve.AnswerCommand(res.RunID, q))
 		return exitOK
 	case runtime.StatusStopped:
 		hint := "flowrun resume " + res.RunID
 		switch {
 		case res.Pending != nil:
-			hint = answerCommand(res.RunID, res.Pending)
+			hint = mcpserve.AnswerCommand(res.RunID, res.Pending)
 		case strings.Contains(res.Reason, "limits."):
 			// Limits count over the whole run, resumes included.
 			hint = "raise the limit in the pipeline, then flowrun resume " + res.RunID + " --allow-changed"
@@ -181,101 +126,6 @@ func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Write
 		}
 	}
 	return exitFailed
-}
-
-// readInputs merges --inputs FILE and --input k=v (the flags win). A flag
-// value is taken as text for string inputs and parsed as JSON otherwise.
-func readInputs(p *dsl.Pipeline, file string, kv []string) (map[string]any, error) {
-	in := map[string]any{}
-	if file != "" {
-		b, err := readCapped(file)
-		if err != nil {
-			return nil, fmt.Errorf("--inputs: %w", err)
-		}
-		var doc yaml.Node
-		if err := yaml.Unmarshal(b, &doc); err != nil {
-			return nil, fmt.Errorf("--inputs %s: %v", file, err)
-		}
-		m, ok := dsl.Plain(&doc).(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("--inputs %s: expected a mapping of input names to values", file)
-		}
-		in = m
-	}
-	types := map[string]string{}
-	for _, i := range p.Inputs {
-		types[i.Name] = i.Type
-	}
-	for _, s := range kv {
-		name, raw, ok := strings.Cut(s, "=")
-		if !ok || name == "" {
-			return nil, fmt.Errorf("--input %q: write it as name=value", s)
-		}
-		if file, ok := strings.CutPrefix(raw, "@"); ok && file != "" {
-			v, err := readInputFile(name, file, types[name] == "string")
-			if err != nil {
-				return nil, err
-			}
-			in[name] = v
-			continue
-		}
-		if types[name] == "string" {
-			in[name] = raw
-			continue
-		}
-		if v, err := jsonvalue.Decode([]byte(raw)); err == nil {
-			in[name] = v
-		} else {
-			in[name] = raw
-		}
-	}
-	return in, nil
-}
-
-// readInputFile is --input name=@file: a string input gets the file's
-// text, any other input the JSON or YAML value the file holds.
-func readInputFile(name, file string, text bool) (any, error) {
-	b, err := readCapped(file)
-	if err != nil {
-		return nil, fmt.Errorf("--input %s=@%s: %w", name, file, err)
-	}
-	if text {
-		return string(b), nil
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("--input %s=@%s: not JSON or YAML: %v", name, file, err)
-	}
-	if len(doc.Content) == 0 {
-		return nil, fmt.Errorf("--input %s=@%s: the file is empty", name, file)
-	}
-	return dsl.Plain(&doc), nil
-}
-
-// maxInputFileBytes caps a file read for --inputs or --input k=@file: its
-// contents become the run's inputs, held in memory and in the run's record.
-const maxInputFileBytes = 64 << 20
-
-// readCapped reads a file of inputs, refusing one over maxInputFileBytes
-// without reading past the cap. It may be a pipe (--inputs <(cmd)).
-func readCapped(file string) ([]byte, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	over := fmt.Errorf("%s is over the %d MiB limit for input files; pass a smaller file", file, maxInputFileBytes>>20)
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxInputFileBytes {
-		return nil, over
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxInputFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", file, err)
-	}
-	if len(b) > maxInputFileBytes {
-		return nil, over
-	}
-	return b, nil
 }
 
 // textSink prints one plain line per event, for people.

@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
-	"github.com/flowrun/flowrun/nodes"
+	"github.com/flowrun/flowrun/mcpserve"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -81,16 +81,7 @@ func storeCmd(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, nargs i
 }
 
 // storeError prints a store error; unknown runs and snapshots are usage errors.
-func storeError(err error, stderr io.Writer) int {
-	fmt.Fprintf(stderr, "flowrun: %v\n", err)
-	var busy *store.InProgressError
-	var changed *durable.ChangedError
-	var ambiguous *store.AmbiguousError
-	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNoSnapshot) || errors.As(err, &busy) || errors.As(err, &changed) || errors.As(err, &ambiguous) {
-		return exitInvalid
-	}
-	return exitFailed
-}
+func storeError(err error, stderr io.Writer) int { return fail(stderr, "flowrun", err) }
 
 func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("resume", "flowrun resume RUN [--answer field=value ...] [--from SNAPSHOT|CHECKPOINT] [--allow-changed] [--json]\n\nContinues a run from its last checkpoint; finished nodes are not run again.\nA run waiting on a question takes its answer with --answer (or --answer-file).\nWith --from, forks: a new run continues from that snapshot or checkpoint\nand the original is left untouched.")
@@ -113,34 +104,45 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintln(stderr, "flowrun resume: name one run (flowrun runs lists them)")
 		return exitInvalid
 	}
-	st, ok := openStore(*storePath, stderr)
-	if !ok {
-		return exitFailed
+	eng, err := mf.engine(*storePath, stderr)
+	if err != nil {
+		return fail(stderr, "flowrun resume", err)
 	}
-	defer st.Close()
+	defer eng.Close()
+	st, err := eng.Store()
+	if err != nil {
+		return fail(stderr, "flowrun", err)
+	}
 	prev, err := st.FindRun(ctx, rest[0])
 	if err != nil {
 		return storeError(err, stderr)
 	}
 	human := newHuman(hf, stdin, stderr)
+	live := liveView(*asJSON, stderr)
+	o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: progressSink(*asJSON, stdout, live), OnDelta: live.onDelta(),
+		Human: human, MaxLoops: hf.maxLoops}, AllowChanged: *allow}
+	answering := len(answers) > 0 || *answerFile != ""
+	var res *runtime.Result
 	switch {
-	case len(answers) == 0 && *answerFile == "":
-	case prev.Pending != nil && *from == "":
-		q := prev.Pending
-		a, err := readAnswer(q, answers, *answerFile)
-		if err != nil {
-			fmt.Fprintf(stderr, "flowrun resume: %v\n", err)
+	case answering && prev.Pending != nil && *from == "":
+		a, aerr := engine.ReadAnswer(prev.Pending, answers, *answerFile)
+		if aerr != nil {
+			fmt.Fprintf(stderr, "flowrun resume: --answer: %v\n", aerr)
 			return exitInvalid
 		}
-		human.answers[q.Path] = a
-	default:
+		res, err = eng.Answer(ctx, prev.ID, a, o)
+	case answering:
 		// No question is pending yet (after a rollback, a stop or a
 		// fork): the answer goes to the first question the run asks.
 		human.next = &laterAnswer{values: answers, file: *answerFile}
 	}
-	live := liveView(*asJSON, stderr)
-	res, err := resumeRun(ctx, st, prev.ID, durable.ResumeOptions{From: *from, AllowChanged: *allow},
-		launch{models: &mf, sink: progressSink(*asJSON, stdout, live), onDelta: live.onDelta(), human: human, maxLoops: hf.maxLoops}, stderr)
+	switch {
+	case res != nil || err != nil:
+	case *from == "":
+		res, err = eng.Resume(ctx, prev.ID, o)
+	default:
+		res, err = eng.Fork(ctx, prev.ID, *from, o)
+	}
 	if res == nil {
 		return storeError(err, stderr)
 	}
@@ -153,29 +155,6 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return exitInvalid
 	}
 	return code
-}
-
-// resumeRun continues (or, with opts.From, forks) a run in st, starting
-// the model client, sandbox and MCP servers for its pipeline as startRun
-// does; they end with it. l.store is not used: st is the store.
-func resumeRun(ctx context.Context, st *store.Store, runID string, opts durable.ResumeOptions, l launch, stderr io.Writer) (*runtime.Result, error) {
-	finish := func(io.Writer) {}
-	shown := &fanout{l.sink}
-	runner := &durable.Runner{Store: st, Sink: shown, Human: l.human, MaxLoops: l.maxLoops, RemoteInputs: l.remote,
-		Services: func(p *dsl.Pipeline) (runtime.Registry, error) {
-			ms, err := startModels(p, l.models, stderr)
-			if err != nil {
-				return nil, err
-			}
-			ms.svc.OnDelta = l.onDelta
-			ms.useStore(st)
-			ms.traceInto(shown)
-			finish = ms.finish
-			return nodes.Kinds(ms.svc), nil
-		}}
-	res, err := runner.Resume(ctx, runID, opts)
-	finish(stderr)
-	return res, err
 }
 
 func runsCmd(args []string, stdout, stderr io.Writer) int {
@@ -426,7 +405,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "%s: %s\n", r.Status, r.Reason)
 	}
 	if q := r.Pending; q != nil {
-		fmt.Fprintf(stdout, "to continue: %s\n", answerCommand(r.ID, q))
+		fmt.Fprintf(stdout, "to continue: %s\n", mcpserve.AnswerCommand(r.ID, q))
 	}
 	if len(cps) > 0 {
 		fmt.Fprintf(stdout, "checkpoints (flowrun resume %s --from N forks from one):\n", r.ID)

@@ -10,9 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/flowrun/flowrun/durable"
-	"github.com/flowrun/flowrun/runtime"
-	"github.com/flowrun/flowrun/store"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/web"
 )
 
@@ -50,7 +48,13 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailed
 	}
 	defer st.Close()
-	srv, err := web.New(web.Options{Store: st, Dir: dir, Token: *token, Engine: webEngine(st, stderr), MaxRuns: *maxRuns})
+	// The web UI's runs take no model flags; their notices go to stderr.
+	eng, err := engine.New(engine.Options{Store: st, Notices: stderr})
+	if err != nil {
+		return fail(stderr, "flowrun serve", err)
+	}
+	defer eng.Close()
+	srv, err := web.New(web.Options{Store: st, Dir: dir, Token: *token, Engine: eng, MaxRuns: *maxRuns})
 	if err != nil {
 		fmt.Fprintf(stderr, "flowrun serve: %v\n", err)
 		return exitFailed
@@ -87,17 +91,4 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailed
 	}
 	return exitOK
-}
-
-// webEngine starts and resumes the web UI's runs through the same code
-// as flowrun run and flowrun resume; their progress goes to log.
-func webEngine(st *store.Store, log io.Writer) web.Engine {
-	return web.Engine{
-		Start: func(ctx context.Context, l web.Launch, h runtime.Human, sink runtime.EventSink) (*runtime.Result, error) {
-			return startRun(ctx, l.Pipeline, l.Inputs, launch{models: &modelFlags{models: l.Models}, db: st, sink: sink, human: h, maxLoops: l.MaxLoops, remote: true}, log)
-		},
-		Resume: func(ctx context.Context, run, from string, h runtime.Human, sink runtime.EventSink, maxLoops int) (*runtime.Result, error) {
-			return resumeRun(ctx, st, run, durable.ResumeOptions{From: from}, launch{models: &modelFlags{}, sink: sink, human: h, maxLoops: maxLoops, remote: true}, log)
-		},
-	}
 }

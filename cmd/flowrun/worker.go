@@ -7,15 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/flowrun/flowrun/cluster"
-	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/llm"
-	"github.com/flowrun/flowrun/nodes"
-	"github.com/flowrun/flowrun/runtime"
 )
 
 // natsReplicasFlag is --nats-replicas, for the commands that may be the
@@ -62,31 +56,14 @@ func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		*cacheDir = filepath.Join(base, "flowrun", "worker-pipelines")
 	}
-	var mu sync.Mutex
-	var sessions []*modelSession
-	defer func() {
-		for _, ms := range sessions {
-			ms.finish(stderr)
-		}
-	}()
+	eng, err := mf.engine("", stderr)
+	if err != nil {
+		return fail(stderr, "flowrun worker", err)
+	}
+	defer eng.Close()
 	o.AckWait, o.Replicas = *ackWait, *replicas
 	w := &cluster.Worker{Options: o, Concurrency: *concurrency, CacheDir: *cacheDir, Log: stderr,
-		AllowMCPStdio: *allowStdio, AllowMCPCommands: allowCommands,
-		Services: func(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Registry, error) {
-			f := mf
-			f.shared = shared
-			ms, err := startModels(p, &f, stderr)
-			if err != nil {
-				return nil, err
-			}
-			mu.Lock()
-			sessions = append(sessions, ms)
-			mu.Unlock()
-			return nodes.Kinds(ms.svc), nil
-		},
-		Human: func(auto bool) runtime.Human {
-			return newHuman(humanFlags{auto: auto, noInput: true}, strings.NewReader(""), stderr)
-		}}
+		AllowMCPStdio: *allowStdio, AllowMCPCommands: allowCommands, Engine: eng}
 	if o.Insecure {
 		fmt.Fprintln(stderr, "flowrun worker: warning: --nats-insecure: this worker runs any job published on the server, unsigned or signed by anyone, with this machine's model keys and files")
 	}

@@ -1,4 +1,4 @@
-package main
+package mcpserve
 
 import (
 	"crypto/hmac"
@@ -79,7 +79,7 @@ func (rs *requestStates) open(state, session string, now time.Time) (waitingStat
 	if err != nil {
 		return w, fmt.Errorf("reading the request state: %w", err)
 	}
-	waits := fmt.Sprintf("run %s waits: %s", w.Run, answerCommand(w.Run, &w.Question))
+	waits := fmt.Sprintf("run %s waits: %s", w.Run, AnswerCommand(w.Run, &w.Question))
 	switch {
 	case w.Session != session:
 		return w, fmt.Errorf("the request state was issued to another session; %s", waits)

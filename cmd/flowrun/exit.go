@@ -1,0 +1,40 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
+	"github.com/flowrun/flowrun/store"
+)
+
+// exitCode is the one map from what went wrong to the exit code: what the
+// person asked for cannot be done as asked (options, inputs, answers, a
+// run or snapshot that does not exist or is busy, a changed pipeline) is
+// invalid; anything else failed.
+func exitCode(err error) int {
+	var config *engine.ConfigError
+	var input *engine.InputError
+	var busy *store.InProgressError
+	var changed *durable.ChangedError
+	var ambiguous *store.AmbiguousError
+	switch {
+	case errors.As(err, &config), errors.As(err, &input), errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrNoSnapshot),
+		errors.As(err, &busy), errors.As(err, &changed), errors.As(err, &ambiguous):
+		return exitInvalid
+	}
+	return exitFailed
+}
+
+// fail prints err after prefix, with what to type where the error calls
+// for it, and returns its exit code.
+func fail(stderr io.Writer, prefix string, err error) int {
+	msg := err.Error()
+	if errors.Is(err, engine.ErrNoEndpoint) {
+		msg += ", or replay a recorded run with --replay FILE"
+	}
+	fmt.Fprintf(stderr, "%s: %s\n", prefix, msg)
+	return exitCode(err)
+}

@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// The one rule for reading an answer typed or sent as text (the CLI's
+// --answer and prompt, the web UI's form, MCP elicitation) into the value
+// a question's schema asks for.
+
+// ParseAnswer reads an answer given as text: a string is taken as it is,
+// yes/no count for booleans, anything else is JSON. An object answer may
+// be written as field=value pairs separated by spaces.
+func ParseAnswer(schema map[string]any, text string) (any, error) {
+	switch schema["type"] {
+	case "string":
+		return text, nil
+	case "boolean":
+		switch strings.ToLower(text) {
+		case "y", "yes", "true":
+			return true, nil
+		case "n", "no", "false":
+			return false, nil
+		}
+		return nil, errors.New("answer yes or no")
+	case "object":
+		if !strings.HasPrefix(strings.TrimSpace(text), "{") {
+			return fieldAnswers(schema, strings.Fields(text))
+		}
+	}
+	v, err := jsonvalue.Decode([]byte(text))
+	if err != nil {
+		return nil, fmt.Errorf("not JSON: %v", err)
+	}
+	return v, nil
+}
+
+// fieldAnswers builds an object answer from field=value pairs, each value
+// read by its property's schema.
+func fieldAnswers(schema map[string]any, pairs []string) (map[string]any, error) {
+	props, _ := schema["properties"].(map[string]any)
+	out := map[string]any{}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: write field=value", p)
+		}
+		ps, known := props[k].(map[string]any)
+		if !known {
+			names := make([]string, 0, len(props))
+			for n := range props {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return nil, fmt.Errorf("no field %q%s (fields: %s)", k, dsl.Suggest(k, names), strings.Join(names, ", "))
+		}
+		a, err := ParseAnswer(ps, v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", k, err)
+		}
+		out[k] = a
+	}
+	return out, nil
+}
+
+// ReadAnswer reads the answer to q from values (field=value pairs for an
+// object, else one value) or, when file is set, from that JSON or text
+// file, and checks it against q's schema.
+func ReadAnswer(q *runtime.Question, values []string, file string) (any, error) {
+	schema := schemaOf(q)
+	var a any
+	var err error
+	switch {
+	case file != "":
+		b, rerr := os.ReadFile(file)
+		if rerr != nil {
+			return nil, &InputError{fmt.Errorf("reading the answer: %w", rerr)}
+		}
+		if schema["type"] == "string" && !json.Valid(b) {
+			a = strings.TrimRight(string(b), "\n")
+		} else {
+			a, err = ParseAnswer(map[string]any{}, string(b))
+		}
+	case schema["type"] == "object":
+		a, err = fieldAnswers(schema, values)
+	case len(values) == 1:
+		a, err = ParseAnswer(schema, values[0])
+	default:
+		return nil, &InputError{fmt.Errorf("give one answer for %q", q.Path)}
+	}
+	if err != nil {
+		return nil, &InputError{err}
+	}
+	if err := jsonvalue.Validate(schema, a); err != nil {
+		return nil, &InputError{fmt.Errorf("the answer does not match the question's schema: %w", err)}
+	}
+	return a, nil
+}
+
+// schemaOf is the schema q's answer must match: text when it has none.
+func schemaOf(q *runtime.Question) map[string]any {
+	if q.Schema == nil {
+		return map[string]any{"type": "string"}
+	}
+	return q.Schema
+}

@@ -1,0 +1,404 @@
+// Package engine builds and runs pipelines for every front end: the CLI,
+// the web UI, MCP serve, batch and cluster workers start, resume, fork,
+// answer and stop runs here, and nowhere else.
+//
+// Guarantees:
+//   - Every run started is in the store before its first node runs, with
+//     a checkpoint after each node (package durable executes it).
+//   - The secrets a run may meet (model API keys, base URL passwords, the
+//     values of secret env: names; see package secret) are registered with
+//     package redact before the run's first event, whoever starts it.
+//   - Inputs from a remote caller (RunOptions.Remote) never make the run
+//     read a host file outside the pipeline's directory, on this resume
+//     or any later one.
+//   - A run's model client, sandbox, MCP sessions and trace exporter are
+//     made for it and end with it; those made for cluster workers (Kinds)
+//     end with Close.
+//   - A model override names a model the pipeline declares, and a pipeline
+//     that needs a model endpoint the environment does not give either
+//     replays the cassette it ships (saying so on Options.Notices) or does
+//     not start: no run fails at its first model call for want of one.
+//   - Errors are typed (*ConfigError, *InputError, *HostError, store and
+//     durable errors): a front end decides how each is shown.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+// Options configure an Engine. The zero value runs with the default store.
+type Options struct {
+	// Store is an open store the engine uses (and does not close);
+	// without it, the store at StorePath is opened when first needed.
+	Store     *store.Store
+	StorePath string
+	// Models are model overrides, NAME=MODEL, for every run.
+	Models []string
+	// Record names a cassette file every exchange of a run is recorded
+	// into, written when the run ends; Replay a cassette every model
+	// call is answered from.
+	Record, Replay string
+	// Cache answers identical model requests from the store's response
+	// cache; CacheTTL makes older entries misses (0: no limit).
+	Cache    bool
+	CacheTTL time.Duration
+	// OTLP is where traces of runs go (default: the OTEL_EXPORTER_OTLP_*
+	// environment; none when that is unset too).
+	OTLP string
+	// Shared is the rate budget that runs share with other processes
+	// (cluster workers).
+	Shared llm.SharedLimits
+	// NoEndpoint says runs need no model endpoint here (their model calls
+	// happen elsewhere): no cassette fallback, no refusal.
+	NoEndpoint bool
+	// MaxAttempts is how many times one model turn is sent before a
+	// recoverable error is returned (llm.Options.MaxAttempts; default 5).
+	MaxAttempts int
+	// LookupEnv reads the environment (default os.LookupEnv).
+	LookupEnv func(string) (string, bool)
+	// Notices receives one line per thing a person should know that is
+	// not an error: a cassette replayed for want of an endpoint, a
+	// cassette written, a trace export that failed. Default: nowhere.
+	Notices io.Writer
+}
+
+// Engine starts and continues runs.
+type Engine struct {
+	o Options
+
+	storeOnce sync.Once
+	st        *store.Store
+	storeErr  error
+	ownStore  bool
+
+	mu       sync.Mutex
+	sessions []*session // made by Kinds, ended by Close
+	notices  sync.Mutex // one line at a time on Options.Notices
+}
+
+// New checks o and makes an engine. It opens nothing yet.
+func New(o Options) (*Engine, error) {
+	if o.CacheTTL < 0 {
+		return nil, &ConfigError{fmt.Errorf("cache TTL %s: give a positive duration such as 24h", o.CacheTTL)}
+	}
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
+	if o.Notices == nil {
+		o.Notices = io.Discard
+	}
+	if o.Store == nil && o.StorePath == "" {
+		o.StorePath = store.DefaultPath()
+	}
+	return &Engine{o: o}, nil
+}
+
+// Store is the engine's store, opened on first use.
+func (e *Engine) Store() (*store.Store, error) {
+	e.storeOnce.Do(func() {
+		if e.o.Store != nil {
+			e.st = e.o.Store
+			return
+		}
+		e.st, e.storeErr = store.Open(e.o.StorePath)
+		e.ownStore = e.storeErr == nil
+	})
+	return e.st, e.storeErr
+}
+
+// Close ends what Kinds made and closes the store if the engine opened it.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	sessions := e.sessions
+	e.sessions = nil
+	e.mu.Unlock()
+	for _, s := range sessions {
+		s.end()
+	}
+	if e.ownStore {
+		return e.st.Close()
+	}
+	return nil
+}
+
+// RunOptions say how one run runs.
+type RunOptions struct {
+	// Sink also receives every event, besides the store.
+	Sink runtime.EventSink
+	// OnDelta receives model text as it streams in; nil sends plain
+	// requests to models set to stream: auto.
+	OnDelta func(path, text string)
+	Human   runtime.Human
+	// MaxLoops caps every loop at this many iterations (0: no cap).
+	MaxLoops int
+	// Remote: the inputs come from a remote caller (the web UI, MCP
+	// serve), so no path in them is read outside the pipeline directory.
+	Remote bool
+	// Models are model overrides, NAME=MODEL, for this run, after the
+	// engine's.
+	Models []string
+	// Record, when set, receives this run's exchanges instead of
+	// Options.Record's file: the caller writes it.
+	Record *llm.Cassette
+}
+
+// ConfigError says the engine's or a run's options do not fit the
+// pipeline (an override of a model it does not declare, no model
+// endpoint and no cassette, a cassette that does not load).
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// InputError says the inputs given do not fit the pipeline.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// HostError says this host cannot run the pipeline (no Python for its
+// sandbox, an MCP server it may not start).
+type HostError struct{ Err error }
+
+func (e *HostError) Error() string { return e.Err.Error() }
+func (e *HostError) Unwrap() error { return e.Err }
+
+// Start checks that p can run here with inputs, then runs it as a durable
+// run in the store, blocking until it ends or waits. A nil Result says
+// the run did not start, and the error why.
+func (e *Engine) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, o RunOptions) (*runtime.Result, error) {
+	s, err := e.open(p, o)
+	if err != nil {
+		return nil, err
+	}
+	defer s.end()
+	if err := s.kinds.Check(p); err != nil {
+		return nil, &HostError{err}
+	}
+	if _, err := runtime.PrepareInputsFrom(p, inputs, o.Remote); err != nil {
+		return nil, &InputError{err}
+	}
+	st, err := e.Store()
+	if err != nil {
+		return nil, err
+	}
+	s.useStore(st)
+	return e.runner(st, s, o).Start(ctx, p, inputs)
+}
+
+// ResumeOptions say how to resume.
+type ResumeOptions struct {
+	RunOptions
+	// AllowChanged resumes even if the pipeline changed since the run
+	// started.
+	AllowChanged bool
+}
+
+// Resume continues run from its last checkpoint; finished nodes are
+// restored, not run again.
+func (e *Engine) Resume(ctx context.Context, run string, o ResumeOptions) (*runtime.Result, error) {
+	return e.resume(ctx, run, "", o)
+}
+
+// Fork continues run from a snapshot label or checkpoint number (from) as
+// a new run; run is left untouched.
+func (e *Engine) Fork(ctx context.Context, run, from string, o ResumeOptions) (*runtime.Result, error) {
+	if from == "" {
+		return nil, errors.New("fork: name a snapshot or a checkpoint to fork from")
+	}
+	return e.resume(ctx, run, from, o)
+}
+
+func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions) (*runtime.Result, error) {
+	st, err := e.Store()
+	if err != nil {
+		return nil, err
+	}
+	prev, p, err := durable.Load(ctx, st, run, o.AllowChanged)
+	if err != nil {
+		return nil, err
+	}
+	s, err := e.open(p, o.RunOptions)
+	if err != nil {
+		return nil, err
+	}
+	defer s.end()
+	s.useStore(st)
+	return e.runner(st, s, o.RunOptions).Continue(ctx, prev, p, from)
+}
+
+// Answer resumes run, which waits on a question, with answer, after
+// checking it against the question's schema (ParseAnswer and ReadAnswer
+// read one from text). Any further question goes to o.Human.
+func (e *Engine) Answer(ctx context.Context, run string, answer any, o ResumeOptions) (*runtime.Result, error) {
+	st, err := e.Store()
+	if err != nil {
+		return nil, err
+	}
+	r, err := st.Run(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	q := r.Pending
+	if q == nil {
+		return nil, &InputError{fmt.Errorf("run %s is %s, not waiting for an answer", run, r.Status)}
+	}
+	if err := checkAnswer(q, answer); err != nil {
+		return nil, &InputError{err}
+	}
+	o.Human = &given{path: q.Path, value: answer, then: o.Human}
+	return e.Resume(ctx, run, o)
+}
+
+// checkAnswer says whether answer fits q's schema (text when it has none).
+func checkAnswer(q *runtime.Question, answer any) error {
+	if err := jsonvalue.Validate(schemaOf(q), answer); err != nil {
+		return fmt.Errorf("the answer does not match the question's schema: %w", err)
+	}
+	return nil
+}
+
+// Stop asks the run, wherever it runs, to stop at once with reason; it
+// ends stopped and resumable.
+func (e *Engine) Stop(ctx context.Context, run, reason string) error {
+	st, err := e.Store()
+	if err != nil {
+		return err
+	}
+	return st.RequestStop(ctx, run, reason)
+}
+
+// Shared is one model client, sandbox and set of MCP sessions that many
+// runs of one pipeline share, so that its rate limits hold across them
+// (a batch, a cluster worker). Runs that use it are recorded by their
+// runner with Kinds; Sink is where their events go to be traced (nil
+// when runs are not traced).
+type Shared struct {
+	Kinds runtime.Registry
+	Sink  runtime.EventSink
+	s     *session
+}
+
+// Share builds the services that runs of p share, drawing on limits for
+// rate limits when it is not nil. Close ends them.
+func (e *Engine) Share(p *dsl.Pipeline, limits llm.SharedLimits) (*Shared, error) {
+	if limits == nil {
+		limits = e.o.Shared
+	}
+	s, err := e.openShared(p, RunOptions{}, limits)
+	if err != nil {
+		return nil, err
+	}
+	sh := &Shared{Kinds: s.kinds, s: s}
+	if s.traces != nil {
+		sh.Sink = s.traces
+	}
+	return sh, nil
+}
+
+// UseCache lets the shared model client answer from, and fill, st's
+// response cache (Options.Cache).
+func (sh *Shared) UseCache(st *store.Store) { sh.s.useStore(st) }
+
+// Close ends the shared services.
+func (sh *Shared) Close() { sh.s.end() }
+
+// Kinds builds the node kinds for p, drawing on shared for rate limits,
+// for a runner that records runs itself (a cluster worker). What it makes
+// ends with Close.
+func (e *Engine) Kinds(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Registry, error) {
+	sh, err := e.Share(p, shared)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.sessions = append(e.sessions, sh.s)
+	e.mu.Unlock()
+	return sh.Kinds, nil
+}
+
+// Human is what answers questions when nobody is there to: with auto,
+// each confirmation is accepted and each ask takes its default; else
+// every question makes the run wait.
+func (e *Engine) Human(auto bool) runtime.Human {
+	if !auto {
+		return nil
+	}
+	return autoHuman{}
+}
+
+type autoHuman struct{}
+
+func (autoHuman) Answer(_ context.Context, q runtime.Question) (any, bool, error) {
+	a, ok := runtime.AutoAnswer(q)
+	return a, ok, nil
+}
+
+// given answers the question at path once with value; every other
+// question goes to then (none: the run waits).
+type given struct {
+	path  string
+	value any
+	then  runtime.Human
+
+	mu   sync.Mutex
+	used bool
+}
+
+func (g *given) Answer(ctx context.Context, q runtime.Question) (any, bool, error) {
+	g.mu.Lock()
+	if !g.used && q.Path == g.path {
+		g.used = true
+		g.mu.Unlock()
+		return g.value, true, nil
+	}
+	g.mu.Unlock()
+	if g.then == nil {
+		return nil, false, nil
+	}
+	return g.then.Answer(ctx, q)
+}
+
+func (e *Engine) runner(st *store.Store, s *session, o RunOptions) *durable.Runner {
+	return &durable.Runner{Store: st, Kinds: s.kinds, Sink: s.withTraces(o.Sink), Human: o.Human, MaxLoops: o.MaxLoops,
+		RemoteInputs: o.Remote, LookupEnv: e.o.LookupEnv}
+}
+
+// notice writes one line to Options.Notices; runs may end at once.
+func (e *Engine) notice(format string, args ...any) {
+	e.notices.Lock()
+	defer e.notices.Unlock()
+	fmt.Fprintf(e.o.Notices, format+"\n", args...)
+}
+
+// overrides reads NAME=MODEL overrides of models p declares.
+func overrides(p *dsl.Pipeline, lists ...[]string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, list := range lists {
+		for _, kv := range list {
+			name, id, ok := strings.Cut(kv, "=")
+			if !ok || name == "" || id == "" {
+				return nil, fmt.Errorf("model override %q: write it as NAME=MODEL", kv)
+			}
+			if _, declared := p.Models[name]; !declared {
+				return nil, fmt.Errorf("model override %q: the pipeline declares no model %q", kv, name)
+			}
+			out[name] = id
+		}
+	}
+	return out, nil
+}
