@@ -9,6 +9,15 @@
 // failing run) fails that item, named, and the rest of the batch runs. All
 // runs of a batch share one model client, so a model's rpm, tpm and
 // max_concurrency are one budget for the whole batch.
+//
+// A batch records its Settings with it, typed. PrepareResume and
+// Runner.Resume continue a batch the same way for every front end: it
+// keeps every recorded setting (its cost cap, concurrency, loop cap,
+// models, NATS keys) that the resume does not give, refuses a changed
+// pipeline or dataset unless told otherwise, and reruns failed items only
+// when asked. The spend a cost cap weighs, the scores and the summaries
+// are computed from the store, not from this process's memory, so a
+// resumed batch counts what earlier attempts spent.
 package batch
 
 import (
