@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +22,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/internal/confined"
+	"github.com/flowrun/flowrun/internal/httpauth"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/redact"
@@ -444,8 +442,7 @@ func (s *mcpProgress) Event(e runtime.Event) {
 // serveMCPHTTP serves Streamable HTTP on a loopback address. Every request
 // must carry the token printed on stderr as a bearer token.
 func serveMCPHTTP(ctx context.Context, server *mcp.Server, addr string, stderr io.Writer) int {
-	host, _, err := net.SplitHostPort(addr)
-	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+	if !httpauth.IsLoopback(addr) {
 		fmt.Fprintf(stderr, "flowrun mcp serve: --http %s: give a loopback address such as 127.0.0.1:8765 (flowrun serves MCP on this machine only)\n", addr)
 		return exitInvalid
 	}
@@ -454,9 +451,9 @@ func serveMCPHTTP(ctx context.Context, server *mcp.Server, addr string, stderr i
 		fmt.Fprintf(stderr, "flowrun mcp serve: %v\n", err)
 		return exitFailed
 	}
-	token := newToken()
+	token := httpauth.NewToken()
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
-	srv := &http.Server{Handler: requireToken(token, handler), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpauth.RequireBearer(token, "flowrun mcp serve: send the token printed at start as Authorization: Bearer TOKEN", handler), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "flowrun mcp serve: Streamable HTTP on http://%s/ (send the header Authorization: Bearer %s)\n", ln.Addr(), token)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -469,21 +466,4 @@ func serveMCPHTTP(ctx context.Context, server *mcp.Server, addr string, stderr i
 		fmt.Fprintf(stderr, "flowrun mcp serve: %v\n", err)
 		return exitFailed
 	}
-}
-
-func newToken() string {
-	b := make([]byte, 24)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func requireToken(token string, next http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			http.Error(w, "flowrun mcp serve: send the token printed at start as Authorization: Bearer TOKEN", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
