@@ -443,7 +443,7 @@ func timelineEntry(e runtime.Event) (en entry, ok bool) {
 		return en, false
 	}
 	if len(en.Text) > maxEntryText {
-		en.Text = en.Text[:maxEntryText] + fmt.Sprintf("… (%d more bytes: flowrun show %s --json has all of it)", len(en.Text)-maxEntryText, e.Run)
+		en.Text = en.Text[:maxEntryText] + fmt.Sprintf("… (%d more bytes: run %s records all of it)", len(en.Text)-maxEntryText, e.Run)
 	}
 	return en, true
 }

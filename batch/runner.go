@@ -594,7 +594,7 @@ func (st *batchState) outcome(ctx context.Context) (status, reason string, err e
 	case ctx.Err() != nil:
 		status, reason = runtime.StatusStopped, "interrupted"
 	case st.done < st.total && len(st.waiting) > 0:
-		status, reason = runtime.StatusStopped, fmt.Sprintf("%d item(s) wait for an answer: answer each run with flowrun resume RUN --answer ... (runs %s), or resume the batch with --auto", len(st.waiting), strings.Join(st.waiting, ", "))
+		status, reason = runtime.StatusStopped, fmt.Sprintf("%d item(s) wait for an answer (runs %s)", len(st.waiting), strings.Join(st.waiting, ", "))
 	case st.done < st.total:
 		status, reason = runtime.StatusStopped, fmt.Sprintf("%d item(s) have no result yet", st.total-st.done)
 	}

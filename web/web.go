@@ -251,7 +251,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Referrer-Policy", "same-origin")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
 	if s.token == "" && !httpauth.LoopbackHost(r.Host) {
-		http.Error(w, "flowrun serve answers only to localhost, 127.0.0.1 and [::1] without --token", http.StatusMisdirectedRequest)
+		http.Error(w, "this server was started without a token, so it answers only to localhost, 127.0.0.1 and [::1]", http.StatusMisdirectedRequest)
 		return
 	}
 	if s.token != "" && !s.authorized(w, r) {
@@ -284,7 +284,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
 		return false
 	}
-	http.Error(w, "unauthorized: open the URL flowrun serve printed (it carries the token)", http.StatusUnauthorized)
+	http.Error(w, "unauthorized: open the URL this server printed when it started (it carries the token)", http.StatusUnauthorized)
 	return false
 }
 

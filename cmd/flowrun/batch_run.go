@@ -240,7 +240,7 @@ func batchScorer(p *dsl.Pipeline, scores []string, stderr io.Writer) (*batch.Sco
 	var bad *dsl.LoadError
 	switch {
 	case errors.As(err, &bad):
-		fmt.Fprintln(stderr, bad.Diagnostics.String())
+		fmt.Fprintln(stderr, diagnosticsText(bad.Diagnostics))
 		return nil, exitInvalid
 	case err != nil:
 		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
@@ -329,7 +329,7 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	defer st.Close()
 	res, err := batch.PrepareResume(ctx, st, ids[0], o)
 	if err != nil {
-		printResumeError(stderr, err)
+		fmt.Fprintf(stderr, "flowrun batch resume: %s\n", explain(err))
 		return exitInvalid
 	}
 	s := res.Settings
@@ -375,20 +375,6 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return exitFailed
 	}
 	return batchEnded(ctx, "flowrun batch resume", r, res.Batch, view, status, reason, err)
-}
-
-// printResumeError says why a batch cannot resume and, for a changed
-// pipeline, what changed and how to resume anyway.
-func printResumeError(stderr io.Writer, err error) {
-	var ch *batch.ChangedError
-	if !errors.As(err, &ch) {
-		fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
-		return
-	}
-	fmt.Fprintf(stderr, "flowrun batch resume: %v. Start a new batch, or resume anyway with --allow-changed\n", err)
-	if len(ch.Changes) > 0 {
-		fmt.Fprintln(stderr, strings.Join(ch.Changes, "\n"))
-	}
 }
 
 // ifGiven is v when the flag name was given on the command line, else nil.
@@ -558,9 +544,14 @@ func (v *batchView) summary(status, reason string, rows []*store.BatchItem) {
 			fmt.Fprintf(v.stderr, "  %-20s mean %.4g over %d items\n", m.Name, m.Mean, m.N)
 		}
 	}
-	if reason != "" {
-		fmt.Fprintf(v.stderr, "stopped: %s\nTo continue: flowrun batch resume %s\n", reason, v.b.ID)
+	if reason == "" {
+		return
 	}
+	fmt.Fprintf(v.stderr, "stopped: %s\n", reason)
+	if s.Items.Waiting > 0 {
+		fmt.Fprintf(v.stderr, "To answer: flowrun resume RUN --answer ... for each waiting run, or resume the batch with --auto: flowrun batch resume %s --auto\n", v.b.ID)
+	}
+	fmt.Fprintf(v.stderr, "To continue: flowrun batch resume %s\n", v.b.ID)
 }
 
 // writeEvent prints one JSON line (see outJSON).

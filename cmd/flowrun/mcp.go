@@ -159,7 +159,7 @@ func (ps *pipelineServer) server(dir string) (*mcp.Server, error) {
 		}
 		p, ds := dsl.LoadSource(f, src)
 		if len(ds) > 0 {
-			fmt.Fprintln(ps.stderr, ds.String())
+			fmt.Fprintln(ps.stderr, diagnosticsText(ds))
 		}
 		if p == nil {
 			fmt.Fprintf(ps.stderr, "flowrun mcp serve: %s is not served: it does not load (above)\n", f)

@@ -82,7 +82,7 @@ func storeCmd(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, nargs i
 
 // storeError prints a store error; unknown runs and snapshots are usage errors.
 func storeError(err error, stderr io.Writer) int {
-	fmt.Fprintf(stderr, "flowrun: %v\n", err)
+	fmt.Fprintf(stderr, "flowrun: %s\n", explain(err))
 	var busy *store.InProgressError
 	var changed *durable.ChangedError
 	var ambiguous *store.AmbiguousError
@@ -293,7 +293,7 @@ func runJSON(r *store.Run) map[string]any {
 		m["error"] = r.Error
 	}
 	if r.Reason != "" {
-		m["reason"] = r.Reason
+		m["reason"] = runReason(r)
 	}
 	if r.ParentRun != "" {
 		m["parent"] = map[string]any{"run": r.ParentRun, "checkpoint": r.ParentSeq}
@@ -417,7 +417,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	case r.Status == store.StatusWaiting:
 		fmt.Fprintln(stdout, r.Reason)
 	default:
-		fmt.Fprintf(stdout, "%s: %s\n", r.Status, r.Reason)
+		fmt.Fprintf(stdout, "%s: %s\n", r.Status, runReason(r))
 	}
 	if q := r.Question(); q != nil {
 		fmt.Fprintf(stdout, "to continue: %s\n", answerCommand(r.ID, q))
