@@ -66,7 +66,6 @@ func TestSettingsWithOverrides(t *testing.T) {
 // item, each turn costing exactly $1, and a dataset of n items.
 func resumeFixture(t *testing.T, n int) (pipeline, dataset string, asked *atomic.Int32, env func(string) (string, bool)) {
 	dir := t.TempDir()
-	pipeline = filepath.Join(dir, "qa.yaml")
 	src := `
 version: 1
 name: qa
@@ -86,12 +85,7 @@ score:
 	for i := 1; i <= n; i++ {
 		lines = append(lines, fmt.Sprintf(`{"question": "q%d", "expected": "A"}`, i))
 	}
-	dataset = filepath.Join(dir, "qa.jsonl")
-	for path, text := range map[string]string{pipeline: src, dataset: strings.Join(lines, "\n")} {
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	pipeline, dataset = write(t, dir, "qa.yaml", src), write(t, dir, "qa.jsonl", strings.Join(lines, "\n"))
 	asked = &atomic.Int32{}
 	srv := llmtest.New(t)
 	srv.Handle(func(llmtest.Request) llmtest.Reply {
@@ -198,9 +192,7 @@ func TestPrepareResumeRefusesAChangedPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(pipeline, []byte(strings.Replace(string(src), `"Q: `, `"Question: `, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	write(t, filepath.Dir(pipeline), filepath.Base(pipeline), strings.Replace(string(src), `"Q: `, `"Question: `, 1))
 	_, err = PrepareResume(context.Background(), st, b.ID, ResumeOptions{})
 	var ch *ChangedError
 	if !errors.As(err, &ch) || ch.Batch != b.ID || ch.Pipeline != pipeline || !strings.Contains(strings.Join(ch.Changes, "\n"), "line 10: was") {

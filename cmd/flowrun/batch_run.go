@@ -125,7 +125,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		o.Replicas = *replicas
 	}
 	if bf.models.replay == "" && !bf.models.remote && needsEndpoint(p) {
-		if c := datasetCassette(*dataset, p.Path); c != "" {
+		if c := batch.Cassette(*dataset, p.Path); c != "" {
 			bf.models.replay = c
 			fmt.Fprintf(stderr, "no OPENAI_API_KEY or OPENAI_BASE_URL: replaying %s (offline)\n", c)
 		}
@@ -211,26 +211,6 @@ func absOrEmpty(path string) string {
 	}
 	abs, _ := filepath.Abs(path)
 	return abs
-}
-
-// datasetCassette is the cassette a dataset ships for offline runs of
-// the pipeline file named pipeline: in a dataset directory
-// PIPELINE.cassette.yaml, else cassette.yaml; beside a dataset file
-// NAME.jsonl, NAME.PIPELINE.cassette.yaml, else NAME.cassette.yaml; ""
-// when there is none. One dataset can so serve several pipelines offline.
-func datasetCassette(dataset, pipeline string) string {
-	base := strings.TrimSuffix(filepath.Base(pipeline), filepath.Ext(pipeline))
-	name := strings.TrimSuffix(dataset, filepath.Ext(dataset))
-	candidates := []string{name + "." + base + ".cassette.yaml", name + ".cassette.yaml"}
-	if fi, err := os.Stat(dataset); err == nil && fi.IsDir() {
-		candidates = []string{filepath.Join(dataset, base+".cassette.yaml"), filepath.Join(dataset, "cassette.yaml")}
-	}
-	for _, c := range candidates {
-		if _, err := os.Stat(c); err == nil {
-			return c
-		}
-	}
-	return ""
 }
 
 // batchScorer builds the metrics: the pipeline's score: with --score
