@@ -160,8 +160,8 @@ func changed(ctx context.Context, st *store.Store, b *store.Batch, rows []*store
 		}
 		if run, err := st.Run(ctx, row.Run); err == nil {
 			e.Changes = durable.Changes(run, p)
+			break
 		}
-		break
 	}
 	return e
 }
