@@ -382,3 +382,23 @@ func ParseMap(p *dsl.Pipeline, flags []string) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// Cassette is the cassette a dataset ships for offline runs of
+// the pipeline file named pipeline: in a dataset directory
+// PIPELINE.cassette.yaml, else cassette.yaml; beside a dataset file
+// NAME.jsonl, NAME.PIPELINE.cassette.yaml, else NAME.cassette.yaml; ""
+// when there is none. One dataset can so serve several pipelines offline.
+func Cassette(dataset, pipeline string) string {
+	base := strings.TrimSuffix(filepath.Base(pipeline), filepath.Ext(pipeline))
+	name := strings.TrimSuffix(dataset, filepath.Ext(dataset))
+	candidates := []string{name + "." + base + ".cassette.yaml", name + ".cassette.yaml"}
+	if fi, err := os.Stat(dataset); err == nil && fi.IsDir() {
+		candidates = []string{filepath.Join(dataset, base+".cassette.yaml"), filepath.Join(dataset, "cassette.yaml")}
+	}
+	for _, c := range candidates {
+		if _, err := os.Stat(c); err == nil {
+			return c
+		}
+	}
+	return ""
+}

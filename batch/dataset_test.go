@@ -176,3 +176,29 @@ func TestSelectFilterBudget(t *testing.T) {
 		t.Fatalf("filter loop: %v (class %q)", err, errclass.Of(err))
 	}
 }
+
+// TestDatasetCassettePrefersThePipelines: a dataset ships one cassette per
+// pipeline it serves offline (PIPELINE.cassette.yaml in a directory,
+// NAME.PIPELINE.cassette.yaml beside a file), and a cassette.yaml or
+// NAME.cassette.yaml for the others.
+func TestDatasetCassettePrefersThePipelines(t *testing.T) {
+	dir := t.TempDir()
+	tasks := filepath.Join(dir, "tasks")
+	if err := os.Mkdir(tasks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"tasks/cassette.yaml", "tasks/evolve.cassette.yaml", "qa.jsonl", "qa.cassette.yaml", "qa.judge.cassette.yaml"} {
+		write(t, dir, name, "version: 1\nentries: []\n")
+	}
+	for _, c := range []struct{ dataset, pipeline, want string }{
+		{tasks, "pipelines/evolve.yaml", filepath.Join(tasks, "evolve.cassette.yaml")},
+		{tasks, "pipelines/refine.yaml", filepath.Join(tasks, "cassette.yaml")},
+		{filepath.Join(dir, "qa.jsonl"), "judge.yaml", filepath.Join(dir, "qa.judge.cassette.yaml")},
+		{filepath.Join(dir, "qa.jsonl"), "sir.yaml", filepath.Join(dir, "qa.cassette.yaml")},
+		{filepath.Join(dir, "other.jsonl"), "sir.yaml", ""},
+	} {
+		if got := Cassette(c.dataset, c.pipeline); got != c.want {
+			t.Errorf("Cassette(%s, %s) = %q, want %q", c.dataset, c.pipeline, got, c.want)
+		}
+	}
+}

@@ -377,7 +377,7 @@ func timelineEntry(e runtime.Event) entry {
 	en := entry{Kind: v.Tag, Path: v.Path, What: v.What, Outcome: v.Outcome, Duration: v.DurationMS, Failed: v.Failed}
 	en.Text = strings.TrimSpace(v.Why + "\n" + v.Exchange)
 	if len(en.Text) > maxEntryText {
-		en.Text = en.Text[:maxEntryText] + fmt.Sprintf("… (%d more bytes: flowrun show %s --json has all of it)", len(en.Text)-maxEntryText, e.Run)
+		en.Text = en.Text[:maxEntryText] + fmt.Sprintf("… (%d more bytes: run %s records all of it)", len(en.Text)-maxEntryText, e.Run)
 	}
 	return en
 }

@@ -9,6 +9,15 @@
 // failing run) fails that item, named, and the rest of the batch runs. All
 // runs of a batch share one model client, so a model's rpm, tpm and
 // max_concurrency are one budget for the whole batch.
+//
+// A batch records its Settings with it, typed. PrepareResume and
+// Runner.Resume continue a batch the same way for every front end: it
+// keeps every recorded setting (its cost cap, concurrency, loop cap,
+// models, NATS keys) that the resume does not give, refuses a changed
+// pipeline or dataset unless told otherwise, and reruns failed items only
+// when asked. The spend a cost cap weighs, the scores and the summaries
+// are computed from the store, not from this process's memory, so a
+// resumed batch counts what earlier attempts spent.
 package batch
 
 import (
@@ -585,7 +594,7 @@ func (st *batchState) outcome(ctx context.Context) (status runtime.Status, reaso
 	case ctx.Err() != nil:
 		status, reason = runtime.StatusStopped, "interrupted"
 	case st.done < st.total && len(st.waiting) > 0:
-		status, reason = runtime.StatusStopped, fmt.Sprintf("%d item(s) wait for an answer: answer each run with flowrun resume RUN --answer ... (runs %s), or resume the batch with --auto", len(st.waiting), strings.Join(st.waiting, ", "))
+		status, reason = runtime.StatusStopped, fmt.Sprintf("%d item(s) wait for an answer (runs %s)", len(st.waiting), strings.Join(st.waiting, ", "))
 	case st.done < st.total:
 		status, reason = runtime.StatusStopped, fmt.Sprintf("%d item(s) have no result yet", st.total-st.done)
 	}

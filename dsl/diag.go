@@ -44,6 +44,9 @@ type Diagnostic struct {
 	Message  string
 	// Line is the text of the source line at Pos.Line, without its newline.
 	Line string
+	// MCPListing names the MCP server whose cached tool listing the
+	// problem was found against, "" for none: a fresh listing may settle it.
+	MCPListing string
 }
 
 // String renders the diagnostic like a compiler: a header, the source line

@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -155,7 +156,8 @@ func (f *file) checkMCPTool(at *yaml.Node, label, name string, glob bool) {
 			names[i] = s.Name + "." + t.Name
 		}
 		sort.Strings(names)
-		f.l.errorf(f.pos(at), "%s: MCP server %s has no tool %q%s (its listing has %d tools; flowrun validate --refresh-mcp lists them again)", label, s.Name, tool, Suggest(name, names), len(tools))
+		f.l.diags = append(f.l.diags, Diagnostic{Pos: f.pos(at), Severity: Error, MCPListing: s.Name,
+			Message: fmt.Sprintf("%s: MCP server %s has no tool %q%s (its listing has %d tools)", label, s.Name, tool, Suggest(name, names), len(tools))})
 	}
 }
 

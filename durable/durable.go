@@ -145,7 +145,7 @@ func (r *Runner) Continue(ctx context.Context, prev *store.Run, p *dsl.Pipeline,
 		forkOf, runID = runID, child.ID
 	} else {
 		if prev.Status == runtime.StatusCompleted {
-			return nil, fmt.Errorf("run %s already completed; to run part of it again, fork it: flowrun resume %s --from SNAPSHOT|CHECKPOINT", runID, runID)
+			return nil, &CompletedError{Run: runID}
 		}
 		if _, err := r.Store.Claim(ctx, runID); err != nil {
 			return nil, err
@@ -288,9 +288,15 @@ type ChangedError struct {
 }
 
 func (e *ChangedError) Error() string {
-	return fmt.Sprintf("run %s: %s changed since the run started; resuming could mix two versions of the pipeline.\n%s\nTo resume anyway: flowrun resume %s --allow-changed",
-		e.Run, e.Path, strings.Join(e.Changes, "\n"), e.Run)
+	return fmt.Sprintf("run %s: %s changed since the run started; resuming could mix two versions of the pipeline.\n%s",
+		e.Run, e.Path, strings.Join(e.Changes, "\n"))
 }
+
+// CompletedError says a run to resume has completed: only a fork of it
+// (from one of its snapshots or checkpoints) runs part of it again.
+type CompletedError struct{ Run string }
+
+func (e *CompletedError) Error() string { return fmt.Sprintf("run %s already completed", e.Run) }
 
 // changed says which of the files a run's pipeline read have changed. A run
 // recorded before the store kept every file has only its pipeline file.

@@ -22,9 +22,6 @@ package mcpserve
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +39,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/internal/confined"
+	"github.com/flowrun/flowrun/internal/httpauth"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/redact"
@@ -105,17 +103,16 @@ var ErrNotLoopback = errors.New("not a loopback address: MCP is served on this m
 // Every request must carry the token it prints on the log as a bearer
 // token.
 func (s *Server) ServeHTTP(ctx context.Context, addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+	if !httpauth.IsLoopback(addr) {
 		return fmt.Errorf("%s: %w", addr, ErrNotLoopback)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	token := newToken()
+	token := httpauth.NewToken()
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, nil)
-	srv := &http.Server{Handler: requireToken(token, handler), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpauth.RequireBearer(token, "flowrun mcp serve: send the token printed at start as Authorization: Bearer TOKEN", handler), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(s.log, "Streamable HTTP on http://%s/ (send the header Authorization: Bearer %s)\n", ln.Addr(), token)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -127,23 +124,6 @@ func (s *Server) ServeHTTP(ctx context.Context, addr string) error {
 	case err := <-done:
 		return err
 	}
-}
-
-func newToken() string {
-	b := make([]byte, 24)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func requireToken(token string, next http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			http.Error(w, "flowrun mcp serve: send the token printed at start as Authorization: Bearer TOKEN", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // AnswerCommand is the command that answers a waiting run's question.

@@ -174,7 +174,7 @@ func diedFails(err error) error {
 // noServers is the error where flowrun starts no MCP server (flowrun
 // test): only a mock or a cassette can answer.
 func noServers(s *dsl.MCPServer) error {
-	return runtime.Errorf(errclass.Critical, "MCP server %s: no MCP server is started here; mock its tools in the test case (tools: {%s.TOOL: {output: ...}}) or answer them from a cassette recorded with flowrun run --record (cassette: FILE)", s.Name, s.Name)
+	return runtime.Errorf(errclass.Critical, "MCP server %s: no MCP server is started here; mock its tools in the test case (tools: {%s.TOOL: {output: ...}}) or answer them from a cassette that recorded them (cassette: FILE)", s.Name, s.Name)
 }
 
 // endsNode reports whether a tool's error ends the node instead of being

@@ -31,6 +31,10 @@ const (
 	maxArchiveEntries = 50_000
 )
 
+// ErrNoChecksum says an archive to install came with no sha256 to check
+// it by.
+var ErrNoChecksum = errors.New("no sha256 to check it by")
+
 // ExportPython writes the Python installation in dir to w as one gzipped
 // tar, everything inside ExportTop/, and returns the archive's sha256 in
 // hex. The same files give the same bytes: entries in lexical order, one
@@ -226,7 +230,7 @@ func checkArchiveSum(f *os.File, archive, given string) error {
 		return fmt.Errorf("--from %s: reading its checksum: %w", archive, err)
 	}
 	if len(claims) == 0 {
-		return fmt.Errorf("--from %s: no sha256 to check it by: pass --sha256 HEX (flowrun sandbox export prints it) or put %s beside it", archive, filepath.Base(sidecar))
+		return fmt.Errorf("--from %s: %w: pass --sha256 HEX or put %s beside it", archive, ErrNoChecksum, filepath.Base(sidecar))
 	}
 	for _, c := range claims {
 		if b, err := hex.DecodeString(c.sum); err != nil || len(b) != sha256.Size {

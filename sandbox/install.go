@@ -335,15 +335,21 @@ func buildManifest(version []byte) string {
 	return b.String()
 }
 
-// elsewhere says how to install Python where it cannot be built.
-const elsewhere = "install it on a Debian-like Linux machine, run flowrun sandbox export there, " +
-	"and here flowrun sandbox install python --from ARCHIVE (with ARCHIVE.sha256 beside it, or --sha256 HEX)"
+// BuildError says CPython for WASI was not built here: this machine
+// cannot build it, or the build failed. An installation exported where
+// the build works (ExportPython) installs here from its archive instead.
+type BuildError struct {
+	Reason string
+	Failed bool // the build ran and failed; its output says more
+}
+
+func (e *BuildError) Error() string { return e.Reason }
 
 // canBuildPython says why CPython for WASI cannot be built from source on
 // goos, if it cannot: build.sh needs Linux.
 func canBuildPython(goos string) error {
 	if goos != "linux" {
-		return fmt.Errorf("building CPython for WASI from source works on Linux only, not %s: %s", goos, elsewhere)
+		return &BuildError{Reason: fmt.Sprintf("building CPython for WASI from source works on Linux only, not %s", goos)}
 	}
 	return nil
 }
@@ -354,11 +360,11 @@ func buildPython(ctx context.Context, dst, tmp string, out io.Writer) error {
 		return err
 	}
 	if !fileExists("/etc/debian_version") {
-		return errors.New("not a Debian-like machine with apt: " + elsewhere)
+		return &BuildError{Reason: "not a Debian-like machine with apt"}
 	}
 	for _, tool := range []string{"apt-get", "bash"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("not a Debian-like machine with apt (no %s): %s", tool, elsewhere)
+			return &BuildError{Reason: fmt.Sprintf("not a Debian-like machine with apt (no %s)", tool)}
 		}
 	}
 	script := filepath.Join(tmp, "build.sh")
@@ -383,7 +389,7 @@ func buildPython(ctx context.Context, dst, tmp string, out io.Writer) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("build stopped: %w", ctx.Err())
 		}
-		return fmt.Errorf("building Python failed (%v): see the output above; or %s", err, elsewhere)
+		return &BuildError{Reason: fmt.Sprintf("building Python failed (%v): see the output above", err), Failed: true}
 	}
 	return nil
 }

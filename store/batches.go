@@ -115,7 +115,7 @@ func scanBatch(row interface{ Scan(...any) error }) (*Batch, error) {
 	}
 	if b.Status == runtime.StatusRunning && !alive(b.PID, pidStart) {
 		b.Status = runtime.StatusInterrupted
-		b.Reason = fmt.Sprintf("the process that ran it (pid %d) ended without recording how the batch ended; flowrun batch resume %s continues it", b.PID, b.ID)
+		b.Reason = fmt.Sprintf("the process that ran it (pid %d) ended without recording how the batch ended", b.PID)
 	}
 	b.Settings = json.RawMessage(settings)
 	b.Started, b.Updated, b.Finished = parseTime(started), parseTime(updated), parseTime(finished)
@@ -130,10 +130,7 @@ func (s *Store) Batch(ctx context.Context, id string) (*Batch, error) {
 		return nil, err
 	}
 	if len(found) == 0 {
-		if ids := s.similar(ctx, "batches", id); len(ids) > 0 {
-			return nil, fmt.Errorf("%w: no batch %q in %s (did you mean %s?)", ErrNotFound, id, s.path, strings.Join(ids, ", "))
-		}
-		return nil, fmt.Errorf("%w: no batch %q in %s: flowrun batches lists them", ErrNotFound, id, s.path)
+		return nil, &NotFoundError{What: "batch", Ref: id, Path: s.path, Similar: s.similar(ctx, "batches", id)}
 	}
 	return pickRef(s, "batch", id, found, func(b *Batch) string { return b.ID })
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 )
 
 // FindBatch is Batch that also accepts "last": the newest batch.
@@ -15,7 +14,7 @@ func (s *Store) FindBatch(ctx context.Context, ref string) (*Batch, error) {
 		return nil, err
 	}
 	if len(all) == 0 {
-		return nil, fmt.Errorf("%w: no batch in %s yet: flowrun batch PIPELINE --dataset D starts one", ErrNotFound, s.path)
+		return nil, &NotFoundError{What: "batch", Ref: ref, Path: s.path, None: true}
 	}
 	return all[0], nil
 }

@@ -115,7 +115,7 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	}
 	if r.Status == runtime.StatusRunning && !alive(r.PID, pidStart) {
 		r.Status = runtime.StatusInterrupted
-		r.Reason = fmt.Sprintf("the process that ran it (pid %d) ended without recording how the run ended; flowrun resume %s continues it", r.PID, r.ID)
+		r.Reason = fmt.Sprintf("the process that ran it (pid %d) ended without recording how the run ended", r.PID)
 	}
 	r.Inputs = decodeMap(inputs)
 	if err := json.Unmarshal([]byte(files), &r.PipelineFiles); err != nil {
@@ -155,10 +155,7 @@ func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
 // notFound says there is no run id and names the runs the user may have
 // meant (see similar).
 func (s *Store) notFound(ctx context.Context, id string) error {
-	if ids := s.similar(ctx, "runs", id); len(ids) > 0 {
-		return fmt.Errorf("%w %q in %s (did you mean %s?)", ErrNotFound, id, s.path, strings.Join(ids, ", "))
-	}
-	return fmt.Errorf("%w %q in %s: flowrun runs lists them", ErrNotFound, id, s.path)
+	return &NotFoundError{What: "run", Ref: id, Path: s.path, Similar: s.similar(ctx, "runs", id)}
 }
 
 // similar returns up to five ids of table (runs or batches), newest

@@ -21,7 +21,7 @@ func (s *Store) FindRun(ctx context.Context, ref string) (*Run, error) {
 			return nil, fmt.Errorf("run store %s: %w", s.path, err)
 		}
 		if len(found) == 0 {
-			return nil, fmt.Errorf("%w: no run in %s yet: flowrun PIPELINE.yaml starts one", ErrNotFound, s.path)
+			return nil, &NotFoundError{What: "run", Ref: ref, Path: s.path, None: true}
 		}
 		return found[0], nil
 	}

@@ -43,11 +43,13 @@ func TestHITL04FindRun(t *testing.T) {
 	for ref, hint := range map[string]string{
 		"20260102T000000-bbbx": "did you mean 20260102T000000-bbbb?",
 		"aaaa2":                "did you mean 20260101T000000-aaaa2222?",
-		"zzz":                  "flowrun runs lists them",
-		"":                     "flowrun runs lists them",
+		"zzz":                  `no such run "zzz" in `,
+		"":                     `no such run "" in `,
 		"2026010_":             "no such run", // _ is no wildcard
 	} {
-		if _, err := s.FindRun(ctx, ref); !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), hint) {
+		_, err := s.FindRun(ctx, ref)
+		var nf *store.NotFoundError
+		if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), hint) || !errors.As(err, &nf) || nf.What != "run" || nf.Ref != ref {
 			t.Errorf("%q: %v, want not found with %q", ref, err, hint)
 		}
 	}
@@ -74,7 +76,7 @@ func TestHITL05DeadHolderReadsInterrupted(t *testing.T) {
 	newRun(t, s, "live")
 	orphan(t, s, "dead")
 	r, err := s.Run(ctx, "dead")
-	if err != nil || r.Status != runtime.StatusInterrupted || !strings.Contains(r.Reason, "flowrun resume dead continues it") {
+	if err != nil || r.Status != runtime.StatusInterrupted || !strings.Contains(r.Reason, "ended without recording how the run ended") {
 		t.Fatalf("a run whose holder is gone: %+v %v", r, err)
 	}
 	all, _ := s.Runs(ctx)

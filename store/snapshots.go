@@ -119,10 +119,14 @@ func (s *Store) Point(ctx context.Context, runID, ref string) (int64, error) {
 		if count > 0 || n == 0 {
 			return n, nil
 		}
-		return 0, fmt.Errorf("%w: run %s has no checkpoint %d (flowrun show %s lists them)", ErrNoSnapshot, runID, n, runID)
+		return 0, &NotFoundError{What: "checkpoint", Ref: ref, Path: s.path, Run: runID}
 	}
-	return 0, fmt.Errorf("%w %q for run %s (flowrun snapshots %s lists them)", ErrNoSnapshot, ref, runID, runID)
+	return 0, &NotFoundError{What: "snapshot", Ref: ref, Path: s.path, Run: runID}
 }
+
+// RolledBack begins the reason of a run left stopped by a rollback; the
+// snapshot or checkpoint it went back to follows.
+const RolledBack = "rolled back to "
 
 // Rollback makes the checkpoint a snapshot holds the run's current state:
 // later checkpoints are discarded (kept, but no longer replayed) and a
@@ -155,7 +159,7 @@ func (s *Store) Rollback(ctx context.Context, runID, ref string) (*Snapshot, err
 	if err != nil {
 		return nil, err
 	}
-	reason := fmt.Sprintf("rolled back to %s; flowrun resume %s continues from there", ref, runID)
+	reason := RolledBack + ref
 	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = 'stopped', reason = ?, error = '', outputs = NULL, pending = NULL, updated_at = ? WHERE id = ?`,
 		reason, now(), runID); err != nil {
 		return nil, err

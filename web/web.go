@@ -25,14 +25,12 @@ package web
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -41,6 +39,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/engine"
+	"github.com/flowrun/flowrun/internal/httpauth"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -124,11 +123,10 @@ func New(o Options) (*Server, error) {
 }
 
 // NewToken returns a random token for a server on a non-loopback address.
-func NewToken() string {
-	b := make([]byte, 18)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func NewToken() string { return httpauth.NewToken() }
+
+// IsLoopback reports whether a listen address binds to loopback only.
+func IsLoopback(addr string) bool { return httpauth.IsLoopback(addr) }
 
 // Close stops the runs started here (they end stopped, resumable), ends
 // live views and waits for all of it.
@@ -235,8 +233,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Referrer-Policy", "same-origin")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
-	if s.token == "" && !loopbackHost(r.Host) {
-		http.Error(w, "flowrun serve answers only to localhost, 127.0.0.1 and [::1] without --token", http.StatusMisdirectedRequest)
+	if s.token == "" && !httpauth.LoopbackHost(r.Host) {
+		http.Error(w, "this server was started without a token, so it answers only to localhost, 127.0.0.1 and [::1]", http.StatusMisdirectedRequest)
 		return
 	}
 	if s.token != "" && !s.authorized(w, r) {
@@ -257,10 +255,10 @@ const tokenCookie = "flowrun_token"
 // then it sets the cookie and redirects to the URL without it, so that
 // the token does not stay in the address bar or the history.
 func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if c, err := r.Cookie(tokenCookie); err == nil && same(c.Value, s.token) {
+	if c, err := r.Cookie(tokenCookie); err == nil && httpauth.Equal(c.Value, s.token) {
 		return true
 	}
-	if t := r.URL.Query().Get("token"); t != "" && same(t, s.token) && r.Method == http.MethodGet {
+	if t := r.URL.Query().Get("token"); httpauth.Equal(t, s.token) && r.Method == http.MethodGet {
 		http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 		q := r.URL.Query()
 		q.Del("token")
@@ -269,11 +267,9 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
 		return false
 	}
-	http.Error(w, "unauthorized: open the URL flowrun serve printed (it carries the token)", http.StatusUnauthorized)
+	http.Error(w, "unauthorized: open the URL this server printed when it started (it carries the token)", http.StatusUnauthorized)
 	return false
 }
-
-func same(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
 func (s *Server) checkCSRF(r *http.Request) error {
 	origin := r.Header.Get("Origin")
@@ -290,7 +286,7 @@ func (s *Server) checkCSRF(r *http.Request) error {
 	if got == "" {
 		got = r.FormValue("csrf")
 	}
-	if !same(got, s.csrf) {
+	if !httpauth.Equal(got, s.csrf) {
 		return errors.New("missing or wrong CSRF token: reload the page and try again")
 	}
 	return nil
@@ -322,28 +318,6 @@ func portOf(u *url.URL) string {
 		return "443"
 	}
 	return "80"
-}
-
-func loopbackHost(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = hostport
-	}
-	host = strings.Trim(host, "[]")
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// IsLoopback reports whether a listen address binds to loopback only.
-func IsLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	return loopbackHost(host)
 }
 
 // render writes a page; data must be a struct embedding page.

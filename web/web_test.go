@@ -848,3 +848,25 @@ func TestExpressionBombFailsOnlyItsRun(t *testing.T) {
 		t.Fatalf("the server answers %d", code)
 	}
 }
+
+// The UI's pages describe what is missing and offer its own actions;
+// none tells the user a command to type.
+func TestPagesTellNoCommand(t *testing.T) {
+	h := newHarness(t, "")
+	for _, c := range []struct {
+		path string
+		code int
+		want string
+	}{
+		{"/runs/zzz", http.StatusNotFound, `no such run &#34;zzz&#34; in `},
+		{"/batches/zzz", http.StatusNotFound, `no batch &#34;zzz&#34; in `},
+		{"/batches/zzz/report", http.StatusNotFound, `no batch &#34;zzz&#34; in `},
+		{"/", http.StatusOK, `<a href="/start">Start one</a>`},
+		{"/batches", http.StatusOK, "No batches yet"},
+	} {
+		code, body := h.get(c.path)
+		if code != c.code || !strings.Contains(body, c.want) || strings.Contains(body, "flowrun ") {
+			t.Errorf("%s: %d, want %d with %q and no command:\n%s", c.path, code, c.code, c.want, body)
+		}
+	}
+}

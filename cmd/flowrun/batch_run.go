@@ -16,7 +16,6 @@ import (
 	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
@@ -129,28 +128,33 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		o.Replicas = *replicas
 	}
 	if bf.models.replay == "" && !bf.remote && engine.NeedsEndpoint(p, os.LookupEnv) {
-		if c := datasetCassette(*dataset, p.Path); c != "" {
+		if c := batch.Cassette(*dataset, p.Path); c != "" {
 			bf.models.replay = c
 			fmt.Fprintf(stderr, "no OPENAI_API_KEY or OPENAI_BASE_URL: replaying %s (offline)\n", c)
 		}
 	}
-	st, r, finish, code := batchRunner(p, &bf, stdin, stderr)
-	if r == nil {
-		return code
-	}
-	defer st.Close()
-	defer finish()
-	r.Map, r.Scorer = mapping, scorer
-	view := newBatchView(r.Scorer, bf.asJSON, stdout, stderr)
-	r.Progress = view.item
-	pipelineAbs, _ := filepath.Abs(p.Path)
 	datasetAbs, _ := filepath.Abs(*dataset)
-	b := &store.Batch{Pipeline: p.Path, PipelineAbs: pipelineAbs, PipelineName: p.Name, PipelineHash: p.Hash,
-		Dataset: *dataset, DatasetHash: d.Hash}
 	settings := batch.Settings{Concurrency: bf.concurrency, MaxCostUSD: bf.maxCost, MaxLoops: bf.maxLoops, Auto: bf.auto,
 		Limit: *limit, Sample: *sample, Seed: *seed, Filter: *filter, Map: mapping,
 		Metrics: scorer.Names(), Primary: scorer.Primary, Score: scores,
 		Model: bf.models.models, Replay: absOrEmpty(bf.models.replay), DatasetAbs: datasetAbs}
+	st, err := store.Open(*bf.storePath)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+		return exitFailed
+	}
+	defer st.Close()
+	r, finish, code := batchRunner(p, settings, &bf, st, stdin, stderr)
+	if r == nil {
+		return code
+	}
+	defer finish()
+	r.Scorer = scorer
+	view := newBatchView(r.Scorer, bf.asJSON, stdout, stderr)
+	r.Progress = view.item
+	pipelineAbs, _ := filepath.Abs(p.Path)
+	b := &store.Batch{Pipeline: p.Path, PipelineAbs: pipelineAbs, PipelineName: p.Name, PipelineHash: p.Hash,
+		Dataset: *dataset, DatasetHash: d.Hash}
 	created := view.start
 	var followErr error
 	if *natsURL != "" {
@@ -181,7 +185,8 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
 		return exitFailed
 	}
-	return runBatch(ctx, r, b, items, view)
+	status, reason, err := r.Run(ctx, b, items)
+	return batchEnded(ctx, "flowrun batch", r, b, view, status, reason, err)
 }
 
 // remoteBatch makes r run its items on flowrun workers through the NATS
@@ -211,91 +216,61 @@ func absOrEmpty(path string) string {
 	return abs
 }
 
-// datasetCassette is the cassette a dataset ships for offline runs of
-// the pipeline file named pipeline: in a dataset directory
-// PIPELINE.cassette.yaml, else cassette.yaml; beside a dataset file
-// NAME.jsonl, NAME.PIPELINE.cassette.yaml, else NAME.cassette.yaml; ""
-// when there is none. One dataset can so serve several pipelines offline.
-func datasetCassette(dataset, pipeline string) string {
-	base := strings.TrimSuffix(filepath.Base(pipeline), filepath.Ext(pipeline))
-	name := strings.TrimSuffix(dataset, filepath.Ext(dataset))
-	candidates := []string{name + "." + base + ".cassette.yaml", name + ".cassette.yaml"}
-	if fi, err := os.Stat(dataset); err == nil && fi.IsDir() {
-		candidates = []string{filepath.Join(dataset, base+".cassette.yaml"), filepath.Join(dataset, "cassette.yaml")}
-	}
-	for _, c := range candidates {
-		if _, err := os.Stat(c); err == nil {
-			return c
-		}
-	}
-	return ""
-}
-
 // batchScorer builds the metrics: the pipeline's score: with --score
 // NAME=EXPR merged in.
 func batchScorer(p *dsl.Pipeline, scores []string, stderr io.Writer) (*batch.Scorer, int) {
-	var extra []*dsl.Metric
-	for _, s := range scores {
-		name, src, ok := strings.Cut(s, "=")
-		if !ok || strings.TrimSpace(name) == "" {
-			fmt.Fprintf(stderr, "flowrun batch: --score %q: write it as NAME=EXPR, e.g. --score exact='outputs.answer == item.expected'\n", s)
-			return nil, exitInvalid
-		}
-		m, ds := dsl.ParseMetric(p, strings.TrimSpace(name), src)
-		if m == nil {
-			fmt.Fprintln(stderr, ds.String())
-			return nil, exitInvalid
-		}
-		extra = append(extra, m)
+	scorer, err := batch.ParseScorer(p, scores)
+	var bad *dsl.LoadError
+	switch {
+	case errors.As(err, &bad):
+		fmt.Fprintln(stderr, diagnosticsText(bad.Diagnostics))
+		return nil, exitInvalid
+	case err != nil:
+		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+		return nil, exitInvalid
 	}
-	return batch.NewScorer(p, extra), exitOK
+	return scorer, exitOK
 }
 
-// batchRunner opens the store and builds one model client for every run
-// of the batch, so that its rate limits hold batch-wide.
-func batchRunner(p *dsl.Pipeline, bf *batchFlags, stdin io.Reader, stderr io.Writer) (*store.Store, *batch.Runner, func(), int) {
-	o := bf.models.options(*bf.storePath, stderr)
-	o.NoEndpoint = bf.remote
+// batchRunner builds one model client for every run of the batch, so
+// that its rate limits hold batch-wide, and a runner on st that runs the
+// items as s says.
+func batchRunner(p *dsl.Pipeline, s batch.Settings, bf *batchFlags, st *store.Store, stdin io.Reader, stderr io.Writer) (*batch.Runner, func(), int) {
+	o := bf.models.options("", stderr)
+	o.Store, o.NoEndpoint = st, bf.remote
 	eng, err := engine.New(o)
 	var sh *engine.Shared
 	if err == nil {
 		sh, err = eng.Share(p, nil)
 	}
 	if err != nil {
-		return nil, nil, nil, fail(stderr, "flowrun batch", err)
+		return nil, nil, fail(stderr, "flowrun batch", err)
 	}
 	if err := sh.Kinds.Check(p); err != nil {
 		sh.Close()
 		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-		return nil, nil, nil, exitFailed
-	}
-	st, err := eng.Store()
-	if err != nil {
-		sh.Close()
-		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-		return nil, nil, nil, exitFailed
+		return nil, nil, exitFailed
 	}
 	sh.UseCache(st)
 	// Many runs at once cannot share a terminal's prompt: questions are
 	// answered by --auto or wait.
-	human := newHuman(humanFlags{auto: bf.auto, noInput: true}, stdin, stderr)
-	r := &batch.Runner{Store: st, Pipeline: p, Kinds: sh.Kinds, Human: human, MaxLoops: bf.maxLoops,
-		Concurrency: bf.concurrency, MaxCostUSD: bf.maxCost, Sink: sh.Sink}
-	return st, r, func() { sh.Close(); eng.Close() }, exitOK
+	human := newHuman(humanFlags{auto: s.Auto, noInput: true}, stdin, stderr)
+	r := batch.NewRunner(st, p, sh.Kinds, human, s)
+	r.Sink = sh.Sink
+	return r, func() { sh.Close(); eng.Close() }, exitOK
 }
 
-// runBatch runs the batch's unfinished items with progress on stderr (or
-// JSON events on stdout) and prints how it ended.
-func runBatch(ctx context.Context, r *batch.Runner, b *store.Batch, items []*batch.Item, view *batchView) int {
-	status, reason, err := r.Run(ctx, b, items)
+// batchEnded prints how a batch's run ended (cmd names the command for
+// an error) and returns the exit code.
+func batchEnded(ctx context.Context, cmd string, r *batch.Runner, b *store.Batch, view *batchView, status runtime.Status, reason string, err error) int {
 	view.end()
 	if err != nil {
-		fmt.Fprintf(view.stderr, "flowrun batch: %v\n", err)
+		fmt.Fprintf(view.stderr, "%s: %v\n", cmd, err)
 		return exitFailed
 	}
 	rows, err := r.Store.BatchItems(context.WithoutCancel(ctx), b.ID)
 	if err != nil {
-		fmt.Fprintf(view.stderr, "flowrun batch: %v\n", err)
+		fmt.Fprintf(view.stderr, "%s: %v\n", cmd, err)
 		return exitFailed
 	}
 	view.summary(status, reason, rows)
@@ -324,142 +299,75 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	st0, err := store.Open(*bf.storePath)
+	o := batch.ResumeOptions{RetryFailed: *retry, AllowChanged: *allowChanged, Overrides: batch.Overrides{
+		Concurrency: ifGiven(set, "concurrency", &bf.concurrency), MaxCostUSD: ifGiven(set, "max-cost-usd", &bf.maxCost),
+		MaxLoops: ifGiven(set, "max-loops", &bf.maxLoops), Auto: ifGiven(set, "auto", &bf.auto),
+		Model: ifGiven(set, "model", (*[]string)(&bf.models.models)), Replay: ifGiven(set, "replay", &bf.models.replay),
+		NATS: ifGiven(set, "nats", natsURL), NATSCreds: ifGiven(set, "nats-creds", &nf.creds), NATSCA: ifGiven(set, "nats-ca", &nf.ca),
+		NATSSign: ifGiven(set, "nats-sign", &nf.sign), NATSTrustWorker: ifGiven(set, "nats-trust-worker", (*[]string)(&nf.trustWorker)),
+		NATSInsecure: ifGiven(set, "nats-insecure", &nf.insecure)}}
+	st, err := store.Open(*bf.storePath)
 	if err != nil {
 		fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
 		return exitFailed
 	}
-	b, err := st0.FindBatch(ctx, ids[0])
-	var rows []*store.BatchItem
-	if err == nil {
-		rows, err = st0.BatchItems(ctx, b.ID)
-	}
-	// An item's run keeps every file the pipeline read, so that a changed
-	// pipeline can be shown file by file.
-	var started *store.Run
-	for _, row := range rows {
-		if row.Run != "" && started == nil {
-			started, _ = st0.Run(ctx, row.Run)
-		}
-	}
-	st0.Close()
+	defer st.Close()
+	res, err := batch.PrepareResume(ctx, st, ids[0], o)
 	if err != nil {
-		fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
+		fmt.Fprintf(stderr, "flowrun batch resume: %s\n", explain(err))
 		return exitInvalid
 	}
-	p, ds := dsl.Load(b.PipelineAbs)
-	if p == nil {
-		fmt.Fprintf(stderr, "flowrun batch resume: batch %s: its pipeline %s no longer loads:\n%s\n", b.ID, b.Pipeline, ds)
-		return exitInvalid
-	}
-	if p.Hash != b.PipelineHash && !*allowChanged {
-		fmt.Fprintf(stderr, "flowrun batch resume: %s changed since batch %s started; its items would mix two versions of the pipeline. Start a new batch, or resume anyway with --allow-changed\n", b.Pipeline, b.ID)
-		if started != nil {
-			fmt.Fprintln(stderr, strings.Join(durable.Changes(started, p), "\n"))
-		}
-		return exitInvalid
-	}
-	saved, err := batch.SettingsOf(b)
-	if err != nil {
-		fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
-		return exitInvalid
-	}
-	settingsOf(saved, &bf, set)
-	scorer, code := batchScorer(p, saved.Score, stderr)
-	if scorer == nil {
-		return code
-	}
-	// The dataset is read again for items that have no run yet, and for
-	// items linked to a run the kill left unrecorded.
-	var items []*batch.Item
-	for _, row := range rows {
-		if row.Status != runtime.StatusCompleted && row.Status != runtime.StatusFailed {
-			d, err := batch.ReadDataset(saved.DatasetAbs)
-			if err != nil {
-				fmt.Fprintf(stderr, "flowrun batch resume: batch %s has items not started yet: %v\n", b.ID, err)
-				return exitInvalid
-			}
-			if d.Hash != b.DatasetHash {
-				fmt.Fprintf(stderr, "flowrun batch resume: the dataset %s changed since batch %s started; start a new batch\n", b.Dataset, b.ID)
-				return exitInvalid
-			}
-			items = d.Items
-			break
-		}
-	}
-	url := saved.NATS
-	if set["nats"] {
-		url = *natsURL
-	}
-	bf.remote = url != ""
-	var o cluster.Options
-	if url != "" {
-		nf.recorded(saved, set)
-		if o, err = nf.options(url, false); err != nil {
+	s := res.Settings
+	nf.use(s)
+	var co cluster.Options
+	if s.NATS != "" {
+		if co, err = nf.options(s.NATS, false); err != nil {
 			fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
 			return exitInvalid
 		}
 	}
-	st, r, finish, code := batchRunner(p, &bf, stdin, stderr)
+	bf.models.replay, bf.models.models, bf.remote = s.Replay, s.Model, s.NATS != ""
+	r, finish, code := batchRunner(res.Pipeline, s, &bf, st, stdin, stderr)
 	if r == nil {
 		return code
 	}
-	defer st.Close()
 	defer finish()
-	r.Map, r.Scorer, r.RetryFailed, r.AllowChanged = saved.Map, scorer, *retry, *allowChanged
-	view := newBatchView(r.Scorer, bf.asJSON, stdout, stderr)
+	view := newBatchView(res.Scorer, bf.asJSON, stdout, stderr)
 	r.Progress = view.item
-	if err := st.ClaimBatch(ctx, b.ID); err != nil {
-		var busy *store.InProgressError
-		if errors.As(err, &busy) {
-			fmt.Fprintf(stderr, "flowrun batch resume: batch %s is running in process %d\n", b.ID, busy.PID)
-		} else {
-			fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
+	var coord *cluster.Coordinator
+	defer func() {
+		if coord != nil {
+			coord.Close()
 		}
+	}()
+	status, reason, err := r.Resume(ctx, res, func() error {
+		if s.NATS != "" {
+			c, err := remoteBatch(ctx, r, co, len(res.Rows), res.Window, s.Auto, stderr)
+			if err != nil {
+				return err
+			}
+			coord = c
+			if err := c.Follow(ctx, res.Batch.ID); err != nil {
+				return err
+			}
+		}
+		view.start(res.Batch)
+		return nil
+	})
+	var busy *store.InProgressError
+	if errors.As(err, &busy) {
+		fmt.Fprintf(stderr, "flowrun batch resume: batch %s is running in process %d\n", res.Batch.ID, busy.PID)
 		return exitFailed
 	}
-	if url != "" {
-		// A cap a --nats batch recorded, or one given now; a local
-		// batch's concurrency is no cap on the workers.
-		window := 0
-		if set["concurrency"] {
-			window = bf.concurrency
-		} else if saved.NATS != "" {
-			window = saved.Concurrency
-		}
-		co, err := remoteBatch(ctx, r, o, len(rows), window, bf.auto, stderr)
-		if err == nil {
-			defer co.Close()
-			err = co.Follow(ctx, b.ID)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
-			return exitFailed
-		}
-	}
-	view.start(b)
-	return runBatch(ctx, r, b, items, view)
+	return batchEnded(ctx, "flowrun batch resume", r, res.Batch, view, status, reason, err)
 }
 
-// settingsOf fills the flags not given on the command line from the
-// settings the batch started with.
-func settingsOf(saved batch.Settings, bf *batchFlags, given map[string]bool) {
-	if !given["concurrency"] && saved.Concurrency > 0 {
-		bf.concurrency = saved.Concurrency
+// ifGiven is v when the flag name was given on the command line, else nil.
+func ifGiven[T any](given map[string]bool, name string, v *T) *T {
+	if !given[name] {
+		return nil
 	}
-	unlessGiven(given, "max-cost-usd", &bf.maxCost, saved.MaxCostUSD)
-	unlessGiven(given, "max-loops", &bf.maxLoops, saved.MaxLoops)
-	unlessGiven(given, "auto", &bf.auto, saved.Auto)
-	unlessGiven(given, "replay", &bf.models.replay, saved.Replay)
-	unlessGiven(given, "model", &bf.models.models, saved.Model)
-}
-
-// unlessGiven sets *dst to the value a batch recorded when the flag was
-// not given on the command line, which wins.
-func unlessGiven[T any](given map[string]bool, flag string, dst *T, recorded T) {
-	if !given[flag] {
-		*dst = recorded
-	}
+	return v
 }
 
 // batchView shows a batch's progress: on a terminal one live line, redrawn,
@@ -621,9 +529,14 @@ func (v *batchView) summary(status runtime.Status, reason string, rows []*store.
 			fmt.Fprintf(v.stderr, "  %-20s mean %.4g over %d items\n", m.Name, m.Mean, m.N)
 		}
 	}
-	if reason != "" {
-		fmt.Fprintf(v.stderr, "stopped: %s\nTo continue: flowrun batch resume %s\n", reason, v.b.ID)
+	if reason == "" {
+		return
 	}
+	fmt.Fprintf(v.stderr, "stopped: %s\n", reason)
+	if s.Items.Waiting > 0 {
+		fmt.Fprintf(v.stderr, "To answer: flowrun resume RUN --answer ... for each waiting run, or resume the batch with --auto: flowrun batch resume %s --auto\n", v.b.ID)
+	}
+	fmt.Fprintf(v.stderr, "To continue: flowrun batch resume %s\n", v.b.ID)
 }
 
 // writeEvent prints one JSON line (see outJSON).

@@ -116,6 +116,7 @@ func batchShowCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return storeError(err, stderr)
 		}
+		s.Reason = batchReason(s.ID, s.Status, s.Reason)
 		switch *format {
 		case "json":
 			return writeJSON(stdout, s)

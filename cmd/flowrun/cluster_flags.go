@@ -76,13 +76,10 @@ func (f *natsFlags) record(s *batch.Settings) {
 		absOrEmpty(f.creds), absOrEmpty(f.ca), absOrEmpty(f.sign), absAll(f.trustWorker), f.insecure
 }
 
-// recorded fills the flags not given from those a batch recorded.
-func (f *natsFlags) recorded(s batch.Settings, given map[string]bool) {
-	unlessGiven(given, "nats-creds", &f.creds, s.NATSCreds)
-	unlessGiven(given, "nats-ca", &f.ca, s.NATSCA)
-	unlessGiven(given, "nats-sign", &f.sign, s.NATSSign)
-	unlessGiven(given, "nats-trust-worker", &f.trustWorker, s.NATSTrustWorker)
-	unlessGiven(given, "nats-insecure", &f.insecure, s.NATSInsecure)
+// use takes the NATS settings of a batch about to resume: those it
+// recorded, or those the resume gives.
+func (f *natsFlags) use(s batch.Settings) {
+	f.creds, f.ca, f.sign, f.trustWorker, f.insecure = s.NATSCreds, s.NATSCA, s.NATSSign, s.NATSTrustWorker, s.NATSInsecure
 }
 
 func absAll(paths []string) []string {

@@ -31,10 +31,6 @@ func exitCode(err error) int {
 // fail prints err after prefix, with what to type where the error calls
 // for it, and returns its exit code.
 func fail(stderr io.Writer, prefix string, err error) int {
-	msg := err.Error()
-	if errors.Is(err, engine.ErrNoEndpoint) {
-		msg += ", or replay a recorded run with --replay FILE"
-	}
-	fmt.Fprintf(stderr, "%s: %s\n", prefix, msg)
+	fmt.Fprintf(stderr, "%s: %s\n", prefix, explain(err))
 	return exitCode(err)
 }

@@ -224,6 +224,7 @@ func TestMCPValidateListsChecksAndTypes(t *testing.T) {
 	for _, want := range []string{
 		`p.yaml:10:3: error: mcp server "gone": cannot start "/nonexistent/mcp-server": no such executable file`,
 		`p.yaml:18:15: error: node "solve": MCP server every has no tool "get-summ" (did you mean "every.get-sum"?)`,
+		`tools); flowrun validate --refresh-mcp lists them again`,
 		`p.yaml:23:24: error: node "weather": parameter "location" of tool "every.get-structured-content" is string, but this is integer`,
 		`p.yaml:25:23: error: in ` + "`nodes.weather.wind`" + `: nodes.weather has no field "wind"; its fields are conditions, humidity, temperature`,
 	} {

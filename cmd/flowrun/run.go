@@ -223,7 +223,7 @@ func (j *jsonSink) Event(e runtime.Event) {
 func loadPipeline(path string, stderr io.Writer) *dsl.Pipeline {
 	p, ds := dsl.Load(path)
 	if len(ds) > 0 {
-		fmt.Fprintln(stderr, ds.String())
+		fmt.Fprintln(stderr, diagnosticsText(ds))
 	}
 	return p
 }

@@ -278,7 +278,7 @@ func runJSON(r *store.Run) map[string]any {
 		m["error"] = r.Error
 	}
 	if r.Reason != "" {
-		m["reason"] = r.Reason
+		m["reason"] = runReason(r)
 	}
 	if r.ParentRun != "" {
 		m["parent"] = map[string]any{"run": r.ParentRun, "checkpoint": r.ParentSeq}
@@ -402,7 +402,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	case r.Status == runtime.StatusWaiting:
 		fmt.Fprintln(stdout, r.Reason)
 	default:
-		fmt.Fprintf(stdout, "%s: %s\n", r.Status, r.Reason)
+		fmt.Fprintf(stdout, "%s: %s\n", r.Status, runReason(r))
 	}
 	if q := r.Pending; q != nil {
 		fmt.Fprintf(stdout, "to continue: %s\n", mcpserve.AnswerCommand(r.ID, q))

@@ -72,7 +72,7 @@ func sandboxInstallCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 	start := time.Now()
 	info, err := sandbox.InstallPython(ctx, sandbox.InstallOptions{From: *from, SHA256: *sum, Force: *force, Stdout: stdout})
 	if err != nil {
-		fmt.Fprintf(stderr, "flowrun sandbox install python: %v\n", err)
+		fmt.Fprintf(stderr, "flowrun sandbox install python: %s\n", explain(err))
 		return exitFailed
 	}
 	if d := time.Since(start); d > 2*time.Second {

@@ -46,7 +46,7 @@ func testCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	files, ds := flowtest.LoadAll(found)
 	if len(ds) > 0 {
-		fmt.Fprintln(stderr, ds.String())
+		fmt.Fprintln(stderr, diagnosticsText(ds))
 		return exitInvalid
 	}
 	sb := sandbox.New(sandbox.Options{})

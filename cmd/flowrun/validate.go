@@ -43,7 +43,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 			ok = p != nil
 		}
 		if len(ds) > 0 {
-			fmt.Fprintln(stderr, ds.String())
+			fmt.Fprintln(stderr, diagnosticsText(ds))
 		}
 		if !ok {
 			code = exitInvalid
@@ -71,7 +71,7 @@ func graphCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	p, ds := dsl.Load(files[0])
 	if p == nil {
-		fmt.Fprintln(stderr, ds.String())
+		fmt.Fprintln(stderr, diagnosticsText(ds))
 		return exitInvalid
 	}
 	if *format == "dot" {
