@@ -53,6 +53,7 @@ func (h *human) Answer(_ context.Context, q runtime.Question) (any, bool, error)
 type activeRun struct {
 	cancel context.CancelCauseFunc
 	human  *human
+	done   chan struct{} // closed once it is no longer active
 }
 
 // settings are how a run was started here, kept for its resumes.
@@ -169,17 +170,26 @@ func (s *Server) awaitSlot(ctx context.Context, q *queuedRun) bool {
 // starts when a run ends.
 func (s *Server) launch(h *human, maxLoops int, claim, what string, run func(ctx context.Context, sink *launchSink) error) (string, error) {
 	ctx, cancel := context.WithCancelCause(s.ctx)
-	a := &activeRun{cancel: cancel, human: h}
+	a := &activeRun{cancel: cancel, human: h, done: make(chan struct{})}
 	if claim != "" {
-		s.mu.Lock()
-		busy := s.active[claim] != nil
-		if !busy {
-			s.active[claim] = a
-		}
-		s.mu.Unlock()
-		if busy {
-			cancel(nil)
-			return "", fmt.Errorf("run %s is already running", claim)
+		for {
+			s.mu.Lock()
+			prev := s.active[claim]
+			if prev == nil {
+				s.active[claim] = a
+			}
+			s.mu.Unlock()
+			if prev == nil {
+				break
+			}
+			// A run whose end is recorded (waiting on a question,
+			// stopped) is still closing its services here for a moment:
+			// a Resume clicked as its question appears waits for that.
+			if r, err := s.st.Run(ctx, claim); err != nil || r.Status == runtime.StatusRunning {
+				cancel(nil)
+				return "", fmt.Errorf("run %s is already running", claim)
+			}
+			<-prev.done
 		}
 	}
 	sink := &launchSink{s: s, a: a, set: settings{auto: h.auto.Load(), maxLoops: maxLoops}, started: make(chan string, 1)}
@@ -204,6 +214,7 @@ func (s *Server) launch(h *human, maxLoops int, claim, what string, run func(ctx
 			}
 		}
 		s.mu.Unlock()
+		close(a.done)
 		if sink.id == "" {
 			if err == nil {
 				err = errors.New("the run ended before it started")
