@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A shipped pipeline run from its cassette becomes a test case with
+// flowrun test --from-run, and flowrun test passes it: for a structured
+// output and an agent (triage), a loop of model nodes (approach_proposer)
+// and code nodes in a loop (default_refine).
+func TestFromRunCaseOfShippedPipelinesPasses(t *testing.T) {
+	for _, name := range []string{"triage", "approach_proposer", "default_refine"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			db := filepath.Join(dir, "runs.db")
+			pipeline := filepath.Join("..", "..", "pipelines", name+".yaml")
+			cassette := filepath.Join("..", "..", "pipelines", name+".cassette.yaml")
+			if code, _, stderr := flowrun(t, pipeline, "--replay", cassette, "--auto", "--store", db); code != exitOK {
+				t.Fatalf("run: exit %d\n%s", code, stderr)
+			}
+			out := filepath.Join(dir, "tests", name+".test.yaml")
+			if err := os.Mkdir(filepath.Dir(out), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			code, _, stderr := flowrun(t, "test", "--from-run", "last", "--store", db, "-o", out)
+			if code != exitOK || !strings.Contains(stderr, "wrote "+out) {
+				t.Fatalf("--from-run: exit %d\n%s", code, stderr)
+			}
+			written, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(written), "pipelines/"+name+".yaml\n") {
+				t.Errorf("the case does not name its pipeline:\n%s", written)
+			}
+			code, stdout, stderr := flowrun(t, "test", out)
+			if code != exitOK || !strings.Contains(stdout, "1 passed, 0 failed") {
+				t.Fatalf("flowrun test: exit %d\n%s\n%s\n%s", code, stdout, stderr, written)
+			}
+		})
+	}
+}
+
+// Without -o the case goes to stdout; a run id that is not there is a
+// usage error naming it.
+func TestFromRunStdoutAndUnknownRun(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "runs.db")
+	if code, _, stderr := flowrun(t, "../../pipelines/counter.yaml", "--store", db); code != exitOK {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr := flowrun(t, "test", "--from-run", "last", "--store", db)
+	if code != exitOK || !strings.Contains(stdout, "pipeline: ../../pipelines/counter.yaml") || !strings.Contains(stdout, "expect:") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, _, stderr = flowrun(t, "test", "--from-run", "nosuchrun", "--store", db)
+	if code != exitInvalid || !strings.Contains(stderr, "nosuchrun") {
+		t.Fatalf("unknown run: exit %d\n%s", code, stderr)
+	}
+}

@@ -1,0 +1,153 @@
+package flowtest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flowrun/flowrun/sandbox"
+)
+
+// testRunner has a sandbox, which a pipeline with a code node needs even
+// when the node is mocked.
+func testRunner(t *testing.T) *Runner {
+	sb := sandbox.New(sandbox.Options{})
+	t.Cleanup(func() { sb.Close() })
+	return &Runner{Sandbox: sb}
+}
+
+// recordCase runs a case of testdata/fromrun/review.yaml, written to a
+// temporary copy of the directory, and returns the copy and the result.
+func recordCase(t *testing.T, body string) (string, *Result) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"review.yaml", "notes.md"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "fromrun", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "source.test.yaml")
+	if err := os.WriteFile(path, []byte("pipeline: review.yaml\n"+body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, ds := Load(path)
+	if len(ds) > 0 {
+		t.Fatalf("load: %s", ds)
+	}
+	return dir, testRunner(t).Run(context.Background(), f, f.Cases[0])
+}
+
+// replay converts a recorded result into a test file beside the pipeline,
+// loads it and runs its case.
+func replay(t *testing.T, dir string, rec *Result) (string, *Result) {
+	t.Helper()
+	b, err := FromRun(RecordedRun{ID: "r1", Pipeline: rec.File.Pipeline, PipelinePath: "review.yaml", Inputs: rec.Case.Inputs, Events: rec.Events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "replay.test.yaml")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, ds := Load(path)
+	if len(ds) > 0 {
+		t.Fatalf("the written case does not load: %s\n%s", ds, b)
+	}
+	return string(b), testRunner(t).Run(context.Background(), f, f.Cases[0])
+}
+
+// A run with a loop (a model node and a code node per iteration), a
+// retried rate limit, a question and an agent that calls a real tool
+// before it finishes becomes a case that mocks each call in order and
+// passes; the same case fails once the pipeline computes another output.
+func TestFromRunReplaysLoopsRetriesAndAnswers(t *testing.T) {
+	dir, rec := recordCase(t, `cases:
+  - name: source
+    inputs: {topic: owls}
+    mocks:
+      write:
+        - {error: rate_limit}
+        - {text: "Owls hunt at night.", usage: {prompt: 10, completion: 5}}
+        - {text: "Owls are silent.", usage: {prompt: 12, completion: 4}}
+      count:
+        - {output: {ok: true, result: 19}}
+        - {output: {ok: true, result: 16}}
+      judge:
+        - calls: [{name: read_file, args: {path: notes.md}}]
+        - finish: {name: verdict, args: {ok: false}}
+    answers: {approve: false}
+    expect: {status: completed}
+`)
+	if !rec.Pass {
+		t.Fatalf("source case: %s %s %s", rec.Status, rec.Missing, strings.Join(rec.Problems, "\n"))
+	}
+	text, res := replay(t, dir, rec)
+	if !res.Pass {
+		t.Fatalf("replayed case failed:\n%s\n%s", strings.Join(res.Problems, "\n"), text)
+	}
+	for _, want := range []string{
+		"- error: rate_limit\n", "text: Owls hunt at night.", "text: Owls are silent.",
+		"refine/count:\n        - output:\n            ok: true\n            result: 19\n",
+		"- name: read_file\n", "path: notes.md", "- name: verdict\n", "ok: false",
+		"answers:\n      approve: false\n",
+		"route:\n        - refine\n        - refine[1]/write\n        - refine[1]/count\n        - refine[2]/write\n        - refine[2]/count\n        - approve\n        - judge\n",
+		"chars: 16", "approved: false",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the case lacks %q:\n%s", want, text)
+		}
+	}
+	// The case checks what the run gave: an edited output breaks it.
+	p := filepath.Join(dir, "review.yaml")
+	src, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, []byte(strings.Replace(string(src), "approved: nodes.approve", "approved: '!nodes.approve'", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, ds := Load(filepath.Join(dir, "replay.test.yaml"))
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	if res := testRunner(t).Run(context.Background(), f, f.Cases[0]); res.Pass || !strings.Contains(strings.Join(res.Problems, "\n"), "outputs.approved") {
+		t.Errorf("the edited pipeline passed the case, or failed elsewhere: %v", res.Problems)
+	}
+}
+
+// A failed run's case expects the failure and its class.
+func TestFromRunExpectsAFailure(t *testing.T) {
+	dir, rec := recordCase(t, `cases:
+  - name: source
+    inputs: {topic: owls}
+    mocks:
+      write: {error: critical, message: model not found}
+    expect: {status: failed, class: critical}
+`)
+	if !rec.Pass {
+		t.Fatalf("source case: %s %s %s", rec.Status, rec.Missing, strings.Join(rec.Problems, "\n"))
+	}
+	text, res := replay(t, dir, rec)
+	if !res.Pass || !strings.Contains(text, "status: failed") || !strings.Contains(text, "class: critical") {
+		t.Fatalf("replayed case: %v\n%s", res.Problems, text)
+	}
+}
+
+// A run that has not finished has no outputs to expect.
+func TestFromRunRefusesAnUnfinishedRun(t *testing.T) {
+	_, rec := recordCase(t, `cases:
+  - name: source
+    inputs: {topic: owls}
+    mocks:
+      write: {text: "x"}
+      count: {output: {ok: true, result: 1}}
+    expect: {status: completed}
+`)
+	events := rec.Events[:len(rec.Events)-1]
+	if _, err := FromRun(RecordedRun{ID: "r1", Pipeline: rec.File.Pipeline, Events: events}); err == nil || !strings.Contains(err.Error(), "has not finished") {
+		t.Errorf("error %v", err)
+	}
+}
