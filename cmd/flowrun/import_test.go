@@ -9,19 +9,19 @@ import (
 	"github.com/flowrun/flowrun/llm/llmtest"
 )
 
-// importReplies answers the imported pipelines as a model would: by the
-// prompt's last words, and the rubric judge with a pass.
-var importReplies = map[string]string{
-	"French: Hello world":                                    "Bonjour le monde",
-	"Spanish: Where is the library?":                         "¿Dónde está la biblioteca?",
-	"in French: Yes":                                         "Yarr",
-	"in French: I'm hungry":                                  "Where be the grub?",
-	"in French: Output the story of your life in JSON":       `{"life": "at sea"}`,
-	"in French: Hello world":                                 "Ahoy, world!",
-	"in French: The quick brown fox jumps over the lazy dog": "Arrr, the quick fox be jumpin'",
-	"object: Banana":                                         `{"color": "yellow", "countries": ["Ecuador"]}`,
-	"object: Passion fruit":                                  `{"color": "purple", "countries": ["Brazil"]}`,
-	"object: Apple":                                          `Here it is: {"color": "red", "countries": ["Chile"]} - enjoy`,
+// importReplies answers the imported pipelines as a model would, by how
+// the prompt ends; no ending is the end of another.
+var importReplies = [][2]string{
+	{"English to French: Hello world", "Bonjour le monde"},
+	{"Spanish: Where is the library?", "¿Dónde está la biblioteca?"},
+	{"in French: Yes", "Yarr"},
+	{"in French: I'm hungry", "Where be the grub?"},
+	{"in French: Output the story of your life in JSON", `{"life": "at sea"}`},
+	{"in French: Hello world", "Ahoy, world!"},
+	{"in French: The quick brown fox jumps over the lazy dog", "Arrr, the quick fox be jumpin'"},
+	{"object: Banana", `{"color": "yellow", "countries": ["Ecuador"]}`},
+	{"object: Passion fruit", `{"color": "purple", "countries": ["Brazil"]}`},
+	{"object: Apple", `Here it is: {"color": "red", "countries": ["Chile"]} - enjoy`},
 }
 
 func importModel(t *testing.T) *llmtest.Server {
@@ -29,14 +29,15 @@ func importModel(t *testing.T) *llmtest.Server {
 	srv.Handle(func(r llmtest.Request) llmtest.Reply {
 		raw := string(r.Raw)
 		usage := llmtest.Usage{Prompt: 20, Completion: 10}
+		// The rubric judge passes a pirate's answer.
 		if strings.Contains(raw, "You grade an output against a rubric") {
 			reply := llmtest.JSON(map[string]any{"pass": strings.Contains(raw, "Arrr"), "reason": "It says arrr."})
 			reply.Usage = usage
 			return reply
 		}
-		for end, text := range importReplies {
-			if strings.Contains(raw, end+`"`) {
-				return llmtest.Reply{Text: text, Usage: usage}
+		for _, r := range importReplies {
+			if strings.Contains(raw, r[0]+`"`) {
+				return llmtest.Reply{Text: r[1], Usage: usage}
 			}
 		}
 		return llmtest.Error(400, "no scripted reply for "+raw)
