@@ -428,6 +428,9 @@ func (c *converter) testFields(v *yaml.Node, t *test, isDefault bool) {
 						c.problem(valueOf(x, name), "var %s: %s: not converted (values from files are not)", name, s)
 						continue
 					}
+					if _, isList := val.([]any); isList {
+						c.problem(valueOf(x, name), "var %s: a list: converted as one item whose input is the list; promptfoo runs the test once per value", name)
+					}
 					t.vars[name] = val
 				}
 				continue

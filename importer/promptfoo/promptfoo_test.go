@@ -150,6 +150,7 @@ func TestConvertRefusals(t *testing.T) {
 providers: [anthropic:messages:claude-sonnet-4, 'openai:embedding:text-embedding-3-small']
 tests:
   - vars: {name: file://name.txt}
+  - vars: {name: [Ann, Bob]}
 `)
 	res, err := Convert(cfg)
 	if err != nil {
@@ -162,6 +163,7 @@ tests:
 		`:4:49: provider openai:embedding:text-embedding-3-small: not converted`,
 		`:1:1: providers: none converted; the pipeline uses gpt-4.1-mini`,
 		`:6:18: var name: file://name.txt: not converted`,
+		`:7:18: var name: a list: converted as one item whose input is the list; promptfoo runs the test once per value`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems lack %q:\n%s", want, got)
