@@ -44,7 +44,7 @@ type Case struct {
 	Name     string
 	Pos      dsl.Pos
 	Inputs   map[string]any
-	Mocks    map[string]*Mock // by node path ("refine/critique") or id
+	Mocks    map[string]*Mock // by node path ("refine/critique") or id; or by run path ("refine[2]/critique"), for that iteration or item alone
 	Answers  map[string]any   // by node path or id
 	Tools    map[string]*Mock // MCP tools' results, by "server.tool"
 	Cassette string           // replay model calls from this cassette instead of mocks
@@ -408,7 +408,17 @@ func (l *loader) mocks(tc *Case, v *yaml.Node) {
 			l.errorf(k, "mocks: node %q is a %s node; only llm, agent, tool and code nodes take mocks", k.Value, n.Kind)
 			continue
 		}
-		tc.Mocks[path] = l.mock(k, r, func(it *yaml.Node) *Reply { return l.reply(n, it) })
+		key := path
+		if Strip(k.Value) != k.Value {
+			// A run path answers one iteration, item or branch: it must
+			// be the node's whole path, so that it can match a call.
+			if Strip(k.Value) != path {
+				l.errorf(k, "mocks: %q names one iteration of %q but not by its whole path; write it as %s with the indices", k.Value, path, path)
+				continue
+			}
+			key = k.Value
+		}
+		tc.Mocks[key] = l.mock(k, r, func(it *yaml.Node) *Reply { return l.reply(n, it) })
 	}
 }
 

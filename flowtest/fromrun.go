@@ -28,17 +28,17 @@ type RecordedRun struct {
 
 // FromRun writes a test file with one case that replays a run offline:
 // every model turn of an llm or agent node, and every finish of a tool or
-// code node, becomes that node's mock, in call order, so a node inside a
-// loop gets one reply per iteration; MCP tools an agent called get their
-// results under tools:, a person's answers under answers:. The case
-// expects the run's status (and error class), its route and its outputs.
+// code node, becomes a mock of that node at its run path (the iteration,
+// map item or branch: refine[2]/write), in call order; MCP tools an agent
+// called get their results under tools:, a person's answers under
+// answers:. The case expects the run's status (and error class), its
+// route and its outputs.
 //
 // What it does not mock runs for real when the case runs: the built-in
 // tools an agent calls (read_file, python_execute) and the nodes of a
-// pipeline that implements a tool. Calls made concurrently (map items,
-// parallel branches) are mocked in the order the run recorded them, which
-// a rerun need not repeat; so with map or parallel nodes the case expects
-// the route's steps in any order.
+// pipeline that implements a tool. Map items and parallel branches may
+// interleave otherwise in a rerun, so with map or parallel nodes the case
+// expects the route's steps in any order.
 func FromRun(r RecordedRun) ([]byte, error) {
 	static := map[string]*dsl.Node{}
 	concurrent := false
@@ -67,13 +67,13 @@ func FromRun(r RecordedRun) ([]byte, error) {
 			if err != nil {
 				return nil, fmt.Errorf("model turn at %s: %w", e.Path, err)
 			}
-			c.Mocks[path] = append(c.Mocks[path], rep)
+			c.Mocks[e.Path] = append(c.Mocks[e.Path], rep)
 		case runtime.EventNodeFinished, runtime.EventNodeFailed:
 			if e.Type == runtime.EventNodeFailed {
 				failedClass = e.Class
 			}
 			if n := static[path]; n != nil && (n.Kind == dsl.KindTool || n.Kind == dsl.KindCode) {
-				c.Mocks[path] = append(c.Mocks[path], nodeReply(e))
+				c.Mocks[e.Path] = append(c.Mocks[e.Path], nodeReply(e))
 			}
 		case runtime.EventToolCall:
 			if e.Tool == nil {

@@ -64,8 +64,9 @@ func replay(t *testing.T, dir string, rec *Result) (string, *Result) {
 
 // A run with a loop (a model node and a code node per iteration), a
 // retried rate limit, a question and an agent that calls a real tool
-// before it finishes becomes a case that mocks each call in order and
-// passes; the same case fails once the pipeline computes another output.
+// before it finishes becomes a case that mocks each call by iteration, in
+// order, and passes; the same case fails once the pipeline computes
+// another output.
 func TestFromRunReplaysLoopsRetriesAndAnswers(t *testing.T) {
 	dir, rec := recordCase(t, `cases:
   - name: source
@@ -92,8 +93,9 @@ func TestFromRunReplaysLoopsRetriesAndAnswers(t *testing.T) {
 		t.Fatalf("replayed case failed:\n%s\n%s", strings.Join(res.Problems, "\n"), text)
 	}
 	for _, want := range []string{
-		"- error: rate_limit\n", "text: Owls hunt at night.", "text: Owls are silent.",
-		"refine/count:\n        - output:\n            ok: true\n            result: 19\n",
+		"refine[1]/write:\n        - error: rate_limit\n        - text: Owls hunt at night.\n",
+		"refine[2]/write:\n        - text: Owls are silent.\n",
+		"refine[1]/count:\n        - output:\n            ok: true\n            result: 19\n",
 		"- name: read_file\n", "path: notes.md", "- name: verdict\n", "ok: false",
 		"answers:\n      approve: false\n",
 		"route:\n        - refine\n        - refine[1]/write\n        - refine[1]/count\n        - refine[2]/write\n        - refine[2]/count\n        - approve\n        - judge\n",
@@ -149,5 +151,33 @@ func TestFromRunRefusesAnUnfinishedRun(t *testing.T) {
 	events := rec.Events[:len(rec.Events)-1]
 	if _, err := FromRun(RecordedRun{ID: "r1", Pipeline: rec.File.Pipeline, Events: events}); err == nil || !strings.Contains(err.Error(), "has not finished") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// A mock keyed by a run path answers that iteration alone, before the
+// node's own mock; a run path that is not the node's whole path is an
+// error at load.
+func TestMockByRunPath(t *testing.T) {
+	_, results := runFile(t, `
+cases:
+  - name: the second round has its own reply
+    mocks:
+      critique: {json: {verdict: REVISE}}
+      refine[2]/critique: {json: {verdict: ACCEPT}}
+    expect:
+      outputs: {verdict: ACCEPT}
+      route: [refine, critique, route, critique, route]
+`)
+	if !results[0].Pass {
+		t.Fatalf("case failed: %s", strings.Join(results[0].Problems, "\n"))
+	}
+	_, ds := Load(writeTest(t, `
+cases:
+  - name: an id with an index
+    mocks:
+      critique[2]: {json: {verdict: ACCEPT}}
+`))
+	if !strings.Contains(ds.String(), `mocks: "critique[2]" names one iteration of "refine/critique" but not by its whole path; write it as refine/critique with the indices`) {
+		t.Errorf("diagnostics: %s", ds)
 	}
 }

@@ -148,9 +148,14 @@ type mockState struct {
 	next  map[string]int
 }
 
-// take returns the next reply for a node at run path path.
+// take returns the next reply for a node at run path path: from the mock
+// of that very iteration or item when the case has one, else from the
+// node's.
 func (m *mockState) take(path string) (*Reply, error) {
 	static := Strip(path)
+	if mock := m.mocks[path]; mock != nil && path != static {
+		return m.serve(mock, path, fmt.Sprintf("node %q", path))
+	}
 	return m.serve(m.mocks[static], static, fmt.Sprintf("node %q (%s)", static, path))
 }
 

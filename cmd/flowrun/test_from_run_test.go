@@ -9,10 +9,11 @@ import (
 
 // A shipped pipeline run from its cassette becomes a test case with
 // flowrun test --from-run, and flowrun test passes it: for a structured
-// output and an agent (triage), a loop of model nodes (approach_proposer)
-// and code nodes in a loop (default_refine).
+// output and an agent (triage), a loop of model nodes (approach_proposer),
+// code nodes in a loop (default_refine), and model calls of one node in
+// map items that run at once (single_pair, arc_evolve), mocked by item.
 func TestFromRunCaseOfShippedPipelinesPasses(t *testing.T) {
-	for _, name := range []string{"triage", "approach_proposer", "default_refine"} {
+	for _, name := range []string{"triage", "approach_proposer", "default_refine", "single_pair", "arc_evolve"} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			db := filepath.Join(dir, "runs.db")
