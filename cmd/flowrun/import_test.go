@@ -20,7 +20,7 @@ var importReplies = [][2]string{
 	{"in French: Hello world", "Ahoy, world!"},
 	{"in French: The quick brown fox jumps over the lazy dog", "Arrr, the quick fox be jumpin'"},
 	{"object: Banana", `{"color": "yellow", "countries": ["Ecuador"]}`},
-	{"object: Passion fruit", `{"color": "purple", "countries": ["Brazil"]}`},
+	{"object: Passion fruit", `{"color": "purple", "countries": ["Brazil", "India"]}`},
 	{"object: Apple", `Here it is: {"color": "red", "countries": ["Chile"]} - enjoy`},
 }
 

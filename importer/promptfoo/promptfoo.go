@@ -2,8 +2,9 @@
 // into a flowrun pipeline, a dataset and a score: section, for the subset
 // the two share: prompts with {{var}} variables (inline or file://),
 // OpenAI-compatible providers, tests with vars and the asserts equals,
-// contains, icontains, regex, starts-with, is-json, contains-json, similar,
-// llm-rubric, cost and latency (and their not- forms), and defaultTest.
+// contains, icontains, regex, starts-with, (i)contains-any/all, is-json,
+// contains-json, similar, llm-rubric, cost and latency (and their not-
+// forms), and defaultTest.
 //
 // Guarantees: Convert never drops a part of the configuration silently;
 // whatever it cannot convert is a Problem with the line and column it was
@@ -69,11 +70,19 @@ var checks = map[string]string{
 	"similar":       `similarity(outputs.text, .value) >= .threshold`,
 	"cost":          `run.cost_usd <= .threshold`,
 	"latency":       `run.duration_ms <= .threshold`,
+	"contains-any":  `any(.value, {outputs.text contains #})`,
+	"contains-all":  `all(.value, {outputs.text contains #})`,
+	"icontains-any": `any(.value, {lower(outputs.text) contains lower(#)})`,
+	"icontains-all": `all(.value, {lower(outputs.text) contains lower(#)})`,
 }
 
 // textValued are the asserts whose value is compared as text: a number
-// or an object is written as its text (as promptfoo renders it).
-var textValued = []string{"equals", "contains", "icontains", "starts-with", "regex", "similar"}
+// or an object is written as its text (as promptfoo renders it);
+// listValued those whose value is a list of such texts.
+var (
+	textValued = []string{"equals", "contains", "icontains", "starts-with", "regex", "similar"}
+	listValued = []string{"contains-any", "contains-all", "icontains-any", "icontains-all"}
+)
 
 type converter struct {
 	file     string // the configuration, as given
@@ -493,6 +502,18 @@ func (c *converter) assert(n *yaml.Node) (assert, bool) {
 	}
 	if slices.Contains(textValued, base) && a.Value != nil {
 		a.Value = text(a.Value)
+	}
+	if slices.Contains(listValued, base) {
+		list, ok := a.Value.([]any)
+		if !ok {
+			c.problem(typ, "assert %s: not converted (its value: a list of texts)", a.Type)
+			return assert{}, false
+		}
+		texts := make([]any, len(list))
+		for i, x := range list {
+			texts[i] = text(x)
+		}
+		a.Value = texts
 	}
 	c.used[a.Type] = true
 	return a, true

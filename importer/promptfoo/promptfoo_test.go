@@ -110,7 +110,7 @@ func TestConvertSimpleTestListsWhatItCannot(t *testing.T) {
 func TestConvertJSONOutputDefaults(t *testing.T) {
 	res := convert(t, "json_output")
 	got := problems(res)
-	for _, want := range []string{":24:15: assert type javascript: not converted", ":31:5: test options: not converted", ":45:15: assert type contains-any: not converted"} {
+	for _, want := range []string{":24:15: assert type javascript: not converted", ":31:5: test options: not converted"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems lack %q:\n%s", want, got)
 		}
@@ -123,11 +123,18 @@ func TestConvertJSONOutputDefaults(t *testing.T) {
 	if len(first) != 3 || first[0].(map[string]any)["type"] != "cost" || first[2].(map[string]any)["type"] != "regex" {
 		t.Errorf("Banana's asserts %v", first)
 	}
-	schema := it[1]["asserts"].([]any)[1].(map[string]any)["value"].(map[string]any)
+	passion := it[1]["asserts"].([]any)
+	schema := passion[1].(map[string]any)["value"].(map[string]any)
 	if schema["type"] != "object" {
 		t.Errorf("is-json schema %v", schema)
 	}
+	if anyOf := passion[2].(map[string]any); anyOf["type"] != "contains-any" || len(anyOf["value"].([]any)) != 4 {
+		t.Errorf("contains-any %v", anyOf)
+	}
 	p := string(res.Files["pipeline.yaml"])
+	if len(res.Problems) != 2 {
+		t.Errorf("problems:\n%s", got)
+	}
 	if !strings.Contains(p, "temperature: 0\n") || !strings.Contains(p, "max_tokens: 300") || !strings.Contains(p, `.type == "not-contains" ? !(outputs.text contains .value) :`) {
 		t.Errorf("pipeline:\n%s", p)
 	}
