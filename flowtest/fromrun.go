@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"gopkg.in/yaml.v3"
 
@@ -47,6 +48,7 @@ func FromRun(r RecordedRun) ([]byte, error) {
 		concurrent = concurrent || sn.Node.Kind == dsl.KindParallel || sn.Node.Kind == dsl.KindMap
 	}
 	var route []string
+	open := map[string]int{}       // where in route each node that has not ended started
 	var failedClass errclass.Class // of the last node that failed: the run's, when it failed
 	c := caseDoc{Name: "replays run " + r.ID, Inputs: r.Inputs, Mocks: map[string][]replyDoc{}, Tools: map[string][]replyDoc{}, Answers: map[string]any{}}
 	var finished *runtime.Event
@@ -55,6 +57,12 @@ func FromRun(r RecordedRun) ([]byte, error) {
 		path := Strip(e.Path)
 		switch e.Type {
 		case runtime.EventNodeStarted:
+			// A node that starts again at the same path without having
+			// ended (it waited, and the run was resumed) is one step.
+			if at, ok := open[e.Path]; ok {
+				route[at] = ""
+			}
+			open[e.Path] = len(route)
 			route = append(route, e.Path)
 		case runtime.EventModelTurn:
 			if e.Turn == nil {
@@ -69,6 +77,7 @@ func FromRun(r RecordedRun) ([]byte, error) {
 			}
 			c.Mocks[e.Path] = append(c.Mocks[e.Path], rep)
 		case runtime.EventNodeFinished, runtime.EventNodeFailed:
+			delete(open, e.Path)
 			if e.Type == runtime.EventNodeFailed {
 				failedClass = e.Class
 			}
@@ -104,6 +113,7 @@ func FromRun(r RecordedRun) ([]byte, error) {
 		}
 	}
 	c.Expect.Outputs = finished.Outputs
+	route = slices.DeleteFunc(route, func(p string) bool { return p == "" })
 	c.Expect.Route = route
 	if concurrent {
 		c.Expect.Route = map[string][]string{"includes": route}

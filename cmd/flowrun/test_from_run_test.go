@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
 )
 
 // A shipped pipeline run from its cassette becomes a test case with
@@ -60,5 +62,53 @@ func TestFromRunStdoutAndUnknownRun(t *testing.T) {
 	code, _, stderr = flowrun(t, "test", "--from-run", "nosuchrun", "--store", db)
 	if code != exitInvalid || !strings.Contains(stderr, "nosuchrun") {
 		t.Fatalf("unknown run: exit %d\n%s", code, stderr)
+	}
+}
+
+// A run that waited for an answer and was resumed replays as one run: its
+// answer is the case's, and the node that waited is in the route once.
+func TestFromRunOfAResumedRun(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "greet.yaml", `version: 1
+name: greet
+models:
+  default: {model: gpt-4.1-mini}
+nodes:
+  - id: draft
+    llm: {prompt: "Draft a greeting"}
+  - id: who
+    ask: {question: "Whom to greet?", schema: {type: string}}
+  - id: final
+    llm: {prompt: "Greet ${{ nodes.who }}: ${{ nodes.draft.text }}"}
+outputs:
+  greeting: nodes.final.text
+`)
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+		if strings.Contains(string(r.Raw), "Greet ann") {
+			return llmtest.Reply{Text: "Hello, Ann!"}
+		}
+		return llmtest.Reply{Text: "Hello"}
+	})
+	useModel(t, srv)
+	db := filepath.Join(dir, "runs.db")
+	if code, _, stderr := flowrun(t, p, "--store", db); code != exitOK || !strings.Contains(stderr, "waiting") {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := flowrun(t, "resume", "last", "--answer", "ann", "--store", db); code != exitOK {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	out := filepath.Join(dir, "greet.test.yaml")
+	if code, _, stderr := flowrun(t, "test", "--from-run", "last", "--store", db, "-o", out); code != exitOK {
+		t.Fatalf("--from-run: exit %d\n%s", code, stderr)
+	}
+	written, _ := os.ReadFile(out)
+	for _, want := range []string{"answers:\n      who: ann\n", "route:\n        - draft\n        - who\n        - final\n", "greeting: Hello, Ann!"} {
+		if !strings.Contains(string(written), want) {
+			t.Errorf("the case lacks %q:\n%s", want, written)
+		}
+	}
+	if code, stdout, stderr := flowrun(t, "test", out); code != exitOK {
+		t.Fatalf("flowrun test: exit %d\n%s\n%s\n%s", code, stdout, stderr, written)
 	}
 }
