@@ -195,6 +195,8 @@ type loader struct {
 	mcpServers []string
 	mcpNamed   map[string][]string
 	mcpAll     map[string]bool
+	// agentTools are the built-in and pipeline tools agents may call.
+	agentTools map[string]bool
 }
 
 func (l *loader) pos(n *yaml.Node) dsl.Pos { return dsl.Pos{File: l.path, Line: n.Line, Col: n.Column} }
@@ -216,7 +218,7 @@ func (l *loader) index(p *dsl.Pipeline) {
 		l.ids[sp.Node.ID] = append(l.ids[sp.Node.ID], sp.Path)
 		l.paths = append(l.paths, sp.Path)
 	}
-	l.owner, l.mcpNamed, l.mcpAll = map[*dsl.Node]*dsl.Pipeline{}, map[string][]string{}, map[string]bool{}
+	l.owner, l.mcpNamed, l.mcpAll, l.agentTools = map[*dsl.Node]*dsl.Pipeline{}, map[string][]string{}, map[string]bool{}, map[string]bool{}
 	servers := map[string]bool{}
 	addServers := func(q *dsl.Pipeline) {
 		for name := range q.MCP {
@@ -230,6 +232,11 @@ func (l *loader) index(p *dsl.Pipeline) {
 		var names []string
 		if a := n.Agent(); a != nil {
 			names = append(append(names, a.Tools...), a.Finish...)
+			for _, t := range a.Tools {
+				if _, _, mcp := q.MCPToolName(t); !mcp && !contains(a.Finish, t) {
+					l.agentTools[t] = true
+				}
+			}
 		}
 		if t := n.Tool(); t != nil {
 			names = append(names, t.Name)
@@ -449,15 +456,20 @@ var mcpErrors = []string{"tool", "timeout", "server"}
 // by an agent (server.*).
 func (l *loader) toolMocks(tc *Case, v *yaml.Node) {
 	if v.Kind != yaml.MappingNode {
-		l.errorf(v, "tools: a mapping of MCP tools (server.tool) to results")
+		l.errorf(v, "tools: a mapping of tools (server.tool for MCP tools, the name for others) to results")
 		return
 	}
 	for j := 0; j+1 < len(v.Content); j += 2 {
 		k, r := v.Content[j], v.Content[j+1]
 		server, tool, ok := strings.Cut(k.Value, ".")
 		switch {
+		case l.agentTools[k.Value]:
 		case !ok || server == "" || tool == "":
-			l.errorf(k, "tools: %q is not an MCP tool; write server.tool, as agents name it (such as fs.read_text_file)", k.Value)
+			called, which := keys(l.agentTools), "no agent calls one"
+			if len(called) > 0 {
+				which = "agents call " + strings.Join(called, ", ")
+			}
+			l.errorf(k, "tools: %q is not an MCP tool; write server.tool, as agents name it (such as fs.read_text_file), or name a built-in or pipeline tool an agent calls (%s)%s", k.Value, which, dsl.Suggest(k.Value, called))
 			continue
 		case !contains(l.mcpServers, server):
 			declared := "it declares none under mcp:"

@@ -30,16 +30,15 @@ type RecordedRun struct {
 // FromRun writes a test file with one case that replays a run offline:
 // every model turn of an llm or agent node, and every finish of a tool or
 // code node, becomes a mock of that node at its run path (the iteration,
-// map item or branch: refine[2]/write), in call order; MCP tools an agent
-// called get their results under tools:, a person's answers under
-// answers:. The case expects the run's status (and error class), its
-// route and its outputs.
-//
-// What it does not mock runs for real when the case runs: the built-in
-// tools an agent calls (read_file, python_execute) and the nodes of a
-// pipeline that implements a tool. Map items and parallel branches may
-// interleave otherwise in a rerun, so with map or parallel nodes the case
-// expects the route's steps in any order.
+// map item or branch: refine[2]/write), in call order; the built-in and
+// MCP tools agents called get their results under tools:, by name in call
+// order; a person's answers go under answers:. A tool the pipeline
+// implements (with a pipeline or an llm template) runs in the case, so a
+// run whose model calls happened inside one cannot be converted: the
+// error names the call. The case expects the run's status
+// (and error class), its route and its outputs. Map items and parallel
+// branches may interleave otherwise in a rerun, so with map or parallel
+// nodes the case expects the route's steps in any order.
 func FromRun(r RecordedRun) ([]byte, error) {
 	static := map[string]*dsl.Node{}
 	concurrent := false
@@ -57,6 +56,9 @@ func FromRun(r RecordedRun) ([]byte, error) {
 		path := Strip(e.Path)
 		switch e.Type {
 		case runtime.EventNodeStarted:
+			if static[path] == nil {
+				continue // a node of a tool's pipeline, which runs as the tool
+			}
 			// A node that starts again at the same path without having
 			// ended (it waited, and the run was resumed) is one step.
 			if at, ok := open[e.Path]; ok {
@@ -69,7 +71,7 @@ func FromRun(r RecordedRun) ([]byte, error) {
 				continue
 			}
 			if static[path] == nil {
-				return nil, fmt.Errorf("model turn at %s: the pipeline has no node there (a tool's pipeline?), so the test cannot mock it", e.Path)
+				return nil, fmt.Errorf("model turn at %s: the pipeline has no node there (a tool's pipeline or an llm tool), so the test cannot mock it", e.Path)
 			}
 			rep, err := modelReply(e.Turn)
 			if err != nil {
@@ -88,13 +90,20 @@ func FromRun(r RecordedRun) ([]byte, error) {
 			if e.Tool == nil {
 				continue
 			}
-			if _, _, ok := r.Pipeline.MCPToolName(e.Tool.Name); ok {
-				rep := replyDoc{Output: &anyValue{e.Tool.Result}}
-				if e.Tool.Error != "" {
-					rep = replyDoc{Error: "tool", Message: e.Tool.Error}
-				}
-				c.Tools[e.Tool.Name] = append(c.Tools[e.Tool.Name], rep)
+			n := static[path]
+			switch {
+			case n == nil || n.Agent() == nil:
+				continue
+			case slices.Contains(n.Agent().Finish, e.Tool.Name):
+				continue // a finish tool is the model's answer, which its turn holds
+			case r.Pipeline.Tools[e.Tool.Name] != nil:
+				continue // a pipeline or llm tool runs in the case, its model calls mocked or refused above
 			}
+			rep := replyDoc{Output: &anyValue{e.Tool.Result}}
+			if e.Tool.Error != "" {
+				rep = replyDoc{Error: "tool", Message: e.Tool.Error}
+			}
+			c.Tools[e.Tool.Name] = append(c.Tools[e.Tool.Name], rep)
 		case runtime.EventQuestion:
 			if e.Status != runtime.StatusWaiting {
 				c.Answers[path] = e.Output

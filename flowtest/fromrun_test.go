@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
 )
 
@@ -63,9 +64,9 @@ func replay(t *testing.T, dir string, rec *Result) (string, *Result) {
 }
 
 // A run with a loop (a model node and a code node per iteration), a
-// retried rate limit, a question and an agent that calls a real tool
+// retried rate limit, a question and an agent that calls a built-in tool
 // before it finishes becomes a case that mocks each call by iteration, in
-// order, and passes; the same case fails once the pipeline computes
+// order (the tool's result too), and passes; the same case fails once the pipeline computes
 // another output.
 func TestFromRunReplaysLoopsRetriesAndAnswers(t *testing.T) {
 	dir, rec := recordCase(t, `cases:
@@ -88,9 +89,25 @@ func TestFromRunReplaysLoopsRetriesAndAnswers(t *testing.T) {
 	if !rec.Pass {
 		t.Fatalf("source case: %s %s %s", rec.Status, rec.Missing, strings.Join(rec.Problems, "\n"))
 	}
+	// The file the agent read is gone: the replay reads the mock.
+	if err := os.Remove(filepath.Join(dir, "notes.md")); err != nil {
+		t.Fatal(err)
+	}
 	text, res := replay(t, dir, rec)
 	if !res.Pass {
 		t.Fatalf("replayed case failed:\n%s\n%s", strings.Join(res.Problems, "\n"), text)
+	}
+	read := 0
+	for _, e := range res.Events {
+		if e.Type == runtime.EventToolCall && e.Tool.Name == "read_file" {
+			read++
+			if e.Tool.Result != "hello notes\n" || e.Tool.Error != "" {
+				t.Errorf("read_file gave %#v, %q; want the mocked text", e.Tool.Result, e.Tool.Error)
+			}
+		}
+	}
+	if read != 1 {
+		t.Errorf("read_file called %d times, want once", read)
 	}
 	for _, want := range []string{
 		"refine[1]/write:\n        - error: rate_limit\n        - text: Owls hunt at night.\n",
@@ -99,7 +116,7 @@ func TestFromRunReplaysLoopsRetriesAndAnswers(t *testing.T) {
 		"- name: read_file\n", "path: notes.md", "- name: verdict\n", "ok: false",
 		"answers:\n      approve: false\n",
 		"route:\n        - refine\n        - refine[1]/write\n        - refine[1]/count\n        - refine[2]/write\n        - refine[2]/count\n        - approve\n        - judge\n",
-		"chars: 16", "approved: false",
+		"chars: 16", "approved: false", "tools:\n      read_file:\n        - output: |\n            hello notes\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the case lacks %q:\n%s", want, text)
@@ -178,6 +195,40 @@ cases:
       critique[2]: {json: {verdict: ACCEPT}}
 `))
 	if !strings.Contains(ds.String(), `mocks: "critique[2]" names one iteration of "refine/critique" but not by its whole path; write it as refine/critique with the indices`) {
+		t.Errorf("diagnostics: %s", ds)
+	}
+}
+
+// tools: mocks a built-in tool an agent calls by its name; a name no
+// agent calls is an error naming those it does.
+func TestBuiltinToolMock(t *testing.T) {
+	dir, rec := recordCase(t, `cases:
+  - name: read_file mocked
+    inputs: {topic: owls}
+    mocks:
+      write: {text: "x"}
+      count: {output: {ok: true, result: 1}}
+      judge:
+        - calls: [{name: read_file, args: {path: nowhere.md}}]
+        - finish: {name: verdict, args: {ok: true}}
+    tools:
+      read_file: {output: "from the mock"}
+    answers: {approve: true}
+    expect: {outputs: {ok: true}}
+`)
+	if !rec.Pass {
+		t.Fatalf("case: %s %s", rec.Missing, strings.Join(rec.Problems, "\n"))
+	}
+	for _, e := range rec.Events {
+		if e.Type == runtime.EventToolCall && e.Tool.Name == "read_file" && e.Tool.Result != "from the mock" {
+			t.Errorf("read_file gave %#v, %q", e.Tool.Result, e.Tool.Error)
+		}
+	}
+	path := filepath.Join(dir, "bad.test.yaml")
+	if err := os.WriteFile(path, []byte("pipeline: review.yaml\ncases:\n  - name: typo\n    tools:\n      read_fil: {output: x}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, ds := Load(path); !strings.Contains(ds.String(), `tools: "read_fil" is not an MCP tool; write server.tool, as agents name it (such as fs.read_text_file), or name a built-in or pipeline tool an agent calls (agents call read_file) (did you mean "read_file"?)`) {
 		t.Errorf("diagnostics: %s", ds)
 	}
 }
