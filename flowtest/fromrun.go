@@ -97,7 +97,7 @@ func FromRun(r RecordedRun) ([]byte, error) {
 			case slices.Contains(n.Agent().Finish, e.Tool.Name):
 				continue // a finish tool is the model's answer, which its turn holds
 			case r.Pipeline.Tools[e.Tool.Name] != nil:
-				continue // a pipeline or llm tool runs in the case, its model calls mocked or refused above
+				continue // a pipeline or llm tool runs in the case as it did in the run
 			}
 			rep := replyDoc{Output: &anyValue{e.Tool.Result}}
 			if e.Tool.Error != "" {
