@@ -185,7 +185,7 @@ func valueOf(m *yaml.Node, key string) *yaml.Node {
 }
 
 func pipelineName(description string, i int) string {
-	name := strings.Trim(regexp.MustCompile(`[^A-Za-z0-9_.-]+`).ReplaceAllString(strings.ToLower(description), "_"), "_.-")
+	name := strings.Trim(nameRE.ReplaceAllString(strings.ToLower(description), "_"), "_.-")
 	if name == "" {
 		name = "promptfoo"
 	}
@@ -204,6 +204,8 @@ type prompt struct {
 var (
 	varRE      = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}`)
 	templateRE = regexp.MustCompile(`\{\{|\{%|\{#`)
+	nameRE     = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+	separator  = regexp.MustCompile(`(?m)^---\s*$`)
 )
 
 // entries are a list's items, or the one value that stands for a list of
@@ -261,7 +263,7 @@ func (c *converter) promptFile(n *yaml.Node, path string) []string {
 		return nil
 	}
 	var out []string
-	for _, part := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(b), -1) {
+	for _, part := range separator.Split(string(b), -1) {
 		if s := strings.TrimSpace(part); s != "" {
 			out = append(out, s)
 		}
@@ -454,7 +456,11 @@ func (c *converter) testFields(v *yaml.Node, t *test, isDefault bool) {
 				continue
 			}
 		}
-		c.problem(k, "%s %s: not converted", map[bool]string{true: "defaultTest", false: "test"}[isDefault], k.Value)
+		where := "test"
+		if isDefault {
+			where = "defaultTest"
+		}
+		c.problem(k, "%s %s: not converted", where, k.Value)
 	}
 }
 
