@@ -190,9 +190,11 @@ func TestSequentialCompareErrorRate(t *testing.T) {
 		return better, worse, float64(stops) / float64(better+worse)
 	}
 	better, worse, _ := simulate(0.5, 1)
-	if rate := float64(better+worse) / runs; rate > alpha {
+	rate := float64(better+worse) / runs
+	if rate > alpha {
 		t.Errorf("no change: decided in %.3f of %d comparisons, want at most %.2f", rate, runs, alpha)
 	}
+	t.Logf("no change: decided (wrongly) in %.3f of %d comparisons of up to %d discordant items", rate, runs, maxPairs)
 	better, worse, stop := simulate(0.7, 2)
 	if float64(better)/runs < 0.95 || float64(worse)/runs > alpha {
 		t.Errorf("B fixes 70%% of flips: better %d, worse %d of %d", better, worse, runs)
