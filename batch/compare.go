@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/big"
 
+	"github.com/flowrun/flowrun/jsonvalue"
+
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -62,7 +64,35 @@ type Comparison struct {
 	CostUSD   Totals  `json:"cost_usd"`
 	LatencyMS Totals  `json:"latency_ms"`
 	Pairs     []Pair  `json:"pairs"` // in B's order
+	// MidPValue is McNemar's mid-p test of Delta, less conservative than
+	// the exact PValue; DeltaInterval the paired bootstrap 95% interval of
+	// Delta (an item that did not pass counts as failed, as in Delta).
+	MidPValue     float64  `json:"mid_p_value"`
+	DeltaInterval Interval `json:"delta_interval"`
+	// ItemsForPower is how many matched items a change of this size (these
+	// shares fixed and broken) needs for McNemar's test at 0.05 to detect
+	// it with 80% power; 0 when nothing changed on balance.
+	ItemsForPower int `json:"items_for_80_power"`
+	// MetricChanges are the metrics both batches aggregate the same way,
+	// each with the paired bootstrap interval of its change.
+	MetricChanges []MetricChange `json:"metric_changes"`
 }
+
+// MetricChange is one metric's change from A to B over the matched items
+// that have it on both sides: a boolean as a rate (an item that did not
+// complete counts as false, as in the pass rate), a number as a mean.
+type MetricChange struct {
+	Name  string   `json:"name"`
+	Kind  string   `json:"kind"` // "rate" or "mean"
+	N     int      `json:"n"`
+	MeanA float64  `json:"mean_a"`
+	MeanB float64  `json:"mean_b"`
+	Delta Interval `json:"delta"` // B - A, with its 95% interval
+}
+
+// bootstrapSeed fixes Compare's resamples, so that comparing the same two
+// batches twice prints the same interval.
+const bootstrapSeed = 25
 
 // Compare reads two batches and matches their items by key.
 func Compare(ctx context.Context, st *store.Store, a, b *store.Batch) (*Comparison, error) {
@@ -86,6 +116,7 @@ func compare(a, b *Summary) *Comparison {
 	inA, inB := byKey(a.Rows), byKey(b.Rows)
 	var costA, costB, latA, latB mean
 	passA, passB := 0, 0
+	var passesA, passesB []float64
 	for _, rb := range b.Rows {
 		ra, ok := inA[rb.Key]
 		if !ok {
@@ -113,6 +144,7 @@ func compare(a, b *Summary) *Comparison {
 		if pb {
 			passB++
 		}
+		passesA, passesB = append(passesA, indicator(pa)), append(passesB, indicator(pb))
 		c.Pairs = append(c.Pairs, p)
 		if ra.Run != "" {
 			costA.add(ra.CostUSD)
@@ -135,9 +167,61 @@ func compare(a, b *Summary) *Comparison {
 	c.PassA, c.PassB = Wilson(passA, c.Matched), Wilson(passB, c.Matched)
 	c.Delta = c.PassB.Rate - c.PassA.Rate
 	c.PValue = McNemar(len(c.Fixed), len(c.Broken))
+	c.MidPValue = McNemarMidP(len(c.Fixed), len(c.Broken))
+	if c.Matched > 0 {
+		m := float64(c.Matched)
+		c.ItemsForPower = ItemsForPower(float64(len(c.Fixed))/m, float64(len(c.Broken))/m, 0.05, 0.8)
+	}
+	c.DeltaInterval = PairedBootstrap(passesA, passesB, BootstrapResamples, bootstrapSeed)
+	c.MetricChanges = metricChanges(a, b, c.Pairs)
 	c.CostUSD = totals(costA, costB)
 	c.LatencyMS = totals(latA, latB)
 	return c
+}
+
+// metricChanges pairs the values of each metric that A and B aggregate
+// alike and bootstraps their change.
+func metricChanges(a, b *Summary, pairs []Pair) []MetricChange {
+	kindB := map[string]string{}
+	for _, m := range b.Metrics {
+		kindB[m.Name] = m.Kind
+	}
+	out := []MetricChange{}
+	for _, m := range a.Metrics {
+		if m.Kind != kindB[m.Name] || (m.Kind != "rate" && m.Kind != "mean") {
+			continue
+		}
+		var va, vb []float64
+		for _, p := range pairs {
+			x, okA := metricValue(p.A, m.Name, m.Kind)
+			y, okB := metricValue(p.B, m.Name, m.Kind)
+			if okA && okB {
+				va, vb = append(va, x), append(vb, y)
+			}
+		}
+		mc := MetricChange{Name: m.Name, Kind: m.Kind, N: len(va), Delta: PairedBootstrap(va, vb, BootstrapResamples, bootstrapSeed)}
+		mc.MeanA, mc.MeanB = spread(va).Mean, spread(vb).Mean
+		out = append(out, mc)
+	}
+	return out
+}
+
+// metricValue is a row's value of a metric as a number: for a rate, 1
+// when the item completed with the metric true, 0 for any other finished
+// item; for a mean, the number when it has one.
+func metricValue(r Row, name, kind string) (float64, bool) {
+	v := r.Scores[name]
+	if kind == "rate" {
+		return indicator(r.Status == "completed" && v == true), finished(r.Status)
+	}
+	return jsonvalue.Number(v)
+}
+
+func indicator(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // byKey indexes rows by key, which the store keeps unique in a batch.

@@ -35,10 +35,11 @@ func TestMcNemar(t *testing.T) {
 	}
 }
 
-// TestCompareFixedBroken compares two batches of one dataset whose items
-// changed outcome in a known way: 8 fixed, 2 broken, 2 passed in both,
-// one failed in both, one item only in each.
-func TestCompareFixedBroken(t *testing.T) {
+// compareFixedBroken compares two recorded batches of 13 matched items:
+// 8 fixed, 2 broken, 2 passed in both, one failed in both, and one item
+// only in each. It compares them twice, to show the result is the same.
+func compareFixedBroken(t *testing.T) *Comparison {
+	t.Helper()
 	ctx := context.Background()
 	st := batchtest.OpenStore(t)
 	a := batchtest.Record(t, st, "b20261122T100000-aaaa", append(batchtest.Keys("k", 13), "gone"), "PPFFFFFFFFPPFP", 1, "")
@@ -47,6 +48,21 @@ func TestCompareFixedBroken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	again, err := Compare(ctx, st, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.DeltaInterval != c.DeltaInterval || again.PValue != c.PValue {
+		t.Errorf("comparing twice gave %+v, then %+v", c.DeltaInterval, again.DeltaInterval)
+	}
+	return c
+}
+
+// TestCompareFixedBroken compares two batches of one dataset whose items
+// changed outcome in a known way: 8 fixed, 2 broken, 2 passed in both,
+// one failed in both, one item only in each.
+func TestCompareFixedBroken(t *testing.T) {
+	c := compareFixedBroken(t)
 	pairKeys := func(ps []Pair) string {
 		var ks []string
 		for _, p := range ps {

@@ -47,9 +47,10 @@ type Functions struct {
 }
 
 // defaultFunctions is the set pipelines load with unless Options name
-// another: the DSL's own functions and arc's.
+// another: the DSL's own functions and arc's, and the checks score:
+// metrics use (functions_eval.go).
 var defaultFunctions = func() Functions {
-	fs, err := Functions{}.With(builtinFunctions()...)
+	fs, err := Functions{}.With(append(builtinFunctions(), evalFunctions...)...)
 	if err != nil {
 		panic(err)
 	}

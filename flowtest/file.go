@@ -44,7 +44,7 @@ type Case struct {
 	Name     string
 	Pos      dsl.Pos
 	Inputs   map[string]any
-	Mocks    map[string]*Mock // by node path ("refine/critique") or id
+	Mocks    map[string]*Mock // by node path ("refine/critique") or id; or by run path ("refine[2]/critique"), for that iteration or item alone
 	Answers  map[string]any   // by node path or id
 	Tools    map[string]*Mock // MCP tools' results, by "server.tool"
 	Cassette string           // replay model calls from this cassette instead of mocks
@@ -195,6 +195,8 @@ type loader struct {
 	mcpServers []string
 	mcpNamed   map[string][]string
 	mcpAll     map[string]bool
+	// agentTools are the built-in and pipeline tools agents may call.
+	agentTools map[string]bool
 }
 
 func (l *loader) pos(n *yaml.Node) dsl.Pos { return dsl.Pos{File: l.path, Line: n.Line, Col: n.Column} }
@@ -216,7 +218,7 @@ func (l *loader) index(p *dsl.Pipeline) {
 		l.ids[sp.Node.ID] = append(l.ids[sp.Node.ID], sp.Path)
 		l.paths = append(l.paths, sp.Path)
 	}
-	l.owner, l.mcpNamed, l.mcpAll = map[*dsl.Node]*dsl.Pipeline{}, map[string][]string{}, map[string]bool{}
+	l.owner, l.mcpNamed, l.mcpAll, l.agentTools = map[*dsl.Node]*dsl.Pipeline{}, map[string][]string{}, map[string]bool{}, map[string]bool{}
 	servers := map[string]bool{}
 	addServers := func(q *dsl.Pipeline) {
 		for name := range q.MCP {
@@ -230,6 +232,11 @@ func (l *loader) index(p *dsl.Pipeline) {
 		var names []string
 		if a := n.Agent(); a != nil {
 			names = append(append(names, a.Tools...), a.Finish...)
+			for _, t := range a.Tools {
+				if _, _, mcp := q.MCPToolName(t); !mcp && !contains(a.Finish, t) {
+					l.agentTools[t] = true
+				}
+			}
 		}
 		if t := n.Tool(); t != nil {
 			names = append(names, t.Name)
@@ -408,7 +415,17 @@ func (l *loader) mocks(tc *Case, v *yaml.Node) {
 			l.errorf(k, "mocks: node %q is a %s node; only llm, agent, tool and code nodes take mocks", k.Value, n.Kind)
 			continue
 		}
-		tc.Mocks[path] = l.mock(k, r, func(it *yaml.Node) *Reply { return l.reply(n, it) })
+		key := path
+		if Strip(k.Value) != k.Value {
+			// A run path answers one iteration, item or branch: it must
+			// be the node's whole path, so that it can match a call.
+			if Strip(k.Value) != path {
+				l.errorf(k, "mocks: %q names one iteration of %q but not by its whole path; write it as %s with the indices", k.Value, path, path)
+				continue
+			}
+			key = k.Value
+		}
+		tc.Mocks[key] = l.mock(k, r, func(it *yaml.Node) *Reply { return l.reply(n, it) })
 	}
 }
 
@@ -439,15 +456,20 @@ var mcpErrors = []string{"tool", "timeout", "server"}
 // by an agent (server.*).
 func (l *loader) toolMocks(tc *Case, v *yaml.Node) {
 	if v.Kind != yaml.MappingNode {
-		l.errorf(v, "tools: a mapping of MCP tools (server.tool) to results")
+		l.errorf(v, "tools: a mapping of tools (server.tool for MCP tools, the name for others) to results")
 		return
 	}
 	for j := 0; j+1 < len(v.Content); j += 2 {
 		k, r := v.Content[j], v.Content[j+1]
 		server, tool, ok := strings.Cut(k.Value, ".")
 		switch {
+		case l.agentTools[k.Value]:
 		case !ok || server == "" || tool == "":
-			l.errorf(k, "tools: %q is not an MCP tool; write server.tool, as agents name it (such as fs.read_text_file)", k.Value)
+			called, which := keys(l.agentTools), "no agent calls one"
+			if len(called) > 0 {
+				which = "agents call " + strings.Join(called, ", ")
+			}
+			l.errorf(k, "tools: %q is not an MCP tool; write server.tool, as agents name it (such as fs.read_text_file), or name a built-in or pipeline tool an agent calls (%s)%s", k.Value, which, dsl.Suggest(k.Value, called))
 			continue
 		case !contains(l.mcpServers, server):
 			declared := "it declares none under mcp:"

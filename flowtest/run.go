@@ -86,7 +86,7 @@ func (r *Runner) Run(ctx context.Context, f *File, c *Case) *Result {
 		}
 		opts.Replay = cas
 	}
-	kinds := nodes.Kinds(nodes.Services{LLM: llm.New(opts), Sandbox: r.Sandbox, MCPMocks: tools})
+	kinds := nodes.Kinds(nodes.Services{LLM: llm.New(opts), Sandbox: r.Sandbox, MCPMocks: tools, ToolMocks: agentToolMocks{tools}})
 	for _, k := range []dsl.Kind{dsl.KindTool, dsl.KindCode} {
 		kinds[k] = mockedExecutor{inner: kinds[k], state: served}
 	}
@@ -148,9 +148,14 @@ type mockState struct {
 	next  map[string]int
 }
 
-// take returns the next reply for a node at run path path.
+// take returns the next reply for a node at run path path: from the mock
+// of that very iteration or item when the case has one, else from the
+// node's.
 func (m *mockState) take(path string) (*Reply, error) {
 	static := Strip(path)
+	if mock := m.mocks[path]; mock != nil && path != static {
+		return m.serve(mock, path, fmt.Sprintf("node %q", path))
+	}
 	return m.serve(m.mocks[static], static, fmt.Sprintf("node %q (%s)", static, path))
 }
 
@@ -243,7 +248,7 @@ func (e mockedExecutor) CheckNode(p *dsl.Pipeline, n *dsl.Node) error {
 // the case's problems even when an agent's model reads it as a tool error.
 type mcpMocks struct {
 	state    *mockState
-	mocks    map[string]*Mock    // by "server.tool"
+	mocks    map[string]*Mock    // by "server.tool", and by name for built-in and pipeline tools
 	named    map[string][]string // tools nodes name, by server
 	cassette bool                // the case's cassette answers unmocked tools
 
@@ -298,6 +303,26 @@ func (m *mcpMocks) Call(s *dsl.MCPServer, tool, at string, _ map[string]any) (*m
 		return &mcpclient.Result{Error: orDefault(rep.Message, fmt.Sprintf("%s did not answer within %s (the server's timeout:)", full, s.Timeout))}, true, nil
 	}
 	return &mcpclient.Result{Error: orDefault(rep.Message, "mocked tool error")}, true, nil
+}
+
+// agentToolMocks answers agents' calls of built-in and pipeline tools
+// from the case's tools: mocks, by tool name, in call order.
+type agentToolMocks struct{ m *mcpMocks }
+
+func (a agentToolMocks) Call(tool, at string, _ map[string]any) (any, bool, error) {
+	mock := a.m.mocks[tool]
+	if mock == nil {
+		return nil, false, nil
+	}
+	rep, err := a.m.state.serve(mock, "\x00tools\x00"+tool, fmt.Sprintf("tool %s (at %s)", tool, at))
+	if err != nil {
+		a.m.problem(err.Error())
+		return nil, true, err
+	}
+	if rep.Error != "" {
+		return nil, true, errors.New(orDefault(rep.Message, "mocked "+rep.Error+" error"))
+	}
+	return rep.Output, true, nil
 }
 
 func (m *mcpMocks) problem(p string) {

@@ -240,7 +240,7 @@ func (r *agentRun) runCalls(ctx context.Context, step int, calls []llm.ToolCall)
 			if count[tc.Name] > 1 {
 				at.name = fmt.Sprintf("%s[%d]", ev.Name, seen[tc.Name])
 			}
-			result, err := t.run(ctx, r.s, at, args)
+			result, err := r.runTool(ctx, t, tc.Name, at, args)
 			if m, ok := result.(mcpReply); ok {
 				result, images = m.value, append(images, m.images...)
 			}
@@ -267,6 +267,17 @@ func (r *agentRun) runCalls(ctx context.Context, step int, calls []llm.ToolCall)
 		r.c.add(llm.Message{Role: llm.RoleUser, Text: "Images returned by the tool calls above:", Images: images})
 	}
 	return finish, nil
+}
+
+// runTool runs a tool the model called, or takes its mocked result: MCP
+// tools (named server.tool) have mocks of their own.
+func (r *agentRun) runTool(ctx context.Context, t *tool, name string, at callSite, args map[string]any) (any, error) {
+	if r.svc.ToolMocks != nil && t.name == "" {
+		if result, ok, err := r.svc.ToolMocks.Call(name, r.s.Path(r.n.ID), args); ok {
+			return result, err
+		}
+	}
+	return t.run(ctx, r.s, at, args)
 }
 
 func (r *agentRun) emit(tc *runtime.ToolCall, start time.Time) {

@@ -33,6 +33,20 @@ type Services struct {
 	// MCPMocks, when set, answers the MCP tools it mocks before a
 	// cassette or a server is asked (flowrun test's tools: mocks).
 	MCPMocks MCPMocks
+	// ToolMocks, when set, answers an agent's calls of the built-in and
+	// pipeline tools it mocks instead of running them (flowrun test's
+	// tools: mocks).
+	ToolMocks ToolMocks
+}
+
+// ToolMocks answers an agent's calls of built-in and pipeline tools
+// without running them: a test double that flowrun test puts in place of
+// the tools.
+type ToolMocks interface {
+	// Call answers a call of tool by the agent at run path at; ok is
+	// false when the tool has no mock. An error is the tool's, which the
+	// model reads.
+	Call(tool, at string, args map[string]any) (result any, ok bool, err error)
 }
 
 // MCPMocks answers MCP tool calls without a server: a test double that

@@ -57,6 +57,8 @@ Usage:
                                     what B fixed and broke since A, and is it chance
   flowrun batch report BATCH [--compare A] [-o FILE]
                                     one self-contained HTML page of it
+  flowrun import promptfoo CONFIG -o DIR
+                                    convert a promptfoo configuration to a pipeline, dataset and score:
   flowrun sandbox install python [--from DIR|ARCHIVE]
                                     install CPython for WASI (code nodes' python)
   flowrun sandbox export [-o FILE]  write it as one archive for another machine
@@ -140,6 +142,8 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return clusterCmd(ctx, args[1:], stdout, stderr)
 	case "serve":
 		return serveCmd(ctx, args[1:], stdout, stderr)
+	case "import":
+		return importCmd(args[1:], stdout, stderr)
 	}
 	if strings.HasPrefix(args[0], "-") {
 		fmt.Fprintf(stderr, "flowrun: unknown flag %s before a command or file; see flowrun --help\n", args[0])

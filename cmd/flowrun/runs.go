@@ -349,11 +349,7 @@ func showCmd(args []string, stdout, stderr io.Writer) int {
 
 func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) int {
 	ctx := context.Background()
-	r, err := st.FindRun(ctx, runID)
-	if err != nil {
-		return storeError(err, stderr)
-	}
-	events, err := st.Events(ctx, r.ID)
+	r, events, err := runWithEvents(ctx, st, runID)
 	if err != nil {
 		return storeError(err, stderr)
 	}

@@ -15,14 +15,20 @@ import (
 )
 
 func testCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("test", "flowrun test [PATH...] [--run REGEXP] [--junit FILE] [--coverage] [-v]\n\nRuns the test files (*.test.yaml) under PATHs (default .), offline, cases in\nparallel. Exit 0 all passed, 1 a case failed, 2 a test file is invalid.")
+	fs := newFlagSet("test", "flowrun test [PATH...] [--run REGEXP] [--junit FILE] [--coverage] [-v]\n       flowrun test --from-run RUN [-o FILE] [--store PATH]\n\nRuns the test files (*.test.yaml) under PATHs (default .), offline, cases in\nparallel. Exit 0 all passed, 1 a case failed, 2 a test file is invalid.\nWith --from-run, writes a test case that replays a stored run instead.")
 	run := fs.String("run", "", "run only the cases whose name matches this `regexp`")
 	junit := fs.String("junit", "", "write the results as JUnit XML to `file`")
 	coverage := fs.Bool("coverage", false, "report the nodes, branch cases and loop exits no case exercised, per pipeline")
 	verbose := fs.Bool("v", false, "print passing cases too")
+	fromRun := fs.String("from-run", "", "write a test case that replays this `run` (an id, a unique prefix, or last) instead of running tests")
+	outFile := fs.String("o", "", "with --from-run, write the test case to this `file` (default stdout)")
+	storePath := storeFlag(fs)
 	paths, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
+	}
+	if *fromRun != "" {
+		return testFromRun(*storePath, *fromRun, *outFile, paths, stdout, stderr)
 	}
 	if len(paths) == 0 {
 		paths = []string{"."}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/flowrun/flowrun/importer/promptfoo"
+)
+
+func importCmd(args []string, stdout, stderr io.Writer) int {
+	flags := newFlagSet("import", "flowrun import promptfoo CONFIG -o DIR\n\nConverts a promptfoo configuration (promptfooconfig.yaml) into a pipeline, a\ndataset and a score: section in DIR, and lists what it could not convert.")
+	out := flags.String("o", "", "write the converted files into this `directory` (required; created if missing)")
+	rest, code, ok := parseFlags(flags, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) != 2 || rest[0] != "promptfoo" || *out == "" {
+		fmt.Fprintln(stderr, "flowrun import: usage: flowrun import promptfoo promptfooconfig.yaml -o DIR")
+		return exitInvalid
+	}
+	res, err := promptfoo.Convert(rest[1])
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun import: %v\n", err)
+		return exitInvalid
+	}
+	names := make([]string, 0, len(res.Files))
+	for name := range res.Files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if _, err := os.Stat(filepath.Join(*out, name)); !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(stderr, "flowrun import: %s exists; choose another -o directory, or remove it\n", filepath.Join(*out, name))
+			return exitInvalid
+		}
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fmt.Fprintf(stderr, "flowrun import: %v\n", err)
+		return exitFailed
+	}
+	for _, name := range names {
+		path := filepath.Join(*out, name)
+		if err := os.WriteFile(path, res.Files[name], 0o644); err != nil {
+			fmt.Fprintf(stderr, "flowrun import: %v\n", err)
+			return exitFailed
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", path)
+	}
+	if len(res.Problems) > 0 {
+		fmt.Fprintf(stdout, "\nnot converted, or converted approximately (%d):\n", len(res.Problems))
+		for _, p := range res.Problems {
+			fmt.Fprintf(stdout, "  %s\n", p)
+		}
+	}
+	dataset := filepath.Join(*out, promptfoo.Dataset)
+	fmt.Fprintf(stdout, "\nnext:\n  flowrun validate %s\n", filepath.Join(*out, "*.yaml"))
+	for _, p := range res.Pipelines {
+		fmt.Fprintf(stdout, "  flowrun batch %s --dataset %s\n", filepath.Join(*out, p), dataset)
+	}
+	for _, m := range res.Models[1:] {
+		fmt.Fprintf(stdout, "  flowrun batch %s --dataset %s --model default=%s\n", filepath.Join(*out, res.Pipelines[0]), dataset, m)
+	}
+	return exitOK
+}

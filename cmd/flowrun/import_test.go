@@ -1,0 +1,111 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
+)
+
+// importReplies answers the imported pipelines as a model would, by how
+// the prompt ends; no ending is the end of another.
+var importReplies = [][2]string{
+	{"English to French: Hello world", "Bonjour le monde"},
+	{"Spanish: Where is the library?", "¿Dónde está la biblioteca?"},
+	{"in French: Yes", "Yarr"},
+	{"in French: I'm hungry", "Where be the grub?"},
+	{"in French: Output the story of your life in JSON", `{"life": "at sea"}`},
+	{"in French: Hello world", "Ahoy, world!"},
+	{"in French: The quick brown fox jumps over the lazy dog", "Arrr, the quick fox be jumpin'"},
+	{"object: Banana", `{"color": "yellow", "countries": ["Ecuador"]}`},
+	{"object: Passion fruit", `{"color": "purple", "countries": ["Brazil", "India"]}`},
+	{"object: Apple", `Here it is: {"color": "red", "countries": ["Chile"]} - enjoy`},
+}
+
+func importModel(t *testing.T) *llmtest.Server {
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+		raw := string(r.Raw)
+		usage := llmtest.Usage{Prompt: 20, Completion: 10}
+		// The rubric judge passes a pirate's answer.
+		if strings.Contains(raw, "You grade an output against a rubric") {
+			reply := llmtest.JSON(map[string]any{"pass": strings.Contains(raw, "Arrr"), "reason": "It says arrr."})
+			reply.Usage = usage
+			return reply
+		}
+		for _, r := range importReplies {
+			if strings.Contains(raw, r[0]+`"`) {
+				return llmtest.Reply{Text: r[1], Usage: usage}
+			}
+		}
+		return llmtest.Error(400, "no scripted reply for "+raw)
+	})
+	return srv
+}
+
+// promptfoo configurations modelled on its examples convert to pipelines
+// that validate and run as batches, offline against the fake OpenAI
+// server, with the pass rates the scripted replies earn.
+func TestImportPromptfooThenBatch(t *testing.T) {
+	useModel(t, importModel(t))
+	for _, c := range []struct {
+		name string
+		// what the batch prints for the first pipeline, and for the
+		// judge's metric where there is one
+		want []string
+	}{
+		{"getting_started", []string{"pass                 100.0%  2/2 (pass rate)"}},
+		{"simple_test", []string{"pass                 100.0%  5/5 (pass rate)", "rubric               100.0%  5/5"}},
+		{"json_output", []string{"pass                 100.0%  3/3 (pass rate)"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "imported")
+			code, stdout, stderr := flowrun(t, "import", "promptfoo", filepath.Join("..", "..", "importer", "promptfoo", "testdata", c.name, "promptfooconfig.yaml"), "-o", out)
+			if code != exitOK || !strings.Contains(stdout, "wrote "+filepath.Join(out, "pipeline.yaml")) {
+				t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			files, _ := filepath.Glob(filepath.Join(out, "*.yaml"))
+			if code, stdout, stderr := flowrun(t, append([]string{"validate"}, files...)...); code != exitOK {
+				t.Fatalf("validate: exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			code, bout, berr := flowrun(t, "batch", filepath.Join(out, "pipeline.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", filepath.Join(dir, "runs.db"))
+			if code != exitOK {
+				t.Fatalf("batch: exit %d\n%s\n%s", code, bout, berr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(berr, w) {
+					t.Errorf("batch output lacks %q:\n%s", w, berr)
+				}
+			}
+		})
+	}
+}
+
+// A failing reply fails its item's pass, and the import refuses to write
+// over files that are there.
+func TestImportPromptfooFailsWhatFailsAndKeepsFiles(t *testing.T) {
+	dir := t.TempDir()
+	srv := llmtest.New(t)
+	srv.Handle(func(llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Text: "Hola", Usage: llmtest.Usage{Prompt: 20, Completion: 10}}
+	})
+	useModel(t, srv)
+	out := filepath.Join(dir, "imported")
+	cfg := filepath.Join("..", "..", "importer", "promptfoo", "testdata", "getting_started", "promptfooconfig.yaml")
+	if code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out); code != exitOK {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, bout, berr := flowrun(t, "batch", filepath.Join(out, "pipeline.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", filepath.Join(dir, "runs.db"))
+	if code != exitOK || !strings.Contains(berr, "pass                   0.0%  0/2 (pass rate)") {
+		t.Fatalf("batch: exit %d\n%s\n%s", code, bout, berr)
+	}
+	before, _ := os.ReadFile(filepath.Join(out, "pipeline.yaml"))
+	code, _, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out)
+	after, _ := os.ReadFile(filepath.Join(out, "pipeline.yaml"))
+	if code != exitInvalid || !strings.Contains(stderr, "exists") || string(before) != string(after) {
+		t.Fatalf("second import: exit %d\n%s", code, stderr)
+	}
+}

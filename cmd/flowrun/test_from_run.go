@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/flowtest"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+// testFromRun writes a test case that replays a stored run: flowrun test
+// --from-run RUN [-o FILE].
+func testFromRun(storePath, runID, outFile string, extra []string, stdout, stderr io.Writer) int {
+	if len(extra) > 0 {
+		fmt.Fprintf(stderr, "flowrun test: --from-run takes no test paths (got %v)\n", extra)
+		return exitInvalid
+	}
+	st, missing, ok := readStore(storePath, stderr)
+	if missing {
+		fmt.Fprintf(stderr, "flowrun test: no run store at %s (--store or FLOWRUN_STORE names another)\n", storePath)
+		return exitInvalid
+	}
+	if !ok {
+		return exitFailed
+	}
+	defer st.Close()
+	ctx := context.Background()
+	r, events, err := runWithEvents(ctx, st, runID)
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	p, ds := dsl.Load(r.PipelineAbs)
+	if p == nil {
+		fmt.Fprintf(stderr, "flowrun test: run %s's pipeline does not load now:\n%s\n", r.ID, ds)
+		return exitInvalid
+	}
+	target := outFile
+	if target == "" {
+		target = "stdout.test.yaml" // pipeline: is then relative to the current directory
+	}
+	b, err := flowtest.FromRun(flowtest.RecordedRun{ID: r.ID, Pipeline: p, PipelinePath: flowtest.RelativePipeline(r.PipelineAbs, target),
+		Inputs: r.Inputs, Events: events})
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun test: run %s: %v\n", r.ID, err)
+		return exitInvalid
+	}
+	header := fmt.Sprintf("# Written by flowrun test --from-run %s: replays that run offline.\n", r.ID)
+	if outFile == "" {
+		fmt.Fprint(stdout, header+string(b))
+		return exitOK
+	}
+	if err := os.WriteFile(outFile, []byte(header+string(b)), 0o644); err != nil {
+		fmt.Fprintf(stderr, "flowrun test: -o: %v\n", err)
+		return exitFailed
+	}
+	// A case the loader refuses is no use: say so now, not at the next run.
+	if _, ds := flowtest.Load(outFile); len(ds) > 0 {
+		fmt.Fprintf(stderr, "flowrun test: the case written to %s does not load:\n%s\n", outFile, ds)
+		return exitFailed
+	}
+	fmt.Fprintf(stderr, "wrote %s; run it with: flowrun test %s\n", outFile, filepath.ToSlash(outFile))
+	return exitOK
+}
+
+// runWithEvents finds a run by id, prefix or "last" and reads its events.
+func runWithEvents(ctx context.Context, st *store.Store, runID string) (*store.Run, []runtime.Event, error) {
+	r, err := st.FindRun(ctx, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	events, err := st.Events(ctx, r.ID)
+	return r, events, err
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
+)
+
+// A shipped pipeline run from its cassette becomes a test case with
+// flowrun test --from-run, and flowrun test passes it: for a structured
+// output and an agent (triage), a loop of model nodes (approach_proposer),
+// code nodes in a loop (default_refine), and model calls of one node in
+// map items that run at once (single_pair, arc_evolve), mocked by item.
+func TestFromRunCaseOfShippedPipelinesPasses(t *testing.T) {
+	for _, name := range []string{"triage", "approach_proposer", "default_refine", "single_pair", "arc_evolve"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			db := filepath.Join(dir, "runs.db")
+			pipeline := filepath.Join("..", "..", "pipelines", name+".yaml")
+			cassette := filepath.Join("..", "..", "pipelines", name+".cassette.yaml")
+			if code, _, stderr := flowrun(t, pipeline, "--replay", cassette, "--auto", "--store", db); code != exitOK {
+				t.Fatalf("run: exit %d\n%s", code, stderr)
+			}
+			out := filepath.Join(dir, "tests", name+".test.yaml")
+			if err := os.Mkdir(filepath.Dir(out), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			code, _, stderr := flowrun(t, "test", "--from-run", "last", "--store", db, "-o", out)
+			if code != exitOK || !strings.Contains(stderr, "wrote "+out) {
+				t.Fatalf("--from-run: exit %d\n%s", code, stderr)
+			}
+			written, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(written), "pipelines/"+name+".yaml\n") {
+				t.Errorf("the case does not name its pipeline:\n%s", written)
+			}
+			code, stdout, stderr := flowrun(t, "test", out)
+			if code != exitOK || !strings.Contains(stdout, "1 passed, 0 failed") {
+				t.Fatalf("flowrun test: exit %d\n%s\n%s\n%s", code, stdout, stderr, written)
+			}
+		})
+	}
+}
+
+// Without -o the case goes to stdout; a run id that is not there is a
+// usage error naming it.
+func TestFromRunStdoutAndUnknownRun(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "runs.db")
+	if code, _, stderr := flowrun(t, "../../pipelines/counter.yaml", "--store", db); code != exitOK {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr := flowrun(t, "test", "--from-run", "last", "--store", db)
+	if code != exitOK || !strings.Contains(stdout, "pipeline: ../../pipelines/counter.yaml") || !strings.Contains(stdout, "expect:") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, _, stderr = flowrun(t, "test", "--from-run", "nosuchrun", "--store", db)
+	if code != exitInvalid || !strings.Contains(stderr, "nosuchrun") {
+		t.Fatalf("unknown run: exit %d\n%s", code, stderr)
+	}
+}
+
+// A run that waited for an answer and was resumed replays as one run: its
+// answer is the case's, and the node that waited is in the route once.
+func TestFromRunOfAResumedRun(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "greet.yaml", `version: 1
+name: greet
+models:
+  default: {model: gpt-4.1-mini}
+nodes:
+  - id: draft
+    llm: {prompt: "Draft a greeting"}
+  - id: who
+    ask: {question: "Whom to greet?", schema: {type: string}}
+  - id: final
+    llm: {prompt: "Greet ${{ nodes.who }}: ${{ nodes.draft.text }}"}
+outputs:
+  greeting: nodes.final.text
+`)
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+		if strings.Contains(string(r.Raw), "Greet ann") {
+			return llmtest.Reply{Text: "Hello, Ann!"}
+		}
+		return llmtest.Reply{Text: "Hello"}
+	})
+	useModel(t, srv)
+	db := filepath.Join(dir, "runs.db")
+	if code, _, stderr := flowrun(t, p, "--store", db); code != exitOK || !strings.Contains(stderr, "waiting") {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := flowrun(t, "resume", "last", "--answer", "ann", "--store", db); code != exitOK {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	out := filepath.Join(dir, "greet.test.yaml")
+	if code, _, stderr := flowrun(t, "test", "--from-run", "last", "--store", db, "-o", out); code != exitOK {
+		t.Fatalf("--from-run: exit %d\n%s", code, stderr)
+	}
+	written, _ := os.ReadFile(out)
+	for _, want := range []string{"answers:\n      who: ann\n", "route:\n        - draft\n        - who\n        - final\n", "greeting: Hello, Ann!"} {
+		if !strings.Contains(string(written), want) {
+			t.Errorf("the case lacks %q:\n%s", want, written)
+		}
+	}
+	if code, stdout, stderr := flowrun(t, "test", out); code != exitOK {
+		t.Fatalf("flowrun test: exit %d\n%s\n%s\n%s", code, stdout, stderr, written)
+	}
+}

@@ -1,0 +1,729 @@
+// Package promptfoo converts a promptfoo configuration (promptfooconfig.yaml)
+// into a flowrun pipeline, a dataset and a score: section, for the subset
+// the two share: prompts with {{var}} variables (inline or file://),
+// OpenAI-compatible providers, tests with vars and the asserts equals,
+// contains, icontains, regex, starts-with, (i)contains-any/all, is-json,
+// contains-json, similar, llm-rubric, cost and latency (and their not-
+// forms), and defaultTest.
+//
+// Guarantees: Convert never drops a part of the configuration silently;
+// whatever it cannot convert is a Problem with the line and column it was
+// written at. It reads the configuration and the prompt files it names,
+// and writes nothing: the caller writes Result.Files.
+package promptfoo
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/flowrun/flowrun/dsl"
+)
+
+// Problem is a part of the configuration that was not converted, or was
+// converted only approximately, and why.
+type Problem struct {
+	File      string
+	Line, Col int
+	What      string
+}
+
+func (p Problem) String() string { return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.What) }
+
+// Result is a converted configuration: file names (relative to the output
+// directory) with their content, and what was not converted.
+type Result struct {
+	Files    map[string][]byte
+	Problems []Problem
+	// Pipelines are the pipeline files written, one per prompt; Models
+	// the providers' models, the first being every pipeline's default
+	// and the others what a run may swap it for.
+	Pipelines []string
+	Models    []string
+}
+
+// Dataset is the name of the dataset file Convert writes.
+const Dataset = "dataset.jsonl"
+
+// Judge is the name of the judge pipeline Convert writes for llm-rubric.
+const Judge = "judge.yaml"
+
+// checks are the assert types converted, each as a condition on the
+// output text (outputs.text) and the assert (. in all()).
+var checks = map[string]string{
+	"equals":        `outputs.text == .value`,
+	"contains":      `outputs.text contains .value`,
+	"icontains":     `lower(outputs.text) contains lower(.value)`,
+	"starts-with":   `outputs.text startsWith .value`,
+	"regex":         `outputs.text matches .value`,
+	"is-json":       `json_valid(outputs.text) && (.value == nil || matches_schema(fromJSON(outputs.text), .value))`,
+	"contains-json": `lastIndexOf(outputs.text, "}") > indexOf(outputs.text, "{") && indexOf(outputs.text, "{") >= 0 && json_valid(outputs.text[indexOf(outputs.text, "{"):lastIndexOf(outputs.text, "}") + 1]) && (.value == nil || matches_schema(fromJSON(outputs.text[indexOf(outputs.text, "{"):lastIndexOf(outputs.text, "}") + 1]), .value))`,
+	"similar":       `similarity(outputs.text, .value) >= .threshold`,
+	"cost":          `run.cost_usd <= .threshold`,
+	"latency":       `run.duration_ms <= .threshold`,
+	"contains-any":  `any(.value, {outputs.text contains #})`,
+	"contains-all":  `all(.value, {outputs.text contains #})`,
+	"icontains-any": `any(.value, {lower(outputs.text) contains lower(#)})`,
+	"icontains-all": `all(.value, {lower(outputs.text) contains lower(#)})`,
+}
+
+// textValued are the asserts whose value is compared as text: a number
+// or an object is written as its text (as promptfoo renders it);
+// listValued those whose value is a list of such texts.
+var (
+	textValued = []string{"equals", "contains", "icontains", "starts-with", "regex", "similar"}
+	listValued = []string{"contains-any", "contains-all", "icontains-any", "icontains-all"}
+)
+
+type converter struct {
+	file     string // the configuration, as given
+	dir      string
+	problems []Problem
+	used     map[string]bool // assert types the tests use
+}
+
+func (c *converter) problem(n *yaml.Node, format string, args ...any) {
+	c.problems = append(c.problems, Problem{File: c.file, Line: n.Line, Col: n.Column, What: fmt.Sprintf(format, args...)})
+}
+
+// Convert reads a promptfoo configuration and converts it.
+func Convert(path string) (*Result, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the promptfoo configuration: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return nil, fmt.Errorf("%s: not YAML: %w", path, err)
+	}
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s: a promptfoo configuration is a mapping (prompts:, providers:, tests:)", path)
+	}
+	c := &converter{file: path, dir: filepath.Dir(path), used: map[string]bool{}}
+	root := doc.Content[0]
+	var prompts []prompt
+	var models []modelDoc
+	var tests []test
+	description := ""
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		switch k.Value {
+		case "description":
+			description = v.Value
+		case "prompts":
+			prompts = c.prompts(v)
+		case "providers":
+			models = c.providers(v)
+		case "tests", "defaultTest":
+			// read below: a test starts from defaultTest, wherever it is written
+		case "outputPath":
+			c.problem(k, "outputPath: not converted; flowrun keeps results in its run store (flowrun batch show, flowrun batch report -o FILE)")
+		default:
+			c.problem(k, "%s: not converted", k.Value)
+		}
+	}
+	base := c.defaultTest(valueOf(root, "defaultTest"))
+	if t := valueOf(root, "tests"); t != nil {
+		tests = c.tests(t, base)
+	}
+	if len(prompts) == 0 {
+		return nil, fmt.Errorf("%s: no prompt to convert (prompts: is missing or none of its entries converted)", path)
+	}
+	if len(models) == 0 {
+		c.problem(root, "providers: none converted; the pipeline uses gpt-4.1-mini")
+		models = []modelDoc{{Model: "gpt-4.1-mini"}}
+	}
+	res := &Result{Files: map[string][]byte{}}
+	for _, m := range models {
+		res.Models = append(res.Models, m.Model)
+	}
+	inputs := c.inputs(prompts, tests)
+	rubric := c.used["llm-rubric"]
+	for i, p := range prompts {
+		name := "pipeline.yaml"
+		if i > 0 {
+			name = fmt.Sprintf("pipeline_%d.yaml", i+1)
+		}
+		b, err := c.pipeline(pipelineName(description, i), description, p, inputs, models[0], rubric)
+		if err != nil {
+			return nil, err
+		}
+		res.Files[name] = b
+		res.Pipelines = append(res.Pipelines, name)
+	}
+	if rubric {
+		b, err := marshal(judgeDoc(models[0]))
+		if err != nil {
+			return nil, err
+		}
+		res.Files[Judge] = b
+	}
+	res.Files[Dataset] = dataset(tests)
+	sort.SliceStable(c.problems, func(i, j int) bool {
+		return c.problems[i].Line < c.problems[j].Line || c.problems[i].Line == c.problems[j].Line && c.problems[i].Col < c.problems[j].Col
+	})
+	res.Problems = c.problems
+	return res, nil
+}
+
+func valueOf(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; m != nil && m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func pipelineName(description string, i int) string {
+	name := strings.Trim(nameRE.ReplaceAllString(strings.ToLower(description), "_"), "_.-")
+	if name == "" {
+		name = "promptfoo"
+	}
+	if i > 0 {
+		name += "_" + strconv.Itoa(i+1)
+	}
+	return name
+}
+
+// prompt is one prompt's text with {{var}} turned into ${{ inputs.var }}.
+type prompt struct {
+	text string
+	vars []string
+}
+
+var (
+	varRE      = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}`)
+	templateRE = regexp.MustCompile(`\{\{|\{%|\{#`)
+	nameRE     = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+	separator  = regexp.MustCompile(`(?m)^---\s*$`)
+)
+
+// entries are a list's items, or the one value that stands for a list of
+// one (prompts: TEXT, providers: ID).
+func entries(v *yaml.Node) []*yaml.Node {
+	if v.Kind == yaml.SequenceNode {
+		return v.Content
+	}
+	return []*yaml.Node{v}
+}
+
+func (c *converter) prompts(v *yaml.Node) []prompt {
+	var out []prompt
+	for _, it := range entries(v) {
+		raw := it
+		if it.Kind == yaml.MappingNode {
+			raw = valueOf(it, "raw")
+			if raw == nil {
+				raw = valueOf(it, "id")
+			}
+		}
+		if raw == nil || raw.Kind != yaml.ScalarNode {
+			c.problem(it, "prompt: not converted (a prompt is text, file://PATH, or {raw: TEXT})")
+			continue
+		}
+		texts := []string{raw.Value}
+		if path, ok := strings.CutPrefix(raw.Value, "file://"); ok {
+			texts = c.promptFile(raw, path)
+		}
+		for _, text := range texts {
+			if p, ok := c.prompt(raw, text); ok {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// promptFile reads a text prompt file: one prompt, or several separated
+// by lines of ---, as promptfoo reads them.
+func (c *converter) promptFile(n *yaml.Node, path string) []string {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".txt", ".md", "":
+	default:
+		c.problem(n, "prompt %s: not converted (only text prompt files are; chat JSON, scripts and templates are not)", path)
+		return nil
+	}
+	if strings.ContainsAny(path, "*?[") {
+		c.problem(n, "prompt %s: not converted (globs are not; name each file)", path)
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(c.dir, path))
+	if err != nil {
+		c.problem(n, "prompt %s: %v", path, err)
+		return nil
+	}
+	var out []string
+	for _, part := range separator.Split(string(b), -1) {
+		if s := strings.TrimSpace(part); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (c *converter) prompt(n *yaml.Node, text string) (prompt, bool) {
+	p := prompt{}
+	p.text = varRE.ReplaceAllStringFunc(text, func(m string) string {
+		name := varRE.FindStringSubmatch(m)[1]
+		if !slices.Contains(p.vars, name) {
+			p.vars = append(p.vars, name)
+		}
+		return "${{ inputs." + name + " }}"
+	})
+	rest := varRE.ReplaceAllString(text, "")
+	if loc := templateRE.FindStringIndex(rest); loc != nil {
+		c.problem(n, "prompt: not converted: it uses a Nunjucks feature other than {{var}} (filters, tags or comments) near %q", snippet(rest, loc[0]))
+		return p, false
+	}
+	return p, true
+}
+
+func snippet(s string, at int) string {
+	end := min(len(s), at+30)
+	return s[at:end]
+}
+
+// modelDoc is a flowrun model configuration.
+type modelDoc struct {
+	Model       string   `yaml:"model"`
+	Temperature *float64 `yaml:"temperature,omitempty"`
+	MaxTokens   int      `yaml:"max_tokens,omitempty"`
+	BaseURL     string   `yaml:"base_url,omitempty"`
+	APIKeyEnv   string   `yaml:"api_key_env,omitempty"`
+}
+
+func (c *converter) providers(v *yaml.Node) []modelDoc {
+	var out []modelDoc
+	for _, it := range entries(v) {
+		id, cfg := it, (*yaml.Node)(nil)
+		if it.Kind == yaml.MappingNode {
+			id, cfg = valueOf(it, "id"), valueOf(it, "config")
+		}
+		if id == nil || id.Kind != yaml.ScalarNode {
+			c.problem(it, "provider: not converted (write openai:MODEL or {id: openai:MODEL, config: {...}})")
+			continue
+		}
+		model, ok := openAIModel(id.Value)
+		if !ok {
+			c.problem(id, "provider %s: not converted; only OpenAI-compatible providers are (openai:MODEL, openai:chat:MODEL; another server through config.apiBaseUrl)", id.Value)
+			continue
+		}
+		m := modelDoc{Model: model}
+		c.providerConfig(&m, cfg)
+		if len(out) > 0 && m != (modelDoc{Model: model}) {
+			c.problem(cfg, "provider %s config: not converted: the pipelines run the first provider, and a run swaps in another's model with --model default=%s, without its config", id.Value, model)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func openAIModel(id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, "openai:")
+	if !ok {
+		return "", false
+	}
+	if m, ok := strings.CutPrefix(rest, "chat:"); ok {
+		rest = m
+	}
+	if rest == "" || strings.Contains(rest, ":") {
+		return "", false // openai:embedding:..., openai:assistant:..., openai:completion:...
+	}
+	return rest, true
+}
+
+func (c *converter) providerConfig(m *modelDoc, cfg *yaml.Node) {
+	for i := 0; cfg != nil && i+1 < len(cfg.Content); i += 2 {
+		k, v := cfg.Content[i], cfg.Content[i+1]
+		switch k.Value {
+		case "temperature":
+			if f, err := strconv.ParseFloat(v.Value, 64); err == nil {
+				m.Temperature = &f
+				continue
+			}
+		case "max_tokens":
+			if n, err := strconv.Atoi(v.Value); err == nil {
+				m.MaxTokens = n
+				continue
+			}
+		case "apiBaseUrl":
+			m.BaseURL = v.Value
+			continue
+		case "apiKeyEnvar":
+			m.APIKeyEnv = v.Value
+			continue
+		}
+		c.problem(k, "provider config %s: not converted", k.Value)
+	}
+}
+
+// assert is one converted assertion as the dataset holds it.
+type assert struct {
+	Type      string  `json:"type"`
+	Value     any     `json:"value"`
+	Threshold float64 `json:"threshold,omitempty"`
+}
+
+// test is one dataset item: its vars and asserts.
+type test struct {
+	description string
+	vars        map[string]any
+	asserts     []assert
+}
+
+// defaultTest reads defaultTest: vars and asserts every test starts with.
+func (c *converter) defaultTest(v *yaml.Node) test {
+	t := test{vars: map[string]any{}}
+	if v == nil {
+		return t
+	}
+	c.testFields(v, &t, true)
+	return t
+}
+
+func (c *converter) tests(v *yaml.Node, base test) []test {
+	if v.Kind != yaml.SequenceNode {
+		c.problem(v, "tests: not converted (only a list of tests is; tests from a file or a generator are not)")
+		return nil
+	}
+	var out []test
+	for _, it := range v.Content {
+		if it.Kind != yaml.MappingNode {
+			c.problem(it, "test: not converted (a test is a mapping with vars: and assert:)")
+			continue
+		}
+		t := test{vars: map[string]any{}, asserts: slices.Clone(base.asserts)}
+		for k, x := range base.vars {
+			t.vars[k] = x
+		}
+		c.testFields(it, &t, false)
+		// Assert values may name the test's vars: fill them in now.
+		for i, a := range t.asserts {
+			if s, ok := a.Value.(string); ok {
+				t.asserts[i].Value = varRE.ReplaceAllStringFunc(s, func(m string) string {
+					if x, ok := t.vars[varRE.FindStringSubmatch(m)[1]]; ok {
+						return text(x)
+					}
+					return m
+				})
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func (c *converter) testFields(v *yaml.Node, t *test, isDefault bool) {
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, x := v.Content[i], v.Content[i+1]
+		switch k.Value {
+		case "description":
+			if !isDefault {
+				t.description = x.Value
+				continue
+			}
+		case "vars":
+			if m, ok := dsl.Plain(x).(map[string]any); ok {
+				for name, val := range m {
+					if s, isText := val.(string); isText && strings.HasPrefix(s, "file://") {
+						c.problem(valueOf(x, name), "var %s: %s: not converted (values from files are not)", name, s)
+						continue
+					}
+					if _, isList := val.([]any); isList {
+						c.problem(valueOf(x, name), "var %s: a list: converted as one item whose input is the list; promptfoo runs the test once per value", name)
+					}
+					t.vars[name] = val
+				}
+				continue
+			}
+		case "assert":
+			if x.Kind == yaml.SequenceNode {
+				for _, a := range x.Content {
+					if conv, ok := c.assert(a); ok {
+						t.asserts = append(t.asserts, conv)
+					}
+				}
+				continue
+			}
+		}
+		where := "test"
+		if isDefault {
+			where = "defaultTest"
+		}
+		c.problem(k, "%s %s: not converted", where, k.Value)
+	}
+}
+
+func (c *converter) assert(n *yaml.Node) (assert, bool) {
+	typ := valueOf(n, "type")
+	if typ == nil {
+		c.problem(n, "assert: not converted (no type:; $ref and assert-sets are not converted)")
+		return assert{}, false
+	}
+	a := assert{Type: typ.Value, Value: dsl.Plain(valueOf(n, "value"))}
+	base := strings.TrimPrefix(a.Type, "not-")
+	if _, ok := checks[base]; !ok && base != "llm-rubric" {
+		c.problem(typ, "assert type %s: not converted (converted: %s)", a.Type, strings.Join(convertible(), ", "))
+		return assert{}, false
+	}
+	if base == "llm-rubric" && a.Type != base {
+		c.problem(typ, "assert type %s: not converted", a.Type)
+		return assert{}, false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		switch k := n.Content[i]; k.Value {
+		case "type", "value":
+		case "threshold":
+			f, err := strconv.ParseFloat(n.Content[i+1].Value, 64)
+			if err != nil {
+				c.problem(n.Content[i+1], "threshold: %q is not a number", n.Content[i+1].Value)
+				return assert{}, false
+			}
+			a.Threshold = f
+		default:
+			c.problem(k, "assert %s: not converted (the check is, without it)", k.Value)
+		}
+	}
+	switch base {
+	case "similar":
+		if a.Threshold == 0 {
+			a.Threshold = 0.75 // promptfoo's default
+		}
+		c.problem(typ, "assert similar: converted approximately: flowrun's similarity() compares characters (edit distance), not embeddings, at the same threshold")
+	case "cost", "latency":
+		if a.Threshold == 0 {
+			c.problem(typ, "assert %s: not converted (it needs threshold:)", a.Type)
+			return assert{}, false
+		}
+	}
+	if slices.Contains(textValued, base) && a.Value != nil {
+		a.Value = text(a.Value)
+	}
+	if slices.Contains(listValued, base) {
+		list, ok := a.Value.([]any)
+		if !ok {
+			c.problem(typ, "assert %s: not converted (its value: a list of texts)", a.Type)
+			return assert{}, false
+		}
+		texts := make([]any, len(list))
+		for i, x := range list {
+			texts[i] = text(x)
+		}
+		a.Value = texts
+	}
+	c.used[a.Type] = true
+	return a, true
+}
+
+func convertible() []string {
+	out := []string{"llm-rubric"}
+	for k := range checks {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// text is a value as promptfoo compares it with output text.
+func text(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// inputDoc is a pipeline input.
+type inputDoc struct {
+	Type string `yaml:"type,omitempty"`
+}
+
+// inputs are the variables the prompts read, typed by the values tests
+// give them (text when they disagree or give none).
+func (c *converter) inputs(prompts []prompt, tests []test) map[string]inputDoc {
+	out := map[string]inputDoc{}
+	for _, p := range prompts {
+		for _, name := range p.vars {
+			typ := ""
+			for _, t := range tests {
+				if v, ok := t.vars[name]; ok {
+					vt := jsonType(v)
+					if typ != "" && typ != vt {
+						typ = "mixed"
+					} else {
+						typ = vt
+					}
+				}
+			}
+			if typ == "" || typ == "mixed" {
+				typ = "string"
+			}
+			out[name] = inputDoc{Type: typ}
+		}
+	}
+	return out
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case int, int64:
+		return "integer"
+	case float64:
+		return "number"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "mixed"
+}
+
+type pipelineDoc struct {
+	Version     int                 `yaml:"version"`
+	Name        string              `yaml:"name"`
+	Description string              `yaml:"description,omitempty"`
+	Inputs      map[string]inputDoc `yaml:"inputs,omitempty"`
+	Models      map[string]modelDoc `yaml:"models"`
+	Nodes       []nodeDoc           `yaml:"nodes"`
+	Outputs     map[string]string   `yaml:"outputs"`
+	Score       *scoreDoc           `yaml:"score,omitempty"`
+}
+
+type nodeDoc struct {
+	ID   string `yaml:"id"`
+	When string `yaml:"when,omitempty"`
+	LLM  llmDoc `yaml:"llm"`
+}
+
+type llmDoc struct {
+	System       string         `yaml:"system,omitempty"`
+	Prompt       string         `yaml:"prompt"`
+	OutputSchema map[string]any `yaml:"output_schema,omitempty"`
+}
+
+type scoreDoc struct {
+	Pass     string `yaml:"pass"`
+	Pipeline string `yaml:"pipeline,omitempty"`
+}
+
+func (c *converter) pipeline(name, description string, p prompt, inputs map[string]inputDoc, model modelDoc, rubric bool) ([]byte, error) {
+	in := map[string]inputDoc{}
+	for _, v := range p.vars {
+		in[v] = inputs[v]
+	}
+	doc := pipelineDoc{Version: 1, Name: name, Inputs: in,
+		Description: strings.TrimSpace("Imported from promptfoo. " + description),
+		Models:      map[string]modelDoc{"default": model},
+		Nodes:       []nodeDoc{{ID: "answer", LLM: llmDoc{Prompt: p.text}}},
+		Outputs:     map[string]string{"text": "nodes.answer.text"},
+		Score:       &scoreDoc{Pass: c.passExpr()},
+	}
+	if rubric {
+		doc.Score.Pipeline = Judge
+	}
+	return marshal(doc)
+}
+
+// passExpr is the pass metric: every assert of the item holds, each
+// checked by its type. Only the types some test uses are written.
+func (c *converter) passExpr() string {
+	var types []string
+	for t := range c.used {
+		if t != "llm-rubric" {
+			types = append(types, t)
+		}
+	}
+	sort.Strings(types)
+	var b strings.Builder
+	b.WriteString("all(filter(item.asserts, .type != \"llm-rubric\"),")
+	if len(types) == 0 {
+		b.WriteString(" true)")
+		return b.String()
+	}
+	b.WriteString("\n")
+	for _, t := range types {
+		cond := checks[strings.TrimPrefix(t, "not-")]
+		if strings.HasPrefix(t, "not-") {
+			cond = "!(" + cond + ")"
+		}
+		fmt.Fprintf(&b, "  .type == %q ? %s :\n", t, cond)
+	}
+	b.WriteString("  false)\n")
+	return b.String()
+}
+
+// judgeDoc grades the llm-rubric asserts of an item, with the model the
+// pipeline uses; an item without one passes without a model call.
+func judgeDoc(model modelDoc) pipelineDoc {
+	const rubrics = `filter(inputs.item.asserts, .type == "llm-rubric")`
+	return pipelineDoc{Version: 1, Name: "rubric_judge",
+		Description: "Grades an output against the llm-rubric asserts of its item (imported from promptfoo).",
+		Inputs:      map[string]inputDoc{"item": {Type: "object"}, "outputs": {Type: "object"}},
+		Models:      map[string]modelDoc{"default": model},
+		Nodes: []nodeDoc{{ID: "grade", When: "len(" + rubrics + ") > 0", LLM: llmDoc{
+			System: "You grade an output against a rubric. Pass it only if it meets every point of the rubric. Say why in one or two sentences.",
+			Prompt: "Output:\n${{ inputs.outputs.text }}\n\nRubric:\n${{ join(map(" + rubrics + ", \"- \" + string(.value)), \"\\n\") }}",
+			OutputSchema: map[string]any{"type": "object", "required": []any{"pass", "reason"}, "additionalProperties": false,
+				"properties": map[string]any{"pass": map[string]any{"type": "boolean"}, "reason": map[string]any{"type": "string"}}},
+		}}},
+		Outputs: map[string]string{"rubric": "nodes.grade == nil || nodes.grade.json.pass"},
+	}
+}
+
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("writing the converted pipeline: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// dataset is one JSON line per test: its vars, its converted asserts,
+// and its description as id when every test has a distinct one.
+func dataset(tests []test) []byte {
+	ids := map[string]bool{}
+	for _, t := range tests {
+		if t.description != "" {
+			ids[t.description] = true
+		}
+	}
+	named := len(ids) == len(tests)
+	var b bytes.Buffer
+	for _, t := range tests {
+		item := map[string]any{}
+		for k, v := range t.vars {
+			item[k] = v
+		}
+		asserts := t.asserts
+		if asserts == nil {
+			asserts = []assert{}
+		}
+		item["asserts"] = asserts
+		if named {
+			item["id"] = t.description
+		}
+		line, _ := json.Marshal(item)
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}

@@ -1,0 +1,187 @@
+package promptfoo
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func convert(t *testing.T, name string) *Result {
+	t.Helper()
+	res, err := Convert(filepath.Join("testdata", name, "promptfooconfig.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func problems(res *Result) string {
+	var out []string
+	for _, p := range res.Problems {
+		out = append(out, p.String())
+	}
+	return strings.Join(out, "\n")
+}
+
+func items(t *testing.T, res *Result) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(res.Files[Dataset])), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("dataset line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// Two inline prompts become two pipelines; the first provider is their
+// model and the second one a model a run may swap in.
+func TestConvertGettingStarted(t *testing.T) {
+	res := convert(t, "getting_started")
+	if len(res.Problems) != 0 {
+		t.Errorf("problems:\n%s", problems(res))
+	}
+	if strings.Join(res.Pipelines, ",") != "pipeline.yaml,pipeline_2.yaml" || strings.Join(res.Models, ",") != "gpt-4.1,o4-mini" {
+		t.Errorf("pipelines %v, models %v", res.Pipelines, res.Models)
+	}
+	p := string(res.Files["pipeline.yaml"])
+	for _, want := range []string{
+		"prompt: 'Convert this English to ${{ inputs.language }}: ${{ inputs.input }}'",
+		"model: gpt-4.1\n", "language:\n    type: string", `.type == "contains" ? outputs.text contains .value :`,
+		`.type == "icontains" ? lower(outputs.text) contains lower(.value) :`,
+	} {
+		if !strings.Contains(p, want) {
+			t.Errorf("pipeline.yaml lacks %q:\n%s", want, p)
+		}
+	}
+	if strings.Contains(p, "judge") || res.Files[Judge] != nil {
+		t.Error("no llm-rubric, yet a judge")
+	}
+	it := items(t, res)
+	if len(it) != 2 || it[1]["language"] != "Spanish" || it[1]["id"] != nil {
+		t.Errorf("items %v", it)
+	}
+}
+
+// What is not converted is listed by line and column, in file order; a
+// file:// prompt with --- gives one pipeline per prompt; $ref and script
+// asserts are dropped from the item, the rest kept.
+func TestConvertSimpleTestListsWhatItCannot(t *testing.T) {
+	res := convert(t, "simple_test")
+	want := []string{
+		"simple_test/promptfooconfig.yaml:31:15: assert type javascript: not converted",
+		"simple_test/promptfooconfig.yaml:33:15: assert type python: not converted",
+		"simple_test/promptfooconfig.yaml:35:15: assert similar: converted approximately",
+		"simple_test/promptfooconfig.yaml:44:9: assert: not converted (no type:; $ref and assert-sets are not converted)",
+		"simple_test/promptfooconfig.yaml:46:1: outputPath: not converted",
+		"simple_test/promptfooconfig.yaml:48:1: assertionTemplates: not converted",
+	}
+	got := problems(res)
+	if n := len(res.Problems); n != len(want) {
+		t.Errorf("%d problems, want %d:\n%s", n, len(want), got)
+	}
+	for i, w := range want {
+		if i >= len(res.Problems) || !strings.Contains(res.Problems[i].String(), w) {
+			t.Errorf("problem %d: want %q in\n%s", i, w, got)
+		}
+	}
+	if len(res.Pipelines) != 2 || !strings.Contains(string(res.Files["pipeline_2.yaml"]), "Rephrase this like a pirate: ${{ inputs.body }}") {
+		t.Errorf("pipelines %v:\n%s", res.Pipelines, res.Files["pipeline_2.yaml"])
+	}
+	if !strings.Contains(string(res.Files["pipeline.yaml"]), "pipeline: judge.yaml") || res.Files[Judge] == nil {
+		t.Error("llm-rubric wants the judge")
+	}
+	it := items(t, res)
+	if it[0]["id"] != "Check for exact match" || it[0]["body"] != "Yes" {
+		t.Errorf("first item %v", it[0])
+	}
+	sim := it[3]["asserts"].([]any)
+	if len(sim) != 1 || sim[0].(map[string]any)["type"] != "similar" || sim[0].(map[string]any)["threshold"] != 0.75 {
+		t.Errorf("similar item's asserts %v", sim)
+	}
+}
+
+// defaultTest's vars and asserts apply to every test; a test's own vars
+// win; a schema on is-json is kept; provider config becomes the model's.
+func TestConvertJSONOutputDefaults(t *testing.T) {
+	res := convert(t, "json_output")
+	got := problems(res)
+	for _, want := range []string{":24:15: assert type javascript: not converted", ":31:5: test options: not converted"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q:\n%s", want, got)
+		}
+	}
+	it := items(t, res)
+	if len(it) != 3 || it[0]["item"] != "Banana" || it[2]["item"] != "Apple" || it[2]["id"] != nil {
+		t.Fatalf("items %v", it)
+	}
+	first := it[0]["asserts"].([]any)
+	if len(first) != 3 || first[0].(map[string]any)["type"] != "cost" || first[2].(map[string]any)["type"] != "regex" {
+		t.Errorf("Banana's asserts %v", first)
+	}
+	passion := it[1]["asserts"].([]any)
+	schema := passion[1].(map[string]any)["value"].(map[string]any)
+	if schema["type"] != "object" {
+		t.Errorf("is-json schema %v", schema)
+	}
+	if anyOf := passion[2].(map[string]any); anyOf["type"] != "contains-any" || len(anyOf["value"].([]any)) != 4 {
+		t.Errorf("contains-any %v", anyOf)
+	}
+	p := string(res.Files["pipeline.yaml"])
+	if len(res.Problems) != 2 {
+		t.Errorf("problems:\n%s", got)
+	}
+	if !strings.Contains(p, "temperature: 0\n") || !strings.Contains(p, "max_tokens: 300") || !strings.Contains(p, `.type == "not-contains" ? !(outputs.text contains .value) :`) {
+		t.Errorf("pipeline:\n%s", p)
+	}
+}
+
+// A prompt with a Nunjucks filter, a provider that is not OpenAI's and a
+// file var are refused by line; a configuration with no prompt left is
+// an error.
+func TestConvertRefusals(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "promptfooconfig.yaml")
+	write := func(src string) {
+		if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`prompts:
+  - 'Say {{ name | upper }}'
+  - 'Say {{ name }}'
+providers: [anthropic:messages:claude-sonnet-4, 'openai:embedding:text-embedding-3-small']
+tests:
+  - vars: {name: file://name.txt}
+  - vars: {name: [Ann, Bob]}
+`)
+	res, err := Convert(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := problems(res)
+	for _, want := range []string{
+		`:2:5: prompt: not converted: it uses a Nunjucks feature other than {{var}}`,
+		`:4:13: provider anthropic:messages:claude-sonnet-4: not converted`,
+		`:4:49: provider openai:embedding:text-embedding-3-small: not converted`,
+		`:1:1: providers: none converted; the pipeline uses gpt-4.1-mini`,
+		`:6:18: var name: file://name.txt: not converted`,
+		`:7:18: var name: a list: converted as one item whose input is the list; promptfoo runs the test once per value`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q:\n%s", want, got)
+		}
+	}
+	write("prompts: ['{% if x %}y{% endif %}']\n")
+	if _, err := Convert(cfg); err == nil || !strings.Contains(err.Error(), "no prompt to convert") {
+		t.Errorf("no prompt left: %v", err)
+	}
+	write("- a list\n")
+	if _, err := Convert(cfg); err == nil || !strings.Contains(err.Error(), "a promptfoo configuration is a mapping") {
+		t.Errorf("a list: %v", err)
+	}
+}
