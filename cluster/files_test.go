@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/runtime"
 )
 
 func embeddedNATS(t *testing.T) string {
@@ -172,5 +174,34 @@ func TestFetchStaysInCache(t *testing.T) {
 	_, err = c.fetchPipeline(ctx, cache, secret)
 	if err == nil || strings.Contains(err.Error(), "TOPSECRET") {
 		t.Errorf("a job whose pipeline file is ../../secret.yaml: %v", err)
+	}
+}
+
+// TestEventWithoutAckDoesNotHangItsItem: an event whose acknowledgement
+// never comes (lost with a stream leader that was shut down mid-publish;
+// here, a stream that is gone and a subscriber that swallows the message)
+// is published again for a while and then given up: a worker's item ends
+// instead of waiting for it forever.
+func TestEventWithoutAckDoesNotHangItsItem(t *testing.T) {
+	defer func(d time.Duration) { eventAckTimeout = d }(eventAckTimeout)
+	eventAckTimeout = 200 * time.Millisecond
+	c := testConn(t, Options{URL: embeddedNATS(t)})
+	ctx := context.Background()
+	must(t, c.js.DeleteStream(ctx, c.runs.CachedInfo().Config.Name))
+	swallowed := make(chan struct{}, 16)
+	sub, err := c.nc.Subscribe(evSubject+">", func(*nats.Msg) { swallowed <- struct{}{} })
+	must(t, err)
+	defer sub.Unsubscribe()
+	ev := &events{c: c, run: "r1"}
+	ev.Event(runtime.Event{Type: runtime.EventRunStarted, Run: "r1"})
+	done := make(chan struct{})
+	go func() { ev.wait(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("waiting for an event JetStream never acknowledged still waits after a minute")
+	}
+	if len(swallowed) < 2 {
+		t.Errorf("the event was published %d times, want it published again after no acknowledgement", len(swallowed))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -156,7 +157,15 @@ func (s *events) Event(e runtime.Event) {
 	s.mu.Unlock()
 }
 
-// wait waits for the acknowledgements of the events published so far.
+// eventAckTimeout is how long an event's publication waits for JetStream
+// to acknowledge it before it is published again (the message id makes a
+// second copy a duplicate JetStream drops). Without it, an event whose
+// acknowledgement was lost with a server (a stream leader shut down
+// mid-publish) is waited for forever, and its item with it.
+var eventAckTimeout = 5 * time.Second
+
+// wait waits for the acknowledgements of the events published so far,
+// publishing again, for a while, those that got none.
 func (s *events) wait(ctx context.Context) {
 	s.mu.Lock()
 	acks := s.acks
@@ -166,6 +175,12 @@ func (s *events) wait(ctx context.Context) {
 		select {
 		case <-f.Ok():
 		case <-f.Err():
+			again, cancel := context.WithTimeout(ctx, 4*eventAckTimeout)
+			_ = retry(again, "publishing an event to JetStream", func(ctx context.Context) error {
+				_, err := s.c.js.PublishMsg(ctx, f.Msg())
+				return err
+			})
+			cancel()
 		case <-ctx.Done():
 			return
 		}

@@ -142,7 +142,7 @@ func connect(ctx context.Context, o Options) (*conn, error) {
 }
 
 func setup(ctx context.Context, nc *nats.Conn, o Options) (*conn, error) {
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(eventAckTimeout))
 	if err != nil {
 		return nil, err
 	}
