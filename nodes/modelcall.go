@@ -19,7 +19,8 @@ import (
 type Services struct {
 	// LLM makes model calls; without it llm and agent nodes are not available.
 	LLM *llm.Client
-	// Models overrides named models' model ids (--model NAME=MODEL).
+	// Models overrides named models (--model NAME=SPEC, see
+	// llmconf.Override).
 	Models map[string]string
 	// OnDelta receives streamed text as it arrives, by node path, for a
 	// live view. Recorded results are the same with or without it.
@@ -66,10 +67,11 @@ func (svc *Services) startConversation(ctx context.Context, s *runtime.Scope, l 
 	if !ok {
 		return nil, runtime.Errorf(errclass.Critical, "model %q is not declared in %s", l.Model, p.Path)
 	}
-	if id, ok := svc.Models[l.Model]; ok {
-		override := *m
-		override.Model = id
-		m = &override
+	if spec, ok := svc.Models[l.Model]; ok {
+		var err error
+		if m, err = llmconf.Override(m, spec); err != nil {
+			return nil, runtime.Errorf(errclass.Critical, "%w", err)
+		}
 	}
 	c := &conversation{model: m, memory: l.Memory}
 	system := l.System

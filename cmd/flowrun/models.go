@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/llmconf"
 	"github.com/flowrun/flowrun/mcpclient"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
@@ -43,7 +44,7 @@ func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.replay, "replay", "", "answer every model call from this cassette `file`, with no network")
 	fs.BoolVar(&m.cache, "cache", false, "answer identical model requests from the run store's response cache (temperature 0 only, unless a model or node says cache: always)")
 	fs.DurationVar(&m.cacheTTL, "cache-ttl", 0, "treat cached replies older than this `duration` as misses and replace them (default: no limit)")
-	fs.Var(&m.models, "model", "use another model id for a named model, as `NAME=MODEL` (repeatable)")
+	fs.Var(&m.models, "model", "use another model id for a named model, as `NAME=MODEL`, with options: NAME=[MODEL][,background][,poll=5s] (repeatable)")
 	fs.StringVar(&m.otel, "otel", "", "export a trace of every run to this OTLP `URL` (HTTP, or gRPC with OTEL_EXPORTER_OTLP_PROTOCOL=grpc; default: $OTEL_EXPORTER_OTLP_ENDPOINT)")
 }
 
@@ -67,8 +68,12 @@ func startModels(p *dsl.Pipeline, f *modelFlags, stderr io.Writer) (*modelSessio
 		if !ok || name == "" || id == "" {
 			return nil, fmt.Errorf("--model %q: write it as NAME=MODEL", kv)
 		}
-		if _, declared := p.Models[name]; !declared {
+		m, declared := p.Models[name]
+		if !declared {
 			return nil, fmt.Errorf("--model %q: the pipeline declares no model %q", kv, name)
+		}
+		if _, err := llmconf.Override(m, id); err != nil {
+			return nil, fmt.Errorf("--model %q: %w", kv, err)
 		}
 		ms.svc.Models[name] = id
 	}
