@@ -56,6 +56,7 @@ type conversation struct {
 	memory string
 	sent   []llm.Message
 	added  []llm.Message
+	calls  int // model calls made so far
 }
 
 // startConversation resolves the node's model and builds its first request:
@@ -186,6 +187,14 @@ func (svc *Services) call(ctx context.Context, s *runtime.Scope, n *dsl.Node, c 
 		}
 		s.Emit(runtime.Event{Type: runtime.EventModelTurn, Path: path, Node: n.ID, Kind: string(n.Kind), Turn: t})
 	}
+	c.calls++
+	if c.model.Background {
+		req.InFlight = inFlightCalls{s: s, n: n, call: fmt.Sprintf("background attempt %d call %d", s.Attempt(), c.calls)}
+		req.OnBackground = func(b llm.BackgroundEvent) {
+			s.Emit(runtime.Event{Type: runtime.EventRemoteWork, Path: path, Node: n.ID, Kind: string(n.Kind),
+				Remote: &runtime.RemoteWork{What: b.What, ID: b.ID, Status: b.Status, Polls: b.Polls, Error: b.Error}})
+		}
+	}
 	resp, err := svc.LLM.Complete(ctx, req)
 	if resp != nil {
 		s.AddUsage(resp.CostUSD, resp.Usage.Total)
@@ -213,4 +222,33 @@ func (c *conversation) remember(s *runtime.Scope) error {
 
 func usageMap(u llm.Usage) map[string]any {
 	return map[string]any{"prompt": u.Prompt, "completion": u.Completion, "reasoning": u.Reasoning, "cached": u.Cached, "total": u.Total}
+}
+
+// inFlightCalls keeps the background responses of one model call of a
+// node in the run's checkpoints, so that the node run again after a crash
+// or a stop re-attaches to them.
+type inFlightCalls struct {
+	s    *runtime.Scope
+	n    *dsl.Node
+	call string // the call within the node: attempt and number
+}
+
+func (f inFlightCalls) key(turn int) string { return fmt.Sprintf("%s turn %d", f.call, turn) }
+
+func (f inFlightCalls) Lookup(turn int) (llm.BackgroundCall, bool) {
+	raw, ok := f.s.InFlight(f.n, f.key(turn))
+	if !ok {
+		return llm.BackgroundCall{}, false
+	}
+	var bc llm.BackgroundCall
+	if err := json.Unmarshal(raw, &bc); err != nil {
+		// Unreadable: as if nothing were in flight, so a new response is
+		// created rather than the call failing for good.
+		return llm.BackgroundCall{}, false
+	}
+	return bc, true
+}
+
+func (f inFlightCalls) Record(ctx context.Context, turn int, bc llm.BackgroundCall) error {
+	return f.s.RecordInFlight(ctx, f.n, f.key(turn), bc)
 }

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/store"
+)
+
+const backgroundPipeline = `
+version: 1
+name: background
+models:
+  deep: {model: o3, api: responses, background: true, poll: 5ms}
+nodes:
+  - id: plan
+    llm: {model: deep, prompt: "plan it"}
+  - id: answer
+    llm: {model: deep, prompt: "answer after ${{ nodes.plan.text }}"}
+outputs:
+  plan: nodes.plan.text
+  answer: nodes.answer.text
+`
+
+// backgroundServer is a fake server whose background responses each stay
+// in progress for three polls.
+func backgroundServer(t *testing.T) *llmtest.Server {
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+		if strings.Contains(string(r.Raw), "answer after") {
+			return llmtest.Reply{Text: "the answer", Polls: 3}
+		}
+		return llmtest.Reply{Text: "the plan", Polls: 3}
+	})
+	return srv
+}
+
+func backgroundEnv(srv *llmtest.Server) []string {
+	return []string{"OPENAI_BASE_URL=" + srv.URL, "OPENAI_API_KEY=sk-bgtest-5c1d9e7f3a2b"}
+}
+
+// TestBackgroundKillMatrix kills flowrun with SIGKILL at every point
+// around a background response's create and polls, for the first node and
+// for the second (the first one checkpointed), resumes the run in a new
+// process and requires the outputs of an uninterrupted run with no
+// response created twice.
+func TestBackgroundKillMatrix(t *testing.T) {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "background.yaml", backgroundPipeline)
+	base := backgroundServer(t)
+	code, stdout, stderr := runDurProc(t, backgroundEnv(base), "run", pipeline, "--store", filepath.Join(dir, "base.db"))
+	if code != exitOK {
+		t.Fatalf("uninterrupted run: exit %d\n%s", code, stderr)
+	}
+	want := durOutputs(t, stdout)
+	if n := base.Creates(); n != 2 {
+		t.Fatalf("uninterrupted run created %d responses, want 2", n)
+	}
+
+	points := []struct {
+		name     string
+		what     string // the server event to kill at
+		response int    // which response (1: plan's, 2: answer's)
+		polls    int    // on a poll, which one
+		after    bool   // kill just after the server answers, not before
+		creates  int    // responses created in all (2 unless noted)
+	}{
+		{name: "plan/first-poll", what: "poll", response: 1, polls: 1},
+		{name: "plan/mid-poll", what: "poll", response: 1, polls: 2},
+		// The response completes on the server with nobody polling: the
+		// resume collects it.
+		{name: "plan/completing-poll", what: "poll", response: 1, polls: 4},
+		{name: "plan/after-completing-poll", what: "poll", response: 1, polls: 4, after: true},
+		{name: "answer/create", what: "create", response: 2, after: true},
+		{name: "answer/first-poll", what: "poll", response: 2, polls: 1},
+		{name: "answer/completing-poll", what: "poll", response: 2, polls: 4},
+		{name: "answer/after-completing-poll", what: "poll", response: 2, polls: 4, after: true},
+		// Killed while the server creates the response, before its id
+		// reaches flowrun: no one can know that response, so the resume
+		// creates another. The one window the API leaves open.
+		{name: "plan/during-create", what: "create", response: 1, creates: 3},
+	}
+	for _, pt := range points {
+		t.Run(pt.name, func(t *testing.T) {
+			srv := backgroundServer(t)
+			db := filepath.Join(t.TempDir(), "runs.db")
+			var mu sync.Mutex
+			order := map[string]int{} // response id -> creation order
+			var p *durProc
+			killed := make(chan struct{})
+			var once sync.Once
+			srv.OnBackground(func(ev llmtest.BackgroundEvent) {
+				mu.Lock()
+				if ev.What == "create" {
+					order[ev.ID] = len(order) + 1
+				}
+				hit := ev.What == pt.what && order[ev.ID] == pt.response && ev.Polls == pt.polls
+				proc := p
+				mu.Unlock()
+				if !hit {
+					return
+				}
+				once.Do(func() {
+					kill := func() {
+						proc.kill()
+						close(killed)
+					}
+					if pt.after {
+						go func() {
+							time.Sleep(time.Millisecond)
+							kill()
+						}()
+						return
+					}
+					kill()
+					<-proc.exited()
+				})
+			})
+			mu.Lock()
+			p = startDurProc(t, backgroundEnv(srv), "run", pipeline, "--store", db)
+			mu.Unlock()
+			select {
+			case <-killed:
+			case <-p.exited():
+				t.Fatalf("flowrun ended (%v) before the kill point\nstderr:\n%s", p.waitErr, p.stderr())
+			}
+			if code := p.wait(); code != -1 {
+				if code != exitOK {
+					t.Fatalf("killed run: exit %d\n%s", code, p.stderr())
+				}
+				t.Logf("the run completed before the kill landed")
+			}
+			srv.OnBackground(nil)
+			run := durOnlyRun(t, db)
+			if run.Status != store.StatusInterrupted && run.Status != "completed" {
+				t.Fatalf("killed run has status %s", run.Status)
+			}
+			code, stdout, stderr := runDurProc(t, backgroundEnv(srv), "resume", run.ID, "--store", db)
+			if code != exitOK && run.Status != "completed" {
+				t.Fatalf("resume: exit %d\n%s", code, stderr)
+			}
+			if got := durOnlyRun(t, db); got.Status != "completed" || !reflect.DeepEqual(fmt.Sprint(got.Outputs), fmt.Sprint(want)) {
+				t.Fatalf("resumed run: status %s outputs %v, want %v\n%s", got.Status, got.Outputs, want, stdout)
+			}
+			wantCreates := max(pt.creates, 2)
+			if n := srv.Creates(); n != wantCreates {
+				t.Errorf("%d responses created, want %d", n, wantCreates)
+			}
+		})
+	}
+}
