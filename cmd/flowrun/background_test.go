@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,6 +153,100 @@ func TestBackgroundKillMatrix(t *testing.T) {
 			wantCreates := max(pt.creates, 2)
 			if n := srv.Creates(); n != wantCreates {
 				t.Errorf("%d responses created, want %d", n, wantCreates)
+			}
+		})
+	}
+}
+
+// TestBackgroundStopCancelsOnServer stops a run while its background
+// response is in progress, by each way a run is stopped, and requires the
+// response cancelled on the server, the run resumable, and the resume to
+// create a new response rather than collect the cancelled one.
+func TestBackgroundStopCancelsOnServer(t *testing.T) {
+	dir := t.TempDir()
+	timed := strings.Replace(backgroundPipeline, `llm: {model: deep, prompt: "plan it"}`, "llm: {model: deep, prompt: \"plan it\"}\n    timeout: 2s\n    on_error: fail", 1)
+	cases := []struct {
+		name     string
+		pipeline string
+		stop     func(t *testing.T, p *durProc, db string)
+		status   []string
+		// at is the server event after which the run is stopped: a poll,
+		// so that flowrun knows the response, or, with a node timeout,
+		// the create (auto streams a call with a timeout).
+		at string
+	}{
+		{name: "store-stop", pipeline: backgroundPipeline, at: "poll", status: []string{"stopped"}, stop: func(t *testing.T, p *durProc, db string) {
+			st, err := store.Open(db)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer st.Close()
+			if err := st.RequestStop(t.Context(), durOnlyRun(t, db).ID, "the user pressed Stop"); err != nil {
+				t.Error(err)
+			}
+		}},
+		{name: "sigterm", pipeline: backgroundPipeline, at: "poll", status: []string{"stopped", store.StatusInterrupted}, stop: func(t *testing.T, p *durProc, _ string) {
+			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Error(err)
+			}
+		}},
+		// The response never ends: the node's timeout stops it.
+		{name: "node-timeout", pipeline: timed, at: "create", status: []string{"failed"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pipeline := writeFile(t, dir, c.name+".yaml", c.pipeline)
+			srv := llmtest.New(t)
+			var mu sync.Mutex
+			endless := true
+			srv.Handle(func(llmtest.Request) llmtest.Reply {
+				mu.Lock()
+				defer mu.Unlock()
+				if endless {
+					return llmtest.Reply{Text: "never", Polls: 1 << 30}
+				}
+				return llmtest.Text("fine")
+			})
+			db := filepath.Join(t.TempDir(), "runs.db")
+			polled := make(chan struct{})
+			var once sync.Once
+			srv.OnBackground(func(ev llmtest.BackgroundEvent) {
+				if ev.What == c.at {
+					once.Do(func() { close(polled) })
+				}
+			})
+			p := startDurProc(t, backgroundEnv(srv), "run", pipeline, "--store", db)
+			select {
+			case <-polled:
+			case <-p.exited():
+				t.Fatalf("flowrun ended before polling\n%s", p.stderr())
+			}
+			asked := time.Now()
+			if c.stop != nil {
+				c.stop(t, p, db)
+			}
+			// Bounded by the test's -timeout, not by a guess at how fast
+			// this machine is.
+			id := <-srv.Cancels()
+			t.Logf("%s: cancelled %s on the server %s after the stop was asked", c.name, id, time.Since(asked).Round(time.Millisecond))
+			if s := srv.Status(id); s != "cancelled" {
+				t.Errorf("server status %s", s)
+			}
+			p.wait()
+			run := durOnlyRun(t, db)
+			if !slices.Contains(c.status, string(run.Status)) {
+				t.Fatalf("run status %s, want one of %v\n%s", run.Status, c.status, p.stderr())
+			}
+			mu.Lock()
+			endless = false
+			mu.Unlock()
+			code, _, stderr := runDurProc(t, backgroundEnv(srv), "resume", run.ID, "--store", db)
+			if code != exitOK {
+				t.Fatalf("resume: exit %d\n%s", code, stderr)
+			}
+			if n := srv.Creates(); n != 3 {
+				t.Errorf("%d responses created, want 3: the cancelled one, its replacement and the second node's", n)
 			}
 		})
 	}

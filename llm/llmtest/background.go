@@ -100,7 +100,7 @@ func (s *Server) hook(ev BackgroundEvent) {
 
 // create keeps a background response and answers with it queued, or, on
 // a streamed request, streams it from its start.
-func (s *Server) create(w http.ResponseWriter, req Request, rep Reply) {
+func (s *Server) create(w http.ResponseWriter, r *http.Request, req Request, rep Reply) {
 	id := fmt.Sprintf("resp_%d", req.N)
 	b := &backgroundResponse{req: req, rep: rep, status: "queued"}
 	s.mu.Lock()
@@ -112,7 +112,7 @@ func (s *Server) create(w http.ResponseWriter, req Request, rep Reply) {
 	s.mu.Unlock()
 	s.hook(BackgroundEvent{What: "create", ID: id})
 	if req.Stream {
-		s.streamBackground(w, b, -1, rep.Cut)
+		s.streamBackground(w, r, b, -1, rep.Cut)
 		return
 	}
 	writeJSON(w, b.object("queued"))
@@ -188,7 +188,7 @@ func (s *Server) serveBackground(w http.ResponseWriter, r *http.Request, id stri
 		if err != nil {
 			after = -1
 		}
-		s.streamBackground(w, b, after, false)
+		s.streamBackground(w, r, b, after, false)
 		return
 	}
 	writeJSON(w, b.object(status))
@@ -196,12 +196,22 @@ func (s *Server) serveBackground(w http.ResponseWriter, r *http.Request, id stri
 
 // streamBackground streams a background response's events after sequence
 // number after (-1: all), cutting after the first delta when cut. The
-// stream ends with the response: it is complete once streamed.
-func (s *Server) streamBackground(w http.ResponseWriter, b *backgroundResponse, after int, cut bool) {
+// stream ends with the response: it is complete once streamed. A response
+// still in progress (the stream comes before Reply.Polls polls) sends no
+// more than response.created and then holds the stream open until the
+// client goes away or cancels it.
+func (s *Server) streamBackground(w http.ResponseWriter, r *http.Request, b *backgroundResponse, after int, cut bool) {
 	sse := newSSE(w)
+	s.mu.Lock()
+	working := !b.ended() && b.rep.Polls > 0
+	s.mu.Unlock()
 	for _, ev := range responseEvents(b.req, b.rep, "queued") {
 		if ev["sequence_number"].(int) <= after {
 			continue
+		}
+		if working && ev["type"] != "response.created" {
+			<-r.Context().Done()
+			return
 		}
 		sse.event(ev["type"].(string), ev)
 		if cut && ev["type"] == "response.output_text.delta" {

@@ -336,7 +336,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if background {
-		s.create(w, req, rep)
+		s.create(w, r, req, rep)
 		return
 	}
 	switch {
