@@ -143,6 +143,13 @@ func TestBackgroundKillMatrix(t *testing.T) {
 			if run.Status != store.StatusInterrupted && run.Status != "completed" {
 				t.Fatalf("killed run has status %s", run.Status)
 			}
+			if pt.name == "plan/mid-poll" {
+				// Killed at its second poll: flowrun saw one.
+				_, shown, _ := runDurProc(t, nil, "show", run.ID, "--store", db)
+				if !strings.Contains(shown, "in flight: plan: response resp_1 in progress, ") || !strings.Contains(shown, ", polled once") {
+					t.Errorf("show does not say the call is in flight:\n%s", shown)
+				}
+			}
 			code, stdout, stderr := runDurProc(t, backgroundEnv(srv), "resume", run.ID, "--store", db)
 			if code != exitOK && run.Status != "completed" {
 				t.Fatalf("resume: exit %d\n%s", code, stderr)

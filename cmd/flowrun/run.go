@@ -372,6 +372,11 @@ func (t *textSink) Event(e runtime.Event) {
 		}
 	case runtime.EventToolProgress:
 		fmt.Fprintf(t.w, "  ...   %-40s %-8s %s\n", e.Path, e.Tool.Name, firstLine(e.Message))
+	case runtime.EventRemoteWork:
+		// Polls are counted, not shown: a long call polls hundreds of times.
+		if r := e.Remote; r.What != "polled" {
+			fmt.Fprintf(t.w, "  bg    %-40s %-8s %s %s%s\n", e.Path, r.ID, r.What, r.Status, remoteNote(r))
+		}
 	case runtime.EventRunStarted:
 		fmt.Fprintf(t.w, "run %s: %s\n", e.Run, e.Pipeline)
 	case runtime.EventNodeFinished:
@@ -389,6 +394,17 @@ func (t *textSink) Event(e runtime.Event) {
 	case runtime.EventRunFinished:
 		fmt.Fprintf(t.w, "run %s: %s\n", e.Run, e.Status)
 	}
+}
+
+// remoteNote is what a remote_work line adds after the status.
+func remoteNote(r *runtime.RemoteWork) string {
+	switch {
+	case r.Error != "":
+		return " (the cancel request failed: " + firstLine(r.Error) + ")"
+	case r.Polls > 0:
+		return fmt.Sprintf(" after %d polls", r.Polls)
+	}
+	return ""
 }
 
 func firstLine(s string) string {

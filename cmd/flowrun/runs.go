@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -408,6 +409,9 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		}
 		tl.Event(e)
 	}
+	for _, line := range inFlight(events, time.Now()) {
+		fmt.Fprintf(stdout, "in flight: %s\n", line)
+	}
 	printValues(stdout, "outputs", r.Outputs)
 	if r.Error != "" {
 		fmt.Fprintf(stdout, "error: %s\n", r.Error)
@@ -434,6 +438,51 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "snapshot %q at checkpoint %d (%s)\n", s.Label, s.Seq, s.Kind)
 	}
 	return exitOK
+}
+
+// inFlight describes the background calls a run's events show started and
+// not ended, as of now: "plan: response resp_1 in progress, 4m0s, polled
+// 12 times".
+func inFlight(events []runtime.Event, now time.Time) []string {
+	type call struct {
+		path, status string
+		since        time.Time
+		polls        int
+		ended        bool
+	}
+	byID := map[string]*call{}
+	var order []string
+	for _, e := range events {
+		r := e.Remote
+		if e.Type != runtime.EventRemoteWork || r.ID == "" {
+			continue
+		}
+		c := byID[r.ID]
+		if c == nil {
+			c = &call{path: e.Path, since: e.Time}
+			byID[r.ID] = c
+			order = append(order, r.ID)
+		}
+		c.status = cmp.Or(r.Status, c.status)
+		switch r.What {
+		case "polled":
+			c.polls++
+		case "completed", "cancelled":
+			c.ended = true
+		}
+	}
+	var out []string
+	for _, id := range order {
+		if c := byID[id]; !c.ended {
+			polled := fmt.Sprintf("polled %d times", c.polls)
+			if c.polls == 1 {
+				polled = "polled once"
+			}
+			out = append(out, fmt.Sprintf("%s: response %s %s, %s, %s", c.path, id,
+				strings.ReplaceAll(c.status, "_", " "), now.Sub(c.since).Round(time.Second), polled))
+		}
+	}
+	return out
 }
 
 // printValues prints a run's inputs or outputs, one per line as JSON
