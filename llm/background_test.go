@@ -245,6 +245,11 @@ func TestBackgroundStreamResumesAfterTheLastEvent(t *testing.T) {
 	srv.OnBackground(func(ev llmtest.BackgroundEvent) {
 		if ev.What == "poll" {
 			polls++
+			// Cut after the first delta, event 1: the stream resumes
+			// after it, not from the start.
+			if ev.StartingAfter != 1 {
+				t.Errorf("the stream resumed after event %d, want 1", ev.StartingAfter)
+			}
 		}
 	})
 	resp, err := c.Complete(context.Background(), Request{Model: m, Messages: userSays("x"), InFlight: in, OnDelta: func(s string) { got.WriteString(s) }})
@@ -259,6 +264,42 @@ func TestBackgroundStreamResumesAfterTheLastEvent(t *testing.T) {
 	}
 	if polls != 1 {
 		t.Errorf("%d streams resumed, want 1", polls)
+	}
+}
+
+// A process that dies mid-stream leaves the response id; the next one
+// streams the response from its record, and ends with the same text.
+func TestBackgroundStreamAfterRestart(t *testing.T) {
+	const text = "one two three four five"
+	srv := llmtest.New(t)
+	srv.Push(llmtest.Reply{Text: text, Cut: true})
+	m := backgroundModel()
+	m.Stream = "true"
+	in := &memoryInFlight{}
+	died := make(chan struct{})
+	first, _ := testClient(t, srv, func(o *Options) {
+		o.HTTPClient = &http.Client{Transport: dyingTransport{died: died}}
+	})
+	var once sync.Once
+	_, err := first.Complete(context.Background(), Request{Model: m, Messages: userSays("x"), InFlight: in, OnDelta: func(string) {
+		once.Do(func() { close(died) })
+	}})
+	if err == nil {
+		t.Fatal("the dead process's call succeeded")
+	}
+	second, _ := testClient(t, srv)
+	var shown strings.Builder
+	resp, err := second.Complete(context.Background(), Request{Model: m, Messages: userSays("x"), InFlight: in.snapshot(), OnDelta: func(s string) { shown.WriteString(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The record holds the stream's position when the response was
+	// created, so the new process shows the text from its start.
+	if resp.Text != text || shown.String() != text {
+		t.Errorf("text %q, shown %q; want %q for both", resp.Text, shown.String(), text)
+	}
+	if n := srv.Creates(); n != 1 {
+		t.Errorf("%d creates, want 1", n)
 	}
 }
 

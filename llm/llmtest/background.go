@@ -37,6 +37,10 @@ type BackgroundEvent struct {
 	What  string
 	ID    string
 	Polls int
+	// StartingAfter, on a streamed poll, is the sequence number it
+	// resumes after (-1 when it asked for the whole stream); on a plain
+	// poll, -1.
+	StartingAfter int
 }
 
 // OnBackground sets a function called before the server answers a create,
@@ -173,7 +177,11 @@ func (s *Server) serveBackground(w http.ResponseWriter, r *http.Request, id stri
 	b.polls++
 	polls := b.polls
 	s.mu.Unlock()
-	s.hook(BackgroundEvent{What: "poll", ID: id, Polls: polls})
+	stream, after := streamed(r), -1
+	if v, err := strconv.Atoi(r.URL.Query().Get("starting_after")); err == nil && stream {
+		after = v
+	}
+	s.hook(BackgroundEvent{What: "poll", ID: id, Polls: polls, StartingAfter: after})
 	s.mu.Lock()
 	if !b.ended() {
 		b.status = "in_progress"
@@ -183,11 +191,7 @@ func (s *Server) serveBackground(w http.ResponseWriter, r *http.Request, id stri
 	}
 	status := b.status
 	s.mu.Unlock()
-	if streamed(r) {
-		after, err := strconv.Atoi(r.URL.Query().Get("starting_after"))
-		if err != nil {
-			after = -1
-		}
+	if stream {
 		s.streamBackground(w, r, b, after, false)
 		return
 	}
