@@ -77,8 +77,9 @@ func IsImageURL(ref string) bool {
 
 // Override returns m with an override applied: the --model NAME=SPEC of a
 // run, where SPEC is a model id optionally followed by options,
-// "MODEL[,background][,poll=DURATION]", and MODEL may be left empty to
-// keep m's. m is not changed.
+// "MODEL[,responses][,background][,poll=DURATION]" (responses: call the
+// Responses API), and MODEL may be left empty to keep m's. m is not
+// changed.
 func Override(m *Model, spec string) (*Model, error) {
 	id, opts, _ := strings.Cut(spec, ",")
 	out := *m
@@ -89,6 +90,8 @@ func Override(m *Model, spec string) (*Model, error) {
 		name, value, hasValue := strings.Cut(opt, "=")
 		switch {
 		case opt == "" && opts == "":
+		case name == "responses" && !hasValue:
+			out.API = "responses"
 		case name == "background" && !hasValue:
 			out.Background = true
 		case name == "poll" && hasValue:
@@ -98,11 +101,11 @@ func Override(m *Model, spec string) (*Model, error) {
 			}
 			out.Poll = d
 		default:
-			return nil, fmt.Errorf("model %q: unknown option %q (the options are background and poll=DURATION)", m.Name, opt)
+			return nil, fmt.Errorf("model %q: unknown option %q (the options are responses, background and poll=DURATION)", m.Name, opt)
 		}
 	}
 	if out.Background && out.API != "responses" {
-		return nil, fmt.Errorf("model %q: background needs api: responses (background responses are a Responses API feature, and this model uses chat completions)", m.Name)
+		return nil, fmt.Errorf("model %q: background needs the Responses API (background responses are a Responses API feature, and this model uses chat completions): add the option responses", m.Name)
 	}
 	return &out, nil
 }

@@ -20,9 +20,10 @@ func TestOverride(t *testing.T) {
 		{m: chat, spec: "gpt-4.1", model: "gpt-4.1"},
 		{m: responses, spec: "o3-pro,background", model: "o3-pro", background: true},
 		{m: responses, spec: ",background,poll=30s", model: "o3", background: true, poll: 30 * time.Second},
-		{m: chat, spec: ",background", err: `model "fast": background needs api: responses`},
+		{m: chat, spec: ",background", err: `model "fast": background needs the Responses API`},
+		{m: chat, spec: "o3,responses,background", model: "o3", background: true},
 		{m: responses, spec: "o3,poll=soon", err: `model "deep": poll=soon is not a positive duration`},
-		{m: responses, spec: "o3,backgorund", err: `model "deep": unknown option "backgorund" (the options are background and poll=DURATION)`},
+		{m: responses, spec: "o3,backgorund", err: `model "deep": unknown option "backgorund" (the options are responses, background and poll=DURATION)`},
 	}
 	for _, c := range cases {
 		got, err := Override(c.m, c.spec)

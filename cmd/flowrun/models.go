@@ -44,7 +44,7 @@ func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.replay, "replay", "", "answer every model call from this cassette `file`, with no network")
 	fs.BoolVar(&m.cache, "cache", false, "answer identical model requests from the run store's response cache (temperature 0 only, unless a model or node says cache: always)")
 	fs.DurationVar(&m.cacheTTL, "cache-ttl", 0, "treat cached replies older than this `duration` as misses and replace them (default: no limit)")
-	fs.Var(&m.models, "model", "use another model id for a named model, as `NAME=MODEL`, with options: NAME=[MODEL][,background][,poll=5s] (repeatable)")
+	fs.Var(&m.models, "model", "use another model id for a named model, as `NAME=MODEL`, with options: NAME=[MODEL][,responses][,background][,poll=5s] (repeatable)")
 	fs.StringVar(&m.otel, "otel", "", "export a trace of every run to this OTLP `URL` (HTTP, or gRPC with OTEL_EXPORTER_OTLP_PROTOCOL=grpc; default: $OTEL_EXPORTER_OTLP_ENDPOINT)")
 }
 
