@@ -285,7 +285,8 @@ func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter,
 	if req.Model.Timeout > 0 {
 		timeout = req.Model.Timeout
 	}
-	actx, cancel := context.WithTimeout(context.WithValue(ctx, keyInContext{}, req.Key), timeout)
+	ctx = context.WithValue(ctx, keyInContext{}, req.Key)
+	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var res *http.Response
 	var rep *reply
