@@ -2,8 +2,6 @@ package flowtest
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -11,20 +9,10 @@ import (
 // A model with background: true is mocked like any other: its calls are
 // created, polled and collected on the fake server.
 func TestMocksAnswerBackgroundCalls(t *testing.T) {
-	src, err := os.ReadFile("testdata/loop.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pipeline := strings.Replace(string(src), "default: {model: gpt-4.1-mini}",
-		"default: {model: o3, api: responses, background: true, poll: 1ms, base_url: \"http://models.invalid/api/v2\"}", 1)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "loop.yaml"), []byte(pipeline), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "loop.test.yaml")
-	if err := os.WriteFile(path, []byte(reviseTwice), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := writeTestOf(t, func(pipeline string) string {
+		return strings.Replace(pipeline, "default: {model: gpt-4.1-mini}",
+			"default: {model: o3, api: responses, background: true, poll: 1ms, base_url: \"http://models.invalid/api/v2\"}", 1)
+	}, reviseTwice)
 	f, ds := Load(path)
 	if len(ds) > 0 {
 		t.Fatalf("load: %s", ds)
