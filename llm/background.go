@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"sync"
 	"net/http"
 	"time"
 
@@ -49,6 +50,30 @@ type BackgroundEvent struct {
 	Polls  int    // polls so far
 	// Error, on cancelled, is why the cancel request failed.
 	Error string
+}
+
+// memoryInFlight is an InFlight kept in memory: where a call is given
+// none, its own retries still re-attach to the response it created.
+type memoryInFlight struct {
+	mu sync.Mutex
+	m  map[int]BackgroundCall
+}
+
+func (f *memoryInFlight) Lookup(turn int) (BackgroundCall, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	bc, ok := f.m[turn]
+	return bc, ok
+}
+
+func (f *memoryInFlight) Record(_ context.Context, turn int, bc BackgroundCall) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[int]BackgroundCall{}
+	}
+	f.m[turn] = bc
+	return nil
 }
 
 // cancelTimeout bounds the request that cancels a background response:

@@ -14,30 +14,6 @@ import (
 	"github.com/flowrun/flowrun/llmconf"
 )
 
-// memoryInFlight is an InFlight kept in memory; snapshot stands for what
-// a killed process left durable.
-type memoryInFlight struct {
-	mu sync.Mutex
-	m  map[int]BackgroundCall
-}
-
-func (f *memoryInFlight) Lookup(turn int) (BackgroundCall, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	bc, ok := f.m[turn]
-	return bc, ok
-}
-
-func (f *memoryInFlight) Record(_ context.Context, turn int, bc BackgroundCall) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.m == nil {
-		f.m = map[int]BackgroundCall{}
-	}
-	f.m[turn] = bc
-	return nil
-}
-
 func (f *memoryInFlight) snapshot() *memoryInFlight {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -325,4 +301,32 @@ func (d dyingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	default:
 		return http.DefaultTransport.RoundTrip(r)
 	}
+}
+
+// A poll that fails (a dropped connection) is retried against the same
+// response, even with no InFlight given.
+func TestBackgroundPollErrorKeepsTheResponse(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Push(llmtest.Reply{Text: "kept", Polls: 2})
+	c, _ := testClient(t, srv, func(o *Options) {
+		o.HTTPClient = &http.Client{Transport: &failFirstPoll{}}
+	})
+	resp, err := c.Complete(context.Background(), Request{Model: backgroundModel(), Messages: userSays("x")})
+	if err != nil || resp.Text != "kept" {
+		t.Fatalf("%v %+v", err, resp)
+	}
+	if n := srv.Creates(); n != 1 {
+		t.Errorf("%d creates, want 1", n)
+	}
+}
+
+// failFirstPoll drops the first GET, as a broken connection would.
+type failFirstPoll struct{ failed bool }
+
+func (f *failFirstPoll) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && !f.failed {
+		f.failed = true
+		return nil, errors.New("connection reset by peer")
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -130,6 +130,9 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 			return nil, err
 		}
 	}
+	if req.Model.Background && req.InFlight == nil {
+		req.InFlight = &memoryInFlight{}
+	}
 	resp := &Response{Cached: true}
 	messages := req.Messages
 	for turn := 1; ; turn++ {
