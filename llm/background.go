@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"sync"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/openai/openai-go/v3/option"
