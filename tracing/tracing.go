@@ -194,6 +194,14 @@ func (x *Exporter) record(e runtime.Event) {
 				attribute.Int("flowrun.attempt", e.Attempt), attribute.String("flowrun.error.class", string(e.Class)),
 				attribute.String("error.message", redact.Line(e.Error, 500))))
 		}
+	case runtime.EventRemoteWork:
+		// Polls are counted on the next event, not each one an event: a
+		// long call polls hundreds of times.
+		if n, ok := r.nodes[e.Path]; ok && e.Remote.What != "polled" {
+			n.span.AddEvent("flowrun.remote_work."+e.Remote.What, trace.WithTimestamp(e.Time), trace.WithAttributes(
+				attribute.String("flowrun.remote_work.id", e.Remote.ID), attribute.String("flowrun.remote_work.status", e.Remote.Status),
+				attribute.Int("flowrun.remote_work.polls", e.Remote.Polls)))
+		}
 	case runtime.EventModelTurn:
 		x.modelTurn(r, e)
 	case runtime.EventToolCall:

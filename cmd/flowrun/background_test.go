@@ -258,3 +258,35 @@ func TestBackgroundStopCancelsOnServer(t *testing.T) {
 		})
 	}
 }
+
+// A background call is seen in the node's span: created and completed,
+// with the response id.
+func TestBackgroundInTrace(t *testing.T) {
+	otelEnv(t)
+	rc, url := startOTLPReceiver(t)
+	srv := backgroundServer(t)
+	t.Setenv("OPENAI_BASE_URL", srv.URL)
+	pipeline := writeFile(t, t.TempDir(), "background.yaml", backgroundPipeline)
+	code, _, stderr := flowrun(t, "run", pipeline, "--store", filepath.Join(t.TempDir(), "runs.db"), "--otel", url)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	spans, _ := rc.take()
+	var got []string
+	for _, s := range spans {
+		if s.Name != "node plan" {
+			continue
+		}
+		for _, ev := range s.Events {
+			for _, a := range ev.Attributes {
+				if a.Key == "flowrun.remote_work.id" {
+					got = append(got, ev.Name+" "+a.Value.GetStringValue())
+				}
+			}
+		}
+	}
+	want := []string{"flowrun.remote_work.created resp_1", "flowrun.remote_work.completed resp_1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("span events of node plan: %v, want %v", got, want)
+	}
+}
