@@ -290,3 +290,44 @@ func TestBackgroundInTrace(t *testing.T) {
 		t.Errorf("span events of node plan: %v, want %v", got, want)
 	}
 }
+
+// TestBackgroundReattachOnAnotherWorker kills the cluster worker running a
+// batch item in the middle of its background call; another worker picks
+// the item up from the checkpoints JetStream holds and re-attaches to the
+// same response.
+func TestBackgroundReattachOnAnotherWorker(t *testing.T) {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "background.yaml", strings.Replace(backgroundPipeline, "models:", "inputs: {id: {type: string}}\nmodels:", 1))
+	data := clusterItems(t, dir, 1)
+	srv := backgroundServer(t)
+	ns := startNATS(t)
+	worker := func() *durProc {
+		return startDurProc(t, backgroundEnv(srv), append([]string{"worker", "--nats", ns.url(), "--concurrency", "1", "--ack-wait", "3s", "--cache-dir", t.TempDir()}, workerKeys(t)...)...)
+	}
+	first := worker()
+	killed := make(chan struct{})
+	var once sync.Once
+	srv.OnBackground(func(ev llmtest.BackgroundEvent) {
+		if ev.What == "poll" && ev.ID == "resp_1" && ev.Polls == 2 {
+			once.Do(func() {
+				first.kill()
+				<-first.exited()
+				close(killed)
+			})
+		}
+	})
+	db := filepath.Join(t.TempDir(), "coord.db")
+	coord := startDurProc(t, backgroundEnv(srv), append([]string{"batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db}, coordinatorKeys(t)...)...)
+	select {
+	case <-killed:
+	case <-coord.exited():
+		t.Fatalf("the batch ended before the kill\n%s", coord.stderr())
+	}
+	worker()
+	if code := coord.wait(); code != exitOK {
+		t.Fatalf("batch: exit %d\n%s", code, coord.stderr())
+	}
+	if n := srv.Creates(); n != 2 {
+		t.Errorf("%d responses created, want 2: the second worker must re-attach to the first's", n)
+	}
+}
