@@ -89,10 +89,11 @@ type backgroundCall struct {
 	timeout time.Duration // of one HTTP exchange
 	res     **http.Response
 
-	id     string
-	status string
-	seq    int64 // last stream event received; -1 before any
-	polls  int
+	id       string
+	status   string
+	seq      int64 // last stream event received; -1 before any
+	polls    int
+	attached bool // the response was found in flight, not created here
 }
 
 // background sends cl as a background response, or re-attaches to the one
@@ -104,7 +105,7 @@ func (c *Client) background(ctx context.Context, ep *endpoint, cl *call, req *Re
 	b := &backgroundCall{c: c, ep: ep, req: req, turn: turn, timeout: timeout, res: res, seq: -1}
 	if req.InFlight != nil {
 		if bc, ok := req.InFlight.Lookup(turn); ok && bc.ID != "" && bc.Status != "failed" && bc.Status != "cancelled" {
-			b.id, b.status, b.seq = bc.ID, bc.Status, bc.Seq
+			b.id, b.status, b.seq, b.attached = bc.ID, bc.Status, bc.Seq, true
 			b.tell("attached", "")
 		}
 	}
@@ -156,11 +157,17 @@ func (b *backgroundCall) created(ctx context.Context, id, status string) error {
 func (b *backgroundCall) poll(ctx context.Context) (*reply, error) {
 	wait := cmp.Or(b.req.Model.Poll, llmconf.DefaultPoll)
 	longest := max(wait, llmconf.MaxPoll)
+	// A response found in flight (a resumed call) may have ended while
+	// nobody polled: asked at once.
+	now := b.attached
 	for {
-		if err := b.c.clock.Sleep(ctx, wait); err != nil {
-			b.cancel()
-			return nil, err
+		if !now {
+			if err := b.c.clock.Sleep(ctx, wait); err != nil {
+				b.cancel()
+				return nil, err
+			}
 		}
+		now = false
 		actx, cancel := context.WithTimeout(ctx, b.timeout)
 		out, err := b.ep.responses.Get(actx, b.id, responses.ResponseGetParams{}, option.WithResponseInto(b.res))
 		cancel()

@@ -129,16 +129,20 @@ func TestBackgroundCompletedWhileNobodyPolled(t *testing.T) {
 	srv := llmtest.New(t)
 	srv.Push(llmtest.Reply{Text: "finished alone"})
 	in := &memoryInFlight{}
-	c, _ := testClient(t, srv)
+	c, sl := testClient(t, srv)
 	// Only the create happened: the process died before its first poll,
 	// and the response finished meanwhile.
 	if _, err := c.Complete(context.Background(), Request{Model: backgroundModel(), Messages: userSays("x"), InFlight: in}); err != nil {
 		t.Fatal(err)
 	}
 	left := &memoryInFlight{m: map[int]BackgroundCall{1: {ID: "resp_1", Status: "queued"}}}
+	waited := len(sl.waits())
 	resp, err := c.Complete(context.Background(), Request{Model: backgroundModel(), Messages: userSays("x"), InFlight: left})
 	if err != nil || resp.Text != "finished alone" {
 		t.Fatalf("collect: %v %+v", err, resp)
+	}
+	if w := sl.waits()[waited:]; len(w) != 0 {
+		t.Errorf("the resumed call waited %v before asking: it should ask at once", w)
 	}
 	if n := srv.Creates(); n != 1 {
 		t.Errorf("%d creates, want 1", n)
