@@ -1,8 +1,9 @@
 // Package llmtest is an in-process fake OpenAI server for tests. It speaks
 // the wire protocol of /v1/chat/completions (plain, tools, json_schema
 // response format, SSE streaming) and /v1/responses (plain, structured,
-// SSE streaming), answers each request with a scripted Reply, and keeps
-// every request it received for the test to inspect.
+// SSE streaming, and background responses: see background.go), answers
+// each request with a scripted Reply, and keeps every request it received
+// for the test to inspect.
 //
 // Script replies with Push (a queue, used first) or Handle (a function for
 // whatever the queue does not cover). A request with neither fails the
