@@ -335,3 +335,40 @@ func TestBackgroundReattachOnAnotherWorker(t *testing.T) {
 		t.Errorf("%d responses created, want 2: the second worker must re-attach to the first's", n)
 	}
 }
+
+// TestBackgroundBatchCostCapCancels: a batch on workers whose spend
+// reaches --max-cost-usd stops the items in flight, and their background
+// responses are cancelled on the server.
+func TestBackgroundBatchCostCapCancels(t *testing.T) {
+	dir := t.TempDir()
+	pipeline := writeFile(t, dir, "background.yaml", strings.NewReplacer(
+		"models:", "inputs: {id: {type: string}}\nmodels:",
+		`prompt: "plan it"`, `prompt: "plan ${{ inputs.id }}"`,
+	).Replace(backgroundPipeline))
+	data := clusterItems(t, dir, 3)
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+		raw := string(r.Raw)
+		switch {
+		case strings.Contains(raw, "plan i1") || strings.Contains(raw, "the plan for i1"):
+			return llmtest.Reply{Text: "the plan for i1", Usage: llmtest.Usage{Prompt: 10, Completion: 3}}
+		case strings.Contains(raw, "plan i2") && !strings.Contains(raw, "answer after"):
+			// Spends the budget.
+			return llmtest.Reply{Text: "the plan for i2", Usage: llmtest.Usage{Prompt: 1_000_000, Completion: 3}}
+		}
+		// Only the halt ends this response.
+		return llmtest.Reply{Text: "never", Polls: 1 << 30}
+	})
+	ns := startNATS(t)
+	startDurProc(t, backgroundEnv(srv), append([]string{"worker", "--nats", ns.url(), "--concurrency", "2", "--ack-wait", "3s", "--cache-dir", t.TempDir()}, workerKeys(t)...)...)
+	db := filepath.Join(t.TempDir(), "coord.db")
+	coord := startDurProc(t, backgroundEnv(srv), append([]string{"batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db, "--max-cost-usd", "1"}, coordinatorKeys(t)...)...)
+	// Bounded by the test's -timeout.
+	id := <-srv.Cancels()
+	if s := srv.Status(id); s != "cancelled" {
+		t.Errorf("response %s: %s on the server, want cancelled", id, s)
+	}
+	if code := coord.wait(); code != exitFailed || !strings.Contains(coord.stderr(), "stopped: --max-cost-usd ") {
+		t.Fatalf("batch: exit %d\n%s", code, coord.stderr())
+	}
+}
