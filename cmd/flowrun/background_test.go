@@ -202,6 +202,11 @@ func TestBackgroundStopCancelsOnServer(t *testing.T) {
 				t.Error(err)
 			}
 		}},
+		{name: "ctrl-c", pipeline: backgroundPipeline, at: "poll", status: []string{"stopped", store.StatusInterrupted}, stop: func(t *testing.T, p *durProc, _ string) {
+			if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+				t.Error(err)
+			}
+		}},
 		// The response never ends: the node's timeout stops it.
 		{name: "node-timeout", pipeline: timed, at: "create", status: []string{"failed"}},
 	}
@@ -240,7 +245,11 @@ func TestBackgroundStopCancelsOnServer(t *testing.T) {
 			// Bounded by the test's -timeout, not by a guess at how fast
 			// this machine is.
 			id := <-srv.Cancels()
-			t.Logf("%s: cancelled %s on the server %s after the stop was asked", c.name, id, time.Since(asked).Round(time.Millisecond))
+			since := "the stop was asked"
+			if c.stop == nil {
+				since = "the create (the node's timeout is 2s)"
+			}
+			t.Logf("%s: cancelled %s on the server %s after %s", c.name, id, time.Since(asked).Round(time.Millisecond), since)
 			if s := srv.Status(id); s != "cancelled" {
 				t.Errorf("server status %s", s)
 			}
