@@ -381,3 +381,13 @@ func TestBackgroundBatchCostCapCancels(t *testing.T) {
 		t.Fatalf("batch: exit %d\n%s", code, coord.stderr())
 	}
 }
+
+// A --model override that asks for background mode on a chat completions
+// model is refused before any call, naming the model and the fix.
+func TestBackgroundOverrideOnChatModel(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+	code, _, stderr := flowrun(t, proposerPipeline, "--auto", "--model", "default=,background")
+	if code != exitInvalid || !strings.Contains(stderr, `--model "default=,background": model "default": background needs the Responses API`) || !strings.Contains(stderr, "add the option responses") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+}
