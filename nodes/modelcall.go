@@ -189,7 +189,7 @@ func (svc *Services) call(ctx context.Context, s *runtime.Scope, n *dsl.Node, c 
 	}
 	c.calls++
 	if c.model.Background {
-		req.InFlight = inFlightCalls{s: s, n: n, call: fmt.Sprintf("background attempt %d call %d", s.Attempt(), c.calls)}
+		req.InFlight = &inFlightCalls{s: s, n: n, call: fmt.Sprintf("background attempt %d call %d", s.Attempt(), c.calls), kept: map[int]llm.BackgroundCall{}}
 		req.OnBackground = func(b llm.BackgroundEvent) {
 			s.Emit(runtime.Event{Type: runtime.EventRemoteWork, Path: path, Node: n.ID, Kind: string(n.Kind),
 				Remote: &runtime.RemoteWork{What: b.What, ID: b.ID, Status: b.Status, Polls: b.Polls, Error: b.Error}})
@@ -226,16 +226,21 @@ func usageMap(u llm.Usage) map[string]any {
 
 // inFlightCalls keeps the background responses of one model call of a
 // node in the run's checkpoints, so that the node run again after a crash
-// or a stop re-attaches to them.
+// or a stop re-attaches to them, and in kept, so that the call's own
+// retries do where nothing is checkpointed (a tool pipeline's nodes).
 type inFlightCalls struct {
 	s    *runtime.Scope
 	n    *dsl.Node
 	call string // the call within the node: attempt and number
+	kept map[int]llm.BackgroundCall
 }
 
-func (f inFlightCalls) key(turn int) string { return fmt.Sprintf("%s turn %d", f.call, turn) }
+func (f *inFlightCalls) key(turn int) string { return fmt.Sprintf("%s turn %d", f.call, turn) }
 
-func (f inFlightCalls) Lookup(turn int) (llm.BackgroundCall, bool) {
+func (f *inFlightCalls) Lookup(turn int) (llm.BackgroundCall, bool) {
+	if bc, ok := f.kept[turn]; ok {
+		return bc, true
+	}
 	raw, ok := f.s.InFlight(f.n, f.key(turn))
 	if !ok {
 		return llm.BackgroundCall{}, false
@@ -249,6 +254,7 @@ func (f inFlightCalls) Lookup(turn int) (llm.BackgroundCall, bool) {
 	return bc, true
 }
 
-func (f inFlightCalls) Record(ctx context.Context, turn int, bc llm.BackgroundCall) error {
+func (f *inFlightCalls) Record(ctx context.Context, turn int, bc llm.BackgroundCall) error {
+	f.kept[turn] = bc
 	return f.s.RecordInFlight(ctx, f.n, f.key(turn), bc)
 }
