@@ -76,6 +76,10 @@ func (f *memoryInFlight) Record(_ context.Context, turn int, bc BackgroundCall) 
 	return nil
 }
 
+// streamRecordEvery is how often a streamed response's position is
+// recorded: each record is a durable write.
+const streamRecordEvery = 2 * time.Second
+
 // cancelTimeout bounds the request that cancels a background response:
 // it is sent after the call's own context has ended.
 const cancelTimeout = 10 * time.Second
@@ -94,6 +98,8 @@ type backgroundCall struct {
 	seq      int64 // last stream event received; -1 before any
 	polls    int
 	attached bool // the response was found in flight, not created here
+	// positionAt is when the stream's position was last recorded.
+	positionAt time.Time
 }
 
 // background sends cl as a background response, or re-attaches to the one
@@ -140,7 +146,7 @@ func (b *backgroundCall) created(ctx context.Context, id, status string) error {
 	if id == "" {
 		return &replyError{serverError: serverError{message: fmt.Sprintf("the server answered a background request with no response id; if it does not support background responses, set background: false on model %q", b.req.Model.Name)}}
 	}
-	b.id, b.status = id, status
+	b.id, b.status, b.positionAt = id, status, b.c.clock.Now()
 	if in := b.req.InFlight; in != nil {
 		if err := in.Record(ctx, b.turn, BackgroundCall{ID: id, Status: status, Seq: max(b.seq, 0)}); err != nil {
 			b.cancel()
@@ -241,6 +247,7 @@ func (b *backgroundCall) events(ctx context.Context, stream *ssestream.Stream[re
 			}
 		case "response.output_text.delta":
 			onDelta(ev.Delta)
+			b.keepPosition(ctx)
 		case "response.completed", "response.incomplete", "response.failed", "response.cancelled":
 			r := ev.Response
 			rep, err := b.collect(ctx, &r)
@@ -253,6 +260,18 @@ func (b *backgroundCall) events(ctx context.Context, stream *ssestream.Stream[re
 		}
 	}
 	return nil, false, stream.Err()
+}
+
+// keepPosition records how far the stream has been read, at most every
+// streamRecordEvery, so that a new process resumes the stream near where
+// this one stopped. Best effort: the response itself is already recorded.
+func (b *backgroundCall) keepPosition(ctx context.Context) {
+	now := b.c.clock.Now()
+	if b.req.InFlight == nil || now.Sub(b.positionAt) < streamRecordEvery {
+		return
+	}
+	b.positionAt = now
+	_ = b.req.InFlight.Record(ctx, b.turn, BackgroundCall{ID: b.id, Status: b.status, Seq: b.seq})
 }
 
 // collect is the outcome of a response that ended. A failed or cancelled

@@ -247,8 +247,9 @@ func TestBackgroundStreamResumesAfterTheLastEvent(t *testing.T) {
 	}
 }
 
-// A process that dies mid-stream leaves the response id; the next one
-// streams the response from its record, and ends with the same text.
+// A process that dies mid-stream leaves the response id and how far it
+// read; the next one resumes the stream there, and ends with the same
+// text.
 func TestBackgroundStreamAfterRestart(t *testing.T) {
 	const text = "one two three four five"
 	srv := llmtest.New(t)
@@ -257,8 +258,18 @@ func TestBackgroundStreamAfterRestart(t *testing.T) {
 	m.Stream = "true"
 	in := &memoryInFlight{}
 	died := make(chan struct{})
+	var mu sync.Mutex
+	clock := time.Now()
 	first, _ := testClient(t, srv, func(o *Options) {
 		o.HTTPClient = &http.Client{Transport: dyingTransport{died: died}}
+		// Each reading of the clock is 3s later: the position is recorded
+		// after every delta.
+		o.Now = func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			clock = clock.Add(3 * time.Second)
+			return clock
+		}
 	})
 	var once sync.Once
 	_, err := first.Complete(context.Background(), Request{Model: m, Messages: userSays("x"), InFlight: in, OnDelta: func(string) {
@@ -267,16 +278,23 @@ func TestBackgroundStreamAfterRestart(t *testing.T) {
 	if err == nil {
 		t.Fatal("the dead process's call succeeded")
 	}
+	resumedAfter := -2
+	srv.OnBackground(func(ev llmtest.BackgroundEvent) {
+		if ev.What == "poll" {
+			resumedAfter = ev.StartingAfter
+		}
+	})
 	second, _ := testClient(t, srv)
 	var shown strings.Builder
 	resp, err := second.Complete(context.Background(), Request{Model: m, Messages: userSays("x"), InFlight: in.snapshot(), OnDelta: func(s string) { shown.WriteString(s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The record holds the stream's position when the response was
-	// created, so the new process shows the text from its start.
-	if resp.Text != text || shown.String() != text {
-		t.Errorf("text %q, shown %q; want %q for both", resp.Text, shown.String(), text)
+	if resumedAfter != 1 {
+		t.Errorf("the new process resumed the stream after event %d, want 1 (the first delta, which the dead one read)", resumedAfter)
+	}
+	if resp.Text != text || shown.String() != strings.TrimPrefix(text, "one ") {
+		t.Errorf("text %q, shown %q; want %q, of which the new process shows all but the first word", resp.Text, shown.String(), text)
 	}
 	if n := srv.Creates(); n != 1 {
 		t.Errorf("%d creates, want 1", n)
