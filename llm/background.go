@@ -78,7 +78,7 @@ func (f *memoryInFlight) Record(_ context.Context, turn int, bc BackgroundCall) 
 
 // streamRecordEvery is how often a streamed response's position is
 // recorded: each record is a durable write.
-const streamRecordEvery = 2 * time.Second
+const streamRecordEvery = 5 * time.Second
 
 // cancelTimeout bounds the request that cancels a background response:
 // it is sent after the call's own context has ended.

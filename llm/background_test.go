@@ -262,12 +262,12 @@ func TestBackgroundStreamAfterRestart(t *testing.T) {
 	clock := time.Now()
 	first, _ := testClient(t, srv, func(o *Options) {
 		o.HTTPClient = &http.Client{Transport: dyingTransport{died: died}}
-		// Each reading of the clock is 3s later: the position is recorded
+		// Each reading of the clock is 6s later: the position is recorded
 		// after every delta.
 		o.Now = func() time.Time {
 			mu.Lock()
 			defer mu.Unlock()
-			clock = clock.Add(3 * time.Second)
+			clock = clock.Add(6 * time.Second)
 			return clock
 		}
 	})

@@ -43,7 +43,7 @@
 //     another; a call whose context ends cancels it on the server; a
 //     response that fails is classed like any reply and retried as a new
 //     one; a broken stream resumes after the last event received, and a
-//     new process after the last position recorded (every 2s at most).
+//     new process after the last position recorded (every 5s at most).
 //   - A Cassette records exchanges into readable YAML and replays them with
 //     no network; a replay miss names the node and what differed.
 //   - An API key never appears, whole or in part, in an error, an observed

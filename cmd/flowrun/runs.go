@@ -432,7 +432,11 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "checkpoints (flowrun resume %s --from N forks from one):\n", r.ID)
 		w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		for _, c := range cps {
-			fmt.Fprintf(w, "  %d\t%s\t%s\n", c.Seq, c.Path, c.Created.Local().Format("2006-01-02 15:04:05.000"))
+			// In-flight records (a long stream writes one every few
+			// seconds) are in show --json; nodes are what one forks at.
+			if c.InFlight == nil {
+				fmt.Fprintf(w, "  %d\t%s\t%s\n", c.Seq, c.Path, c.Created.Local().Format("2006-01-02 15:04:05.000"))
+			}
 		}
 		w.Flush()
 	}
