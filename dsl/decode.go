@@ -189,6 +189,13 @@ func (f *file) decodeModels(n *yaml.Node) {
 		if cv := valueOf(v, "cache"); cv != nil {
 			m.Cache = cv.Value // true, false or always: the schema allows no other
 		}
+		if bv := valueOf(v, "background"); bv != nil {
+			m.Background = bv.Value == "true" // a boolean: the schema allows no other
+			if m.Background && m.API != "responses" {
+				f.l.errorf(f.pos(bv), "model %q: background: true needs api: responses (background responses are a Responses API feature, and this model uses chat completions)", m.Name)
+			}
+		}
+		m.Poll = f.duration(valueOf(v, "poll"))
 		if r := valueOf(v, "retry"); r != nil {
 			m.Retry = &llmconf.Retry{Backoff: f.duration(valueOf(r, "backoff")), MaxBackoff: f.duration(valueOf(r, "max_backoff"))}
 			m.Retry.MaxAttempts, _ = intValue(valueOf(r, "max_attempts"))

@@ -36,6 +36,7 @@ import (
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/llmconf"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -394,8 +395,12 @@ func overrides(p *dsl.Pipeline, lists ...[]string) (map[string]string, error) {
 			if !ok || name == "" || id == "" {
 				return nil, fmt.Errorf("model override %q: write it as NAME=MODEL", kv)
 			}
-			if _, declared := p.Models[name]; !declared {
+			m, declared := p.Models[name]
+			if !declared {
 				return nil, fmt.Errorf("model override %q: the pipeline declares no model %q", kv, name)
+			}
+			if _, err := llmconf.Override(m, id); err != nil {
+				return nil, fmt.Errorf("model override %q: %w", kv, err)
 			}
 			out[name] = id
 		}

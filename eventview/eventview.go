@@ -185,6 +185,25 @@ var descriptions = map[string]describe{
 			v.What = e.Tool.Name
 		}
 	},
+	runtime.EventRemoteWork: func(e runtime.Event, v *View) {
+		v.Tag, v.whatColumn = "bg", true
+		r := e.Remote
+		if r == nil {
+			return
+		}
+		// Polls are counted, not shown: a long call polls hundreds of times.
+		v.What, v.Verbose = r.ID, r.What == "polled"
+		if !v.Verbose {
+			v.Trace = TraceNodeMark
+		}
+		v.Outcome = strings.TrimSpace(r.What + " " + r.Status)
+		switch {
+		case r.Error != "":
+			v.Outcome += " (the cancel request failed: " + firstLine(r.Error) + ")"
+		case r.Polls > 0:
+			v.Outcome += fmt.Sprintf(" after %d polls", r.Polls)
+		}
+	},
 	runtime.EventSandboxRun: func(e runtime.Event, v *View) {
 		v.Tag, v.What, v.NodeState, v.whatColumn = "code", e.Kind, NodeRunning, true
 		v.Trace, v.Span = TraceChild, "sandbox "+e.Kind

@@ -12,12 +12,19 @@ import (
 
 func writeTest(t *testing.T, body string) string {
 	t.Helper()
+	return writeTestOf(t, func(pipeline string) string { return pipeline }, body)
+}
+
+// writeTestOf writes testdata/loop.yaml, changed by edit, and a test file
+// for it.
+func writeTestOf(t *testing.T, edit func(pipeline string) string, body string) string {
+	t.Helper()
 	dir := t.TempDir()
 	src, err := os.ReadFile("testdata/loop.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "loop.yaml"), src, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "loop.yaml"), []byte(edit(string(src))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "loop.test.yaml")

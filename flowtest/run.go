@@ -134,6 +134,9 @@ func (t *toFakeServer) RoundTrip(req *http.Request) (*http.Response, error) {
 		out.URL.Path = "/v1/chat/completions"
 	case strings.HasSuffix(req.URL.Path, "/responses"):
 		out.URL.Path = "/v1/responses"
+	case strings.Contains(req.URL.Path, "/responses/"):
+		// A background response polled or cancelled by id.
+		out.URL.Path = "/v1" + req.URL.Path[strings.Index(req.URL.Path, "/responses/"):]
 	}
 	if k, ok := llm.KeyOf(req.Context()); ok {
 		out.Header.Set(nodeHeader, k.Node)

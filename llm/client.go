@@ -130,6 +130,9 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 			return nil, err
 		}
 	}
+	if req.Model.Background && req.InFlight == nil {
+		req.InFlight = &memoryInFlight{}
+	}
 	resp := &Response{Cached: true}
 	messages := req.Messages
 	for turn := 1; ; turn++ {
@@ -237,7 +240,7 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 	pol := c.policy(req)
 	for try := 1; ; try++ {
 		began := c.clock.Now()
-		rep, err := c.send(ctx, ep, cl, lim, req)
+		rep, err := c.send(ctx, ep, cl, lim, req, turn)
 		latency := c.clock.Now().Sub(began)
 		if err == nil {
 			single := c.single(rep, req)
@@ -276,7 +279,7 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 }
 
 // send makes one HTTP exchange under the rate limiter.
-func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter, req *Request) (*reply, *Error) {
+func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter, req *Request, turn int) (*reply, *Error) {
 	release, err := lim.acquire(ctx, cl.estimateTokens())
 	if err != nil {
 		return nil, &Error{class: errclass.Timeout, Endpoint: c.where(ep, cl), msg: "waiting for the rate limiter: " + err.Error(), err: err}
@@ -285,7 +288,8 @@ func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter,
 	if req.Model.Timeout > 0 {
 		timeout = req.Model.Timeout
 	}
-	actx, cancel := context.WithTimeout(context.WithValue(ctx, keyInContext{}, req.Key), timeout)
+	ctx = context.WithValue(ctx, keyInContext{}, req.Key)
+	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var res *http.Response
 	var rep *reply
@@ -297,10 +301,15 @@ func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter,
 		}
 	}
 	path := chatPath
-	if cl.API == APIResponses {
+	background := cl.API == APIResponses && req.Model.Background
+	switch {
+	case background:
+		path = responsesPath
+		rep, err = c.background(ctx, ep, cl, req, turn, timeout, onDelta, &res)
+	case cl.API == APIResponses:
 		path = responsesPath
 		rep, err = sendResponses(actx, ep, cl, onDelta, &res)
-	} else {
+	default:
 		rep, err = sendChat(actx, ep, cl, onDelta, &res)
 	}
 	if err != nil {
@@ -310,6 +319,9 @@ func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter,
 			// Some OpenAI-compatible servers fail, or drop the calls,
 			// when asked to stream tool calls.
 			e.msg += fmt.Sprintf("; the request offered tools and was streamed: if this server cannot stream tool calls, set stream: false on model %q", req.Model.Name)
+		}
+		if background && e.class == errclass.Critical && (e.Status == http.StatusBadRequest || e.Status == http.StatusNotFound || e.Status == http.StatusMethodNotAllowed || e.Status == http.StatusUnprocessableEntity) {
+			e.msg += fmt.Sprintf("; model %q has background: true: if this server does not support background responses (created with background: true, then GET /responses/{id}), set background: false", req.Model.Name)
 		}
 		return nil, e
 	}

@@ -36,6 +36,14 @@
 //     hash and endpoint match a stored reply is answered with no network,
 //     no usage and no cost, and is reported as Cached; identical requests
 //     in flight at once send one. Cassette recording and replay bypass it.
+//   - A model with background: true (Responses API) makes each call a
+//     background response, polled until it ends. Its id is kept through
+//     Request.InFlight before the first poll, so that the call made again
+//     (a resumed run, any machine) re-attaches to it instead of creating
+//     another; a call whose context ends cancels it on the server; a
+//     response that fails is classed like any reply and retried as a new
+//     one; a broken stream resumes after the last event received, and a
+//     new process after the last position recorded (every 5s at most).
 //   - A Cassette records exchanges into readable YAML and replays them with
 //     no network; a replay miss names the node and what differed.
 //   - An API key never appears, whole or in part, in an error, an observed

@@ -116,6 +116,12 @@ type Request struct {
 	// the same as without it. A stream that fails and is retried starts its deltas over, and
 	// each repair turn streams its own.
 	OnDelta func(text string)
+	// InFlight, for a model with background: true, keeps the response
+	// ids the call creates, so that a call made again re-attaches to them;
+	// nil keeps none. OnBackground, when set, is told what happens to
+	// each background response.
+	InFlight     InFlight
+	OnBackground func(BackgroundEvent)
 	// Observe, when set, is told about every HTTP exchange the call makes:
 	// each retry and each repair turn.
 	Observe func(Exchange)

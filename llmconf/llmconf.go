@@ -6,6 +6,7 @@
 package llmconf
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -34,7 +35,20 @@ type Model struct {
 	// Cache is "" (unset), "true", "false" or "always": whether identical
 	// requests are answered from the run store's response cache.
 	Cache string
+	// Background creates each call as a background response (Responses
+	// API only) and polls it until it ends, every Poll (0: DefaultPoll),
+	// the wait growing by half after each poll up to MaxPoll (or Poll, if
+	// that is longer).
+	Background bool
+	Poll       time.Duration
 }
+
+// Polling of background responses: the first wait unless a model's poll:
+// says, and the longest wait the backoff reaches.
+const (
+	DefaultPoll = 2 * time.Second
+	MaxPoll     = 60 * time.Second
+)
 
 // Retry is how a model call is retried on a recoverable error. Zero fields
 // keep the defaults; Jitter nil keeps the default share.
@@ -59,4 +73,39 @@ type Price struct {
 func IsImageURL(ref string) bool {
 	lower := strings.ToLower(ref)
 	return strings.HasPrefix(lower, "http://") || strings.HasPrefix(lower, "https://") || strings.HasPrefix(lower, "data:")
+}
+
+// Override returns m with an override applied: the --model NAME=SPEC of a
+// run, where SPEC is a model id optionally followed by options,
+// "MODEL[,responses][,background][,poll=DURATION]" (responses: call the
+// Responses API), and MODEL may be left empty to keep m's. m is not
+// changed.
+func Override(m *Model, spec string) (*Model, error) {
+	id, opts, _ := strings.Cut(spec, ",")
+	out := *m
+	if id != "" {
+		out.Model = id
+	}
+	for opt := range strings.SplitSeq(opts, ",") {
+		name, value, hasValue := strings.Cut(opt, "=")
+		switch {
+		case opt == "" && opts == "":
+		case name == "responses" && !hasValue:
+			out.API = "responses"
+		case name == "background" && !hasValue:
+			out.Background = true
+		case name == "poll" && hasValue:
+			d, err := time.ParseDuration(value)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("model %q: poll=%s is not a positive duration such as 5s", m.Name, value)
+			}
+			out.Poll = d
+		default:
+			return nil, fmt.Errorf("model %q: unknown option %q (the options are responses, background and poll=DURATION)", m.Name, opt)
+		}
+	}
+	if out.Background && out.API != "responses" {
+		return nil, fmt.Errorf("model %q: background needs the Responses API (background responses are a Responses API feature, and this model uses chat completions): add the option responses", m.Name)
+	}
+	return &out, nil
 }

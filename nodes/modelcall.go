@@ -19,7 +19,8 @@ import (
 type Services struct {
 	// LLM makes model calls; without it llm and agent nodes are not available.
 	LLM *llm.Client
-	// Models overrides named models' model ids (--model NAME=MODEL).
+	// Models overrides named models (--model NAME=SPEC, see
+	// llmconf.Override).
 	Models map[string]string
 	// OnDelta receives streamed text as it arrives, by node path, for a
 	// live view. Recorded results are the same with or without it.
@@ -69,6 +70,7 @@ type conversation struct {
 	memory string
 	sent   []llm.Message
 	added  []llm.Message
+	calls  int // model calls made so far
 }
 
 // startConversation resolves the node's model and builds its first request:
@@ -80,10 +82,11 @@ func (svc *Services) startConversation(ctx context.Context, s *runtime.Scope, l 
 	if !ok {
 		return nil, runtime.Errorf(errclass.Critical, "model %q is not declared in %s", l.Model, p.Path)
 	}
-	if id, ok := svc.Models[l.Model]; ok {
-		override := *m
-		override.Model = id
-		m = &override
+	if spec, ok := svc.Models[l.Model]; ok {
+		var err error
+		if m, err = llmconf.Override(m, spec); err != nil {
+			return nil, runtime.Errorf(errclass.Critical, "%w", err)
+		}
 	}
 	c := &conversation{model: m, memory: l.Memory}
 	system := l.System
@@ -199,6 +202,14 @@ func (svc *Services) call(ctx context.Context, s *runtime.Scope, n *dsl.Node, c 
 		}
 		s.Emit(runtime.Event{Type: runtime.EventModelTurn, Path: path, Node: n.ID, Kind: string(n.Kind), Turn: t})
 	}
+	c.calls++
+	if c.model.Background {
+		req.InFlight = &inFlightCalls{s: s, n: n, call: fmt.Sprintf("background attempt %d call %d", s.Attempt(), c.calls), kept: map[int]llm.BackgroundCall{}}
+		req.OnBackground = func(b llm.BackgroundEvent) {
+			s.Emit(runtime.Event{Type: runtime.EventRemoteWork, Path: path, Node: n.ID, Kind: string(n.Kind),
+				Remote: &runtime.RemoteWork{What: b.What, ID: b.ID, Status: b.Status, Polls: b.Polls, Error: b.Error}})
+		}
+	}
 	resp, err := svc.LLM.Complete(ctx, req)
 	if resp != nil {
 		s.AddUsage(resp.CostUSD, resp.Usage.Total)
@@ -226,4 +237,39 @@ func (c *conversation) remember(s *runtime.Scope) error {
 
 func usageMap(u llm.Usage) map[string]any {
 	return map[string]any{"prompt": u.Prompt, "completion": u.Completion, "reasoning": u.Reasoning, "cached": u.Cached, "total": u.Total}
+}
+
+// inFlightCalls keeps the background responses of one model call of a
+// node in the run's checkpoints, so that the node run again after a crash
+// or a stop re-attaches to them, and in kept, so that the call's own
+// retries do where nothing is checkpointed (a tool pipeline's nodes).
+type inFlightCalls struct {
+	s    *runtime.Scope
+	n    *dsl.Node
+	call string // the call within the node: attempt and number
+	kept map[int]llm.BackgroundCall
+}
+
+func (f *inFlightCalls) key(turn int) string { return fmt.Sprintf("%s turn %d", f.call, turn) }
+
+func (f *inFlightCalls) Lookup(turn int) (llm.BackgroundCall, bool) {
+	if bc, ok := f.kept[turn]; ok {
+		return bc, true
+	}
+	raw, ok := f.s.InFlight(f.n, f.key(turn))
+	if !ok {
+		return llm.BackgroundCall{}, false
+	}
+	var bc llm.BackgroundCall
+	if err := json.Unmarshal(raw, &bc); err != nil {
+		// Unreadable: as if nothing were in flight, so a new response is
+		// created rather than the call failing for good.
+		return llm.BackgroundCall{}, false
+	}
+	return bc, true
+}
+
+func (f *inFlightCalls) Record(ctx context.Context, turn int, bc llm.BackgroundCall) error {
+	f.kept[turn] = bc
+	return f.s.RecordInFlight(ctx, f.n, f.key(turn), bc)
 }

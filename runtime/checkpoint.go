@@ -43,7 +43,25 @@ type Checkpoint struct {
 	// never repeat. It is not stored: it only tells the Checkpointer how
 	// urgent the checkpoint is.
 	Pure bool `json:"-"`
+	// InFlight, when set, makes this the record of an effect a node has
+	// started and not finished (see Scope.RecordInFlight), not a finished
+	// node's checkpoint: its Path is the node's path with
+	// InFlightSuffix, and a resume gives it back to the node instead of
+	// restoring the node.
+	InFlight *InFlight `json:"in_flight,omitempty"`
 }
+
+// InFlight is what a node recorded about an effect under way, under a key
+// of its own: a model call running on a server, by the id that re-attaches
+// to it.
+type InFlight struct {
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
+}
+
+// InFlightSuffix ends the Path of an in-flight record, so that nothing
+// takes it for a finished node.
+const InFlightSuffix = "#in-flight"
 
 // Checkpointer stores checkpoints. Save is called once per finished node,
 // from the goroutine that ran it, never concurrently, in sequence order.
@@ -81,11 +99,12 @@ type PureExecutor interface {
 // journal is a run's checkpoint history: what earlier attempts finished,
 // and where new checkpoints go.
 type journal struct {
-	mu    sync.Mutex
-	done  map[string]*Checkpoint
-	seq   int64
-	steps int64 // the steps that the checkpoints so far account for
-	save  Checkpointer
+	mu       sync.Mutex
+	done     map[string]*Checkpoint
+	inFlight map[string]json.RawMessage // by node path and the node's key
+	seq      int64
+	steps    int64 // the steps that the checkpoints so far account for
+	save     Checkpointer
 }
 
 func newJournal(save Checkpointer, restore []*Checkpoint) *journal {
@@ -94,8 +113,12 @@ func newJournal(save Checkpointer, restore []*Checkpoint) *journal {
 	}
 	j := &journal{done: make(map[string]*Checkpoint, len(restore)), save: save}
 	for _, cp := range restore {
-		j.done[cp.Path] = cp
 		j.seq = max(j.seq, cp.Seq)
+		if f := cp.InFlight; f != nil {
+			j.keepInFlight(f)
+			continue
+		}
+		j.done[cp.Path] = cp
 	}
 	j.steps = latest(restore).Steps
 	return j
@@ -111,6 +134,24 @@ func (j *journal) lookup(path string) *Checkpoint {
 	return j.done[path]
 }
 
+func (j *journal) keepInFlight(f *InFlight) {
+	if j.inFlight == nil {
+		j.inFlight = map[string]json.RawMessage{}
+	}
+	j.inFlight[f.Key] = f.Value
+}
+
+// inFlightRecord returns what was last recorded in flight under key.
+func (j *journal) inFlightRecord(key string) (json.RawMessage, bool) {
+	if j == nil {
+		return nil, false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	v, ok := j.inFlight[key]
+	return v, ok
+}
+
 // commit numbers and saves a checkpoint. own is the steps its node took:
 // its own and those of nested nodes that have no checkpoints (a tool
 // pipeline's); nested nodes that do have checkpoints count in theirs.
@@ -120,6 +161,9 @@ func (j *journal) commit(ctx context.Context, cp *Checkpoint, own int64) error {
 	cp.Seq = j.seq
 	j.steps += own
 	cp.Steps = j.steps
+	if f := cp.InFlight; f != nil {
+		j.keepInFlight(f)
+	}
 	if g, ok := j.save.(GroupCheckpointer); ok {
 		wait, err := g.Add(ctx, cp)
 		j.mu.Unlock()

@@ -7,4 +7,10 @@
 // package nodes. Given the same model answers, a run is deterministic: map
 // results keep input order and parallel state writes apply in declaration
 // order.
+//
+// A node that starts an effect running elsewhere (a background model
+// response) records it with Scope.RecordInFlight through the same
+// Checkpointer as finished nodes, durably; a resume gives the record back
+// to the node run again (Scope.InFlight), which re-attaches to the effect
+// instead of starting it again.
 package runtime

@@ -27,6 +27,9 @@ const (
 	// sent during a call: Tool names the tool, Message is the text, Output
 	// holds progress and total, or the log level.
 	EventToolProgress = "tool_progress"
+	// EventRemoteWork is the progress of work a node runs elsewhere and
+	// waits for (a background model response): Remote says what happened.
+	EventRemoteWork = "remote_work"
 )
 
 // EventTypes lists every event type a run records, so that whatever
@@ -34,7 +37,20 @@ const (
 func EventTypes() []string {
 	return []string{EventRunStarted, EventNodeStarted, EventNodeFinished, EventNodeSkipped, EventNodeRestored,
 		EventNodeFailed, EventNodeRetry, EventLoopExhausted, EventRunFinished, EventMapItemSkipped,
-		EventModelTurn, EventToolCall, EventSandboxRun, EventQuestion, EventToolProgress}
+		EventModelTurn, EventToolCall, EventSandboxRun, EventQuestion, EventToolProgress, EventRemoteWork}
+}
+
+// RemoteWork is the progress of work a node runs elsewhere, such as a
+// model response running in the background on the server.
+type RemoteWork struct {
+	// What is created, attached (a resumed node found it in flight),
+	// polled, completed (it ended, whatever its status) or cancelled.
+	What   string `json:"what"`
+	ID     string `json:"id"`
+	Status string `json:"status,omitempty"`
+	Polls  int    `json:"polls,omitempty"`
+	// Error, on cancelled, is why the cancel request failed.
+	Error string `json:"error,omitempty"`
 }
 
 // Event is one thing that happened in a run. Path addresses the node within
@@ -60,6 +76,7 @@ type Event struct {
 	Outputs map[string]any `json:"outputs,omitempty"`
 	Turn    *Turn          `json:"turn,omitempty"`
 	Tool    *ToolCall      `json:"tool,omitempty"`
+	Remote  *RemoteWork    `json:"remote,omitempty"`
 	CostUSD float64        `json:"cost_usd,omitempty"`
 	Tokens  int64          `json:"tokens,omitempty"`
 	// ForkOf, on run_started, is the run this one was forked from.

@@ -604,6 +604,41 @@ func (s *Scope) checkpoint(ctx context.Context, n *dsl.Node, output any, next st
 	return nil
 }
 
+// RecordInFlight records, durably when it returns, value under key for
+// node n: an effect the node started and has not finished, such as a
+// model call running on a server. If the run is killed or stopped before
+// the node finishes, the node run again on resume, on this machine or
+// another, reads it back with InFlight and re-attaches to the effect
+// instead of starting it again. A later record under the same key
+// replaces it. ctx may outlive the node's (a cancellation is recorded
+// after the node's context ended). Nothing is recorded where nothing is
+// checkpointed.
+func (s *Scope) RecordInFlight(ctx context.Context, n *dsl.Node, key string, value any) error {
+	if s.effects == nil {
+		return nil
+	}
+	b, err := json.Marshal(value)
+	if err != nil {
+		return fmt.Errorf("node %q: in-flight record %s: %w", n.ID, key, err)
+	}
+	path := s.Path(n.ID)
+	cp := &Checkpoint{Path: path + InFlightSuffix, InFlight: &InFlight{Key: path + "#" + key, Value: b}}
+	cp.CostUSD, cp.Tokens = s.run.usage.totals()
+	if err := s.run.journal.commit(ctx, cp, 0); err != nil {
+		return fmt.Errorf("node %q: recording %s: %w", n.ID, key, err)
+	}
+	return nil
+}
+
+// InFlight returns what RecordInFlight last recorded under key for node
+// n, in this run or an earlier attempt at it.
+func (s *Scope) InFlight(n *dsl.Node, key string) (json.RawMessage, bool) {
+	if s.effects == nil {
+		return nil, false
+	}
+	return s.run.journal.inFlightRecord(s.Path(n.ID) + "#" + key)
+}
+
 // pure says whether node n, finished, has had no effect outside the run:
 // its executor says so, and it asked for no confirmation.
 func (s *Scope) pure(n *dsl.Node) bool {

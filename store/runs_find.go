@@ -3,11 +3,15 @@ package store
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/flowrun/flowrun/runtime"
 )
 
 // FindRun returns the run ref names: its id, an unambiguous prefix of
@@ -45,6 +49,22 @@ type CheckpointInfo struct {
 	Seq     int64     `json:"seq"`
 	Path    string    `json:"path"`
 	Created time.Time `json:"created"`
+	// InFlight is set on a node's record of an effect under way (see
+	// runtime.Checkpoint.InFlight).
+	InFlight *runtime.InFlight `json:"in_flight,omitempty"`
+}
+
+// inFlightOf reads the in-flight record of a checkpoint's data, if its
+// path says it is one. Such records are small, so never stored shared.
+func inFlightOf(path, data string) *runtime.InFlight {
+	if !strings.HasSuffix(path, runtime.InFlightSuffix) {
+		return nil
+	}
+	var cp runtime.Checkpoint
+	if json.Unmarshal([]byte(data), &cp) != nil {
+		return nil
+	}
+	return cp.InFlight
 }
 
 // ListCheckpoints lists a run's current checkpoints (not those a rollback
@@ -61,13 +81,14 @@ func (s *Store) ListCheckpoints(ctx context.Context, runID string) ([]Checkpoint
 	}
 	rows, err := queryAll(ctx, s, func(sc interface{ Scan(...any) error }) (row, error) {
 		var r row
-		var created string
-		if err := sc.Scan(&r.Seq, &r.Path, &created, &r.discarded); err != nil {
+		var created, inFlight string
+		if err := sc.Scan(&r.Seq, &r.Path, &created, &r.discarded, &inFlight); err != nil {
 			return r, err
 		}
 		r.Created, _ = time.Parse(time.RFC3339Nano, created)
+		r.InFlight = inFlightOf(r.Path, inFlight)
 		return r, nil
-	}, `SELECT seq, path, created_at, discarded FROM checkpoints WHERE run_id = ? ORDER BY seq`, runID)
+	}, `SELECT seq, path, created_at, discarded, CASE WHEN path LIKE '%`+runtime.InFlightSuffix+`' THEN data ELSE '' END FROM checkpoints WHERE run_id = ? ORDER BY seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("run store %s: %w", s.path, err)
 	}
@@ -89,7 +110,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, runID string) ([]Checkpoint
 			if !stored[cp.seq] {
 				stored[cp.seq] = true
 				created, _ := time.Parse(time.RFC3339Nano, cp.created)
-				out = append(out, CheckpointInfo{Seq: cp.seq, Path: cp.path, Created: created})
+				out = append(out, CheckpointInfo{Seq: cp.seq, Path: cp.path, Created: created, InFlight: inFlightOf(cp.path, cp.data)})
 			}
 		}
 	}

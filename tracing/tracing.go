@@ -190,7 +190,14 @@ func (x *Exporter) record(e runtime.Event) {
 		}
 		n.span.End(trace.WithTimestamp(e.Time))
 	case eventview.TraceNodeMark:
-		if n, ok := r.nodes[e.Path]; ok {
+		n, ok := r.nodes[e.Path]
+		switch {
+		case !ok:
+		case e.Remote != nil:
+			n.span.AddEvent("flowrun.remote_work."+e.Remote.What, trace.WithTimestamp(e.Time), trace.WithAttributes(
+				attribute.String("flowrun.remote_work.id", e.Remote.ID), attribute.String("flowrun.remote_work.status", e.Remote.Status),
+				attribute.Int("flowrun.remote_work.polls", e.Remote.Polls)))
+		default:
 			n.span.AddEvent(v.Tag, trace.WithTimestamp(e.Time), trace.WithAttributes(
 				attribute.Int("flowrun.attempt", e.Attempt), attribute.String("flowrun.error.class", string(e.Class)),
 				attribute.String("error.message", redact.Line(e.Error, 500))))

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +22,7 @@ import (
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/mcpserve"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -389,6 +392,9 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		}
 		tl.Event(e)
 	}
+	for _, line := range inFlight(events, cps, time.Now()) {
+		fmt.Fprintf(stdout, "in flight: %s\n", line)
+	}
 	printValues(stdout, "outputs", r.Outputs)
 	if r.Error != "" {
 		fmt.Fprintf(stdout, "error: %s\n", r.Error)
@@ -407,7 +413,11 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "checkpoints (flowrun resume %s --from N forks from one):\n", r.ID)
 		w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		for _, c := range cps {
-			fmt.Fprintf(w, "  %d\t%s\t%s\n", c.Seq, c.Path, c.Created.Local().Format("2006-01-02 15:04:05.000"))
+			// In-flight records (a long stream writes one every few
+			// seconds) are in show --json; nodes are what one forks at.
+			if c.InFlight == nil {
+				fmt.Fprintf(w, "  %d\t%s\t%s\n", c.Seq, c.Path, c.Created.Local().Format("2006-01-02 15:04:05.000"))
+			}
 		}
 		w.Flush()
 	}
@@ -415,6 +425,69 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "snapshot %q at checkpoint %d (%s)\n", s.Label, s.Seq, s.Kind)
 	}
 	return exitOK
+}
+
+// inFlight describes the background calls of a run that its checkpoints
+// hold in flight (durable before the first poll) and that neither ended
+// nor had their node finish, as of now, with what the events add (polls,
+// last status): "plan: response resp_1 in progress, 4m0s, polled 12
+// times". Events are not durable: a killed process may have lost its
+// last polls.
+func inFlight(events []runtime.Event, cps []store.CheckpointInfo, now time.Time) []string {
+	type call struct {
+		path, status string
+		since        time.Time
+		polls        int
+		ended        bool
+	}
+	finished := map[string]bool{}
+	byID := map[string]*call{}
+	var order []string
+	for _, cp := range cps {
+		if cp.InFlight == nil {
+			finished[cp.Path] = true
+			continue
+		}
+		var bc llm.BackgroundCall
+		if json.Unmarshal(cp.InFlight.Value, &bc) != nil || bc.ID == "" {
+			continue
+		}
+		c := byID[bc.ID]
+		if c == nil {
+			c = &call{path: strings.TrimSuffix(cp.Path, runtime.InFlightSuffix), since: cp.Created}
+			byID[bc.ID] = c
+			order = append(order, bc.ID)
+		}
+		c.status = bc.Status
+		c.ended = bc.Status == "cancelled" || bc.Status == "failed"
+	}
+	for _, e := range events {
+		if e.Type != runtime.EventRemoteWork || byID[e.Remote.ID] == nil {
+			continue
+		}
+		c := byID[e.Remote.ID]
+		c.status = cmp.Or(e.Remote.Status, c.status)
+		switch e.Remote.What {
+		case "polled":
+			c.polls++
+		case "completed", "cancelled":
+			c.ended = true
+		}
+	}
+	var out []string
+	for _, id := range order {
+		c := byID[id]
+		if c.ended || finished[c.path] {
+			continue
+		}
+		polled := fmt.Sprintf("polled %d times", c.polls)
+		if c.polls == 1 {
+			polled = "polled once"
+		}
+		out = append(out, fmt.Sprintf("%s: response %s %s, %s, %s", c.path, id,
+			strings.ReplaceAll(c.status, "_", " "), now.Sub(c.since).Round(time.Second), polled))
+	}
+	return out
 }
 
 // printValues prints a run's inputs or outputs, one per line as JSON

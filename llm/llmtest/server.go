@@ -1,8 +1,9 @@
 // Package llmtest is an in-process fake OpenAI server for tests. It speaks
 // the wire protocol of /v1/chat/completions (plain, tools, json_schema
 // response format, SSE streaming) and /v1/responses (plain, structured,
-// SSE streaming), answers each request with a scripted Reply, and keeps
-// every request it received for the test to inspect.
+// SSE streaming, and background responses: see background.go), answers
+// each request with a scripted Reply, and keeps every request it received
+// for the test to inspect.
 //
 // Script replies with Push (a queue, used first) or Handle (a function for
 // whatever the queue does not cover). A request with neither fails the
@@ -36,6 +37,7 @@ type Server struct {
 	requests    []Request
 	inFlight    int
 	maxInFlight int
+	bg          backgroundState
 }
 
 // Request is what the server received.
@@ -86,6 +88,9 @@ type Reply struct {
 	// Cut ends a streamed reply after its first delta, as a dropped
 	// connection would.
 	Cut bool
+	// Polls, for a request with background: true, is how many polls of
+	// the response find it still in progress before it ends.
+	Polls int
 	// Fail, when set, is an error reported with status 200: inside the
 	// stream after the first delta (a chat chunk {"error": {...}}, a
 	// Responses "error" event), or as the body of a reply not streamed.
@@ -240,6 +245,10 @@ func (s *Server) Env(key string) func(string) (string, bool) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if id, cancel, ok := backgroundPath(r.URL.Path); ok {
+		s.serveBackground(w, r, id, cancel)
+		return
+	}
 	raw, _ := io.ReadAll(r.Body)
 	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Raw: raw, At: time.Now()}
 	switch r.URL.Path {
@@ -300,7 +309,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	for k, v := range rep.Header {
 		w.Header().Set(k, v)
 	}
-	if rep.Fail != nil && !req.Stream {
+	background := req.API == "responses" && req.Body["background"] == true
+	if rep.Fail != nil && !req.Stream && !background {
 		b, _ := json.Marshal(map[string]any{"error": rep.Fail.object()})
 		rep.Body = string(b)
 	}
@@ -325,6 +335,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if len(rep.ToolCalls) > 0 {
 			rep.FinishReason = "tool_calls"
 		}
+	}
+	if background {
+		s.create(w, r, req, rep)
+		return
 	}
 	switch {
 	case req.API == "chat" && req.Stream:
@@ -486,31 +500,39 @@ func response(req Request, rep Reply) map[string]any {
 
 func streamResponses(w http.ResponseWriter, req Request, rep Reply) {
 	sse := newSSE(w)
-	final := response(req, rep)
-	seq := 0
+	for _, ev := range responseEvents(req, rep, "in_progress") {
+		sse.event(ev["type"].(string), ev)
+		if rep.Cut && ev["type"] == "response.output_text.delta" {
+			return
+		}
+	}
+}
+
+// responseEvents are the SSE events of a streamed Responses API reply,
+// numbered from 0; the first announces the response with status created.
+// A Fail ends them with an error event after the first delta.
+func responseEvents(req Request, rep Reply, created string) []map[string]any {
+	var out []map[string]any
 	event := func(typ string, fields map[string]any) {
 		fields["type"] = typ
-		fields["sequence_number"] = seq
-		seq++
-		sse.event(typ, fields)
+		fields["sequence_number"] = len(out)
+		out = append(out, fields)
 	}
+	final := response(req, rep)
 	started := map[string]any{}
 	for k, v := range final {
 		started[k] = v
 	}
-	started["status"], started["output"], started["usage"] = "in_progress", []any{}, nil
+	started["status"], started["output"], started["usage"] = created, []any{}, nil
 	event("response.created", map[string]any{"response": started})
 	msgID := fmt.Sprintf("msg_%d", req.N)
 	for _, piece := range pieces(rep.Text) {
 		event("response.output_text.delta", map[string]any{
 			"item_id": msgID, "output_index": 0, "content_index": 0, "delta": piece, "logprobs": []any{},
 		})
-		if rep.Cut {
-			return
-		}
 		if rep.Fail != nil {
 			event("error", map[string]any{"code": rep.Fail.Code, "message": rep.Fail.Message, "param": nil})
-			return
+			return out
 		}
 	}
 	typ := "response.completed"
@@ -518,6 +540,7 @@ func streamResponses(w http.ResponseWriter, req Request, rep Reply) {
 		typ = "response.incomplete"
 	}
 	event(typ, map[string]any{"response": final})
+	return out
 }
 
 // pieces splits text into streaming deltas, a word (with its following
