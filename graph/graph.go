@@ -46,9 +46,20 @@ type chart struct {
 }
 
 const (
-	startID = "__start"
-	endID   = "__end"
+	startID    = "__start"
+	endID      = "__end"
+	joinSuffix = "__join"
 )
+
+// StartID and EndID are the ids of a drawing's start and end boxes.
+const (
+	StartID = startID
+	EndID   = endID
+)
+
+// ForkOf says which map or parallel node the box with id joins the
+// bodies of; ok is false for any other box.
+func ForkOf(id string) (node string, ok bool) { return strings.CutSuffix(id, joinSuffix) }
 
 func build(p *dsl.Pipeline) *chart {
 	c := &chart{}
@@ -118,7 +129,7 @@ func (c *chart) block(cl *cluster, b dsl.Block, succ, head, exit string) string 
 			sub := &cluster{id: "cluster_" + n.ID, label: string(n.Kind) + " " + n.ID}
 			cl.children = append(cl.children, sub)
 			c.add(sub, vertex{n.ID, forkLabel(n), fork})
-			joinID := n.ID + "__join"
+			joinID := n.ID + joinSuffix
 			c.add(sub, vertex{joinID, "join", join})
 			for _, body := range dsl.Bodies(n) {
 				bc, label := sub, "each item"

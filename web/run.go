@@ -124,7 +124,6 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	for i, e := range events {
 		v := eventview.Describe(e)
 		if v.NodeState != "" && e.Node != "" {
-			d.States[e.Node] = v.NodeState
 			d.Paths[e.Node] = e.Path
 		}
 		switch e.Type {
@@ -145,15 +144,9 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if run.Status != runtime.StatusRunning {
 		d.Totals.CostUSD, d.Totals.Tokens = run.CostUSD, int64(run.Tokens)
-		// A node cut short by a stop or a kill runs again on resume.
-		for id, st := range d.States {
-			if st == eventview.NodeRunning {
-				d.States[id] = eventview.NodePending
-			}
-		}
 	}
-	if p != nil {
-		finishBodies(p.Nodes, d.States, false)
+	if d.Graph != nil {
+		d.States = eventview.BoxStates(p, d.Graph, events, run.Status)
 	}
 	if q := run.Pending; q != nil {
 		d.Pending = q
@@ -192,20 +185,6 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		d.Inspect = inspect(path, events, d.Points)
 	}
 	s.render(w, http.StatusOK, "run", d)
-}
-
-// finishBodies shows the nodes inside a finished loop, map or parallel
-// node as done when no event says otherwise: a resume restores such a
-// node whole, with no event for what it ran inside.
-func finishBodies(b dsl.Block, states map[string]eventview.NodeState, done bool) {
-	for _, n := range b {
-		if done && states[n.ID] == "" {
-			states[n.ID] = eventview.NodeDone
-		}
-		for _, body := range dsl.Bodies(n) {
-			finishBodies(body.Body, states, states[n.ID] == eventview.NodeDone)
-		}
-	}
 }
 
 // runLive streams a run's new events (each as its timeline row and its
