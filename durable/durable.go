@@ -346,3 +346,15 @@ func diffLines(old, cur string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// Recorded is run's pipeline as the run recorded it, even when its file
+// changed since (the files it refers to are read as they are now), or as
+// the file is now when the recorded text no longer loads; nil with the
+// diagnostics when neither loads.
+func Recorded(run *store.Run) (*dsl.Pipeline, dsl.Diagnostics) {
+	p, ds := dsl.LoadSource(run.PipelineAbs, []byte(run.PipelineSrc))
+	if p == nil {
+		p, ds = dsl.Load(run.PipelineAbs)
+	}
+	return p, ds
+}

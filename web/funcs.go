@@ -32,6 +32,8 @@ var funcs = template.FuncMap{
 	"istrue": func(b *bool) bool { return b != nil && *b },
 	"lines":  func(y, i int) int { return y + 20 + i*graph.LineHeight },
 	"jv":     func(id string, v any) jsonView { return jsonView{ID: id, V: v} },
+	"fold":   eventview.Fold,
+	"long":   eventview.Long,
 }
 
 // jsonView is a value shown rendered and as JSON, with a copy button

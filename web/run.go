@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/graph"
 	"github.com/flowrun/flowrun/jsonvalue"
@@ -26,6 +26,9 @@ type row struct {
 	Label, Text string
 	Path, Node  string
 	Class       string
+	// Point is the checkpoint the event's node finished with, whose state
+	// a click shows; 0 for none.
+	Point int64
 }
 
 // remarshal decodes a value read from the store into a typed one.
@@ -84,8 +87,12 @@ type runData struct {
 	Points     []*runtime.Checkpoint
 	// RecentPoints are the last checkpoints, listed with a fork button each.
 	RecentPoints []*runtime.Checkpoint
-	Forks        []*store.Run
-	Inspect      *inspector
+	// Steps are the run's state after each checkpoint and its changes;
+	// At is the one ?at= selects.
+	Steps   []eventview.Step
+	At      *eventview.Step
+	Forks   []*store.Run
+	Inspect *inspector
 	// Stoppable: running here, or in another process, which polls the
 	// store for the stop.
 	Stoppable bool
@@ -109,11 +116,8 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	d := runData{page: s.page(r, "Run "+id, "runs"), Run: run, Duration: runDuration(run), States: map[string]eventview.NodeState{},
 		Paths: map[string]string{}, LastSeq: last}
 	// The graph is of the pipeline file as the run recorded it, even when
-	// the file changed since (files it refers to are read as they are now).
-	p, ds := dsl.LoadSource(run.PipelineAbs, []byte(run.PipelineSrc))
-	if p == nil {
-		p, ds = dsl.Load(run.PipelineAbs)
-	}
+	// the file changed since.
+	p, ds := durable.Recorded(run)
 	if p != nil {
 		d.Graph = graph.Layout(p)
 	} else {
@@ -173,6 +177,13 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d.RecentPoints = d.Points[max(0, len(d.Points)-listedPoints):]
+		d.Steps = eventview.Steps(p, d.Points)
+		linkPoints(d.Rows, events, d.Points)
+		if at, err := strconv.ParseInt(r.URL.Query().Get("at"), 10, 64); err == nil {
+			if st, ok := eventview.StepAt(d.Steps, at); ok {
+				d.At = &st
+			}
+		}
 	}
 	if all, err := s.st.Runs(ctx); err == nil {
 		for _, x := range all {
@@ -185,6 +196,28 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		d.Inspect = inspect(path, events, d.Points)
 	}
 	s.render(w, http.StatusOK, "run", d)
+}
+
+// linkPoints gives each timeline row of a node that finished the
+// checkpoint it finished with: the next one of its path not yet given,
+// or for a node restored on a resume, the last one given.
+func linkPoints(rows []row, events []runtime.Event, points []*runtime.Checkpoint) {
+	byPath := map[string][]int64{}
+	for _, cp := range points {
+		byPath[cp.Path] = append(byPath[cp.Path], cp.Seq)
+	}
+	given := map[string]int{}
+	for i, e := range events {
+		seqs := byPath[e.Path]
+		switch {
+		case len(seqs) == 0:
+		case e.Type == runtime.EventNodeFinished && given[e.Path] < len(seqs):
+			rows[i].Point = seqs[given[e.Path]]
+			given[e.Path]++
+		case e.Type == runtime.EventNodeRestored:
+			rows[i].Point = seqs[max(0, given[e.Path]-1)]
+		}
+	}
 }
 
 // runLive streams a run's new events (each as its timeline row and its

@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/engine"
+	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/mcpserve"
@@ -340,11 +342,64 @@ func parseAge(s string) (time.Duration, error) {
 }
 
 func showCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("show", "flowrun show RUN [--json]\n\nPrints a run's timeline: nodes with their paths, durations and errors.")
+	fs := newFlagSet("show", "flowrun show RUN [--json] [--at CHECKPOINT]\n\nPrints a run's timeline: nodes with their paths, durations and errors,\nits inputs, and what each checkpoint changed in its state. With --at,\nprints the state after that checkpoint and what it changed.")
 	asJSON := fs.Bool("json", false, "print the run and its events as JSON")
+	at := fs.Int64("at", 0, "print the state after checkpoint `N` and what it changed")
 	return storeCmd(fs, args, stdout, stderr, 1, "flowrun show: name one run (flowrun runs lists them)", true, func(st *store.Store, rest []string) int {
+		if *at > 0 {
+			return showAt(st, rest[0], *at, stdout, stderr)
+		}
 		return show(st, rest[0], *asJSON, stdout, stderr)
 	})
+}
+
+// runSteps is the run's state after each of its checkpoints.
+func runSteps(ctx context.Context, st *store.Store, r *store.Run) ([]eventview.Step, error) {
+	points, err := st.Checkpoints(ctx, r.ID, 0)
+	if err != nil {
+		return nil, err
+	}
+	p, _ := durable.Recorded(r)
+	return eventview.Steps(p, points), nil
+}
+
+func showAt(st *store.Store, runID string, seq int64, stdout, stderr io.Writer) int {
+	ctx := context.Background()
+	r, err := st.FindRun(ctx, runID)
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	steps, err := runSteps(ctx, st, r)
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	step, ok := eventview.StepAt(steps, seq)
+	if !ok {
+		fmt.Fprintf(stderr, "flowrun show: run %s has no checkpoint %d (it has %d; flowrun show %s lists them)\n", r.ID, seq, len(steps), r.ID)
+		return exitInvalid
+	}
+	stdout = textOut{stdout}
+	fmt.Fprintf(stdout, "run %s after checkpoint %d (%s)\n", r.ID, step.Seq, step.Path)
+	if step.Scoped {
+		fmt.Fprintln(stdout, "(a node inside a map item, a parallel branch or a called pipeline: it writes its own scope's state)")
+	}
+	printChanges(stdout, "changes", step.Changes)
+	printValues(stdout, "state", step.State)
+	fmt.Fprintf(stdout, "to fork from here with an edit: flowrun resume %s --from %d --set state.KEY=VALUE\n", r.ID, step.Seq)
+	return exitOK
+}
+
+// printChanges prints what a checkpoint changed in the state, a line a
+// key, under a title; "no change" when nothing did.
+func printChanges(w io.Writer, title string, changes []eventview.Change) {
+	if len(changes) == 0 {
+		fmt.Fprintf(w, "%s: none\n", title)
+		return
+	}
+	fmt.Fprintf(w, "%s:\n", title)
+	for _, c := range changes {
+		fmt.Fprintf(w, "  %s\n", c)
+	}
 }
 
 func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) int {
@@ -358,6 +413,10 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		return storeError(err, stderr)
 	}
 	snaps, err := st.Snapshots(ctx, r.ID)
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	steps, err := runSteps(ctx, st, r)
 	if err != nil {
 		return storeError(err, stderr)
 	}
@@ -408,6 +467,11 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		for _, c := range cps {
 			fmt.Fprintf(w, "  %d\t%s\t%s\n", c.Seq, c.Path, c.Created.Local().Format("2006-01-02 15:04:05.000"))
+			if step, ok := eventview.StepAt(steps, c.Seq); ok {
+				for _, ch := range step.Changes {
+					fmt.Fprintf(w, "  \t\t%s\n", ch)
+				}
+			}
 		}
 		w.Flush()
 	}
