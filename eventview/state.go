@@ -34,6 +34,12 @@ type Change struct {
 	Added, Removed bool
 }
 
+// EditString is an edit in a few words: "state.x: old -> new", each
+// value folded.
+func EditString(e runtime.Edit) string {
+	return fmt.Sprintf("%s: %s -> %s", e.Key, Fold(e.Old), Fold(e.New))
+}
+
 // foldAt is how many characters of a value a change's line shows.
 const foldAt = 80
 
@@ -72,12 +78,9 @@ func asJSON(v any) string {
 // p in sequence order. p may be nil (a pipeline that no longer loads):
 // the state then starts empty and every checkpoint counts.
 func Steps(p *dsl.Pipeline, points []*runtime.Checkpoint) []Step {
-	state := map[string]any{}
+	state := initialState(p)
 	scoping := map[string]bool{}
 	if p != nil {
-		for _, v := range p.State {
-			state[v.Name] = v.Initial
-		}
 		var walk func(dsl.Block)
 		walk = func(b dsl.Block) {
 			for _, n := range b {
@@ -101,6 +104,28 @@ func Steps(p *dsl.Pipeline, points []*runtime.Checkpoint) []Step {
 	}
 	return out
 }
+
+// StateAfter is the run's state after points (see Steps): the initial
+// state when there are none.
+func StateAfter(p *dsl.Pipeline, points []*runtime.Checkpoint) map[string]any {
+	if steps := Steps(p, points); len(steps) > 0 {
+		return steps[len(steps)-1].State
+	}
+	return initialState(p)
+}
+
+func initialState(p *dsl.Pipeline) map[string]any {
+	state := map[string]any{}
+	if p != nil {
+		for _, v := range p.State {
+			state[v.Name] = v.Initial
+		}
+	}
+	return state
+}
+
+// SameValue says whether a and b are the same value written as JSON.
+func SameValue(a, b any) bool { return sameJSON(a, b) }
 
 // scoped says whether the node at path runs inside one whose nested
 // nodes write a scope of their own: an enclosing segment (all but the

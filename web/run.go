@@ -89,8 +89,15 @@ type runData struct {
 	RecentPoints []*runtime.Checkpoint
 	// Steps are the run's state after each checkpoint and its changes;
 	// At is the one ?at= selects.
-	Steps   []eventview.Step
-	At      *eventview.Step
+	Steps []eventview.Step
+	At    *eventview.Step
+	// ForkState and ForkInputs are the fields of the form that forks from
+	// At with edits; WaitState those that edit the state of a waiting run
+	// with its answer.
+	ForkState, ForkInputs, WaitState []field
+	// Edits are what a person changed before the run (or a resume of it)
+	// went on.
+	Edits   []runtime.Edit
 	Forks   []*store.Run
 	Inspect *inspector
 	// Stoppable: running here, or in another process, which polls the
@@ -130,6 +137,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		if v.NodeState != "" && e.Node != "" {
 			d.Paths[e.Node] = e.Path
 		}
+		d.Edits = append(d.Edits, e.Edits...)
 		switch e.Type {
 		case runtime.EventModelTurn:
 			d.Totals.Turns++
@@ -182,7 +190,11 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		if at, err := strconv.ParseInt(r.URL.Query().Get("at"), 10, 64); err == nil {
 			if st, ok := eventview.StepAt(d.Steps, at); ok {
 				d.At = &st
+				d.ForkState, d.ForkInputs = editFields(p, st.State, run.Inputs)
 			}
+		}
+		if d.Pending != nil && p != nil {
+			d.WaitState, _ = editFields(p, eventview.StateAfter(p, d.Points), nil)
 		}
 	}
 	if all, err := s.st.Runs(ctx); err == nil {

@@ -1,11 +1,16 @@
 package web
 
 import (
+	"context"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/runtime"
 )
 
 // TestStateAtEveryStep: the run page shows the run's inputs (as text),
@@ -41,5 +46,59 @@ func TestStateAtEveryStep(t *testing.T) {
 	}
 	if strings.Contains(at, `<code>0</code> → <code>1</code>`) {
 		t.Fatalf("the state at checkpoint 2 shows checkpoint 1's change:\n%s", at)
+	}
+}
+
+// TestForkWithEditsFromTheStatePanel: the state panel at a checkpoint
+// has a fork form holding each state variable and input as they were
+// then; changing one forks with that edit, which the fork's page shows;
+// a value of the wrong type is refused, naming the key and its type,
+// and starts nothing; without the CSRF token the POST is refused. A run
+// waiting on a question takes state edits with its answer.
+func TestForkWithEditsFromTheStatePanel(t *testing.T) {
+	h := newHarness(t, "")
+	id := h.start(url.Values{"pipeline": {"asker.yaml"}})
+	h.await(id, "waiting")
+	_, page := h.get("/runs/" + id + "?at=2")
+	for _, want := range []string{`id="fork-edit"`, `<input type="hidden" name="from" value="2">`, `name="set.n" value="2" step="1"`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("the fork form lacks %q:\n%s", want, page)
+		}
+	}
+	code, loc := h.post("/runs/"+id+"/fork", url.Values{"from": {"2"}, "set.n": {"many"}})
+	if code != http.StatusSeeOther || !strings.Contains(h.shown(loc), `state.n is of type integer (from its initial value); "many" is of type string`) {
+		t.Fatalf("a wrong type: %d %s %q", code, loc, h.shown(loc))
+	}
+	if runs, _ := h.st.Runs(context.Background()); len(runs) != 1 {
+		t.Fatalf("a refused edit started a run: %d runs", len(runs))
+	}
+	form := url.Values{"from": {"2"}, "set.n": {"40"}}
+	req, _ := http.NewRequest(http.MethodPost, h.ts.URL+"/runs/"+id+"/fork", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", h.ts.URL)
+	if resp, err := h.c.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a fork with edits without the CSRF token: %v %v", resp.StatusCode, err)
+	}
+	code, loc = h.post("/runs/"+id+"/fork", form)
+	child, ok := strings.CutPrefix(loc, "/runs/")
+	if code != http.StatusSeeOther || !ok {
+		t.Fatalf("fork with an edit: %d %s", code, loc)
+	}
+	h.await(child, "waiting")
+	_, page = h.get("/runs/" + child)
+	if !strings.Contains(page, `id="edits"`) || !strings.Contains(page, `<span class="key mono">state.n</span> <code>2</code> → <code>40</code>`) {
+		t.Fatalf("the fork's page does not show its edit:\n%s", page)
+	}
+	h.post("/runs/"+child+"/answer", url.Values{"a.who": {"ada"}, "set.n": {"41"}})
+	for {
+		r := h.await(child, "waiting")
+		if r.Pending != nil && r.Pending.Kind == runtime.QuestionConfirm {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	points, _ := h.st.Checkpoints(context.Background(), child, 0)
+	if got := eventview.StateAfter(nil, points)["n"]; got != 41 {
+		t.Fatalf("the state edited with the answer: n = %v", got)
 	}
 }

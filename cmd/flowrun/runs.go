@@ -86,7 +86,7 @@ func storeCmd(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, nargs i
 func storeError(err error, stderr io.Writer) int { return fail(stderr, "flowrun", err) }
 
 func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("resume", "flowrun resume RUN [--answer field=value ...] [--from SNAPSHOT|CHECKPOINT] [--allow-changed] [--json]\n\nContinues a run from its last checkpoint; finished nodes are not run again.\nA run waiting on a question takes its answer with --answer (or --answer-file).\nWith --from, forks: a new run continues from that snapshot or checkpoint\nand the original is left untouched.")
+	fs := newFlagSet("resume", "flowrun resume RUN [--answer field=value ...] [--from SNAPSHOT|CHECKPOINT] [--set state.NAME=VALUE ...] [--input NAME=VALUE ...] [--allow-changed] [--json]\n\nContinues a run from its last checkpoint; finished nodes are not run again.\nA run waiting on a question takes its answer with --answer (or --answer-file).\nWith --from, forks: a new run continues from that snapshot or checkpoint\nand the original is left untouched. --set changes a state variable at the\ncheckpoint the run goes on from, --input an input of a fork; each value is\nread as --input reads one and checked against its declared type first.")
 	from := fs.String("from", "", "fork from this snapshot `label` or checkpoint number")
 	allow := fs.Bool("allow-changed", false, "resume even if the pipeline file changed since the run started")
 	asJSON := fs.Bool("json", false, "print one JSON event per line on stdout instead of the outputs")
@@ -98,6 +98,9 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	var answers inputFlags
 	fs.Var(&answers, "answer", "answer the question the run waits on: `field=value` (repeatable), or the value itself")
 	answerFile := fs.String("answer-file", "", "read the answer from a JSON or text `file`")
+	var sets, inputs inputFlags
+	fs.Var(&sets, "set", "go on with state variable NAME set to VALUE: `state.NAME=VALUE` (repeatable)")
+	fs.Var(&inputs, "input", "fork with input NAME set to VALUE: `NAME=VALUE` (repeatable; needs --from)")
 	rest, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -122,7 +125,10 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	human := newHuman(hf, stdin, stderr)
 	live := liveView(*asJSON, stderr)
 	o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: progressSink(*asJSON, stdout, live), OnDelta: live.onDelta(),
-		Human: human, MaxLoops: hf.maxLoops}, AllowChanged: *allow}
+		Human: human, MaxLoops: hf.maxLoops}, AllowChanged: *allow, Edits: sets}
+	for _, in := range inputs {
+		o.Edits = append(o.Edits, "inputs."+in)
+	}
 	answering := len(answers) > 0 || *answerFile != ""
 	var res *runtime.Result
 	switch {
@@ -439,6 +445,11 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	fmt.Fprintln(stdout)
 	if r.ParentRun != "" {
 		fmt.Fprintf(stdout, "forked from run %s at checkpoint %d\n", r.ParentRun, r.ParentSeq)
+	}
+	for _, e := range events {
+		for _, ed := range e.Edits {
+			fmt.Fprintf(stdout, "edited %s\n", eventview.EditString(ed))
+		}
 	}
 	printValues(stdout, "inputs", r.Inputs)
 	tl := &textSink{w: stdout, exchange: true}

@@ -32,3 +32,48 @@ func TestShowStateChangesAndAt(t *testing.T) {
 		t.Errorf("show --at 9: exit %d %s", code, stderr)
 	}
 }
+
+// TestResumeForkWithSetAndInput: flowrun resume --from N --set
+// state.NAME=VALUE --input NAME=VALUE forks with the edits (the value
+// read as --input reads one), show prints what was edited, and a value
+// of the wrong type is refused with exit 2 before anything runs.
+func TestResumeForkWithSetAndInput(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "runs.db")
+	p := writeFile(t, dir, "p.yaml", `
+version: 1
+name: edits
+inputs:
+  word: {type: string, default: hi}
+state: {n: 0, tags: []}
+nodes:
+  - id: l
+    loop:
+      max_iterations: 2
+      body:
+        - id: inc
+          set: {n: state.n + 1}
+  - id: gate
+    ask: {question: "go on?", schema: {type: boolean}}
+  - id: done
+    set: {n: state.n * 10}
+outputs: {n: state.n, tags: state.tags, word: inputs.word}
+`)
+	code, _, stderr := flowrunWithInput(t, "", p, "--store", db)
+	run := waitingRun(t, code, stderr, "is waiting for an answer")
+	code, stdout, stderr := flowrunWithInput(t, "", "resume", run, "--store", db, "--from", "3", "--set", "state.n=7", "--set", `state.tags=["a"]`,
+		"--input", "word=42", "--answer", "true")
+	if code != exitOK || !strings.Contains(stdout, `"n": 70`) || !strings.Contains(stdout, `"word": "42"`) || !strings.Contains(stdout, `"tags": [`) {
+		t.Fatalf("fork with edits: exit %d\n%s%s", code, stdout, stderr)
+	}
+	_, text, _ := flowrunWithInput(t, "", "show", "last", "--store", db)
+	for _, want := range []string{"forked from run " + run + " at checkpoint 3\n", "edited state.n: 2 -> 7\n", `edited state.tags: [] -> ["a"]` + "\n", `edited inputs.word: "hi" -> "42"` + "\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("show lacks %q:\n%s", want, text)
+		}
+	}
+	code, _, stderr = flowrunWithInput(t, "", "resume", run, "--store", db, "--from", "3", "--set", "state.n=lots")
+	if code != exitInvalid || !strings.Contains(stderr, `state.n is of type integer (from its initial value); "lots" is of type string`) {
+		t.Errorf("a wrong type: exit %d\n%s", code, stderr)
+	}
+}
