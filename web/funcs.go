@@ -12,6 +12,7 @@ import (
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/graph"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/runtime"
 )
 
 var funcs = template.FuncMap{
@@ -34,6 +35,16 @@ var funcs = template.FuncMap{
 	"jv":     func(id string, v any) jsonView { return jsonView{ID: id, V: v} },
 	"fold":   eventview.Fold,
 	"long":   eventview.Long,
+	"qctx": func(q *runtime.Question, c *runtime.QuestionContext) questionContext {
+		return questionContext{Path: q.Path, Confirm: q.Kind == runtime.QuestionConfirm, C: c}
+	},
+}
+
+// questionContext is a waiting question's context as its panel shows it.
+type questionContext struct {
+	Path    string
+	Confirm bool
+	C       *runtime.QuestionContext
 }
 
 // jsonView is a value shown rendered and as JSON, with a copy button

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +102,51 @@ func TestForkWithEditsFromTheStatePanel(t *testing.T) {
 	points, _ := h.st.Checkpoints(context.Background(), child, 0)
 	if got := eventview.StateAfter(nil, points)["n"]; got != 41 {
 		t.Fatalf("the state edited with the answer: n = %v", got)
+	}
+}
+
+const confirmContextPipeline = `
+version: 1
+name: essay
+inputs:
+  topic: {type: string, default: birds}
+state: {notes: ""}
+models:
+  default: {model: gpt-4.1-mini}
+nodes:
+  - id: outline
+    set: {notes: '"<i>outline</i> about " + inputs.topic'}
+  - id: write
+    confirm: true
+    llm:
+      system: You write short essays.
+      prompt: "Write about ${{ inputs.topic }} from: ${{ state.notes }}"
+outputs: {text: nodes.write.text}
+`
+
+// TestQuestionsWithContext: a confirmation shows what will run (kind,
+// model, the rendered system prompt and prompt) and the output that led
+// there, as text; an ask shows the output before it.
+func TestQuestionsWithContext(t *testing.T) {
+	h := newHarness(t, "")
+	if err := os.WriteFile(filepath.Join(h.dir, "essay.yaml"), []byte(confirmContextPipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := h.start(url.Values{"pipeline": {"essay.yaml"}})
+	h.await(id, "waiting")
+	_, page := h.get("/runs/" + id)
+	for _, want := range []string{`Will run: <b>llm</b> node <span class="mono">write</span> · model <span class="mono">gpt-4.1-mini</span>`,
+		`<pre class="text qcontext-system">You write short essays.</pre>`,
+		`<pre class="text qcontext-prompt">Write about birds from: &lt;i&gt;outline&lt;/i&gt; about birds</pre>`,
+		`the output of <span class="mono">outline</span>`, `&lt;i&gt;outline&lt;/i&gt; about birds`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("the confirmation lacks %q:\n%s", want, page)
+		}
+	}
+	id = h.start(url.Values{"pipeline": {"asker.yaml"}})
+	h.await(id, "waiting")
+	_, page = h.get("/runs/" + id)
+	if !strings.Contains(page, `the output of <span class="mono">rounds</span>`) || strings.Contains(page, "Will run:") {
+		t.Fatalf("the ask's context:\n%s", page)
 	}
 }

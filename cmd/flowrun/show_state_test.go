@@ -77,3 +77,33 @@ outputs: {n: state.n, tags: state.tags, word: inputs.word}
 		t.Errorf("a wrong type: exit %d\n%s", code, stderr)
 	}
 }
+
+// TestHITLConfirmShowsContext: the prompt of a confirmation on a
+// terminal, and the waiting message when nobody answers, say what will
+// run (a code node's code, rendered) and the output that led there.
+func TestHITLConfirmShowsContext(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "c.yaml", `
+version: 1
+name: confirmcode
+state: {n: 0}
+nodes:
+  - id: count
+    set: {n: 41}
+  - id: compute
+    confirm: true
+    tool: {name: python_execute, args: {code: '"print(" + string(state.n) + " + 1)"'}}
+outputs: {r: nodes.compute}
+`)
+	t.Setenv("FLOWRUN_INTERACTIVE", "1")
+	_, _, stderr := flowrunWithInput(t, "n\n", p, "--store", filepath.Join(dir, "runs.db"))
+	want := "  will run: tool node compute\n  tool: python_execute with {\"code\":\"print(41 + 1)\"}\n  after count, whose output was:\n    {\n      \"n\": 41\n    }\n? run compute?\n"
+	if !strings.Contains(stderr, want) {
+		t.Errorf("the prompt lacks\n%s\nin:\n%s", want, stderr)
+	}
+	t.Setenv("FLOWRUN_INTERACTIVE", "")
+	_, _, stderr = flowrunWithInput(t, "", p, "--store", filepath.Join(dir, "runs.db"))
+	if !strings.Contains(stderr, "needs your confirmation.\n  will run: tool node compute\n") {
+		t.Errorf("the waiting message lacks the context:\n%s", stderr)
+	}
+}
