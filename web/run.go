@@ -190,6 +190,11 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		if at, err := strconv.ParseInt(r.URL.Query().Get("at"), 10, 64); err == nil {
 			if st, ok := eventview.StepAt(d.Steps, at); ok {
 				d.At = &st
+				for i := range d.Rows {
+					if d.Rows[i].Point == at {
+						d.Rows[i].Class += " selected"
+					}
+				}
 				d.ForkState, d.ForkInputs = editFields(p, st.State, run.Inputs)
 			}
 		}
