@@ -1,6 +1,8 @@
 package eventview
 
 import (
+	"strings"
+
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/graph"
 	"github.com/flowrun/flowrun/runtime"
@@ -16,9 +18,22 @@ import (
 // its map or parallel node stands.
 func BoxStates(p *dsl.Pipeline, d *graph.Drawing, events []runtime.Event, status runtime.Status) map[string]NodeState {
 	states := map[string]NodeState{}
+	inside := map[string]NodeState{} // by path, loop and map indices left out
 	for _, e := range events {
 		if v := Describe(e); v.NodeState != "" && e.Node != "" {
 			states[e.Node] = v.NodeState
+			inside[unindexed(e.Path)] = v.NodeState
+		}
+	}
+	// The boxes of the nodes inside an open call node (ids "call/node")
+	// stand where the nodes at those paths do; those of a finished call
+	// the resume restored whole are done.
+	for _, b := range d.Boxes {
+		if i := strings.LastIndex(b.ID, "/"); i >= 0 {
+			states[b.ID] = inside[b.ID]
+			if states[b.ID] == "" && states[b.ID[:i]] == NodeDone {
+				states[b.ID] = NodeDone
+			}
 		}
 	}
 	if status != runtime.StatusRunning {
@@ -61,4 +76,22 @@ func finishBodies(b dsl.Block, states map[string]NodeState, done bool) {
 			finishBodies(body.Body, states, states[n.ID] == NodeDone)
 		}
 	}
+}
+
+// unindexed is path without its loop iterations, map items and parallel
+// branches: "rounds[2]/solve/check" is "rounds/solve/check".
+func unindexed(path string) string {
+	var b strings.Builder
+	depth := 0
+	for _, r := range path {
+		switch {
+		case r == '[':
+			depth++
+		case r == ']':
+			depth--
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/flowrun/flowrun/eventview"
@@ -35,6 +36,7 @@ var funcs = template.FuncMap{
 	"jv":     func(id string, v any) jsonView { return jsonView{ID: id, V: v} },
 	"fold":   eventview.Fold,
 	"long":   eventview.Long,
+	"toggle": toggleOpen,
 	"qctx": func(q *runtime.Question, c *runtime.QuestionContext) questionContext {
 		return questionContext{Path: q.Path, Confirm: q.Kind == runtime.QuestionConfirm, C: c}
 	},
@@ -84,4 +86,20 @@ func kindOf(v any) string {
 		return "text"
 	}
 	return "scalar"
+}
+
+// toggleOpen is the ?open= query that draws the call node id open when
+// it is folded, folded when it is open, the other open ones as they are.
+func toggleOpen(open map[string]bool, id string) string {
+	var ids []string
+	for c, on := range open {
+		if on && c != id {
+			ids = append(ids, c)
+		}
+	}
+	if id != "" && !open[id] {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, ",")
 }

@@ -95,6 +95,8 @@ type runData struct {
 	// At with edits; WaitState those that edit the state of a waiting run
 	// with its answer.
 	ForkState, ForkInputs, WaitState []field
+	// Open holds the call nodes drawn open (?open=ID,ID).
+	Open map[string]bool
 	// Edits are what a person changed before the run (or a resume of it)
 	// went on.
 	Edits   []runtime.Edit
@@ -125,8 +127,13 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	// The graph is of the pipeline file as the run recorded it, even when
 	// the file changed since.
 	p, ds := durable.Recorded(run)
+	open := map[string]bool{}
+	for _, c := range strings.Split(r.URL.Query().Get("open"), ",") {
+		open[c] = c != ""
+	}
+	d.Open = open
 	if p != nil {
-		d.Graph = graph.Layout(p)
+		d.Graph = graph.LayoutOpen(p, open)
 	} else {
 		d.GraphError = ds.String()
 	}
@@ -159,6 +166,12 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.Graph != nil {
 		d.States = eventview.BoxStates(p, d.Graph, events, run.Status)
+		for _, b := range d.Graph.Boxes {
+			// A node inside an open call: its box id is its path there.
+			if strings.Contains(b.ID, "/") {
+				d.Paths[b.ID] = b.ID
+			}
+		}
 	}
 	if q := run.Pending; q != nil {
 		d.Pending = q

@@ -150,3 +150,37 @@ func TestQuestionsWithContext(t *testing.T) {
 		t.Fatalf("the ask's context:\n%s", page)
 	}
 }
+
+// TestCallNodesFoldedThenOpen: a call node is drawn folded, its box a
+// link that unfolds it (?open=ID); open, the nodes of the pipeline it
+// calls are drawn with their states and link to the inspector at their
+// paths, keeping the call open.
+func TestCallNodesFoldedThenOpen(t *testing.T) {
+	h := newHarness(t, "")
+	for name, body := range map[string]string{
+		"inner.yaml": "version: 1\nname: inner\ninputs: {x: {type: integer}}\nnodes:\n  - id: double\n    set: {}\n  - id: never\n    when: inputs.x > 100\n    set: {}\noutputs: {y: inputs.x * 2}\n",
+		"outer.yaml": "version: 1\nname: outer\nnodes:\n  - id: solve\n    call: {pipeline: inner.yaml, inputs: {x: 21}}\noutputs: {y: nodes.solve.y}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(h.dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := h.start(url.Values{"pipeline": {"outer.yaml"}})
+	h.await(id, "completed")
+	_, page := h.get("/runs/" + id)
+	if !strings.Contains(page, `<a href="?open=solve" title="unfold the pipeline it calls"><g class="gnode box call" data-node="solve" data-state="done">`) ||
+		strings.Contains(page, `data-node="solve/double"`) {
+		t.Fatalf("the call is not drawn folded:\n%s", page)
+	}
+	_, page = h.get("/runs/" + id + "?open=solve")
+	for _, want := range []string{`<a href="?open=" title="fold the pipeline it calls">`,
+		`<a href="?path=solve%2fdouble&amp;open=solve#inspector"><g class="gnode box" data-node="solve/double" data-state="done">`,
+		`data-node="solve/never" data-state="skipped"`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("the open call lacks %q:\n%s", want, page)
+		}
+	}
+	if _, page = h.get("/runs/" + id + "?open=solve&path=solve/double"); !strings.Contains(page, `<h2>Node <span class="mono">solve/double</span>`) {
+		t.Fatalf("a node inside the call is not inspectable:\n%s", page)
+	}
+}
