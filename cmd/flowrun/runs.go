@@ -471,6 +471,9 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "%s: %s\n", r.Status, runReason(r))
 	}
 	if q := r.Pending; q != nil {
+		for _, l := range eventview.QuestionContext(q) {
+			fmt.Fprintf(stdout, "  %s\n", l)
+		}
 		fmt.Fprintf(stdout, "to continue: %s\n", mcpserve.AnswerCommand(r.ID, q))
 	}
 	if len(cps) > 0 {

@@ -106,4 +106,7 @@ outputs: {r: nodes.compute}
 	if !strings.Contains(stderr, "needs your confirmation.\n  will run: tool node compute\n") {
 		t.Errorf("the waiting message lacks the context:\n%s", stderr)
 	}
+	if _, text, _ := flowrunWithInput(t, "", "show", "last", "--store", filepath.Join(dir, "runs.db")); !strings.Contains(text, "  will run: tool node compute\n") {
+		t.Errorf("show of the waiting run lacks the context:\n%s", text)
+	}
 }
