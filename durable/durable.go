@@ -63,7 +63,7 @@ func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs
 	if err := r.Store.CreateRun(ctx, run); err != nil {
 		return nil, err
 	}
-	return r.execute(ctx, run, "", p, nil)
+	return r.execute(ctx, run, runtime.Options{}, p, nil)
 }
 
 // NewRunRecord is the record of a new run of p: the pipeline with every
@@ -89,6 +89,9 @@ type ResumeOptions struct {
 	// From forks: a new run continues from this snapshot label or checkpoint
 	// number of the given run, which is left untouched.
 	From string
+	// Edits are values to go on with in place of the recorded ones (see
+	// Continue).
+	Edits []runtime.Edit
 }
 
 // Resume continues a run from its last checkpoint (or forks it, with
@@ -99,7 +102,7 @@ func (r *Runner) Resume(ctx context.Context, runID string, opts ResumeOptions) (
 	if err != nil {
 		return nil, err
 	}
-	return r.Continue(ctx, prev, p, opts.From)
+	return r.Continue(ctx, prev, p, opts.From, opts.Edits)
 }
 
 // Load reads run runID and loads its pipeline as it is now, refusing a
@@ -122,24 +125,46 @@ func Load(ctx context.Context, st *store.Store, runID string, allowChanged bool)
 
 // Continue resumes run prev, whose pipeline Load loaded as p, with r's
 // Kinds; from, when set, forks it from that snapshot label or checkpoint
-// number into a new run and leaves prev untouched.
-func (r *Runner) Continue(ctx context.Context, prev *store.Run, p *dsl.Pipeline, from string) (*runtime.Result, error) {
+// number into a new run and leaves prev untouched. edits, checked
+// against p's declarations first (see CheckEdits), change state
+// variables at the checkpoint the run goes on from and, in a fork,
+// inputs; run_started records them.
+func (r *Runner) Continue(ctx context.Context, prev *store.Run, p *dsl.Pipeline, from string, edits []runtime.Edit) (*runtime.Result, error) {
 	if err := r.Kinds.Check(p); err != nil {
 		return nil, err
 	}
 	secret.Register(p, r.lookupEnv())
 	runID, forkOf := prev.ID, prev.ParentRun
+	var upTo int64
 	if from != "" {
 		seq, err := r.Store.Point(ctx, runID, from)
 		if err != nil {
 			return nil, err
 		}
-		child, err := NewRunRecord(runtime.NewRunID(), p, prev.Inputs)
+		upTo = seq
+	} else if _, inputs := splitEdits(edits); len(inputs) > 0 {
+		return nil, &EditError{errors.New("inputs can be edited only in a fork, which starts a new run with them: name the checkpoint to fork from")}
+	}
+	inputs, editSeq := prev.Inputs, int64(0)
+	if len(edits) > 0 {
+		points, err := r.Store.Checkpoints(ctx, runID, upTo)
+		if err != nil {
+			return nil, err
+		}
+		if from != "" && upTo == 0 {
+			points = nil
+		}
+		if inputs, editSeq, err = applyEdits(p, prev.Inputs, points, edits); err != nil {
+			return nil, err
+		}
+	}
+	if from != "" {
+		child, err := NewRunRecord(runtime.NewRunID(), p, inputs)
 		if err != nil {
 			return nil, err
 		}
 		child.Pipeline, child.RemoteInputs = prev.Pipeline, prev.RemoteInputs
-		if err := r.Store.Fork(ctx, runID, seq, child); err != nil {
+		if err := r.Store.Fork(ctx, runID, upTo, child); err != nil {
 			return nil, err
 		}
 		forkOf, runID = runID, child.ID
@@ -151,11 +176,18 @@ func (r *Runner) Continue(ctx context.Context, prev *store.Run, p *dsl.Pipeline,
 			return nil, err
 		}
 	}
+	if editSeq > 0 {
+		state, _ := splitEdits(edits)
+		if err := r.Store.EditState(ctx, runID, editSeq, state); err != nil {
+			return nil, err
+		}
+	}
 	restore, err := r.Store.Checkpoints(ctx, runID, 0)
 	if err != nil {
 		return nil, err
 	}
-	return r.execute(ctx, &store.Run{ID: runID, Inputs: prev.Inputs, RemoteInputs: prev.RemoteInputs || r.RemoteInputs}, forkOf, p, restore)
+	run := &store.Run{ID: runID, Inputs: inputs, RemoteInputs: prev.RemoteInputs || r.RemoteInputs}
+	return r.execute(ctx, run, runtime.Options{ForkOf: forkOf, Edits: edits}, p, restore)
 }
 
 func (r *Runner) lookupEnv() func(string) (string, bool) {
@@ -166,8 +198,9 @@ func (r *Runner) lookupEnv() func(string) (string, bool) {
 }
 
 // execute runs the recorded run (its id, inputs and whether they are a
-// remote caller's).
-func (r *Runner) execute(ctx context.Context, run *store.Run, forkOf string, p *dsl.Pipeline, restore []*runtime.Checkpoint) (*runtime.Result, error) {
+// remote caller's); told says what run_started tells of where it came
+// from (ForkOf, Edits).
+func (r *Runner) execute(ctx context.Context, run *store.Run, told runtime.Options, p *dsl.Pipeline, restore []*runtime.Checkpoint) (*runtime.Result, error) {
 	runID := run.ID
 	rec, err := r.Store.Recorder(ctx, runID)
 	if err != nil {
@@ -176,7 +209,7 @@ func (r *Runner) execute(ctx context.Context, run *store.Run, forkOf string, p *
 	sink := &tee{rec: rec, show: r.Sink}
 	ctx, stop := context.WithCancelCause(ctx)
 	watched := r.watchStop(ctx, runID, stop)
-	res := runtime.Run(ctx, r.Kinds, p, run.Inputs, runtime.Options{RunID: runID, ForkOf: forkOf, Sink: sink, LookupEnv: r.LookupEnv,
+	res := runtime.Run(ctx, r.Kinds, p, run.Inputs, runtime.Options{RunID: runID, ForkOf: told.ForkOf, Edits: told.Edits, Sink: sink, LookupEnv: r.LookupEnv,
 		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops, RemoteInputs: run.RemoteInputs})
 	stop(nil)
 	<-watched
@@ -345,4 +378,16 @@ func diffLines(old, cur string) string {
 		out = append(out, fmt.Sprintf("  the file had %d lines and now has %d", len(a), len(b)))
 	}
 	return strings.Join(out, "\n")
+}
+
+// Recorded is run's pipeline as the run recorded it, even when its file
+// changed since (the files it refers to are read as they are now), or as
+// the file is now when the recorded text no longer loads; nil with the
+// diagnostics when neither loads.
+func Recorded(run *store.Run) (*dsl.Pipeline, dsl.Diagnostics) {
+	p, ds := dsl.LoadSource(run.PipelineAbs, []byte(run.PipelineSrc))
+	if p == nil {
+		p, ds = dsl.Load(run.PipelineAbs)
+	}
+	return p, ds
 }

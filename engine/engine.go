@@ -207,6 +207,11 @@ type ResumeOptions struct {
 	// AllowChanged resumes even if the pipeline changed since the run
 	// started.
 	AllowChanged bool
+	// Edits change values before the run goes on, each written
+	// state.NAME=VALUE (a state variable at the checkpoint it goes on
+	// from) or inputs.NAME=VALUE (an input: forks only), read and checked
+	// by ParseEdits; the run's run_started event records them.
+	Edits []string
 }
 
 // Resume continues run from its last checkpoint; finished nodes are
@@ -233,13 +238,21 @@ func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions) 
 	if err != nil {
 		return nil, err
 	}
+	edits, err := ParseEdits(p, o.Edits)
+	if err != nil {
+		return nil, err
+	}
 	s, err := e.open(p, o.RunOptions)
 	if err != nil {
 		return nil, err
 	}
 	defer s.end()
 	s.useStore(st)
-	return e.runner(st, s, o.RunOptions).Continue(ctx, prev, p, from)
+	res, err := e.runner(st, s, o.RunOptions).Continue(ctx, prev, p, from, edits)
+	if ee := (*durable.EditError)(nil); errors.As(err, &ee) {
+		return nil, &InputError{err}
+	}
+	return res, err
 }
 
 // Answer resumes run, which waits on a question, with answer, after

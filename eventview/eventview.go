@@ -101,9 +101,14 @@ type describe func(e runtime.Event, v *View)
 var descriptions = map[string]describe{
 	runtime.EventRunStarted: func(e runtime.Event, v *View) {
 		v.Tag, v.What, v.Outcome = "run", "started", e.Pipeline
+		var why []string
 		if e.ForkOf != "" {
-			v.Why = "forked from " + e.ForkOf
+			why = append(why, "forked from "+e.ForkOf)
 		}
+		for _, ed := range e.Edits {
+			why = append(why, "edited "+EditString(ed))
+		}
+		v.Why = strings.Join(why, "; ")
 		v.Trace = TraceRunStart
 	},
 	runtime.EventRunFinished: func(e runtime.Event, v *View) {

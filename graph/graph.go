@@ -25,6 +25,9 @@ const (
 type vertex struct {
 	id, label string
 	shape     shape
+	// call: a call node, drawn with the nodes of the pipeline it calls
+	// when open.
+	call, open bool
 }
 
 type edge struct {
@@ -43,17 +46,34 @@ type chart struct {
 	vertices []vertex
 	edges    []edge
 	root     cluster
+	// open holds the ids of the call nodes drawn with the nodes of the
+	// pipelines they call; prefix is the id of the one being drawn, with
+	// a slash, and end where its pipeline's end leads.
+	open   map[string]bool
+	prefix string
+	end    string
 }
 
 const (
-	startID = "__start"
-	endID   = "__end"
+	startID    = "__start"
+	endID      = "__end"
+	joinSuffix = "__join"
 )
 
-func build(p *dsl.Pipeline) *chart {
-	c := &chart{}
+// StartID and EndID are the ids of a drawing's start and end boxes.
+const (
+	StartID = startID
+	EndID   = endID
+)
+
+// ForkOf says which map or parallel node the box with id joins the
+// bodies of; ok is false for any other box.
+func ForkOf(id string) (node string, ok bool) { return strings.CutSuffix(id, joinSuffix) }
+
+func build(p *dsl.Pipeline, open map[string]bool) *chart {
+	c := &chart{open: open, end: endID}
 	c.root.vertices = []string{startID, endID}
-	c.vertices = append(c.vertices, vertex{startID, "start", terminal}, vertex{endID, "end", terminal})
+	c.vertices = append(c.vertices, vertex{id: startID, label: "start", shape: terminal}, vertex{id: endID, label: "end", shape: terminal})
 	entry := c.block(&c.root, p.Nodes, endID, "", "")
 	c.edges = append(c.edges, edge{from: startID, to: entry})
 	return c
@@ -74,9 +94,10 @@ func (c *chart) block(cl *cluster, b dsl.Block, succ, head, exit string) string 
 	if len(b) == 0 {
 		return succ
 	}
+	id := func(node string) string { return c.prefix + node }
 	after := func(i int) string {
 		if i+1 < len(b) {
-			return b[i+1].ID
+			return id(b[i+1].ID)
 		}
 		return succ
 	}
@@ -86,54 +107,64 @@ func (c *chart) block(cl *cluster, b dsl.Block, succ, head, exit string) string 
 			case "":
 				return after(i)
 			case dsl.NextEnd:
-				return endID
+				return c.end
 			case dsl.NextBreak:
 				return exit
 			case dsl.NextContinue:
 				return head
 			}
-			return t
+			return id(t)
 		}
 		switch {
 		case n.Branch() != nil:
-			c.add(cl, vertex{n.ID, n.ID, decision})
+			c.add(cl, vertex{id: id(n.ID), label: n.ID, shape: decision})
 			for _, k := range n.Branch().Cases {
 				label := ""
 				if k.When != nil {
 					label = short(k.When.Src)
 				}
-				c.link(n.ID, resolve(k.Next), label, false)
+				c.link(id(n.ID), resolve(k.Next), label, false)
 			}
-			c.link(n.ID, resolve(n.Branch().Default), "default", false)
+			c.link(id(n.ID), resolve(n.Branch().Default), "default", false)
 		case n.Loop() != nil:
-			sub := &cluster{id: "cluster_" + n.ID, label: "loop " + n.ID}
+			sub := &cluster{id: "cluster_" + id(n.ID), label: "loop " + n.ID}
 			cl.children = append(cl.children, sub)
-			c.add(sub, vertex{n.ID, loopLabel(n), loopHead})
+			c.add(sub, vertex{id: id(n.ID), label: loopLabel(n), shape: loopHead})
 			entry := c.block(sub, n.Loop().Body, n.ID, n.ID, resolve(n.Next))
-			c.link(n.ID, entry, "iterate", false)
-			c.link(n.ID, resolve(n.Next), "done", false)
+			c.link(id(n.ID), entry, "iterate", false)
+			c.link(id(n.ID), resolve(n.Next), "done", false)
 		case len(dsl.Bodies(n)) > 0:
 			// Any other node that runs bodies (map, parallel) fans out to
 			// them and joins.
-			sub := &cluster{id: "cluster_" + n.ID, label: string(n.Kind) + " " + n.ID}
+			sub := &cluster{id: "cluster_" + id(n.ID), label: string(n.Kind) + " " + n.ID}
 			cl.children = append(cl.children, sub)
-			c.add(sub, vertex{n.ID, forkLabel(n), fork})
-			joinID := n.ID + "__join"
-			c.add(sub, vertex{joinID, "join", join})
+			c.add(sub, vertex{id: id(n.ID), label: forkLabel(n), shape: fork})
+			joinID := id(n.ID) + joinSuffix
+			c.add(sub, vertex{id: joinID, label: "join", shape: join})
 			for _, body := range dsl.Bodies(n) {
 				bc, label := sub, "each item"
 				if body.Name != "" {
-					bc, label = &cluster{id: "cluster_" + n.ID + "_" + body.Name, label: body.Name}, body.Name
+					bc, label = &cluster{id: "cluster_" + id(n.ID) + "_" + body.Name, label: body.Name}, body.Name
 					sub.children = append(sub.children, bc)
 				}
-				c.link(n.ID, c.block(bc, body.Body, joinID, "", ""), label, false)
+				c.link(id(n.ID), c.block(bc, body.Body, joinID, "", ""), label, false)
 			}
 			c.link(joinID, resolve(n.Next), "", false)
+		case n.Call() != nil && n.Call().Pipeline != nil && c.open[id(n.ID)]:
+			sub := &cluster{id: "cluster_" + id(n.ID), label: "call " + n.Call().Path}
+			cl.children = append(cl.children, sub)
+			c.add(sub, vertex{id: id(n.ID), label: nodeLabel(n), shape: box, call: true, open: true})
+			next := resolve(n.Next)
+			prefix, end := c.prefix, c.end
+			c.prefix, c.end = id(n.ID)+"/", next
+			entry := c.block(sub, n.Call().Pipeline.Nodes, next, "", "")
+			c.prefix, c.end = prefix, end
+			c.link(id(n.ID), entry, "calls", false)
 		default:
-			c.add(cl, vertex{n.ID, nodeLabel(n), box})
-			c.link(n.ID, resolve(n.Next), "", false)
+			c.add(cl, vertex{id: id(n.ID), label: nodeLabel(n), shape: box, call: n.Call() != nil})
+			c.link(id(n.ID), resolve(n.Next), "", false)
 			if n.When != nil && n.Next != "" {
-				c.link(n.ID, after(i), "skipped", true)
+				c.link(id(n.ID), after(i), "skipped", true)
 			}
 		}
 		if n.OnError.Handled() {
@@ -141,10 +172,10 @@ func (c *chart) block(cl *cluster, b dsl.Block, succ, head, exit string) string 
 			if n.OnError == dsl.OnErrorContinue {
 				t = after(i)
 			}
-			c.link(n.ID, t, "on_error", true)
+			c.link(id(n.ID), t, "on_error", true)
 		}
 	}
-	return b[0].ID
+	return id(b[0].ID)
 }
 
 func nodeLabel(n *dsl.Node) string {
@@ -191,7 +222,7 @@ func short(s string) string {
 
 // Mermaid renders p as a Mermaid flowchart.
 func Mermaid(p *dsl.Pipeline) string {
-	c := build(p)
+	c := build(p, nil)
 	var b strings.Builder
 	b.WriteString("flowchart TD\n")
 	shapes := map[string]vertex{}
@@ -252,7 +283,7 @@ func mermaidShape(v vertex) string {
 
 // Dot renders p as a Graphviz digraph.
 func Dot(p *dsl.Pipeline) string {
-	c := build(p)
+	c := build(p, nil)
 	var b strings.Builder
 	fmt.Fprintf(&b, "digraph %q {\n  rankdir=TB;\n  node [fontname=\"Helvetica\"];\n", p.Name)
 	shapes := map[string]vertex{}

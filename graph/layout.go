@@ -25,6 +25,9 @@ type Box struct {
 	Lines []string
 	X, Y  int // top left
 	W, H  int
+	// Call: the box is a call node's; Open: drawn with the nodes of the
+	// pipeline it calls (see LayoutOpen).
+	Call, Open bool
 }
 
 // Line is one edge as an SVG path of straight segments, from the box
@@ -54,8 +57,14 @@ var kindNames = map[shape]string{box: "box", decision: "decision", loopHead: "lo
 // Layout lays p out: each vertex on the layer after the deepest vertex
 // that leads to it by a forward edge, vertices of a layer in the order
 // a depth-first walk from start meets them.
-func Layout(p *dsl.Pipeline) *Drawing {
-	c := build(p)
+func Layout(p *dsl.Pipeline) *Drawing { return LayoutOpen(p, nil) }
+
+// LayoutOpen lays p out as Layout does, with the call nodes whose ids
+// open holds drawn with the nodes of the pipelines they call, whose box
+// ids are the call node's id, a slash and their own (their paths in a
+// run, loop iterations aside).
+func LayoutOpen(p *dsl.Pipeline, open map[string]bool) *Drawing {
+	c := build(p, open)
 	out := map[string][]edge{}
 	for _, e := range c.edges {
 		out[e.from] = append(out[e.from], e)
@@ -229,7 +238,7 @@ func place(c *chart, layers [][]string, vs map[string]vertex, rank map[string]in
 		for _, id := range l {
 			v := vs[id]
 			lines := strings.Split(v.label, "\n")
-			b := Box{ID: id, Kind: kindNames[v.shape], Lines: lines, X: x, Y: y, W: boxW, H: 12 + LineHeight*len(lines)}
+			b := Box{ID: id, Kind: kindNames[v.shape], Lines: lines, X: x, Y: y, W: boxW, H: 12 + LineHeight*len(lines), Call: v.call, Open: v.open}
 			d.Boxes = append(d.Boxes, b)
 			tallest = max(tallest, b.H)
 			x += boxW + gapX

@@ -98,25 +98,40 @@ func TestShippedPipelinesReadRight(t *testing.T) {
 			continue
 		}
 		laid++
-		d := Layout(p)
-		for _, ln := range d.Lines {
-			for _, seg := range segments(t, ln.Path) {
-				for _, b := range d.Boxes {
-					if b.ID != ln.From && b.ID != ln.To && crosses(seg, b) {
-						t.Errorf("%s: the line %s -> %s (%s) crosses the box of %s", filepath.Base(f), ln.From, ln.To, ln.Label, b.ID)
-					}
-				}
+		readsRight(t, filepath.Base(f), Layout(p))
+		open := map[string]bool{}
+		dsl.Walk(p, func(_ *dsl.Pipeline, n *dsl.Node) {
+			if n.Call() != nil {
+				open[n.ID] = true
 			}
-			if ln.Label != "" {
-				w := labelChar * len(ln.Label)
-				if ln.LabelX < 0 || ln.LabelX+w > d.Width || ln.LabelY-10 < 0 || ln.LabelY > d.Height {
-					t.Errorf("%s: the label %q at %d,%d leaves the %dx%d drawing", filepath.Base(f), ln.Label, ln.LabelX, ln.LabelY, d.Width, d.Height)
-				}
-			}
+		})
+		if len(open) > 0 {
+			readsRight(t, filepath.Base(f)+" with its calls open", LayoutOpen(p, open))
 		}
 	}
 	if laid < 8 {
 		t.Fatalf("laid out %d shipped pipelines; the glob finds too few", laid)
+	}
+}
+
+// readsRight checks drawing d of the pipeline named name: no line
+// crosses a box it does not connect, and every label is inside it.
+func readsRight(t *testing.T, name string, d *Drawing) {
+	t.Helper()
+	for _, ln := range d.Lines {
+		for _, seg := range segments(t, ln.Path) {
+			for _, b := range d.Boxes {
+				if b.ID != ln.From && b.ID != ln.To && crosses(seg, b) {
+					t.Errorf("%s: the line %s -> %s (%s) crosses the box of %s", name, ln.From, ln.To, ln.Label, b.ID)
+				}
+			}
+		}
+		if ln.Label != "" {
+			w := labelChar * len(ln.Label)
+			if ln.LabelX < 0 || ln.LabelX+w > d.Width || ln.LabelY-10 < 0 || ln.LabelY > d.Height {
+				t.Errorf("%s: the label %q at %d,%d leaves the %dx%d drawing", name, ln.Label, ln.LabelX, ln.LabelY, d.Width, d.Height)
+			}
+		}
 	}
 }
 
@@ -143,4 +158,41 @@ func crosses(s [4]int, b Box) bool {
 	x1, x2 := min(s[0], s[2]), max(s[0], s[2])
 	y1, y2 := min(s[1], s[3]), max(s[1], s[3])
 	return x1 < b.X+b.W && x2 > b.X && y1 < b.Y+b.H && y2 > b.Y
+}
+
+// TestCallNodesFoldAndOpen: a call node is one box, folded, until it is
+// opened: then the nodes of the pipeline it calls are drawn after it,
+// with ids under its own, and the called pipeline's end leads on.
+func TestCallNodesFoldAndOpen(t *testing.T) {
+	p, ds := dsl.Load("../pipelines/augmented.yaml")
+	if p == nil {
+		t.Fatal(ds)
+	}
+	ids := func(d *Drawing) (inner []string, solve Box) {
+		for _, b := range d.Boxes {
+			if strings.HasPrefix(b.ID, "solve/") {
+				inner = append(inner, b.ID)
+			}
+			if b.ID == "solve" {
+				solve = b
+			}
+		}
+		return inner, solve
+	}
+	inner, solve := ids(Layout(p))
+	if len(inner) != 0 || !solve.Call || solve.Open {
+		t.Fatalf("folded: inner boxes %v, the call's box %+v", inner, solve)
+	}
+	d := LayoutOpen(p, map[string]bool{"solve": true})
+	inner, solve = ids(d)
+	if len(inner) < 2 || !solve.Call || !solve.Open {
+		t.Fatalf("open: inner boxes %v, the call's box %+v", inner, solve)
+	}
+	calls := false
+	for _, ln := range d.Lines {
+		calls = calls || ln.From == "solve" && ln.Label == "calls" && strings.HasPrefix(ln.To, "solve/")
+	}
+	if !calls {
+		t.Errorf("no line from the call to the first node it calls: %+v", d.Lines)
+	}
 }

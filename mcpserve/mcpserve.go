@@ -38,6 +38,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
+	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/internal/confined"
 	"github.com/flowrun/flowrun/internal/httpauth"
 	"github.com/flowrun/flowrun/jsonvalue"
@@ -375,6 +376,9 @@ func elicitation(q *runtime.Question) *mcp.ElicitParams {
 	}
 	if field == nil {
 		field = map[string]any{"type": "string"}
+	}
+	if lines := eventview.QuestionContext(q); len(lines) > 0 {
+		text += "\n\n" + strings.Join(lines, "\n")
 	}
 	return &mcp.ElicitParams{Mode: "form", Message: text, RequestedSchema: map[string]any{
 		"type": "object", "properties": map[string]any{inputKey: field}, "required": []any{inputKey},

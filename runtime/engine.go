@@ -66,7 +66,11 @@ type Options struct {
 	RunID string
 	// ForkOf is the run this one was forked from, told in run_started.
 	ForkOf string
-	Sink   EventSink
+	// Edits are the values changed before the run went on, told in
+	// run_started (the values themselves are already in the inputs and
+	// the restored checkpoints).
+	Edits []Edit
+	Sink  EventSink
 	// LookupEnv reads the names a pipeline declares under env:; os.LookupEnv
 	// when nil.
 	LookupEnv func(string) (string, bool)
@@ -176,7 +180,7 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 			Outputs: res.Outputs, Error: errString(res.Err), Message: res.Reason, CostUSD: res.CostUSD, Tokens: res.Tokens})
 		return res
 	}
-	r.sink.emit(Event{Type: EventRunStarted, Run: r.id, Pipeline: p.Name, ForkOf: opts.ForkOf})
+	r.sink.emit(Event{Type: EventRunStarted, Run: r.id, Pipeline: p.Name, ForkOf: opts.ForkOf, Edits: opts.Edits})
 	if err := kinds.Check(p); err != nil {
 		res.Status, res.Err = StatusFailed, err
 		return finish()

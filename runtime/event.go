@@ -81,6 +81,18 @@ type Event struct {
 	Tokens  int64          `json:"tokens,omitempty"`
 	// ForkOf, on run_started, is the run this one was forked from.
 	ForkOf string `json:"fork_of,omitempty"`
+	// Edits, on run_started, are the values a person changed before the
+	// run (a fork, or a resume of a run waiting on a question) went on.
+	Edits []Edit `json:"edits,omitempty"`
+}
+
+// Edit is a value a person set before a fork or a resume: a state
+// variable ("state.NAME") at the checkpoint the run continues from, or
+// an input ("inputs.NAME") of a fork. Old is the value it replaced.
+type Edit struct {
+	Key string `json:"key"`
+	Old any    `json:"old"`
+	New any    `json:"new"`
 }
 
 // EventSink receives a run's events in order. The runtime never calls it

@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"fmt"
+
+	"github.com/flowrun/flowrun/dsl"
 )
 
 // Question is something a run asks a person: an ask node's question, or
@@ -15,6 +17,37 @@ type Question struct {
 	Schema     map[string]any `json:"schema,omitempty"`
 	Default    any            `json:"default,omitempty"`
 	HasDefault bool           `json:"has_default,omitempty"`
+	// Context is what a person needs to answer: what will run and the
+	// output that led there. Every front end shows it.
+	Context *QuestionContext `json:"context,omitempty"`
+}
+
+// QuestionContext is what a question is about. For a confirmation: the
+// node that will run (its kind and, as far as its executor can say
+// before it runs, its model, tools, rendered prompt or code); for both
+// kinds: the node that finished before it and its output.
+type QuestionContext struct {
+	Kind     string   `json:"kind,omitempty"`
+	Model    string   `json:"model,omitempty"`
+	Tools    []string `json:"tools,omitempty"`
+	System   string   `json:"system,omitempty"`
+	Prompt   string   `json:"prompt,omitempty"`
+	Language string   `json:"language,omitempty"`
+	Code     string   `json:"code,omitempty"`
+	// Tool and Args: the tool a tool node will call, with its arguments.
+	Tool string `json:"tool,omitempty"`
+	Args any    `json:"args,omitempty"`
+	// After is the path of the node that finished last before the
+	// question in its scope, Output that node's output.
+	After  string `json:"after,omitempty"`
+	Output any    `json:"output,omitempty"`
+}
+
+// Previewer is implemented by executors that can say what node n will
+// do before it runs, for a person asked to confirm it. Preview must have
+// no effect: it renders, it does not call.
+type Previewer interface {
+	Preview(ctx context.Context, s *Scope, n *dsl.Node) QuestionContext
 }
 
 // Question kinds.
@@ -64,6 +97,12 @@ func (e *DeclinedError) Error() string {
 // Ask puts a question to the run's human. It returns a *WaitError when
 // the question cannot be answered now.
 func (s *Scope) Ask(ctx context.Context, q Question) (any, error) {
+	if s.lastPath != "" {
+		if q.Context == nil {
+			q.Context = &QuestionContext{}
+		}
+		q.Context.After, q.Context.Output = s.lastPath, s.last
+	}
 	var a any
 	ok := false
 	if s.run.human != nil {
@@ -83,10 +122,17 @@ func (s *Scope) Ask(ctx context.Context, q Question) (any, error) {
 	return a, nil
 }
 
-// confirm asks whether to run a node marked confirm: true.
-func (s *Scope) confirm(ctx context.Context, path, id string) error {
-	q := Question{Path: path, Node: id, Kind: QuestionConfirm, Text: fmt.Sprintf("run %s?", path),
-		Schema: map[string]any{"type": "boolean"}, Default: true, HasDefault: true}
+// confirm asks whether to run n, a node marked confirm: true, saying
+// what it will do.
+func (s *Scope) confirm(ctx context.Context, n *dsl.Node) error {
+	path := s.Path(n.ID)
+	qc := QuestionContext{Kind: string(n.Kind)}
+	if p, ok := s.run.kinds[n.Kind].(Previewer); ok {
+		qc = p.Preview(ctx, s, n)
+		qc.Kind = string(n.Kind)
+	}
+	q := Question{Path: path, Node: n.ID, Kind: QuestionConfirm, Text: fmt.Sprintf("run %s?", path),
+		Schema: map[string]any{"type": "boolean"}, Default: true, HasDefault: true, Context: &qc}
 	a, err := s.Ask(ctx, q)
 	if err != nil {
 		return err

@@ -37,6 +37,7 @@ type Scope struct {
 	path     string // prefix of the paths of nodes run here, "refine[2]/"
 	env      dsl.Env
 	last     any            // output of the last node that finished here
+	lastPath string         // and that node's path
 	written  *[]string      // state keys written, in order, when the parent must replay them
 	base     map[string]any // the state when this branch scope began, for merges
 	effects  *effects       // what nodes wrote, when the run keeps checkpoints
@@ -402,7 +403,7 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 		}
 	}
 	if n.Confirm {
-		if err := s.confirm(ctx, s.Path(n.ID), n.ID); err != nil {
+		if err := s.confirm(ctx, n); err != nil {
 			return "", err
 		}
 	}
@@ -543,7 +544,7 @@ func (s *Scope) succeed(ctx context.Context, n *dsl.Node, out Outcome, start tim
 		out.Output = vals
 		s.env.Nodes[n.ID] = vals
 	}
-	s.last = out.Output
+	s.last, s.lastPath = out.Output, s.Path(n.ID)
 	next := n.Next
 	if out.Next != "" {
 		next = out.Next
@@ -664,7 +665,7 @@ func (s *Scope) restore(n *dsl.Node, cp *Checkpoint) string {
 		s.AppendMemory(name, cp.Memories[name]...)
 	}
 	s.setOutput(n.ID, cp.Output)
-	s.last = cp.Output
+	s.last, s.lastPath = cp.Output, s.Path(n.ID)
 	s.emitNode(EventNodeRestored, n, Event{})
 	return cp.Next
 }

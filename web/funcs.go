@@ -6,12 +6,14 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/graph"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/runtime"
 )
 
 var funcs = template.FuncMap{
@@ -32,6 +34,19 @@ var funcs = template.FuncMap{
 	"istrue": func(b *bool) bool { return b != nil && *b },
 	"lines":  func(y, i int) int { return y + 20 + i*graph.LineHeight },
 	"jv":     func(id string, v any) jsonView { return jsonView{ID: id, V: v} },
+	"fold":   eventview.Fold,
+	"long":   eventview.Long,
+	"toggle": toggleOpen,
+	"qctx": func(q *runtime.Question, c *runtime.QuestionContext) questionContext {
+		return questionContext{Path: q.Path, Confirm: q.Kind == runtime.QuestionConfirm, C: c}
+	},
+}
+
+// questionContext is a waiting question's context as its panel shows it.
+type questionContext struct {
+	Path    string
+	Confirm bool
+	C       *runtime.QuestionContext
 }
 
 // jsonView is a value shown rendered and as JSON, with a copy button
@@ -71,4 +86,20 @@ func kindOf(v any) string {
 		return "text"
 	}
 	return "scalar"
+}
+
+// toggleOpen is the ?open= query that draws the call node id open when
+// it is folded, folded when it is open, the other open ones as they are.
+func toggleOpen(open map[string]bool, id string) string {
+	var ids []string
+	for c, on := range open {
+		if on && c != id {
+			ids = append(ids, c)
+		}
+	}
+	if id != "" && !open[id] {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, ",")
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/graph"
 	"github.com/flowrun/flowrun/jsonvalue"
@@ -26,6 +26,9 @@ type row struct {
 	Label, Text string
 	Path, Node  string
 	Class       string
+	// Point is the checkpoint the event's node finished with, whose state
+	// a click shows; 0 for none.
+	Point int64
 }
 
 // remarshal decodes a value read from the store into a typed one.
@@ -84,8 +87,21 @@ type runData struct {
 	Points     []*runtime.Checkpoint
 	// RecentPoints are the last checkpoints, listed with a fork button each.
 	RecentPoints []*runtime.Checkpoint
-	Forks        []*store.Run
-	Inspect      *inspector
+	// Steps are the run's state after each checkpoint and its changes;
+	// At is the one ?at= selects.
+	Steps []eventview.Step
+	At    *eventview.Step
+	// ForkState and ForkInputs are the fields of the form that forks from
+	// At with edits; WaitState those that edit the state of a waiting run
+	// with its answer.
+	ForkState, ForkInputs, WaitState []field
+	// Open holds the call nodes drawn open (?open=ID,ID).
+	Open map[string]bool
+	// Edits are what a person changed before the run (or a resume of it)
+	// went on.
+	Edits   []runtime.Edit
+	Forks   []*store.Run
+	Inspect *inspector
 	// Stoppable: running here, or in another process, which polls the
 	// store for the stop.
 	Stoppable bool
@@ -109,13 +125,15 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	d := runData{page: s.page(r, "Run "+id, "runs"), Run: run, Duration: runDuration(run), States: map[string]eventview.NodeState{},
 		Paths: map[string]string{}, LastSeq: last}
 	// The graph is of the pipeline file as the run recorded it, even when
-	// the file changed since (files it refers to are read as they are now).
-	p, ds := dsl.LoadSource(run.PipelineAbs, []byte(run.PipelineSrc))
-	if p == nil {
-		p, ds = dsl.Load(run.PipelineAbs)
+	// the file changed since.
+	p, ds := durable.Recorded(run)
+	open := map[string]bool{}
+	for _, c := range strings.Split(r.URL.Query().Get("open"), ",") {
+		open[c] = c != ""
 	}
+	d.Open = open
 	if p != nil {
-		d.Graph = graph.Layout(p)
+		d.Graph = graph.LayoutOpen(p, open)
 	} else {
 		d.GraphError = ds.String()
 	}
@@ -124,9 +142,9 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	for i, e := range events {
 		v := eventview.Describe(e)
 		if v.NodeState != "" && e.Node != "" {
-			d.States[e.Node] = v.NodeState
 			d.Paths[e.Node] = e.Path
 		}
+		d.Edits = append(d.Edits, e.Edits...)
 		switch e.Type {
 		case runtime.EventModelTurn:
 			d.Totals.Turns++
@@ -145,15 +163,15 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if run.Status != runtime.StatusRunning {
 		d.Totals.CostUSD, d.Totals.Tokens = run.CostUSD, int64(run.Tokens)
-		// A node cut short by a stop or a kill runs again on resume.
-		for id, st := range d.States {
-			if st == eventview.NodeRunning {
-				d.States[id] = eventview.NodePending
+	}
+	if d.Graph != nil {
+		d.States = eventview.BoxStates(p, d.Graph, events, run.Status)
+		for _, b := range d.Graph.Boxes {
+			// A node inside an open call: its box id is its path there.
+			if strings.Contains(b.ID, "/") {
+				d.Paths[b.ID] = b.ID
 			}
 		}
-	}
-	if p != nil {
-		finishBodies(p.Nodes, d.States, false)
 	}
 	if q := run.Pending; q != nil {
 		d.Pending = q
@@ -180,6 +198,22 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d.RecentPoints = d.Points[max(0, len(d.Points)-listedPoints):]
+		d.Steps = eventview.Steps(p, d.Points)
+		linkPoints(d.Rows, events, d.Points)
+		if at, err := strconv.ParseInt(r.URL.Query().Get("at"), 10, 64); err == nil {
+			if st, ok := eventview.StepAt(d.Steps, at); ok {
+				d.At = &st
+				for i := range d.Rows {
+					if d.Rows[i].Point == at {
+						d.Rows[i].Class += " selected"
+					}
+				}
+				d.ForkState, d.ForkInputs = editFields(p, st.State, run.Inputs)
+			}
+		}
+		if d.Pending != nil && p != nil {
+			d.WaitState, _ = editFields(p, eventview.StateAfter(p, d.Points), nil)
+		}
 	}
 	if all, err := s.st.Runs(ctx); err == nil {
 		for _, x := range all {
@@ -194,16 +228,24 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, http.StatusOK, "run", d)
 }
 
-// finishBodies shows the nodes inside a finished loop, map or parallel
-// node as done when no event says otherwise: a resume restores such a
-// node whole, with no event for what it ran inside.
-func finishBodies(b dsl.Block, states map[string]eventview.NodeState, done bool) {
-	for _, n := range b {
-		if done && states[n.ID] == "" {
-			states[n.ID] = eventview.NodeDone
-		}
-		for _, body := range dsl.Bodies(n) {
-			finishBodies(body.Body, states, states[n.ID] == eventview.NodeDone)
+// linkPoints gives each timeline row of a node that finished the
+// checkpoint it finished with: the next one of its path not yet given,
+// or for a node restored on a resume, the last one given.
+func linkPoints(rows []row, events []runtime.Event, points []*runtime.Checkpoint) {
+	byPath := map[string][]int64{}
+	for _, cp := range points {
+		byPath[cp.Path] = append(byPath[cp.Path], cp.Seq)
+	}
+	given := map[string]int{}
+	for i, e := range events {
+		seqs := byPath[e.Path]
+		switch {
+		case len(seqs) == 0:
+		case e.Type == runtime.EventNodeFinished && given[e.Path] < len(seqs):
+			rows[i].Point = seqs[given[e.Path]]
+			given[e.Path]++
+		case e.Type == runtime.EventNodeRestored:
+			rows[i].Point = seqs[max(0, given[e.Path]-1)]
 		}
 	}
 }

@@ -238,7 +238,7 @@ func (s *Server) launch(h *human, maxLoops int, claim, what string, run func(ctx
 
 // resumeRun resumes run (or forks it from from) in the background; with
 // answer, it answers the question the run waits on (engine.Answer).
-func (s *Server) resumeRun(ctx context.Context, id, from string, answer *given) (string, error) {
+func (s *Server) resumeRun(ctx context.Context, id, from string, answer *given, edits []string) (string, error) {
 	run, err := s.st.Run(ctx, id)
 	if err != nil {
 		return "", err
@@ -259,7 +259,7 @@ func (s *Server) resumeRun(ctx context.Context, id, from string, answer *given) 
 		what = "fork of " + id + " from " + from
 	}
 	return s.launch(h, set.maxLoops, claim, what, func(ctx context.Context, sink *launchSink) error {
-		o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: sink, Human: h, MaxLoops: set.maxLoops, Remote: true}}
+		o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: sink, Human: h, MaxLoops: set.maxLoops, Remote: true}, Edits: edits}
 		var res *runtime.Result
 		var err error
 		switch {
@@ -301,7 +301,7 @@ func (s *Server) stop(r *http.Request, id string) error {
 }
 
 func (s *Server) resume(r *http.Request, id string) error {
-	_, err := s.resumeRun(r.Context(), id, "", nil)
+	_, err := s.resumeRun(r.Context(), id, "", nil, nil)
 	return err
 }
 
@@ -312,7 +312,16 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		s.back(w, r, "/runs/"+id, errors.New("fork: pick a snapshot or a checkpoint to fork from"))
 		return
 	}
-	child, err := s.resumeRun(r.Context(), id, from, nil)
+	run, err := s.st.Run(r.Context(), id)
+	if err != nil {
+		s.back(w, r, "/runs/"+id, err)
+		return
+	}
+	var child string
+	edits, err := s.editsFor(r, run, from)
+	if err == nil {
+		child, err = s.resumeRun(r.Context(), id, from, nil, edits)
+	}
 	if err != nil {
 		s.back(w, r, "/runs/"+id, err)
 		return
@@ -372,7 +381,11 @@ func (s *Server) answer(r *http.Request, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.resumeRun(r.Context(), id, "", &given{value: a})
+	edits, err := s.editsFor(r, run, "")
+	if err != nil {
+		return err
+	}
+	_, err = s.resumeRun(r.Context(), id, "", &given{value: a}, edits)
 	return err
 }
 

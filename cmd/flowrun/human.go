@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
+	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -84,7 +85,11 @@ func (h *terminalHuman) Answer(ctx context.Context, q runtime.Question) (any, bo
 		return nil, false, nil
 	}
 	for {
-		fmt.Fprintf(h.out, "\n? %s\n", q.Text)
+		fmt.Fprintln(h.out)
+		for _, l := range eventview.QuestionContext(&q) {
+			fmt.Fprintf(h.out, "  %s\n", l)
+		}
+		fmt.Fprintf(h.out, "? %s\n", q.Text)
 		hint := typeOf(q.Schema)
 		if q.Kind == runtime.QuestionConfirm {
 			hint = "y/n"

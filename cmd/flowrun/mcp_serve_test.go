@@ -268,7 +268,7 @@ func TestMCPServeConfirmUsesElicitation(t *testing.T) {
 		t.Fatalf("asked %d times, want 1", len(asked))
 	}
 	field := jsonText(asked[0].RequestedSchema)
-	if asked[0].Message != "Running careful needs your confirmation." || !strings.Contains(field, `"answer":{"type":"boolean"}`) {
+	if asked[0].Message != "Running careful needs your confirmation.\n\nwill run: set node careful" || !strings.Contains(field, `"answer":{"type":"boolean"}`) {
 		t.Errorf("the confirmation asked %q with %s", asked[0].Message, field)
 	}
 

@@ -106,6 +106,9 @@ func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Write
 		} else {
 			fmt.Fprintf(stderr, "flowrun: run %s is waiting for an answer (%s): %s\n", res.RunID, q.Path, q.Text)
 		}
+		for _, l := range eventview.QuestionContext(q) {
+			fmt.Fprintf(stderr, "  %s\n", l)
+		}
 		fmt.Fprintf(stderr, "To continue: %s\n", mcpserve.AnswerCommand(res.RunID, q))
 		return exitOK
 	case runtime.StatusStopped:

@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/engine"
+	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
@@ -87,7 +89,7 @@ func storeCmd(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, nargs i
 func storeError(err error, stderr io.Writer) int { return fail(stderr, "flowrun", err) }
 
 func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("resume", "flowrun resume RUN [--answer field=value ...] [--from SNAPSHOT|CHECKPOINT] [--allow-changed] [--json]\n\nContinues a run from its last checkpoint; finished nodes are not run again.\nA run waiting on a question takes its answer with --answer (or --answer-file).\nWith --from, forks: a new run continues from that snapshot or checkpoint\nand the original is left untouched.")
+	fs := newFlagSet("resume", "flowrun resume RUN [--answer field=value ...] [--from SNAPSHOT|CHECKPOINT] [--set state.NAME=VALUE ...] [--input NAME=VALUE ...] [--allow-changed] [--json]\n\nContinues a run from its last checkpoint; finished nodes are not run again.\nA run waiting on a question takes its answer with --answer (or --answer-file).\nWith --from, forks: a new run continues from that snapshot or checkpoint\nand the original is left untouched. --set changes a state variable at the\ncheckpoint the run goes on from, --input an input of a fork; each value is\nread as --input reads one and checked against its declared type first.")
 	from := fs.String("from", "", "fork from this snapshot `label` or checkpoint number")
 	allow := fs.Bool("allow-changed", false, "resume even if the pipeline file changed since the run started")
 	asJSON := fs.Bool("json", false, "print one JSON event per line on stdout instead of the outputs")
@@ -99,6 +101,9 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	var answers inputFlags
 	fs.Var(&answers, "answer", "answer the question the run waits on: `field=value` (repeatable), or the value itself")
 	answerFile := fs.String("answer-file", "", "read the answer from a JSON or text `file`")
+	var sets, inputs inputFlags
+	fs.Var(&sets, "set", "go on with state variable NAME set to VALUE: `state.NAME=VALUE` (repeatable)")
+	fs.Var(&inputs, "input", "fork with input NAME set to VALUE: `NAME=VALUE` (repeatable; needs --from)")
 	rest, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -123,7 +128,10 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	human := newHuman(hf, stdin, stderr)
 	live := liveView(*asJSON, stderr)
 	o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: progressSink(*asJSON, stdout, live), OnDelta: live.onDelta(),
-		Human: human, MaxLoops: hf.maxLoops}, AllowChanged: *allow}
+		Human: human, MaxLoops: hf.maxLoops}, AllowChanged: *allow, Edits: sets}
+	for _, in := range inputs {
+		o.Edits = append(o.Edits, "inputs."+in)
+	}
 	answering := len(answers) > 0 || *answerFile != ""
 	var res *runtime.Result
 	switch {
@@ -343,11 +351,64 @@ func parseAge(s string) (time.Duration, error) {
 }
 
 func showCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("show", "flowrun show RUN [--json]\n\nPrints a run's timeline: nodes with their paths, durations and errors.")
+	fs := newFlagSet("show", "flowrun show RUN [--json] [--at CHECKPOINT]\n\nPrints a run's timeline: nodes with their paths, durations and errors,\nits inputs, and what each checkpoint changed in its state. With --at,\nprints the state after that checkpoint and what it changed.")
 	asJSON := fs.Bool("json", false, "print the run and its events as JSON")
+	at := fs.Int64("at", 0, "print the state after checkpoint `N` and what it changed")
 	return storeCmd(fs, args, stdout, stderr, 1, "flowrun show: name one run (flowrun runs lists them)", true, func(st *store.Store, rest []string) int {
+		if *at > 0 {
+			return showAt(st, rest[0], *at, stdout, stderr)
+		}
 		return show(st, rest[0], *asJSON, stdout, stderr)
 	})
+}
+
+// runSteps is the run's state after each of its checkpoints.
+func runSteps(ctx context.Context, st *store.Store, r *store.Run) ([]eventview.Step, error) {
+	points, err := st.Checkpoints(ctx, r.ID, 0)
+	if err != nil {
+		return nil, err
+	}
+	p, _ := durable.Recorded(r)
+	return eventview.Steps(p, points), nil
+}
+
+func showAt(st *store.Store, runID string, seq int64, stdout, stderr io.Writer) int {
+	ctx := context.Background()
+	r, err := st.FindRun(ctx, runID)
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	steps, err := runSteps(ctx, st, r)
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	step, ok := eventview.StepAt(steps, seq)
+	if !ok {
+		fmt.Fprintf(stderr, "flowrun show: run %s has no checkpoint %d (it has %d; flowrun show %s lists them)\n", r.ID, seq, len(steps), r.ID)
+		return exitInvalid
+	}
+	stdout = textOut{stdout}
+	fmt.Fprintf(stdout, "run %s after checkpoint %d (%s)\n", r.ID, step.Seq, step.Path)
+	if step.Scoped {
+		fmt.Fprintln(stdout, "(a node inside a map item, a parallel branch or a called pipeline: it writes its own scope's state)")
+	}
+	printChanges(stdout, "changes", step.Changes)
+	printValues(stdout, "state", step.State)
+	fmt.Fprintf(stdout, "to fork from here with an edit: flowrun resume %s --from %d --set state.KEY=VALUE\n", r.ID, step.Seq)
+	return exitOK
+}
+
+// printChanges prints what a checkpoint changed in the state, a line a
+// key, under a title; "no change" when nothing did.
+func printChanges(w io.Writer, title string, changes []eventview.Change) {
+	if len(changes) == 0 {
+		fmt.Fprintf(w, "%s: none\n", title)
+		return
+	}
+	fmt.Fprintf(w, "%s:\n", title)
+	for _, c := range changes {
+		fmt.Fprintf(w, "  %s\n", c)
+	}
 }
 
 func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) int {
@@ -361,6 +422,10 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		return storeError(err, stderr)
 	}
 	snaps, err := st.Snapshots(ctx, r.ID)
+	if err != nil {
+		return storeError(err, stderr)
+	}
+	steps, err := runSteps(ctx, st, r)
 	if err != nil {
 		return storeError(err, stderr)
 	}
@@ -383,6 +448,11 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	fmt.Fprintln(stdout)
 	if r.ParentRun != "" {
 		fmt.Fprintf(stdout, "forked from run %s at checkpoint %d\n", r.ParentRun, r.ParentSeq)
+	}
+	for _, e := range events {
+		for _, ed := range e.Edits {
+			fmt.Fprintf(stdout, "edited %s\n", eventview.EditString(ed))
+		}
 	}
 	printValues(stdout, "inputs", r.Inputs)
 	tl := &textSink{w: stdout, exchange: true}
@@ -407,6 +477,9 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "%s: %s\n", r.Status, runReason(r))
 	}
 	if q := r.Pending; q != nil {
+		for _, l := range eventview.QuestionContext(q) {
+			fmt.Fprintf(stdout, "  %s\n", l)
+		}
 		fmt.Fprintf(stdout, "to continue: %s\n", mcpserve.AnswerCommand(r.ID, q))
 	}
 	if len(cps) > 0 {
@@ -415,8 +488,14 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		for _, c := range cps {
 			// In-flight records (a long stream writes one every few
 			// seconds) are in show --json; nodes are what one forks at.
-			if c.InFlight == nil {
-				fmt.Fprintf(w, "  %d\t%s\t%s\n", c.Seq, c.Path, c.Created.Local().Format("2006-01-02 15:04:05.000"))
+			if c.InFlight != nil {
+				continue
+			}
+			fmt.Fprintf(w, "  %d\t%s\t%s\n", c.Seq, c.Path, c.Created.Local().Format("2006-01-02 15:04:05.000"))
+			if step, ok := eventview.StepAt(steps, c.Seq); ok {
+				for _, ch := range step.Changes {
+					fmt.Fprintf(w, "  \t\t%s\n", ch)
+				}
 			}
 		}
 		w.Flush()

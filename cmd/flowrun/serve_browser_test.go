@@ -83,6 +83,29 @@ func (b *tab) shot(name string) {
 	b.t.Logf("screenshot: %s", path)
 }
 
+// browser starts headless Chromium for the test t (or skips it) and
+// returns how a subtest opens a tab in it.
+func browser(t *testing.T) func(t *testing.T) *tab {
+	exe := chromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(cancelBrowser)
+	if err := chromedp.Do(bctx); err != nil {
+		t.Skipf("Chromium at %s does not start (%v): the browser tests are skipped", exe, err)
+	}
+	return func(t *testing.T) *tab {
+		ctx, cancel := chromedp.NewContext(bctx)
+		t.Cleanup(cancel)
+		// The tab lives as long as the context of its first action: this one.
+		if err := chromedp.Do(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return &tab{t: t, ctx: ctx, dir: t.ArtifactDir()}
+	}
+}
+
 func waitStatus(status string) chromedp.Action[chromedp.Void] {
 	return chromedp.WaitVisible(chromedp.CSS(`#status[data-status="` + status + `"]`))
 }
@@ -96,24 +119,7 @@ func waitStatus(status string) chromedp.Action[chromedp.Void] {
 // (go test -artifacts keeps them); FLOWRUN_DOCS_SCREENSHOT=1 also writes
 // the run page's to docs/img/run-page.png.
 func TestServeBrowser(t *testing.T) {
-	exe := chromium(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Skipf("Chromium at %s does not start (%v): the browser tests are skipped", exe, err)
-	}
-	newTab := func(t *testing.T) *tab {
-		ctx, cancel := chromedp.NewContext(bctx)
-		t.Cleanup(cancel)
-		// The tab lives as long as the context of its first action: this one.
-		if err := chromedp.Do(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return &tab{t: t, ctx: ctx, dir: t.ArtifactDir()}
-	}
+	newTab := browser(t)
 
 	t.Run("shipped pipeline from the form", func(t *testing.T) {
 		base, _ := serve(t, "../../pipelines")

@@ -1,0 +1,186 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowrun/flowrun/eventview"
+	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// TestStateAtEveryStep: the run page shows the run's inputs (as text),
+// each checkpoint's changes to the state, and with ?at=SEQ (a click on a
+// timeline step) the state after that checkpoint and what it changed.
+func TestStateAtEveryStep(t *testing.T) {
+	h := newHarness(t, "")
+	h.fake.Push(llmtest.Text("hi"))
+	id := h.start(url.Values{"pipeline": {"chat.yaml"}, "in.topic": {"<b>birds</b>"}})
+	h.await(id, "completed")
+	if _, page := h.get("/runs/" + id); !strings.Contains(page, "<h2>Inputs</h2>") || !strings.Contains(page, "&lt;b&gt;birds&lt;/b&gt;") {
+		t.Fatalf("the run page does not show its inputs as text:\n%s", page)
+	}
+	id = h.start(url.Values{"pipeline": {"asker.yaml"}})
+	h.await(id, "waiting")
+	_, page := h.get("/runs/" + id)
+	for _, want := range []string{`id="state"`, `<a href="?at=1#state">1</a>`, `<span class="key mono">n</span>`, `<code>0</code> → <code>1</code>`,
+		`<code>1</code> → <code>2</code>`, `href="?at=2#state" title="the state after this step"`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("run page lacks %q:\n%s", want, page)
+		}
+	}
+	_, page = h.get("/runs/" + id + "?at=2")
+	i := strings.Index(page, `id="state-at"`)
+	if i < 0 {
+		t.Fatalf("no state at checkpoint 2:\n%s", page)
+	}
+	at, _, _ := strings.Cut(page[i:], "</div>")
+	for _, want := range []string{"After checkpoint 2", "rounds[2]/inc", `<code>1</code> → <code>2</code>`} {
+		if !strings.Contains(at, want) {
+			t.Fatalf("the state at checkpoint 2 lacks %q:\n%s", want, at)
+		}
+	}
+	if strings.Contains(at, `<code>0</code> → <code>1</code>`) {
+		t.Fatalf("the state at checkpoint 2 shows checkpoint 1's change:\n%s", at)
+	}
+}
+
+// TestForkWithEditsFromTheStatePanel: the state panel at a checkpoint
+// has a fork form holding each state variable and input as they were
+// then; changing one forks with that edit, which the fork's page shows;
+// a value of the wrong type is refused, naming the key and its type,
+// and starts nothing; without the CSRF token the POST is refused. A run
+// waiting on a question takes state edits with its answer.
+func TestForkWithEditsFromTheStatePanel(t *testing.T) {
+	h := newHarness(t, "")
+	id := h.start(url.Values{"pipeline": {"asker.yaml"}})
+	h.await(id, "waiting")
+	_, page := h.get("/runs/" + id + "?at=2")
+	for _, want := range []string{`id="fork-edit"`, `<input type="hidden" name="from" value="2">`, `name="set.n" value="2" step="1"`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("the fork form lacks %q:\n%s", want, page)
+		}
+	}
+	code, loc := h.post("/runs/"+id+"/fork", url.Values{"from": {"2"}, "set.n": {"many"}})
+	if code != http.StatusSeeOther || !strings.Contains(h.shown(loc), `state.n is of type integer (from its initial value); "many" is of type string`) {
+		t.Fatalf("a wrong type: %d %s %q", code, loc, h.shown(loc))
+	}
+	if runs, _ := h.st.Runs(context.Background()); len(runs) != 1 {
+		t.Fatalf("a refused edit started a run: %d runs", len(runs))
+	}
+	form := url.Values{"from": {"2"}, "set.n": {"40"}}
+	req, _ := http.NewRequest(http.MethodPost, h.ts.URL+"/runs/"+id+"/fork", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", h.ts.URL)
+	if resp, err := h.c.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a fork with edits without the CSRF token: %v %v", resp.StatusCode, err)
+	}
+	code, loc = h.post("/runs/"+id+"/fork", form)
+	child, ok := strings.CutPrefix(loc, "/runs/")
+	if code != http.StatusSeeOther || !ok {
+		t.Fatalf("fork with an edit: %d %s", code, loc)
+	}
+	h.await(child, "waiting")
+	_, page = h.get("/runs/" + child)
+	if !strings.Contains(page, `id="edits"`) || !strings.Contains(page, `<span class="key mono">state.n</span> <code>2</code> → <code>40</code>`) {
+		t.Fatalf("the fork's page does not show its edit:\n%s", page)
+	}
+	h.post("/runs/"+child+"/answer", url.Values{"a.who": {"ada"}, "set.n": {"41"}})
+	for {
+		r := h.await(child, "waiting")
+		if r.Pending != nil && r.Pending.Kind == runtime.QuestionConfirm {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	points, _ := h.st.Checkpoints(context.Background(), child, 0)
+	if got := eventview.StateAfter(nil, points)["n"]; got != 41 {
+		t.Fatalf("the state edited with the answer: n = %v", got)
+	}
+}
+
+const confirmContextPipeline = `
+version: 1
+name: essay
+inputs:
+  topic: {type: string, default: birds}
+state: {notes: ""}
+models:
+  default: {model: gpt-4.1-mini}
+nodes:
+  - id: outline
+    set: {notes: '"<i>outline</i> about " + inputs.topic'}
+  - id: write
+    confirm: true
+    llm:
+      system: You write short essays.
+      prompt: "Write about ${{ inputs.topic }} from: ${{ state.notes }}"
+outputs: {text: nodes.write.text}
+`
+
+// TestQuestionsWithContext: a confirmation shows what will run (kind,
+// model, the rendered system prompt and prompt) and the output that led
+// there, as text; an ask shows the output before it.
+func TestQuestionsWithContext(t *testing.T) {
+	h := newHarness(t, "")
+	if err := os.WriteFile(filepath.Join(h.dir, "essay.yaml"), []byte(confirmContextPipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := h.start(url.Values{"pipeline": {"essay.yaml"}})
+	h.await(id, "waiting")
+	_, page := h.get("/runs/" + id)
+	for _, want := range []string{`Will run: <b>llm</b> node <span class="mono">write</span> · model <span class="mono">gpt-4.1-mini</span>`,
+		`<pre class="text qcontext-system">You write short essays.</pre>`,
+		`<pre class="text qcontext-prompt">Write about birds from: &lt;i&gt;outline&lt;/i&gt; about birds</pre>`,
+		`the output of <span class="mono">outline</span>`, `&lt;i&gt;outline&lt;/i&gt; about birds`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("the confirmation lacks %q:\n%s", want, page)
+		}
+	}
+	id = h.start(url.Values{"pipeline": {"asker.yaml"}})
+	h.await(id, "waiting")
+	_, page = h.get("/runs/" + id)
+	if !strings.Contains(page, `the output of <span class="mono">rounds</span>`) || strings.Contains(page, "Will run:") {
+		t.Fatalf("the ask's context:\n%s", page)
+	}
+}
+
+// TestCallNodesFoldedThenOpen: a call node is drawn folded, its box a
+// link that unfolds it (?open=ID); open, the nodes of the pipeline it
+// calls are drawn with their states and link to the inspector at their
+// paths, keeping the call open.
+func TestCallNodesFoldedThenOpen(t *testing.T) {
+	h := newHarness(t, "")
+	for name, body := range map[string]string{
+		"inner.yaml": "version: 1\nname: inner\ninputs: {x: {type: integer}}\nnodes:\n  - id: double\n    set: {}\n  - id: never\n    when: inputs.x > 100\n    set: {}\noutputs: {y: inputs.x * 2}\n",
+		"outer.yaml": "version: 1\nname: outer\nnodes:\n  - id: solve\n    call: {pipeline: inner.yaml, inputs: {x: 21}}\noutputs: {y: nodes.solve.y}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(h.dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := h.start(url.Values{"pipeline": {"outer.yaml"}})
+	h.await(id, "completed")
+	_, page := h.get("/runs/" + id)
+	if !strings.Contains(page, `<a href="?open=solve" title="unfold the pipeline it calls"><g class="gnode box call" data-node="solve" data-state="done">`) ||
+		strings.Contains(page, `data-node="solve/double"`) {
+		t.Fatalf("the call is not drawn folded:\n%s", page)
+	}
+	_, page = h.get("/runs/" + id + "?open=solve")
+	for _, want := range []string{`<a href="?open=" title="fold the pipeline it calls">`,
+		`<a href="?path=solve%2fdouble&amp;open=solve#inspector"><g class="gnode box" data-node="solve/double" data-state="done">`,
+		`data-node="solve/never" data-state="skipped"`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("the open call lacks %q:\n%s", want, page)
+		}
+	}
+	if _, page = h.get("/runs/" + id + "?open=solve&path=solve/double"); !strings.Contains(page, `<h2>Node <span class="mono">solve/double</span>`) {
+		t.Fatalf("a node inside the call is not inspectable:\n%s", page)
+	}
+}
