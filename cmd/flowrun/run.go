@@ -119,7 +119,7 @@ func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Write
 		}
 		fmt.Fprintf(stderr, "flowrun: run %s stopped: %s\nTo continue: %s\n", res.RunID, res.Reason, hint)
 	default:
-		fmt.Fprintf(stderr, "flowrun: run %s failed: %v\n", res.RunID, res.Err)
+		fmt.Fprintf(stderr, "flowrun: run %s failed: %s\n", res.RunID, explain(res.Err))
 		var lost *store.LostError
 		if !errors.As(res.Err, &lost) {
 			fmt.Fprintf(stderr, "After fixing the cause, continue it with: flowrun resume %s\n", res.RunID)
