@@ -196,17 +196,6 @@ func (t *textSink) indent(text string) {
 	}
 }
 
-// estimatedTokens reports whether any model turn among events counted its
-// tokens locally because the server reported none.
-func estimatedTokens(events []runtime.Event) bool {
-	for _, e := range events {
-		if e.Type == runtime.EventModelTurn && e.Turn != nil && e.Turn.Tokens().Estimated {
-			return true
-		}
-	}
-	return false
-}
-
 // jsonSink prints one JSON event per line, for programs (see outJSON).
 type jsonSink struct{ w io.Writer }
 
