@@ -3,14 +3,12 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/llmconf"
 )
 
 // errNotAllowed marks a pipeline this worker's operator did not allow it
@@ -51,23 +49,4 @@ func (w *Worker) allowed(p *dsl.Pipeline) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s (local processes need the worker's operator to allow them)", errNotAllowed, strings.Join(refused, "; "))
-}
-
-// checkInputFiles refuses a job whose string input names a file or
-// directory on this worker's host: a run reads an input that names a file
-// (an image) wherever it is, which is the user's own file when run
-// locally but the worker's here. A cluster job's files are data: or
-// http(s) URLs, or files sent with its pipeline (read from its directory
-// when no host file shadows them).
-func checkInputFiles(p *dsl.Pipeline, inputs map[string]any) error {
-	for _, d := range p.Inputs {
-		v, ok := inputs[d.Name].(string)
-		if !ok || v == "" || llmconf.IsImageURL(v) {
-			continue
-		}
-		if _, err := os.Lstat(v); err == nil {
-			return fmt.Errorf("%w: input %q names %q, a path on this worker's host; in a job, give a file as a data: URL or as a file of the pipeline's directory", errNotAllowed, d.Name, v)
-		}
-	}
-	return nil
 }

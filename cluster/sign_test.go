@@ -131,23 +131,34 @@ func TestForgedRunStateIgnored(t *testing.T) {
 	}
 }
 
-// TestInputFilesOnTheHost: a job's input naming a file on the worker's
-// host is refused; a data: URL, or a name only the pipeline's files hold,
-// is not.
+// TestInputFilesOnTheHost: a job's path input naming a file on the
+// worker's host is refused by the runtime's rule for remote inputs, in
+// the same words whether that file exists or not (a caller learns nothing
+// about the host's files); a data: URL, or a file the pipeline's directory
+// holds, is not refused.
 func TestInputFilesOnTheHost(t *testing.T) {
 	dir := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(dir, "p.yaml"), []byte("version: 1\nname: p\ninputs:\n  image: {type: string}\nnodes:\n  - id: s\n    set: {}\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "p.yaml"), []byte("version: 1\nname: p\ninputs:\n  image: {type: string, format: path}\nnodes:\n  - id: s\n    set: {}\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "sent.png"), []byte("x"), 0o644))
 	p, ds := dsl.Load(filepath.Join(dir, "p.yaml"))
 	if p == nil {
 		t.Fatal(ds)
 	}
-	host := filepath.Join(t.TempDir(), "photo.png")
-	must(t, os.WriteFile(host, []byte("x"), 0o600))
-	if err := checkInputFiles(p, map[string]any{"image": host}); !errors.Is(err, errNotAllowed) || !strings.Contains(err.Error(), `input "image"`) {
-		t.Errorf("an input naming a host file: %v", err)
+	hostDir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(hostDir, "photo.png"), []byte("x"), 0o600))
+	refusal := func(name string) string {
+		path := filepath.Join(hostDir, name)
+		_, err := runtime.PrepareInputsFrom(p, map[string]any{"image": path}, true)
+		if err == nil || !strings.Contains(err.Error(), `"image"`) {
+			t.Fatalf("an input naming the host file %s: %v", path, err)
+		}
+		return strings.ReplaceAll(err.Error(), name, "NAME")
 	}
-	for _, ok := range []string{"data:image/png;base64,AAAA", "https://example.com/a.png", "images/not-on-this-host.png", "a question"} {
-		if err := checkInputFiles(p, map[string]any{"image": ok}); err != nil {
+	if there, missing := refusal("photo.png"), refusal("absent.png"); there != missing {
+		t.Errorf("the refusals tell an existing host file from a missing one:\n%s\n%s", there, missing)
+	}
+	for _, ok := range []string{"data:image/png;base64,AAAA", "https://example.com/a.png", "sent.png"} {
+		if _, err := runtime.PrepareInputsFrom(p, map[string]any{"image": ok}, true); err != nil {
 			t.Errorf("input %q: %v", ok, err)
 		}
 	}

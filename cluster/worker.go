@@ -400,10 +400,11 @@ func (w *Worker) execute(ctx context.Context, job Job, l *loaded, loadErr error)
 	if loadErr != nil {
 		return failed(loadErr)
 	}
+	// The runtime's rule for a remote caller's inputs keeps a job to its
+	// own files: a path input must be data or inside the pipeline's
+	// directory, and a node reads no file outside it; neither says
+	// whether a file exists on this host.
 	in, err := runtime.PrepareInputsFrom(l.p, job.Inputs, true)
-	if err == nil {
-		err = checkInputFiles(l.p, in)
-	}
 	if err != nil {
 		return failed(err)
 	}

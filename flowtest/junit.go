@@ -54,8 +54,8 @@ func WriteJUnit(w io.Writer, results []*Result) error {
 		s := &out.Suites[i]
 		c := junitCase{Name: r.Case.Name, Classname: r.File.Path, Time: r.Duration.Seconds()}
 		switch {
-		case r.Missing != "":
-			c.Skipped = &junitSkipped{Message: r.Missing}
+		case r.Missing != nil:
+			c.Skipped = &junitSkipped{Message: r.Missing.Error()}
 			s.Skips++
 			out.Skips++
 		case !r.Pass:

@@ -38,7 +38,7 @@ type Result struct {
 	// here (the sandbox's Python, say): the case did not run, even one
 	// that expects a failure (it would pass for the wrong reason), and
 	// Problems is empty.
-	Missing  string
+	Missing  error
 	Status   runtime.Status
 	Route    []string
 	Outputs  map[string]any
@@ -96,7 +96,7 @@ func (r *Runner) Run(ctx context.Context, f *File, c *Case) *Result {
 		LookupEnv: func(string) (string, bool) { return "", false },
 	})
 	res.Events, res.Status, res.Outputs = sink.events, run.Status, run.Outputs
-	if missing := missingPart(run); missing != "" {
+	if missing := missingPart(run); missing != nil {
 		res.Missing = missing
 		res.Duration = time.Since(began)
 		return res
@@ -344,11 +344,11 @@ func (a answers) Answer(_ context.Context, q runtime.Question) (any, bool, error
 }
 
 // missingPart says what a run that could not start needs that is not
-// installed: the first node the build cannot run, or "".
-func missingPart(run *runtime.Result) string {
+// installed: the error of the first node the build cannot run, or nil.
+func missingPart(run *runtime.Result) error {
 	var ue *runtime.UnavailableError
 	if !errors.As(run.Err, &ue) || len(ue.Nodes) == 0 {
-		return ""
+		return nil
 	}
 	return ue.Nodes[0]
 }

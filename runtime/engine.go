@@ -106,11 +106,21 @@ type Result struct {
 }
 
 // UnavailableError says a pipeline uses node kinds this build cannot run.
-type UnavailableError struct{ Nodes []string }
+// Nodes holds one error a node, each wrapping its executor's refusal (a
+// *sandbox.UnavailableError, say), so that a caller can tell what to
+// install from the errors rather than from their text.
+type UnavailableError struct{ Nodes []error }
 
 func (e *UnavailableError) Error() string {
-	return "cannot run this pipeline:\n  " + strings.Join(e.Nodes, "\n  ")
+	lines := make([]string, len(e.Nodes))
+	for i, err := range e.Nodes {
+		lines[i] = err.Error()
+	}
+	return "cannot run this pipeline:\n  " + strings.Join(lines, "\n  ")
 }
+
+// Unwrap lets errors.As find the nodes' own errors.
+func (e *UnavailableError) Unwrap() []error { return e.Nodes }
 
 // NodeChecker is an executor that can tell before a run starts that it
 // could not run a node of pipeline p in this build (say, an agent listing
@@ -123,15 +133,15 @@ type NodeChecker interface {
 // it calls) whose kind has no executor or that their executor refuses
 // (NodeChecker).
 func (r Registry) Check(p *dsl.Pipeline) error {
-	var missing []string
+	var missing []error
 	dsl.Walk(p, func(p *dsl.Pipeline, n *dsl.Node) {
 		if r[n.Kind] == nil {
-			missing = append(missing, fmt.Sprintf("%s: node %q: node kind %s is not available in this build yet", n.Pos, n.ID, n.Kind))
+			missing = append(missing, fmt.Errorf("%s: node %q: node kind %s is not available in this build yet", n.Pos, n.ID, n.Kind))
 			return
 		}
 		if c, ok := r[n.Kind].(NodeChecker); ok {
 			if err := c.CheckNode(p, n); err != nil {
-				missing = append(missing, fmt.Sprintf("%s: node %q: %v", n.Pos, n.ID, err))
+				missing = append(missing, fmt.Errorf("%s: node %q: %w", n.Pos, n.ID, err))
 			}
 		}
 	})

@@ -249,3 +249,33 @@ func checkArchiveSum(f *os.File, archive, given string) error {
 	}
 	return nil
 }
+
+// Export writes the archive of the installation in dir (ExportPython) to
+// a temporary file beside path and renames it into place, so that path is
+// either complete or as it was; then path.sha256, as sha256sum prints
+// it. It returns the archive's sha256 and size.
+func Export(dir, path string) (sum string, size int64, err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return "", 0, fmt.Errorf("creating %s: %w", path, err)
+	}
+	defer os.Remove(f.Name())
+	sum, err = ExportPython(dir, f)
+	if err != nil {
+		f.Close()
+		return "", 0, err
+	}
+	if size, err = f.Seek(0, io.SeekCurrent); err == nil {
+		err = f.Close()
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return "", 0, fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.WriteFile(path+".sha256", []byte(sum+"  "+filepath.Base(path)+"\n"), 0o644); err != nil {
+		return "", 0, fmt.Errorf("writing its checksum: %w", err)
+	}
+	return sum, size, nil
+}

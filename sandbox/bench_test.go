@@ -154,7 +154,7 @@ func BenchmarkCancellationDesign(b *testing.B) {
 	measure := func(closeOnDone bool) time.Duration {
 		h := &host{closeOnDone: closeOnDone}
 		defer h.close(ctx)
-		if r, fatal := h.run(ctx, j, func() {}); fatal != "" || r.Error != nil {
+		if r, fatal := h.run(ctx, j, func() {}); fatal != nil || r.Error != nil {
 			b.Fatalf("%s %+v", fatal, r)
 		}
 		start := time.Now()

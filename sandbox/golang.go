@@ -331,3 +331,19 @@ func prepareGoSource(src string) (out string, hasMain bool, res *Result) {
 	}
 	return src, hasMain, nil
 }
+
+// GoToolchain finds the go command the go language builds with and its
+// version; path is "" when there is none on PATH.
+func GoToolchain(ctx context.Context) (path, version string) {
+	p, err := exec.LookPath("go")
+	if err != nil {
+		return "", ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, p, "env", "GOVERSION").Output()
+	if err != nil {
+		return p, "unknown version"
+	}
+	return p, strings.TrimSpace(string(out))
+}

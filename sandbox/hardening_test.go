@@ -152,7 +152,7 @@ func TestHardening11LimitsCheckedAtRunTime(t *testing.T) {
 	defer h.close(context.Background())
 	for _, mb := range []int{100000, 268435456, -1} {
 		rep, fatal := h.run(context.Background(), &job{Language: Go, MemoryMB: mb, MaxOutput: 1024, CacheDir: sharedCache(t)}, func() {})
-		if fatal == "" || rep != nil {
+		if fatal == nil || rep != nil {
 			t.Errorf("a worker given memory_mb %d must refuse the job: %+v", mb, rep)
 		}
 	}

@@ -86,13 +86,26 @@ func failed(class errclass.Class, format string, args ...any) *Result {
 	return &Result{Error: &Error{Class: class, Message: fmt.Sprintf(format, args...)}}
 }
 
-// UnavailableError says the sandbox cannot run a language here, and how to fix it.
-type UnavailableError struct{ Reason string }
+// UnavailableError says the sandbox cannot run a language here. It
+// travels from a worker process to its parent as JSON, so that the
+// parent sees the same value.
+type UnavailableError struct {
+	Reason string `json:"reason"`
+	// Missing is the language whose runtime is not installed here (Python),
+	// when that is why: installing it is the fix.
+	Missing string `json:"missing,omitempty"`
+}
 
 func (e *UnavailableError) Error() string { return "sandbox unavailable: " + e.Reason }
 
 // Class is the runtime error class of an unusable sandbox.
 func (e *UnavailableError) Class() errclass.Class { return errclass.SandboxUnavailable }
+
+// pythonMissing is the error for a Python for WASI installation that is
+// absent or incomplete (problem says which).
+func pythonMissing(problem string) *UnavailableError {
+	return &UnavailableError{Reason: "Python for WASI is not installed (" + problem + ")", Missing: Python}
+}
 
 // Options configure a Sandbox.
 type Options struct {
@@ -169,7 +182,7 @@ func (s *Sandbox) Check(language string) error {
 	switch language {
 	case Python:
 		if _, _, problem := pythonLayout(s.opts.PythonDir); problem != "" {
-			return &UnavailableError{Reason: "Python for WASI is not installed (" + problem + "): run flowrun sandbox install python"}
+			return pythonMissing(problem)
 		}
 	case Go:
 		if _, err := exec.LookPath("go"); err != nil {
@@ -284,10 +297,10 @@ type worker struct {
 // about to run (the deadline counts from there, so compiling the module is
 // not charged to the code), then the report.
 type workerMessage struct {
-	Started bool    `json:"started,omitempty"`
-	Report  *report `json:"report,omitempty"`
-	Fatal   string  `json:"fatal,omitempty"` // the worker cannot run anything
-	Recycle bool    `json:"recycle,omitempty"`
+	Started bool              `json:"started,omitempty"`
+	Report  *report           `json:"report,omitempty"`
+	Fatal   *UnavailableError `json:"fatal,omitempty"` // the worker cannot run anything
+	Recycle bool              `json:"recycle,omitempty"`
 }
 
 // maxMessage bounds a line read from a worker running a job with this
@@ -336,7 +349,7 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, limits Limits, compil
 				return
 			}
 			lines <- m
-			if m.Report != nil || m.Fatal != "" {
+			if m.Report != nil || m.Fatal != nil {
 				return
 			}
 		}
@@ -352,9 +365,9 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, limits Limits, compil
 				t := time.NewTimer(max(limits.Timeout-compiling, 0))
 				defer t.Stop()
 				deadline = t.C
-			case m.Fatal != "":
+			case m.Fatal != nil:
 				w.kill()
-				return nil, &UnavailableError{Reason: m.Fatal}
+				return nil, m.Fatal
 			default:
 				w.runs++
 				if m.Recycle {

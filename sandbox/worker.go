@@ -70,11 +70,11 @@ func serve(in io.Reader, out io.Writer) int {
 	for runs := 1; ; runs++ {
 		var j job
 		if err := json.Unmarshal(<-jobs, &j); err != nil {
-			_ = enc.Encode(workerMessage{Fatal: fmt.Sprintf("bad job: %v", err)})
+			_ = enc.Encode(workerMessage{Fatal: &UnavailableError{Reason: fmt.Sprintf("bad job: %v", err)}})
 			return 1
 		}
 		rep, fatal := h.run(ctx, &j, func() { _ = enc.Encode(workerMessage{Started: true}) })
-		if fatal != "" {
+		if fatal != nil {
 			_ = enc.Encode(workerMessage{Fatal: fatal})
 			return 1
 		}
@@ -148,7 +148,7 @@ func (h *host) compile(ctx context.Context, path string) (wazero.CompiledModule,
 
 // run runs one job in a fresh module instance. fatal is set when nothing
 // can run in this worker.
-func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fatal string) {
+func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fatal *UnavailableError) {
 	coldStart := ""
 	defer func() {
 		if rep != nil {
@@ -156,10 +156,10 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 		}
 	}()
 	if j.MemoryMB < 1 || j.MemoryMB > bounds.MaxMemoryMB || j.MaxOutput < 1 || j.MaxOutput > bounds.MaxOutputBytes {
-		return nil, fmt.Sprintf("bad job: memory limit %d MiB, output limit %d bytes", j.MemoryMB, j.MaxOutput)
+		return nil, &UnavailableError{Reason: fmt.Sprintf("bad job: memory limit %d MiB, output limit %d bytes", j.MemoryMB, j.MaxOutput)}
 	}
 	if err := h.runtime(ctx, j.CacheDir); err != nil {
-		return nil, err.Error()
+		return nil, &UnavailableError{Reason: err.Error()}
 	}
 	mem := &guestMemory{limit: uint64(j.MemoryMB) << 20}
 	cfg := wazero.NewModuleConfig().WithName("").WithArgs("guest")
@@ -167,7 +167,7 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 	if j.Language == Python {
 		wasm, stdlib, problem := pythonLayout(j.PythonDir)
 		if problem != "" {
-			return nil, "Python for WASI is not installed (" + problem + "): run flowrun sandbox install python"
+			return nil, pythonMissing(problem)
 		}
 		modPath, cfg = wasm, pythonModuleConfig(stdlib)
 		// An image that cannot be made leaves the cold start: slower, and
@@ -187,9 +187,9 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 		var err error
 		if compiled, err = h.compile(ctx, modPath); err != nil {
 			if j.Language == Wasm {
-				return &report{Error: &Error{Class: errclass.CompileError, Message: fmt.Sprintf("loading module %s: %v", filepath.Base(modPath), err)}}, ""
+				return &report{Error: &Error{Class: errclass.CompileError, Message: fmt.Sprintf("loading module %s: %v", filepath.Base(modPath), err)}}, nil
 			}
-			return nil, fmt.Sprintf("compiling %s: %v", modPath, err)
+			return nil, &UnavailableError{Reason: fmt.Sprintf("compiling %s: %v", modPath, err)}
 		}
 		cfg = cfg.WithStartFunctions("_start")
 	}
@@ -203,7 +203,7 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	started()
 	runErr := instantiate(experimental.WithMemoryAllocator(ctx, mem), h.rt, compiled, cfg, entry)
-	return outcome(j, runErr, mem.refused, stdout, stderr), ""
+	return outcome(j, runErr, mem.refused, stdout, stderr), nil
 }
 
 // instantiate runs the module's start function, then entry when not empty,

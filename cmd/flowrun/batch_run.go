@@ -190,22 +190,12 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 }
 
 // remoteBatch makes r run its items on flowrun workers through the NATS
-// server o names. At most window items (0: every item) are queued or
-// running at once; the workers' own concurrency sets the pace within it.
-// A spend reaching --max-cost-usd halts the batch on every worker.
+// server o names (see cluster.DriveBatch).
 func remoteBatch(ctx context.Context, r *batch.Runner, o cluster.Options, items, window int, auto bool, log io.Writer) (*cluster.Coordinator, error) {
-	co := &cluster.Coordinator{Store: r.Store, Pipeline: r.Pipeline, Auto: auto, MaxLoops: r.MaxLoops, Log: log}
 	if o.Insecure {
 		fmt.Fprintln(log, "flowrun batch: warning: --nats-insecure: jobs go out unsigned, and results, events and costs are accepted from anyone who can publish on the server")
 	}
-	if err := co.Connect(ctx, o); err != nil {
-		return nil, err
-	}
-	if window <= 0 {
-		window = items
-	}
-	r.Concurrency, r.Remote, r.Halt = max(window, 1), co.Execute, co.Halt
-	return co, nil
+	return cluster.DriveBatch(ctx, r, o, items, window, auto, log)
 }
 
 func absOrEmpty(path string) string {

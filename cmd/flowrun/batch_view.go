@@ -2,20 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/figures"
-	"github.com/flowrun/flowrun/jsonvalue"
-	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -50,17 +44,9 @@ func batchesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	switch {
 	case ok:
 		defer st.Close()
-		all, err := st.Batches(ctx)
-		if err != nil {
+		var err error
+		if sums, err = batch.Summaries(ctx, st); err != nil {
 			return storeError(err, stderr)
-		}
-		for _, b := range all {
-			s, err := batch.Summarize(ctx, st, b)
-			if err != nil {
-				return storeError(err, stderr)
-			}
-			s.Rows, s.Slowest, s.Costliest = nil, nil, nil
-			sums = append(sums, s)
 		}
 	case !missing:
 		return exitFailed
@@ -121,9 +107,9 @@ func batchShowCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		case "json":
 			return writeJSON(stdout, s)
 		case "jsonl":
-			return writeRowsJSONL(stdout, s)
+			return exported(batch.WriteJSONL(jsonOut{stdout}, s))
 		case "csv":
-			return writeRowsCSV(stdout, s)
+			return exported(batch.WriteCSV(stdout, s))
 		}
 		printSummary(textOut{stdout}, s)
 		return exitOK
@@ -184,12 +170,12 @@ func printSummary(w io.Writer, s *batch.Summary) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	cols := rowColumns(s)
+	cols := batch.Columns(s)
 	for i, col := range cols {
 		if i > 0 {
 			fmt.Fprint(tw, "\t")
 		}
-		fmt.Fprint(tw, strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(col.name, "_usd"), "_ms")))
+		fmt.Fprint(tw, strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(col.Name, "_usd"), "_ms")))
 	}
 	fmt.Fprintln(tw)
 	for _, r := range s.Rows {
@@ -197,13 +183,13 @@ func printSummary(w io.Writer, s *batch.Summary) {
 			if i > 0 {
 				fmt.Fprint(tw, "\t")
 			}
-			switch v := col.value(r); col.unit {
+			switch v := col.Value(r); col.Unit {
 			case "usd":
 				fmt.Fprint(tw, figures.USD(v.(float64)))
 			case "ms":
 				fmt.Fprint(tw, figures.Duration(v.(float64)))
 			default:
-				fmt.Fprint(tw, firstLine(cellText(v)))
+				fmt.Fprint(tw, firstLine(batch.CellText(v)))
 			}
 		}
 		fmt.Fprintln(tw)
@@ -224,114 +210,9 @@ func finishedNote(r *batch.Rate, total int) string {
 	return fmt.Sprintf(" over the %d of %d items that finished", r.N, total)
 }
 
-type rowColumn struct {
-	name  string
-	value func(batch.Row) any
-	unit  string // "usd" or "ms": how a person reads it
-}
-
-// rowColumns are the columns of the per-item table: the item, its
-// status, the primary metric, the other metrics (each under its own name,
-// or score.NAME where that is taken), then cost, tokens, duration, run
-// and error.
-func rowColumns(s *batch.Summary) []rowColumn {
-	cols := []rowColumn{
-		{"key", func(r batch.Row) any { return r.Key }, ""},
-		{"status", func(r batch.Row) any { return string(r.Status) }, ""},
-	}
-	if s.Primary != "" {
-		cols = append(cols, rowColumn{s.Primary, func(r batch.Row) any { return r.Scores[s.Primary] }, ""})
-	}
-	tail := []rowColumn{
-		{"cost_usd", func(r batch.Row) any { return r.CostUSD }, "usd"},
-		{"tokens", func(r batch.Row) any { return r.Tokens }, ""},
-		{"duration_ms", func(r batch.Row) any { return r.DurationMS }, "ms"},
-		{"run", func(r batch.Row) any { return r.Run }, ""},
-		{"class", func(r batch.Row) any { return r.Class }, ""},
-		{"error", func(r batch.Row) any { return r.Error }, ""},
-	}
-	taken := map[string]bool{"index": true, "pass": true}
-	for _, c := range append(cols, tail...) {
-		taken[c.name] = true
-	}
-	for _, m := range s.Metrics {
-		if m.Name == s.Primary {
-			continue
-		}
-		name := m.Name
-		if taken[name] {
-			name = "score." + name
-		}
-		cols = append(cols, rowColumn{name, func(r batch.Row) any { return r.Scores[m.Name] }, ""})
-	}
-	return append(cols, tail...)
-}
-
-func cellText(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return x
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	case bool, int:
-		return fmt.Sprint(x)
-	}
-	b, err := jsonvalue.Marshal(v)
+// exported is the exit code of an export that wrote to stdout.
+func exported(err error) int {
 	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
-}
-
-// writeRowsJSONL prints one JSON object a line per item: index, pass
-// (the primary metric, as the pass rate counts it) and the table's
-// columns.
-func writeRowsJSONL(stdout io.Writer, s *batch.Summary) int {
-	cols := rowColumns(s)
-	for _, r := range s.Rows {
-		m := map[string]any{"index": r.Index}
-		if r.Pass != nil {
-			m["pass"] = *r.Pass
-		}
-		for _, c := range cols {
-			if v := c.value(r); v != nil {
-				m[c.name] = v
-			}
-		}
-		b, err := jsonvalue.Marshal(m)
-		if err != nil {
-			return exitFailed
-		}
-		if _, err := stdout.Write(append(outJSON(b), '\n')); err != nil {
-			return exitFailed
-		}
-	}
-	return exitOK
-}
-
-func writeRowsCSV(stdout io.Writer, s *batch.Summary) int {
-	cols := rowColumns(s)
-	w := csv.NewWriter(stdout)
-	header := []string{"index", "pass"}
-	for _, c := range cols {
-		header = append(header, c.name)
-	}
-	_ = w.Write(header)
-	for _, r := range s.Rows {
-		pass := ""
-		if r.Pass != nil {
-			pass = strconv.FormatBool(*r.Pass)
-		}
-		rec := []string{strconv.Itoa(r.Index), pass}
-		for _, c := range cols {
-			rec = append(rec, spreadsheetSafe(redact.String(cellText(c.value(r)))))
-		}
-		_ = w.Write(rec)
-	}
-	w.Flush()
-	if w.Error() != nil {
 		return exitFailed
 	}
 	return exitOK
@@ -442,37 +323,13 @@ func batchReportCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 		if path == "" {
 			path = b.ID + ".html"
 		}
-		if err := writeReportFile(ctx, st, path, b, a); err != nil {
+		if err := batch.WriteReportFile(ctx, st, path, b, a); err != nil {
 			fmt.Fprintf(stderr, "flowrun batch report: %v\n", err)
 			return exitFailed
 		}
 		fmt.Fprintf(textOut{stdout}, "wrote %s\n", path)
 		return exitOK
 	})
-}
-
-// writeReportFile writes the report beside path and renames it into
-// place, so that a failure leaves any earlier report whole.
-func writeReportFile(ctx context.Context, st *store.Store, path string, b, a *store.Batch) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer os.Remove(f.Name())
-	if err := batch.WriteReport(ctx, st, f, b, a); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
 }
 
 // The view commands are subcommands of flowrun batch, beside run and resume.
@@ -483,17 +340,4 @@ func init() {
 			return code
 		}
 	}
-}
-
-// spreadsheetSafe keeps a cell that came from a model or a dataset from
-// running as a formula when the CSV is opened in a spreadsheet: text that
-// starts like one gets a leading quote; numbers stay numbers.
-func spreadsheetSafe(cell string) string {
-	if cell == "" || !strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
-		return cell
-	}
-	if _, err := strconv.ParseFloat(cell, 64); err == nil {
-		return cell
-	}
-	return "'" + cell
 }

@@ -162,11 +162,3 @@ func TestBatchReportCLI(t *testing.T) {
 		t.Errorf("unknown subcommand: exit %d %s", code, errOut)
 	}
 }
-
-func TestSpreadsheetSafe(t *testing.T) {
-	for in, want := range map[string]string{"=HYPERLINK(\"x\")": "'=HYPERLINK(\"x\")", "@SUM(A1)": "'@SUM(A1)", "-1.5": "-1.5", "+2": "+2", "plain": "plain", "": ""} {
-		if got := spreadsheetSafe(in); got != want {
-			t.Errorf("spreadsheetSafe(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

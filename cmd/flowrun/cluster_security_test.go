@@ -233,8 +233,10 @@ outputs:
 }
 
 // TestClusterImageInputStaysOnTheCoordinator: an item whose image input
-// names a file on the worker's host fails with that said, and the model
-// is sent nothing: a worker reads no host file a job names.
+// names a file on the worker's host fails by the runtime's rule for a
+// remote caller's files, in the same words as one naming a host file that
+// does not exist (no oracle for the host's files), and the model is sent
+// nothing: a worker reads no host file a job names.
 func TestClusterImageInputStaysOnTheCoordinator(t *testing.T) {
 	dir := t.TempDir()
 	private := writeFile(t, t.TempDir(), "private.png", "the worker's own picture")
@@ -251,7 +253,8 @@ nodes:
 outputs:
   b: nodes.a.text
 `)
-	data := writeFile(t, dir, "items.jsonl", fmt.Sprintf(`{"id": "i1", "image": %q}`, private))
+	absent := filepath.Join(filepath.Dir(private), "absent.png")
+	data := writeFile(t, dir, "items.jsonl", fmt.Sprintf("{\"id\": \"i1\", \"image\": %q}\n{\"id\": \"i2\", \"image\": %q}\n", private, absent))
 	ns := startNATS(t)
 	model := newDurModel(t)
 	startWorker(t, model, "sk-worker-0", ns.url())
@@ -261,8 +264,13 @@ outputs:
 		t.Fatalf("batch: exit %d\n%s", code, stderr)
 	}
 	_, rows := lastBatch(t, db)
-	if rows[0].Status != runtime.StatusFailed || !strings.Contains(rows[0].Error, `input "image" names`) || !strings.Contains(rows[0].Error, "a path on this worker's host") {
-		t.Errorf("the item: %s, %q; want it failed for its image input", rows[0].Status, rows[0].Error)
+	for _, r := range rows {
+		if r.Status != runtime.StatusFailed || !strings.Contains(r.Error, "images[0]") || !strings.Contains(r.Error, "escapes the pipeline directory") {
+			t.Errorf("item %s: %s, %q; want it failed for its image", r.Key, r.Status, r.Error)
+		}
+	}
+	if there, missing := strings.ReplaceAll(rows[0].Error, private, "PATH"), strings.ReplaceAll(rows[1].Error, absent, "PATH"); there != missing {
+		t.Errorf("the errors tell an existing host file from a missing one:\n%s\n%s", there, missing)
 	}
 	if paths := model.paths("sk-worker-0"); len(paths) != 0 {
 		t.Errorf("the worker sent the model %v", paths)

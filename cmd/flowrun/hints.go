@@ -15,6 +15,10 @@ import (
 	"github.com/flowrun/flowrun/store"
 )
 
+// installPython is the command that installs what a sandbox missing
+// Python for WASI needs.
+const installPython = "run flowrun sandbox install python"
+
 // explain is err's message followed by the command that deals with it:
 // the library packages say what is wrong, the CLI says what to type.
 func explain(err error) string {
@@ -29,7 +33,10 @@ func hint(err error) string {
 	var done *durable.CompletedError
 	var batchChanged *batch.ChangedError
 	var build *sandbox.BuildError
+	var unavailable *sandbox.UnavailableError
 	switch {
+	case errors.As(err, &unavailable) && unavailable.Missing == sandbox.Python:
+		return ": " + installPython
 	case errors.Is(err, engine.ErrNoEndpoint):
 		return ", or replay a recorded run with --replay FILE"
 	case errors.As(err, &changed):

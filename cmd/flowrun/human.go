@@ -38,10 +38,9 @@ type terminalHuman struct {
 	out         io.Writer
 	interactive bool
 	auto        bool
-	answers     map[string]any // by question path
-	// next answers the first question asked that answers does not, read
-	// by that question's schema; refused says why it did not fit (the
-	// run then waits on that question).
+	// next answers the first question asked, read by that question's
+	// schema; refused says why it did not fit (the run then waits on
+	// that question).
 	next    *laterAnswer
 	refused error
 }
@@ -57,16 +56,12 @@ type laterAnswer struct {
 func newHuman(f humanFlags, stdin io.Reader, out io.Writer) *terminalHuman {
 	file, isFile := stdin.(*os.File)
 	interactive := !f.noInput && (os.Getenv("FLOWRUN_INTERACTIVE") == "1" || (isFile && isTerminal(file)))
-	return &terminalHuman{in: bufio.NewReader(stdin), out: out, interactive: interactive, auto: f.auto, answers: map[string]any{}}
+	return &terminalHuman{in: bufio.NewReader(stdin), out: out, interactive: interactive, auto: f.auto}
 }
 
 func (h *terminalHuman) Answer(ctx context.Context, q runtime.Question) (any, bool, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if a, ok := h.answers[q.Path]; ok {
-		delete(h.answers, q.Path)
-		return a, true, nil
-	}
 	if next := h.next; next != nil {
 		h.next = nil
 		a, err := engine.ReadAnswer(&q, next.values, next.file)

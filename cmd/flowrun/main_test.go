@@ -20,7 +20,7 @@ func flowrun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code = cli(context.Background(), args, strings.NewReader(""), &out, &errb)
-	if code != exitOK && os.Getenv("XDG_CACHE_HOME") == machineCache && strings.Contains(errb.String(), "Python for WASI is not installed") {
+	if code != exitOK && os.Getenv("XDG_CACHE_HOME") == machineCache && strings.Contains(errb.String(), installPython) {
 		needPython(t)
 	}
 	return code, out.String(), errb.String()
@@ -42,7 +42,7 @@ func needPython(t *testing.T) {
 	if pythonInstalled || os.Getenv("CI") == "true" {
 		return
 	}
-	t.Skip("needs Python for WASI, which is not installed: run flowrun sandbox install python")
+	t.Skip("needs Python for WASI, which is not installed: " + installPython)
 }
 
 func writeFile(t *testing.T, dir, name, body string) string {

@@ -106,6 +106,17 @@ func outJSON(b []byte) []byte {
 	return out
 }
 
+// jsonOut is a writer of JSON lines as flowrun prints them (outJSON);
+// each write must hold whole lines.
+type jsonOut struct{ w io.Writer }
+
+func (j jsonOut) Write(p []byte) (int, error) {
+	if _, err := j.w.Write(outJSON(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 // writeJSON prints v as indented JSON (see outJSON).
 func writeJSON(w io.Writer, v any) int {
 	b, err := jsonvalue.MarshalIndent(v, "  ")

@@ -122,7 +122,7 @@ func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Write
 		}
 		fmt.Fprintf(stderr, "flowrun: run %s stopped: %s\nTo continue: %s\n", res.RunID, res.Reason, hint)
 	default:
-		fmt.Fprintf(stderr, "flowrun: run %s failed: %v\n", res.RunID, res.Err)
+		fmt.Fprintf(stderr, "flowrun: run %s failed: %s\n", res.RunID, explain(res.Err))
 		var lost *store.LostError
 		if !errors.As(res.Err, &lost) {
 			fmt.Fprintf(stderr, "After fixing the cause, continue it with: flowrun resume %s\n", res.RunID)
@@ -197,17 +197,6 @@ func (t *textSink) indent(text string) {
 	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
 		fmt.Fprintf(t.w, "        | %s\n", line)
 	}
-}
-
-// estimatedTokens reports whether any model turn among events counted its
-// tokens locally because the server reported none.
-func estimatedTokens(events []runtime.Event) bool {
-	for _, e := range events {
-		if e.Type == runtime.EventModelTurn && e.Turn != nil && e.Turn.Tokens().Estimated {
-			return true
-		}
-	}
-	return false
 }
 
 // jsonSink prints one JSON event per line, for programs (see outJSON).

@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -241,8 +240,8 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 	if more := total - len(runs); more > 0 {
 		fmt.Fprintf(stdout, "... and %d older (--limit 0 lists all)\n", more)
 	}
-	if !*batchItems && q.Batch == "" {
-		if n, err := hiddenBatchRuns(st, q); err == nil && n > 0 {
+	if !*batchItems && q.Batch == "" && st != nil {
+		if n, err := st.HiddenBatchRuns(context.Background(), q); err == nil && n > 0 {
 			fmt.Fprintf(stdout, "%d batch item runs not shown (--batch BATCH or --batch-items lists them)\n", n)
 		}
 	}
@@ -258,54 +257,17 @@ func runStatuses() []string {
 	return out
 }
 
-// hiddenBatchRuns counts the runs q leaves out because they are batch items.
-func hiddenBatchRuns(st *store.Store, q store.RunQuery) (int, error) {
-	if st == nil {
-		return 0, nil
-	}
-	q.BatchItems, q.Limit = true, 1
-	_, all, err := st.RunsMatching(context.Background(), q)
-	if err != nil {
-		return 0, err
-	}
-	q.BatchItems = false
-	_, shown, err := st.RunsMatching(context.Background(), q)
-	return all - shown, err
-}
-
-func runDuration(r *store.Run) string {
-	end := r.Finished
-	if end.IsZero() {
-		end = r.Updated
-	}
-	return figures.Duration(float64(end.Sub(r.Started)) / float64(time.Millisecond))
-}
-
+// runJSON is r as the CLI prints it: its reason says what continues it.
 func runJSON(r *store.Run) map[string]any {
-	m := map[string]any{"id": r.ID, "pipeline": r.Pipeline, "name": r.PipelineName, "status": r.Status,
-		"started": r.Started, "duration_ms": runDurationMS(r), "cost_usd": r.CostUSD, "tokens": r.Tokens, "steps": r.Steps,
-		"inputs": r.Inputs, "outputs": r.Outputs}
-	if r.Error != "" {
-		m["error"] = r.Error
-	}
+	m := r.JSON()
 	if r.Reason != "" {
 		m["reason"] = runReason(r)
-	}
-	if r.ParentRun != "" {
-		m["parent"] = map[string]any{"run": r.ParentRun, "checkpoint": r.ParentSeq}
-	}
-	if r.Pending != nil {
-		m["pending"] = r.Pending
 	}
 	return m
 }
 
-func runDurationMS(r *store.Run) int64 {
-	end := r.Finished
-	if end.IsZero() {
-		end = r.Updated
-	}
-	return end.Sub(r.Started).Milliseconds()
+func runDuration(r *store.Run) string {
+	return figures.Duration(float64(r.Duration()) / float64(time.Millisecond))
 }
 
 func pruneCmd(args []string, stdout, stderr io.Writer) int {
@@ -316,7 +278,7 @@ func pruneCmd(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	age, err := parseAge(*older)
+	age, err := figures.ParseAge(*older)
 	if err != nil || len(rest) > 0 {
 		fmt.Fprintln(stderr, "flowrun runs prune: give --older-than as 30d, 12h or 90m")
 		return exitInvalid
@@ -332,22 +294,6 @@ func pruneCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(textOut{stdout}, "deleted %d run(s) older than %s\n", n, *older)
 	return exitOK
-}
-
-// parseAge reads a Go duration, or whole days as "30d".
-func parseAge(s string) (time.Duration, error) {
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(d)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("bad age %q", s)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("bad age %q", s)
-	}
-	return d, nil
 }
 
 func showCmd(args []string, stdout, stderr io.Writer) int {
@@ -413,7 +359,7 @@ func printChanges(w io.Writer, title string, changes []eventview.Change) {
 
 func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) int {
 	ctx := context.Background()
-	r, events, err := runWithEvents(ctx, st, runID)
+	r, events, err := st.RunWithEvents(ctx, runID)
 	if err != nil {
 		return storeError(err, stderr)
 	}
@@ -429,7 +375,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	if err != nil {
 		return storeError(err, stderr)
 	}
-	estimated := estimatedTokens(events)
+	estimated := eventview.TokensEstimated(events)
 	if asJSON {
 		m := runJSON(r)
 		m["tokens_estimated"] = estimated

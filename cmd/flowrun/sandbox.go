@@ -5,12 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/sandbox"
 )
 
@@ -77,7 +75,7 @@ func sandboxInstallCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		fmt.Fprintf(stdout, "python.wasm %s, stdlib %s in %d files (%s)\n",
-			humanBytes(info.WasmBytes), humanBytes(info.StdlibBytes), info.StdlibFiles, d.Round(time.Second))
+			figures.Bytes(info.WasmBytes), figures.Bytes(info.StdlibBytes), info.StdlibFiles, d.Round(time.Second))
 	}
 	return exitOK
 }
@@ -97,42 +95,13 @@ func sandboxExportCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flowrun sandbox export: python %s is not installed (%s): run flowrun sandbox install python first\n", sandbox.PythonVersion, py.Problem)
 		return exitFailed
 	}
-	sum, size, err := writeExport(py.Dir, *out)
+	sum, size, err := sandbox.Export(py.Dir, *out)
 	if err != nil {
 		fmt.Fprintf(stderr, "flowrun sandbox export: %v\n", err)
 		return exitFailed
 	}
-	fmt.Fprintf(stdout, "wrote %s (%s) and %s.sha256\nsha256 %s\n", *out, humanBytes(size), *out, sum)
+	fmt.Fprintf(stdout, "wrote %s (%s) and %s.sha256\nsha256 %s\n", *out, figures.Bytes(size), *out, sum)
 	return exitOK
-}
-
-// writeExport writes the archive of the installation in dir to a temporary
-// file beside path and renames it into place, so that path is either
-// complete or as it was; then path.sha256, as sha256sum prints it.
-func writeExport(dir, path string) (sum string, size int64, err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return "", 0, fmt.Errorf("creating %s: %w", path, err)
-	}
-	defer os.Remove(f.Name())
-	sum, err = sandbox.ExportPython(dir, f)
-	if err != nil {
-		f.Close()
-		return "", 0, err
-	}
-	if size, err = f.Seek(0, io.SeekCurrent); err == nil {
-		err = f.Close()
-	}
-	if err != nil {
-		return "", 0, fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return "", 0, fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.WriteFile(path+".sha256", []byte(sum+"  "+filepath.Base(path)+"\n"), 0o644); err != nil {
-		return "", 0, fmt.Errorf("writing its checksum: %w", err)
-	}
-	return sum, size, nil
 }
 
 func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -161,36 +130,14 @@ func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 			warm = "unavailable, calls start cold: " + why
 		}
 	}
-	goPath, goVersion := goToolchain(ctx)
+	goPath, goVersion := sandbox.GoToolchain(ctx)
 	exit := exitOK
 	if verifyErr != nil || (*verify && !py.Installed) {
 		exit = exitFailed
 	}
 
 	if *asJSON {
-		p := map[string]any{
-			"version":   sandbox.PythonVersion,
-			"dir":       py.Dir,
-			"installed": py.Installed,
-		}
-		if py.Problem != "" {
-			p["problem"] = py.Problem
-		}
-		if py.Installed {
-			p["wasm_bytes"] = py.WasmBytes
-			p["stdlib_bytes"] = py.StdlibBytes
-			p["stdlib_files"] = py.StdlibFiles
-			p["snapshot"] = py.Snapshot
-			p["manifest"] = py.Manifest
-			pk := map[string]string{}
-			for _, x := range py.Packages {
-				pk[x.Name] = x.Version
-			}
-			p["packages"] = pk
-			if py.Outdated != "" {
-				p["outdated"] = py.Outdated
-			}
-		}
+		p := py.JSON()
 		if verified != "" {
 			p["verify"] = verified
 		}
@@ -209,8 +156,8 @@ func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 
 	if py.Installed {
 		fmt.Fprintf(stdout, "python %s: installed in %s\n", sandbox.PythonVersion, py.Dir)
-		fmt.Fprintf(stdout, "  python.wasm  %s\n", humanBytes(py.WasmBytes))
-		fmt.Fprintf(stdout, "  stdlib       %s in %d files\n", humanBytes(py.StdlibBytes), py.StdlibFiles)
+		fmt.Fprintf(stdout, "  python.wasm  %s\n", figures.Bytes(py.WasmBytes))
+		fmt.Fprintf(stdout, "  stdlib       %s in %d files\n", figures.Bytes(py.StdlibBytes), py.StdlibFiles)
 		pk := make([]string, len(py.Packages))
 		for i, x := range py.Packages {
 			pk[i] = x.Name + " " + x.Version
@@ -257,29 +204,4 @@ func parseFlagsOnly(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (
 		return exitInvalid, false
 	}
 	return code, ok
-}
-
-// goToolchain finds the go command the go language builds with.
-func goToolchain(ctx context.Context) (path, version string) {
-	p, err := exec.LookPath("go")
-	if err != nil {
-		return "", ""
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, p, "env", "GOVERSION").Output()
-	if err != nil {
-		return p, "unknown version"
-	}
-	return p, strings.TrimSpace(string(out))
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -65,12 +65,12 @@ func testCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	onCI := os.Getenv("CI") == "true"
 	failed, skipped := 0, 0
 	for _, r := range results {
-		if r.Missing != "" && onCI {
-			r.Problems, r.Missing = []string{"cannot run here (CI=true counts this as a failure): " + r.Missing}, ""
+		if r.Missing != nil && onCI {
+			r.Problems, r.Missing = []string{"cannot run here (CI=true counts this as a failure): " + explain(r.Missing)}, nil
 		}
-		if r.Missing != "" {
+		if r.Missing != nil {
 			skipped++
-			fmt.Fprintf(stdout, "SKIP %s: %s: %s\n", r.File.Path, r.Case.Name, r.Missing)
+			fmt.Fprintf(stdout, "SKIP %s: %s: %s\n", r.File.Path, r.Case.Name, explain(r.Missing))
 			continue
 		}
 		if r.Pass {

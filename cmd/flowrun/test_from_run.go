@@ -9,8 +9,6 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/flowtest"
-	"github.com/flowrun/flowrun/runtime"
-	"github.com/flowrun/flowrun/store"
 )
 
 // testFromRun writes a test case that replays a stored run: flowrun test
@@ -30,7 +28,7 @@ func testFromRun(storePath, runID, outFile string, extra []string, stdout, stder
 	}
 	defer st.Close()
 	ctx := context.Background()
-	r, events, err := runWithEvents(ctx, st, runID)
+	r, events, err := st.RunWithEvents(ctx, runID)
 	if err != nil {
 		return storeError(err, stderr)
 	}
@@ -65,14 +63,4 @@ func testFromRun(storePath, runID, outFile string, extra []string, stdout, stder
 	}
 	fmt.Fprintf(stderr, "wrote %s; run it with: flowrun test %s\n", outFile, filepath.ToSlash(outFile))
 	return exitOK
-}
-
-// runWithEvents finds a run by id, prefix or "last" and reads its events.
-func runWithEvents(ctx context.Context, st *store.Store, runID string) (*store.Run, []runtime.Event, error) {
-	r, err := st.FindRun(ctx, runID)
-	if err != nil {
-		return nil, nil, err
-	}
-	events, err := st.Events(ctx, r.ID)
-	return r, events, err
 }
