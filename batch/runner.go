@@ -109,6 +109,9 @@ type Runner struct {
 	Map      map[string]string // --map input=field
 
 	Concurrency int // items run at once; default 8
+	// Repeat runs each item this many times (0 or 1: once), each a
+	// distinct run recorded as the item's repeat 0, 1, ...
+	Repeat int
 	// MaxCostUSD caps the batch's spend (0: no limit): an item starts only
 	// if the spend so far, what the running items may still spend and its
 	// own cost fit under it (see batchState.admit).
@@ -153,9 +156,12 @@ type Progress struct {
 // pipeline valid inputs, are recorded as failed with class "dataset" at
 // once, and reported to Progress.
 func (r *Runner) Create(ctx context.Context, b *store.Batch, items []*Item, created func(*store.Batch)) error {
-	rows := make([]*store.BatchItem, len(items))
-	for i, it := range items {
-		rows[i] = &store.BatchItem{Index: it.Index, Key: it.Key, Item: it.Fields()}
+	repeat := max(r.Repeat, 1)
+	rows := make([]*store.BatchItem, 0, len(items)*repeat)
+	for _, it := range items {
+		for n := range repeat {
+			rows = append(rows, &store.BatchItem{Index: it.Index, Repeat: n, Key: it.Key, Item: it.Fields()})
+		}
 	}
 	b.ID = "b" + runtime.NewRunID()
 	if err := r.Store.CreateBatch(ctx, b, rows); err != nil {
@@ -165,12 +171,13 @@ func (r *Runner) Create(ctx context.Context, b *store.Batch, items []*Item, crea
 	st := &batchState{r: r, b: b, total: len(rows), started: time.Now()}
 	for i, it := range items {
 		if _, err := r.inputs(it); err != nil {
-			row := rows[i]
-			row.Status, row.Error, row.Class = runtime.StatusFailed, err.Error(), ClassDataset
-			if err := r.Store.FinishItem(ctx, row); err != nil {
-				return err
+			for _, row := range rows[i*repeat : (i+1)*repeat] {
+				row.Status, row.Error, row.Class = runtime.StatusFailed, err.Error(), ClassDataset
+				if err := r.Store.FinishItem(ctx, row); err != nil {
+					return err
+				}
+				st.finished(row, it, 0)
 			}
-			st.finished(row, it, 0)
 		}
 	}
 	return nil
@@ -201,8 +208,8 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 	for _, it := range dataset {
 		byIndex[it.Index] = it
 	}
-	st := &batchState{r: r, b: b, total: len(rows), started: time.Now(), prior: map[int]float64{},
-		running: map[int]*spendSink{}, ended: make(chan struct{}, 1)}
+	st := &batchState{r: r, b: b, total: len(rows), started: time.Now(), prior: map[slot]float64{},
+		running: map[slot]*spendSink{}, ended: make(chan struct{}, 1)}
 	var todo []*store.BatchItem
 	for _, row := range rows {
 		switch {
@@ -224,7 +231,7 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 			if row.Run != "" {
 				if run, err := r.Store.Run(ctx, row.Run); err == nil {
 					st.spent += run.CostUSD
-					st.prior[row.Index] = run.CostUSD
+					st.prior[slotOf(row)] = run.CostUSD
 				}
 			}
 			if row.Status == store.ItemPending && byIndex[row.Index] == nil {
@@ -272,16 +279,16 @@ type batchState struct {
 	r       *Runner
 	b       *store.Batch
 	started time.Time
-	prior   map[int]float64 // by item index: what its run had spent when the batch resumed
+	prior   map[slot]float64 // what an item's run had spent when the batch resumed
 
 	mu                          sync.Mutex
 	total, done, passed, failed int
 	ran                         int
-	spent                       float64            // finished items' cost plus what running items have spent so far
-	ranCost                     float64            // cost of the items finished by this process
-	largest                     float64            // the costliest item that finished
-	sampled                     bool               // an item's cost is known: largest holds
-	running                     map[int]*spendSink // by item index
+	spent                       float64 // finished items' cost plus what running items have spent so far
+	ranCost                     float64 // cost of the items finished by this process
+	largest                     float64 // the costliest item that finished
+	sampled                     bool    // an item's cost is known: largest holds
+	running                     map[slot]*spendSink
 	waiting                     []string
 	stop                        string
 	storeErr                    error
@@ -289,6 +296,11 @@ type batchState struct {
 	halt  sync.Once
 	ended chan struct{} // signalled (never blocking) each time an item finishes
 }
+
+// slot is one run of a batch: an item's index and its repeat.
+type slot struct{ index, repeat int }
+
+func slotOf(row *store.BatchItem) slot { return slot{row.Index, row.Repeat} }
 
 // costSlack (a billionth of a dollar) absorbs float rounding in sums of
 // costs: five items of $0.14 add up to $0.7000000000000001, which must
@@ -352,7 +364,7 @@ func (st *batchState) admit(row *store.BatchItem) (sink *spendSink, why string, 
 		}
 	}
 	sink = &spendSink{st: st}
-	st.running[row.Index] = sink
+	st.running[slotOf(row)] = sink
 	return sink, "", len(st.running)
 }
 
@@ -463,7 +475,7 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 		st.mu.Unlock()
 	}
 	st.mu.Lock()
-	counted := sink.counted + st.prior[row.Index]
+	counted := sink.counted + st.prior[slotOf(row)]
 	st.mu.Unlock()
 	st.finished(row, it, counted)
 	st.checkBudget()
@@ -533,7 +545,7 @@ func (st *batchState) link(ctx context.Context, row *store.BatchItem, it *Item) 
 	}
 	if row.Run == "" {
 		id := runtime.NewRunID()
-		if err := st.r.Store.StartItem(ctx, row.Batch, row.Index, id); err != nil {
+		if err := st.r.Store.StartItem(ctx, row.Batch, row.Index, row.Repeat, id); err != nil {
 			return nil, err
 		}
 		row.Run = id
@@ -552,7 +564,7 @@ func (st *batchState) finished(row *store.BatchItem, it *Item, counted float64) 
 	st.ranCost += row.CostUSD
 	st.sample(row)
 	if st.running != nil {
-		delete(st.running, row.Index)
+		delete(st.running, slotOf(row))
 		select {
 		case st.ended <- struct{}{}:
 		default:

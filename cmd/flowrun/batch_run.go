@@ -80,6 +80,9 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	seed := fs.Uint64("seed", 0, "the sample's `seed`")
 	filter := fs.String("filter", "", "run only the items for which this expr-lang `condition` over item holds, e.g. 'item.level == \"easy\"'")
 	natsURL := fs.String("nats", "", "run the items on flowrun workers through the NATS JetStream server at `URL` (see docs/scale-out.md)")
+	repeat := fs.Int("repeat", 1, "run each item `N` times (distinct runs): batch show gives pass@N, pass^N and flaky items")
+	var gate batchGate
+	gate.register(fs)
 	replicas := natsReplicasFlag(fs)
 	var nf natsFlags
 	nf.register(fs, false)
@@ -89,6 +92,17 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	}
 	if len(files) != 1 || *dataset == "" {
 		fmt.Fprintln(stderr, "flowrun batch: name one pipeline and a dataset: flowrun batch PIPELINE --dataset D (see flowrun batch --help)")
+		return exitInvalid
+	}
+	if !gate.valid(stderr) {
+		return exitInvalid
+	}
+	switch {
+	case *repeat < 1:
+		fmt.Fprintf(stderr, "flowrun batch: --repeat %d: give a number of runs per item, 1 or more\n", *repeat)
+		return exitInvalid
+	case *repeat > 1 && *natsURL != "":
+		fmt.Fprintln(stderr, "flowrun batch: --repeat runs in this process only: drop --nats or --repeat")
 		return exitInvalid
 	}
 	p := loadPipeline(files[0], stderr)
@@ -135,7 +149,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	}
 	datasetAbs, _ := filepath.Abs(*dataset)
 	settings := batch.Settings{Concurrency: bf.concurrency, MaxCostUSD: bf.maxCost, MaxLoops: bf.maxLoops, Auto: bf.auto,
-		Limit: *limit, Sample: *sample, Seed: *seed, Filter: *filter, Map: mapping,
+		Repeat: *repeat, Limit: *limit, Sample: *sample, Seed: *seed, Filter: *filter, Map: mapping,
 		Metrics: scorer.Names(), Primary: scorer.Primary, Score: scores,
 		Model: bf.models.models, Replay: absOrEmpty(bf.models.replay), DatasetAbs: datasetAbs}
 	st, err := store.Open(*bf.storePath)
@@ -186,7 +200,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		return exitFailed
 	}
 	status, reason, err := r.Run(ctx, b, items)
-	return batchEnded(ctx, "flowrun batch", r, b, view, status, reason, err)
+	return gate.check(ctx, st, b, batchEnded(ctx, "flowrun batch", r, b, view, status, reason, err), stderr)
 }
 
 // remoteBatch makes r run its items on flowrun workers through the NATS

@@ -164,6 +164,7 @@ func printSummary(w io.Writer, s *batch.Summary) {
 	fmt.Fprintf(w, "cost       %s total, %s per item (mean)\n", figures.USD(s.CostUSD), figures.USD(s.CostPerItem))
 	fmt.Fprintf(w, "tokens     %d\n", s.Tokens)
 	fmt.Fprintf(w, "latency    p50 %s, p95 %s\n", figures.Duration(s.P50MS), figures.Duration(s.P95MS))
+	printRepeats(w, s.Repeats)
 	if len(s.Failures) > 0 {
 		fmt.Fprintln(w, "\nfailures by class:")
 		for _, f := range s.Failures {
@@ -238,6 +239,9 @@ func rowColumns(s *batch.Summary) []rowColumn {
 	cols := []rowColumn{
 		{"key", func(r batch.Row) any { return r.Key }, ""},
 		{"status", func(r batch.Row) any { return string(r.Status) }, ""},
+	}
+	if s.Repeats != nil {
+		cols = append(cols[:1], rowColumn{"repeat", func(r batch.Row) any { return r.Repeat }, ""}, cols[1])
 	}
 	if s.Primary != "" {
 		cols = append(cols, rowColumn{s.Primary, func(r batch.Row) any { return r.Scores[s.Primary] }, ""})
@@ -340,6 +344,8 @@ func writeRowsCSV(stdout io.Writer, s *batch.Summary) int {
 func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("batch compare", "flowrun batch compare A B [--json]\n\nWhat changed from batch A to batch B, item by item (matched by key): the items\nB fixed and broke, the pass-rate change with McNemar's exact test, and the\ncost and latency changes.")
 	asJSON := fs.Bool("json", false, "print the comparison as JSON")
+	var gate compareGate
+	gate.register(fs)
 	return storeCmd(fs, args, stdout, stderr, 2, "flowrun batch compare: name two batches, the earlier first (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
 		a, err := st.FindBatch(ctx, rest[0])
 		if err != nil {
@@ -353,11 +359,16 @@ func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		if err != nil {
 			return storeError(err, stderr)
 		}
+		code := exitOK
 		if *asJSON {
-			return writeJSON(stdout, c)
+			code = writeJSON(stdout, c)
+		} else {
+			printComparison(textOut{stdout}, c)
 		}
-		printComparison(textOut{stdout}, c)
-		return exitOK
+		if err := gate.Check(c); err != nil && code == exitOK {
+			return fail(stderr, "flowrun batch compare", err)
+		}
+		return code
 	})
 }
 
