@@ -131,6 +131,14 @@ type Runner struct {
 	// counts toward MaxCostUSD at once), and returns once the run has
 	// ended and is in Store.
 	Remote func(ctx context.Context, row *store.BatchItem, inputs map[string]any, sink runtime.EventSink) (*runtime.Result, error)
+	// Shuffle, if set, runs the items in a random order drawn from
+	// OrderSeed instead of dataset order.
+	Shuffle   bool
+	OrderSeed uint64
+	// Decide, if set, sees each item's result as it finishes (one call at
+	// a time) and returns why the batch may stop, or "": no item starts
+	// after it returns a reason, and the items running finish.
+	Decide func(row *store.BatchItem, passed bool) string
 	// Halt, if set, is called once, with the batch's stop reason, when the
 	// spend reaches MaxCostUSD: a Remote then stops the items it runs
 	// (they end stopped, resumable) and queues no more. Items run in this
@@ -241,6 +249,10 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 		}
 	}
 
+	if r.Shuffle {
+		rng := rand.New(rand.NewPCG(r.OrderSeed, 0x5e9))
+		rng.Shuffle(len(todo), func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
+	}
 	concurrency := r.Concurrency
 	if concurrency <= 0 {
 		concurrency = 8
@@ -253,6 +265,10 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
+			break
+		}
+		if st.stopped() {
+			<-slots
 			break
 		}
 		sink, why := st.admitWhenAffordable(ctx, row)
@@ -385,6 +401,12 @@ func (st *batchState) overBudget() string {
 		return ""
 	}
 	return fmt.Sprintf("--max-cost-usd %.4g: %s spent, and an item costs about %s", limit, figures.USD(st.spent), figures.USD(next))
+}
+
+func (st *batchState) stopped() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.stop != ""
 }
 
 func (st *batchState) setStop(why string) {
@@ -570,10 +592,11 @@ func (st *batchState) finished(row *store.BatchItem, it *Item, counted float64) 
 		default:
 		}
 	}
+	passed := row.Status == runtime.StatusCompleted && st.r.Scorer.Passed(row.Scores)
 	switch row.Status {
 	case runtime.StatusCompleted:
 		st.done++
-		if st.r.Scorer.Passed(row.Scores) {
+		if passed {
 			st.passed++
 		}
 	case runtime.StatusFailed:
@@ -581,6 +604,9 @@ func (st *batchState) finished(row *store.BatchItem, it *Item, counted float64) 
 		st.failed++
 	case runtime.StatusWaiting:
 		st.waiting = append(st.waiting, row.Run)
+	}
+	if st.r.Decide != nil && finished(row.Status) && st.stop == "" {
+		st.stop = st.r.Decide(row, passed)
 	}
 	if st.r.Progress == nil {
 		return

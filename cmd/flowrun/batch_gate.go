@@ -5,10 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"os"
 	"sort"
 
 	"github.com/flowrun/flowrun/batch"
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -106,4 +109,68 @@ func printRepeats(w io.Writer, r *batch.RepeatSummary) {
 	for _, it := range r.Items {
 		fmt.Fprintf(w, "  %-30s %d/%d passed  pass@%d %-5t pass^%d %-5t %s\n", it.Key, it.Passed, it.Runs, it.Runs, it.PassAt, it.Runs, it.PassAll, it.Class)
 	}
+}
+
+// untilDecidedFlags are flowrun batch's sequential comparison: run items
+// in a random order against batch --compare-to until the test decides.
+type untilDecidedFlags struct {
+	compareTo string
+	until     bool
+	alpha     float64
+	u         *batch.UntilDecided
+}
+
+func (f *untilDecidedFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.compareTo, "compare-to", "", "the baseline `batch` A of --until-decided")
+	fs.BoolVar(&f.until, "until-decided", false, "run the items in a random order and stop as soon as the sequential test against --compare-to decides (see docs/batch.md)")
+	fs.Float64Var(&f.alpha, "alpha", 0.05, "the error `rate` of --until-decided: the chance of declaring a difference that is not there")
+}
+
+// setup makes r stop once the test against the baseline decides, running
+// the items in an order drawn from seed (or a fresh seed, printed, when
+// seeded is false). It returns false, having said why, on bad usage.
+func (f *untilDecidedFlags) setup(ctx context.Context, st *store.Store, r *batch.Runner, seed uint64, seeded bool, stderr io.Writer) bool {
+	if f.compareTo == "" && !f.until {
+		return true
+	}
+	if f.compareTo == "" || !f.until {
+		fmt.Fprintln(stderr, "flowrun batch: --until-decided and --compare-to go together: flowrun batch P --dataset D --compare-to A --until-decided")
+		return false
+	}
+	a, err := st.FindBatch(ctx, f.compareTo)
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun batch: --compare-to: %s\n", explain(err))
+		return false
+	}
+	if f.u, err = batch.NewUntilDecided(ctx, st, a, f.alpha); err != nil {
+		fmt.Fprintf(stderr, "flowrun batch: --until-decided: %v\n", err)
+		return false
+	}
+	if !seeded {
+		seed = rand.Uint64()
+	}
+	r.Shuffle, r.OrderSeed, r.Decide = true, seed, f.u.Observe
+	fmt.Fprintf(stderr, "items in a random order, seed %d (--seed %d repeats it); stopping once decided against batch %s at alpha %g\n", seed, seed, a.ID, f.alpha)
+	return true
+}
+
+// report prints what the sequential test decided and what stopping
+// saved; a batch stopped because the test decided exits 0.
+func (f *untilDecidedFlags) report(ctx context.Context, st *store.Store, b *store.Batch, code int, stderr io.Writer) int {
+	if f.u == nil {
+		return code
+	}
+	o, err := f.u.Outcome(ctx, st, b)
+	if err != nil {
+		return fail(stderr, "flowrun batch", err)
+	}
+	t := o.Test
+	if o.DecidedAfter == 0 {
+		fmt.Fprintf(stderr, "sequential test: not decided after %d matched items (%d fixed, %d broken): no difference shown at alpha %g\n", o.Matched, t.Fixed, t.Broken, o.Alpha)
+		return code
+	}
+	fmt.Fprintf(stderr, "sequential test: %s than batch %s after %d items (%d fixed, %d broken; likelihood ratio %.3g >= %.3g)\n",
+		t.Decision, o.Baseline, o.DecidedAfter, t.Fixed, t.Broken, math.Exp(t.LogLR), 1/o.Alpha)
+	fmt.Fprintf(stderr, "saved: %d of %d items not run, about %s\n", o.ItemsSaved, o.ItemsRun+o.ItemsSaved, figures.USD(o.CostSavedUSD))
+	return exitOK
 }

@@ -112,18 +112,8 @@ func TestBatchJunitAndFailUnder(t *testing.T) {
 // batch compare --fail-on-regression exits 1 when B is significantly
 // worse, and --max-broken when more items broke than allowed.
 func TestBatchCompareFailOnRegression(t *testing.T) {
-	dir := t.TempDir()
-	p := writeFile(t, dir, "qa.yaml", fmt.Sprintf(qaPipeline, ""))
-	data := halfRightDataset(t, dir, 12)
-	_, srv := newQAModel(t, 0)
-	useModel(t, srv)
-	db := filepath.Join(dir, "runs.db")
 	// A passes every item; B only the odd ones: 6 broken, none fixed.
-	if code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--score", `exact=outputs.answer != ""`); code != exitOK {
-		t.Fatalf("batch A: exit %d\n%s", code, stderr)
-	}
-	_, out, _ := flowrun(t, "batches", "--store", db, "--json")
-	a := strings.SplitN(strings.SplitN(out, `"id": "`, 2)[1], `"`, 2)[0]
+	p, data, db, a := passingBaseline(t, 12)
 	if code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db); code != exitOK {
 		t.Fatalf("batch B: exit %d\n%s", code, stderr)
 	}
@@ -140,4 +130,47 @@ func TestBatchCompareFailOnRegression(t *testing.T) {
 	if code, _, stderr := flowrun(t, "batch", "compare", a, "last", "--store", db, "--max-broken", "6"); code != exitOK {
 		t.Fatalf("--max-broken 6: exit %d\n%s", code, stderr)
 	}
+}
+
+// --until-decided runs items in a seeded random order and stops once the
+// sequential test against --compare-to decides, exiting 0 and saying what
+// it saved; the same seed gives the same order.
+func TestBatchUntilDecided(t *testing.T) {
+	p, data, db, a := passingBaseline(t, 40)
+	var saved []string
+	for range 2 {
+		code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--compare-to", a, "--until-decided", "--seed", "3", "--concurrency", "1")
+		if code != exitOK || !strings.Contains(stderr, "seed 3 (--seed 3 repeats it)") || !strings.Contains(stderr, "sequential test: worse than batch "+a+" after ") {
+			t.Fatalf("until decided: exit %d\n%s", code, stderr)
+		}
+		line := stderr[strings.Index(stderr, "saved: "):]
+		saved = append(saved, line)
+		if strings.HasPrefix(line, "saved: 0 of") {
+			t.Fatalf("nothing saved:\n%s", stderr)
+		}
+	}
+	if saved[0] != saved[1] {
+		t.Fatalf("the same seed saved differently:\n%s\n%s", saved[0], saved[1])
+	}
+	if code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--until-decided"); code != exitInvalid || !strings.Contains(stderr, "go together") {
+		t.Fatalf("--until-decided alone: exit %d\n%s", code, stderr)
+	}
+}
+
+// passingBaseline writes the qa pipeline and a dataset of n items whose
+// even ones expect a wrong answer, and runs batch A on them with a metric
+// every item passes; it returns the files, the store and A's id.
+func passingBaseline(t *testing.T, n int) (pipeline, data, db, a string) {
+	dir := t.TempDir()
+	pipeline = writeFile(t, dir, "qa.yaml", fmt.Sprintf(qaPipeline, ""))
+	data = halfRightDataset(t, dir, n)
+	_, srv := newQAModel(t, 0)
+	useModel(t, srv)
+	db = filepath.Join(dir, "runs.db")
+	if code, _, stderr := flowrun(t, "batch", pipeline, "--dataset", data, "--store", db, "--score", `exact=outputs.answer != ""`); code != exitOK {
+		t.Fatalf("batch A: exit %d\n%s", code, stderr)
+	}
+	_, out, _ := flowrun(t, "batches", "--store", db, "--json")
+	a = strings.SplitN(strings.SplitN(out, `"id": "`, 2)[1], `"`, 2)[0]
+	return pipeline, data, db, a
 }

@@ -83,6 +83,8 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	repeat := fs.Int("repeat", 1, "run each item `N` times (distinct runs): batch show gives pass@N, pass^N and flaky items")
 	var gate batchGate
 	gate.register(fs)
+	var seq untilDecidedFlags
+	seq.register(fs)
 	replicas := natsReplicasFlag(fs)
 	var nf natsFlags
 	nf.register(fs, false)
@@ -164,6 +166,9 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	}
 	defer finish()
 	r.Scorer = scorer
+	if !seq.setup(ctx, st, r, *seed, given(fs, "seed"), stderr) {
+		return exitInvalid
+	}
 	view := newBatchView(r.Scorer, bf.asJSON, stdout, stderr)
 	r.Progress = view.item
 	pipelineAbs, _ := filepath.Abs(p.Path)
@@ -200,7 +205,8 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		return exitFailed
 	}
 	status, reason, err := r.Run(ctx, b, items)
-	return gate.check(ctx, st, b, batchEnded(ctx, "flowrun batch", r, b, view, status, reason, err), stderr)
+	code = seq.report(ctx, st, b, batchEnded(ctx, "flowrun batch", r, b, view, status, reason, err), stderr)
+	return gate.check(ctx, st, b, code, stderr)
 }
 
 // remoteBatch makes r run its items on flowrun workers through the NATS
@@ -374,6 +380,13 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return exitFailed
 	}
 	return batchEnded(ctx, "flowrun batch resume", r, res.Batch, view, status, reason, err)
+}
+
+// given says whether flag name was given on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
 }
 
 // ifGiven is v when the flag name was given on the command line, else nil.
