@@ -474,6 +474,10 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 			}
 			env := &dsl.ScoreEnv{Outputs: res.Outputs, Item: row.Item,
 				Run: dsl.ScoreRun{CostUSD: res.CostUSD, Tokens: int(res.Tokens), DurationMS: row.DurationMS, Status: string(res.Status)}}
+			if err := Trajectory(ctx, r.Store, r.Pipeline, res.RunID, &env.Run); err != nil {
+				row.Error, row.Class = err.Error(), ClassScore
+				break
+			}
 			judge := func(ctx context.Context, p *dsl.Pipeline, in map[string]any) (*runtime.Result, error) {
 				j := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops}
 				return j.Start(ctx, p, in)

@@ -60,3 +60,51 @@ func TestParseMetricChecksAgainstOutputs(t *testing.T) {
 		}
 	}
 }
+
+// TestTrajectoryMetricsTyped: run.iterations has a field per loop node
+// and run.turns one per node, so a misspelt id is an error at load; the
+// lists are typed too.
+func TestTrajectoryMetricsTyped(t *testing.T) {
+	p := loadString(t, `
+version: 1
+name: looped
+nodes:
+  - id: refine
+    loop:
+      max_iterations: 3
+      body:
+        - id: step
+          set: {}
+outputs:
+  done: "true"
+`)
+	for src, kind := range map[string]TypeKind{
+		"run.iterations.refine":                          TypeInt,
+		"run.turns.step + run.turns.refine":              TypeInt,
+		`any(run.tool_calls, .tool == "ask") && true`:    TypeBool,
+		`len(run.route) > 2`:                             TypeBool,
+		`len(run.questions) == 0`:                        TypeBool,
+		`run.iterations.refine < 3 && run.status != "x"`: TypeBool,
+	} {
+		m, ds := ParseMetric(p, "m", src)
+		if m == nil || m.Type == nil || m.Type.Kind != kind {
+			t.Errorf("%q: %v %s", src, m, ds)
+		}
+	}
+	for src, want := range map[string]string{
+		"run.iterations.refin": `run.iterations has no field "refin" (did you mean "refine"?)`,
+		"run.iterations.step":  `run.iterations has no field "step"`,
+		"run.turns.stpe":       `run.turns has no field "stpe" (did you mean "step"?)`,
+		"run.tool_call":        `run has no field "tool_call" (did you mean "tool_calls"?)`,
+	} {
+		m, ds := ParseMetric(p, "bad", src)
+		if m != nil || !strings.Contains(ds.String(), want) {
+			t.Errorf("%q: got %v\n%s\nwant %q", src, m, ds, want)
+		}
+	}
+	env := &ScoreEnv{Run: ScoreRun{Iterations: map[string]int{"refine": 2}, ToolCalls: []ScoreToolCall{{Node: "a", Tool: "ask", OK: true}}}}
+	m, _ := ParseMetric(p, "asked", `any(run.tool_calls, .tool == "ask" && .ok) && run.iterations.refine == 2`)
+	if v, err := m.Eval(env); err != nil || v != true {
+		t.Fatalf("asked = %v, %v", v, err)
+	}
+}
