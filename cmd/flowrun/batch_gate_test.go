@@ -47,17 +47,12 @@ func TestBatchRepeatShow(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("show: exit %d\n%s", code, stderr)
 	}
-	for _, want := range []string{
+	containsAll(t, "batch show", stdout,
 		"repeats    2 items: 1 always pass, 1 always fail, 0 flaky",
 		"pass@N   50.0% (1/2)",
 		"line 1                         3/3 passed  pass@3 true  pass^3 true  always-pass",
 		"line 2                         0/3 passed  pass@3 false pass^3 false always-fail",
-		"chars    mean 2, sd 0 across items, sd 0 within an item",
-	} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("batch show lacks %q:\n%s", want, stdout)
-		}
-	}
+		"chars    mean 2, sd 0 across items, sd 0 within an item")
 	if code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--repeat", "0"); code != exitInvalid || !strings.Contains(stderr, "--repeat 0") {
 		t.Fatalf("--repeat 0: exit %d\n%s", code, stderr)
 	}
@@ -173,4 +168,14 @@ func passingBaseline(t *testing.T, n int) (pipeline, data, db, a string) {
 	_, out, _ := flowrun(t, "batches", "--store", db, "--json")
 	a = strings.SplitN(strings.SplitN(out, `"id": "`, 2)[1], `"`, 2)[0]
 	return pipeline, data, db, a
+}
+
+// containsAll reports each of wants that text (what printed it) lacks.
+func containsAll(t *testing.T, what, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, text)
+		}
+	}
 }
