@@ -44,6 +44,10 @@ type Metric struct {
 	Pos   Pos
 	Value *Value
 	Type  *Type // boolean (a pass rate), a number (a mean), or any
+	// Judge, for a judge metric ({judge: {rubric, model}}), is the
+	// pipeline that judges an item: its outputs are JudgeVerdict (the
+	// metric's value) and JudgeReasoning. Value is nil then.
+	Judge *Pipeline
 	// broken says the expression did not compile (and was reported).
 	broken bool
 }
@@ -168,6 +172,10 @@ func (f *file) decodeScore(n *yaml.Node) {
 			s.Judge = f.subPipeline(kv[1])
 			continue
 		}
+		if valueOf(kv[1], "judge") != nil {
+			s.Metrics = append(s.Metrics, f.judgeMetric(kv[0].Value, kv[1]))
+			continue
+		}
 		s.Metrics = append(s.Metrics, f.metric(kv[0].Value, kv[1]))
 	}
 	f.p.Score = s
@@ -212,7 +220,7 @@ func (r *resolver) checkScore() {
 }
 
 func (r *resolver) checkMetric(m *Metric) {
-	if m.broken {
+	if m.broken || m.Judge != nil {
 		return
 	}
 	m.Type = r.valueType(m.Value)

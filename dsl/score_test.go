@@ -108,3 +108,44 @@ outputs:
 		t.Fatalf("asked = %v, %v", v, err)
 	}
 }
+
+const judged = `
+version: 1
+name: judged
+models:
+  default: {model: gpt-4.1-mini}
+  grader: {model: gpt-4.1, temperature: 0}
+inputs:
+  q: {type: string}
+nodes:
+  - id: a
+    llm: {prompt: "${{ inputs.q }}"}
+outputs:
+  answer: nodes.a.text
+score:
+  helpful: {judge: {rubric: "The answer is polite.\nAnd short.", model: grader}}
+  stars: {judge: {rubric: Rate it 1-5., model: grader, type: number}}
+`
+
+// TestJudgeMetric: a judge metric becomes a one-node judge pipeline on a
+// copy of the named model, typed by its verdict; an unknown model is an
+// error at its place with a did-you-mean.
+func TestJudgeMetric(t *testing.T) {
+	p := loadString(t, judged)
+	h, s := p.Score.Metrics[0], p.Score.Metrics[1]
+	if h.Judge == nil || h.Type.Kind != TypeBool || s.Type.Kind != TypeFloat {
+		t.Fatalf("metrics %+v %+v", h, s)
+	}
+	j := h.Judge
+	if m := j.Models["grader"]; m == nil || m.Model != "gpt-4.1" || len(j.Outputs) != 2 || j.Outputs[0].Name != JudgeVerdict {
+		t.Fatalf("judge pipeline: models %v outputs %v", j.Models, j.Outputs)
+	}
+	_, ds := LoadSource("bad.yaml", []byte(strings.Replace(judged, "model: grader, type", "model: grder, type", 1)))
+	if !strings.Contains(ds.String(), `bad.yaml:16:48: error: score: judge of metric "stars": no model "grder" under models: (did you mean "grader"?)`) {
+		t.Fatalf("an unknown model:\n%s", ds)
+	}
+	_, ds = LoadSource("bad.yaml", []byte(strings.Replace(judged, "type: number", "type: text", 1)))
+	if !strings.Contains(ds.String(), "bad.yaml:16") {
+		t.Fatalf("a bad verdict type:\n%s", ds)
+	}
+}
