@@ -9,9 +9,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -173,4 +175,48 @@ func (f *untilDecidedFlags) report(ctx context.Context, st *store.Store, b *stor
 		t.Decision, o.Baseline, o.DecidedAfter, t.Fixed, t.Broken, math.Exp(t.LogLR), 1/o.Alpha)
 	fmt.Fprintf(stderr, "saved: %d of %d items not run, about %s\n", o.ItemsSaved, o.ItemsRun+o.ItemsSaved, figures.USD(o.CostSavedUSD))
 	return exitOK
+}
+
+// pairwiseFlags are flowrun batch compare's pairwise judge.
+type pairwiseFlags struct {
+	model, rubric string
+	seed          uint64
+}
+
+func (f *pairwiseFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.model, "judge", "", "ask `MODEL` (e.g. gpt-4.1, at OPENAI_BASE_URL) which of A's and B's outputs is better, item by item, shown in a random order")
+	fs.StringVar(&f.rubric, "rubric", "", "what the --judge is to prefer (default: more correct, then more complete and clearer)")
+	fs.Uint64Var(&f.seed, "seed", 25, "the `seed` of the order --judge shows the outputs in")
+}
+
+// judge runs the pairwise judge over c when --judge was given; nil
+// otherwise.
+func (f *pairwiseFlags) judge(ctx context.Context, st *store.Store, c *batch.Comparison) (*batch.Pairwise, error) {
+	if f.model == "" {
+		return nil, nil
+	}
+	j := &batch.PairwiseJudge{Client: llm.New(llm.Options{}), Model: f.model, Rubric: f.rubric, Seed: f.seed}
+	return j.Judge(ctx, st, c)
+}
+
+func printPairwise(w io.Writer, p *batch.Pairwise) {
+	if p == nil {
+		return
+	}
+	verdict := "no clear winner"
+	if p.Better != "" {
+		verdict = strings.ToUpper(p.Better) + " is better"
+	}
+	fmt.Fprintf(w, "\njudge %s (order drawn from seed %d): A %d, B %d, tie %d; sign test p = %.4g: %s; %s\n",
+		p.Model, p.Seed, p.WinsA, p.WinsB, p.Ties, p.PValue, verdict, figures.USD(p.CostUSD))
+	for _, v := range p.Items {
+		first := "A"
+		if v.BFirst {
+			first = "B"
+		}
+		fmt.Fprintf(w, "  %-24s %-4s (%s shown first) %s\n", v.Key, strings.ToUpper(v.Winner), first, clip(firstLine(v.Reasoning), 80))
+	}
+	if len(p.Skipped) > 0 {
+		fmt.Fprintf(w, "  not judged (not completed in both): %s\n", strings.Join(p.Skipped, ", "))
+	}
 }

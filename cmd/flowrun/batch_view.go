@@ -346,6 +346,8 @@ func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Write
 	asJSON := fs.Bool("json", false, "print the comparison as JSON")
 	var gate compareGate
 	gate.register(fs)
+	var pj pairwiseFlags
+	pj.register(fs)
 	return storeCmd(fs, args, stdout, stderr, 2, "flowrun batch compare: name two batches, the earlier first (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
 		a, err := st.FindBatch(ctx, rest[0])
 		if err != nil {
@@ -359,11 +361,19 @@ func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		if err != nil {
 			return storeError(err, stderr)
 		}
+		judged, err := pj.judge(ctx, st, c)
+		if err != nil {
+			return fail(stderr, "flowrun batch compare: --judge", err)
+		}
 		code := exitOK
-		if *asJSON {
+		switch {
+		case *asJSON && judged != nil:
+			code = writeJSON(stdout, map[string]any{"comparison": c, "pairwise": judged})
+		case *asJSON:
 			code = writeJSON(stdout, c)
-		} else {
+		default:
 			printComparison(textOut{stdout}, c)
+			printPairwise(textOut{stdout}, judged)
 		}
 		if err := gate.Check(c); err != nil && code == exitOK {
 			return fail(stderr, "flowrun batch compare", err)
