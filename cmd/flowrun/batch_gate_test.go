@@ -150,6 +150,9 @@ func TestBatchUntilDecided(t *testing.T) {
 	if code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--until-decided"); code != exitInvalid || !strings.Contains(stderr, "go together") {
 		t.Fatalf("--until-decided alone: exit %d\n%s", code, stderr)
 	}
+	if code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--compare-to", a, "--until-decided", "--repeat", "2"); code != exitInvalid || !strings.Contains(stderr, "drop --repeat") {
+		t.Fatalf("--until-decided with --repeat: exit %d\n%s", code, stderr)
+	}
 }
 
 // passingBaseline writes the qa pipeline and a dataset of n items whose

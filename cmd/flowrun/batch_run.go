@@ -108,6 +108,11 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	case *repeat > 1 && *natsURL != "":
 		fmt.Fprintln(stderr, "flowrun batch: --repeat runs in this process only: drop --nats or --repeat")
 		return exitInvalid
+	case *repeat > 1 && seq.until:
+		// The sequential test pairs items, and an item's repeats are not
+		// independent items: counting each would overstate the evidence.
+		fmt.Fprintln(stderr, "flowrun batch: --until-decided pairs each item once: drop --repeat")
+		return exitInvalid
 	}
 	baseModels := bf.models.models
 	runOne := func(file string, models []string) (*store.Batch, int) {
