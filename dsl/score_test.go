@@ -79,12 +79,13 @@ outputs:
   done: "true"
 `)
 	for src, kind := range map[string]TypeKind{
-		"run.iterations.refine":                          TypeInt,
-		"run.turns.step + run.turns.refine":              TypeInt,
-		`any(run.tool_calls, .tool == "ask") && true`:    TypeBool,
-		`len(run.route) > 2`:                             TypeBool,
-		`len(run.questions) == 0`:                        TypeBool,
-		`run.iterations.refine < 3 && run.status != "x"`: TypeBool,
+		"run.iterations.refine":                                          TypeInt,
+		"run.turns.step + run.turns.refine":                              TypeInt,
+		`any(run.tool_calls, .tool == "ask") && true`:                    TypeBool,
+		`len(run.route) > 2`:                                             TypeBool,
+		`any(run.tool_calls, .ok && any(run.questions, .kind == "ask"))`: TypeBool,
+		`len(run.questions) == 0`:                                        TypeBool,
+		`run.iterations.refine < 3 && run.status != "x"`:                 TypeBool,
 	} {
 		m, ds := ParseMetric(p, "m", src)
 		if m == nil || m.Type == nil || m.Type.Kind != kind {
@@ -92,10 +93,12 @@ outputs:
 		}
 	}
 	for src, want := range map[string]string{
-		"run.iterations.refin": `run.iterations has no field "refin" (did you mean "refine"?)`,
-		"run.iterations.step":  `run.iterations has no field "step"`,
-		"run.turns.stpe":       `run.turns has no field "stpe" (did you mean "step"?)`,
-		"run.tool_call":        `run has no field "tool_call" (did you mean "tool_calls"?)`,
+		"run.iterations.refin":             `run.iterations has no field "refin" (did you mean "refine"?)`,
+		"run.iterations.step":              `run.iterations has no field "step"`,
+		"run.turns.stpe":                   `run.turns has no field "stpe" (did you mean "step"?)`,
+		"run.tool_call":                    `run has no field "tool_call" (did you mean "tool_calls"?)`,
+		`any(run.tool_calls, .tol == "a")`: `--score bad:1:22: error: in ` + "`" + `any(run.tool_calls, .tol == "a")` + "`" + `: the elements of run.tool_calls have no field "tol" (did you mean "tool"?)`,
+		`all(run.questions, .answer != nil && .kinds == "ask")`: `the elements of run.questions have no field "kinds" (did you mean "kind"?)`,
 	} {
 		m, ds := ParseMetric(p, "bad", src)
 		if m != nil || !strings.Contains(ds.String(), want) {
