@@ -20,8 +20,15 @@ const (
 type Pair struct {
 	Key     string `json:"key"`
 	Outcome string `json:"outcome"`
-	A       Row    `json:"a"`
+	A       Row    `json:"a"` // its first run in A
 	B       Row    `json:"b"`
+	// PassRateA and PassRateB are the share of the item's runs that
+	// passed, when either batch ran it more than once (--repeat): the
+	// item is fixed when B's share is higher, broken when lower.
+	PassRateA *float64 `json:"pass_rate_a,omitempty"`
+	PassRateB *float64 `json:"pass_rate_b,omitempty"`
+
+	runsA, runsB []Row
 }
 
 // Side is one batch of a comparison.
@@ -55,8 +62,9 @@ type Comparison struct {
 	SameFail int      `json:"same_failed"`
 	OnlyA    []string `json:"only_in_a"`
 	OnlyB    []string `json:"only_in_b"`
-	// PassA and PassB are the pass rates over the matched items; Delta is
-	// B - A and PValue McNemar's exact test of it.
+	// PassA and PassB are the pass rates over the matched items' runs;
+	// Delta is B - A, the mean change of an item's share of passing runs,
+	// and PValue McNemar's exact test of it.
 	PassA     Rate    `json:"pass_rate_a"`
 	PassB     Rate    `json:"pass_rate_b"`
 	Delta     float64 `json:"delta"`
@@ -113,59 +121,65 @@ func side(s *Summary) Side {
 
 func compare(a, b *Summary) *Comparison {
 	c := &Comparison{A: side(a), B: side(b), Fixed: []Pair{}, Broken: []Pair{}, OnlyA: []string{}, OnlyB: []string{}, Pairs: []Pair{}}
-	inA, inB := byKey(a.Rows), byKey(b.Rows)
+	keysA, inA := byKey(a.Rows)
+	keysB, inB := byKey(b.Rows)
 	var costA, costB, latA, latB mean
-	passA, passB := 0, 0
+	runsPassedA, runsPassedB, runsA, runsB := 0, 0, 0, 0
 	var passesA, passesB []float64
-	for _, rb := range b.Rows {
-		ra, ok := inA[rb.Key]
-		if !ok {
-			c.OnlyB = append(c.OnlyB, rb.Key)
+	for _, key := range keysB {
+		ga, gb := inA[key], inB[key]
+		if ga == nil {
+			c.OnlyB = append(c.OnlyB, key)
 			continue
 		}
 		c.Matched++
-		pa, pb := ra.Pass != nil && *ra.Pass, rb.Pass != nil && *rb.Pass
-		p := Pair{Key: rb.Key, Outcome: Same, A: ra, B: rb}
+		pa, pb := passShare(ga), passShare(gb)
+		p := Pair{Key: key, Outcome: Same, A: ga[0], B: gb[0], runsA: ga, runsB: gb}
+		if len(ga) > 1 || len(gb) > 1 {
+			p.PassRateA, p.PassRateB = &pa, &pb
+		}
 		switch {
-		case !pa && pb:
+		case pb > pa:
 			p.Outcome = Fixed
 			c.Fixed = append(c.Fixed, p)
-		case pa && !pb:
+		case pb < pa:
 			p.Outcome = Broken
 			c.Broken = append(c.Broken, p)
-		case pa:
+		case pa == 1:
 			c.SamePass++
 		default:
 			c.SameFail++
 		}
-		if pa {
-			passA++
-		}
-		if pb {
-			passB++
-		}
-		passesA, passesB = append(passesA, indicator(pa)), append(passesB, indicator(pb))
+		passesA, passesB = append(passesA, pa), append(passesB, pb)
 		c.Pairs = append(c.Pairs, p)
-		if ra.Run != "" {
-			costA.add(ra.CostUSD)
+		for _, r := range ga {
+			runsA++
+			runsPassedA += int(indicator(rowPassed(r)))
+			if r.Run != "" {
+				costA.add(r.CostUSD)
+			}
+			if finished(r.Status) {
+				latA.add(r.DurationMS)
+			}
 		}
-		if rb.Run != "" {
-			costB.add(rb.CostUSD)
-		}
-		if finished(ra.Status) {
-			latA.add(ra.DurationMS)
-		}
-		if finished(rb.Status) {
-			latB.add(rb.DurationMS)
+		for _, r := range gb {
+			runsB++
+			runsPassedB += int(indicator(rowPassed(r)))
+			if r.Run != "" {
+				costB.add(r.CostUSD)
+			}
+			if finished(r.Status) {
+				latB.add(r.DurationMS)
+			}
 		}
 	}
-	for _, ra := range a.Rows {
-		if _, ok := inB[ra.Key]; !ok {
-			c.OnlyA = append(c.OnlyA, ra.Key)
+	for _, key := range keysA {
+		if inB[key] == nil {
+			c.OnlyA = append(c.OnlyA, key)
 		}
 	}
-	c.PassA, c.PassB = Wilson(passA, c.Matched), Wilson(passB, c.Matched)
-	c.Delta = c.PassB.Rate - c.PassA.Rate
+	c.PassA, c.PassB = Wilson(runsPassedA, runsA), Wilson(runsPassedB, runsB)
+	c.Delta = spread(passesB).Mean - spread(passesA).Mean
 	c.PValue = McNemar(len(c.Fixed), len(c.Broken))
 	c.MidPValue = McNemarMidP(len(c.Fixed), len(c.Broken))
 	if c.Matched > 0 {
@@ -179,8 +193,24 @@ func compare(a, b *Summary) *Comparison {
 	return c
 }
 
+// rowPassed says whether a run passed the primary metric.
+func rowPassed(r Row) bool { return r.Pass != nil && *r.Pass }
+
+// passShare is the share of an item's runs that passed: 0 or 1 for an
+// item run once.
+func passShare(runs []Row) float64 {
+	n := 0
+	for _, r := range runs {
+		if rowPassed(r) {
+			n++
+		}
+	}
+	return float64(n) / float64(len(runs))
+}
+
 // metricChanges pairs the values of each metric that A and B aggregate
-// alike and bootstraps their change.
+// alike (an item run several times by its mean over its runs) and
+// bootstraps their change.
 func metricChanges(a, b *Summary, pairs []Pair) []MetricChange {
 	kindB := map[string]string{}
 	for _, m := range b.Metrics {
@@ -193,8 +223,8 @@ func metricChanges(a, b *Summary, pairs []Pair) []MetricChange {
 		}
 		var va, vb []float64
 		for _, p := range pairs {
-			x, okA := metricValue(p.A, m.Name, m.Kind)
-			y, okB := metricValue(p.B, m.Name, m.Kind)
+			x, okA := itemMetric(p.runsA, m.Name, m.Kind)
+			y, okB := itemMetric(p.runsB, m.Name, m.Kind)
 			if okA && okB {
 				va, vb = append(va, x), append(vb, y)
 			}
@@ -204,6 +234,17 @@ func metricChanges(a, b *Summary, pairs []Pair) []MetricChange {
 		out = append(out, mc)
 	}
 	return out
+}
+
+// itemMetric is a metric's mean over an item's runs that have it.
+func itemMetric(runs []Row, name, kind string) (float64, bool) {
+	var vs []float64
+	for _, r := range runs {
+		if v, ok := metricValue(r, name, kind); ok {
+			vs = append(vs, v)
+		}
+	}
+	return spread(vs).Mean, len(vs) > 0
 }
 
 // metricValue is a row's value of a metric as a number: for a rate, 1
@@ -224,13 +265,18 @@ func indicator(b bool) float64 {
 	return 0
 }
 
-// byKey indexes rows by key, which the store keeps unique in a batch.
-func byKey(rows []Row) map[string]Row {
-	m := make(map[string]Row, len(rows))
+// byKey groups rows by key (an item's runs, one per repeat), keys in
+// first-seen order.
+func byKey(rows []Row) ([]string, map[string][]Row) {
+	var keys []string
+	m := make(map[string][]Row, len(rows))
 	for _, r := range rows {
-		m[r.Key] = r
+		if m[r.Key] == nil {
+			keys = append(keys, r.Key)
+		}
+		m[r.Key] = append(m[r.Key], r)
 	}
-	return m
+	return keys, m
 }
 
 type mean struct {

@@ -30,6 +30,9 @@ func Columns(s *Summary) []Column {
 		{"key", func(r Row) any { return r.Key }, ""},
 		{"status", func(r Row) any { return string(r.Status) }, ""},
 	}
+	if s.Repeats != nil {
+		cols = append(cols[:1], Column{"repeat", func(r Row) any { return r.Repeat }, ""}, cols[1])
+	}
 	if s.Primary != "" {
 		cols = append(cols, Column{s.Primary, func(r Row) any { return r.Scores[s.Primary] }, ""})
 	}

@@ -193,7 +193,7 @@ func ParseScorer(p *dsl.Pipeline, scores []string) (*Scorer, error) {
 // honours).
 func NewRunner(st *store.Store, p *dsl.Pipeline, kinds runtime.Registry, human runtime.Human, s Settings) *Runner {
 	return &Runner{Store: st, Pipeline: p, Kinds: kinds, Human: human, MaxLoops: s.MaxLoops, Map: s.Map,
-		Concurrency: s.Concurrency, MaxCostUSD: s.MaxCostUSD}
+		Concurrency: s.Concurrency, MaxCostUSD: s.MaxCostUSD, Repeat: s.Repeat}
 }
 
 // Resume continues the batch res describes: it makes this process the

@@ -109,6 +109,9 @@ type Runner struct {
 	Map      map[string]string // --map input=field
 
 	Concurrency int // items run at once; default 8
+	// Repeat runs each item this many times (0 or 1: once), each a
+	// distinct run recorded as the item's repeat 0, 1, ...
+	Repeat int
 	// MaxCostUSD caps the batch's spend (0: no limit): an item starts only
 	// if the spend so far, what the running items may still spend and its
 	// own cost fit under it (see batchState.admit).
@@ -128,6 +131,14 @@ type Runner struct {
 	// counts toward MaxCostUSD at once), and returns once the run has
 	// ended and is in Store.
 	Remote func(ctx context.Context, row *store.BatchItem, inputs map[string]any, sink runtime.EventSink) (*runtime.Result, error)
+	// Shuffle, if set, runs the items in a random order drawn from
+	// OrderSeed instead of dataset order.
+	Shuffle   bool
+	OrderSeed uint64
+	// Decide, if set, sees each item's result as it finishes (one call at
+	// a time) and returns why the batch may stop, or "": no item starts
+	// after it returns a reason, and the items running finish.
+	Decide func(row *store.BatchItem, passed bool) string
 	// Halt, if set, is called once, with the batch's stop reason, when the
 	// spend reaches MaxCostUSD: a Remote then stops the items it runs
 	// (they end stopped, resumable) and queues no more. Items run in this
@@ -153,9 +164,12 @@ type Progress struct {
 // pipeline valid inputs, are recorded as failed with class "dataset" at
 // once, and reported to Progress.
 func (r *Runner) Create(ctx context.Context, b *store.Batch, items []*Item, created func(*store.Batch)) error {
-	rows := make([]*store.BatchItem, len(items))
-	for i, it := range items {
-		rows[i] = &store.BatchItem{Index: it.Index, Key: it.Key, Item: it.Fields()}
+	repeat := max(r.Repeat, 1)
+	rows := make([]*store.BatchItem, 0, len(items)*repeat)
+	for _, it := range items {
+		for n := range repeat {
+			rows = append(rows, &store.BatchItem{Index: it.Index, Repeat: n, Key: it.Key, Item: it.Fields()})
+		}
 	}
 	b.ID = "b" + runtime.NewRunID()
 	if err := r.Store.CreateBatch(ctx, b, rows); err != nil {
@@ -165,12 +179,13 @@ func (r *Runner) Create(ctx context.Context, b *store.Batch, items []*Item, crea
 	st := &batchState{r: r, b: b, total: len(rows), started: time.Now()}
 	for i, it := range items {
 		if _, err := r.inputs(it); err != nil {
-			row := rows[i]
-			row.Status, row.Error, row.Class = runtime.StatusFailed, err.Error(), ClassDataset
-			if err := r.Store.FinishItem(ctx, row); err != nil {
-				return err
+			for _, row := range rows[i*repeat : (i+1)*repeat] {
+				row.Status, row.Error, row.Class = runtime.StatusFailed, err.Error(), ClassDataset
+				if err := r.Store.FinishItem(ctx, row); err != nil {
+					return err
+				}
+				st.finished(row, it, 0)
 			}
-			st.finished(row, it, 0)
 		}
 	}
 	return nil
@@ -201,8 +216,8 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 	for _, it := range dataset {
 		byIndex[it.Index] = it
 	}
-	st := &batchState{r: r, b: b, total: len(rows), started: time.Now(), prior: map[int]float64{},
-		running: map[int]*spendSink{}, ended: make(chan struct{}, 1)}
+	st := &batchState{r: r, b: b, total: len(rows), started: time.Now(), prior: map[slot]float64{},
+		running: map[slot]*spendSink{}, ended: make(chan struct{}, 1)}
 	var todo []*store.BatchItem
 	for _, row := range rows {
 		switch {
@@ -224,7 +239,7 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 			if row.Run != "" {
 				if run, err := r.Store.Run(ctx, row.Run); err == nil {
 					st.spent += run.CostUSD
-					st.prior[row.Index] = run.CostUSD
+					st.prior[slotOf(row)] = run.CostUSD
 				}
 			}
 			if row.Status == store.ItemPending && byIndex[row.Index] == nil {
@@ -234,6 +249,10 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 		}
 	}
 
+	if r.Shuffle {
+		rng := rand.New(rand.NewPCG(r.OrderSeed, 0x5e9))
+		rng.Shuffle(len(todo), func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
+	}
 	concurrency := r.Concurrency
 	if concurrency <= 0 {
 		concurrency = 8
@@ -246,6 +265,10 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
+			break
+		}
+		if st.stopped() {
+			<-slots
 			break
 		}
 		sink, why := st.admitWhenAffordable(ctx, row)
@@ -272,16 +295,16 @@ type batchState struct {
 	r       *Runner
 	b       *store.Batch
 	started time.Time
-	prior   map[int]float64 // by item index: what its run had spent when the batch resumed
+	prior   map[slot]float64 // what an item's run had spent when the batch resumed
 
 	mu                          sync.Mutex
 	total, done, passed, failed int
 	ran                         int
-	spent                       float64            // finished items' cost plus what running items have spent so far
-	ranCost                     float64            // cost of the items finished by this process
-	largest                     float64            // the costliest item that finished
-	sampled                     bool               // an item's cost is known: largest holds
-	running                     map[int]*spendSink // by item index
+	spent                       float64 // finished items' cost plus what running items have spent so far
+	ranCost                     float64 // cost of the items finished by this process
+	largest                     float64 // the costliest item that finished
+	sampled                     bool    // an item's cost is known: largest holds
+	running                     map[slot]*spendSink
 	waiting                     []string
 	stop                        string
 	storeErr                    error
@@ -289,6 +312,11 @@ type batchState struct {
 	halt  sync.Once
 	ended chan struct{} // signalled (never blocking) each time an item finishes
 }
+
+// slot is one run of a batch: an item's index and its repeat.
+type slot struct{ index, repeat int }
+
+func slotOf(row *store.BatchItem) slot { return slot{row.Index, row.Repeat} }
 
 // costSlack (a billionth of a dollar) absorbs float rounding in sums of
 // costs: five items of $0.14 add up to $0.7000000000000001, which must
@@ -352,7 +380,7 @@ func (st *batchState) admit(row *store.BatchItem) (sink *spendSink, why string, 
 		}
 	}
 	sink = &spendSink{st: st}
-	st.running[row.Index] = sink
+	st.running[slotOf(row)] = sink
 	return sink, "", len(st.running)
 }
 
@@ -373,6 +401,12 @@ func (st *batchState) overBudget() string {
 		return ""
 	}
 	return fmt.Sprintf("--max-cost-usd %.4g: %s spent, and an item costs about %s", limit, figures.USD(st.spent), figures.USD(next))
+}
+
+func (st *batchState) stopped() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.stop != ""
 }
 
 func (st *batchState) setStop(why string) {
@@ -440,6 +474,10 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 			}
 			env := &dsl.ScoreEnv{Outputs: res.Outputs, Item: row.Item,
 				Run: dsl.ScoreRun{CostUSD: res.CostUSD, Tokens: int(res.Tokens), DurationMS: row.DurationMS, Status: string(res.Status)}}
+			if err := Trajectory(ctx, r.Store, r.Pipeline, res.RunID, &env.Run); err != nil {
+				row.Error, row.Class = err.Error(), ClassScore
+				break
+			}
 			judge := func(ctx context.Context, p *dsl.Pipeline, in map[string]any) (*runtime.Result, error) {
 				j := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops}
 				return j.Start(ctx, p, in)
@@ -463,7 +501,7 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 		st.mu.Unlock()
 	}
 	st.mu.Lock()
-	counted := sink.counted + st.prior[row.Index]
+	counted := sink.counted + st.prior[slotOf(row)]
 	st.mu.Unlock()
 	st.finished(row, it, counted)
 	st.checkBudget()
@@ -533,7 +571,7 @@ func (st *batchState) link(ctx context.Context, row *store.BatchItem, it *Item) 
 	}
 	if row.Run == "" {
 		id := runtime.NewRunID()
-		if err := st.r.Store.StartItem(ctx, row.Batch, row.Index, id); err != nil {
+		if err := st.r.Store.StartItem(ctx, row.Batch, row.Index, row.Repeat, id); err != nil {
 			return nil, err
 		}
 		row.Run = id
@@ -552,16 +590,17 @@ func (st *batchState) finished(row *store.BatchItem, it *Item, counted float64) 
 	st.ranCost += row.CostUSD
 	st.sample(row)
 	if st.running != nil {
-		delete(st.running, row.Index)
+		delete(st.running, slotOf(row))
 		select {
 		case st.ended <- struct{}{}:
 		default:
 		}
 	}
+	passed := row.Status == runtime.StatusCompleted && st.r.Scorer.Passed(row.Scores)
 	switch row.Status {
 	case runtime.StatusCompleted:
 		st.done++
-		if st.r.Scorer.Passed(row.Scores) {
+		if passed {
 			st.passed++
 		}
 	case runtime.StatusFailed:
@@ -569,6 +608,9 @@ func (st *batchState) finished(row *store.BatchItem, it *Item, counted float64) 
 		st.failed++
 	case runtime.StatusWaiting:
 		st.waiting = append(st.waiting, row.Run)
+	}
+	if st.r.Decide != nil && finished(row.Status) && st.stop == "" {
+		st.stop = st.r.Decide(row, passed)
 	}
 	if st.r.Progress == nil {
 		return

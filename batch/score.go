@@ -74,6 +74,14 @@ func (s *Scorer) Score(ctx context.Context, env *dsl.ScoreEnv, judge judgeRun) (
 	scores = map[string]any{}
 	var errs []error
 	for _, m := range s.Metrics {
+		if m.Judge != nil {
+			c, t, err := judgeMetric(ctx, m, env, judge, scores)
+			costUSD, tokens = costUSD+c, tokens+t
+			if err != nil {
+				errs = append(errs, fmt.Errorf("metric %s: %w", m.Name, err))
+			}
+			continue
+		}
 		v, err := m.Eval(env)
 		if err == nil {
 			err = checkMetric(v)
@@ -98,14 +106,15 @@ func (s *Scorer) Score(ctx context.Context, env *dsl.ScoreEnv, judge judgeRun) (
 			}
 		}
 		res, err := judge(ctx, s.Judge, in)
+		if res != nil {
+			costUSD, tokens = costUSD+res.CostUSD, tokens+int(res.Tokens)
+		}
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("judge %s: %w", s.Judge.Path, err))
 		case res.Status != runtime.StatusCompleted:
-			costUSD, tokens = res.CostUSD, int(res.Tokens)
 			errs = append(errs, fmt.Errorf("judge %s: run %s %s: %v%s", s.Judge.Path, res.RunID, res.Status, res.Err, res.Reason))
 		default:
-			costUSD, tokens = res.CostUSD, int(res.Tokens)
 			for _, o := range s.Judge.Outputs {
 				v := res.Outputs[o.Name]
 				if err := checkMetric(v); err != nil {
@@ -123,6 +132,32 @@ func (s *Scorer) Score(ctx context.Context, env *dsl.ScoreEnv, judge judgeRun) (
 		}
 	}
 	return scores, costUSD, tokens, err
+}
+
+// ReasoningSuffix names the score that holds a judge metric's reasoning:
+// NAME.reasoning, text beside the metric's verdict.
+const ReasoningSuffix = ".reasoning"
+
+// judgeMetric runs a judge metric's pipeline on the item and its outputs
+// and records its verdict as the metric and its reasoning beside it; it
+// returns what the judge spent.
+func judgeMetric(ctx context.Context, m *dsl.Metric, env *dsl.ScoreEnv, judge judgeRun, scores map[string]any) (float64, int, error) {
+	res, err := judge(ctx, m.Judge, map[string]any{"item": env.Item, "outputs": env.Outputs})
+	if err != nil {
+		return 0, 0, fmt.Errorf("judge: %w", err)
+	}
+	if res.Status != runtime.StatusCompleted {
+		return res.CostUSD, int(res.Tokens), fmt.Errorf("judge: run %s %s: %v%s", res.RunID, res.Status, res.Err, res.Reason)
+	}
+	v := res.Outputs[dsl.JudgeVerdict]
+	if err := checkMetric(v); err != nil {
+		return res.CostUSD, int(res.Tokens), fmt.Errorf("judge: verdict: %w", err)
+	}
+	scores[m.Name] = v
+	if r, ok := res.Outputs[dsl.JudgeReasoning].(string); ok {
+		scores[m.Name+ReasoningSuffix] = r
+	}
+	return res.CostUSD, int(res.Tokens), nil
 }
 
 // checkMetric refuses a value that is neither a boolean nor a number

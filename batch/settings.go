@@ -20,6 +20,10 @@ type Settings struct {
 	MaxLoops    int     `json:"max_loops"`
 	Auto        bool    `json:"auto"`
 
+	// Repeat is how many runs each item has (0: one); a resume keeps it,
+	// since the items' rows were all made when the batch began.
+	Repeat int `json:"repeat,omitempty"`
+
 	Limit  int    `json:"limit"`
 	Sample int    `json:"sample"`
 	Seed   uint64 `json:"seed"`

@@ -81,6 +81,7 @@ type FailureClass struct {
 type Row struct {
 	Index      int            `json:"index"`
 	Key        string         `json:"key"`
+	Repeat     int            `json:"repeat,omitempty"` // which of the item's runs (--repeat), from 0
 	Status     runtime.Status `json:"status"`
 	Pass       *bool          `json:"pass,omitempty"` // the primary metric; nil when there is none
 	Scores     map[string]any `json:"scores,omitempty"`
@@ -115,6 +116,10 @@ type Summary struct {
 	Slowest     []Row          `json:"slowest"`
 	Costliest   []Row          `json:"most_expensive"`
 	Rows        []Row          `json:"rows"`
+	// Repeats, for a batch that ran each item several times (--repeat),
+	// say per item how its runs went; Items and the rates above then
+	// count runs.
+	Repeats *RepeatSummary `json:"repeats,omitempty"`
 }
 
 // Summarize reads a batch's items and computes its summary. It, Compare
@@ -208,9 +213,31 @@ func SummarizeItems(b *store.Batch, items []*store.BatchItem) *Summary {
 		a, b := s.Failures[i], s.Failures[j]
 		return a.Count > b.Count || a.Count == b.Count && a.Class < b.Class
 	})
+	s.Repeats = repeats(s.Rows)
 	s.Slowest = top(s.Rows, func(r Row) float64 { return r.DurationMS })
 	s.Costliest = top(s.Rows, func(r Row) float64 { return r.CostUSD })
 	return s
+}
+
+// repeats summarizes the items' runs when some item ran more than once;
+// nil otherwise.
+func repeats(rows []Row) *RepeatSummary {
+	keys, runs := byKey(rows)
+	if len(keys) == len(rows) {
+		return nil
+	}
+	items := make([]Repeats, 0, len(keys))
+	for _, k := range keys {
+		it := Repeats{Key: k}
+		for _, r := range runs[k] {
+			if finished(r.Status) {
+				it.Runs = append(it.Runs, RepeatRun{Run: r.Run, Pass: rowPassed(r), Scores: r.Scores})
+			}
+		}
+		items = append(items, it)
+	}
+	s := SummarizeRepeats(items)
+	return &s
 }
 
 func finishedCount(items []*store.BatchItem) int {
@@ -234,7 +261,7 @@ func finished(status runtime.Status) bool {
 }
 
 func row(it *store.BatchItem, primary string) Row {
-	r := Row{Index: it.Index, Key: it.Key, Status: it.Status, Scores: it.Scores, CostUSD: it.CostUSD, Tokens: it.Tokens,
+	r := Row{Index: it.Index, Key: it.Key, Repeat: it.Repeat, Status: it.Status, Scores: it.Scores, CostUSD: it.CostUSD, Tokens: it.Tokens,
 		DurationMS: it.DurationMS, Run: it.Run, Class: it.Class, Error: it.Error}
 	if primary != "" {
 		p := passed(it, primary)

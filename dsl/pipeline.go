@@ -15,8 +15,11 @@ type Pipeline struct {
 	Dir  string // directory that relative paths in the file resolve against
 	// Hash is the pipeline's version: a sha256 over every file the load
 	// read (Sources), hex. Sources is set on the pipeline that was loaded.
-	Hash        string
-	Sources     []Source
+	Hash    string
+	Sources []Source
+	// Generated is the source text of a pipeline made at load rather than
+	// read from a file (a judge metric's): no file exists at Path.
+	Generated   string
 	Name        string
 	Description string
 	Inputs      []*Input // in file order

@@ -521,6 +521,7 @@ func (v *typeVisitor) Visit(node *ast.Node) {
 				v.checkNotNull(arg, "`"+n.Name+"()`")
 			}
 		}
+		v.checkPredicate(n)
 	case *ast.ConditionalNode:
 		v.checkNotNull(n.Cond, "a condition")
 	case *ast.MemberNode:
@@ -576,6 +577,58 @@ func (v *typeVisitor) Visit(node *ast.Node) {
 			v.types[n] = t
 		case base.Kind == TypeObject:
 			v.types[n] = AnyType
+		}
+	}
+}
+
+// checkPredicate checks the fields a predicate reads from the elements of
+// the list it runs over (.tool in any(run.tool_calls, .tool == "x")):
+// the walk reaches the builtin after its arguments, so the list's type is
+// known by then. Reads inside a nested predicate are that one's.
+func (v *typeVisitor) checkPredicate(n *ast.BuiltinNode) {
+	if len(n.Arguments) < 2 {
+		return
+	}
+	cl, isClosure := n.Arguments[1].(*ast.PredicateNode)
+	list := v.types[n.Arguments[0]]
+	if !isClosure || list == nil || list.Kind != TypeList || list.Elem == nil || list.Elem.Kind != TypeObject {
+		return
+	}
+	reads := &elementReads{inner: map[ast.Node]bool{}}
+	ast.Walk(&cl.Node, reads)
+	for _, m := range reads.members {
+		prop := m.Property.(*ast.StringNode)
+		if reads.inner[m] {
+			continue
+		}
+		if _, ok := list.Elem.Field(prop.Value); !ok {
+			v.fail(prop, fmt.Sprintf("the elements of %s have no field %q%s; their fields are %s",
+				chainText(n.Arguments[0]), prop.Value, Suggest(prop.Value, list.Elem.FieldNames()), fieldList(list.Elem)))
+			return
+		}
+	}
+}
+
+// elementReads collects a predicate's reads of its element's fields
+// (.name), and marks those inside nested predicates as inner.
+type elementReads struct {
+	members []*ast.MemberNode
+	inner   map[ast.Node]bool
+}
+
+func (e *elementReads) Visit(node *ast.Node) {
+	switch n := (*node).(type) {
+	case *ast.MemberNode:
+		if p, ok := n.Node.(*ast.PointerNode); ok && p.Name == "" {
+			if _, isStr := n.Property.(*ast.StringNode); isStr {
+				e.members = append(e.members, n)
+			}
+		}
+	case *ast.PredicateNode:
+		nested := &elementReads{inner: e.inner}
+		ast.Walk(&n.Node, nested)
+		for _, m := range nested.members {
+			e.inner[m] = true
 		}
 	}
 }

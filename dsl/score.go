@@ -44,6 +44,10 @@ type Metric struct {
 	Pos   Pos
 	Value *Value
 	Type  *Type // boolean (a pass rate), a number (a mean), or any
+	// Judge, for a judge metric ({judge: {rubric, model}}), is the
+	// pipeline that judges an item: its outputs are JudgeVerdict (the
+	// metric's value) and JudgeReasoning. Value is nil then.
+	Judge *Pipeline
 	// broken says the expression did not compile (and was reported).
 	broken bool
 }
@@ -58,12 +62,43 @@ type ScoreEnv struct {
 	budget // of the evaluation running in this environment
 }
 
-// ScoreRun is run in a metric.
+// ScoreRun is run in a metric: what the run cost, and its trajectory,
+// so that a metric can score the process as well as the outputs.
 type ScoreRun struct {
 	CostUSD    float64 `expr:"cost_usd"`
 	Tokens     int     `expr:"tokens"`
 	DurationMS float64 `expr:"duration_ms"`
 	Status     string  `expr:"status"`
+
+	// Route is the path of every node that started, in order
+	// ("refine[2]/reason").
+	Route []string `expr:"route"`
+	// Iterations are, per loop node id, how many iterations it started (0
+	// for one that never ran).
+	Iterations map[string]int `expr:"iterations"`
+	// ToolCalls are the tool calls agents made, in order.
+	ToolCalls []ScoreToolCall `expr:"tool_calls"`
+	// Questions are the asks and confirmations put to a person, with the
+	// answers.
+	Questions []ScoreQuestion `expr:"questions"`
+	// Turns are, per node id, how many model turns it took (0 for none).
+	Turns map[string]int `expr:"turns"`
+}
+
+// ScoreToolCall is one tool call of a run.
+type ScoreToolCall struct {
+	Node      string `expr:"node"`
+	Tool      string `expr:"tool"`
+	Arguments any    `expr:"arguments"`
+	OK        bool   `expr:"ok"` // it returned without an error
+}
+
+// ScoreQuestion is one question a run put to a person.
+type ScoreQuestion struct {
+	Node     string `expr:"node"`
+	Kind     string `expr:"kind"` // "ask" or "confirm"
+	Question string `expr:"question"`
+	Answer   any    `expr:"answer"`
 }
 
 // Eval computes the metric.
@@ -76,9 +111,48 @@ func (m *Metric) Eval(env *ScoreEnv) (any, error) {
 
 var (
 	scoreNames     = []string{"outputs", "item", "run"}
-	scoreRunFields = []string{"cost_usd", "duration_ms", "status", "tokens"}
-	scoreRunType   = Object(map[string]*Type{"cost_usd": FloatType, "tokens": IntType, "duration_ms": FloatType, "status": StringType})
+	scoreRunFields = []string{"cost_usd", "duration_ms", "iterations", "questions", "route", "status", "tokens", "tool_calls", "turns"}
+	toolCallType   = Object(map[string]*Type{"node": StringType, "tool": StringType, "arguments": AnyType, "ok": BoolType})
+	questionType   = Object(map[string]*Type{"node": StringType, "kind": StringType, "question": StringType, "answer": AnyType})
 )
+
+// scoreRunType is run's type in p's metrics: iterations has a field per
+// loop node and turns one per node, so that a misspelt id is an error at
+// load.
+func scoreRunType(p *Pipeline) *Type {
+	loops, nodes := TrajectoryNodes(p)
+	return Object(map[string]*Type{"cost_usd": FloatType, "tokens": IntType, "duration_ms": FloatType, "status": StringType,
+		"route": ListOf(StringType), "iterations": countsType(loops), "turns": countsType(nodes),
+		"tool_calls": ListOf(toolCallType), "questions": ListOf(questionType)})
+}
+
+func countsType(ids []string) *Type {
+	fields := make(map[string]*Type, len(ids))
+	for _, id := range ids {
+		fields[id] = IntType
+	}
+	return Object(fields)
+}
+
+// TrajectoryNodes are the ids of p's loop nodes and of all its nodes
+// (with those of the pipelines it calls), sorted: the keys of a metric's
+// run.iterations and run.turns.
+func TrajectoryNodes(p *Pipeline) (loops, nodes []string) {
+	seen := map[string]bool{}
+	Walk(p, func(_ *Pipeline, n *Node) {
+		if seen[n.ID] {
+			return
+		}
+		seen[n.ID] = true
+		nodes = append(nodes, n.ID)
+		if n.Loop() != nil {
+			loops = append(loops, n.ID)
+		}
+	})
+	slices.Sort(loops)
+	slices.Sort(nodes)
+	return loops, nodes
+}
 
 // judgeInputs are the inputs a judge pipeline may take.
 var judgeInputs = []string{"item", "outputs", "run"}
@@ -96,6 +170,10 @@ func (f *file) decodeScore(n *yaml.Node) {
 		if kv[0].Value == "pipeline" {
 			s.JudgePos = f.pos(kv[1])
 			s.Judge = f.subPipeline(kv[1])
+			continue
+		}
+		if valueOf(kv[1], "judge") != nil {
+			s.Metrics = append(s.Metrics, f.judgeMetric(kv[0].Value, kv[1]))
 			continue
 		}
 		s.Metrics = append(s.Metrics, f.metric(kv[0].Value, kv[1]))
@@ -142,7 +220,7 @@ func (r *resolver) checkScore() {
 }
 
 func (r *resolver) checkMetric(m *Metric) {
-	if m.broken {
+	if m.broken || m.Judge != nil {
 		return
 	}
 	m.Type = r.valueType(m.Value)
@@ -171,7 +249,7 @@ func (r *resolver) scoreRoot(name string) *Type {
 	case "item":
 		return AnyType
 	case "run":
-		return scoreRunType
+		return scoreRunType(r.f.p)
 	}
 	return nil
 }

@@ -60,3 +60,95 @@ func TestParseMetricChecksAgainstOutputs(t *testing.T) {
 		}
 	}
 }
+
+// TestTrajectoryMetricsTyped: run.iterations has a field per loop node
+// and run.turns one per node, so a misspelt id is an error at load; the
+// lists are typed too.
+func TestTrajectoryMetricsTyped(t *testing.T) {
+	p := loadString(t, `
+version: 1
+name: looped
+nodes:
+  - id: refine
+    loop:
+      max_iterations: 3
+      body:
+        - id: step
+          set: {}
+outputs:
+  done: "true"
+`)
+	for src, kind := range map[string]TypeKind{
+		"run.iterations.refine":                                          TypeInt,
+		"run.turns.step + run.turns.refine":                              TypeInt,
+		`any(run.tool_calls, .tool == "ask") && true`:                    TypeBool,
+		`len(run.route) > 2`:                                             TypeBool,
+		`any(run.tool_calls, .ok && any(run.questions, .kind == "ask"))`: TypeBool,
+		`len(run.questions) == 0`:                                        TypeBool,
+		`run.iterations.refine < 3 && run.status != "x"`:                 TypeBool,
+	} {
+		m, ds := ParseMetric(p, "m", src)
+		if m == nil || m.Type == nil || m.Type.Kind != kind {
+			t.Errorf("%q: %v %s", src, m, ds)
+		}
+	}
+	for src, want := range map[string]string{
+		"run.iterations.refin":             `run.iterations has no field "refin" (did you mean "refine"?)`,
+		"run.iterations.step":              `run.iterations has no field "step"`,
+		"run.turns.stpe":                   `run.turns has no field "stpe" (did you mean "step"?)`,
+		"run.tool_call":                    `run has no field "tool_call" (did you mean "tool_calls"?)`,
+		`any(run.tool_calls, .tol == "a")`: `--score bad:1:22: error: in ` + "`" + `any(run.tool_calls, .tol == "a")` + "`" + `: the elements of run.tool_calls have no field "tol" (did you mean "tool"?)`,
+		`all(run.questions, .answer != nil && .kinds == "ask")`: `the elements of run.questions have no field "kinds" (did you mean "kind"?)`,
+	} {
+		m, ds := ParseMetric(p, "bad", src)
+		if m != nil || !strings.Contains(ds.String(), want) {
+			t.Errorf("%q: got %v\n%s\nwant %q", src, m, ds, want)
+		}
+	}
+	env := &ScoreEnv{Run: ScoreRun{Iterations: map[string]int{"refine": 2}, ToolCalls: []ScoreToolCall{{Node: "a", Tool: "ask", OK: true}}}}
+	m, _ := ParseMetric(p, "asked", `any(run.tool_calls, .tool == "ask" && .ok) && run.iterations.refine == 2`)
+	if v, err := m.Eval(env); err != nil || v != true {
+		t.Fatalf("asked = %v, %v", v, err)
+	}
+}
+
+const judged = `
+version: 1
+name: judged
+models:
+  default: {model: gpt-4.1-mini}
+  grader: {model: gpt-4.1, temperature: 0}
+inputs:
+  q: {type: string}
+nodes:
+  - id: a
+    llm: {prompt: "${{ inputs.q }}"}
+outputs:
+  answer: nodes.a.text
+score:
+  helpful: {judge: {rubric: "The answer is polite.\nAnd short.", model: grader}}
+  stars: {judge: {rubric: Rate it 1-5., model: grader, type: number}}
+`
+
+// TestJudgeMetric: a judge metric becomes a one-node judge pipeline on a
+// copy of the named model, typed by its verdict; an unknown model is an
+// error at its place with a did-you-mean.
+func TestJudgeMetric(t *testing.T) {
+	p := loadString(t, judged)
+	h, s := p.Score.Metrics[0], p.Score.Metrics[1]
+	if h.Judge == nil || h.Type.Kind != TypeBool || s.Type.Kind != TypeFloat {
+		t.Fatalf("metrics %+v %+v", h, s)
+	}
+	j := h.Judge
+	if m := j.Models["grader"]; m == nil || m.Model != "gpt-4.1" || len(j.Outputs) != 2 || j.Outputs[0].Name != JudgeVerdict {
+		t.Fatalf("judge pipeline: models %v outputs %v", j.Models, j.Outputs)
+	}
+	_, ds := LoadSource("bad.yaml", []byte(strings.Replace(judged, "model: grader, type", "model: grder, type", 1)))
+	if !strings.Contains(ds.String(), `bad.yaml:16:48: error: score: judge of metric "stars": no model "grder" under models: (did you mean "grader"?)`) {
+		t.Fatalf("an unknown model:\n%s", ds)
+	}
+	_, ds = LoadSource("bad.yaml", []byte(strings.Replace(judged, "type: number", "type: text", 1)))
+	if !strings.Contains(ds.String(), "bad.yaml:16") {
+		t.Fatalf("a bad verdict type:\n%s", ds)
+	}
+}

@@ -69,9 +69,12 @@ func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs
 // NewRunRecord is the record of a new run of p: the pipeline with every
 // file its load read, and the run's inputs.
 func NewRunRecord(id string, p *dsl.Pipeline, inputs map[string]any) (*store.Run, error) {
-	src, err := os.ReadFile(p.Path)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", p.Path, err)
+	src := []byte(p.Generated)
+	if p.Generated == "" {
+		var err error
+		if src, err = os.ReadFile(p.Path); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", p.Path, err)
+		}
 	}
 	abs, _ := filepath.Abs(p.Path)
 	files := make(map[string]string, len(p.Sources))

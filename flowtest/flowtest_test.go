@@ -173,7 +173,17 @@ func TestJUnitParses(t *testing.T) {
 	if err := WriteJUnit(&buf, results); err != nil {
 		t.Fatal(err)
 	}
-	var got junitSuites
+	var got struct {
+		Tests  int `xml:"tests,attr"`
+		Fails  int `xml:"failures,attr"`
+		Suites []struct {
+			Cases []struct {
+				Failure *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
 	if err := xml.Unmarshal(buf.Bytes(), &got); err != nil {
 		t.Fatalf("JUnit does not parse: %v\n%s", err, buf.String())
 	}

@@ -44,6 +44,7 @@ type BatchItem struct {
 	Batch      string
 	Index      int    // position in the dataset
 	Key        string // stable name: a file name, a line number or an id field
+	Repeat     int    // which of the item's runs (flowrun batch --repeat), from 0
 	Item       map[string]any
 	Run        string         // the item's run, once started
 	Status     runtime.Status // ItemPending, or the run's status
@@ -80,7 +81,7 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []*BatchItem) e
 		runtime.StatusRunning, os.Getpid(), processStart(os.Getpid()), t, t); err != nil {
 		return fmt.Errorf("batch %s: %w", b.ID, err)
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO batch_items (batch_id, idx, item_key, item, status, updated_at) VALUES (?, ?, ?, ?, ?, ?)`)
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO batch_items (batch_id, idx, repeat, item_key, item, status, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
@@ -90,7 +91,7 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []*BatchItem) e
 		if err != nil {
 			return fmt.Errorf("batch %s: item %s: %w", b.ID, it.Key, err)
 		}
-		if _, err := stmt.ExecContext(ctx, b.ID, it.Index, it.Key, string(redact.JSON(item)), ItemPending, t); err != nil {
+		if _, err := stmt.ExecContext(ctx, b.ID, it.Index, it.Repeat, it.Key, string(redact.JSON(item)), ItemPending, t); err != nil {
 			return fmt.Errorf("batch %s: item %s: %w", b.ID, it.Key, err)
 		}
 		it.Batch, it.Status = b.ID, ItemPending
@@ -165,7 +166,7 @@ func (s *Store) Batches(ctx context.Context) ([]*Batch, error) {
 	return queryAll(ctx, s, scanBatch, `SELECT `+batchColumns+` FROM batches ORDER BY started_at DESC, id DESC`)
 }
 
-const itemColumns = `batch_id, idx, item_key, item, run_id, status, scores, error, class, cost_usd, tokens, duration_ms, updated_at`
+const itemColumns = `batch_id, idx, repeat, item_key, item, run_id, status, scores, error, class, cost_usd, tokens, duration_ms, updated_at`
 
 // BatchItems lists a batch's items in dataset order. An item recorded as
 // running while no live process holds its batch is interrupted.
@@ -177,7 +178,7 @@ func (s *Store) BatchItems(ctx context.Context, batchID string) ([]*BatchItem, e
 		return nil, err
 	}
 	held := alive(pid, pidStart)
-	rows, err := s.db.QueryContext(ctx, `SELECT `+itemColumns+` FROM batch_items WHERE batch_id = ? ORDER BY idx`, batchID)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+itemColumns+` FROM batch_items WHERE batch_id = ? ORDER BY idx, repeat`, batchID)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +188,7 @@ func (s *Store) BatchItems(ctx context.Context, batchID string) ([]*BatchItem, e
 		var it BatchItem
 		var item string
 		var run, scores, updated sql.NullString
-		if err := rows.Scan(&it.Batch, &it.Index, &it.Key, &item, &run, &it.Status, &scores, &it.Error, &it.Class,
+		if err := rows.Scan(&it.Batch, &it.Index, &it.Repeat, &it.Key, &item, &run, &it.Status, &scores, &it.Error, &it.Class,
 			&it.CostUSD, &it.Tokens, &it.DurationMS, &updated); err != nil {
 			return nil, err
 		}
@@ -203,20 +204,20 @@ func (s *Store) BatchItems(ctx context.Context, batchID string) ([]*BatchItem, e
 	return out, rows.Err()
 }
 
-// StartItem links an item to the run that computes it. An item keeps the
-// first run it was given: starting it again (a resumed batch) must pass
-// that same run.
-func (s *Store) StartItem(ctx context.Context, batchID string, index int, runID string) error {
+// StartItem links an item's run (repeat, from 0) to the run that computes
+// it. An item keeps the first run it was given: starting it again (a
+// resumed batch) must pass that same run.
+func (s *Store) StartItem(ctx context.Context, batchID string, index, repeat int, runID string) error {
 	if err := s.intact(); err != nil {
 		return err
 	}
 	res, err := s.db.ExecContext(ctx, `UPDATE batch_items SET run_id = ?, status = ?, updated_at = ?
-		WHERE batch_id = ? AND idx = ? AND (run_id IS NULL OR run_id = ?)`, runID, runtime.StatusRunning, now(), batchID, index, runID)
+		WHERE batch_id = ? AND idx = ? AND repeat = ? AND (run_id IS NULL OR run_id = ?)`, runID, runtime.StatusRunning, now(), batchID, index, repeat, runID)
 	if err != nil {
 		return fmt.Errorf("run store %s: %w", s.path, err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
-		return fmt.Errorf("batch %s: item %d already has another run", batchID, index)
+		return fmt.Errorf("batch %s: item %d (repeat %d) already has another run", batchID, index, repeat)
 	}
 	return s.intact()
 }
@@ -236,8 +237,8 @@ func (s *Store) FinishItem(ctx context.Context, it *BatchItem) error {
 		return err
 	}
 	_, err := s.db.ExecContext(ctx, `UPDATE batch_items SET status = ?, scores = ?, error = ?, class = ?, cost_usd = ?, tokens = ?,
-		duration_ms = ?, updated_at = ? WHERE batch_id = ? AND idx = ?`,
-		it.Status, scores, redact.String(it.Error), it.Class, it.CostUSD, it.Tokens, it.DurationMS, now(), it.Batch, it.Index)
+		duration_ms = ?, updated_at = ? WHERE batch_id = ? AND idx = ? AND repeat = ?`,
+		it.Status, scores, redact.String(it.Error), it.Class, it.CostUSD, it.Tokens, it.DurationMS, now(), it.Batch, it.Index, it.Repeat)
 	if err != nil {
 		return fmt.Errorf("run store %s: %w", s.path, err)
 	}

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,13 +41,13 @@ func TestBatchRecords(t *testing.T) {
 	if err != nil || string(got.Settings) != `{"concurrency":8}` || got.Status != runtime.StatusRunning {
 		t.Fatalf("batch %+v, %v", got, err)
 	}
-	if err := s.StartItem(ctx, b.ID, 1, "run-1"); err != nil {
+	if err := s.StartItem(ctx, b.ID, 1, 0, "run-1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.StartItem(ctx, b.ID, 1, "run-1"); err != nil {
+	if err := s.StartItem(ctx, b.ID, 1, 0, "run-1"); err != nil {
 		t.Fatalf("starting an item again with its own run: %v", err)
 	}
-	if err := s.StartItem(ctx, b.ID, 1, "run-2"); err == nil {
+	if err := s.StartItem(ctx, b.ID, 1, 0, "run-2"); err == nil {
 		t.Fatal("an item took a second run")
 	}
 	done := &BatchItem{Batch: b.ID, Index: 1, Key: "line 2", Status: "completed", Scores: map[string]any{"exact": true}, CostUSD: 0.5, Tokens: 10}
@@ -70,5 +72,67 @@ func TestBatchRecords(t *testing.T) {
 	list, _ := s.Batches(ctx)
 	if len(list) != 2 {
 		t.Fatalf("%d batches", len(list))
+	}
+}
+
+// TestBatchItemRepeats checks an item run several times: one row per
+// repeat, each with its own run and result, and that a database made
+// before repeats existed keeps its items (as repeat 0) when it opens.
+func TestBatchItemRepeats(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "runs.db")
+	old, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(migrations) - 1
+	stmts := []string{`CREATE TABLE schema_version (version INTEGER NOT NULL)`, fmt.Sprintf(`INSERT INTO schema_version VALUES (%d)`, before)}
+	stmts = append(append(migrations[:before:before], stmts...),
+		`INSERT INTO batches (id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, dataset, dataset_hash, flags, status, started_at, updated_at)
+			VALUES ('b-old', 'p.yaml', '/p.yaml', 'p', 'h', 'd.jsonl', 'dh', '{}', 'completed', '2026-01-01', '2026-01-01')`,
+		`INSERT INTO batch_items (batch_id, idx, item_key, item, run_id, status, scores, updated_at)
+			VALUES ('b-old', 0, 'line 1', '{"q":"one"}', 'run-old', 'completed', '{"pass":true}', '2026-01-01')`)
+	for _, s := range stmts {
+		if _, err := old.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	old.Close()
+
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	kept, err := s.BatchItems(ctx, "b-old")
+	if err != nil || len(kept) != 1 || kept[0].Run != "run-old" || kept[0].Repeat != 0 || kept[0].Scores["pass"] != true {
+		t.Fatalf("the old item after the migration: %+v, %v", kept, err)
+	}
+
+	b := &Batch{ID: "b-rep", Pipeline: "p.yaml", PipelineAbs: "/p.yaml", PipelineName: "p", PipelineHash: "h", Dataset: "d", DatasetHash: "dh"}
+	var rows []*BatchItem
+	for r := range 3 {
+		rows = append(rows, &BatchItem{Index: 0, Repeat: r, Key: "line 1", Item: map[string]any{"q": "one"}})
+	}
+	if err := s.CreateBatch(ctx, b, rows); err != nil {
+		t.Fatal(err)
+	}
+	for r := range 3 {
+		if err := s.StartItem(ctx, b.ID, 0, r, fmt.Sprintf("run-%d", r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.FinishItem(ctx, &BatchItem{Batch: b.ID, Index: 0, Repeat: 1, Status: runtime.StatusCompleted, Scores: map[string]any{"pass": true}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.BatchItems(ctx, b.ID)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("items %+v, %v", got, err)
+	}
+	for r, it := range got {
+		finished := it.Status == runtime.StatusCompleted
+		if it.Repeat != r || it.Run != fmt.Sprintf("run-%d", r) || finished != (r == 1) {
+			t.Fatalf("repeat %d: %+v", r, it)
+		}
 	}
 }

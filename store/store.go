@@ -305,6 +305,33 @@ var migrations = []string{
 	// by whatever front end, reads no file they name outside the
 	// pipeline's directory.
 	`ALTER TABLE runs ADD COLUMN remote_inputs INTEGER NOT NULL DEFAULT 0;`,
+	// An item run several times (flowrun batch --repeat N) has one row per
+	// run, numbered from 0: the key grows a repeat number, so the table is
+	// rebuilt (SQLite cannot change a primary key) and every existing item
+	// becomes repeat 0.
+	`CREATE TABLE batch_items_repeats (
+		batch_id    TEXT NOT NULL REFERENCES batches(id) ON DELETE CASCADE,
+		idx         INTEGER NOT NULL,
+		repeat      INTEGER NOT NULL DEFAULT 0, -- which of the item's runs, from 0
+		item_key    TEXT NOT NULL,
+		item        TEXT NOT NULL,
+		run_id      TEXT,
+		status      TEXT NOT NULL,
+		scores      TEXT,
+		error       TEXT NOT NULL DEFAULT '',
+		class       TEXT NOT NULL DEFAULT '',
+		cost_usd    REAL NOT NULL DEFAULT 0,
+		tokens      INTEGER NOT NULL DEFAULT 0,
+		duration_ms REAL NOT NULL DEFAULT 0,
+		updated_at  TEXT NOT NULL,
+		PRIMARY KEY (batch_id, idx, repeat),
+		UNIQUE (batch_id, item_key, repeat)
+	);
+	INSERT INTO batch_items_repeats (batch_id, idx, item_key, item, run_id, status, scores, error, class, cost_usd, tokens, duration_ms, updated_at)
+		SELECT batch_id, idx, item_key, item, run_id, status, scores, error, class, cost_usd, tokens, duration_ms, updated_at FROM batch_items;
+	DROP TABLE batch_items;
+	ALTER TABLE batch_items_repeats RENAME TO batch_items;
+	CREATE INDEX batch_items_run ON batch_items(run_id);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

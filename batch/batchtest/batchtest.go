@@ -80,7 +80,7 @@ func Record(t *testing.T, st *store.Store, id string, keys []string, pattern str
 			it.Status, it.Class, it.Error = runtime.StatusStopped, "", "interrupted"
 		}
 		recordRun(t, st, runID, it, fail)
-		if err := st.StartItem(ctx, id, i, runID); err != nil {
+		if err := st.StartItem(ctx, id, i, 0, runID); err != nil {
 			t.Fatal(err)
 		}
 		if err := st.FinishItem(ctx, it); err != nil {

@@ -80,6 +80,13 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	seed := fs.Uint64("seed", 0, "the sample's `seed`")
 	filter := fs.String("filter", "", "run only the items for which this expr-lang `condition` over item holds, e.g. 'item.level == \"easy\"'")
 	natsURL := fs.String("nats", "", "run the items on flowrun workers through the NATS JetStream server at `URL` (see docs/scale-out.md)")
+	repeat := fs.Int("repeat", 1, "run each item `N` times (distinct runs): batch show gives pass@N, pass^N and flaky items")
+	var gate batchGate
+	gate.register(fs)
+	var seq untilDecidedFlags
+	seq.register(fs)
+	var sweeps inputFlags
+	fs.Var(&sweeps, "sweep", "run one batch per value: `model.NAME=M1,M2` overrides model NAME as --model does (repeatable: every combination); with several PIPELINE files, one batch per file")
 	replicas := natsReplicasFlag(fs)
 	var nf natsFlags
 	nf.register(fs, false)
@@ -87,106 +94,139 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if !ok {
 		return code
 	}
-	if len(files) != 1 || *dataset == "" {
-		fmt.Fprintln(stderr, "flowrun batch: name one pipeline and a dataset: flowrun batch PIPELINE --dataset D (see flowrun batch --help)")
+	if len(files) == 0 || *dataset == "" {
+		fmt.Fprintln(stderr, "flowrun batch: name a pipeline and a dataset: flowrun batch PIPELINE --dataset D (see flowrun batch --help)")
 		return exitInvalid
 	}
-	p := loadPipeline(files[0], stderr)
-	if p == nil {
+	if !gate.valid(stderr) {
 		return exitInvalid
 	}
-	mapping, err := batch.ParseMap(p, maps)
-	if err != nil {
-		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+	switch {
+	case *repeat < 1:
+		fmt.Fprintf(stderr, "flowrun batch: --repeat %d: give a number of runs per item, 1 or more\n", *repeat)
+		return exitInvalid
+	case *repeat > 1 && *natsURL != "":
+		fmt.Fprintln(stderr, "flowrun batch: --repeat runs in this process only: drop --nats or --repeat")
+		return exitInvalid
+	case *repeat > 1 && seq.until:
+		// The sequential test pairs items, and an item's repeats are not
+		// independent items: counting each would overstate the evidence.
+		fmt.Fprintln(stderr, "flowrun batch: --until-decided pairs each item once: drop --repeat")
 		return exitInvalid
 	}
-	scorer, code := batchScorer(p, scores, stderr)
-	if scorer == nil {
-		return code
-	}
-	d, err := batch.ReadDataset(*dataset)
-	if err != nil {
-		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-		return exitInvalid
-	}
-	items, err := batch.Select(d.Items, batch.Selection{Filter: *filter, Sample: *sample, Seed: *seed, Limit: *limit})
-	if err != nil {
-		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-		return exitInvalid
-	}
-	if len(items) == 0 {
-		fmt.Fprintf(stderr, "flowrun batch: no item of %s is selected\n", *dataset)
-		return exitInvalid
-	}
-	bf.remote = *natsURL != ""
-	var o cluster.Options
-	if *natsURL != "" {
-		if o, err = nf.options(*natsURL, false); err != nil {
-			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-			return exitInvalid
+	baseModels := bf.models.models
+	runOne := func(file string, models []string) (*store.Batch, int) {
+		bf.models.models = append(append(inputFlags(nil), baseModels...), models...)
+		p := loadPipeline(file, stderr)
+		if p == nil {
+			return nil, exitInvalid
 		}
-		o.Replicas = *replicas
-	}
-	if bf.models.replay == "" && !bf.remote && engine.NeedsEndpoint(p, os.LookupEnv) {
-		if c := batch.Cassette(*dataset, p.Path); c != "" {
-			bf.models.replay = c
-			fmt.Fprintf(stderr, "no OPENAI_API_KEY or OPENAI_BASE_URL: replaying %s (offline)\n", c)
-		}
-	}
-	datasetAbs, _ := filepath.Abs(*dataset)
-	settings := batch.Settings{Concurrency: bf.concurrency, MaxCostUSD: bf.maxCost, MaxLoops: bf.maxLoops, Auto: bf.auto,
-		Limit: *limit, Sample: *sample, Seed: *seed, Filter: *filter, Map: mapping,
-		Metrics: scorer.Names(), Primary: scorer.Primary, Score: scores,
-		Model: bf.models.models, Replay: absOrEmpty(bf.models.replay), DatasetAbs: datasetAbs}
-	st, err := store.Open(*bf.storePath)
-	if err != nil {
-		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-		return exitFailed
-	}
-	defer st.Close()
-	r, finish, code := batchRunner(p, settings, &bf, st, stdin, stderr)
-	if r == nil {
-		return code
-	}
-	defer finish()
-	r.Scorer = scorer
-	view := newBatchView(r.Scorer, bf.asJSON, stdout, stderr)
-	r.Progress = view.item
-	pipelineAbs, _ := filepath.Abs(p.Path)
-	b := &store.Batch{Pipeline: p.Path, PipelineAbs: pipelineAbs, PipelineName: p.Name, PipelineHash: p.Hash,
-		Dataset: *dataset, DatasetHash: d.Hash}
-	created := view.start
-	var followErr error
-	if *natsURL != "" {
-		window := 0
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "concurrency" {
-				window = bf.concurrency
-			}
-		})
-		settings.Concurrency, settings.NATS = window, cluster.DisplayURL(*natsURL)
-		co, err := remoteBatch(ctx, r, o, len(items), window, bf.auto, stderr)
+		mapping, err := batch.ParseMap(p, maps)
 		if err != nil {
 			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-			return exitFailed
+			return nil, exitInvalid
 		}
-		defer co.Close()
-		nf.record(&settings)
-		created = func(b *store.Batch) {
-			view.start(b)
-			followErr = co.Follow(ctx, b.ID)
+		scorer, code := batchScorer(p, scores, stderr)
+		if scorer == nil {
+			return nil, code
 		}
+		d, err := batch.ReadDataset(*dataset)
+		if err != nil {
+			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+			return nil, exitInvalid
+		}
+		items, err := batch.Select(d.Items, batch.Selection{Filter: *filter, Sample: *sample, Seed: *seed, Limit: *limit})
+		if err != nil {
+			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+			return nil, exitInvalid
+		}
+		if len(items) == 0 {
+			fmt.Fprintf(stderr, "flowrun batch: no item of %s is selected\n", *dataset)
+			return nil, exitInvalid
+		}
+		bf.remote = *natsURL != ""
+		var o cluster.Options
+		if *natsURL != "" {
+			if o, err = nf.options(*natsURL, false); err != nil {
+				fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+				return nil, exitInvalid
+			}
+			o.Replicas = *replicas
+		}
+		if bf.models.replay == "" && !bf.remote && engine.NeedsEndpoint(p, os.LookupEnv) {
+			if c := batch.Cassette(*dataset, p.Path); c != "" {
+				bf.models.replay = c
+				fmt.Fprintf(stderr, "no OPENAI_API_KEY or OPENAI_BASE_URL: replaying %s (offline)\n", c)
+			}
+		}
+		datasetAbs, _ := filepath.Abs(*dataset)
+		settings := batch.Settings{Concurrency: bf.concurrency, MaxCostUSD: bf.maxCost, MaxLoops: bf.maxLoops, Auto: bf.auto,
+			Repeat: *repeat, Limit: *limit, Sample: *sample, Seed: *seed, Filter: *filter, Map: mapping,
+			Metrics: scorer.Names(), Primary: scorer.Primary, Score: scores,
+			Model: bf.models.models, Replay: absOrEmpty(bf.models.replay), DatasetAbs: datasetAbs}
+		st, err := store.Open(*bf.storePath)
+		if err != nil {
+			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+			return nil, exitFailed
+		}
+		defer st.Close()
+		r, finish, code := batchRunner(p, settings, &bf, st, stdin, stderr)
+		if r == nil {
+			return nil, code
+		}
+		defer finish()
+		r.Scorer = scorer
+		if !seq.setup(ctx, st, r, *seed, given(fs, "seed"), stderr) {
+			return nil, exitInvalid
+		}
+		view := newBatchView(r.Scorer, bf.asJSON, stdout, stderr)
+		r.Progress = view.item
+		pipelineAbs, _ := filepath.Abs(p.Path)
+		b := &store.Batch{Pipeline: p.Path, PipelineAbs: pipelineAbs, PipelineName: p.Name, PipelineHash: p.Hash,
+			Dataset: *dataset, DatasetHash: d.Hash}
+		created := view.start
+		var followErr error
+		if *natsURL != "" {
+			window := 0
+			fs.Visit(func(f *flag.Flag) {
+				if f.Name == "concurrency" {
+					window = bf.concurrency
+				}
+			})
+			settings.Concurrency, settings.NATS = window, cluster.DisplayURL(*natsURL)
+			co, err := remoteBatch(ctx, r, o, len(items), window, bf.auto, stderr)
+			if err != nil {
+				fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+				return nil, exitFailed
+			}
+			defer co.Close()
+			nf.record(&settings)
+			created = func(b *store.Batch) {
+				view.start(b)
+				followErr = co.Follow(ctx, b.ID)
+			}
+		}
+		if err := batch.SetSettings(b, settings); err != nil {
+			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+			return nil, exitFailed
+		}
+		if err := errors.Join(r.Create(ctx, b, items, created), followErr); err != nil {
+			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+			return nil, exitFailed
+		}
+		status, reason, err := r.Run(ctx, b, items)
+		code = seq.report(ctx, st, b, batchEnded(ctx, "flowrun batch", r, b, view, status, reason, err), stderr)
+		return b, gate.check(ctx, st, b, code, stderr)
 	}
-	if err := batch.SetSettings(b, settings); err != nil {
-		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-		return exitFailed
+	if len(files) == 1 && len(sweeps) == 0 {
+		_, code := runOne(files[0], nil)
+		return code
 	}
-	if err := errors.Join(r.Create(ctx, b, items, created), followErr); err != nil {
-		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-		return exitFailed
+	if seq.until {
+		fmt.Fprintln(stderr, "flowrun batch: --until-decided runs one batch: drop --sweep or the extra pipelines")
+		return exitInvalid
 	}
-	status, reason, err := r.Run(ctx, b, items)
-	return batchEnded(ctx, "flowrun batch", r, b, view, status, reason, err)
+	return batchSweep(ctx, files, sweeps, *bf.storePath, bf.asJSON, runOne, stdout, stderr)
 }
 
 // remoteBatch makes r run its items on flowrun workers through the NATS
@@ -350,6 +390,13 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return exitFailed
 	}
 	return batchEnded(ctx, "flowrun batch resume", r, res.Batch, view, status, reason, err)
+}
+
+// given says whether flag name was given on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
 }
 
 // ifGiven is v when the flag name was given on the command line, else nil.

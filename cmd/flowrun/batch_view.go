@@ -150,6 +150,7 @@ func printSummary(w io.Writer, s *batch.Summary) {
 	fmt.Fprintf(w, "cost       %s total, %s per item (mean)\n", figures.USD(s.CostUSD), figures.USD(s.CostPerItem))
 	fmt.Fprintf(w, "tokens     %d\n", s.Tokens)
 	fmt.Fprintf(w, "latency    p50 %s, p95 %s\n", figures.Duration(s.P50MS), figures.Duration(s.P95MS))
+	printRepeats(w, s.Repeats)
 	if len(s.Failures) > 0 {
 		fmt.Fprintln(w, "\nfailures by class:")
 		for _, f := range s.Failures {
@@ -221,6 +222,10 @@ func exported(err error) int {
 func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("batch compare", "flowrun batch compare A B [--json]\n\nWhat changed from batch A to batch B, item by item (matched by key): the items\nB fixed and broke, the pass-rate change with McNemar's exact test, and the\ncost and latency changes.")
 	asJSON := fs.Bool("json", false, "print the comparison as JSON")
+	var gate compareGate
+	gate.register(fs)
+	var pj pairwiseFlags
+	pj.register(fs)
 	return storeCmd(fs, args, stdout, stderr, 2, "flowrun batch compare: name two batches, the earlier first (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
 		a, err := st.FindBatch(ctx, rest[0])
 		if err != nil {
@@ -234,11 +239,24 @@ func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		if err != nil {
 			return storeError(err, stderr)
 		}
-		if *asJSON {
-			return writeJSON(stdout, c)
+		judged, err := pj.judge(ctx, st, c)
+		if err != nil {
+			return fail(stderr, "flowrun batch compare: --judge", err)
 		}
-		printComparison(textOut{stdout}, c)
-		return exitOK
+		code := exitOK
+		switch {
+		case *asJSON && judged != nil:
+			code = writeJSON(stdout, map[string]any{"comparison": c, "pairwise": judged})
+		case *asJSON:
+			code = writeJSON(stdout, c)
+		default:
+			printComparison(textOut{stdout}, c)
+			printPairwise(textOut{stdout}, judged)
+		}
+		if err := gate.Check(c); err != nil && code == exitOK {
+			return fail(stderr, "flowrun batch compare", err)
+		}
+		return code
 	})
 }
 

@@ -1,0 +1,116 @@
+package batch
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/internal/junit"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// GateError says a batch or a comparison misses what a CI gate asked of
+// it: the pass rate under its floor, a significant regression, too many
+// items broken.
+type GateError struct {
+	Reasons []string
+}
+
+func (e *GateError) Error() string { return strings.Join(e.Reasons, "; ") }
+
+// CheckPassRate is a *GateError when s's primary pass rate is below min
+// (0-1), or when s has no primary metric to gate on.
+func CheckPassRate(s *Summary, min float64) error {
+	if s.PassRate == nil {
+		return &GateError{Reasons: []string{fmt.Sprintf("pass rate below %.4g: the batch has no boolean metric to pass by", min)}}
+	}
+	if s.PassRate.Rate < min {
+		return &GateError{Reasons: []string{fmt.Sprintf("pass rate %.1f%% (%d/%d, %s) is below %.1f%%",
+			100*s.PassRate.Rate, s.PassRate.Passed, s.PassRate.N, s.Primary, 100*min)}}
+	}
+	return nil
+}
+
+// RegressionGate is what a comparison must not show.
+type RegressionGate struct {
+	// FailOnRegression fails when B is significantly worse than A: more
+	// broken than fixed with McNemar's mid-p value below Alpha.
+	FailOnRegression bool
+	Alpha            float64
+	// MaxBroken fails when more than this many items broke (negative: no
+	// limit).
+	MaxBroken int
+}
+
+// Check is a *GateError naming every way c misses g.
+func (g RegressionGate) Check(c *Comparison) error {
+	var reasons []string
+	if g.FailOnRegression && len(c.Broken) > len(c.Fixed) && c.MidPValue < g.Alpha {
+		reasons = append(reasons, fmt.Sprintf("B is worse: %d broken, %d fixed, McNemar mid-p %.4g < %.4g", len(c.Broken), len(c.Fixed), c.MidPValue, g.Alpha))
+	}
+	if g.MaxBroken >= 0 && len(c.Broken) > g.MaxBroken {
+		reasons = append(reasons, fmt.Sprintf("%d items broke, more than %d", len(c.Broken), g.MaxBroken))
+	}
+	if reasons == nil {
+		return nil
+	}
+	return &GateError{Reasons: reasons}
+}
+
+// WriteJUnit writes s as a JUnit XML report, one test case per item run
+// (named KEY, or KEY#R for repeat R of an item run several times): a
+// completed item that misses its primary metric is a failure, an item
+// whose run failed or stopped is an error, an item without a result is
+// skipped. Each case carries its metric values, run id and error, so a
+// CI page shows why an item failed.
+func WriteJUnit(w io.Writer, s *Summary) error {
+	suite := junit.Suite{Name: s.Name + " on " + s.Dataset}
+	for _, r := range s.Rows {
+		name := r.Key
+		if s.Repeats != nil {
+			name = fmt.Sprintf("%s#%d", r.Key, r.Repeat)
+		}
+		c := junit.Case{Name: name, Classname: s.Name, Seconds: r.DurationMS / 1000, Output: junitDetail(r)}
+		switch {
+		case r.Status == runtime.StatusCompleted && r.Class == "" && (r.Pass == nil || *r.Pass):
+		case r.Status == runtime.StatusCompleted && r.Class == "":
+			c.Failure = &junit.Problem{Message: fmt.Sprintf("%s is not true: %s", s.Primary, scoreLine(r.Scores)), Type: s.Primary, Text: c.Output}
+		case finished(r.Status):
+			c.Error = &junit.Problem{Message: firstLine(r.Error), Type: r.Class, Text: c.Output}
+		default:
+			c.Skipped = "no result yet: " + string(r.Status)
+		}
+		suite.Cases = append(suite.Cases, c)
+	}
+	return junit.Write(w, []junit.Suite{suite})
+}
+
+func junitDetail(r Row) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "status: %s\nrun: %s\nscores: %s\n", r.Status, r.Run, scoreLine(r.Scores))
+	if r.Error != "" {
+		fmt.Fprintf(&b, "error (%s): %s\n", r.Class, r.Error)
+	}
+	return b.String()
+}
+
+// scoreLine is the scores as name=value, by name.
+func scoreLine(scores map[string]any) string {
+	names := make([]string, 0, len(scores))
+	for n := range scores {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = n + "=" + dsl.Stringify(scores[n])
+	}
+	return strings.Join(parts, " ")
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,158 @@
+package batch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/llmconf"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+// DefaultPairwiseRubric is what a pairwise judge is asked when no rubric
+// is given.
+const DefaultPairwiseRubric = "Which output answers the dataset item better: more correct first, then more complete and clearer?"
+
+// completer is the model a pairwise judge asks (an *llm.Client).
+type completer interface {
+	Complete(ctx context.Context, req llm.Request) (*llm.Response, error)
+}
+
+// PairwiseJudge asks a model, item by item, which of A's and B's outputs
+// is better. The two are shown in a random order drawn per item from
+// Seed, so that a judge's bias for the first (or second) position does
+// not favour one batch; the order is recorded with each verdict.
+type PairwiseJudge struct {
+	Client completer
+	Model  string // the model id, e.g. gpt-4.1
+	Rubric string
+	Seed   uint64
+}
+
+// PairVerdict is the judge's verdict on one item.
+type PairVerdict struct {
+	Key       string  `json:"key"`
+	Winner    string  `json:"winner"` // "a", "b" or "tie"
+	BFirst    bool    `json:"b_shown_first"`
+	Reasoning string  `json:"reasoning"`
+	CostUSD   float64 `json:"cost_usd"`
+}
+
+// Pairwise is what a pairwise judge found over a comparison's items.
+type Pairwise struct {
+	Model   string        `json:"model"`
+	Rubric  string        `json:"rubric"`
+	Seed    uint64        `json:"seed"`
+	Items   []PairVerdict `json:"items"`
+	WinsA   int           `json:"wins_a"`
+	WinsB   int           `json:"wins_b"`
+	Ties    int           `json:"ties"`
+	Skipped []string      `json:"skipped"` // items not completed on both sides
+	// PValue is the two-sided sign test of B's wins against A's (ties
+	// left out): McNemar's exact test on the split.
+	PValue  float64 `json:"p_value"`
+	Better  string  `json:"better"` // "a", "b" or "" (no clear winner at 0.05)
+	CostUSD float64 `json:"cost_usd"`
+}
+
+var pairwiseSchema = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"reasoning": map[string]any{"type": "string"},
+		"better":    map[string]any{"type": "string", "enum": []any{"first", "second", "tie"}},
+	},
+	"required": []any{"reasoning", "better"},
+}
+
+// Judge asks the model about every item of c that completed in both
+// batches, reading each side's outputs from st.
+func (j *PairwiseJudge) Judge(ctx context.Context, st *store.Store, c *Comparison) (*Pairwise, error) {
+	rubric := j.Rubric
+	if rubric == "" {
+		rubric = DefaultPairwiseRubric
+	}
+	out := &Pairwise{Model: j.Model, Rubric: rubric, Seed: j.Seed, Items: []PairVerdict{}, Skipped: []string{}}
+	rows, err := st.BatchItems(ctx, c.B.ID)
+	if err != nil {
+		return nil, fmt.Errorf("batch %s: reading its items: %w", c.B.ID, err)
+	}
+	items := make(map[string]map[string]any, len(rows))
+	for _, r := range rows {
+		items[r.Key] = r.Item
+	}
+	rng := rand.New(rand.NewPCG(j.Seed, 0xb1a5))
+	model := &llmconf.Model{Name: "judge", Model: j.Model, Temperature: new(float64)}
+	for i, p := range c.Pairs {
+		bFirst := rng.IntN(2) == 1
+		outA, okA := completedOutputs(ctx, st, p.A)
+		outB, okB := completedOutputs(ctx, st, p.B)
+		if !okA || !okB {
+			out.Skipped = append(out.Skipped, p.Key)
+			continue
+		}
+		first, second := outA, outB
+		if bFirst {
+			first, second = outB, outA
+		}
+		prompt := fmt.Sprintf("Rubric:\n%s\n\nDataset item (%s):\n%s\n\nFirst output:\n%s\n\nSecond output:\n%s\n\nSay which output is better by the rubric (first, second, or tie), with brief reasoning.",
+			rubric, p.Key, jsonText(items[p.Key]), jsonText(first), jsonText(second))
+		resp, err := j.Client.Complete(ctx, llm.Request{Key: llm.Key{Node: "pairwise_judge", Iteration: i + 1, Attempt: 1}, Model: model,
+			Messages: []llm.Message{
+				{Role: "system", Text: "You compare two outputs of automated pipelines for the same input, impartially: the order they are shown in means nothing."},
+				{Role: "user", Text: prompt}},
+			OutputSchema: pairwiseSchema, SchemaName: "pairwise_verdict", RepairRetries: 1})
+		if err != nil {
+			return nil, fmt.Errorf("pairwise judge on item %s: %w", p.Key, err)
+		}
+		v := PairVerdict{Key: p.Key, BFirst: bFirst, CostUSD: resp.CostUSD, Winner: "tie"}
+		reply, _ := resp.JSON.(map[string]any)
+		v.Reasoning, _ = reply["reasoning"].(string)
+		switch reply["better"] {
+		case "first":
+			v.Winner = map[bool]string{false: "a", true: "b"}[bFirst]
+		case "second":
+			v.Winner = map[bool]string{false: "b", true: "a"}[bFirst]
+		}
+		switch v.Winner {
+		case "a":
+			out.WinsA++
+		case "b":
+			out.WinsB++
+		default:
+			out.Ties++
+		}
+		out.CostUSD += resp.CostUSD
+		out.Items = append(out.Items, v)
+	}
+	out.PValue = McNemar(out.WinsB, out.WinsA)
+	if out.PValue < 0.05 {
+		out.Better = "b"
+		if out.WinsA > out.WinsB {
+			out.Better = "a"
+		}
+	}
+	return out, nil
+}
+
+// completedOutputs are the outputs of a row's run when it completed.
+func completedOutputs(ctx context.Context, st *store.Store, r Row) (map[string]any, bool) {
+	if r.Run == "" || r.Status != runtime.StatusCompleted {
+		return nil, false
+	}
+	run, err := st.Run(ctx, r.Run)
+	if err != nil {
+		return nil, false
+	}
+	return run.Outputs, true
+}
+
+func jsonText(v any) string {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
