@@ -41,7 +41,9 @@ func NewScorer(p *dsl.Pipeline, extra []*dsl.Metric) *Scorer {
 	}
 	if s.Judge != nil {
 		for _, o := range s.Judge.Outputs {
-			types[o.Name] = o.Type
+			if !dsl.Reasoning(o) {
+				types[o.Name] = o.Type
+			}
 		}
 	}
 	names := s.Names()
@@ -67,11 +69,22 @@ func (s *Scorer) Names() []string {
 // judgeRun runs the judge pipeline on its inputs.
 type judgeRun func(ctx context.Context, p *dsl.Pipeline, inputs map[string]any) (*runtime.Result, error)
 
+// Scored is what scoring an item gave.
+type Scored struct {
+	Scores map[string]any
+	// Reasoning is the judge's text outputs by name: why it scored the
+	// item as it did.
+	Reasoning map[string]string
+	// The judge's spend, which counts toward the item's.
+	CostUSD float64
+	Tokens  int
+}
+
 // Score computes the metrics of a completed run. A metric that cannot be
-// computed is left out and named in the error; the judge's spend is
-// returned so that it counts toward the item's.
-func (s *Scorer) Score(ctx context.Context, env *dsl.ScoreEnv, judge judgeRun) (scores map[string]any, costUSD float64, tokens int, err error) {
-	scores = map[string]any{}
+// computed is left out and named in the error.
+func (s *Scorer) Score(ctx context.Context, env *dsl.ScoreEnv, judge judgeRun) (Scored, error) {
+	out := Scored{Scores: map[string]any{}}
+	scores := out.Scores
 	var errs []error
 	for _, m := range s.Metrics {
 		v, err := m.Eval(env)
@@ -102,12 +115,21 @@ func (s *Scorer) Score(ctx context.Context, env *dsl.ScoreEnv, judge judgeRun) (
 		case err != nil:
 			errs = append(errs, fmt.Errorf("judge %s: %w", s.Judge.Path, err))
 		case res.Status != runtime.StatusCompleted:
-			costUSD, tokens = res.CostUSD, int(res.Tokens)
+			out.CostUSD, out.Tokens = res.CostUSD, int(res.Tokens)
 			errs = append(errs, fmt.Errorf("judge %s: run %s %s: %v%s", s.Judge.Path, res.RunID, res.Status, res.Err, res.Reason))
 		default:
-			costUSD, tokens = res.CostUSD, int(res.Tokens)
+			out.CostUSD, out.Tokens = res.CostUSD, int(res.Tokens)
 			for _, o := range s.Judge.Outputs {
 				v := res.Outputs[o.Name]
+				if dsl.Reasoning(o) {
+					if text, _ := v.(string); text != "" {
+						if out.Reasoning == nil {
+							out.Reasoning = map[string]string{}
+						}
+						out.Reasoning[o.Name] = text
+					}
+					continue
+				}
 				if err := checkMetric(v); err != nil {
 					errs = append(errs, fmt.Errorf("judge %s: output %s: %w", s.Judge.Path, o.Name, err))
 					continue
@@ -116,13 +138,28 @@ func (s *Scorer) Score(ctx context.Context, env *dsl.ScoreEnv, judge judgeRun) (
 			}
 		}
 	}
-	if len(errs) > 0 {
-		err = errs[0]
-		for _, e := range errs[1:] {
-			err = fmt.Errorf("%w; %v", err, e)
+	if len(errs) == 0 {
+		return out, nil
+	}
+	err := errs[0]
+	for _, e := range errs[1:] {
+		err = fmt.Errorf("%w; %v", err, e)
+	}
+	return out, err
+}
+
+// ItemFields are the dataset fields the metrics read, in declaration
+// order: an item's expected value, as the batch views show it.
+func (s *Scorer) ItemFields() []string {
+	var out []string
+	for _, m := range s.Metrics {
+		for _, f := range m.ItemFields() {
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
 		}
 	}
-	return scores, costUSD, tokens, err
+	return out
 }
 
 // checkMetric refuses a value that is neither a boolean nor a number
