@@ -29,6 +29,8 @@ func batchViewCmd(ctx context.Context, sub string, args []string, stdout, stderr
 		return batchCompareCmd(ctx, args, stdout, stderr), true
 	case "report":
 		return batchReportCmd(ctx, args, stdout, stderr), true
+	case "rate":
+		return batchRateCmd(ctx, args, stdout, stderr), true
 	}
 	return 0, false
 }
@@ -101,8 +103,10 @@ func clip(s string, n int) string {
 }
 
 func batchShowCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("batch show", "flowrun batch show BATCH [--format text|json|jsonl|csv]\n\nA batch's summary (items, pass rate with its 95% interval, other metrics, cost,\ntokens, latency, failures by class, slowest and most expensive items) and its\nper-item table. jsonl and csv export the per-item table, one row per item;\njson is the whole summary. BATCH is an id, an unambiguous prefix of one, or last.")
+	fs := newFlagSet("batch show", "flowrun batch show BATCH [--item KEY | --failures] [--format text|json|jsonl|csv]\n\nA batch's summary (items, pass rate with its 95% interval, other metrics, human\nratings and their agreement with the metrics, cost, tokens, latency, failures by\nclass, slowest and most expensive items) and one line per item. --item shows\none item whole: its inputs, the dataset fields its metrics read, its outputs,\neach metric, the judge's reasoning, its rating and error; --failures shows every\nitem that did not pass so. jsonl and csv export the per-item table, one row per\nitem, with inputs, expected and outputs as JSON; json is the whole summary.\nBATCH is an id, an unambiguous prefix of one, or last.")
 	format := fs.String("format", "text", "text, json (the summary), jsonl or csv (the item table)")
+	itemKey := fs.String("item", "", "show this item (its `key`) whole")
+	failures := fs.Bool("failures", false, "show every item that did not pass, whole")
 	return storeCmd(fs, args, stdout, stderr, 1, "flowrun batch show: name one batch (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
 		if !slices.Contains([]string{"text", "json", "jsonl", "csv"}, *format) {
 			fmt.Fprintf(stderr, "flowrun batch show: --format %q: give text, json, jsonl or csv\n", *format)
@@ -116,7 +120,20 @@ func batchShowCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return storeError(err, stderr)
 		}
+		if err := s.ReadDetails(ctx, st); err != nil {
+			return storeError(err, stderr)
+		}
 		s.Reason = batchReason(s.ID, s.Status, s.Reason)
+		if *itemKey != "" {
+			r, ok := s.Row(*itemKey)
+			if !ok {
+				fmt.Fprintf(stderr, "flowrun batch show: batch %s has no item %q (flowrun batch show %s lists its items)\n", s.ID, *itemKey, s.ID)
+				return exitInvalid
+			}
+			s.Rows = []batch.Row{r}
+		} else if *failures {
+			s.Rows = s.Failing()
+		}
 		switch *format {
 		case "json":
 			return writeJSON(stdout, s)
@@ -125,12 +142,25 @@ func batchShowCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		case "csv":
 			return writeRowsCSV(stdout, s)
 		}
-		printSummary(textOut{stdout}, s)
+		out := textOut{stdout}
+		if *itemKey != "" || *failures {
+			for i, r := range s.Rows {
+				if i > 0 {
+					fmt.Fprintln(out)
+				}
+				batch.WriteItemText(out, s, r, width(stdout))
+			}
+			if len(s.Rows) == 0 {
+				fmt.Fprintln(out, "every item passed")
+			}
+			return exitOK
+		}
+		printSummary(out, s, width(stdout))
 		return exitOK
 	})
 }
 
-func printSummary(w io.Writer, s *batch.Summary) {
+func printSummary(w io.Writer, s *batch.Summary, cols int) {
 	fmt.Fprintf(w, "batch %s  %s (%s) on %s  %s", s.ID, s.Name, s.Pipeline, s.Dataset, s.Status)
 	if s.Reason != "" {
 		fmt.Fprintf(w, " (%s)", s.Reason)
@@ -161,6 +191,13 @@ func printSummary(w io.Writer, s *batch.Summary) {
 			fmt.Fprintf(w, "  %-8s not a boolean or a number: see the item table\n", m.Name)
 		}
 	}
+	for _, a := range s.Agreement {
+		kappa := "undefined (each gave one verdict throughout)"
+		if a.Defined {
+			kappa = fmt.Sprintf("%.2f", a.Kappa)
+		}
+		fmt.Fprintf(w, "  human vs %s: agree on %d of %d rated items, Cohen's kappa %s\n", a.Metric, a.Agree, a.N, kappa)
+	}
 	fmt.Fprintf(w, "cost       %s total, %s per item (mean)\n", figures.USD(s.CostUSD), figures.USD(s.CostPerItem))
 	fmt.Fprintf(w, "tokens     %d\n", s.Tokens)
 	fmt.Fprintf(w, "latency    p50 %s, p95 %s\n", figures.Duration(s.P50MS), figures.Duration(s.P95MS))
@@ -183,17 +220,26 @@ func printSummary(w io.Writer, s *batch.Summary) {
 		}
 	}
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	cols := rowColumns(s)
-	for i, col := range cols {
+	printItemLines(w, s, cols)
+	fmt.Fprintf(w, "\nflowrun batch show %s --item KEY shows an item whole; --failures every one that did not pass\n", s.ID)
+}
+
+// printItemLines prints one line per item: its key, status, metrics, cost
+// and duration, then its error or else its outputs, folded to fit cols.
+func printItemLines(w io.Writer, s *batch.Summary, cols int) {
+	var lines strings.Builder
+	tw := tabwriter.NewWriter(&lines, 0, 0, 2, ' ', 0)
+	table := rowColumns(s)
+	table = table[:len(table)-len(detailColumns)-3] // without run, class and error: the last column says them
+	for i, col := range table {
 		if i > 0 {
 			fmt.Fprint(tw, "\t")
 		}
 		fmt.Fprint(tw, strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(col.name, "_usd"), "_ms")))
 	}
-	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "\t\x00")
 	for _, r := range s.Rows {
-		for i, col := range cols {
+		for i, col := range table {
 			if i > 0 {
 				fmt.Fprint(tw, "\t")
 			}
@@ -203,12 +249,26 @@ func printSummary(w io.Writer, s *batch.Summary) {
 			case "ms":
 				fmt.Fprint(tw, figures.Duration(v.(float64)))
 			default:
-				fmt.Fprint(tw, firstLine(cellText(v)))
+				fmt.Fprint(tw, batch.Fold(cellText(v), 24))
 			}
 		}
-		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "\t\x00")
 	}
 	tw.Flush()
+	// The last column takes what room the table leaves.
+	for i, line := range strings.Split(strings.TrimSuffix(lines.String(), "\n"), "\n") {
+		line = strings.TrimSuffix(line, "\x00")
+		room := max(cols-len([]rune(line)), 16)
+		switch {
+		case i == 0:
+			line += "OUTPUT OR ERROR"
+		case s.Rows[i-1].Error != "":
+			line += batch.Fold(s.Rows[i-1].Class+": "+s.Rows[i-1].Error, room)
+		case s.Rows[i-1].Outputs != nil:
+			line += batch.Fold(s.Rows[i-1].Outputs, room)
+		}
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
 }
 
 func rateText(r *batch.Rate) string {
@@ -250,6 +310,7 @@ func rowColumns(s *batch.Summary) []rowColumn {
 		{"class", func(r batch.Row) any { return r.Class }, ""},
 		{"error", func(r batch.Row) any { return r.Error }, ""},
 	}
+	tail = append(tail, detailColumns...)
 	taken := map[string]bool{"index": true, "pass": true}
 	for _, c := range append(cols, tail...) {
 		taken[c.name] = true
@@ -265,6 +326,24 @@ func rowColumns(s *batch.Summary) []rowColumn {
 		cols = append(cols, rowColumn{name, func(r batch.Row) any { return r.Scores[m.Name] }, ""})
 	}
 	return append(cols, tail...)
+}
+
+// detailColumns are what an item took, should have given and gave, and
+// why it scored so: the last columns of the exports.
+var detailColumns = []rowColumn{
+	{"inputs", func(r batch.Row) any { return nilIfEmpty(r.Inputs) }, ""},
+	{"expected", func(r batch.Row) any { return nilIfEmpty(r.Expected) }, ""},
+	{"outputs", func(r batch.Row) any { return nilIfEmpty(r.Outputs) }, ""},
+	{"reasoning", func(r batch.Row) any { return nilIfEmpty(r.Reasoning) }, ""},
+	{"note", func(r batch.Row) any { return r.Note }, ""},
+}
+
+// nilIfEmpty is m, or nil (an absent cell) when it has nothing.
+func nilIfEmpty[V any](m map[string]V) any {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 func cellText(v any) string {
@@ -451,6 +530,32 @@ func batchReportCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	})
 }
 
+func batchRateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("batch rate", "flowrun batch rate BATCH ITEM --pass|--fail [--note TEXT]\n\nRecords your verdict on one item of a batch (ITEM is its key), replacing any\nearlier one: the ratings are the metric human, which batch show, compare and\nreport use, with their agreement (Cohen's kappa) with each pass/fail metric.")
+	pass := fs.Bool("pass", false, "the item passes")
+	failed := fs.Bool("fail", false, "the item fails")
+	note := fs.String("note", "", "why, in a few words")
+	return storeCmd(fs, args, stdout, stderr, 2, "flowrun batch rate: name a batch and one of its items, then --pass or --fail", false, func(st *store.Store, rest []string) int {
+		if *pass == *failed {
+			fmt.Fprintln(stderr, "flowrun batch rate: give exactly one of --pass and --fail")
+			return exitInvalid
+		}
+		b, err := st.FindBatch(ctx, rest[0])
+		if err != nil {
+			return storeError(err, stderr)
+		}
+		if err := st.Rate(ctx, &store.Rating{Batch: b.ID, Key: rest[1], Pass: *pass, Note: *note}); err != nil {
+			return storeError(err, stderr)
+		}
+		verdict := "fail"
+		if *pass {
+			verdict = "pass"
+		}
+		fmt.Fprintf(textOut{stdout}, "rated %s in batch %s: %s\n", rest[1], b.ID, verdict)
+		return exitOK
+	})
+}
+
 // writeReportFile writes the report beside path and renames it into
 // place, so that a failure leaves any earlier report whole.
 func writeReportFile(ctx context.Context, st *store.Store, path string, b, a *store.Batch) error {
@@ -477,7 +582,7 @@ func writeReportFile(ctx context.Context, st *store.Store, path string, b, a *st
 
 // The view commands are subcommands of flowrun batch, beside run and resume.
 func init() {
-	for _, sub := range []string{"show", "compare", "report"} {
+	for _, sub := range []string{"show", "compare", "report", "rate"} {
 		batchCommands[sub] = func(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			code, _ := batchViewCmd(ctx, sub, args, stdout, stderr)
 			return code
