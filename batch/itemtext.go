@@ -174,11 +174,28 @@ func wrap(text string, width int, indent string) string {
 func (s *Summary) Failing() []Row {
 	var out []Row
 	for _, r := range s.Rows {
-		if r.Pass != nil && !*r.Pass && r.Status != "pending" && r.Status != "running" || r.Pass == nil && r.Error != "" {
+		if failing(r) {
 			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// failing says whether a row did not pass: it finished and failed the
+// primary metric, or it has an error.
+func failing(r Row) bool {
+	return r.Error != "" || r.Pass != nil && !*r.Pass && finished(r.Status)
+}
+
+// failsOf names the boolean metrics a row fails, space-separated.
+func failsOf(r Row) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(r.Scores)) {
+		if r.Scores[k] == false {
+			out = append(out, k)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // Row finds an item's row by key.

@@ -47,6 +47,20 @@ func Keys(prefix string, n int) []string {
 // items and the reply of the others.
 func Record(t *testing.T, st *store.Store, id string, keys []string, pattern string, scale float64, fail string) *store.Batch {
 	t.Helper()
+	return RecordWith(t, st, id, keys, pattern, scale, fail, nil)
+}
+
+// Dress changes item i of a batch Record records: its dataset fields
+// before the batch is created, then its result and its run's outputs
+// before they are recorded.
+type Dress struct {
+	Item   func(i int, fields map[string]any)
+	Result func(i int, it *store.BatchItem, outputs map[string]any)
+}
+
+// RecordWith is Record with the items dressed; dress may be nil.
+func RecordWith(t *testing.T, st *store.Store, id string, keys []string, pattern string, scale float64, fail string, dress *Dress) *store.Batch {
+	t.Helper()
 	ctx := context.Background()
 	if len(keys) != len(pattern) {
 		t.Fatalf("fixture %s: %d keys, %d outcomes", id, len(keys), len(pattern))
@@ -56,6 +70,9 @@ func Record(t *testing.T, st *store.Store, id string, keys []string, pattern str
 	items := make([]*store.BatchItem, len(keys))
 	for i, k := range keys {
 		items[i] = &store.BatchItem{Index: i, Key: k, Item: map[string]any{"id": k, "expected": i}}
+		if dress != nil && dress.Item != nil {
+			dress.Item(i, items[i].Item)
+		}
 	}
 	if err := st.CreateBatch(ctx, b, items); err != nil {
 		t.Fatal(err)
@@ -79,7 +96,11 @@ func Record(t *testing.T, st *store.Store, id string, keys []string, pattern str
 		case 'S':
 			it.Status, it.Class, it.Error = runtime.StatusStopped, "", "interrupted"
 		}
-		recordRun(t, st, runID, it, fail)
+		outputs := map[string]any{"answer": reply(it, fail)}
+		if dress != nil && dress.Result != nil {
+			dress.Result(i, it, outputs)
+		}
+		recordRun(t, st, runID, it, fail, outputs)
 		if err := st.StartItem(ctx, id, i, runID); err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +120,7 @@ func Record(t *testing.T, st *store.Store, id string, keys []string, pattern str
 
 // recordRun records a run of one llm node with its events, as the
 // runtime would.
-func recordRun(t *testing.T, st *store.Store, runID string, it *store.BatchItem, reply string) {
+func recordRun(t *testing.T, st *store.Store, runID string, it *store.BatchItem, fail string, outputs map[string]any) {
 	t.Helper()
 	ctx := context.Background()
 	if err := st.CreateRun(ctx, &store.Run{ID: runID, Pipeline: "pipelines/solve.yaml", PipelineName: "solve",
@@ -110,9 +131,7 @@ func recordRun(t *testing.T, st *store.Store, runID string, it *store.BatchItem,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reply == "" {
-		reply = "The answer is " + it.Key
-	}
+	reply := reply(it, fail)
 	start := time.Now()
 	at := func(ms float64) time.Time { return start.Add(time.Duration(ms * float64(time.Millisecond))) }
 	d := it.DurationMS
@@ -134,7 +153,15 @@ func recordRun(t *testing.T, st *store.Store, runID string, it *store.BatchItem,
 		t.Fatal(err)
 	}
 	if err := st.Finish(ctx, runID, store.Ending{Status: it.Status, Error: it.Error, CostUSD: it.CostUSD, Tokens: it.Tokens,
-		Outputs: map[string]any{"answer": reply}}); err != nil {
+		Outputs: outputs}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// reply is the model's reply in an item's run: fail when given.
+func reply(it *store.BatchItem, fail string) string {
+	if fail != "" {
+		return fail
+	}
+	return "The answer is " + it.Key
 }
