@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/flowrun/flowrun/batch/batchtest"
@@ -23,38 +21,8 @@ func gridFixture(t *testing.T) (st *store.Store, a, b *store.Batch, page string)
 	t.Helper()
 	st = batchtest.OpenStore(t)
 	keys := batchtest.Keys("task-", 6)
-	grid := func(i, wrong int) []any {
-		rows := []any{}
-		for r := range 3 {
-			row := []any{}
-			for c := range 3 {
-				v := float64((i + r*3 + c) % 10)
-				if wrong > 0 && r == 1 && c == 1 {
-					v = float64((int(v) + wrong) % 10)
-				}
-				row = append(row, v)
-			}
-			rows = append(rows, row)
-		}
-		return rows
-	}
-	dress := func(side string) *batchtest.Dress {
-		return &batchtest.Dress{
-			Item: func(i int, fields map[string]any) {
-				fields["expected"] = grid(i, 0)
-			},
-			Result: func(i int, it *store.BatchItem, outputs map[string]any) {
-				passed := it.Scores["solved"] == true
-				outputs["grid"] = grid(i, map[bool]int{true: 0, false: 3}[passed])
-				outputs["answer"] = "Rule: shift each colour by one.\nSide " + side + " of " + it.Key
-				if !passed && it.Scores != nil {
-					it.Reasoning = map[string]string{"reason": "the centre cell of " + it.Key + " is wrong"}
-				}
-			},
-		}
-	}
-	a = batchtest.RecordWith(t, st, "b20261122T100000-aaaa", keys, "PPFFPF", 1, "", dress("A"))
-	b = batchtest.RecordWith(t, st, "b20261122T110000-bbbb", keys, "PFPPFF", 1, "", dress("B"))
+	a = batchtest.RecordWith(t, st, "b20261122T100000-aaaa", keys, "PPFFPF", 1, "", batchtest.ARC("A"))
+	b = batchtest.RecordWith(t, st, "b20261122T110000-bbbb", keys, "PFPPFF", 1, "", batchtest.ARC("B"))
 	if err := st.Rate(context.Background(), &store.Rating{Batch: b.ID, Key: "task-05", Pass: false, Note: "centre cell wrong, as the judge says"}); err != nil {
 		t.Fatal(err)
 	}
@@ -109,29 +77,13 @@ func TestReportShowsWhy(t *testing.T) {
 // class and text search each leave the items they should, and the grids
 // are drawn.
 func TestReportFiltersInBrowser(t *testing.T) {
-	exe := ""
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe = p
-			break
-		}
-	}
-	if exe == "" {
-		t.Skip("no chromium on PATH: install Debian's chromium package to check the report's filters")
-	}
+	ctx := batchtest.Browser(t)
 	_, _, _, page := gridFixture(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "report.html")
 	if err := os.WriteFile(file, []byte(page), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1280, 1600))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
 	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+file), chromedp.WaitVisible(chromedp.CSS("#item-table"))); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/graph"
@@ -32,6 +33,8 @@ var funcs = template.FuncMap{
 	"istrue": func(b *bool) bool { return b != nil && *b },
 	"lines":  func(y, i int) int { return y + 20 + i*graph.LineHeight },
 	"jv":     func(id string, v any) jsonView { return jsonView{ID: id, V: v} },
+	"why":    batch.ItemHTML,
+	"pair":   batch.PairHTML,
 }
 
 // jsonView is a value shown rendered and as JSON, with a copy button

@@ -6,10 +6,12 @@ package batchtest
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -164,4 +166,65 @@ func reply(it *store.BatchItem, fail string) string {
 		return fail
 	}
 	return "The answer is " + it.Key
+}
+
+// ARC dresses items as ARC tasks: the dataset field expected is a 3x3
+// grid, the outputs are a grid (right when the item passes, else with its
+// centre cell wrong) and a two-line answer naming side, and a failing
+// item's judge reasoning names the wrong cell.
+func ARC(side string) *Dress {
+	grid := func(i, wrong int) []any {
+		rows := []any{}
+		for r := range 3 {
+			row := []any{}
+			for c := range 3 {
+				v := (i + r*3 + c) % 10
+				if r == 1 && c == 1 {
+					v = (v + wrong) % 10
+				}
+				row = append(row, float64(v))
+			}
+			rows = append(rows, row)
+		}
+		return rows
+	}
+	return &Dress{
+		Item: func(i int, fields map[string]any) { fields["expected"] = grid(i, 0) },
+		Result: func(i int, it *store.BatchItem, outputs map[string]any) {
+			passed := it.Scores["solved"] == true
+			wrong := 3
+			if passed {
+				wrong = 0
+			}
+			outputs["grid"] = grid(i, wrong)
+			outputs["answer"] = "Rule: shift each colour by one.\nSide " + side + " of " + it.Key
+			if !passed && it.Scores != nil {
+				it.Reasoning = map[string]string{"reason": "the centre cell of " + it.Key + " is wrong"}
+			}
+		},
+	}
+}
+
+// Chromium is the path of a headless-capable Chromium, or skips the test.
+func Chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium or chromium-browser on PATH: install Debian's chromium package to check the pages in a browser")
+	return ""
+}
+
+// Browser is a tab of a headless Chromium, closed when the test ends,
+// or skips the test when there is none.
+func Browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(Chromium(t)), chromedp.NoSandbox, chromedp.WindowSize(1280, 1600))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(func() { cancel(); cancelTab(); cancelAlloc() })
+	return ctx
 }
