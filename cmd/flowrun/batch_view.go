@@ -417,7 +417,7 @@ func writeRowsCSV(stdout io.Writer, s *batch.Summary) int {
 }
 
 func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("batch compare", "flowrun batch compare A B [--json]\n\nWhat changed from batch A to batch B, item by item (matched by key): the items\nB fixed and broke, the pass-rate change with McNemar's exact test, and the\ncost and latency changes.")
+	fs := newFlagSet("batch compare", "flowrun batch compare A B [--json]\n\nWhat changed from batch A to batch B, item by item (matched by key): the items\nB fixed and broke, the pass-rate change with McNemar's exact test, and the\ncost and latency changes; then each fixed and broken item's outputs in A and B.")
 	asJSON := fs.Bool("json", false, "print the comparison as JSON")
 	return storeCmd(fs, args, stdout, stderr, 2, "flowrun batch compare: name two batches, the earlier first (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
 		a, err := st.FindBatch(ctx, rest[0])
@@ -428,14 +428,21 @@ func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		if err != nil {
 			return storeError(err, stderr)
 		}
-		c, err := batch.Compare(ctx, st, a, b)
-		if err != nil {
-			return storeError(err, stderr)
+		var sums [2]*batch.Summary
+		for i, x := range []*store.Batch{a, b} {
+			if sums[i], err = batch.Summarize(ctx, st, x); err == nil {
+				err = sums[i].ReadDetails(ctx, st)
+			}
+			if err != nil {
+				return storeError(err, stderr)
+			}
 		}
+		c := batch.CompareSummaries(sums[0], sums[1])
 		if *asJSON {
 			return writeJSON(stdout, c)
 		}
 		printComparison(textOut{stdout}, c)
+		printSideBySide(textOut{stdout}, c, width(stdout))
 		return exitOK
 	})
 }
@@ -477,6 +484,29 @@ func printComparison(w io.Writer, c *batch.Comparison) {
 	keyList(w, "only in B", c.OnlyB)
 }
 
+// printSideBySide prints each fixed and broken item's outputs in A and
+// in B, folded to a line each.
+func printSideBySide(w io.Writer, c *batch.Comparison, cols int) {
+	pairs := append(append([]batch.Pair{}, c.Fixed...), c.Broken...)
+	if len(pairs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\noutputs, A then B:")
+	for _, p := range pairs {
+		fmt.Fprintf(w, "  %s (%s)\n", p.Key, p.Outcome)
+		for _, side := range []struct {
+			name string
+			row  batch.Row
+		}{{"A", p.A}, {"B", p.B}} {
+			what := any(side.row.Outputs)
+			if side.row.Error != "" {
+				what = side.row.Class + ": " + side.row.Error
+			}
+			fmt.Fprintf(w, "    %s  %s\n", side.name, batch.Fold(what, cols-7))
+		}
+	}
+}
+
 func pairKeys(ps []batch.Pair) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
@@ -503,7 +533,7 @@ func keyList(w io.Writer, title string, ks []string) {
 }
 
 func batchReportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("batch report", "flowrun batch report BATCH [--compare A] [-o FILE]\n\nWrites one self-contained HTML page (it opens with no network): the summary,\na pass-rate chart with 95% intervals, a cost histogram, the item table and\neach item's run timeline. With --compare, what changed since batch A first.")
+	fs := newFlagSet("batch report", "flowrun batch report BATCH [--compare A] [-o FILE]\n\nWrites one self-contained HTML page (it opens with no network): the summary,\na pass-rate chart with 95% intervals, a cost histogram, the item table with\nfilters and each item's inputs, expected fields, outputs (grids drawn) and\njudge's reasoning, and each item's run timeline. With --compare, what changed\nsince batch A first, fixed and broken items side by side.")
 	against := fs.String("compare", "", "compare with this earlier `batch` (A)")
 	out := fs.String("o", "", "the HTML `file` to write (default BATCH.html)")
 	return storeCmd(fs, args, stdout, stderr, 1, "flowrun batch report: name one batch (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {

@@ -128,6 +128,7 @@ func TestBatchCompareCLI(t *testing.T) {
 		"p = 0.1094: could well be chance",
 		"fixed (failed in A, passed in B): 8\n  k03 k04 k05 k06 k07 k08 k09 k10\n",
 		"broken (passed in A, failed in B): 2\n  k01 k02\n",
+		"outputs, A then B:\n  k03 (fixed)\n    A  answer: The answer is k03\n    B  answer: bad",
 		"only in A: 1\n  gone\n", "only in B: 1\n  new\n",
 	} {
 		if !strings.Contains(out, want) {
