@@ -19,8 +19,14 @@ const HumanMetric = "human"
 // outputs (read from the item's run), so that a view can show why an item
 // failed. Rows keep their summary when a run is gone (pruned).
 func (s *Summary) ReadDetails(ctx context.Context, st *store.Store) error {
-	for i := range s.Rows {
-		r := &s.Rows[i]
+	return s.ReadRowDetails(ctx, st, s.Rows)
+}
+
+// ReadRowDetails is ReadDetails for some of the summary's rows only (a
+// page of them, those a filter kept).
+func (s *Summary) ReadRowDetails(ctx context.Context, st *store.Store, rows []Row) error {
+	for i := range rows {
+		r := &rows[i]
 		if r.Run == "" {
 			continue
 		}

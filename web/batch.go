@@ -57,6 +57,7 @@ type BatchView struct {
 	S     *batch.Summary
 	Rows  []batch.Row
 	F     batch.Filter
+	More  int    // items the filters keep that are not shown
 	Query string // the filters, for the live URL
 	Token string // the CSRF token of the rating forms
 }
@@ -87,11 +88,28 @@ func (s *Server) batchViewOf(ctx context.Context, id string, f batch.Filter, que
 	if err != nil {
 		return BatchView{}, err
 	}
-	if err := sum.ReadDetails(ctx, s.st); err != nil {
-		return BatchView{}, err
+	// A search reads every item's run; other filters need only the
+	// summary, and then only the rows shown are read.
+	if f.Text != "" {
+		if err := sum.ReadDetails(ctx, s.st); err != nil {
+			return BatchView{}, err
+		}
 	}
-	return BatchView{S: sum, Rows: f.Rows(sum), F: f, Query: query, Token: s.csrf}, nil
+	v := BatchView{S: sum, Rows: f.Rows(sum), F: f, Query: query, Token: s.csrf}
+	if len(v.Rows) > maxItemRows {
+		v.Rows, v.More = v.Rows[:maxItemRows], len(v.Rows)-maxItemRows
+	}
+	if f.Text == "" {
+		if err := sum.ReadRowDetails(ctx, s.st, v.Rows); err != nil {
+			return BatchView{}, err
+		}
+	}
+	return v, nil
 }
+
+// maxItemRows bounds the items a batch page shows with their details:
+// the filters reach the others.
+const maxItemRows = 300
 
 func (s *Server) batchPage(w http.ResponseWriter, r *http.Request) {
 	b, err := s.st.FindBatch(r.Context(), r.PathValue("id"))

@@ -155,3 +155,20 @@ func TestBatchPageInBrowser(t *testing.T) {
 		t.Fatalf("ratings %v, %v", ratings, err)
 	}
 }
+
+// TestBatchPageBoundsItems: a large batch's page shows the first
+// maxItemRows items with their details and says how many more the
+// filters can reach.
+func TestBatchPageBoundsItems(t *testing.T) {
+	h := newHarness(t, "")
+	n := maxItemRows + 5
+	b := batchtest.Record(t, h.st, "b20261122T100000-aaaa", batchtest.Keys("t", n), strings.Repeat("P", n-1)+"F", 1, "")
+	_, page := h.get("/batches/" + b.ID)
+	if got := strings.Count(page, `<tbody class="item"`); got != maxItemRows || !strings.Contains(page, "5 more items match") {
+		t.Errorf("%d items shown, want %d and a note of 5 more", got, maxItemRows)
+	}
+	_, page = h.get("/batches/" + b.ID + "?show=failures")
+	if got := strings.Count(page, `<tbody class="item"`); got != 1 || !strings.Contains(page, "The answer is t305") {
+		t.Errorf("the failures filter shows %d items, want the last one with its outputs", got)
+	}
+}
