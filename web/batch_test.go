@@ -137,7 +137,18 @@ func TestBatchPageInBrowser(t *testing.T) {
 	}
 	do("open the batch page", chromedp.Navigate(h.ts.URL+"/batches/"+b.ID), chromedp.WaitVisible(chromedp.CSS("#item-filters")))
 	do("filter to the failures", chromedp.SetValue(chromedp.CSS(`#item-filters select[name="show"]`), "failures"),
-		chromedp.Click(chromedp.CSS("#item-filters button")), chromedp.WaitNotPresent(chromedp.CSS("#item-0")))
+		chromedp.Click(chromedp.CSS("#item-filters button")))
+	// The click navigates: wait for the filtered page to have loaded, in
+	// whichever document is current when asked.
+	for {
+		done, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`location.search.startsWith("?show=failures") && document.readyState === "complete"`))
+		if err == nil && done {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the filtered page did not load")
+		}
+	}
 	if got := eval(`Array.from(document.querySelectorAll("tbody.item")).map(b => b.id).join(" ")`); got != "item-1 item-4 item-5" {
 		t.Fatalf("failures shown: %s", got)
 	}
