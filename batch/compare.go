@@ -115,6 +115,10 @@ func Compare(ctx context.Context, st *store.Store, a, b *store.Batch) (*Comparis
 	return compare(sa, sb), nil
 }
 
+// CompareSummaries compares two batches already summarized (with their
+// details read, for views that show items side by side).
+func CompareSummaries(a, b *Summary) *Comparison { return compare(a, b) }
+
 func side(s *Summary) Side {
 	return Side{ID: s.ID, Name: s.Name, Pipeline: s.Pipeline, Primary: s.Primary, Items: s.Items.Total, PassRate: s.PassRate}
 }

@@ -24,7 +24,7 @@ type Column struct {
 // Columns are the columns of the per-item table: the item, its status,
 // the primary metric, the other metrics (each under its own name, or
 // score.NAME where that is taken), then cost, tokens, duration, run and
-// error.
+// error, and last the DetailColumns.
 func Columns(s *Summary) []Column {
 	cols := []Column{
 		{"key", func(r Row) any { return r.Key }, ""},
@@ -44,6 +44,7 @@ func Columns(s *Summary) []Column {
 		{"class", func(r Row) any { return r.Class }, ""},
 		{"error", func(r Row) any { return r.Error }, ""},
 	}
+	tail = append(tail, detailColumns...)
 	taken := map[string]bool{"index": true, "pass": true}
 	for _, c := range append(cols, tail...) {
 		taken[c.Name] = true
@@ -59,6 +60,29 @@ func Columns(s *Summary) []Column {
 		cols = append(cols, Column{name, func(r Row) any { return r.Scores[m.Name] }, ""})
 	}
 	return append(cols, tail...)
+}
+
+// detailColumns are what an item took, should have given and gave, and
+// why it scored so: the last columns of the exports.
+var detailColumns = []Column{
+	{"inputs", func(r Row) any { return nilIfEmpty(r.Inputs) }, ""},
+	{"expected", func(r Row) any { return nilIfEmpty(r.Expected) }, ""},
+	{"outputs", func(r Row) any { return nilIfEmpty(r.Outputs) }, ""},
+	{"reasoning", func(r Row) any { return nilIfEmpty(r.Reasoning) }, ""},
+	{"note", func(r Row) any { return r.Note }, ""},
+}
+
+// DetailColumns is how many columns at the end of Columns hold an item's
+// inputs, expected fields, outputs, reasoning and note: a view of one line
+// per item leaves them out.
+var DetailColumns = len(detailColumns)
+
+// nilIfEmpty is m, or nil (an absent cell) when it has nothing.
+func nilIfEmpty[V any](m map[string]V) any {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 // CellText is a cell's value as text: strings as they are, numbers in

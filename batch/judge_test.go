@@ -53,7 +53,7 @@ score:
 	}
 	for i, want := range []bool{true, false} {
 		r := rows[i]
-		if r.Scores["polite"] != want || r.Scores["polite"+ReasoningSuffix] != fmt.Sprintf("it says please: %t", want) || r.Error != "" || !near(r.CostUSD, 2) {
+		if r.Scores["polite"] != want || r.Reasoning["polite"] != fmt.Sprintf("it says please: %t", want) || r.Error != "" || !near(r.CostUSD, 2) {
 			t.Fatalf("item %d: scores %v, error %q, cost %v", i, r.Scores, r.Error, r.CostUSD)
 		}
 	}

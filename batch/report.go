@@ -2,7 +2,9 @@ package batch
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -21,6 +23,20 @@ import (
 //go:embed report.html.tmpl
 var reportSource string
 
+// reportScript is the report's one script: it opens linked timelines and
+// filters the items.
+//
+//go:embed report.js
+var reportScript string
+
+// ReportCSP is the Content-Security-Policy a served report needs: inline
+// styles and SVG, and its own script, allowed by its hash.
+var ReportCSP = func() string {
+	sum := sha256.Sum256([]byte(reportScript))
+	return "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-" +
+		base64.StdEncoding.EncodeToString(sum[:]) + "'; frame-ancestors 'none'"
+}()
+
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"pct":   func(r float64) string { return fmt.Sprintf("%.1f%%", 100*r) },
 	"usd":   figures.USD,
@@ -36,8 +52,13 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 		}
 		return figures.DurationChange(v)
 	},
-	"f1":    func(v float64) string { return fmt.Sprintf("%.1f", v) },
-	"deref": func(p *bool) bool { return *p },
+	"f1":      func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"deref":   func(p *bool) bool { return *p },
+	"pair":    PairHTML,
+	"failing": func(r Row) string { return map[bool]string{true: "1", false: "0"}[failing(r)] },
+	"failsOf": failsOf,
+	"script":  func() template.JS { return template.JS(reportScript) },
+	"item":    func(Row) template.HTML { return "" }, // replaced per report, with its summary
 }).Parse(reportSource))
 
 // Longest text of one timeline entry the report shows; the rest is cut
@@ -50,6 +71,7 @@ type report struct {
 	S         *Summary
 	C         *Comparison
 	Metrics   []string       // the score columns of the item table
+	Columns   int            // of the item table
 	Outcomes  map[int]string // by B's item index
 	Pass      passChart
 	Cost      costChart
@@ -66,6 +88,9 @@ func WriteReport(ctx context.Context, st *store.Store, w io.Writer, b, against *
 	if err != nil {
 		return err
 	}
+	if err := s.ReadDetails(ctx, st); err != nil {
+		return err
+	}
 	r := &report{Generated: time.Now().Format("2006-01-02 15:04:05"), S: s, Outcomes: map[int]string{}}
 	type ref struct{ run, key, side string }
 	var runs []ref
@@ -73,6 +98,9 @@ func WriteReport(ctx context.Context, st *store.Store, w io.Writer, b, against *
 	side := ""
 	if against != nil {
 		if base, err = Summarize(ctx, st, against); err != nil {
+			return err
+		}
+		if err := base.ReadDetails(ctx, st); err != nil {
 			return err
 		}
 		r.C = compare(base, s)
@@ -92,6 +120,13 @@ func WriteReport(ctx context.Context, st *store.Store, w io.Writer, b, against *
 	for _, m := range s.Metrics {
 		r.Metrics = append(r.Metrics, m.Name)
 	}
+	r.Columns = len(r.Metrics) + 8
+	if s.Primary != "" {
+		r.Columns-- // the primary has the pass column
+	}
+	if r.C != nil {
+		r.Columns++
+	}
 	r.Pass = newPassChart(s, base)
 	r.Cost = newCostChart(s, base)
 	for _, ref := range runs {
@@ -105,8 +140,13 @@ func WriteReport(ctx context.Context, st *store.Store, w io.Writer, b, against *
 		tl.Key, tl.Side = ref.key, ref.side
 		r.Timelines = append(r.Timelines, *tl)
 	}
+	tmpl, err := reportTemplate.Clone()
+	if err != nil {
+		return fmt.Errorf("batch %s: report: %w", b.ID, err)
+	}
+	tmpl.Funcs(template.FuncMap{"item": func(row Row) template.HTML { return ItemHTML(s, row) }})
 	var page strings.Builder
-	if err := reportTemplate.Execute(&page, r); err != nil {
+	if err := tmpl.Execute(&page, r); err != nil {
 		return fmt.Errorf("batch %s: report: %w", b.ID, err)
 	}
 	_, err = io.WriteString(w, redact.String(page.String()))

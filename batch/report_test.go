@@ -78,16 +78,7 @@ func TestReportSelfContained(t *testing.T) {
 // the picture is a real page, not a blank or an error screen's worth of
 // pixels. FLOWRUN_REPORT_SCREENSHOT=1 keeps it in testdata/out/.
 func TestReportScreenshot(t *testing.T) {
-	browser := ""
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		t.Skip("no chromium or chromium-browser on PATH: install Debian's chromium package to check the report's rendering")
-	}
+	browser := batchtest.Chromium(t)
 	page, _, _ := reportFixture(t)
 	dir := t.TempDir()
 	report := filepath.Join(dir, "report.html")

@@ -458,7 +458,7 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 	res, err := st.execute(ctx, runner, row, it)
 	bg := context.WithoutCancel(ctx)
 	row.DurationMS = float64(time.Since(started).Microseconds()) / 1000
-	row.Scores, row.Error, row.Class = nil, "", ""
+	row.Scores, row.Reasoning, row.Error, row.Class = nil, nil, "", ""
 	var de *datasetError
 	switch {
 	case err != nil && errors.As(err, &de):
@@ -482,8 +482,9 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 				j := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops}
 				return j.Start(ctx, p, in)
 			}
-			scores, cost, tokens, serr := r.Scorer.Score(ctx, env, judge)
-			row.Scores, row.CostUSD, row.Tokens = scores, row.CostUSD+cost, row.Tokens+tokens
+			scored, serr := r.Scorer.Score(ctx, env, judge)
+			row.Scores, row.Reasoning = scored.Scores, scored.Reasoning
+			row.CostUSD, row.Tokens = row.CostUSD+scored.CostUSD, row.Tokens+scored.Tokens
 			if serr != nil {
 				row.Error, row.Class = serr.Error(), ClassScore
 			}

@@ -41,7 +41,9 @@ func NewScorer(p *dsl.Pipeline, extra []*dsl.Metric) *Scorer {
 	}
 	if s.Judge != nil {
 		for _, o := range s.Judge.Outputs {
-			types[o.Name] = o.Type
+			if !dsl.Reasoning(o) {
+				types[o.Name] = o.Type
+			}
 		}
 	}
 	names := s.Names()
@@ -67,16 +69,27 @@ func (s *Scorer) Names() []string {
 // judgeRun runs the judge pipeline on its inputs.
 type judgeRun func(ctx context.Context, p *dsl.Pipeline, inputs map[string]any) (*runtime.Result, error)
 
+// Scored is what scoring an item gave.
+type Scored struct {
+	Scores map[string]any
+	// Reasoning is the judge's text outputs by name: why it scored the
+	// item as it did.
+	Reasoning map[string]string
+	// The judge's spend, which counts toward the item's.
+	CostUSD float64
+	Tokens  int
+}
+
 // Score computes the metrics of a completed run. A metric that cannot be
-// computed is left out and named in the error; the judge's spend is
-// returned so that it counts toward the item's.
-func (s *Scorer) Score(ctx context.Context, env *dsl.ScoreEnv, judge judgeRun) (scores map[string]any, costUSD float64, tokens int, err error) {
-	scores = map[string]any{}
+// computed is left out and named in the error.
+func (s *Scorer) Score(ctx context.Context, env *dsl.ScoreEnv, judge judgeRun) (Scored, error) {
+	out := Scored{Scores: map[string]any{}}
+	scores := out.Scores
 	var errs []error
 	for _, m := range s.Metrics {
 		if m.Judge != nil {
-			c, t, err := judgeMetric(ctx, m, env, judge, scores)
-			costUSD, tokens = costUSD+c, tokens+t
+			c, t, err := judgeMetric(ctx, m, env, judge, &out)
+			out.CostUSD, out.Tokens = out.CostUSD+c, out.Tokens+t
 			if err != nil {
 				errs = append(errs, fmt.Errorf("metric %s: %w", m.Name, err))
 			}
@@ -107,7 +120,7 @@ func (s *Scorer) Score(ctx context.Context, env *dsl.ScoreEnv, judge judgeRun) (
 		}
 		res, err := judge(ctx, s.Judge, in)
 		if res != nil {
-			costUSD, tokens = costUSD+res.CostUSD, tokens+int(res.Tokens)
+			out.CostUSD, out.Tokens = out.CostUSD+res.CostUSD, out.Tokens+int(res.Tokens)
 		}
 		switch {
 		case err != nil:
@@ -117,6 +130,15 @@ func (s *Scorer) Score(ctx context.Context, env *dsl.ScoreEnv, judge judgeRun) (
 		default:
 			for _, o := range s.Judge.Outputs {
 				v := res.Outputs[o.Name]
+				if dsl.Reasoning(o) {
+					if text, _ := v.(string); text != "" {
+						if out.Reasoning == nil {
+							out.Reasoning = map[string]string{}
+						}
+						out.Reasoning[o.Name] = text
+					}
+					continue
+				}
 				if err := checkMetric(v); err != nil {
 					errs = append(errs, fmt.Errorf("judge %s: output %s: %w", s.Judge.Path, o.Name, err))
 					continue
@@ -125,23 +147,34 @@ func (s *Scorer) Score(ctx context.Context, env *dsl.ScoreEnv, judge judgeRun) (
 			}
 		}
 	}
-	if len(errs) > 0 {
-		err = errs[0]
-		for _, e := range errs[1:] {
-			err = fmt.Errorf("%w; %v", err, e)
-		}
+	if len(errs) == 0 {
+		return out, nil
 	}
-	return scores, costUSD, tokens, err
+	err := errs[0]
+	for _, e := range errs[1:] {
+		err = fmt.Errorf("%w; %v", err, e)
+	}
+	return out, err
 }
 
-// ReasoningSuffix names the score that holds a judge metric's reasoning:
-// NAME.reasoning, text beside the metric's verdict.
-const ReasoningSuffix = ".reasoning"
+// ItemFields are the dataset fields the metrics read, in declaration
+// order: an item's expected value, as the batch views show it.
+func (s *Scorer) ItemFields() []string {
+	var out []string
+	for _, m := range s.Metrics {
+		for _, f := range m.ItemFields() {
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
 
 // judgeMetric runs a judge metric's pipeline on the item and its outputs
-// and records its verdict as the metric and its reasoning beside it; it
-// returns what the judge spent.
-func judgeMetric(ctx context.Context, m *dsl.Metric, env *dsl.ScoreEnv, judge judgeRun, scores map[string]any) (float64, int, error) {
+// and records its verdict as the metric and its reasoning under the
+// metric's name; it returns what the judge spent.
+func judgeMetric(ctx context.Context, m *dsl.Metric, env *dsl.ScoreEnv, judge judgeRun, out *Scored) (float64, int, error) {
 	res, err := judge(ctx, m.Judge, map[string]any{"item": env.Item, "outputs": env.Outputs})
 	if err != nil {
 		return 0, 0, fmt.Errorf("judge: %w", err)
@@ -153,9 +186,12 @@ func judgeMetric(ctx context.Context, m *dsl.Metric, env *dsl.ScoreEnv, judge ju
 	if err := checkMetric(v); err != nil {
 		return res.CostUSD, int(res.Tokens), fmt.Errorf("judge: verdict: %w", err)
 	}
-	scores[m.Name] = v
-	if r, ok := res.Outputs[dsl.JudgeReasoning].(string); ok {
-		scores[m.Name+ReasoningSuffix] = r
+	out.Scores[m.Name] = v
+	if r, ok := res.Outputs[dsl.JudgeReasoning].(string); ok && r != "" {
+		if out.Reasoning == nil {
+			out.Reasoning = map[string]string{}
+		}
+		out.Reasoning[m.Name] = r
 	}
 	return res.CostUSD, int(res.Tokens), nil
 }

@@ -32,9 +32,12 @@ type Settings struct {
 	Map     map[string]string `json:"map,omitempty"` // --map input=field
 	Metrics []string          `json:"metrics"`       // in declaration order
 	Primary string            `json:"primary"`
-	Score   []string          `json:"score,omitempty"` // --score NAME=EXPR
-	Model   []string          `json:"model,omitempty"` // --model NAME=MODEL
-	Replay  string            `json:"replay,omitempty"`
+	// Expected are the dataset fields the metrics read: what the views
+	// show beside an item's outputs.
+	Expected []string `json:"expected"`
+	Score    []string `json:"score,omitempty"` // --score NAME=EXPR
+	Model    []string `json:"model,omitempty"` // --model NAME=MODEL
+	Replay   string   `json:"replay,omitempty"`
 
 	DatasetAbs string `json:"dataset_abs"`
 	NATS       string `json:"nats,omitempty"` // the NATS server's URL, credentials removed

@@ -91,6 +91,17 @@ type Row struct {
 	Run        string         `json:"run,omitempty"`
 	Class      string         `json:"class,omitempty"`
 	Error      string         `json:"error,omitempty"`
+	// Why the item scored as it did: what its run took and gave, the
+	// dataset fields the metrics read, the judge's reasoning, and the
+	// note of whoever rated it (its human score is in Scores). Inputs and
+	// Outputs are read by Summary.ReadDetails.
+	Inputs    map[string]any    `json:"inputs,omitempty"`
+	Expected  map[string]any    `json:"expected,omitempty"`
+	Outputs   map[string]any    `json:"outputs,omitempty"`
+	Reasoning map[string]string `json:"reasoning,omitempty"`
+	Note      string            `json:"note,omitempty"`
+	// Flaky marks an item run more than once whose runs disagree.
+	Flaky bool `json:"flaky,omitempty"`
 }
 
 // Summary is what a batch gave, as `flowrun batch show` prints it.
@@ -120,6 +131,12 @@ type Summary struct {
 	// say per item how its runs went; Items and the rates above then
 	// count runs.
 	Repeats *RepeatSummary `json:"repeats,omitempty"`
+	// Agreement is the human ratings against each pass/fail metric.
+	Agreement []Agreement `json:"agreement,omitempty"`
+	// Repeated says some item ran more than once (see Row.Flaky).
+	Repeated bool `json:"repeated,omitempty"`
+
+	expectedGuessed bool // the batch did not record the fields its metrics read
 }
 
 // Summarize reads a batch's items and computes its summary. It, Compare
@@ -133,11 +150,20 @@ func Summarize(ctx context.Context, st *store.Store, b *store.Batch) (*Summary, 
 	if err != nil {
 		return nil, fmt.Errorf("batch %s: reading its items: %w", b.ID, err)
 	}
-	return SummarizeItems(b, items), nil
+	ratings, err := st.Ratings(ctx, b.ID)
+	if err != nil {
+		return nil, err
+	}
+	return summarize(b, items, ratings), nil
 }
 
-// SummarizeItems is Summarize for items already read.
+// SummarizeItems is Summarize for items already read, without ratings.
 func SummarizeItems(b *store.Batch, items []*store.BatchItem) *Summary {
+	return summarize(b, items, nil)
+}
+
+func summarize(b *store.Batch, items []*store.BatchItem, ratings map[string]*store.Rating) *Summary {
+	items = withRatings(items, ratings)
 	s := &Summary{ID: b.ID, Pipeline: b.Pipeline, Name: b.PipelineName, Dataset: b.Dataset, Status: b.Status, Reason: b.Reason,
 		Started: b.Started, Metrics: []Metric{}, Failures: []FailureClass{}, Rows: make([]Row, 0, len(items))}
 	if !b.Finished.IsZero() {
@@ -145,7 +171,10 @@ func SummarizeItems(b *store.Batch, items []*store.BatchItem) *Summary {
 		s.Finished = &f
 	}
 	names, primary := metricNames(b, items)
+	names = metricsWithHuman(names, ratings)
 	s.Primary = primary
+	settings, _ := SettingsOf(b)
+	s.expectedGuessed = settings.Expected == nil
 	var durations []float64
 	ran := 0
 	failures := map[string]*FailureClass{}
@@ -190,8 +219,14 @@ func SummarizeItems(b *store.Batch, items []*store.BatchItem) *Summary {
 				f.Keys = append(f.Keys, it.Key)
 			}
 		}
-		s.Rows = append(s.Rows, row(it, primary))
+		r := row(it, primary)
+		r.Expected = expected(it.Item, settings.Expected)
+		if rating := ratings[it.Key]; rating != nil {
+			r.Note = rating.Note
+		}
+		s.Rows = append(s.Rows, r)
 	}
+	s.Repeated = markFlaky(s.Rows)
 	s.CostUSD = figures.RoundUSD(s.CostUSD)
 	if ran > 0 {
 		s.CostPerItem = figures.RoundUSD(s.CostUSD / float64(ran))
@@ -206,6 +241,7 @@ func SummarizeItems(b *store.Batch, items []*store.BatchItem) *Summary {
 		}
 		s.Metrics = append(s.Metrics, m)
 	}
+	s.Agreement = agreements(s, items)
 	for _, f := range failures {
 		s.Failures = append(s.Failures, *f)
 	}
@@ -262,7 +298,7 @@ func finished(status runtime.Status) bool {
 
 func row(it *store.BatchItem, primary string) Row {
 	r := Row{Index: it.Index, Key: it.Key, Repeat: it.Repeat, Status: it.Status, Scores: it.Scores, CostUSD: it.CostUSD, Tokens: it.Tokens,
-		DurationMS: it.DurationMS, Run: it.Run, Class: it.Class, Error: it.Error}
+		DurationMS: it.DurationMS, Run: it.Run, Class: it.Class, Error: it.Error, Reasoning: it.Reasoning}
 	if primary != "" {
 		p := passed(it, primary)
 		r.Pass = &p
@@ -348,7 +384,8 @@ func aggregate(name string, items []*store.BatchItem) Metric {
 		m.N++
 		switch m.Kind {
 		case "rate":
-			if it.Status == runtime.StatusCompleted && v == true {
+			// A person may pass an item whose run did not complete.
+			if v == true && (it.Status == runtime.StatusCompleted || name == HumanMetric) {
 				k++
 			}
 		case "mean":
@@ -358,7 +395,11 @@ func aggregate(name string, items []*store.BatchItem) Metric {
 	}
 	switch m.Kind {
 	case "rate":
-		r := Wilson(k, finishedCount(items))
+		n := finishedCount(items)
+		if name == HumanMetric {
+			n = m.N
+		}
+		r := Wilson(k, n)
 		m.Rate = &r
 	case "mean":
 		if m.N > 0 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
 	"gopkg.in/yaml.v3"
 )
 
@@ -15,7 +16,8 @@ type Score struct {
 	Metrics []*Metric // expression metrics, in file order
 	// Judge is score: {pipeline: FILE}: a pipeline run per item with the
 	// inputs item, outputs and run; each of its outputs is a metric,
-	// after the expression metrics.
+	// after the expression metrics, except its text outputs: those are
+	// its reasoning, kept with the item to say why it scored as it did.
 	Judge    *Pipeline
 	JudgePos Pos
 }
@@ -32,10 +34,45 @@ func (s *Score) Names() []string {
 	}
 	if s.Judge != nil {
 		for _, o := range s.Judge.Outputs {
-			out = append(out, o.Name)
+			if !Reasoning(o) {
+				out = append(out, o.Name)
+			}
 		}
 	}
 	return out
+}
+
+// Reasoning says whether a judge's output is its reasoning (text) rather
+// than a metric.
+func Reasoning(o *Output) bool {
+	return o.Type != nil && o.Type.Kind == TypeString
+}
+
+// ItemFields are the dataset fields the metric reads (item.NAME or
+// item["NAME"]), in the order it first reads them: what a batch shows as
+// an item's expected value.
+func (m *Metric) ItemFields() []string {
+	if m == nil || m.Value == nil || m.Value.expr == nil {
+		return nil
+	}
+	v := &itemFields{}
+	root := m.Value.expr.prog.Node()
+	ast.Walk(&root, v)
+	return v.names
+}
+
+type itemFields struct{ names []string }
+
+func (v *itemFields) Visit(node *ast.Node) {
+	n, ok := (*node).(*ast.MemberNode)
+	if !ok {
+		return
+	}
+	id, isID := n.Node.(*ast.IdentifierNode)
+	prop, isStr := n.Property.(*ast.StringNode)
+	if isID && id.Value == "item" && isStr && !slices.Contains(v.names, prop.Value) {
+		v.names = append(v.names, prop.Value)
+	}
 }
 
 // Metric is one named score: an expression over outputs, item and run.
@@ -213,8 +250,8 @@ func (r *resolver) checkScore() {
 				r.f.l.errorf(m.Pos, "score: metric %q is also an output of the judge %s; rename one", m.Name, filepath.ToSlash(j.Path))
 			}
 		}
-		if !metricType(o.Type) {
-			r.f.l.errorf(s.JudgePos, "score: output %q of the judge %s is %s; a metric must be true/false or a number", o.Name, j.Path, describeKind(o.Type))
+		if !metricType(o.Type) && !Reasoning(o) {
+			r.f.l.errorf(s.JudgePos, "score: output %q of the judge %s is %s; a metric must be true/false or a number (or text: the judge's reasoning)", o.Name, j.Path, describeKind(o.Type))
 		}
 	}
 }

@@ -152,3 +152,23 @@ func TestJudgeMetric(t *testing.T) {
 		t.Fatalf("a bad verdict type:\n%s", ds)
 	}
 }
+
+// TestMetricItemFields checks that a metric names the dataset fields it
+// reads, however it reads them, once each and in order.
+func TestMetricItemFields(t *testing.T) {
+	p := loadString(t, scored)
+	for src, want := range map[string]string{
+		"outputs.answer == item.expected":                                "expected",
+		`outputs.answer == item["target"] || outputs.n == item.expected`: "target,expected",
+		"item.a == item.a && outputs.n > 3":                              "a",
+		"outputs.n > 3":                                                  "",
+	} {
+		m, ds := ParseMetric(p, "m", src)
+		if m == nil {
+			t.Fatalf("%s: %s", src, ds)
+		}
+		if got := strings.Join(m.ItemFields(), ","); got != want {
+			t.Errorf("%s: item fields %q, want %q", src, got, want)
+		}
+	}
+}

@@ -41,14 +41,17 @@ type Batch struct {
 
 // BatchItem is one dataset item of a batch and what its run gave.
 type BatchItem struct {
-	Batch      string
-	Index      int    // position in the dataset
-	Key        string // stable name: a file name, a line number or an id field
-	Repeat     int    // which of the item's runs (flowrun batch --repeat), from 0
-	Item       map[string]any
-	Run        string         // the item's run, once started
-	Status     runtime.Status // ItemPending, or the run's status
-	Scores     map[string]any
+	Batch  string
+	Index  int    // position in the dataset
+	Key    string // stable name: a file name, a line number or an id field
+	Repeat int    // which of the item's runs (flowrun batch --repeat), from 0
+	Item   map[string]any
+	Run    string         // the item's run, once started
+	Status runtime.Status // ItemPending, or the run's status
+	Scores map[string]any
+	// Reasoning is why a judge scored the item as it did: its text
+	// outputs by name.
+	Reasoning  map[string]string
 	Error      string
 	Class      string
 	CostUSD    float64
@@ -166,7 +169,7 @@ func (s *Store) Batches(ctx context.Context) ([]*Batch, error) {
 	return queryAll(ctx, s, scanBatch, `SELECT `+batchColumns+` FROM batches ORDER BY started_at DESC, id DESC`)
 }
 
-const itemColumns = `batch_id, idx, repeat, item_key, item, run_id, status, scores, error, class, cost_usd, tokens, duration_ms, updated_at`
+const itemColumns = `batch_id, idx, repeat, item_key, item, run_id, status, scores, reasoning, error, class, cost_usd, tokens, duration_ms, updated_at`
 
 // BatchItems lists a batch's items in dataset order. An item recorded as
 // running while no live process holds its batch is interrupted.
@@ -188,7 +191,8 @@ func (s *Store) BatchItems(ctx context.Context, batchID string) ([]*BatchItem, e
 		var it BatchItem
 		var item string
 		var run, scores, updated sql.NullString
-		if err := rows.Scan(&it.Batch, &it.Index, &it.Repeat, &it.Key, &item, &run, &it.Status, &scores, &it.Error, &it.Class,
+		var reasoning string
+		if err := rows.Scan(&it.Batch, &it.Index, &it.Repeat, &it.Key, &item, &run, &it.Status, &scores, &reasoning, &it.Error, &it.Class,
 			&it.CostUSD, &it.Tokens, &it.DurationMS, &updated); err != nil {
 			return nil, err
 		}
@@ -198,6 +202,14 @@ func (s *Store) BatchItems(ctx context.Context, batchID string) ([]*BatchItem, e
 		}
 		if scores.Valid {
 			it.Scores = decodeMap(scores.String)
+		}
+		for k, v := range decodeMap(reasoning) {
+			if text, ok := v.(string); ok {
+				if it.Reasoning == nil {
+					it.Reasoning = map[string]string{}
+				}
+				it.Reasoning[k] = text
+			}
 		}
 		out = append(out, &it)
 	}
@@ -233,12 +245,20 @@ func (s *Store) FinishItem(ctx context.Context, it *BatchItem) error {
 		}
 		scores = string(b)
 	}
+	reasoning := []byte("{}")
+	if len(it.Reasoning) > 0 {
+		b, err := json.Marshal(it.Reasoning)
+		if err != nil {
+			return fmt.Errorf("batch %s: item %s: reasoning: %w", it.Batch, it.Key, err)
+		}
+		reasoning = redact.JSON(b)
+	}
 	if err := s.intact(); err != nil {
 		return err
 	}
-	_, err := s.db.ExecContext(ctx, `UPDATE batch_items SET status = ?, scores = ?, error = ?, class = ?, cost_usd = ?, tokens = ?,
+	_, err := s.db.ExecContext(ctx, `UPDATE batch_items SET status = ?, scores = ?, reasoning = ?, error = ?, class = ?, cost_usd = ?, tokens = ?,
 		duration_ms = ?, updated_at = ? WHERE batch_id = ? AND idx = ? AND repeat = ?`,
-		it.Status, scores, redact.String(it.Error), it.Class, it.CostUSD, it.Tokens, it.DurationMS, now(), it.Batch, it.Index, it.Repeat)
+		it.Status, scores, string(reasoning), redact.String(it.Error), it.Class, it.CostUSD, it.Tokens, it.DurationMS, now(), it.Batch, it.Index, it.Repeat)
 	if err != nil {
 		return fmt.Errorf("run store %s: %w", s.path, err)
 	}

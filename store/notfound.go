@@ -13,6 +13,7 @@ type NotFoundError struct {
 	Ref     string // the id, prefix, label or checkpoint number given
 	Path    string // the store's file
 	Run     string // the run a checkpoint or snapshot was looked for in
+	In      string // the batch an item was looked for in
 	None    bool   // the store holds no record of its kind at all ("last" names none)
 	Similar []string
 }
@@ -27,8 +28,11 @@ func (e *NotFoundError) Error() string {
 		return fmt.Sprintf("%v: no %s in %s yet", ErrNotFound, e.What, e.Path)
 	}
 	msg := fmt.Sprintf("%v %q in %s", ErrNotFound, e.Ref, e.Path)
-	if e.What == "batch" {
+	switch e.What {
+	case "batch":
 		msg = fmt.Sprintf("%v: no batch %q in %s", ErrNotFound, e.Ref, e.Path)
+	case "item":
+		msg = fmt.Sprintf("batch %s has no item %q", e.In, e.Ref)
 	}
 	if len(e.Similar) > 0 {
 		msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(e.Similar, ", "))

@@ -332,6 +332,17 @@ var migrations = []string{
 	DROP TABLE batch_items;
 	ALTER TABLE batch_items_repeats RENAME TO batch_items;
 	CREATE INDEX batch_items_run ON batch_items(run_id);`,
+	// Why a judge scored an item as it did (its text outputs), and
+	// people's pass/fail ratings of items: the metric named human.
+	`ALTER TABLE batch_items ADD COLUMN reasoning TEXT NOT NULL DEFAULT '{}';
+	CREATE TABLE batch_ratings (
+		batch_id  TEXT NOT NULL REFERENCES batches(id),
+		item_key  TEXT NOT NULL,
+		pass      INTEGER NOT NULL,
+		note      TEXT NOT NULL DEFAULT '',
+		rated_at  TEXT NOT NULL,
+		PRIMARY KEY (batch_id, item_key)
+	);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -2,7 +2,10 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/store"
@@ -44,9 +47,69 @@ func (s *Server) batchesLive(w http.ResponseWriter, r *http.Request) {
 
 type batchData struct {
 	page
-	S      *batch.Summary
+	BatchView
 	Others []*store.Batch
 }
+
+// BatchView is a batch's live part: its summary and the items its
+// filters keep, each with its details and a rating form.
+type BatchView struct {
+	S     *batch.Summary
+	Rows  []batch.Row
+	F     batch.Filter
+	More  int    // items the filters keep that are not shown
+	Query string // the filters, for the live URL
+	Token string // the CSRF token of the rating forms
+}
+
+// filterOf reads a view's filters from its query.
+func filterOf(r *http.Request) batch.Filter {
+	q := r.URL.Query()
+	return batch.Filter{Show: q.Get("show"), Metric: q.Get("metric"), Class: q.Get("class"), Text: q.Get("q")}
+}
+
+// filterQuery is f as a query, without the filters left empty.
+func filterQuery(f batch.Filter) string {
+	q := url.Values{}
+	for name, v := range map[string]string{"show": f.Show, "metric": f.Metric, "class": f.Class, "q": f.Text} {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	return q.Encode()
+}
+
+func (s *Server) batchViewOf(ctx context.Context, id string, f batch.Filter, query string) (BatchView, error) {
+	b, err := s.st.Batch(ctx, id)
+	if err != nil {
+		return BatchView{}, err
+	}
+	sum, err := batch.Summarize(ctx, s.st, b)
+	if err != nil {
+		return BatchView{}, err
+	}
+	// A search reads every item's run; other filters need only the
+	// summary, and then only the rows shown are read.
+	if f.Text != "" {
+		if err := sum.ReadDetails(ctx, s.st); err != nil {
+			return BatchView{}, err
+		}
+	}
+	v := BatchView{S: sum, Rows: f.Rows(sum), F: f, Query: query, Token: s.csrf}
+	if len(v.Rows) > maxItemRows {
+		v.Rows, v.More = v.Rows[:maxItemRows], len(v.Rows)-maxItemRows
+	}
+	if f.Text == "" {
+		if err := sum.ReadRowDetails(ctx, s.st, v.Rows); err != nil {
+			return BatchView{}, err
+		}
+	}
+	return v, nil
+}
+
+// maxItemRows bounds the items a batch page shows with their details:
+// the filters reach the others.
+const maxItemRows = 300
 
 func (s *Server) batchPage(w http.ResponseWriter, r *http.Request) {
 	b, err := s.st.FindBatch(r.Context(), r.PathValue("id"))
@@ -54,12 +117,13 @@ func (s *Server) batchPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, err)
 		return
 	}
-	sum, err := batch.Summarize(r.Context(), s.st, b)
+	f := filterOf(r)
+	v, err := s.batchViewOf(r.Context(), b.ID, f, filterQuery(f))
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	d := batchData{page: s.page(r, "Batch "+b.ID, "batches"), S: sum}
+	d := batchData{page: s.page(r, "Batch "+b.ID, "batches"), BatchView: v}
 	if all, err := s.st.Batches(r.Context()); err == nil {
 		for _, o := range all {
 			if o.ID != b.ID {
@@ -76,18 +140,40 @@ func (s *Server) batchLive(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
+	f := filterOf(r)
 	s.liveRows(w, r, "batch", "batchbody", func(ctx context.Context) (any, error) {
-		cur, err := s.st.Batch(ctx, b.ID)
-		if err != nil {
-			return nil, err
-		}
-		return batch.Summarize(ctx, s.st, cur)
+		return s.batchViewOf(ctx, b.ID, f, filterQuery(f))
 	})
+}
+
+// rate records a person's verdict on one item of a batch: the metric
+// human.
+func (s *Server) rate(w http.ResponseWriter, r *http.Request) {
+	b, err := s.st.FindBatch(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, http.StatusNotFound, err)
+		return
+	}
+	key := r.FormValue("key")
+	back := "/batches/" + b.ID
+	if q := r.FormValue("query"); q != "" {
+		back += "?" + q
+	}
+	verdict := r.FormValue("verdict")
+	if verdict != "pass" && verdict != "fail" {
+		s.back(w, r, back, fmt.Errorf("rating item %s: choose pass or fail", key))
+		return
+	}
+	err = s.st.Rate(r.Context(), &store.Rating{Batch: b.ID, Key: key, Pass: verdict == "pass", Note: strings.TrimSpace(r.FormValue("note"))})
+	s.back(w, r, back, err)
 }
 
 type compareData struct {
 	page
-	C *batch.Comparison
+	C             *batch.Comparison
+	Fixed, Broken []batch.Pair // those the filters keep
+	F             batch.Filter
+	Metrics       []string
 }
 
 func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) {
@@ -101,17 +187,28 @@ func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, err)
 		return
 	}
-	c, err := batch.Compare(r.Context(), s.st, a, b)
-	if err != nil {
-		s.fail(w, r, http.StatusInternalServerError, err)
-		return
+	var sums [2]*batch.Summary
+	for i, x := range []*store.Batch{a, b} {
+		if sums[i], err = batch.Summarize(r.Context(), s.st, x); err == nil {
+			err = sums[i].ReadDetails(r.Context(), s.st)
+		}
+		if err != nil {
+			s.fail(w, r, http.StatusInternalServerError, err)
+			return
+		}
 	}
-	s.render(w, http.StatusOK, "compare", compareData{page: s.page(r, "Compare", "batches"), C: c})
+	c := batch.CompareSummaries(sums[0], sums[1])
+	f := filterOf(r)
+	d := compareData{page: s.page(r, "Compare", "batches"), C: c, F: f, Fixed: f.Pairs(c.Fixed), Broken: f.Pairs(c.Broken)}
+	for _, m := range sums[1].Metrics {
+		d.Metrics = append(d.Metrics, m.Name)
+	}
+	s.render(w, http.StatusOK, "compare", d)
 }
 
 // report serves a batch's self-contained HTML report (with against, its
-// comparison too): inline styles and no script, so its own CSP allows
-// inline styles only.
+// comparison too): inline styles and its own script, which its CSP
+// allows by hash.
 func (s *Server) report(w http.ResponseWriter, r *http.Request) {
 	b, err := s.st.FindBatch(r.Context(), r.PathValue("id"))
 	if err != nil {
@@ -125,7 +222,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'")
+	w.Header().Set("Content-Security-Policy", batch.ReportCSP)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := batch.WriteReport(r.Context(), s.st, w, b, against); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/graph"
@@ -34,6 +35,8 @@ var funcs = template.FuncMap{
 	"istrue": func(b *bool) bool { return b != nil && *b },
 	"lines":  func(y, i int) int { return y + 20 + i*graph.LineHeight },
 	"jv":     func(id string, v any) jsonView { return jsonView{ID: id, V: v} },
+	"why":    batch.ItemHTML,
+	"pair":   batch.PairHTML,
 	"fold":   eventview.Fold,
 	"long":   eventview.Long,
 	"toggle": toggleOpen,

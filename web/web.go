@@ -222,6 +222,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /batches/{id}", s.batchPage)
 	m.HandleFunc("GET /live/batches", s.batchesLive)
 	m.HandleFunc("GET /batches/{id}/live", s.batchLive)
+	m.HandleFunc("POST /batches/{id}/rate", s.rate)
 	m.HandleFunc("GET /batches/{id}/report", s.report)
 	m.HandleFunc("GET /compare", s.comparePage)
 	s.mux = m

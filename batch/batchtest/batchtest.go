@@ -6,10 +6,12 @@ package batchtest
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -47,6 +49,20 @@ func Keys(prefix string, n int) []string {
 // items and the reply of the others.
 func Record(t *testing.T, st *store.Store, id string, keys []string, pattern string, scale float64, fail string) *store.Batch {
 	t.Helper()
+	return RecordWith(t, st, id, keys, pattern, scale, fail, nil)
+}
+
+// Dress changes item i of a batch Record records: its dataset fields
+// before the batch is created, then its result and its run's outputs
+// before they are recorded.
+type Dress struct {
+	Item   func(i int, fields map[string]any)
+	Result func(i int, it *store.BatchItem, outputs map[string]any)
+}
+
+// RecordWith is Record with the items dressed; dress may be nil.
+func RecordWith(t *testing.T, st *store.Store, id string, keys []string, pattern string, scale float64, fail string, dress *Dress) *store.Batch {
+	t.Helper()
 	ctx := context.Background()
 	if len(keys) != len(pattern) {
 		t.Fatalf("fixture %s: %d keys, %d outcomes", id, len(keys), len(pattern))
@@ -56,6 +72,9 @@ func Record(t *testing.T, st *store.Store, id string, keys []string, pattern str
 	items := make([]*store.BatchItem, len(keys))
 	for i, k := range keys {
 		items[i] = &store.BatchItem{Index: i, Key: k, Item: map[string]any{"id": k, "expected": i}}
+		if dress != nil && dress.Item != nil {
+			dress.Item(i, items[i].Item)
+		}
 	}
 	if err := st.CreateBatch(ctx, b, items); err != nil {
 		t.Fatal(err)
@@ -79,7 +98,11 @@ func Record(t *testing.T, st *store.Store, id string, keys []string, pattern str
 		case 'S':
 			it.Status, it.Class, it.Error = runtime.StatusStopped, "", "interrupted"
 		}
-		recordRun(t, st, runID, it, fail)
+		outputs := map[string]any{"answer": reply(it, fail)}
+		if dress != nil && dress.Result != nil {
+			dress.Result(i, it, outputs)
+		}
+		recordRun(t, st, runID, it, fail, outputs)
 		if err := st.StartItem(ctx, id, i, 0, runID); err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +122,7 @@ func Record(t *testing.T, st *store.Store, id string, keys []string, pattern str
 
 // recordRun records a run of one llm node with its events, as the
 // runtime would.
-func recordRun(t *testing.T, st *store.Store, runID string, it *store.BatchItem, reply string) {
+func recordRun(t *testing.T, st *store.Store, runID string, it *store.BatchItem, fail string, outputs map[string]any) {
 	t.Helper()
 	ctx := context.Background()
 	if err := st.CreateRun(ctx, &store.Run{ID: runID, Pipeline: "pipelines/solve.yaml", PipelineName: "solve",
@@ -110,9 +133,7 @@ func recordRun(t *testing.T, st *store.Store, runID string, it *store.BatchItem,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reply == "" {
-		reply = "The answer is " + it.Key
-	}
+	reply := reply(it, fail)
 	start := time.Now()
 	at := func(ms float64) time.Time { return start.Add(time.Duration(ms * float64(time.Millisecond))) }
 	d := it.DurationMS
@@ -134,7 +155,76 @@ func recordRun(t *testing.T, st *store.Store, runID string, it *store.BatchItem,
 		t.Fatal(err)
 	}
 	if err := st.Finish(ctx, runID, store.Ending{Status: it.Status, Error: it.Error, CostUSD: it.CostUSD, Tokens: it.Tokens,
-		Outputs: map[string]any{"answer": reply}}); err != nil {
+		Outputs: outputs}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// reply is the model's reply in an item's run: fail when given.
+func reply(it *store.BatchItem, fail string) string {
+	if fail != "" {
+		return fail
+	}
+	return "The answer is " + it.Key
+}
+
+// ARC dresses items as ARC tasks: the dataset field expected is a 3x3
+// grid, the outputs are a grid (right when the item passes, else with its
+// centre cell wrong) and a two-line answer naming side, and a failing
+// item's judge reasoning names the wrong cell.
+func ARC(side string) *Dress {
+	grid := func(i, wrong int) []any {
+		rows := []any{}
+		for r := range 3 {
+			row := []any{}
+			for c := range 3 {
+				v := (i + r*3 + c) % 10
+				if r == 1 && c == 1 {
+					v = (v + wrong) % 10
+				}
+				row = append(row, float64(v))
+			}
+			rows = append(rows, row)
+		}
+		return rows
+	}
+	return &Dress{
+		Item: func(i int, fields map[string]any) { fields["expected"] = grid(i, 0) },
+		Result: func(i int, it *store.BatchItem, outputs map[string]any) {
+			passed := it.Scores["solved"] == true
+			wrong := 3
+			if passed {
+				wrong = 0
+			}
+			outputs["grid"] = grid(i, wrong)
+			outputs["answer"] = "Rule: shift each colour by one.\nSide " + side + " of " + it.Key
+			if !passed && it.Scores != nil {
+				it.Reasoning = map[string]string{"reason": "the centre cell of " + it.Key + " is wrong"}
+			}
+		},
+	}
+}
+
+// Chromium is the path of a headless-capable Chromium, or skips the test.
+func Chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium or chromium-browser on PATH: install Debian's chromium package to check the pages in a browser")
+	return ""
+}
+
+// Browser is a tab of a headless Chromium, closed when the test ends,
+// or skips the test when there is none.
+func Browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(Chromium(t)), chromedp.NoSandbox, chromedp.WindowSize(1280, 1600))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(func() { cancel(); cancelTab(); cancelAlloc() })
+	return ctx
 }

@@ -162,7 +162,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		datasetAbs, _ := filepath.Abs(*dataset)
 		settings := batch.Settings{Concurrency: bf.concurrency, MaxCostUSD: bf.maxCost, MaxLoops: bf.maxLoops, Auto: bf.auto,
 			Repeat: *repeat, Limit: *limit, Sample: *sample, Seed: *seed, Filter: *filter, Map: mapping,
-			Metrics: scorer.Names(), Primary: scorer.Primary, Score: scores,
+			Metrics: scorer.Names(), Primary: scorer.Primary, Expected: scorer.ItemFields(), Score: scores,
 			Model: bf.models.models, Replay: absOrEmpty(bf.models.replay), DatasetAbs: datasetAbs}
 		st, err := store.Open(*bf.storePath)
 		if err != nil {

@@ -23,6 +23,8 @@ func batchViewCmd(ctx context.Context, sub string, args []string, stdout, stderr
 		return batchCompareCmd(ctx, args, stdout, stderr), true
 	case "report":
 		return batchReportCmd(ctx, args, stdout, stderr), true
+	case "rate":
+		return batchRateCmd(ctx, args, stdout, stderr), true
 	}
 	return 0, false
 }
@@ -87,8 +89,10 @@ func clip(s string, n int) string {
 }
 
 func batchShowCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("batch show", "flowrun batch show BATCH [--format text|json|jsonl|csv]\n\nA batch's summary (items, pass rate with its 95% interval, other metrics, cost,\ntokens, latency, failures by class, slowest and most expensive items) and its\nper-item table. jsonl and csv export the per-item table, one row per item;\njson is the whole summary. BATCH is an id, an unambiguous prefix of one, or last.")
+	fs := newFlagSet("batch show", "flowrun batch show BATCH [--item KEY | --failures] [--format text|json|jsonl|csv]\n\nA batch's summary (items, pass rate with its 95% interval, other metrics, human\nratings and their agreement with the metrics, cost, tokens, latency, failures by\nclass, slowest and most expensive items) and one line per item. --item shows\none item whole: its inputs, the dataset fields its metrics read, its outputs,\neach metric, the judge's reasoning, its rating and error; --failures shows every\nitem that did not pass so. jsonl and csv export the per-item table, one row per\nitem, with inputs, expected and outputs as JSON; json is the whole summary.\nBATCH is an id, an unambiguous prefix of one, or last.")
 	format := fs.String("format", "text", "text, json (the summary), jsonl or csv (the item table)")
+	itemKey := fs.String("item", "", "show this item (its `key`) whole")
+	failures := fs.Bool("failures", false, "show every item that did not pass, whole")
 	return storeCmd(fs, args, stdout, stderr, 1, "flowrun batch show: name one batch (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
 		if !slices.Contains([]string{"text", "json", "jsonl", "csv"}, *format) {
 			fmt.Fprintf(stderr, "flowrun batch show: --format %q: give text, json, jsonl or csv\n", *format)
@@ -102,7 +106,20 @@ func batchShowCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return storeError(err, stderr)
 		}
+		if err := s.ReadDetails(ctx, st); err != nil {
+			return storeError(err, stderr)
+		}
 		s.Reason = batchReason(s.ID, s.Status, s.Reason)
+		if *itemKey != "" {
+			r, ok := s.Row(*itemKey)
+			if !ok {
+				fmt.Fprintf(stderr, "flowrun batch show: batch %s has no item %q (flowrun batch show %s lists its items)\n", s.ID, *itemKey, s.ID)
+				return exitInvalid
+			}
+			s.Rows = []batch.Row{r}
+		} else if *failures {
+			s.Rows = s.Failing()
+		}
 		switch *format {
 		case "json":
 			return writeJSON(stdout, s)
@@ -111,12 +128,25 @@ func batchShowCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		case "csv":
 			return exported(batch.WriteCSV(stdout, s))
 		}
-		printSummary(textOut{stdout}, s)
+		out := textOut{stdout}
+		if *itemKey != "" || *failures {
+			for i, r := range s.Rows {
+				if i > 0 {
+					fmt.Fprintln(out)
+				}
+				batch.WriteItemText(out, s, r, width(stdout))
+			}
+			if len(s.Rows) == 0 {
+				fmt.Fprintln(out, "every item passed")
+			}
+			return exitOK
+		}
+		printSummary(out, s, width(stdout))
 		return exitOK
 	})
 }
 
-func printSummary(w io.Writer, s *batch.Summary) {
+func printSummary(w io.Writer, s *batch.Summary, cols int) {
 	fmt.Fprintf(w, "batch %s  %s (%s) on %s  %s", s.ID, s.Name, s.Pipeline, s.Dataset, s.Status)
 	if s.Reason != "" {
 		fmt.Fprintf(w, " (%s)", s.Reason)
@@ -147,6 +177,13 @@ func printSummary(w io.Writer, s *batch.Summary) {
 			fmt.Fprintf(w, "  %-8s not a boolean or a number: see the item table\n", m.Name)
 		}
 	}
+	for _, a := range s.Agreement {
+		kappa := "undefined (each gave one verdict throughout)"
+		if a.Defined {
+			kappa = fmt.Sprintf("%.2f", a.Kappa)
+		}
+		fmt.Fprintf(w, "  human vs %s: agree on %d of %d rated items, Cohen's kappa %s\n", a.Metric, a.Agree, a.N, kappa)
+	}
 	fmt.Fprintf(w, "cost       %s total, %s per item (mean)\n", figures.USD(s.CostUSD), figures.USD(s.CostPerItem))
 	fmt.Fprintf(w, "tokens     %d\n", s.Tokens)
 	fmt.Fprintf(w, "latency    p50 %s, p95 %s\n", figures.Duration(s.P50MS), figures.Duration(s.P95MS))
@@ -170,17 +207,26 @@ func printSummary(w io.Writer, s *batch.Summary) {
 		}
 	}
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	cols := batch.Columns(s)
-	for i, col := range cols {
+	printItemLines(w, s, cols)
+	fmt.Fprintf(w, "\nflowrun batch show %s --item KEY shows an item whole; --failures every one that did not pass\n", s.ID)
+}
+
+// printItemLines prints one line per item: its key, status, metrics, cost
+// and duration, then its error or else its outputs, folded to fit cols.
+func printItemLines(w io.Writer, s *batch.Summary, cols int) {
+	var lines strings.Builder
+	tw := tabwriter.NewWriter(&lines, 0, 0, 2, ' ', 0)
+	table := batch.Columns(s)
+	table = table[:len(table)-batch.DetailColumns-3] // without run, class and error: the last column says them
+	for i, col := range table {
 		if i > 0 {
 			fmt.Fprint(tw, "\t")
 		}
 		fmt.Fprint(tw, strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(col.Name, "_usd"), "_ms")))
 	}
-	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "\t\x00")
 	for _, r := range s.Rows {
-		for i, col := range cols {
+		for i, col := range table {
 			if i > 0 {
 				fmt.Fprint(tw, "\t")
 			}
@@ -190,12 +236,26 @@ func printSummary(w io.Writer, s *batch.Summary) {
 			case "ms":
 				fmt.Fprint(tw, figures.Duration(v.(float64)))
 			default:
-				fmt.Fprint(tw, firstLine(batch.CellText(v)))
+				fmt.Fprint(tw, batch.Fold(batch.CellText(v), 24))
 			}
 		}
-		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "\t\x00")
 	}
 	tw.Flush()
+	// The last column takes what room the table leaves.
+	for i, line := range strings.Split(strings.TrimSuffix(lines.String(), "\n"), "\n") {
+		line = strings.TrimSuffix(line, "\x00")
+		room := max(cols-len([]rune(line)), 16)
+		switch {
+		case i == 0:
+			line += "OUTPUT OR ERROR"
+		case s.Rows[i-1].Error != "":
+			line += batch.Fold(s.Rows[i-1].Class+": "+s.Rows[i-1].Error, room)
+		case s.Rows[i-1].Outputs != nil:
+			line += batch.Fold(s.Rows[i-1].Outputs, room)
+		}
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
 }
 
 func rateText(r *batch.Rate) string {
@@ -220,7 +280,7 @@ func exported(err error) int {
 }
 
 func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("batch compare", "flowrun batch compare A B [--json]\n\nWhat changed from batch A to batch B, item by item (matched by key): the items\nB fixed and broke, the pass-rate change with McNemar's exact test, and the\ncost and latency changes.")
+	fs := newFlagSet("batch compare", "flowrun batch compare A B [--json]\n\nWhat changed from batch A to batch B, item by item (matched by key): the items\nB fixed and broke, the pass-rate change with McNemar's exact test, and the\ncost and latency changes; then each fixed and broken item's outputs in A and B.")
 	asJSON := fs.Bool("json", false, "print the comparison as JSON")
 	var gate compareGate
 	gate.register(fs)
@@ -235,10 +295,16 @@ func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		if err != nil {
 			return storeError(err, stderr)
 		}
-		c, err := batch.Compare(ctx, st, a, b)
-		if err != nil {
-			return storeError(err, stderr)
+		var sums [2]*batch.Summary
+		for i, x := range []*store.Batch{a, b} {
+			if sums[i], err = batch.Summarize(ctx, st, x); err == nil {
+				err = sums[i].ReadDetails(ctx, st)
+			}
+			if err != nil {
+				return storeError(err, stderr)
+			}
 		}
+		c := batch.CompareSummaries(sums[0], sums[1])
 		judged, err := pj.judge(ctx, st, c)
 		if err != nil {
 			return fail(stderr, "flowrun batch compare: --judge", err)
@@ -251,6 +317,7 @@ func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Write
 			code = writeJSON(stdout, c)
 		default:
 			printComparison(textOut{stdout}, c)
+			printSideBySide(textOut{stdout}, c, width(stdout))
 			printPairwise(textOut{stdout}, judged)
 		}
 		if err := gate.Check(c); err != nil && code == exitOK {
@@ -297,6 +364,29 @@ func printComparison(w io.Writer, c *batch.Comparison) {
 	keyList(w, "only in B", c.OnlyB)
 }
 
+// printSideBySide prints each fixed and broken item's outputs in A and
+// in B, folded to a line each.
+func printSideBySide(w io.Writer, c *batch.Comparison, cols int) {
+	pairs := append(append([]batch.Pair{}, c.Fixed...), c.Broken...)
+	if len(pairs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\noutputs, A then B:")
+	for _, p := range pairs {
+		fmt.Fprintf(w, "  %s (%s)\n", p.Key, p.Outcome)
+		for _, side := range []struct {
+			name string
+			row  batch.Row
+		}{{"A", p.A}, {"B", p.B}} {
+			what := any(side.row.Outputs)
+			if side.row.Error != "" {
+				what = side.row.Class + ": " + side.row.Error
+			}
+			fmt.Fprintf(w, "    %s  %s\n", side.name, batch.Fold(what, cols-7))
+		}
+	}
+}
+
 func pairKeys(ps []batch.Pair) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
@@ -323,7 +413,7 @@ func keyList(w io.Writer, title string, ks []string) {
 }
 
 func batchReportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("batch report", "flowrun batch report BATCH [--compare A] [-o FILE]\n\nWrites one self-contained HTML page (it opens with no network): the summary,\na pass-rate chart with 95% intervals, a cost histogram, the item table and\neach item's run timeline. With --compare, what changed since batch A first.")
+	fs := newFlagSet("batch report", "flowrun batch report BATCH [--compare A] [-o FILE]\n\nWrites one self-contained HTML page (it opens with no network): the summary,\na pass-rate chart with 95% intervals, a cost histogram, the item table with\nfilters and each item's inputs, expected fields, outputs (grids drawn) and\njudge's reasoning, and each item's run timeline. With --compare, what changed\nsince batch A first, fixed and broken items side by side.")
 	against := fs.String("compare", "", "compare with this earlier `batch` (A)")
 	out := fs.String("o", "", "the HTML `file` to write (default BATCH.html)")
 	return storeCmd(fs, args, stdout, stderr, 1, "flowrun batch report: name one batch (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
@@ -352,10 +442,36 @@ func batchReportCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // The view commands are subcommands of flowrun batch, beside run and resume.
 func init() {
-	for _, sub := range []string{"show", "compare", "report"} {
+	for _, sub := range []string{"show", "compare", "report", "rate"} {
 		batchCommands[sub] = func(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			code, _ := batchViewCmd(ctx, sub, args, stdout, stderr)
 			return code
 		}
 	}
+}
+
+func batchRateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("batch rate", "flowrun batch rate BATCH ITEM --pass|--fail [--note TEXT]\n\nRecords your verdict on one item of a batch (ITEM is its key), replacing any\nearlier one: the ratings are the metric human, which batch show, compare and\nreport use, with their agreement (Cohen's kappa) with each pass/fail metric.")
+	pass := fs.Bool("pass", false, "the item passes")
+	failed := fs.Bool("fail", false, "the item fails")
+	note := fs.String("note", "", "why, in a few words")
+	return storeCmd(fs, args, stdout, stderr, 2, "flowrun batch rate: name a batch and one of its items, then --pass or --fail", false, func(st *store.Store, rest []string) int {
+		if *pass == *failed {
+			fmt.Fprintln(stderr, "flowrun batch rate: give exactly one of --pass and --fail")
+			return exitInvalid
+		}
+		b, err := st.FindBatch(ctx, rest[0])
+		if err != nil {
+			return storeError(err, stderr)
+		}
+		if err := st.Rate(ctx, &store.Rating{Batch: b.ID, Key: rest[1], Pass: *pass, Note: *note}); err != nil {
+			return storeError(err, stderr)
+		}
+		verdict := "fail"
+		if *pass {
+			verdict = "pass"
+		}
+		fmt.Fprintf(textOut{stdout}, "rated %s in batch %s: %s\n", rest[1], b.ID, verdict)
+		return exitOK
+	})
 }

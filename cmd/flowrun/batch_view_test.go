@@ -98,7 +98,7 @@ func TestBatchShow(t *testing.T) {
 	if code != exitOK || err != nil || len(recs) != 15 {
 		t.Fatalf("csv: exit %d, %v\n%s", code, err, out)
 	}
-	if strings.Join(recs[0], ",") != "index,pass,key,status,solved,exact,steps,cost_usd,tokens,duration_ms,run,class,error" ||
+	if strings.Join(recs[0], ",") != "index,pass,key,status,solved,exact,steps,cost_usd,tokens,duration_ms,run,class,error,inputs,expected,outputs,reasoning,note" ||
 		strings.Join(recs[3][:7], ",") != "2,true,k03,completed,true,true,3" {
 		t.Errorf("csv header %v, row %v", recs[0], recs[3])
 	}
@@ -128,6 +128,7 @@ func TestBatchCompareCLI(t *testing.T) {
 		"p = 0.1094: could well be chance",
 		"fixed (failed in A, passed in B): 8\n  k03 k04 k05 k06 k07 k08 k09 k10\n",
 		"broken (passed in A, failed in B): 2\n  k01 k02\n",
+		"outputs, A then B:\n  k03 (fixed)\n    A  answer: The answer is k03\n    B  answer: bad",
 		"only in A: 1\n  gone\n", "only in B: 1\n  new\n",
 	} {
 		if !strings.Contains(out, want) {

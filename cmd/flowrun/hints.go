@@ -70,6 +70,8 @@ func notFoundHint(e *store.NotFoundError) string {
 		return fmt.Sprintf(" (flowrun show %s lists them)", e.Run)
 	case e.What == "snapshot":
 		return fmt.Sprintf(" (flowrun snapshots %s lists them)", e.Run)
+	case e.What == "item" && len(e.Similar) == 0:
+		return fmt.Sprintf(" (flowrun batch show %s lists them)", e.In)
 	case len(e.Similar) > 0:
 		return ""
 	case e.What == "run" && e.None:

@@ -51,12 +51,14 @@ Usage:
   flowrun cluster keygen --out DIR [--name NAME]
                                     make the signing keys of --nats coordinators and workers
   flowrun batches [--json]          list batches
-  flowrun batch show BATCH [--format text|json|jsonl|csv]
-                                    a batch's summary and per-item table
+  flowrun batch show BATCH [--item KEY | --failures] [--format text|json|jsonl|csv]
+                                    a batch's summary and items; --item, --failures: items whole
   flowrun batch compare A B [--json]
                                     what B fixed and broke since A, and is it chance
   flowrun batch report BATCH [--compare A] [-o FILE]
                                     one self-contained HTML page of it
+  flowrun batch rate BATCH ITEM --pass|--fail [--note TEXT]
+                                    your verdict on an item: the metric human
   flowrun import promptfoo CONFIG -o DIR
                                     convert a promptfoo configuration to a pipeline, dataset and score:
   flowrun sandbox install python [--from DIR|ARCHIVE]

@@ -2,10 +2,26 @@
 // Everything inserted here was rendered and escaped by the server.
 "use strict";
 
-// A list (runs, batches, a batch's items) re-rendered by the server.
+// A list (runs, batches, a batch's items) re-rendered by the server. An
+// item opened (a <details> under an element with an id) stays open, and
+// a list holding the focus of a field being typed in waits: the update
+// would lose the text.
 document.querySelectorAll("[data-live]").forEach(function (el) {
   var es = new EventSource(el.dataset.live);
-  es.addEventListener("rows", function (m) { el.innerHTML = JSON.parse(m.data); });
+  es.addEventListener("rows", function (m) {
+    var active = document.activeElement;
+    if (active && el.contains(active) && (active.tagName === "INPUT" || active.tagName === "TEXTAREA")) { return; }
+    var open = Array.prototype.map.call(el.querySelectorAll("details[open]"), function (d) {
+      var owner = d.closest("[id]");
+      return owner && owner !== el ? owner.id : null;
+    });
+    el.innerHTML = JSON.parse(m.data);
+    open.forEach(function (id) {
+      var owner = id && document.getElementById(id);
+      var d = owner && owner.querySelector("details");
+      if (d) { d.open = true; }
+    });
+  });
 });
 
 // A run's timeline and graph.

@@ -1,0 +1,165 @@
+package batch
+
+import (
+	_ "embed"
+	"html/template"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/flowrun/flowrun/arc"
+	"github.com/flowrun/flowrun/jsonvalue"
+)
+
+//go:embed item.html.tmpl
+var itemSource string
+
+var itemTemplates = template.Must(template.New("item").Parse(itemSource))
+
+// Cell size of a grid drawn in an item's details, in pixels.
+const gridCell = 16
+
+// foldAt is the length past which a value is folded: its first line
+// shows, and it opens to the whole of it.
+const foldAt = 160
+
+// ItemHTML is one item's details as an HTML fragment, for the report and
+// the web UI alike: its inputs, the dataset fields its metrics read, its
+// outputs (grids drawn, cells that differ from the expected grid
+// outlined; long values folded), each metric, the judge's reasoning, the
+// human note and the error. Everything from the store is escaped.
+func ItemHTML(s *Summary, r Row) template.HTML {
+	type score struct{ Name, Text, Class string }
+	type reason struct{ Name, Text string }
+	d := struct {
+		Inputs, Expected, Outputs []field
+		Scores                    []score
+		Reasoning                 []reason
+		Note, Error, Class        string
+	}{Inputs: fields(r.Inputs, nil), Expected: fields(r.Expected, nil), Outputs: fields(r.Outputs, r.Expected),
+		Note: r.Note, Error: r.Error, Class: r.Class}
+	for _, m := range s.Metrics {
+		v, ok := r.Scores[m.Name]
+		if !ok {
+			continue
+		}
+		sc := score{Name: m.Name, Text: scoreWord(v)}
+		if b, isBool := v.(bool); isBool {
+			sc.Class = map[bool]string{true: "pass", false: "fail"}[b]
+		}
+		d.Scores = append(d.Scores, sc)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Reasoning)) {
+		d.Reasoning = append(d.Reasoning, reason{k, r.Reasoning[k]})
+	}
+	return execute("item", d)
+}
+
+// PairHTML shows an item's outputs in batches A and B side by side, each
+// against the expected value, with what changed: a word or line diff for
+// text, B's grid with the cells that differ from A's outlined for grids.
+func PairHTML(p Pair) template.HTML {
+	type change struct {
+		Name         string
+		A, B, Change template.HTML
+	}
+	names := slices.Sorted(maps.Keys(p.B.Outputs))
+	for k := range p.A.Outputs {
+		if _, inB := p.B.Outputs[k]; !inB {
+			names = append(names, k)
+		}
+	}
+	var rows []change
+	for _, k := range names {
+		a, b := p.A.Outputs[k], p.B.Outputs[k]
+		against := expectedFor(k, p.B.Expected)
+		rows = append(rows, change{Name: k, A: valueHTML(a, against), B: valueHTML(b, against), Change: changeHTML(a, b)})
+	}
+	return execute("pair", struct {
+		A, B   Row
+		Fields []change
+	}{p.A, p.B, rows})
+}
+
+type field struct {
+	Name string
+	HTML template.HTML
+}
+
+// fields shows each of m's values, an output against the expected value
+// of the same name or else the one expected grid.
+func fields(m, expected map[string]any) []field {
+	var out []field
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, field{k, valueHTML(m[k], expectedFor(k, expected))})
+	}
+	return out
+}
+
+// expectedFor is the expected value an output named name is compared
+// with.
+func expectedFor(name string, expected map[string]any) any {
+	if v, ok := expected[name]; ok {
+		return v
+	}
+	if g := expectedGrid(expected); g != nil {
+		return g
+	}
+	return nil
+}
+
+// valueHTML draws a grid (against another, when that is a grid too),
+// and shows anything else as text, folded when long.
+func valueHTML(v, against any) template.HTML {
+	if grid, ok := arc.AsGrid(v); ok {
+		return arc.GridSVG(grid, gridOf(against), gridCell)
+	}
+	full := jsonvalue.Text(v)
+	if v == nil {
+		full = "null"
+	}
+	d := struct {
+		Grid        template.HTML
+		Folded      bool
+		Short, Full string
+	}{Full: full}
+	if line, _, multi := strings.Cut(full, "\n"); multi || len(full) > foldAt {
+		d.Folded, d.Short = true, Fold(line, 100)
+		if multi {
+			d.Short += " …"
+		}
+	}
+	return execute("value", d)
+}
+
+// gridOf reads v as a grid: an ARC grid value or one already read.
+func gridOf(v any) [][]int {
+	if g, ok := v.([][]int); ok {
+		return g
+	}
+	g, _ := arc.AsGrid(v)
+	return g
+}
+
+// changeHTML is what changed from a to b.
+func changeHTML(a, b any) template.HTML {
+	ga, aGrid := arc.AsGrid(a)
+	gb, bGrid := arc.AsGrid(b)
+	switch {
+	case aGrid && bGrid:
+		return arc.GridSVG(gb, ga, gridCell)
+	case jsonvalue.Text(a) == jsonvalue.Text(b):
+		return template.HTML(`<span class="none">same</span>`)
+	}
+	return execute("diff", DiffText(jsonvalue.Text(a), jsonvalue.Text(b)))
+}
+
+func execute(name string, data any) template.HTML {
+	var b strings.Builder
+	if err := itemTemplates.ExecuteTemplate(&b, name, data); err != nil {
+		// The templates are fixed and their data typed: an error here is
+		// a bug, shown where the fragment would be.
+		return template.HTML(template.HTMLEscapeString("(" + err.Error() + ")"))
+	}
+	return template.HTML(b.String())
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
+)
+
+// judgedQA is qaPipeline scored by a judge pipeline whose model explains
+// its verdict: the explanation (a text output) is the judge's reasoning,
+// not a metric.
+func judgedQA(t *testing.T) (dir, pipeline, data string) {
+	t.Helper()
+	dir = t.TempDir()
+	writeFile(t, dir, "judge.yaml", `
+version: 1
+name: judge
+models:
+  default: {model: gpt-4.1-mini}
+inputs:
+  item: {type: object}
+  outputs: {type: object}
+nodes:
+  - id: why
+    llm: {prompt: "Judge ${{ inputs.outputs.answer }} against ${{ inputs.item.expected }}"}
+outputs:
+  verdict: inputs.outputs.answer == inputs.item.expected
+  reason: trim(nodes.why.text)
+`)
+	pipeline = writeFile(t, dir, "qa.yaml", strings.Replace(fmt.Sprintf(qaPipeline, ""), "score:\n", "score:\n  pipeline: judge.yaml\n", 1))
+	data = writeFile(t, dir, "qa.json", `[{"question": "q1", "expected": "A1", "topic": "x"}, {"question": "q2", "expected": "no", "topic": "y"},
+		{"question": "q3", "expected": "A3", "topic": "z"}]`)
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+		msgs, _ := r.Body["messages"].([]any)
+		last, _ := msgs[len(msgs)-1].(map[string]any)
+		prompt := durMessageText(last["content"])
+		if rest, ok := strings.CutPrefix(prompt, "Judge "); ok {
+			got, want, _ := strings.Cut(rest, " against ")
+			if got == want {
+				return llmtest.Reply{Text: "The answer " + got + " is the expected one."}
+			}
+			return llmtest.Reply{Text: "The answer " + got + " is not " + want + "."}
+		}
+		return llmtest.Reply{Text: "A" + strings.TrimPrefix(strings.TrimPrefix(prompt, "Q: "), "q")}
+	})
+	useModel(t, srv)
+	return dir, pipeline, data
+}
+
+// TestBatchShowItemWhy runs a judged batch against the fake model server
+// and checks that every export says why an item failed: its inputs, the
+// dataset field its metric reads (expected, not topic), its outputs, its
+// scores and the judge's reasoning; --item and --failures show items
+// whole.
+func TestBatchShowItemWhy(t *testing.T) {
+	dir, p, data := judgedQA(t)
+	db := filepath.Join(dir, "runs.db")
+	if code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db); code != exitOK {
+		t.Fatalf("batch: exit %d\n%s", code, stderr)
+	}
+	code, out, stderr := flowrun(t, "batch", "show", "last", "--store", db, "--format", "jsonl")
+	if code != exitOK {
+		t.Fatalf("jsonl: exit %d\n%s", code, stderr)
+	}
+	var row map[string]any
+	if err := json.Unmarshal([]byte(strings.Split(out, "\n")[1]), &row); err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(row["inputs"], row["expected"], row["outputs"], row["reasoning"], row["verdict"], row["exact"])
+	if want := "map[question:q2] map[expected:no] map[answer:A2] map[reason:The answer A2 is not no.] false false"; got != want {
+		t.Errorf("jsonl row 2\n got %s\nwant %s", got, want)
+	}
+	if _, isMetric := row["reason"]; isMetric {
+		t.Error("the judge's reasoning became a metric column")
+	}
+	code, out, _ = flowrun(t, "batch", "show", "last", "--store", db, "--format", "csv")
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if code != exitOK || err != nil || len(recs) != 4 {
+		t.Fatalf("csv: exit %d, %v\n%s", code, err, out)
+	}
+	header := strings.Join(recs[0], ",")
+	if !strings.HasSuffix(header, ",inputs,expected,outputs,reasoning,note") || !strings.Contains(strings.Join(recs[2], ","), `{"reason":"The answer A2 is not no."}`) {
+		t.Errorf("csv header %s\nrow %v", header, recs[2])
+	}
+	code, out, _ = flowrun(t, "batch", "show", "last", "--store", db, "--item", "item 2")
+	for _, want := range []string{"item item 2  completed  fail", "inputs\n    question: q2", "expected\n    expected: no", "outputs\n    answer: A2",
+		"scores  exact ✗  chars 2  verdict ✗", "judge's reason\n    The answer A2 is not no."} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("--item 2 lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+	code, out, _ = flowrun(t, "batch", "show", "last", "--store", db, "--failures")
+	if code != exitOK || strings.Count(out, "\nitem ")+strings.Count(out[:5], "item ") != 1 || !strings.Contains(out, "item item 2 ") {
+		t.Errorf("--failures: want item 2 alone (exit %d):\n%s", code, out)
+	}
+	code, out, _ = flowrun(t, "batch", "show", "last", "--store", db)
+	if code != exitOK || !strings.Contains(out, "OUTPUT OR ERROR") || !strings.Contains(out, "answer: A2") {
+		t.Errorf("the item lines lack the outputs:\n%s", out)
+	}
+	if code, _, stderr := flowrun(t, "batch", "show", "last", "--store", db, "--item", "nope"); code != exitInvalid || !strings.Contains(stderr, `has no item "nope"`) {
+		t.Errorf("an unknown item: exit %d %s", code, stderr)
+	}
+}
+
+// TestBatchRate rates items from the command line: the ratings are the
+// human metric with its agreement with the judge's verdict, a second
+// rating replaces the first, and bad usage is refused with what to type.
+func TestBatchRate(t *testing.T) {
+	dir, p, data := judgedQA(t)
+	db := filepath.Join(dir, "runs.db")
+	if code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db); code != exitOK {
+		t.Fatalf("batch: exit %d\n%s", code, stderr)
+	}
+	for _, args := range [][]string{{"item 1", "--fail"}, {"item 1", "--pass", "--note", "right answer"}, {"item 2", "--fail", "--note", "A2 is wrong"}, {"item 3", "--fail", "--note", "too terse"}} {
+		if code, out, stderr := flowrun(t, append([]string{"batch", "rate", "last", "--store", db}, args...)...); code != exitOK || !strings.Contains(out, "rated "+args[0]) {
+			t.Fatalf("rate %v: exit %d\n%s%s", args, code, out, stderr)
+		}
+	}
+	code, out, _ := flowrun(t, "batch", "show", "last", "--store", db)
+	// human T F F against verdict T F T: 2 of 3 agree; po 2/3, pe 1/3*2/3 + 2/3*1/3 = 4/9, kappa 0.40.
+	for _, want := range []string{"human    33.3% (1/3)", "human vs verdict: agree on 2 of 3 rated items, Cohen's kappa 0.40"} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = flowrun(t, "batch", "show", "last", "--store", db, "--item", "item 3")
+	if code != exitOK || !strings.Contains(out, "human ✗") || !strings.Contains(out, "human note\n    too terse") {
+		t.Errorf("--item 3:\n%s", out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"item 1"}, "give exactly one of --pass and --fail"},
+		{[]string{"item 1", "--pass", "--fail"}, "give exactly one of --pass and --fail"},
+		{[]string{"item 9", "--pass"}, `has no item "item 9" (did you mean item 1, item 2, item 3?)`},
+	} {
+		code, _, stderr := flowrun(t, append([]string{"batch", "rate", "last", "--store", db}, c.args...)...)
+		if code == exitOK || !strings.Contains(stderr, c.want) {
+			t.Errorf("rate %v: exit %d %s", c.args, code, stderr)
+		}
+	}
+}

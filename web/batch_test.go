@@ -1,0 +1,185 @@
+package web
+
+import (
+	"context"
+	"html"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/flowrun/flowrun/batch/batchtest"
+	"github.com/flowrun/flowrun/store"
+)
+
+// arcBatches records two batches of six ARC items in the harness's store,
+// B fixing task-03 and task-04 and breaking task-02 and task-05.
+func arcBatches(h *harness) (a, b *store.Batch) {
+	keys := batchtest.Keys("task-", 6)
+	a = batchtest.RecordWith(h.t, h.st, "b20261122T100000-aaaa", keys, "PPFFPF", 1, "", batchtest.ARC("A"))
+	b = batchtest.RecordWith(h.t, h.st, "b20261122T110000-bbbb", keys, "PFPPFF", 1, "", batchtest.ARC("B"))
+	return a, b
+}
+
+// TestBatchItemWhy checks the batch page shows each item's inputs,
+// expected grid, output grid with the wrong cell outlined and the
+// judge's reasoning, that its filters keep the items they should, and
+// that the compare page puts A's and B's outputs side by side with a
+// text diff and a cell diff.
+func TestBatchItemWhy(t *testing.T) {
+	h := newHarness(t, "")
+	a, b := arcBatches(h)
+	_, page := h.get("/batches/" + b.ID)
+	for _, want := range []string{`id="item-1"`, "task-02", "1 cells differ from the expected", "judge's reason", "the centre cell of task-02 is wrong",
+		`<svg class="arc-grid"`, `action="/batches/` + b.ID + `/rate"`, `name="csrf" value="` + h.srv.csrf + `"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the batch page lacks %s", want)
+		}
+	}
+	for query, want := range map[string]string{
+		"show=failures":            "task-02 task-05 task-06",
+		"metric=exact":             "task-02 task-04 task-06",
+		"q=centre+cell+of+task-05": "task-05",
+		"q=task-06&show=failures":  "task-06",
+	} {
+		_, page := h.get("/batches/" + b.ID + "?" + query)
+		var got []string
+		for _, k := range batchtest.Keys("task-", 6) {
+			if strings.Contains(page, "<td>"+k+"</td>") {
+				got = append(got, k)
+			}
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("?%s: items %v, want %s", query, got, want)
+		}
+		if !strings.Contains(html.UnescapeString(page), `data-live="/batches/`+b.ID+`/live?`+query+`"`) {
+			t.Errorf("?%s: the live part does not keep the filters", query)
+		}
+	}
+	_, cmp := h.get("/compare?a=" + a.ID + "&b=" + b.ID + "&show=broken")
+	if strings.Contains(cmp, "<td>task-03</td>") || !strings.Contains(cmp, "<td>task-02</td>") ||
+		!strings.Contains(cmp, "<del>Side A of task-02</del><ins>Side B of task-02</ins>") || !strings.Contains(cmp, "1 cells differ from the expected") {
+		t.Errorf("compare, broken only:\n%s", cmp)
+	}
+}
+
+// TestBatchRateForm rates an item from the batch page's form: the rating
+// becomes the human metric with its kappa, a second one replaces it, an
+// unknown item or no verdict is refused with a message, and a post
+// without the CSRF token or from another origin changes nothing.
+func TestBatchRateForm(t *testing.T) {
+	h := newHarness(t, "")
+	_, b := arcBatches(h)
+	code, loc := h.post("/batches/"+b.ID+"/rate", url.Values{"key": {"task-02"}, "verdict": {"pass"}, "note": {"close enough"}, "query": {"show=failures"}})
+	if code != http.StatusSeeOther || loc != "/batches/"+b.ID+"?show=failures" {
+		t.Fatalf("rate: %d %s", code, loc)
+	}
+	h.post("/batches/"+b.ID+"/rate", url.Values{"key": {"task-02"}, "verdict": {"fail"}, "note": {"the centre cell is wrong"}})
+	h.post("/batches/"+b.ID+"/rate", url.Values{"key": {"task-01"}, "verdict": {"pass"}})
+	ratings, err := h.st.Ratings(context.Background(), b.ID)
+	if err != nil || len(ratings) != 2 || ratings["task-02"].Pass || ratings["task-02"].Note != "the centre cell is wrong" {
+		t.Fatalf("ratings %v, %v", ratings, err)
+	}
+	_, page := h.get("/batches/" + b.ID)
+	for _, want := range []string{"Human ratings against the metrics", "<td>solved</td><td>2</td><td>2</td><td>1.00</td>", "human note</b> the centre cell is wrong"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the batch page lacks %s", want)
+		}
+	}
+	for form, want := range map[string]url.Values{
+		"has no item":         {"key": {"task-99"}, "verdict": {"pass"}},
+		"choose pass or fail": {"key": {"task-01"}},
+	} {
+		code, loc := h.post("/batches/"+b.ID+"/rate", want)
+		if code != http.StatusSeeOther || !strings.Contains(h.shown(loc), form) {
+			t.Errorf("%v: %d, shown %q", want, code, h.shown(loc))
+		}
+	}
+	// Without the token, and from another origin: refused.
+	for _, origin := range []string{h.ts.URL, "http://evil.example"} {
+		req, _ := http.NewRequest(http.MethodPost, h.ts.URL+"/batches/"+b.ID+"/rate", strings.NewReader("key=task-03&verdict=fail"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		resp, err := h.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("a post from %s without the token: %d", origin, resp.StatusCode)
+		}
+	}
+	if ratings, _ := h.st.Ratings(context.Background(), b.ID); ratings["task-03"] != nil {
+		t.Error("a refused post rated an item")
+	}
+}
+
+// TestBatchPageInBrowser opens the batch page in headless Chromium,
+// filters it to the failures, opens an item and rates it with its form.
+func TestBatchPageInBrowser(t *testing.T) {
+	h := newHarness(t, "")
+	_, b := arcBatches(h)
+	ctx := batchtest.Browser(t)
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	eval := func(js string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return s
+	}
+	do("open the batch page", chromedp.Navigate(h.ts.URL+"/batches/"+b.ID), chromedp.WaitVisible(chromedp.CSS("#item-filters")))
+	do("filter to the failures", chromedp.SetValue(chromedp.CSS(`#item-filters select[name="show"]`), "failures"),
+		chromedp.Click(chromedp.CSS("#item-filters button")))
+	// The click navigates: wait for the filtered page to have loaded, in
+	// whichever document is current when asked.
+	for {
+		done, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`location.search.startsWith("?show=failures") && document.readyState === "complete"`))
+		if err == nil && done {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the filtered page did not load")
+		}
+	}
+	if got := eval(`Array.from(document.querySelectorAll("tbody.item")).map(b => b.id).join(" ")`); got != "item-1 item-4 item-5" {
+		t.Fatalf("failures shown: %s", got)
+	}
+	do("open task-05 and rate it", chromedp.Click(chromedp.CSS("#item-4 details > summary")),
+		chromedp.WaitVisible(chromedp.CSS("#item-4 svg.arc-grid")),
+		chromedp.Click(chromedp.CSS(`#item-4 input[value="fail"]`)),
+		chromedp.SendKeys(chromedp.CSS(`#item-4 input[name="note"]`), "wrong centre"),
+		chromedp.Click(chromedp.CSS("#item-4 form.rate button")),
+		chromedp.WaitVisible(chromedp.CSS("table.agreement")))
+	if got := eval(`location.search`); got != "?show=failures" {
+		t.Errorf("after rating, the page is %s: want the filters kept", got)
+	}
+	ratings, err := h.st.Ratings(context.Background(), b.ID)
+	if err != nil || ratings["task-05"] == nil || ratings["task-05"].Pass || ratings["task-05"].Note != "wrong centre" {
+		t.Fatalf("ratings %v, %v", ratings, err)
+	}
+}
+
+// TestBatchPageBoundsItems: a large batch's page shows the first
+// maxItemRows items with their details and says how many more the
+// filters can reach.
+func TestBatchPageBoundsItems(t *testing.T) {
+	h := newHarness(t, "")
+	n := maxItemRows + 5
+	b := batchtest.Record(t, h.st, "b20261122T100000-aaaa", batchtest.Keys("t", n), strings.Repeat("P", n-1)+"F", 1, "")
+	_, page := h.get("/batches/" + b.ID)
+	if got := strings.Count(page, `<tbody class="item"`); got != maxItemRows || !strings.Contains(page, "5 more items match") {
+		t.Errorf("%d items shown, want %d and a note of 5 more", got, maxItemRows)
+	}
+	_, page = h.get("/batches/" + b.ID + "?show=failures")
+	if got := strings.Count(page, `<tbody class="item"`); got != 1 || !strings.Contains(page, "The answer is t305") {
+		t.Errorf("the failures filter shows %d items, want the last one with its outputs", got)
+	}
+}
