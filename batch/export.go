@@ -69,7 +69,12 @@ var detailColumns = []Column{
 	{"expected", func(r Row) any { return nilIfEmpty(r.Expected) }, ""},
 	{"outputs", func(r Row) any { return nilIfEmpty(r.Outputs) }, ""},
 	{"reasoning", func(r Row) any { return nilIfEmpty(r.Reasoning) }, ""},
-	{"note", func(r Row) any { return r.Note }, ""},
+	{"note", func(r Row) any {
+		if r.Note == "" {
+			return nil
+		}
+		return r.Note
+	}, ""},
 }
 
 // DetailColumns is how many columns at the end of Columns hold an item's
