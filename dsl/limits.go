@@ -23,7 +23,7 @@ var Maxima = map[string]float64{
 	"max_file_kb":           64 << 10, // 64 MiB, held in memory
 	"max_bytes":             64 << 20, // http_get's body, held in memory
 	"max_iterations":        1_000_000,
-	"max_concurrency":       1024,
+	"max_concurrency":       10_000,
 	"max_attempts":          100,
 	"repair_retries":        100,
 	"tool_retries":          100,
