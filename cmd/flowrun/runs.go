@@ -1,9 +1,7 @@
 package main
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,7 +21,6 @@ import (
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
-	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/mcpserve"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -408,7 +405,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		}
 		tl.Event(e)
 	}
-	for _, line := range inFlight(events, cps, time.Now()) {
+	for _, line := range eventview.InFlight(events, cps, time.Now()) {
 		fmt.Fprintf(stdout, "in flight: %s\n", line)
 	}
 	printValues(stdout, "outputs", r.Outputs)
@@ -450,69 +447,6 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "snapshot %q at checkpoint %d (%s)\n", s.Label, s.Seq, s.Kind)
 	}
 	return exitOK
-}
-
-// inFlight describes the background calls of a run that its checkpoints
-// hold in flight (durable before the first poll) and that neither ended
-// nor had their node finish, as of now, with what the events add (polls,
-// last status): "plan: response resp_1 in progress, 4m0s, polled 12
-// times". Events are not durable: a killed process may have lost its
-// last polls.
-func inFlight(events []runtime.Event, cps []store.CheckpointInfo, now time.Time) []string {
-	type call struct {
-		path, status string
-		since        time.Time
-		polls        int
-		ended        bool
-	}
-	finished := map[string]bool{}
-	byID := map[string]*call{}
-	var order []string
-	for _, cp := range cps {
-		if cp.InFlight == nil {
-			finished[cp.Path] = true
-			continue
-		}
-		var bc llm.BackgroundCall
-		if json.Unmarshal(cp.InFlight.Value, &bc) != nil || bc.ID == "" {
-			continue
-		}
-		c := byID[bc.ID]
-		if c == nil {
-			c = &call{path: strings.TrimSuffix(cp.Path, runtime.InFlightSuffix), since: cp.Created}
-			byID[bc.ID] = c
-			order = append(order, bc.ID)
-		}
-		c.status = bc.Status
-		c.ended = bc.Status == "cancelled" || bc.Status == "failed"
-	}
-	for _, e := range events {
-		if e.Type != runtime.EventRemoteWork || byID[e.Remote.ID] == nil {
-			continue
-		}
-		c := byID[e.Remote.ID]
-		c.status = cmp.Or(e.Remote.Status, c.status)
-		switch e.Remote.What {
-		case "polled":
-			c.polls++
-		case "completed", "cancelled":
-			c.ended = true
-		}
-	}
-	var out []string
-	for _, id := range order {
-		c := byID[id]
-		if c.ended || finished[c.path] {
-			continue
-		}
-		polled := fmt.Sprintf("polled %d times", c.polls)
-		if c.polls == 1 {
-			polled = "polled once"
-		}
-		out = append(out, fmt.Sprintf("%s: response %s %s, %s, %s", c.path, id,
-			strings.ReplaceAll(c.status, "_", " "), now.Sub(c.since).Round(time.Second), polled))
-	}
-	return out
 }
 
 // printValues prints a run's inputs or outputs, one per line as JSON
