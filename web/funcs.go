@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/flowrun/flowrun/arc"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/graph"
@@ -32,6 +33,9 @@ var funcs = template.FuncMap{
 	"istrue": func(b *bool) bool { return b != nil && *b },
 	"lines":  func(y, i int) int { return y + 20 + i*graph.LineHeight },
 	"jv":     func(id string, v any) jsonView { return jsonView{ID: id, V: v} },
+	"grid":   gridPicture,
+	"image":  func(v any) image { s, _ := v.(string); return thumbnail(s) },
+	"size":   sizeOf,
 }
 
 // jsonView is a value shown rendered and as JSON, with a copy button
@@ -59,16 +63,51 @@ func pretty(v any) string {
 
 func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
-// kindOf says how the value view shows v: "map", "list", "text" (a
+// kindOf says how the value view shows v: "grid" (an ARC grid, drawn),
+// "image" (a raster data URL, as a thumbnail), "map", "list", "text" (a
 // string, kept whole) or "scalar".
 func kindOf(v any) string {
-	switch v.(type) {
+	if _, ok := arc.AsGrid(v); ok {
+		return "grid"
+	}
+	switch x := v.(type) {
 	case map[string]any:
 		return "map"
 	case []any:
 		return "list"
 	case string:
+		if thumbnail(x).Src != nil {
+			return "image"
+		}
 		return "text"
 	}
 	return "scalar"
+}
+
+// gridPicture draws v, an ARC grid (kindOf said so), as inline SVG made
+// of numbers only: cells of 16 pixels, smaller for large grids so that a
+// 30 by 30 grid stays under 300 pixels a side.
+func gridPicture(v any) template.HTML {
+	g, ok := arc.AsGrid(v)
+	if !ok {
+		return ""
+	}
+	cell := min(16, max(4, 300/max(len(g), len(g[0]))))
+	return arc.GridSVG(g, nil, cell)
+}
+
+// sizeOf says how many fields or items a map or list has, for the
+// summary of its folded view.
+func sizeOf(v any) string {
+	n, unit := 0, "item"
+	switch x := v.(type) {
+	case map[string]any:
+		n, unit = len(x), "field"
+	case []any:
+		n = len(x)
+	}
+	if n != 1 {
+		unit += "s"
+	}
+	return fmt.Sprintf("%d %s", n, unit)
 }

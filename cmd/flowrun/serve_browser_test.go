@@ -83,6 +83,44 @@ func (b *tab) shot(name string) {
 	b.t.Logf("screenshot: %s", path)
 }
 
+// browser starts a headless Chromium for the test (or skips it) and
+// returns how to open a tab in it.
+func browser(t *testing.T) func(*testing.T) *tab {
+	exe := chromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(cancelBrowser)
+	if err := chromedp.Do(bctx); err != nil {
+		t.Skipf("Chromium at %s does not start (%v): the browser tests are skipped", exe, err)
+	}
+	return func(t *testing.T) *tab {
+		ctx, cancel := chromedp.NewContext(bctx)
+		t.Cleanup(cancel)
+		// The tab lives as long as the context of its first action: this one.
+		if err := chromedp.Do(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return &tab{t: t, ctx: ctx, dir: t.ArtifactDir()}
+	}
+}
+
+// docShot writes the visible part of the page to docs/img/name.png when
+// FLOWRUN_DOCS_SCREENSHOT=1: the pictures docs/ui.md shows.
+func (b *tab) docShot(name string) {
+	if os.Getenv("FLOWRUN_DOCS_SCREENSHOT") != "1" {
+		return
+	}
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err == nil {
+		err = os.WriteFile("../../docs/img/"+name+".png", png, 0o644)
+	}
+	if err != nil {
+		b.t.Fatal(err)
+	}
+}
+
 func waitStatus(status string) chromedp.Action[chromedp.Void] {
 	return chromedp.WaitVisible(chromedp.CSS(`#status[data-status="` + status + `"]`))
 }
@@ -96,24 +134,7 @@ func waitStatus(status string) chromedp.Action[chromedp.Void] {
 // (go test -artifacts keeps them); FLOWRUN_DOCS_SCREENSHOT=1 also writes
 // the run page's to docs/img/run-page.png.
 func TestServeBrowser(t *testing.T) {
-	exe := chromium(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Skipf("Chromium at %s does not start (%v): the browser tests are skipped", exe, err)
-	}
-	newTab := func(t *testing.T) *tab {
-		ctx, cancel := chromedp.NewContext(bctx)
-		t.Cleanup(cancel)
-		// The tab lives as long as the context of its first action: this one.
-		if err := chromedp.Do(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return &tab{t: t, ctx: ctx, dir: t.ArtifactDir()}
-	}
+	newTab := browser(t)
 
 	t.Run("shipped pipeline from the form", func(t *testing.T) {
 		base, _ := serve(t, "../../pipelines")
@@ -145,16 +166,8 @@ func TestServeBrowser(t *testing.T) {
 			t.Fatal("the runs list reloaded instead of updating live")
 		}
 		list.shot("runs-list")
-		if os.Getenv("FLOWRUN_DOCS_SCREENSHOT") == "1" {
-			b.eval("window.scrollTo(0, 0), true")
-			png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
-			if err == nil {
-				err = os.WriteFile("../../docs/img/run-page.png", png, 0o644)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		b.eval("window.scrollTo(0, 0), true")
+		b.docShot("run-page")
 	})
 
 	t.Run("ask, confirm, snapshot, roll back, fork", func(t *testing.T) {

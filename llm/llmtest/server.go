@@ -11,6 +11,7 @@ package llmtest
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -86,6 +87,11 @@ type Reply struct {
 	// Cut ends a streamed reply after its first delta, as a dropped
 	// connection would.
 	Cut bool
+	// Hold pauses a streamed reply after its first HoldAfter deltas until
+	// Hold is closed (or the client leaves), so that a test can look at
+	// a reply half arrived.
+	Hold      <-chan struct{}
+	HoldAfter int
 	// Fail, when set, is an error reported with status 200: inside the
 	// stream after the first delta (a chat chunk {"error": {...}}, a
 	// Responses "error" event), or as the body of a reply not streamed.
@@ -328,11 +334,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case req.API == "chat" && req.Stream:
-		streamChat(w, req, rep)
+		streamChat(r.Context(), w, req, rep)
 	case req.API == "chat":
 		writeJSON(w, chatCompletion(req, rep))
 	case req.Stream:
-		streamResponses(w, req, rep)
+		streamResponses(r.Context(), w, req, rep)
 	default:
 		writeJSON(w, response(req, rep))
 	}
@@ -401,7 +407,7 @@ func chatCompletion(req Request, rep Reply) map[string]any {
 	}
 }
 
-func streamChat(w http.ResponseWriter, req Request, rep Reply) {
+func streamChat(ctx context.Context, w http.ResponseWriter, req Request, rep Reply) {
 	sse := newSSE(w)
 	chunk := func(delta map[string]any, finish any) {
 		sse.data(map[string]any{
@@ -411,8 +417,11 @@ func streamChat(w http.ResponseWriter, req Request, rep Reply) {
 		})
 	}
 	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
-	for _, piece := range pieces(rep.Text) {
+	for i, piece := range pieces(rep.Text) {
 		chunk(map[string]any{"content": piece}, nil)
+		if !rep.held(ctx, i) {
+			return
+		}
 		if rep.Cut {
 			return
 		}
@@ -484,7 +493,7 @@ func response(req Request, rep Reply) map[string]any {
 	}
 }
 
-func streamResponses(w http.ResponseWriter, req Request, rep Reply) {
+func streamResponses(ctx context.Context, w http.ResponseWriter, req Request, rep Reply) {
 	sse := newSSE(w)
 	final := response(req, rep)
 	seq := 0
@@ -501,10 +510,13 @@ func streamResponses(w http.ResponseWriter, req Request, rep Reply) {
 	started["status"], started["output"], started["usage"] = "in_progress", []any{}, nil
 	event("response.created", map[string]any{"response": started})
 	msgID := fmt.Sprintf("msg_%d", req.N)
-	for _, piece := range pieces(rep.Text) {
+	for i, piece := range pieces(rep.Text) {
 		event("response.output_text.delta", map[string]any{
 			"item_id": msgID, "output_index": 0, "content_index": 0, "delta": piece, "logprobs": []any{},
 		})
+		if !rep.held(ctx, i) {
+			return
+		}
 		if rep.Cut {
 			return
 		}
@@ -518,6 +530,20 @@ func streamResponses(w http.ResponseWriter, req Request, rep Reply) {
 		typ = "response.incomplete"
 	}
 	event(typ, map[string]any{"response": final})
+}
+
+// held waits, after delta i, for Hold when the reply is held there; it
+// reports false when the client left meanwhile.
+func (rep Reply) held(ctx context.Context, i int) bool {
+	if rep.Hold == nil || i+1 != rep.HoldAfter {
+		return true
+	}
+	select {
+	case <-rep.Hold:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // pieces splits text into streaming deltas, a word (with its following

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
+)
+
+const twoRepliesPipeline = `
+version: 1
+name: drafts
+models:
+  default: {model: gpt-4.1-mini}
+nodes:
+  - id: draft
+    llm:
+      prompt: "Draft a note"
+  - id: polish
+    llm:
+      prompt: "Polish ${{ nodes.draft.text }}"
+outputs: {text: nodes.polish.text}
+`
+
+const gridPipeline = `
+version: 1
+name: grids
+state:
+  grid: [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1], [2, 2, 3, 3]]
+  notes: {solved: true, tries: [1, 2]}
+nodes:
+  - id: solve
+    set: {grid: state.grid}
+outputs: {grid: state.grid, notes: state.notes}
+`
+
+// TestServeBrowserLiveListsPictures drives flowrun serve's live text,
+// lists and pictures from headless Chromium: a model reply shows word by
+// word while it streams in, and the open inspector renders the node
+// again, without a reload, when its turn is recorded; an ARC grid shows
+// as coloured cells in the outputs and the inspector.
+func TestServeBrowserLiveListsPictures(t *testing.T) {
+	newTab := browser(t)
+
+	t.Run("model text mid-reply", func(t *testing.T) {
+		fake := llmtest.New(t)
+		t.Setenv("OPENAI_BASE_URL", fake.URL)
+		first, second := make(chan struct{}), make(chan struct{})
+		draft := "Dear team, the <b>quarterly</b> numbers are in and they look better than we feared. Details follow below."
+		fake.Push(llmtest.Reply{Text: draft, Hold: first, HoldAfter: 9},
+			llmtest.Reply{Text: "Polished: the numbers are in.", Hold: second, HoldAfter: 2})
+		dir := t.TempDir()
+		writeFile(t, dir, "drafts.yaml", twoRepliesPipeline)
+		base, _ := serve(t, dir)
+		b := newTab(t)
+		b.do("start", chromedp.Navigate(base+"start?pipeline=drafts.yaml"), chromedp.Click(chromedp.CSS("#start")),
+			chromedp.WaitVisible(chromedp.CSS(`#stream .stream-part[data-path="draft"]`)))
+		b.do("open the inspector of the streaming node", chromedp.Click(chromedp.CSS(`#stream .stream-part a`)),
+			chromedp.WaitVisible(chromedp.CSS(`#inspector[data-path="draft"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#stream .stream-part[data-path="draft"]`)))
+		b.eval("window.notReloaded = true")
+		mid := "Dear team, the <b>quarterly</b> numbers are in and they "
+		if got := b.text(`#stream .stream-text`); got != strings.TrimSpace(mid) && got != mid {
+			t.Fatalf("mid-reply the page shows %q, want %q", got, mid)
+		}
+		if !b.eval(`document.querySelectorAll('#stream b').length === 0`) {
+			t.Fatal("streamed text became markup")
+		}
+		b.shot("live-text")
+		b.docShot("live-text")
+		close(first)
+		b.do("the turn is recorded: the inspector shows it and the stream box goes",
+			chromedp.WaitVisible(chromedp.CSS(`#inspector .reply-text`)),
+			chromedp.WaitVisible(chromedp.CSS(`#stream .stream-part[data-path="polish"]`)))
+		if !b.eval("window.notReloaded === true") {
+			t.Fatal("the page reloaded instead of rendering the inspector again")
+		}
+		if got := b.text("#inspector .reply-text"); got != draft {
+			t.Fatalf("the inspector shows %q", got)
+		}
+		if b.eval(`document.querySelector('#stream .stream-part[data-path="draft"]') !== null`) {
+			t.Fatal("the finished reply still shows as streaming")
+		}
+		b.shot("live-inspector")
+		close(second)
+		b.do("completes", waitStatus("completed"))
+		if b.eval(`!document.getElementById("stream").hidden`) {
+			t.Fatal("the stream box shows after the run ended")
+		}
+	})
+
+	t.Run("ARC grid", func(t *testing.T) {
+		dir := t.TempDir()
+		writeFile(t, dir, "grids.yaml", gridPipeline)
+		base, _ := serve(t, dir)
+		b := newTab(t)
+		b.do("run", chromedp.Navigate(base+"start?pipeline=grids.yaml"), chromedp.Click(chromedp.CSS("#start")), waitStatus("completed"),
+			chromedp.Click(chromedp.CSS(`g[data-node="solve"]`)), chromedp.WaitVisible(chromedp.CSS("#inspector svg.arc-grid")))
+		if !b.eval(`document.querySelectorAll('.outputs svg.arc-grid rect').length === 16 && document.querySelector('.outputs svg.arc-grid').getBoundingClientRect().width === 64`) {
+			t.Fatal("the outputs do not draw the 4x4 grid in 16-pixel cells")
+		}
+		b.do("fold the notes", chromedp.Click(chromedp.CSS(`.outputs details.tree details.tree > summary`)))
+		if b.eval(`document.querySelector('.outputs details.tree details.tree').open`) {
+			t.Fatal("the JSON tree does not fold")
+		}
+		b.eval("window.scrollTo(0, 0), true")
+		b.shot("arc-grid")
+		b.docShot("arc-grid")
+	})
+}

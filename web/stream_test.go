@@ -1,0 +1,52 @@
+package web
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// TestLiveTextStreamsMidReply: a run started here streams its model's
+// reply to the run page's live stream as it arrives (the fake server
+// holds it after three words), escaped as JSON text; once the turn is
+// recorded the stream says the reply is done, and the store holds the
+// reply as a turn, never the pieces. The inspector part renders the
+// node alone, for the page to put in place.
+func TestLiveTextStreamsMidReply(t *testing.T) {
+	h := newHarness(t, "")
+	hold := make(chan struct{})
+	h.fake.Push(llmtest.Reply{Text: "one two <b>three</b> four five", Hold: hold, HoldAfter: 3})
+	id := h.start(url.Values{"pipeline": {"chat.yaml"}})
+	got := h.stream("/runs/"+id+"/live?after=0&status=running", "event: text", `"path":"reply"`, `"text":"one two \u003cb\u003ethree\u003c/b\u003e "`)
+	if strings.Contains(got, "four") || !strings.Contains(got, `"reset":true`) {
+		t.Fatalf("the stream shows more than arrived, or no start of the reply:\n%s", got)
+	}
+	close(hold)
+	h.stream("/runs/"+id+"/live?after=0&status=running", `"path":"reply","reset":false,"text":""`)
+	h.await(id, runtime.StatusCompleted)
+	events, _, err := h.st.EventsAfter(context.Background(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns := 0
+	for _, e := range events {
+		if e.Type == runtime.EventModelTurn {
+			turns++
+		}
+	}
+	if turns != 1 {
+		t.Fatalf("%d model turns recorded, want 1", turns)
+	}
+	code, part := h.get("/runs/" + id + "/inspector?path=reply")
+	if code != 200 || !strings.HasPrefix(part, `<section class="inspector" id="inspector" data-path="reply">`) ||
+		!strings.Contains(part, "one two &lt;b&gt;three&lt;/b&gt; four five") || strings.Contains(part, "<html") {
+		t.Fatalf("inspector part: %d\n%s", code, part)
+	}
+	if code, _ := h.get("/runs/nosuchrun/inspector?path=reply"); code != 404 {
+		t.Fatalf("inspector of a missing run: %d", code)
+	}
+}
