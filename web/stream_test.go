@@ -1,11 +1,14 @@
 package web
 
 import (
+	"bufio"
 	"context"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/flowrun/flowrun/internal/testwait"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -21,12 +24,28 @@ func TestLiveTextStreamsMidReply(t *testing.T) {
 	hold := make(chan struct{})
 	h.fake.Push(llmtest.Reply{Text: "one two <b>three</b> four five", Hold: hold, HoldAfter: 3})
 	id := h.start(url.Values{"pipeline": {"chat.yaml"}})
-	got := h.stream("/runs/"+id+"/live?after=0&status=running", "event: text", `"path":"reply"`, `"text":"one two \u003cb\u003ethree\u003c/b\u003e "`)
-	if strings.Contains(got, "four") || !strings.Contains(got, `"reset":true`) {
-		t.Fatalf("the stream shows more than arrived, or no start of the reply:\n%s", got)
+	req, _ := http.NewRequestWithContext(testwait.Context(t), http.MethodGet, h.ts.URL+"/runs/"+id+"/live?after=0&status=running", nil)
+	resp, err := h.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	var got strings.Builder
+	until := func(want string) {
+		for !strings.Contains(got.String(), want) {
+			if !lines.Scan() {
+				t.Fatalf("the stream ended without %s:\n%s", want, got.String())
+			}
+			got.WriteString(lines.Text() + "\n")
+		}
+	}
+	until(`"path":"reply","reset":true,"text":"one two \u003cb\u003ethree\u003c/b\u003e "`)
+	if strings.Contains(got.String(), "four") {
+		t.Fatalf("the stream shows more than arrived:\n%s", got.String())
 	}
 	close(hold)
-	h.stream("/runs/"+id+"/live?after=0&status=running", `"path":"reply","reset":false,"text":""`)
+	until(`"done":true,"path":"reply"`)
 	h.await(id, runtime.StatusCompleted)
 	events, _, err := h.st.EventsAfter(context.Background(), id, 0)
 	if err != nil {

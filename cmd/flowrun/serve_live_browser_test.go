@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/store"
+	"github.com/flowrun/flowrun/store/storetest"
 )
 
 const twoRepliesPipeline = `
@@ -109,4 +114,58 @@ func TestServeBrowserLiveListsPictures(t *testing.T) {
 		b.shot("arc-grid")
 		b.docShot("arc-grid")
 	})
+
+	t.Run("500 runs filtered", func(t *testing.T) {
+		dbPath := filepath.Join(t.TempDir(), "busy.db")
+		st, err := store.Open(dbPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = storetest.Fill(context.Background(), st, 400, 5, 20)
+		st.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, _ := serve(t, t.TempDir(), "--store", dbPath)
+		b := newTab(t)
+		b.do("open the list", chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS("#shown")))
+		if got := b.text("#shown"); got != "1–50 of 405" || !b.eval(`document.querySelectorAll('#runrows tr.run, #runrows tr.batch-line').length === 50`) {
+			t.Fatalf("the first page shows %q", got)
+		}
+		b.do("filter by pipeline and start time",
+			chromedp.SetValue(chromedp.CSS(`select[name="pipeline"]`), "alpha"),
+			chromedp.SetValue(chromedp.CSS(`input[name="after"]`), "2020-01-01T00:00"),
+			chromedp.Click(chromedp.CSS("#filter")))
+		b.shows("1–50 of 139")
+		if !b.eval(`[...document.querySelectorAll('#runrows tr.run td:nth-child(2)')].every(td => td.textContent === "alpha") && document.querySelectorAll('#runrows tr.batch-line').length === 5`) {
+			t.Fatal("a run of another pipeline is listed, or the batches are not folded")
+		}
+		b.eval("window.scrollTo(0, 0), true")
+		b.shot("runs-list-500")
+		b.docShot("runs-list-500")
+		b.do("next page", chromedp.Click(chromedp.CSS("#next")))
+		b.shows("51–100 of 139")
+		b.do("unfold a batch", chromedp.Navigate(base), chromedp.Click(chromedp.CSS(`tr.batch-line a.expand`)))
+		b.shows("1–20 of 20")
+		b.do("search an input", chromedp.Navigate(base), chromedp.SendKeys(chromedp.CSS(`input[name="text"]`), "topic 39"), chromedp.Click(chromedp.CSS("#filter")))
+		b.shows("1–11 of 11")
+	})
+}
+
+// shows waits until the runs list says it shows lines, failing with what
+// it says instead. The page may be navigating meanwhile: a look that
+// fails is taken again.
+func (b *tab) shows(lines string) {
+	b.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	got := ""
+	for time.Now().Before(deadline) {
+		s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.getElementById("shown")?.textContent ?? ""`))
+		if got = s; err == nil && s == lines {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.shot("failed-shows")
+	b.t.Fatalf("the runs list shows %q, want %q", got, lines)
 }
