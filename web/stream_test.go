@@ -69,3 +69,39 @@ func TestLiveTextStreamsMidReply(t *testing.T) {
 		t.Fatalf("inspector of a missing run: %d", code)
 	}
 }
+
+// TestNewPagesGuarded: the inspector part, the filtered list and its
+// live stream answer only with the token, only loopback host names
+// without one, and carry the page's Content-Security-Policy.
+func TestNewPagesGuarded(t *testing.T) {
+	paths := []string{"/runs/20260101T000000-pictures/inspector?path=reply", "/?text=x&after=2020-01-01T00:00&page=2", "/?batch=b1"}
+	h := newHarness(t, "s3cret-token")
+	recordRun(t, h, "20260101T000000-pictures", pictureOutputs)
+	for _, p := range append(paths, "/live/runs?text=x") {
+		if code, _ := h.get(p); code != http.StatusUnauthorized {
+			t.Errorf("%s without the token: %d", p, code)
+		}
+	}
+	open := newHarness(t, "")
+	recordRun(t, open, "20260101T000000-pictures", pictureOutputs)
+	for _, p := range paths {
+		req, _ := http.NewRequest(http.MethodGet, open.ts.URL+p, nil)
+		req.Host = "attacker.example:8377"
+		resp, err := open.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMisdirectedRequest {
+			t.Errorf("%s for another host: %d", p, resp.StatusCode)
+		}
+		resp, err = open.c.Get(open.ts.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") {
+			t.Errorf("%s: %d, CSP %q", p, resp.StatusCode, resp.Header.Get("Content-Security-Policy"))
+		}
+	}
+}
