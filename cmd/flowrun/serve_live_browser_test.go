@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +136,9 @@ func TestServeBrowserLiveListsPictures(t *testing.T) {
 		b.do("filter by pipeline and start time",
 			chromedp.SetValue(chromedp.CSS(`select[name="pipeline"]`), "alpha"),
 			chromedp.SetValue(chromedp.CSS(`input[name="after"]`), "2020-01-01T00:00"),
-			chromedp.Click(chromedp.CSS("#filter")))
+			chromedp.Click(chromedp.CSS("#filter")),
+			// The value as an attribute is the next page's, from the server.
+			chromedp.WaitVisible(chromedp.CSS(`input[name="after"][value="2020-01-01T00:00"]`)))
 		b.shows("1–50 of 139")
 		if !b.eval(`[...document.querySelectorAll('#runrows tr.run td:nth-child(2)')].every(td => td.textContent === "alpha") && document.querySelectorAll('#runrows tr.batch-line').length === 5`) {
 			t.Fatal("a run of another pipeline is listed, or the batches are not folded")
@@ -143,13 +146,28 @@ func TestServeBrowserLiveListsPictures(t *testing.T) {
 		b.eval("window.scrollTo(0, 0), true")
 		b.shot("runs-list-500")
 		b.docShot("runs-list-500")
-		b.do("next page", chromedp.Click(chromedp.CSS("#next")))
+		// The live list renders its rows again as its stream starts: links
+		// are followed by their address, not clicked while they may be
+		// replaced.
+		b.follow("#next")
 		b.shows("51–100 of 139")
-		b.do("unfold a batch", chromedp.Navigate(base), chromedp.Click(chromedp.CSS(`tr.batch-line a.expand`)))
+		b.do("back to the whole list", chromedp.Navigate(base))
+		b.follow(`tr.batch-line a.expand`)
 		b.shows("1–20 of 20")
-		b.do("search an input", chromedp.Navigate(base), chromedp.SendKeys(chromedp.CSS(`input[name="text"]`), "topic 39"), chromedp.Click(chromedp.CSS("#filter")))
+		b.do("search an input", chromedp.Navigate(base), chromedp.SendKeys(chromedp.CSS(`input[name="text"]`), "topic 39"), chromedp.Click(chromedp.CSS("#filter")),
+			chromedp.WaitVisible(chromedp.CSS(`input[name="text"][value="topic 39"]`)))
 		b.shows("1–11 of 11")
 	})
+}
+
+// follow opens the link sel names.
+func (b *tab) follow(sel string) {
+	b.t.Helper()
+	href, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).href`))
+	if err != nil {
+		b.t.Fatalf("link %s: %v", sel, err)
+	}
+	b.do("follow "+sel, chromedp.Navigate(href))
 }
 
 // shows waits until the runs list says it shows lines, failing with what
@@ -160,7 +178,11 @@ func (b *tab) shows(lines string) {
 	deadline := time.Now().Add(30 * time.Second)
 	got := ""
 	for time.Now().Before(deadline) {
-		s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.getElementById("shown")?.textContent ?? ""`))
+		// A look taken as the page navigates may never return: each has
+		// its own time.
+		ctx, cancel := context.WithTimeout(b.ctx, time.Second)
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("shown")?.textContent ?? ""`))
+		cancel()
 		if got = s; err == nil && s == lines {
 			return
 		}
