@@ -130,8 +130,9 @@ func TestServeBrowserLiveListsPictures(t *testing.T) {
 		base, _ := serve(t, t.TempDir(), "--store", dbPath)
 		b := newTab(t)
 		b.do("open the list", chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS("#shown")))
-		if got := b.text("#shown"); got != "1–50 of 405" || !b.eval(`document.querySelectorAll('#runrows tr.run, #runrows tr.batch-line').length === 50`) {
-			t.Fatalf("the first page shows %q", got)
+		b.shows("1–50 of 405")
+		if !b.eval(`document.querySelectorAll('#runrows tr.run, #runrows tr.batch-line').length === 50`) {
+			t.Fatal("the first page does not show 50 lines")
 		}
 		b.do("filter by pipeline and start time",
 			chromedp.SetValue(chromedp.CSS(`select[name="pipeline"]`), "alpha"),
@@ -163,31 +164,38 @@ func TestServeBrowserLiveListsPictures(t *testing.T) {
 // follow opens the link sel names.
 func (b *tab) follow(sel string) {
 	b.t.Helper()
-	href, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).href`))
-	if err != nil {
-		b.t.Fatalf("link %s: %v", sel, err)
+	href := b.look(`document.querySelector(`+strconv.Quote(sel)+`)?.href ?? ""`, func(s string) bool { return s != "" })
+	if href == "" {
+		b.t.Fatalf("no link %s", sel)
 	}
 	b.do("follow "+sel, chromedp.Navigate(href))
 }
 
 // shows waits until the runs list says it shows lines, failing with what
-// it says instead. The page may be navigating meanwhile: a look that
-// fails is taken again.
+// it says instead.
 func (b *tab) shows(lines string) {
 	b.t.Helper()
+	if got := b.look(`document.getElementById("shown")?.textContent ?? ""`, func(s string) bool { return s == lines }); got != lines {
+		b.shot("failed-shows")
+		b.t.Fatalf("the runs list shows %q, want %q", got, lines)
+	}
+}
+
+// look evaluates js until what it gives is good, for up to 30 seconds,
+// and returns the last it gave. The page may be navigating meanwhile: a
+// look that fails, or does not return within a second (as one taken
+// while the page navigates may never), is taken again.
+func (b *tab) look(js string, good func(string) bool) string {
 	deadline := time.Now().Add(30 * time.Second)
 	got := ""
 	for time.Now().Before(deadline) {
-		// A look taken as the page navigates may never return: each has
-		// its own time.
 		ctx, cancel := context.WithTimeout(b.ctx, time.Second)
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("shown")?.textContent ?? ""`))
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
 		cancel()
-		if got = s; err == nil && s == lines {
-			return
+		if got = s; err == nil && good(s) {
+			return s
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	b.shot("failed-shows")
-	b.t.Fatalf("the runs list shows %q, want %q", got, lines)
+	return got
 }
