@@ -367,12 +367,29 @@ type RunQuery struct {
 	// otherwise BatchItems says whether batch items are listed at all.
 	Batch      string
 	BatchItems bool
-	Limit      int // the newest this many; 0 for all
+	// After and Before keep the runs started in that span (either may be
+	// zero).
+	After, Before time.Time
+	IDPrefix      string // runs whose id starts so
+	Text          string // runs whose inputs hold this text, in any case
+	Limit         int    // the newest this many; 0 for all
+	Offset        int    // skipped before the Limit, for pages
 }
 
-// RunsMatching lists the runs q selects, newest first, and how many it
-// selects in all (more than listed when Limit cuts the list).
-func (s *Store) RunsMatching(ctx context.Context, q RunQuery) ([]*Run, int, error) {
+// like is a LIKE pattern matching s literally, with % around it when
+// anywhere; the pattern's escape character is \.
+func like(s string, anywhere bool) string {
+	s = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+	if anywhere {
+		return "%" + s + "%"
+	}
+	return s + "%"
+}
+
+// filter is the SQL condition (WHERE ...) and its arguments for q's
+// filters on the runs table, batch membership included when items is
+// set.
+func (q RunQuery) filter(items bool) (string, []any) {
 	var where []string
 	var args []any
 	if q.Pipeline != "" {
@@ -383,26 +400,53 @@ func (s *Store) RunsMatching(ctx context.Context, q RunQuery) ([]*Run, int, erro
 		where = append(where, `status = ?`)
 		args = append(args, q.Status)
 	}
+	if !q.After.IsZero() {
+		where = append(where, `started_at >= ?`)
+		args = append(args, q.After.UTC().Format(time.RFC3339Nano))
+	}
+	if !q.Before.IsZero() {
+		where = append(where, `started_at < ?`)
+		args = append(args, q.Before.UTC().Format(time.RFC3339Nano))
+	}
+	if q.IDPrefix != "" {
+		where = append(where, `id LIKE ? ESCAPE '\'`)
+		args = append(args, like(q.IDPrefix, false))
+	}
+	if q.Text != "" {
+		where = append(where, `inputs LIKE ? ESCAPE '\'`)
+		args = append(args, like(q.Text, true))
+	}
 	switch {
+	case !items:
 	case q.Batch != "":
 		where = append(where, `id IN (SELECT run_id FROM batch_items WHERE batch_id = ?)`)
 		args = append(args, q.Batch)
 	case !q.BatchItems:
 		where = append(where, `id NOT IN (SELECT run_id FROM batch_items WHERE run_id IS NOT NULL)`)
 	}
-	cond := ""
-	if len(where) > 0 {
-		cond = ` WHERE ` + strings.Join(where, ` AND `)
+	if len(where) == 0 {
+		return "", nil
 	}
+	return ` WHERE ` + strings.Join(where, ` AND `), args
+}
+
+// page is the LIMIT and OFFSET clause of q.
+func (q RunQuery) page() string {
+	if q.Limit <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(` LIMIT %d OFFSET %d`, q.Limit, max(0, q.Offset))
+}
+
+// RunsMatching lists the runs q selects, newest first, and how many it
+// selects in all (more than listed when Limit cuts the list).
+func (s *Store) RunsMatching(ctx context.Context, q RunQuery) ([]*Run, int, error) {
+	cond, args := q.filter(true)
 	var total int
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM runs`+cond, args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("run store %s: counting runs: %w", s.path, err)
 	}
-	limit := ""
-	if q.Limit > 0 {
-		limit = fmt.Sprintf(` LIMIT %d`, q.Limit)
-	}
-	runs, err := queryAll(ctx, s, scanRun, `SELECT `+listColumns+` FROM runs`+cond+` ORDER BY started_at DESC, id DESC`+limit, args...)
+	runs, err := queryAll(ctx, s, scanRun, `SELECT `+listColumns+` FROM runs`+cond+` ORDER BY started_at DESC, id DESC`+q.page(), args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("run store %s: listing runs: %w", s.path, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
+	"github.com/flowrun/flowrun/store/storetest"
 	"github.com/flowrun/flowrun/tokens"
 )
 
@@ -153,4 +154,39 @@ func BenchmarkLiveLatency(b *testing.B) {
 		total += time.Since(start)
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/event")
+}
+
+// BenchmarkRunsList500 reads and renders the runs list of a store with
+// 500 runs (400 of their own, and 5 batches of 20 items), unfiltered and
+// filtered by status: what the list's live stream does at each change of
+// the store.
+func BenchmarkRunsList500(b *testing.B) {
+	dir := b.TempDir()
+	st, err := store.Open(filepath.Join(dir, "runs.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	if err := storetest.Fill(context.Background(), st, 400, 5, 20); err != nil {
+		b.Fatal(err)
+	}
+	srv, err := New(Options{Store: st, Dir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Close)
+	size := 0
+	b.ResetTimer()
+	for b.Loop() {
+		for _, q := range []string{"/", "/?status=failed"} {
+			w := httptest.NewRecorder()
+			srv.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+q, nil))
+			if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `class="run"`) {
+				b.Fatalf("%s: %d", q, w.Code)
+			}
+			size += w.Body.Len()
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N)/2, "ms/list")
+	b.ReportMetric(float64(size)/float64(b.N)/2/1000, "kB/list")
 }

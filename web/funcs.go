@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/arc"
 	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/figures"
@@ -40,6 +41,9 @@ var funcs = template.FuncMap{
 	"fold":   eventview.Fold,
 	"long":   eventview.Long,
 	"toggle": toggleOpen,
+	"grid":   gridPicture,
+	"image":  func(v any) image { s, _ := v.(string); return thumbnail(s) },
+	"size":   sizeOf,
 	"qctx": func(q *runtime.Question, c *runtime.QuestionContext) questionContext {
 		return questionContext{Path: q.Path, Confirm: q.Kind == runtime.QuestionConfirm, C: c}
 	},
@@ -77,15 +81,22 @@ func pretty(v any) string {
 
 func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
-// kindOf says how the value view shows v: "map", "list", "text" (a
+// kindOf says how the value view shows v: "grid" (an ARC grid, drawn),
+// "image" (a raster data URL, as a thumbnail), "map", "list", "text" (a
 // string, kept whole) or "scalar".
 func kindOf(v any) string {
-	switch v.(type) {
+	if _, ok := arc.AsGrid(v); ok {
+		return "grid"
+	}
+	switch x := v.(type) {
 	case map[string]any:
 		return "map"
 	case []any:
 		return "list"
 	case string:
+		if thumbnail(x).Src != nil {
+			return "image"
+		}
 		return "text"
 	}
 	return "scalar"
@@ -105,4 +116,32 @@ func toggleOpen(open map[string]bool, id string) string {
 	}
 	slices.Sort(ids)
 	return strings.Join(ids, ",")
+}
+
+// gridPicture draws v, an ARC grid (kindOf said so), as inline SVG made
+// of numbers only: cells of 16 pixels, smaller for large grids so that a
+// 30 by 30 grid stays under 300 pixels a side.
+func gridPicture(v any) template.HTML {
+	g, ok := arc.AsGrid(v)
+	if !ok {
+		return ""
+	}
+	cell := min(16, max(4, 300/max(len(g), len(g[0]))))
+	return arc.GridSVG(g, nil, cell)
+}
+
+// sizeOf says how many fields or items a map or list has, for the
+// summary of its folded view.
+func sizeOf(v any) string {
+	n, unit := 0, "item"
+	switch x := v.(type) {
+	case map[string]any:
+		n, unit = len(x), "field"
+	case []any:
+		n = len(x)
+	}
+	if n != 1 {
+		unit += "s"
+	}
+	return fmt.Sprintf("%d %s", n, unit)
 }

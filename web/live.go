@@ -91,7 +91,7 @@ func (f *runFeed) read(ctx context.Context) {
 			if err = t.ExecuteTemplate(&b, "timelinerow", rw); err != nil {
 				break
 			}
-			msg := map[string]any{"seq": rw.Seq, "row": b.String(), "node": e.Node, "state": v.NodeState, "sent": e.Time.UnixMicro()}
+			msg := map[string]any{"seq": rw.Seq, "row": b.String(), "node": e.Node, "path": e.Path, "state": v.NodeState, "sent": e.Time.UnixMicro()}
 			if e.Type == runtime.EventModelTurn && e.Turn != nil {
 				msg["cost"], msg["tokens"] = v.CostUSD, v.Tokens
 			}

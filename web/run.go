@@ -267,6 +267,8 @@ func (s *Server) runLive(w http.ResponseWriter, r *http.Request) {
 	}
 	feed := s.follow(id)
 	defer s.unfollow(feed)
+	text, sent := s.liveTextOf(id), map[string]shown{}
+	var textChanged <-chan struct{}
 	for {
 		msgs, cur, changed, err := feed.since(after)
 		for _, m := range msgs {
@@ -274,6 +276,15 @@ func (s *Server) runLive(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			after = m.seq
+		}
+		if text != nil {
+			var parts [][]byte
+			parts, textChanged = text.since(sent)
+			for _, p := range parts {
+				if send(w, fl, "text", p) != nil {
+					return
+				}
+			}
 		}
 		if cur != "" && cur != status {
 			status = cur
@@ -287,6 +298,7 @@ func (s *Server) runLive(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-changed:
+		case <-textChanged:
 		case <-r.Context().Done():
 			return
 		case <-s.ctx.Done():

@@ -168,7 +168,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	h := newHuman(r.FormValue("auto") != "")
 	o.Human = h
 	id, err := s.launch(h, o.MaxLoops, "", rel, func(ctx context.Context, sink *launchSink) error {
-		o.Sink = sink
+		o.Sink, o.OnDelta = sink, sink.delta
 		res, err := s.engine.Start(ctx, p, inputs, o)
 		if res == nil {
 			return err

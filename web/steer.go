@@ -54,6 +54,7 @@ type activeRun struct {
 	cancel context.CancelCauseFunc
 	human  *human
 	done   chan struct{} // closed once it is no longer active
+	text   *liveText     // the model text streaming in
 }
 
 // settings are how a run was started here, kept for its resumes.
@@ -73,6 +74,9 @@ type launchSink struct {
 }
 
 func (l *launchSink) Event(e runtime.Event) {
+	if endsReply(e) {
+		l.a.text.end(e.Path)
+	}
 	if e.Type != runtime.EventRunStarted || l.id != "" {
 		return
 	}
@@ -170,7 +174,7 @@ func (s *Server) awaitSlot(ctx context.Context, q *queuedRun) bool {
 // starts when a run ends.
 func (s *Server) launch(h *human, maxLoops int, claim, what string, run func(ctx context.Context, sink *launchSink) error) (string, error) {
 	ctx, cancel := context.WithCancelCause(s.ctx)
-	a := &activeRun{cancel: cancel, human: h, done: make(chan struct{})}
+	a := &activeRun{cancel: cancel, human: h, done: make(chan struct{}), text: newLiveText()}
 	if claim != "" {
 		for {
 			s.mu.Lock()
@@ -259,7 +263,7 @@ func (s *Server) resumeRun(ctx context.Context, id, from string, answer *given, 
 		what = "fork of " + id + " from " + from
 	}
 	return s.launch(h, set.maxLoops, claim, what, func(ctx context.Context, sink *launchSink) error {
-		o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: sink, Human: h, MaxLoops: set.maxLoops, Remote: true}, Edits: edits}
+		o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: sink, OnDelta: sink.delta, Human: h, MaxLoops: set.maxLoops, Remote: true}, Edits: edits}
 		var res *runtime.Result
 		var err error
 		switch {

@@ -209,6 +209,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /live/runs", s.runsLive)
 	m.HandleFunc("GET /runs/{id}", s.runPage)
 	m.HandleFunc("GET /runs/{id}/live", s.runLive)
+	m.HandleFunc("GET /runs/{id}/inspector", s.inspectorPart)
 	m.HandleFunc("GET /start", s.startPage)
 	m.HandleFunc("POST /start", s.startRun)
 	m.HandleFunc("POST /runs/{id}/answer", s.onRun(s.answer))
@@ -331,6 +332,18 @@ func (s *Server) render(w http.ResponseWriter, status int, name string, data any
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// renderPart writes one template part of a page alone, for a page's
+// script to put in place.
+func (s *Server) renderPart(w http.ResponseWriter, name, part string, data any) {
+	var b strings.Builder
+	if err := s.pages[name].ExecuteTemplate(&b, part, data); err != nil {
+		http.Error(w, "rendering "+part+": "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_, _ = w.Write([]byte(b.String()))
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -31,6 +32,7 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs.Var(&kv, "input", "an input as `name=value` (repeatable); JSON values are parsed for non-string inputs")
 	inputsFile := fs.String("inputs", "", "read inputs from a JSON or YAML `file`")
 	asJSON := fs.Bool("json", false, "print one JSON event per line on stdout instead of the outputs")
+	stream := streamFlag(fs)
 	storePath := storeFlag(fs)
 	var mf modelFlags
 	mf.register(fs)
@@ -57,7 +59,7 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return fail(stderr, "flowrun", err)
 	}
 	defer eng.Close()
-	live := liveView(*asJSON, stderr)
+	live := liveView(*asJSON, stream, stderr)
 	res, err := eng.Start(ctx, p, inputs, engine.RunOptions{Sink: progressSink(*asJSON, stdout, live),
 		OnDelta: live.onDelta(), Human: newHuman(hf, stdin, stderr), MaxLoops: hf.maxLoops})
 	if res == nil {
@@ -77,14 +79,39 @@ func progressSink(asJSON bool, stdout io.Writer, live *textSink) runtime.EventSi
 	return live
 }
 
-// liveView is the progress view on stderr; on a terminal it also shows
-// model text as it streams in.
-func liveView(asJSON bool, stderr io.Writer) *textSink {
+// liveView is the progress view on stderr; it also shows model text as
+// it streams in when --stream says so, by default on a terminal.
+func liveView(asJSON bool, stream *optionalBool, stderr io.Writer) *textSink {
 	t := &textSink{w: stderr}
-	if f, ok := fileOf(stderr); ok && !asJSON && isTerminal(f) {
+	if asJSON {
+		return t
+	}
+	if stream.set {
+		t.stream = stream.on
+	} else if f, ok := fileOf(stderr); ok && isTerminal(f) {
 		t.stream = true
 	}
 	return t
+}
+
+// optionalBool is a boolean flag that knows whether it was given.
+type optionalBool struct{ set, on bool }
+
+func (b *optionalBool) String() string   { return strconv.FormatBool(b.on) }
+func (b *optionalBool) IsBoolFlag() bool { return true }
+func (b *optionalBool) Set(v string) error {
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("give true or false")
+	}
+	b.set, b.on = true, on
+	return nil
+}
+
+func streamFlag(fs *flag.FlagSet) *optionalBool {
+	b := &optionalBool{}
+	fs.Var(b, "stream", "show the model's text as it arrives, under the live line (default: on when stderr is a terminal; --stream=false turns it off)")
+	return b
 }
 
 // report prints how a run ended and returns the exit code.

@@ -89,6 +89,7 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	from := fs.String("from", "", "fork from this snapshot `label` or checkpoint number")
 	allow := fs.Bool("allow-changed", false, "resume even if the pipeline file changed since the run started")
 	asJSON := fs.Bool("json", false, "print one JSON event per line on stdout instead of the outputs")
+	stream := streamFlag(fs)
 	storePath := storeFlag(fs)
 	var mf modelFlags
 	mf.register(fs)
@@ -122,7 +123,7 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return storeError(err, stderr)
 	}
 	human := newHuman(hf, stdin, stderr)
-	live := liveView(*asJSON, stderr)
+	live := liveView(*asJSON, stream, stderr)
 	o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: progressSink(*asJSON, stdout, live), OnDelta: live.onDelta(),
 		Human: human, MaxLoops: hf.maxLoops}, AllowChanged: *allow, Edits: sets}
 	for _, in := range inputs {

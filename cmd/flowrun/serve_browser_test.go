@@ -151,16 +151,8 @@ func TestServeBrowser(t *testing.T) {
 			t.Fatal("the runs list reloaded instead of updating live")
 		}
 		list.shot("runs-list")
-		if os.Getenv("FLOWRUN_DOCS_SCREENSHOT") == "1" {
-			b.eval("window.scrollTo(0, 0), true")
-			png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
-			if err == nil {
-				err = os.WriteFile("../../docs/img/run-page.png", png, 0o644)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		b.eval("window.scrollTo(0, 0), true")
+		b.docShot("run-page")
 	})
 
 	t.Run("ask, confirm, snapshot, roll back, fork", func(t *testing.T) {

@@ -12,6 +12,7 @@ package llmtest
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -91,6 +92,11 @@ type Reply struct {
 	// Polls, for a request with background: true, is how many polls of
 	// the response find it still in progress before it ends.
 	Polls int
+	// Hold pauses a streamed reply after its first HoldAfter deltas until
+	// Hold is closed (or the client leaves), so that a test can look at
+	// a reply half arrived.
+	Hold      <-chan struct{}
+	HoldAfter int
 	// Fail, when set, is an error reported with status 200: inside the
 	// stream after the first delta (a chat chunk {"error": {...}}, a
 	// Responses "error" event), or as the body of a reply not streamed.
@@ -342,11 +348,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case req.API == "chat" && req.Stream:
-		streamChat(w, req, rep)
+		streamChat(r.Context(), w, req, rep)
 	case req.API == "chat":
 		writeJSON(w, chatCompletion(req, rep))
 	case req.Stream:
-		streamResponses(w, req, rep)
+		streamResponses(r.Context(), w, req, rep)
 	default:
 		writeJSON(w, response(req, rep))
 	}
@@ -415,7 +421,7 @@ func chatCompletion(req Request, rep Reply) map[string]any {
 	}
 }
 
-func streamChat(w http.ResponseWriter, req Request, rep Reply) {
+func streamChat(ctx context.Context, w http.ResponseWriter, req Request, rep Reply) {
 	sse := newSSE(w)
 	chunk := func(delta map[string]any, finish any) {
 		sse.data(map[string]any{
@@ -425,8 +431,11 @@ func streamChat(w http.ResponseWriter, req Request, rep Reply) {
 		})
 	}
 	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
-	for _, piece := range pieces(rep.Text) {
+	for i, piece := range pieces(rep.Text) {
 		chunk(map[string]any{"content": piece}, nil)
+		if !rep.held(ctx, i) {
+			return
+		}
 		if rep.Cut {
 			return
 		}
@@ -498,13 +507,18 @@ func response(req Request, rep Reply) map[string]any {
 	}
 }
 
-func streamResponses(w http.ResponseWriter, req Request, rep Reply) {
+func streamResponses(ctx context.Context, w http.ResponseWriter, req Request, rep Reply) {
 	sse := newSSE(w)
+	deltas := 0
 	for _, ev := range responseEvents(req, rep, "in_progress") {
 		sse.event(ev["type"].(string), ev)
-		if rep.Cut && ev["type"] == "response.output_text.delta" {
+		if ev["type"] != "response.output_text.delta" {
+			continue
+		}
+		if !rep.held(ctx, deltas) || rep.Cut {
 			return
 		}
+		deltas++
 	}
 }
 
@@ -541,6 +555,20 @@ func responseEvents(req Request, rep Reply, created string) []map[string]any {
 	}
 	event(typ, map[string]any{"response": final})
 	return out
+}
+
+// held waits, after delta i, for Hold when the reply is held there; it
+// reports false when the client left meanwhile.
+func (rep Reply) held(ctx context.Context, i int) bool {
+	if rep.Hold == nil || i+1 != rep.HoldAfter {
+		return true
+	}
+	select {
+	case <-rep.Hold:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // pieces splits text into streaming deltas, a word (with its following

@@ -37,6 +37,7 @@ if (timeline) {
         g.setAttribute("data-state", d.state);
       });
     }
+    if (d.path) refreshInspector(d.path);
     if (d.cost !== undefined) {
       var cost = document.getElementById("cost");
       var usd = parseFloat(cost.dataset.usd) + d.cost;
@@ -48,6 +49,7 @@ if (timeline) {
       turns.textContent = parseInt(turns.textContent, 10) + 1;
     }
   });
+  es.addEventListener("text", function (m) { showText(JSON.parse(m.data)); });
   es.addEventListener("status", function (m) {
     var s = JSON.parse(m.data);
     var el = document.getElementById("status");
@@ -57,6 +59,62 @@ if (timeline) {
       location.reload();
     }
   });
+}
+
+// showText shows a model reply as it streams in, one box per node path,
+// removed when the reply is recorded (the inspector then shows it).
+function showText(d) {
+  var box = document.getElementById("stream");
+  var part = null;
+  box.querySelectorAll(".stream-part").forEach(function (p) {
+    if (p.dataset.path === d.path) part = p;
+  });
+  if (d.done) {
+    if (part) part.remove();
+    box.hidden = !box.querySelector(".stream-part");
+    return;
+  }
+  if (!part) {
+    part = document.createElement("div");
+    part.className = "stream-part";
+    part.dataset.path = d.path;
+    var link = document.createElement("a");
+    link.className = "mono";
+    link.href = "?path=" + encodeURIComponent(d.path) + "#inspector";
+    link.textContent = d.path;
+    var pre = document.createElement("pre");
+    pre.className = "text stream-text";
+    part.appendChild(link);
+    part.appendChild(pre);
+    box.appendChild(part);
+  }
+  var text = part.querySelector("pre");
+  if (d.reset) text.textContent = "";
+  text.textContent += d.text;
+  text.scrollTop = text.scrollHeight;
+  box.hidden = false;
+}
+
+// refreshInspector renders the open inspector again when an event of its
+// node arrives: one request at a time, and one more if events came while
+// it ran.
+var inspecting = false, inspectAgain = false;
+function refreshInspector(path) {
+  var ins = document.getElementById("inspector");
+  if (!ins || ins.dataset.path !== path) return;
+  if (inspecting) { inspectAgain = true; return; }
+  inspecting = true;
+  fetch(location.pathname + "/inspector?path=" + encodeURIComponent(path), { credentials: "same-origin" })
+    .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+    .then(function (html) {
+      var cur = document.getElementById("inspector");
+      if (cur && cur.dataset.path === path) cur.outerHTML = html;
+    })
+    .catch(function () {})
+    .then(function () {
+      inspecting = false;
+      if (inspectAgain) { inspectAgain = false; refreshInspector(path); }
+    });
 }
 
 document.addEventListener("click", function (ev) {

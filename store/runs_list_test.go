@@ -1,0 +1,65 @@
+package store_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+	"github.com/flowrun/flowrun/store/storetest"
+)
+
+// TestRunListFoldsFiltersAndPages: 30 runs and 2 batches of 5 items list
+// as 32 lines, each batch one line with its items counted; pages cut the
+// list in SQL; the filters (pipeline, status, id prefix, input text,
+// batch) select what they name, a batch by its items' inputs too.
+func TestRunListFoldsFiltersAndPages(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(filepath.Join(t.TempDir(), "runs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := storetest.Fill(ctx, st, 30, 2, 5); err != nil {
+		t.Fatal(err)
+	}
+	lines, total, err := st.RunList(ctx, store.RunQuery{Limit: 10}, store.ListOrder{})
+	if err != nil || total != 32 || len(lines) != 10 {
+		t.Fatalf("first page: %d lines of %d (%v)", len(lines), total, err)
+	}
+	// The batches were recorded last: newest first.
+	b := lines[0].Batch
+	if b == nil || b.ID != storetest.BatchID(1) || b.Items != 5 || b.Counts[runtime.StatusCompleted] != 3 || b.Counts[runtime.StatusFailed] != 2 {
+		t.Fatalf("first line: %+v", lines[0])
+	}
+	last, _, _ := st.RunList(ctx, store.RunQuery{Limit: 10, Offset: 30}, store.ListOrder{})
+	if len(last) != 2 || last[1].Run == nil || last[1].Run.ID != storetest.RunID(0) {
+		t.Fatalf("last page: %+v", last)
+	}
+	for _, c := range []struct {
+		name  string
+		q     store.RunQuery
+		total int
+	}{
+		{"pipeline", store.RunQuery{Pipeline: "alpha"}, 10 + 2},
+		{"status", store.RunQuery{Status: runtime.StatusFailed}, 8},
+		{"pipeline and status", store.RunQuery{Pipeline: "beta", Status: runtime.StatusStopped}, 2},
+		{"id prefix", store.RunQuery{IDPrefix: "20260101T000000-run0001"}, 10},
+		{"id prefix with LIKE characters", store.RunQuery{IDPrefix: "20260101T000000-run%"}, 0},
+		{"input text", store.RunQuery{Text: "topic 2"}, 11},
+		{"input text in a batch item", store.RunQuery{Text: "ITEM 1.4"}, 1},
+		{"batch", store.RunQuery{Batch: storetest.BatchID(0)}, 5},
+		{"batch and status", store.RunQuery{Batch: storetest.BatchID(0), Status: runtime.StatusFailed}, 2},
+		{"batch items unfolded", store.RunQuery{BatchItems: true}, 40},
+	} {
+		_, total, err := st.RunList(ctx, c.q, store.ListOrder{})
+		if err != nil || total != c.total {
+			t.Errorf("%s: %d lines, want %d (%v)", c.name, total, c.total, err)
+		}
+	}
+	cost, _, err := st.RunList(ctx, store.RunQuery{Limit: 1}, store.ListOrder{By: "cost"})
+	if err != nil || cost[0].Batch == nil || cost[0].Batch.CostUSD < 0.004 {
+		t.Fatalf("by cost, first: %+v (%v)", cost[0], err)
+	}
+}
