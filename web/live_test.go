@@ -196,3 +196,43 @@ func TestRunsBeyondMaxRunsQueue(t *testing.T) {
 		t.Fatalf("the resume taken out of the queue left the run %s", s)
 	}
 }
+
+// TestRunPageShowsCallsInFlight: a background model call still in
+// progress is on the run page with its response id, how long it has run
+// and how often it was polled; once its node finishes it is not.
+func TestRunPageShowsCallsInFlight(t *testing.T) {
+	h := newHarness(t, "")
+	ctx := context.Background()
+	id := "run-bg"
+	if err := h.st.CreateRun(ctx, &store.Run{ID: id, Pipeline: "chat.yaml", PipelineAbs: filepath.Join(h.dir, "chat.yaml"), PipelineName: "chat"}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := h.st.Recorder(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().Add(-4 * time.Minute)
+	rec.Event(flowruntime.Event{Type: flowruntime.EventRunStarted, Run: id, Pipeline: "chat", Time: t0})
+	rec.Event(flowruntime.Event{Type: flowruntime.EventNodeStarted, Run: id, Path: "plan", Node: "plan", Kind: "llm", Time: t0})
+	rec.Event(flowruntime.Event{Type: flowruntime.EventRemoteWork, Run: id, Path: "plan", Time: t0,
+		Remote: &flowruntime.RemoteWork{What: "created", ID: "resp_9", Status: "queued"}})
+	for range 3 {
+		rec.Event(flowruntime.Event{Type: flowruntime.EventRemoteWork, Run: id, Path: "plan", Time: t0,
+			Remote: &flowruntime.RemoteWork{What: "polled", ID: "resp_9", Status: "in_progress"}})
+	}
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, page := h.get("/runs/" + id)
+	// 4m and a few seconds: the page is drawn a moment after t0.
+	if !strings.Contains(page, "In flight") || !strings.Contains(page, "plan: response resp_9 in progress, 4m") || !strings.Contains(page, "s, polled 3 times") {
+		t.Fatalf("the run page does not show the call in flight:\n%s", page)
+	}
+	rec.Event(flowruntime.Event{Type: flowruntime.EventNodeFinished, Run: id, Path: "plan", Node: "plan", Kind: "llm", Time: time.Now()})
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, page = h.get("/runs/" + id); strings.Contains(page, "resp_9 in progress") {
+		t.Fatal("a finished node's call is still shown in flight")
+	}
+}

@@ -99,9 +99,11 @@ type runData struct {
 	Open map[string]bool
 	// Edits are what a person changed before the run (or a resume of it)
 	// went on.
-	Edits   []runtime.Edit
-	Forks   []*store.Run
-	Inspect *inspector
+	Edits []runtime.Edit
+	Forks []*store.Run
+	// InFlight are the run's background model calls still in progress.
+	InFlight []string
+	Inspect  *inspector
 	// Stoppable: running here, or in another process, which polls the
 	// store for the stop.
 	Stoppable bool
@@ -225,6 +227,13 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	if path := r.URL.Query().Get("path"); path != "" {
 		d.Inspect = inspect(path, events, d.Points)
 	}
+	// A live run's calls are in its events; a stopped or killed one's in
+	// its durable records too, which only a run not running is read for.
+	var records []store.CheckpointInfo
+	if run.Status != runtime.StatusRunning {
+		records, _ = s.st.ListCheckpoints(ctx, id)
+	}
+	d.InFlight = eventview.InFlight(events, records, time.Now())
 	s.render(w, http.StatusOK, "run", d)
 }
 
