@@ -210,6 +210,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /runs/{id}", s.runPage)
 	m.HandleFunc("GET /runs/{id}/live", s.runLive)
 	m.HandleFunc("GET /runs/{id}/inspector", s.inspectorPart)
+	m.HandleFunc("GET /runs/{id}/test.yaml", s.testCase)
 	m.HandleFunc("GET /start", s.startPage)
 	m.HandleFunc("POST /start", s.startRun)
 	m.HandleFunc("POST /runs/{id}/answer", s.onRun(s.answer))

@@ -20,6 +20,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/engine"
+	"github.com/flowrun/flowrun/flowtest"
 	"github.com/flowrun/flowrun/internal/testwait"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/nodes"
@@ -868,5 +869,37 @@ func TestPagesTellNoCommand(t *testing.T) {
 		if code != c.code || !strings.Contains(body, c.want) || strings.Contains(body, "flowrun ") {
 			t.Errorf("%s: %d, want %d with %q and no command:\n%s", c.path, code, c.code, c.want, body)
 		}
+	}
+}
+
+// TestMakeThisATest: a finished run downloads as a test case that loads
+// as one and replays the run (its pipeline beside it, its route and
+// outputs expected); the run page and the batch page link to it.
+func TestMakeThisATest(t *testing.T) {
+	h := newHarness(t, "")
+	id := h.start(url.Values{"pipeline": {"counter.yaml"}, "auto": {"on"}, "max_loops": {"2"}})
+	h.await(id, "completed")
+	resp, err := h.c.Get(h.ts.URL + "/runs/" + id + "/test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Disposition"), "counter."+id+".test.yaml") {
+		t.Fatalf("%d %v\n%s", resp.StatusCode, resp.Header, body)
+	}
+	file := filepath.Join(h.dir, "counter.test.yaml")
+	if err := os.WriteFile(file, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, ds := flowtest.Load(file)
+	if f == nil || len(ds) > 0 || !strings.Contains(string(body), "pipeline: counter.yaml") || !strings.Contains(string(body), "route:") {
+		t.Fatalf("the case does not load as a test of counter.yaml: %v\n%s", ds, body)
+	}
+	if _, page := h.get("/runs/" + id); !strings.Contains(page, `/runs/`+id+`/test.yaml`) {
+		t.Fatal("the run page does not offer the test case")
+	}
+	if code, _ := h.get("/runs/nope/test.yaml"); code != http.StatusNotFound {
+		t.Fatalf("an unknown run: %d", code)
 	}
 }

@@ -111,9 +111,11 @@ func TestBackgroundKillMatrix(t *testing.T) {
 					return
 				}
 				once.Do(func() {
+					// killed closes first: the process's exit must not
+					// look, to the select below, as if it came before.
 					kill := func() {
-						proc.kill()
 						close(killed)
+						proc.kill()
 					}
 					if pt.after {
 						go func() {

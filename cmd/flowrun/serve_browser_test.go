@@ -15,6 +15,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
 )
 
 // chromium finds a headless-capable Chromium or skips the test.
@@ -247,4 +249,54 @@ func TestServeBrowser(t *testing.T) {
 			t.Fatalf("%d dialogs opened: the reply ran as script", n)
 		}
 	})
+}
+
+// TestServeBrowserShippedGraphs runs every shipped pipeline offline from
+// its cassette and opens its run page in Chromium: the graph draws a box
+// for every node of the layout and, the run having completed, leaves none
+// of them pending (nodes not taken read as skipped, start and end as
+// done). A screenshot of each graph goes to the test's artifacts.
+func TestServeBrowserShippedGraphs(t *testing.T) {
+	newTab := browser(t)
+	db := filepath.Join(t.TempDir(), "runs.db")
+	files, err := filepath.Glob("../../pipelines/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		if strings.HasSuffix(f, ".test.yaml") || strings.HasSuffix(f, ".cassette.yaml") {
+			continue
+		}
+		if code, _, stderr := flowrunIn(t, db, "run", f, "--auto"); code != exitOK {
+			t.Fatalf("flowrun run %s: exit %d\n%s", f, code, stderr)
+		}
+		names = append(names, strings.TrimSuffix(filepath.Base(f), ".yaml"))
+	}
+	st, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := st.Runs(context.Background())
+	st.Close()
+	if err != nil || len(runs) != len(names) {
+		t.Fatalf("%d runs for %d pipelines: %v", len(runs), len(names), err)
+	}
+	base, _ := serve(t, "../../pipelines", "--store", db)
+	b := newTab(t)
+	for _, r := range runs {
+		if r.Status != runtime.StatusCompleted {
+			t.Errorf("%s: run %s %s, want completed", r.PipelineName, r.ID, r.Status)
+			continue
+		}
+		b.do("open the run of "+r.PipelineName, chromedp.Navigate(base+"runs/"+r.ID), chromedp.WaitVisible(chromedp.CSS("svg.graph")))
+		if !b.eval(`document.querySelectorAll("svg.graph g.gnode").length > 2`) {
+			t.Errorf("%s: the graph draws no nodes", r.PipelineName)
+		}
+		if b.eval(`document.querySelector('svg.graph g.gnode[data-state="pending"]') !== null`) {
+			t.Errorf("%s: a completed run's graph leaves nodes pending: %s", r.PipelineName,
+				b.text(`svg.graph g.gnode[data-state="pending"]`))
+		}
+		b.shot("graph-" + r.PipelineName)
+	}
 }
