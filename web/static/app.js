@@ -6,8 +6,17 @@
 // item opened (a <details> under an element with an id) stays open, and
 // a list holding the focus of a field being typed in waits: the update
 // would lose the text.
+// A live stream ends with its page: a browser holds at most six
+// connections to a server, and pages kept for the back button would
+// otherwise keep theirs, stalling the next page after six.
+function live(url) {
+  var es = new EventSource(url);
+  window.addEventListener("pagehide", function () { es.close(); });
+  return es;
+}
+
 document.querySelectorAll("[data-live]").forEach(function (el) {
-  var es = new EventSource(el.dataset.live);
+  var es = live(el.dataset.live);
   es.addEventListener("rows", function (m) {
     var active = document.activeElement;
     if (active && el.contains(active) && (active.tagName === "INPUT" || active.tagName === "TEXTAREA")) { return; }
@@ -27,7 +36,7 @@ document.querySelectorAll("[data-live]").forEach(function (el) {
 // A run's timeline and graph.
 var timeline = document.getElementById("timeline");
 if (timeline) {
-  var es = new EventSource(timeline.dataset.stream);
+  var es = live(timeline.dataset.stream);
   es.addEventListener("event", function (m) {
     var d = JSON.parse(m.data);
     if (timeline.querySelector('tr[data-seq="' + d.seq + '"]')) return;
