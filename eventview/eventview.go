@@ -273,7 +273,12 @@ func (v View) Line() string {
 // timeline shows it: what acted, how it went, and why.
 func (v View) Text() string {
 	text := strings.TrimSpace(v.What + " " + v.Outcome)
-	if v.Why != "" {
+	switch {
+	case v.Why == "":
+	case strings.HasPrefix(v.Why, text):
+		// "waiting for an answer to ...": said once, not "waiting: waiting".
+		text = v.Why
+	default:
 		text += ": " + v.Why
 	}
 	return text

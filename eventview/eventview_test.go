@@ -58,6 +58,7 @@ func events() []runtime.Event {
 		{Type: runtime.EventModelTurn, Run: "r1", Path: "ask_model", Kind: "llm", Turn: &runtime.Turn{Model: "gpt-4.1", Cached: true}},
 		{Type: runtime.EventToolCall, Run: "r1", Path: "refine[1]/translate", Tool: &runtime.ToolCall{Name: "ocr", Args: map[string]any{"region": "top"}, Result: "HELLO"}},
 		{Type: runtime.EventToolCall, Run: "r1", Path: "refine[1]/translate", Tool: &runtime.ToolCall{Name: "ocr", Error: "no such region"}},
+		{Type: runtime.EventRunFinished, Run: "r3", Status: runtime.StatusWaiting, Message: `waiting for an answer to "name": Who are you?`},
 		{Type: runtime.EventToolProgress, Run: "r1", Path: "search", Tool: &runtime.ToolCall{Name: "crawl"}, Message: "page 2 of 5\nmore"},
 		{Type: runtime.EventRemoteWork, Run: "r1", Path: "plan", Remote: &runtime.RemoteWork{What: "created", ID: "resp_1", Status: "queued"}},
 		{Type: runtime.EventRemoteWork, Run: "r1", Path: "plan", Remote: &runtime.RemoteWork{What: "polled", ID: "resp_1", Status: "in_progress", Polls: 3}},
