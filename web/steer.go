@@ -54,6 +54,7 @@ type activeRun struct {
 	cancel context.CancelCauseFunc
 	human  *human
 	done   chan struct{} // closed once it is no longer active
+	ended  atomic.Bool   // its run returned: only bookkeeping is left
 	text   *liveText     // the model text streaming in
 }
 
@@ -186,10 +187,10 @@ func (s *Server) launch(h *human, maxLoops int, claim, what string, run func(ctx
 			if prev == nil {
 				break
 			}
-			// A run whose end is recorded (waiting on a question,
-			// stopped) is still closing its services here for a moment:
-			// a Resume clicked as its question appears waits for that.
-			if r, err := s.st.Run(ctx, claim); err != nil || r.Status == runtime.StatusRunning {
+			// A run whose goroutine has only its bookkeeping left is
+			// waited for; any other (running, queued, or blocked on a
+			// question answered here) is refused: waiting could be for ever.
+			if !prev.ended.Load() {
 				cancel(nil)
 				return "", fmt.Errorf("run %s is already running", claim)
 			}
@@ -207,6 +208,7 @@ func (s *Server) launch(h *human, maxLoops int, claim, what string, run func(ctx
 		var err error
 		if !queued || s.awaitSlot(ctx, q) {
 			err = run(ctx, sink)
+			a.ended.Store(true)
 			<-s.slots
 		} else {
 			err = fmt.Errorf("%s left the queue: %w", what, context.Cause(ctx))
