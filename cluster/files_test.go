@@ -205,3 +205,25 @@ func TestEventWithoutAckDoesNotHangItsItem(t *testing.T) {
 		t.Errorf("the event was published %d times, want it published again after no acknowledgement", len(swallowed))
 	}
 }
+
+// TestEventsWithoutAckShareOneBudget: when many events lose their
+// acknowledgement, publishing them again shares one budget instead of
+// taking one each, one after another (20 events would wait 20 budgets).
+func TestEventsWithoutAckShareOneBudget(t *testing.T) {
+	defer func(d time.Duration) { eventAckTimeout = d }(eventAckTimeout)
+	eventAckTimeout = 200 * time.Millisecond
+	c := testConn(t, Options{URL: embeddedNATS(t)})
+	ctx := context.Background()
+	must(t, c.js.DeleteStream(ctx, c.runs.CachedInfo().Config.Name))
+	ev := &events{c: c, run: "r1"}
+	const n = 20
+	for range n {
+		ev.Event(runtime.Event{Type: runtime.EventNodeStarted, Run: "r1"})
+	}
+	start := time.Now()
+	ev.wait(ctx)
+	budget := 4 * eventAckTimeout
+	if took := time.Since(start); took > n/2*budget {
+		t.Errorf("waiting for %d unacknowledged events took %s, want about one budget of %s, not one each", n, took, budget)
+	}
+}

@@ -165,22 +165,30 @@ func (s *events) Event(e runtime.Event) {
 var eventAckTimeout = 5 * time.Second
 
 // wait waits for the acknowledgements of the events published so far,
-// publishing again, for a while, those that got none.
+// publishing again those that got none, all within one budget: when
+// a server lost many acknowledgements, a budget each would add up.
 func (s *events) wait(ctx context.Context) {
 	s.mu.Lock()
 	acks := s.acks
 	s.acks = nil
 	s.mu.Unlock()
+	var again context.Context
 	for _, f := range acks {
 		select {
 		case <-f.Ok():
 		case <-f.Err():
-			again, cancel := context.WithTimeout(ctx, 4*eventAckTimeout)
+			if again == nil {
+				var cancel context.CancelFunc
+				again, cancel = context.WithTimeout(ctx, 4*eventAckTimeout)
+				defer cancel()
+			}
+			if again.Err() != nil {
+				continue
+			}
 			_ = retry(again, "publishing an event to JetStream", func(ctx context.Context) error {
 				_, err := s.c.js.PublishMsg(ctx, f.Msg())
 				return err
 			})
-			cancel()
 		case <-ctx.Done():
 			return
 		}
