@@ -183,11 +183,8 @@ func TestFetchStaysInCache(t *testing.T) {
 // is published again for a while and then given up: a worker's item ends
 // instead of waiting for it forever.
 func TestEventWithoutAckDoesNotHangItsItem(t *testing.T) {
-	defer func(d time.Duration) { eventAckTimeout = d }(eventAckTimeout)
-	eventAckTimeout = 200 * time.Millisecond
-	c := testConn(t, Options{URL: embeddedNATS(t)})
+	c := connWithoutAcks(t)
 	ctx := context.Background()
-	must(t, c.js.DeleteStream(ctx, c.runs.CachedInfo().Config.Name))
 	swallowed := make(chan struct{}, 16)
 	sub, err := c.nc.Subscribe(evSubject+">", func(*nats.Msg) { swallowed <- struct{}{} })
 	must(t, err)
@@ -210,11 +207,8 @@ func TestEventWithoutAckDoesNotHangItsItem(t *testing.T) {
 // acknowledgement, publishing them again shares one budget instead of
 // taking one each, one after another (20 events would wait 20 budgets).
 func TestEventsWithoutAckShareOneBudget(t *testing.T) {
-	defer func(d time.Duration) { eventAckTimeout = d }(eventAckTimeout)
-	eventAckTimeout = 200 * time.Millisecond
-	c := testConn(t, Options{URL: embeddedNATS(t)})
+	c := connWithoutAcks(t)
 	ctx := context.Background()
-	must(t, c.js.DeleteStream(ctx, c.runs.CachedInfo().Config.Name))
 	ev := &events{c: c, run: "r1"}
 	const n = 20
 	for range n {
@@ -226,4 +220,16 @@ func TestEventsWithoutAckShareOneBudget(t *testing.T) {
 	if took := time.Since(start); took > n/2*budget {
 		t.Errorf("waiting for %d unacknowledged events took %s, want about one budget of %s, not one each", n, took, budget)
 	}
+}
+
+// connWithoutAcks is a connection whose runs stream is gone, so that no
+// event published on it is acknowledged, with a short acknowledgement
+// timeout.
+func connWithoutAcks(t *testing.T) *conn {
+	d := eventAckTimeout
+	t.Cleanup(func() { eventAckTimeout = d })
+	eventAckTimeout = 200 * time.Millisecond
+	c := testConn(t, Options{URL: embeddedNATS(t)})
+	must(t, c.js.DeleteStream(context.Background(), c.runs.CachedInfo().Config.Name))
+	return c
 }
