@@ -371,6 +371,7 @@ type RunQuery struct {
 	// zero).
 	After, Before time.Time
 	IDPrefix      string // runs whose id starts so
+	Parent        string // runs forked from this run
 	Text          string // runs whose inputs hold this text, in any case
 	Limit         int    // the newest this many; 0 for all
 	Offset        int    // skipped before the Limit, for pages
@@ -411,6 +412,10 @@ func (q RunQuery) filter(items bool) (string, []any) {
 	if q.IDPrefix != "" {
 		where = append(where, `id LIKE ? ESCAPE '\'`)
 		args = append(args, like(q.IDPrefix, false))
+	}
+	if q.Parent != "" {
+		where = append(where, `parent_run = ?`)
+		args = append(args, q.Parent)
 	}
 	if q.Text != "" {
 		where = append(where, `inputs LIKE ? ESCAPE '\'`)

@@ -217,12 +217,8 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 			d.WaitState, _ = editFields(p, eventview.StateAfter(p, d.Points), nil)
 		}
 	}
-	if all, err := s.st.Runs(ctx); err == nil {
-		for _, x := range all {
-			if x.ParentRun == id {
-				d.Forks = append(d.Forks, x)
-			}
-		}
+	if forks, _, err := s.st.RunsMatching(ctx, store.RunQuery{Parent: id, BatchItems: true}); err == nil {
+		d.Forks = forks
 	}
 	if path := r.URL.Query().Get("path"); path != "" {
 		d.Inspect = inspect(path, events, d.Points)

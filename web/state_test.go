@@ -91,6 +91,9 @@ func TestForkWithEditsFromTheStatePanel(t *testing.T) {
 	if !strings.Contains(page, `id="edits"`) || !strings.Contains(page, `<span class="key mono">state.n</span> <code>2</code> → <code>40</code>`) {
 		t.Fatalf("the fork's page does not show its edit:\n%s", page)
 	}
+	if _, page = h.get("/runs/" + id); !strings.Contains(page, `Forks: <a href="/runs/`+child+`">`) || strings.Count(page, "(at checkpoint") != 1 {
+		t.Fatalf("the parent's page does not list its one fork %s, and only it:\n%s", child, page)
+	}
 	h.post("/runs/"+child+"/answer", url.Values{"a.who": {"ada"}, "set.n": {"41"}})
 	for {
 		r := h.await(child, "waiting")
