@@ -2,7 +2,6 @@ package eventview
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -33,8 +32,8 @@ func InFlight(events []runtime.Event, cps []store.CheckpointInfo, now time.Time)
 			finished[cp.Path] = true
 			continue
 		}
-		var bc llm.BackgroundCall
-		if json.Unmarshal(cp.InFlight.Value, &bc) != nil || bc.ID == "" {
+		bc, ok := llm.ReadBackgroundCall(cp.InFlight.Value)
+		if !ok {
 			continue
 		}
 		c := byID[bc.ID]

@@ -3,6 +3,7 @@ package llm
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -36,6 +37,18 @@ type BackgroundCall struct {
 	// Seq is the sequence number of the last stream event received when
 	// it was recorded: a streamed response resumes after it.
 	Seq int64 `json:"seq,omitempty"`
+}
+
+// ReadBackgroundCall reads a BackgroundCall back from the JSON a record
+// of it was kept as; false when raw is not one (an unreadable record
+// reads as nothing in flight, so that a new response is created rather
+// than the call failing for good).
+func ReadBackgroundCall(raw []byte) (BackgroundCall, bool) {
+	var bc BackgroundCall
+	if json.Unmarshal(raw, &bc) != nil || bc.ID == "" {
+		return BackgroundCall{}, false
+	}
+	return bc, true
 }
 
 // BackgroundEvent reports what happened to a background response.

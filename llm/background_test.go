@@ -352,3 +352,17 @@ func (f *failFirstPoll) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return http.DefaultTransport.RoundTrip(r)
 }
+
+// TestReadBackgroundCall: a record reads back as the call it kept; one
+// that is not JSON or names no response reads as nothing in flight.
+func TestReadBackgroundCall(t *testing.T) {
+	bc, ok := ReadBackgroundCall([]byte(`{"id":"resp_1","status":"in_progress","seq":7}`))
+	if !ok || bc != (BackgroundCall{ID: "resp_1", Status: "in_progress", Seq: 7}) {
+		t.Errorf("a kept record read back as %+v, %v", bc, ok)
+	}
+	for _, raw := range []string{``, `not json`, `{"status":"queued"}`, `[1]`} {
+		if bc, ok := ReadBackgroundCall([]byte(raw)); ok {
+			t.Errorf("%q read as a call in flight: %+v", raw, bc)
+		}
+	}
+}

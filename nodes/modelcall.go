@@ -260,13 +260,7 @@ func (f *inFlightCalls) Lookup(turn int) (llm.BackgroundCall, bool) {
 	if !ok {
 		return llm.BackgroundCall{}, false
 	}
-	var bc llm.BackgroundCall
-	if err := json.Unmarshal(raw, &bc); err != nil {
-		// Unreadable: as if nothing were in flight, so a new response is
-		// created rather than the call failing for good.
-		return llm.BackgroundCall{}, false
-	}
-	return bc, true
+	return llm.ReadBackgroundCall(raw)
 }
 
 func (f *inFlightCalls) Record(ctx context.Context, turn int, bc llm.BackgroundCall) error {
