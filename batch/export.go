@@ -91,7 +91,9 @@ func nilIfEmpty[V any](m map[string]V) any {
 }
 
 // CellText is a cell's value as text: strings as they are, numbers in
-// their shortest form, anything else as JSON.
+// their shortest form, anything else as JSON. Unlike jsonvalue.Text, a
+// number never takes an exponent (1e-07 is written 0.0000001): exports
+// are read as tables, where a column's numbers should read alike.
 func CellText(v any) string {
 	switch x := v.(type) {
 	case nil:
