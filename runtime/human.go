@@ -97,11 +97,11 @@ func (e *DeclinedError) Error() string {
 // Ask puts a question to the run's human. It returns a *WaitError when
 // the question cannot be answered now.
 func (s *Scope) Ask(ctx context.Context, q Question) (any, error) {
-	if s.lastPath != "" {
+	if s.lastID != "" {
 		if q.Context == nil {
 			q.Context = &QuestionContext{}
 		}
-		q.Context.After, q.Context.Output = s.lastPath, s.last
+		q.Context.After, q.Context.Output = s.Path(s.lastID), s.last
 	}
 	var a any
 	ok := false

@@ -37,7 +37,7 @@ type Scope struct {
 	path     string // prefix of the paths of nodes run here, "refine[2]/"
 	env      dsl.Env
 	last     any            // output of the last node that finished here
-	lastPath string         // and that node's path
+	lastID   string         // and that node's id (its path is built when a question needs it: not once per node)
 	written  *[]string      // state keys written, in order, when the parent must replay them
 	base     map[string]any // the state when this branch scope began, for merges
 	effects  *effects       // what nodes wrote, when the run keeps checkpoints
@@ -544,7 +544,7 @@ func (s *Scope) succeed(ctx context.Context, n *dsl.Node, out Outcome, start tim
 		out.Output = vals
 		s.env.Nodes[n.ID] = vals
 	}
-	s.last, s.lastPath = out.Output, s.Path(n.ID)
+	s.last, s.lastID = out.Output, n.ID
 	next := n.Next
 	if out.Next != "" {
 		next = out.Next
@@ -665,7 +665,7 @@ func (s *Scope) restore(n *dsl.Node, cp *Checkpoint) string {
 		s.AppendMemory(name, cp.Memories[name]...)
 	}
 	s.setOutput(n.ID, cp.Output)
-	s.last, s.lastPath = cp.Output, s.Path(n.ID)
+	s.last, s.lastID = cp.Output, n.ID
 	s.emitNode(EventNodeRestored, n, Event{})
 	return cp.Next
 }
