@@ -202,3 +202,21 @@ func TestDatasetCassettePrefersThePipelines(t *testing.T) {
 		}
 	}
 }
+
+// TestReadSelected checks that the items a selection picks come back in
+// dataset order with the dataset, and that a selection of none is an
+// error naming the dataset rather than a batch of no item.
+func TestReadSelected(t *testing.T) {
+	path := write(t, t.TempDir(), "d.jsonl", "{\"n\": 1}\n{\"n\": 2}\n{\"n\": 3}\n")
+	d, items, err := ReadSelected(path, Selection{Filter: "item.n >= 2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Path != path || d.Hash == "" || len(d.Items) != 3 || len(items) != 2 || items[0].Key != "line 2" {
+		t.Fatalf("dataset %s (%d items), selected %d, want 2 of 3 from line 2", d.Path, len(d.Items), len(items))
+	}
+	_, _, err = ReadSelected(path, Selection{Filter: "item.n > 3"})
+	if err == nil || err.Error() != "no item of "+path+" is selected" {
+		t.Fatalf("empty selection: %v", err)
+	}
+}
