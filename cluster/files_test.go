@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -203,5 +204,20 @@ func TestEventWithoutAckDoesNotHangItsItem(t *testing.T) {
 	}
 	if len(swallowed) < 2 {
 		t.Errorf("the event was published %d times, want it published again after no acknowledgement", len(swallowed))
+	}
+}
+
+// TestWorkerCacheDirDefault: a worker given no cache directory keeps the
+// pipelines it fetches under the user's cache directory, decided before
+// it connects.
+func TestWorkerCacheDirDefault(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	w := &Worker{Options: Options{URL: "nats://127.0.0.1:1", Insecure: true}, Log: io.Discard}
+	if err := w.Run(context.Background()); err == nil {
+		t.Fatal("a worker ran with no server to reach")
+	}
+	if want := filepath.Join(cache, "flowrun", "worker-pipelines"); w.CacheDir != want {
+		t.Errorf("cache directory %q, want %q", w.CacheDir, want)
 	}
 }
