@@ -384,6 +384,17 @@ func ParseMap(p *dsl.Pipeline, flags []string) (map[string]string, error) {
 	return out, nil
 }
 
+// OfflineCassette is the cassette a batch of p over dataset replays when
+// p calls a model that has neither a key nor an endpoint in the
+// environment lookupEnv reads: the one the dataset ships (see Cassette);
+// "" when p needs none or the dataset ships none.
+func OfflineCassette(dataset string, p *dsl.Pipeline, lookupEnv func(string) (string, bool)) string {
+	if !engine.NeedsEndpoint(p, lookupEnv) {
+		return ""
+	}
+	return Cassette(dataset, p.Path)
+}
+
 // ReadSelected reads the dataset at path and picks its items as sel
 // says; a selection of no item is an error.
 func ReadSelected(path string, sel Selection) (*Dataset, []*Item, error) {

@@ -144,8 +144,8 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			}
 			o.Replicas = *replicas
 		}
-		if bf.models.replay == "" && !bf.remote && engine.NeedsEndpoint(p, os.LookupEnv) {
-			if c := batch.Cassette(*dataset, p.Path); c != "" {
+		if bf.models.replay == "" && !bf.remote {
+			if c := batch.OfflineCassette(*dataset, p, os.LookupEnv); c != "" {
 				bf.models.replay = c
 				fmt.Fprintf(stderr, "no OPENAI_API_KEY or OPENAI_BASE_URL: replaying %s (offline)\n", c)
 			}
