@@ -113,8 +113,8 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		return exitInvalid
 	}
 	baseModels := bf.models.models
-	// stopped says why a batch could not run and is its exit code.
-	stopped := func(code int, err error) (*store.Batch, int) {
+	// abort says why a batch could not run and is its exit code.
+	abort := func(code int, err error) (*store.Batch, int) {
 		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
 		return nil, code
 	}
@@ -126,7 +126,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		}
 		mapping, err := batch.ParseMap(p, maps)
 		if err != nil {
-			return stopped(exitInvalid, err)
+			return abort(exitInvalid, err)
 		}
 		scorer, code := batchScorer(p, scores, stderr)
 		if scorer == nil {
@@ -134,13 +134,13 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		}
 		d, items, err := batch.ReadSelected(*dataset, batch.Selection{Filter: *filter, Sample: *sample, Seed: *seed, Limit: *limit})
 		if err != nil {
-			return stopped(exitInvalid, err)
+			return abort(exitInvalid, err)
 		}
 		bf.remote = *natsURL != ""
 		var o cluster.Options
 		if *natsURL != "" {
 			if o, err = nf.options(*natsURL, false); err != nil {
-				return stopped(exitInvalid, err)
+				return abort(exitInvalid, err)
 			}
 			o.Replicas = *replicas
 		}
@@ -156,7 +156,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			Model: bf.models.models, Replay: absOrEmpty(bf.models.replay), DatasetAbs: absOrEmpty(*dataset)}
 		st, err := store.Open(*bf.storePath)
 		if err != nil {
-			return stopped(exitFailed, err)
+			return abort(exitFailed, err)
 		}
 		defer st.Close()
 		r, finish, code := batchRunner(p, settings, &bf, st, stdin, stderr)
@@ -181,7 +181,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			settings.Concurrency, settings.NATS = window, cluster.DisplayURL(*natsURL)
 			co, err := remoteBatch(ctx, r, o, len(items), window, bf.auto, stderr)
 			if err != nil {
-				return stopped(exitFailed, err)
+				return abort(exitFailed, err)
 			}
 			defer co.Close()
 			nf.record(&settings)
@@ -191,10 +191,10 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			}
 		}
 		if err := batch.SetSettings(b, settings); err != nil {
-			return stopped(exitFailed, err)
+			return abort(exitFailed, err)
 		}
 		if err := errors.Join(r.Create(ctx, b, items, created), followErr); err != nil {
-			return stopped(exitFailed, err)
+			return abort(exitFailed, err)
 		}
 		status, reason, err := r.Run(ctx, b, items)
 		code = seq.report(ctx, st, b, batchEnded(ctx, "flowrun batch", r, b, view, status, reason, err), stderr)
