@@ -20,6 +20,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/store"
 )
 
 // Item is one entry of a dataset.
@@ -381,6 +382,42 @@ func ParseMap(p *dsl.Pipeline, flags []string) (map[string]string, error) {
 		out[input] = field
 	}
 	return out, nil
+}
+
+// OfflineCassette is the cassette a batch of p over dataset replays when
+// p calls a model that has neither a key nor an endpoint in the
+// environment lookupEnv reads: the one the dataset ships (see Cassette);
+// "" when p needs none or the dataset ships none.
+func OfflineCassette(dataset string, p *dsl.Pipeline, lookupEnv func(string) (string, bool)) string {
+	if !engine.NeedsEndpoint(p, lookupEnv) {
+		return ""
+	}
+	return Cassette(dataset, p.Path)
+}
+
+// ReadSelected reads the dataset at path and picks its items as sel
+// says; a selection of no item is an error.
+func ReadSelected(path string, sel Selection) (*Dataset, []*Item, error) {
+	d, err := ReadDataset(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	items, err := Select(d.Items, sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(items) == 0 {
+		return nil, nil, fmt.Errorf("no item of %s is selected", path)
+	}
+	return d, items, nil
+}
+
+// NewRecord is the record of a new batch of pipeline p over dataset d,
+// naming both as given and by absolute path and hash.
+func NewRecord(p *dsl.Pipeline, d *Dataset) *store.Batch {
+	pipelineAbs, _ := filepath.Abs(p.Path)
+	return &store.Batch{Pipeline: p.Path, PipelineAbs: pipelineAbs, PipelineName: p.Name, PipelineHash: p.Hash,
+		Dataset: d.Path, DatasetHash: d.Hash}
 }
 
 // Cassette is the cassette a dataset ships for offline runs of

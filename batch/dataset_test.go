@@ -202,3 +202,52 @@ func TestDatasetCassettePrefersThePipelines(t *testing.T) {
 		}
 	}
 }
+
+// TestOfflineCassette checks that a batch replays its dataset's cassette
+// only when its pipeline calls a model the environment gives no key or
+// endpoint for.
+func TestOfflineCassette(t *testing.T) {
+	dir := t.TempDir()
+	dataset := write(t, dir, "qa.jsonl", "{}\n")
+	cassette := write(t, dir, "qa.cassette.yaml", "version: 1\nentries: []\n")
+	llmPipeline := write(t, dir, "ask.yaml", "version: 1\nname: ask\nmodels:\n  default: {model: gpt-4.1-mini}\nnodes:\n  - id: a\n    llm: {prompt: hi}\n")
+	setPipeline := write(t, dir, "set.yaml", "version: 1\nname: set\nnodes:\n  - id: s\n    set: {}\n")
+	none := func(string) (string, bool) { return "", false }
+	keyed := func(name string) (string, bool) { return "sk-test", name == "OPENAI_API_KEY" }
+	for _, c := range []struct {
+		name     string
+		pipeline string
+		env      func(string) (string, bool)
+		want     string
+	}{
+		{"no key", llmPipeline, none, cassette},
+		{"a key", llmPipeline, keyed, ""},
+		{"no model call", setPipeline, none, ""},
+	} {
+		p, ds := dsl.Load(c.pipeline)
+		if p == nil {
+			t.Fatal(ds)
+		}
+		if got := OfflineCassette(dataset, p, c.env); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestReadSelected checks that the items a selection picks come back in
+// dataset order with the dataset, and that a selection of none is an
+// error naming the dataset rather than a batch of no item.
+func TestReadSelected(t *testing.T) {
+	path := write(t, t.TempDir(), "d.jsonl", "{\"n\": 1}\n{\"n\": 2}\n{\"n\": 3}\n")
+	d, items, err := ReadSelected(path, Selection{Filter: "item.n >= 2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Path != path || d.Hash == "" || len(d.Items) != 3 || len(items) != 2 || items[0].Key != "line 2" {
+		t.Fatalf("dataset %s (%d items), selected %d, want 2 of 3 from line 2", d.Path, len(d.Items), len(items))
+	}
+	_, _, err = ReadSelected(path, Selection{Filter: "item.n > 3"})
+	if err == nil || err.Error() != "no item of "+path+" is selected" {
+		t.Fatalf("empty selection: %v", err)
+	}
+}

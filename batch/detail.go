@@ -15,6 +15,33 @@ import (
 // items rated, not over the batch.
 const HumanMetric = "human"
 
+// SummarizeDetailed is b's summary with each row's details read (see
+// Summarize and ReadDetails).
+func SummarizeDetailed(ctx context.Context, st *store.Store, b *store.Batch) (*Summary, error) {
+	s, err := Summarize(ctx, st, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ReadDetails(ctx, st); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// CompareBatches compares batch b with the earlier batch a, item by
+// item, from their detailed summaries (see CompareSummaries).
+func CompareBatches(ctx context.Context, st *store.Store, a, b *store.Batch) (*Comparison, error) {
+	sa, err := SummarizeDetailed(ctx, st, a)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := SummarizeDetailed(ctx, st, b)
+	if err != nil {
+		return nil, err
+	}
+	return CompareSummaries(sa, sb), nil
+}
+
 // ReadDetails adds to each row what the run saw and gave: its inputs and
 // outputs (read from the item's run), so that a view can show why an item
 // failed. Rows keep their summary when a run is gone (pruned).

@@ -1,14 +1,18 @@
 package batch
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/internal/junit"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
 )
 
 // GateError says a batch or a comparison misses what a CI gate asked of
@@ -29,6 +33,66 @@ func CheckPassRate(s *Summary, min float64) error {
 	if s.PassRate.Rate < min {
 		return &GateError{Reasons: []string{fmt.Sprintf("pass rate %.1f%% (%d/%d, %s) is below %.1f%%",
 			100*s.PassRate.Rate, s.PassRate.Passed, s.PassRate.N, s.Primary, 100*min)}}
+	}
+	return nil
+}
+
+// Gate is what flowrun batch checks once a batch's run has ended.
+type Gate struct {
+	// FailUnder is the least primary pass rate (0-1) a completed batch
+	// passes with; negative: no floor.
+	FailUnder float64
+	// JUnit is the path to write a JUnit XML report of the batch to; "":
+	// none.
+	JUnit string
+}
+
+// GateResult is what applying a Gate did and found.
+type GateResult struct {
+	JUnit  string     // the report written; "" when none was asked for
+	Failed *GateError // why the batch misses FailUnder; nil when it does not or was not checked
+}
+
+// Apply writes g's JUnit report of batch id as the store has it and,
+// when the batch completed, checks its pass rate against FailUnder (a
+// batch that did not complete has failed already). The error says what
+// could not be read or written.
+func (g Gate) Apply(ctx context.Context, st *store.Store, id string, completed bool) (GateResult, error) {
+	var res GateResult
+	if g.JUnit == "" && g.FailUnder < 0 {
+		return res, nil
+	}
+	b, err := st.Batch(ctx, id)
+	if err != nil {
+		return res, err
+	}
+	s, err := Summarize(ctx, st, b)
+	if err != nil {
+		return res, err
+	}
+	if g.JUnit != "" {
+		if err := writeJUnitFile(g.JUnit, s); err != nil {
+			return res, err
+		}
+		res.JUnit = g.JUnit
+	}
+	if g.FailUnder >= 0 && completed {
+		errors.As(CheckPassRate(s, g.FailUnder), &res.Failed)
+	}
+	return res, nil
+}
+
+func writeJUnitFile(path string, s *Summary) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := WriteJUnit(f, s); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
 }
@@ -76,7 +140,7 @@ func WriteJUnit(w io.Writer, s *Summary) error {
 		switch {
 		case r.Status == runtime.StatusCompleted && r.Class == "" && (r.Pass == nil || *r.Pass):
 		case r.Status == runtime.StatusCompleted && r.Class == "":
-			c.Failure = &junit.Problem{Message: fmt.Sprintf("%s is not true: %s", s.Primary, scoreLine(r.Scores)), Type: s.Primary, Text: c.Output}
+			c.Failure = &junit.Problem{Message: fmt.Sprintf("%s is not true: %s", s.Primary, ScoreLine(r.Scores)), Type: s.Primary, Text: c.Output}
 		case finished(r.Status):
 			c.Error = &junit.Problem{Message: firstLine(r.Error), Type: r.Class, Text: c.Output}
 		default:
@@ -89,15 +153,15 @@ func WriteJUnit(w io.Writer, s *Summary) error {
 
 func junitDetail(r Row) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "status: %s\nrun: %s\nscores: %s\n", r.Status, r.Run, scoreLine(r.Scores))
+	fmt.Fprintf(&b, "status: %s\nrun: %s\nscores: %s\n", r.Status, r.Run, ScoreLine(r.Scores))
 	if r.Error != "" {
 		fmt.Fprintf(&b, "error (%s): %s\n", r.Class, r.Error)
 	}
 	return b.String()
 }
 
-// scoreLine is the scores as name=value, by name.
-func scoreLine(scores map[string]any) string {
+// ScoreLine is the scores as name=value, by name.
+func ScoreLine(scores map[string]any) string {
 	names := make([]string, 0, len(scores))
 	for n := range scores {
 		names = append(names, n)

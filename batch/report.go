@@ -84,11 +84,8 @@ type report struct {
 // against, the page compares against that batch (A) too. Everything the
 // store holds is escaped as text and secrets are redacted.
 func WriteReport(ctx context.Context, st *store.Store, w io.Writer, b, against *store.Batch) error {
-	s, err := Summarize(ctx, st, b)
+	s, err := SummarizeDetailed(ctx, st, b)
 	if err != nil {
-		return err
-	}
-	if err := s.ReadDetails(ctx, st); err != nil {
 		return err
 	}
 	r := &report{Generated: time.Now().Format("2006-01-02 15:04:05"), S: s, Outcomes: map[int]string{}}
@@ -97,10 +94,7 @@ func WriteReport(ctx context.Context, st *store.Store, w io.Writer, b, against *
 	var base *Summary
 	side := ""
 	if against != nil {
-		if base, err = Summarize(ctx, st, against); err != nil {
-			return err
-		}
-		if err := base.ReadDetails(ctx, st); err != nil {
+		if base, err = SummarizeDetailed(ctx, st, against); err != nil {
 			return err
 		}
 		r.C = compare(base, s)

@@ -69,6 +69,10 @@ type Counts struct {
 // Done is how many items have a result.
 func (c Counts) Done() int { return c.Completed + c.Failed + c.Stopped + c.Waiting }
 
+// Unsettled is how many items have neither completed nor failed: those
+// stopped, waiting, running or pending.
+func (c Counts) Unsettled() int { return c.Total - c.Completed - c.Failed }
+
 // FailureClass is the items that failed or stopped with one error class.
 type FailureClass struct {
 	Class string   `json:"class"`

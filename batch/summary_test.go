@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -137,5 +139,48 @@ func TestFindBatch(t *testing.T) {
 	var ambiguous *store.AmbiguousError
 	if _, err := st.FindBatch(ctx, "b2026"); !errors.As(err, &ambiguous) || !strings.Contains(err.Error(), "ambiguous") {
 		t.Errorf("ambiguous prefix: %v", err)
+	}
+}
+
+// TestGateApply checks flowrun batch's gate: the JUnit report is written
+// whenever asked for, the pass-rate floor is checked only on a batch that
+// completed, and a gate asking nothing reads nothing.
+func TestGateApply(t *testing.T) {
+	ctx := context.Background()
+	st := batchtest.OpenStore(t)
+	b := batchtest.Record(t, st, "b20261126T120000-aaaa", batchtest.Keys("t", 4), "PPFF", 1, "")
+	junit := filepath.Join(t.TempDir(), "report.xml")
+	for _, c := range []struct {
+		name      string
+		gate      Gate
+		id        string
+		completed bool
+		junit     string
+		failed    bool
+	}{
+		{name: "nothing asked", gate: Gate{FailUnder: -1}, id: "no such batch", completed: true},
+		{name: "under the floor", gate: Gate{FailUnder: 0.75, JUnit: junit}, id: b.ID, completed: true, junit: junit, failed: true},
+		{name: "at the floor", gate: Gate{FailUnder: 0.5}, id: b.ID, completed: true},
+		{name: "not completed", gate: Gate{FailUnder: 0.75}, id: b.ID},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := c.gate.Apply(ctx, st, c.id, c.completed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.JUnit != c.junit || (res.Failed != nil) != c.failed {
+				t.Fatalf("result %+v, want junit %q, failed %v", res, c.junit, c.failed)
+			}
+			if c.failed && !strings.Contains(res.Failed.Error(), "pass rate 50.0% (2/4, solved) is below 75.0%") {
+				t.Errorf("failure %q", res.Failed)
+			}
+		})
+	}
+	xml, err := os.ReadFile(junit)
+	if err != nil || !strings.Contains(string(xml), `tests="4"`) {
+		t.Errorf("JUnit report: %v\n%s", err, xml)
+	}
+	if _, err := (Gate{FailUnder: -1, JUnit: junit}).Apply(ctx, st, "no such batch", true); err == nil {
+		t.Error("a gate over a batch the store does not have passed")
 	}
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -232,4 +233,19 @@ func connWithoutAcks(t *testing.T) *conn {
 	c := testConn(t, Options{URL: embeddedNATS(t)})
 	must(t, c.js.DeleteStream(context.Background(), c.runs.CachedInfo().Config.Name))
 	return c
+}
+
+// TestWorkerCacheDirDefault: a worker given no cache directory keeps the
+// pipelines it fetches under the user's cache directory, decided before
+// it connects.
+func TestWorkerCacheDirDefault(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	w := &Worker{Options: Options{URL: "nats://127.0.0.1:1", Insecure: true}, Log: io.Discard}
+	if err := w.Run(context.Background()); err == nil {
+		t.Fatal("a worker ran with no server to reach")
+	}
+	if want := filepath.Join(cache, "flowrun", "worker-pipelines"); w.CacheDir != want {
+		t.Errorf("cache directory %q, want %q", w.CacheDir, want)
+	}
 }

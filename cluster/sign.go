@@ -260,3 +260,65 @@ func (r *refusals) report(kind, line string) {
 		r.log(fmt.Sprintf("more %s refused; no longer reported one by one", kind))
 	}
 }
+
+// KeyFiles name the files that say how a coordinator or a worker reaches
+// NATS and whom it trusts.
+type KeyFiles struct {
+	Creds string // see Options.Creds
+	CA    string // see Options.CA
+	// Sign is this process's private key: a coordinator signs its jobs
+	// with it, a worker what it publishes.
+	Sign string
+	// Trust are the coordinators' public keys, whose jobs a worker runs.
+	Trust []string
+	// TrustWorker are the workers' public keys, whose checkpoints, events
+	// and results are accepted.
+	TrustWorker []string
+	Insecure    bool // see Options.Insecure
+}
+
+// MissingKeysError says that a process that is not insecure lacks the
+// keys to sign what it publishes and check what it receives.
+type MissingKeysError struct {
+	Worker bool
+	// NoTrust: a worker trusts no coordinator key, so would run no job.
+	NoTrust bool
+}
+
+func (e *MissingKeysError) Error() string {
+	switch {
+	case e.NoTrust:
+		return "a worker runs only jobs signed by a coordinator it trusts, and no coordinator key is trusted"
+	case e.Worker:
+		return "a worker signs what it publishes, and no signing key is given"
+	}
+	return "a coordinator signs its jobs and accepts only results signed by a trusted worker, and its signing key or the workers' keys are missing"
+}
+
+// Options are the cluster options that reach url with the files k names,
+// for a worker or for a coordinator, with the keys read. Unless k is
+// Insecure, a worker needs a coordinator key to trust and its own key to
+// sign with, and a coordinator its key and the workers' keys: a
+// *MissingKeysError says which is missing.
+func (k KeyFiles) Options(url string, worker bool) (Options, error) {
+	o := Options{URL: url, Creds: k.Creds, CA: k.CA, Insecure: k.Insecure}
+	if !k.Insecure {
+		switch {
+		case worker && len(k.Trust) == 0:
+			return o, &MissingKeysError{Worker: true, NoTrust: true}
+		case k.Sign == "" || len(k.TrustWorker) == 0 && !worker:
+			return o, &MissingKeysError{Worker: worker}
+		}
+	}
+	var err error
+	if k.Sign != "" {
+		o.Signer, err = LoadSigner(k.Sign)
+	}
+	if err == nil {
+		o.Workers, err = LoadKeys(k.TrustWorker)
+	}
+	if err == nil {
+		o.Coordinators, err = LoadKeys(k.Trust)
+	}
+	return o, err
+}

@@ -233,3 +233,54 @@ func BenchmarkSignedEvent(b *testing.B) {
 		}
 	}
 }
+
+// TestKeyFilesOptions checks which keys a coordinator and a worker need
+// unless insecure, and that the keys named are read into the options.
+func TestKeyFilesOptions(t *testing.T) {
+	dir := t.TempDir()
+	coordKey, coordPub, err := GenerateKey(dir, "coordinator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	workerKey, workerPub, err := GenerateKey(dir, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		k       KeyFiles
+		worker  bool
+		missing *MissingKeysError
+	}{
+		{name: "worker trusting no coordinator", k: KeyFiles{Sign: workerKey}, worker: true, missing: &MissingKeysError{Worker: true, NoTrust: true}},
+		{name: "worker without its key", k: KeyFiles{Trust: []string{coordPub}}, worker: true, missing: &MissingKeysError{Worker: true}},
+		{name: "coordinator trusting no worker", k: KeyFiles{Sign: coordKey}, missing: &MissingKeysError{}},
+		{name: "coordinator without its key", k: KeyFiles{TrustWorker: []string{workerPub}}, missing: &MissingKeysError{}},
+		{name: "insecure worker", k: KeyFiles{Insecure: true}, worker: true},
+		{name: "worker", k: KeyFiles{Sign: workerKey, Trust: []string{coordPub}}, worker: true},
+		{name: "coordinator", k: KeyFiles{Sign: coordKey, TrustWorker: []string{workerPub}, Creds: "u.creds", CA: "ca.pem"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o, err := c.k.Options("nats://host:4222", c.worker)
+			var missing *MissingKeysError
+			if c.missing != nil {
+				if !errors.As(err, &missing) || *missing != *c.missing {
+					t.Fatalf("error %v, want %+v", err, c.missing)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.URL != "nats://host:4222" || o.Creds != c.k.Creds || o.CA != c.k.CA || o.Insecure != c.k.Insecure {
+				t.Errorf("options %+v do not carry the files %+v", o, c.k)
+			}
+			if (o.Signer != nil) != (c.k.Sign != "") || len(o.Coordinators) != len(c.k.Trust) || len(o.Workers) != len(c.k.TrustWorker) {
+				t.Errorf("keys read: signer %v, %d coordinators, %d workers; want those of %+v", o.Signer != nil, len(o.Coordinators), len(o.Workers), c.k)
+			}
+		})
+	}
+	if _, err := (KeyFiles{Sign: coordKey, TrustWorker: []string{filepath.Join(dir, "absent.pub")}}).Options("nats://host:4222", false); err == nil {
+		t.Error("a missing worker key file was accepted")
+	}
+}

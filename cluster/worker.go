@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -54,7 +55,9 @@ type Worker struct {
 	Options
 	// Concurrency is how many items run at once; default 1.
 	Concurrency int
-	// CacheDir holds the pipelines fetched, one directory per hash.
+	// CacheDir holds the pipelines fetched, one directory per hash;
+	// default: flowrun/worker-pipelines under the user's cache directory
+	// (or the temporary directory when there is none).
 	CacheDir string
 	// Engine builds what runs a job's pipeline here (*engine.Engine).
 	Engine Engine
@@ -105,6 +108,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.Name == "" {
 		host, _ := os.Hostname()
 		w.Name = fmt.Sprintf("flowrun-worker %s/%d", host, os.Getpid())
+	}
+	if w.CacheDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		w.CacheDir = filepath.Join(base, "flowrun", "worker-pipelines")
 	}
 	c, err := connect(ctx, w.Options)
 	if err != nil {

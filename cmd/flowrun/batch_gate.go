@@ -5,14 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
-	"os"
-	"sort"
-	"strings"
 
 	"github.com/flowrun/flowrun/batch"
-	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/batch/batchtext"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/store"
 )
@@ -20,64 +16,36 @@ import (
 // batchGate is flowrun batch's CI gate: --fail-under and --junit, read
 // once the batch has ended.
 type batchGate struct {
-	failUnder float64
-	junit     string
+	batch.Gate
 }
 
 func (g *batchGate) register(fs *flag.FlagSet) {
-	fs.Float64Var(&g.failUnder, "fail-under", -1, "exit 1 when the primary pass rate is below `RATE` (0-1)")
-	fs.StringVar(&g.junit, "junit", "", "write a JUnit XML report to `FILE`: one test case per item (per run with --repeat)")
+	fs.Float64Var(&g.FailUnder, "fail-under", -1, "exit 1 when the primary pass rate is below `RATE` (0-1)")
+	fs.StringVar(&g.JUnit, "junit", "", "write a JUnit XML report to `FILE`: one test case per item (per run with --repeat)")
 }
 
 func (g *batchGate) valid(stderr io.Writer) bool {
-	if g.failUnder > 1 {
-		fmt.Fprintf(stderr, "flowrun batch: --fail-under %g: give a rate from 0 to 1, e.g. 0.8\n", g.failUnder)
+	if g.FailUnder > 1 {
+		fmt.Fprintf(stderr, "flowrun batch: --fail-under %g: give a rate from 0 to 1, e.g. 0.8\n", g.FailUnder)
 		return false
 	}
 	return true
 }
 
-// check writes the JUnit report and applies --fail-under to batch b once
-// it has ended with code; it returns the exit code.
+// check applies the gate to batch b once it has ended with code; it
+// returns the exit code.
 func (g *batchGate) check(ctx context.Context, st *store.Store, b *store.Batch, code int, stderr io.Writer) int {
-	if g.junit == "" && g.failUnder < 0 {
-		return code
-	}
-	recorded, err := st.Batch(ctx, b.ID)
+	res, err := g.Apply(ctx, st, b.ID, code == exitOK)
 	if err != nil {
 		return fail(stderr, "flowrun batch", err)
 	}
-	s, err := batch.Summarize(ctx, st, recorded)
-	if err != nil {
-		return fail(stderr, "flowrun batch", err)
+	if res.JUnit != "" {
+		fmt.Fprintf(stderr, "wrote %s\n", res.JUnit)
 	}
-	if g.junit != "" {
-		if err := writeJUnitFile(g.junit, s); err != nil {
-			return fail(stderr, "flowrun batch", err)
-		}
-		fmt.Fprintf(stderr, "wrote %s\n", g.junit)
-	}
-	if g.failUnder >= 0 && code == exitOK {
-		if err := batch.CheckPassRate(s, g.failUnder); err != nil {
-			return fail(stderr, "flowrun batch: --fail-under", err)
-		}
+	if res.Failed != nil {
+		return fail(stderr, "flowrun batch: --fail-under", res.Failed)
 	}
 	return code
-}
-
-func writeJUnitFile(path string, s *batch.Summary) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := batch.WriteJUnit(f, s); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
 }
 
 // compareGate is flowrun batch compare's CI gate.
@@ -89,28 +57,6 @@ func (g *compareGate) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.FailOnRegression, "fail-on-regression", false, "exit 1 when B is significantly worse than A (McNemar mid-p below --alpha)")
 	fs.Float64Var(&g.Alpha, "alpha", 0.05, "the significance `level` of --fail-on-regression")
 	fs.IntVar(&g.MaxBroken, "max-broken", -1, "exit 1 when more than `N` items broke")
-}
-
-// printRepeats prints, for a batch whose items ran several times, each
-// item's pass@N and pass^N with its class, and each metric's spread.
-func printRepeats(w io.Writer, r *batch.RepeatSummary) {
-	if r == nil {
-		return
-	}
-	fmt.Fprintf(w, "\nrepeats    %d items: %d always pass, %d always fail, %d flaky\n", len(r.Items), r.AlwaysPass, r.AlwaysFail, r.Flaky)
-	fmt.Fprintf(w, "  pass@N   %s\n  pass^N   %s\n", rateText(&r.PassAt), rateText(&r.PassAll))
-	names := make([]string, 0, len(r.Metrics))
-	for n := range r.Metrics {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		m := r.Metrics[n]
-		fmt.Fprintf(w, "  %-8s mean %.4g, sd %.4g across items, sd %.4g within an item\n", n, m.Mean, m.SD, r.Within[n])
-	}
-	for _, it := range r.Items {
-		fmt.Fprintf(w, "  %-30s %d/%d passed  pass@%d %-5t pass^%d %-5t %s\n", it.Key, it.Passed, it.Runs, it.Runs, it.PassAt, it.Runs, it.PassAll, it.Class)
-	}
 }
 
 // untilDecidedFlags are flowrun batch's sequential comparison: run items
@@ -166,14 +112,10 @@ func (f *untilDecidedFlags) report(ctx context.Context, st *store.Store, b *stor
 	if err != nil {
 		return fail(stderr, "flowrun batch", err)
 	}
-	t := o.Test
+	batchtext.WriteSequential(stderr, o)
 	if o.DecidedAfter == 0 {
-		fmt.Fprintf(stderr, "sequential test: not decided after %d matched items (%d fixed, %d broken): no difference shown at alpha %g\n", o.Matched, t.Fixed, t.Broken, o.Alpha)
 		return code
 	}
-	fmt.Fprintf(stderr, "sequential test: %s than batch %s after %d items (%d fixed, %d broken; likelihood ratio %.3g >= %.3g)\n",
-		t.Decision, o.Baseline, o.DecidedAfter, t.Fixed, t.Broken, math.Exp(t.LogLR), 1/o.Alpha)
-	fmt.Fprintf(stderr, "saved: %d of %d items not run, about %s\n", o.ItemsSaved, o.ItemsRun+o.ItemsSaved, figures.USD(o.CostSavedUSD))
 	return exitOK
 }
 
@@ -197,26 +139,4 @@ func (f *pairwiseFlags) judge(ctx context.Context, st *store.Store, c *batch.Com
 	}
 	j := &batch.PairwiseJudge{Client: llm.New(llm.Options{}), Model: f.model, Rubric: f.rubric, Seed: f.seed}
 	return j.Judge(ctx, st, c)
-}
-
-func printPairwise(w io.Writer, p *batch.Pairwise) {
-	if p == nil {
-		return
-	}
-	verdict := "no clear winner"
-	if p.Better != "" {
-		verdict = strings.ToUpper(p.Better) + " is better"
-	}
-	fmt.Fprintf(w, "\njudge %s (order drawn from seed %d): A %d, B %d, tie %d; sign test p = %.4g: %s; %s\n",
-		p.Model, p.Seed, p.WinsA, p.WinsB, p.Ties, p.PValue, verdict, figures.USD(p.CostUSD))
-	for _, v := range p.Items {
-		first := "A"
-		if v.BFirst {
-			first = "B"
-		}
-		fmt.Fprintf(w, "  %-24s %-4s (%s shown first) %s\n", v.Key, strings.ToUpper(v.Winner), first, clip(firstLine(v.Reasoning), 80))
-	}
-	if len(p.Skipped) > 0 {
-		fmt.Fprintf(w, "  not judged (not completed in both): %s\n", strings.Join(p.Skipped, ", "))
-	}
 }

@@ -8,16 +8,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/flowrun/flowrun/batch"
+	"github.com/flowrun/flowrun/batch/batchtext"
 	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
-	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -115,6 +113,11 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		return exitInvalid
 	}
 	baseModels := bf.models.models
+	// abort says why a batch could not run and is its exit code.
+	abort := func(code int, err error) (*store.Batch, int) {
+		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
+		return nil, code
+	}
 	runOne := func(file string, models []string) (*store.Batch, int) {
 		bf.models.models = append(append(inputFlags(nil), baseModels...), models...)
 		p := loadPipeline(file, stderr)
@@ -123,51 +126,37 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		}
 		mapping, err := batch.ParseMap(p, maps)
 		if err != nil {
-			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-			return nil, exitInvalid
+			return abort(exitInvalid, err)
 		}
 		scorer, code := batchScorer(p, scores, stderr)
 		if scorer == nil {
 			return nil, code
 		}
-		d, err := batch.ReadDataset(*dataset)
+		d, items, err := batch.ReadSelected(*dataset, batch.Selection{Filter: *filter, Sample: *sample, Seed: *seed, Limit: *limit})
 		if err != nil {
-			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-			return nil, exitInvalid
-		}
-		items, err := batch.Select(d.Items, batch.Selection{Filter: *filter, Sample: *sample, Seed: *seed, Limit: *limit})
-		if err != nil {
-			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-			return nil, exitInvalid
-		}
-		if len(items) == 0 {
-			fmt.Fprintf(stderr, "flowrun batch: no item of %s is selected\n", *dataset)
-			return nil, exitInvalid
+			return abort(exitInvalid, err)
 		}
 		bf.remote = *natsURL != ""
 		var o cluster.Options
 		if *natsURL != "" {
 			if o, err = nf.options(*natsURL, false); err != nil {
-				fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-				return nil, exitInvalid
+				return abort(exitInvalid, err)
 			}
 			o.Replicas = *replicas
 		}
-		if bf.models.replay == "" && !bf.remote && engine.NeedsEndpoint(p, os.LookupEnv) {
-			if c := batch.Cassette(*dataset, p.Path); c != "" {
+		if bf.models.replay == "" && !bf.remote {
+			if c := batch.OfflineCassette(*dataset, p, os.LookupEnv); c != "" {
 				bf.models.replay = c
 				fmt.Fprintf(stderr, "no OPENAI_API_KEY or OPENAI_BASE_URL: replaying %s (offline)\n", c)
 			}
 		}
-		datasetAbs, _ := filepath.Abs(*dataset)
 		settings := batch.Settings{Concurrency: bf.concurrency, MaxCostUSD: bf.maxCost, MaxLoops: bf.maxLoops, Auto: bf.auto,
 			Repeat: *repeat, Limit: *limit, Sample: *sample, Seed: *seed, Filter: *filter, Map: mapping,
 			Metrics: scorer.Names(), Primary: scorer.Primary, Expected: scorer.ItemFields(), Score: scores,
-			Model: bf.models.models, Replay: absOrEmpty(bf.models.replay), DatasetAbs: datasetAbs}
+			Model: bf.models.models, Replay: absOrEmpty(bf.models.replay), DatasetAbs: absOrEmpty(*dataset)}
 		st, err := store.Open(*bf.storePath)
 		if err != nil {
-			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-			return nil, exitFailed
+			return abort(exitFailed, err)
 		}
 		defer st.Close()
 		r, finish, code := batchRunner(p, settings, &bf, st, stdin, stderr)
@@ -181,23 +170,18 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		}
 		view := newBatchView(r.Scorer, bf.asJSON, stdout, stderr)
 		r.Progress = view.item
-		pipelineAbs, _ := filepath.Abs(p.Path)
-		b := &store.Batch{Pipeline: p.Path, PipelineAbs: pipelineAbs, PipelineName: p.Name, PipelineHash: p.Hash,
-			Dataset: *dataset, DatasetHash: d.Hash}
+		b := batch.NewRecord(p, d)
 		created := view.start
 		var followErr error
 		if *natsURL != "" {
 			window := 0
-			fs.Visit(func(f *flag.Flag) {
-				if f.Name == "concurrency" {
-					window = bf.concurrency
-				}
-			})
+			if given(fs, "concurrency") {
+				window = bf.concurrency
+			}
 			settings.Concurrency, settings.NATS = window, cluster.DisplayURL(*natsURL)
 			co, err := remoteBatch(ctx, r, o, len(items), window, bf.auto, stderr)
 			if err != nil {
-				fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-				return nil, exitFailed
+				return abort(exitFailed, err)
 			}
 			defer co.Close()
 			nf.record(&settings)
@@ -207,12 +191,10 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			}
 		}
 		if err := batch.SetSettings(b, settings); err != nil {
-			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-			return nil, exitFailed
+			return abort(exitFailed, err)
 		}
 		if err := errors.Join(r.Create(ctx, b, items, created), followErr); err != nil {
-			fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-			return nil, exitFailed
+			return abort(exitFailed, err)
 		}
 		status, reason, err := r.Run(ctx, b, items)
 		code = seq.report(ctx, st, b, batchEnded(ctx, "flowrun batch", r, b, view, status, reason, err), stderr)
@@ -327,15 +309,13 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		fmt.Fprintln(stderr, "flowrun batch resume: name one batch (an id, a prefix, or last)")
 		return exitInvalid
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o := batch.ResumeOptions{RetryFailed: *retry, AllowChanged: *allowChanged, Overrides: batch.Overrides{
-		Concurrency: ifGiven(set, "concurrency", &bf.concurrency), MaxCostUSD: ifGiven(set, "max-cost-usd", &bf.maxCost),
-		MaxLoops: ifGiven(set, "max-loops", &bf.maxLoops), Auto: ifGiven(set, "auto", &bf.auto),
-		Model: ifGiven(set, "model", (*[]string)(&bf.models.models)), Replay: ifGiven(set, "replay", &bf.models.replay),
-		NATS: ifGiven(set, "nats", natsURL), NATSCreds: ifGiven(set, "nats-creds", &nf.creds), NATSCA: ifGiven(set, "nats-ca", &nf.ca),
-		NATSSign: ifGiven(set, "nats-sign", &nf.sign), NATSTrustWorker: ifGiven(set, "nats-trust-worker", (*[]string)(&nf.trustWorker)),
-		NATSInsecure: ifGiven(set, "nats-insecure", &nf.insecure)}}
+		Concurrency: ifGiven(fs, "concurrency", &bf.concurrency), MaxCostUSD: ifGiven(fs, "max-cost-usd", &bf.maxCost),
+		MaxLoops: ifGiven(fs, "max-loops", &bf.maxLoops), Auto: ifGiven(fs, "auto", &bf.auto),
+		Model: ifGiven(fs, "model", (*[]string)(&bf.models.models)), Replay: ifGiven(fs, "replay", &bf.models.replay),
+		NATS: ifGiven(fs, "nats", natsURL), NATSCreds: ifGiven(fs, "nats-creds", &nf.Creds), NATSCA: ifGiven(fs, "nats-ca", &nf.CA),
+		NATSSign: ifGiven(fs, "nats-sign", &nf.Sign), NATSTrustWorker: ifGiven(fs, "nats-trust-worker", &nf.TrustWorker),
+		NATSInsecure: ifGiven(fs, "nats-insecure", &nf.Insecure)}}
 	st, err := store.Open(*bf.storePath)
 	if err != nil {
 		fmt.Fprintf(stderr, "flowrun batch resume: %v\n", err)
@@ -400,8 +380,8 @@ func given(fs *flag.FlagSet, name string) bool {
 }
 
 // ifGiven is v when the flag name was given on the command line, else nil.
-func ifGiven[T any](given map[string]bool, name string, v *T) *T {
-	if !given[name] {
+func ifGiven[T any](fs *flag.FlagSet, name string, v *T) *T {
+	if !given(fs, name) {
 		return nil
 	}
 	return v
@@ -441,54 +421,19 @@ func (v *batchView) start(b *store.Batch) {
 func (v *batchView) item(p batch.Progress) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	it := p.Item
-	if v.asJSON {
-		writeEvent(v.stdout, map[string]any{"type": "item_finished", "batch": v.b.ID, "index": it.Index, "key": it.Key,
-			"run": it.Run, "status": it.Status, "scores": it.Scores, "error": it.Error, "class": it.Class,
-			"cost_usd": it.CostUSD, "tokens": it.Tokens, "duration_ms": it.DurationMS, "done": p.Done, "total": p.Total})
+	switch {
+	case v.asJSON:
+		writeEvent(v.stdout, batch.NewItemEvent(v.b.ID, p))
 		return
-	}
-	failed := it.Status != runtime.StatusCompleted || it.Class != ""
-	if v.term == nil {
-		mark := "ok  "
-		switch {
-		case failed:
-			mark = "FAIL"
-		case v.scorer.Primary != "" && !v.scorer.Passed(it.Scores):
-			mark = "miss"
-		}
-		fmt.Fprintf(v.stderr, "  %s %-24s %-9s %s %s %s%s\n", mark, it.Key, it.Status, scoreText(it.Scores), figures.USD(it.CostUSD), figures.Duration(it.DurationMS), failureText(it))
+	case v.term == nil:
+		batchtext.WriteItem(v.stderr, p.Item, v.scorer)
 		return
-	}
-	if failed {
+	case batchtext.ItemFailed(p.Item):
 		v.clearLine()
-		fmt.Fprintf(v.stderr, "  FAIL %s (%s) %s%s\n", it.Key, p.Where, it.Status, failureText(it))
+		batchtext.WriteFailure(v.stderr, p)
 	}
-	v.drawLine(p)
-}
-
-func failureText(it *store.BatchItem) string {
-	if it.Error == "" {
-		return ""
-	}
-	class := it.Class
-	if class == "" {
-		class = "error"
-	}
-	return ": " + class + ": " + firstLine(it.Error)
-}
-
-func scoreText(scores map[string]any) string {
-	names := make([]string, 0, len(scores))
-	for k := range scores {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	var parts []string
-	for _, k := range names {
-		parts = append(parts, k+"="+dsl.Stringify(scores[k]))
-	}
-	return strings.Join(parts, " ")
+	fmt.Fprint(v.term, "\r\x1b[K"+printable(batchtext.ProgressLine(p, v.scorer.Primary, time.Since(p.Started))))
+	v.drew = true
 }
 
 // clearLine removes the live line so that a message can take its place.
@@ -497,27 +442,6 @@ func (v *batchView) clearLine() {
 		fmt.Fprint(v.term, "\r\x1b[K")
 		v.drew = false
 	}
-}
-
-func (v *batchView) drawLine(p batch.Progress) {
-	elapsed := time.Since(p.Started)
-	line := fmt.Sprintf("%d/%d done", p.Done, p.Total)
-	if v.scorer.Primary != "" && p.Done > 0 {
-		line += fmt.Sprintf(", %s %.1f%% (%d/%d)", v.scorer.Primary, 100*float64(p.Passed)/float64(p.Done), p.Passed, p.Done)
-	}
-	if p.Failed > 0 {
-		line += fmt.Sprintf(", %d failed", p.Failed)
-	}
-	line += ", " + figures.USD(p.Spent)
-	if p.Ran > 0 && elapsed > 0 {
-		rate := float64(p.Ran) / elapsed.Seconds()
-		line += fmt.Sprintf(", %.2f items/s", rate)
-		if left := p.Total - p.Done; left > 0 && rate > 0 {
-			line += ", ETA " + (time.Duration(float64(left)/rate) * time.Second).Round(time.Second).String()
-		}
-	}
-	fmt.Fprint(v.term, "\r\x1b[K"+printable(line))
-	v.drew = true
 }
 
 func (v *batchView) end() {
@@ -532,40 +456,12 @@ func (v *batchView) end() {
 // summary prints the batch's totals (the figures batch show gives):
 // stderr for people, or a last JSON line on stdout.
 func (v *batchView) summary(status runtime.Status, reason string, rows []*store.BatchItem) {
-	b := *v.b
-	b.Status, b.Reason = status, reason
-	s := batch.SummarizeItems(&b, rows)
-	failures := map[string]int{}
-	for _, f := range s.Failures {
-		failures[f.Class] = f.Count
-	}
+	s := batch.Ended(v.b, status, reason, rows)
 	if v.asJSON {
-		ev := map[string]any{"type": "batch_finished", "batch": v.b.ID, "status": status, "reason": reason,
-			"items": s.Items.Total, "completed": s.Items.Completed, "failed": s.Items.Failed,
-			"pending": s.Items.Total - s.Items.Completed - s.Items.Failed,
-			"primary": s.Primary, "metrics": s.Metrics, "cost_usd": s.CostUSD, "tokens": s.Tokens, "failures": failures}
-		if s.PassRate != nil {
-			ev["passed"], ev["pass_rate"] = s.PassRate.Passed, s.PassRate.Rate
-		}
-		writeEvent(v.stdout, ev)
+		writeEvent(v.stdout, batch.NewFinishedEvent(s))
 		return
 	}
-	fmt.Fprintf(v.stderr, "batch %s %s: %d items, %d completed, %d failed", v.b.ID, status, s.Items.Total, s.Items.Completed, s.Items.Failed)
-	if rest := s.Items.Total - s.Items.Completed - s.Items.Failed; rest > 0 {
-		fmt.Fprintf(v.stderr, ", %d without a result", rest)
-	}
-	fmt.Fprintf(v.stderr, "; %s, %d tokens\n", figures.USD(s.CostUSD), s.Tokens)
-	for _, m := range s.Metrics {
-		mark := ""
-		if m.Primary {
-			mark = " (pass rate)"
-		}
-		if m.Rate != nil {
-			fmt.Fprintf(v.stderr, "  %-20s %5.1f%%  %d/%d%s%s\n", m.Name, 100*m.Rate.Rate, m.Rate.Passed, m.Rate.N, mark, finishedNote(m.Rate, s.Items.Total))
-		} else if m.Kind == "mean" {
-			fmt.Fprintf(v.stderr, "  %-20s mean %.4g over %d items\n", m.Name, m.Mean, m.N)
-		}
-	}
+	batchtext.WriteEnded(v.stderr, s)
 	if reason == "" {
 		return
 	}

@@ -6,7 +6,7 @@ import (
 	"io"
 
 	"github.com/flowrun/flowrun/batch"
-	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/batch/batchtext"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -42,25 +42,9 @@ func batchSweep(ctx context.Context, files, axes []string, storePath string, asJ
 		return fail(stderr, "flowrun batch", err)
 	}
 	if asJSON {
-		writeEvent(stdout, map[string]any{"type": "sweep_finished", "variants": sw.Variants, "pairs": sw.Pairs})
+		writeEvent(stdout, batch.NewSweepEvent(sw))
 		return worst
 	}
-	w := stderr
-	fmt.Fprintf(w, "\nsweep: %d variants\n", len(sw.Variants))
-	fmt.Fprintf(w, "  %-34s %-26s %-30s %10s %10s %9s\n", "VARIANT", "BATCH", "PASS (95% INTERVAL)", "COST", "PER ITEM", "P50")
-	for _, v := range sw.Variants {
-		pass := "-"
-		if v.PassRate != nil {
-			pass = fmt.Sprintf("%.1f%% (%.1f%%-%.1f%%)", 100*v.PassRate.Rate, 100*v.PassRate.Low, 100*v.PassRate.High)
-		}
-		fmt.Fprintf(w, "  %-34s %-26s %-30s %10s %10s %9s\n", v.Label, v.Batch, pass, figures.USD(v.CostUSD), figures.USD(v.CostPerItem), figures.Duration(v.P50MS))
-	}
-	if len(sw.Pairs) > 0 {
-		fmt.Fprintln(w, "\npairs (B against A):")
-	}
-	for _, p := range sw.Pairs {
-		fmt.Fprintf(w, "  %s -> %s: %+.1f points (%+.1f to %+.1f), %d fixed, %d broken, McNemar mid-p %.4g\n",
-			p.A, p.B, 100*p.Delta, 100*p.Interval.Low, 100*p.Interval.High, p.Fixed, p.Broken, p.MidPValue)
-	}
+	batchtext.WriteSweep(stderr, sw)
 	return worst
 }

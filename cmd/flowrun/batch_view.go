@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/flowrun/flowrun/batch"
-	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/batch/batchtext"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -64,28 +62,8 @@ func batchesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(out, "no batches yet: flowrun batch PIPELINE --dataset FILE runs one")
 		return exitOK
 	}
-	// Two lines a batch, so that it fits 80 columns: the figures, then
-	// what ran over what.
-	fmt.Fprintf(out, "%-26s %-9s %9s %6s %9s  %s\n", "BATCH", "STATUS", "DONE", "PASS", "COST", "STARTED")
-	for _, s := range sums {
-		pass := "-"
-		if s.PassRate != nil {
-			pass = fmt.Sprintf("%.1f%%", 100*s.PassRate.Rate)
-		}
-		fmt.Fprintf(out, "%-26s %-9s %9s %6s %9s  %s\n", s.ID, s.Status, fmt.Sprintf("%d/%d", s.Items.Done(), s.Items.Total),
-			pass, figures.USD(s.CostUSD), s.Started.Local().Format("01-02 15:04"))
-		fmt.Fprintf(out, "  %s\n", clip(s.Pipeline+" on "+s.Dataset, 76))
-	}
+	batchtext.WriteList(out, sums)
 	return exitOK
-}
-
-// clip shortens s to n runes, keeping its end (where a path's file name is).
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return "…" + string(r[len(r)-n+1:])
 }
 
 func batchShowCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -102,11 +80,8 @@ func batchShowCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return storeError(err, stderr)
 		}
-		s, err := batch.Summarize(ctx, st, b)
+		s, err := batch.SummarizeDetailed(ctx, st, b)
 		if err != nil {
-			return storeError(err, stderr)
-		}
-		if err := s.ReadDetails(ctx, st); err != nil {
 			return storeError(err, stderr)
 		}
 		s.Reason = batchReason(s.ID, s.Status, s.Reason)
@@ -141,134 +116,10 @@ func batchShowCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			}
 			return exitOK
 		}
-		printSummary(out, s, width(stdout))
+		batchtext.WriteSummary(out, s, width(stdout))
+		fmt.Fprintf(out, "\nflowrun batch show %s --item KEY shows an item whole; --failures every one that did not pass\n", s.ID)
 		return exitOK
 	})
-}
-
-func printSummary(w io.Writer, s *batch.Summary, cols int) {
-	fmt.Fprintf(w, "batch %s  %s (%s) on %s  %s", s.ID, s.Name, s.Pipeline, s.Dataset, s.Status)
-	if s.Reason != "" {
-		fmt.Fprintf(w, " (%s)", s.Reason)
-	}
-	fmt.Fprintf(w, "\nstarted %s\n\n", s.Started.Local().Format("2006-01-02 15:04:05"))
-	c := s.Items
-	fmt.Fprintf(w, "items      %d: %d completed, %d failed, %d stopped, %d waiting, %d pending", c.Total, c.Completed, c.Failed, c.Stopped, c.Waiting, c.Pending)
-	if c.Running > 0 {
-		fmt.Fprintf(w, ", %d running", c.Running)
-	}
-	if c.Interrupted > 0 {
-		fmt.Fprintf(w, ", %d interrupted", c.Interrupted)
-	}
-	fmt.Fprintln(w)
-	if s.PassRate != nil {
-		fmt.Fprintf(w, "pass rate  %s (%s)%s\n", rateText(s.PassRate), s.Primary, finishedNote(s.PassRate, s.Items.Total))
-	} else {
-		fmt.Fprintln(w, "pass rate  - (no boolean metric was scored)")
-	}
-	for _, m := range s.Metrics {
-		switch {
-		case m.Primary:
-		case m.Rate != nil:
-			fmt.Fprintf(w, "  %-8s %s\n", m.Name, rateText(m.Rate))
-		case m.Kind == "mean":
-			fmt.Fprintf(w, "  %-8s mean %.4g over %d items\n", m.Name, m.Mean, m.N)
-		default:
-			fmt.Fprintf(w, "  %-8s not a boolean or a number: see the item table\n", m.Name)
-		}
-	}
-	for _, a := range s.Agreement {
-		kappa := "undefined (each gave one verdict throughout)"
-		if a.Defined {
-			kappa = fmt.Sprintf("%.2f", a.Kappa)
-		}
-		fmt.Fprintf(w, "  human vs %s: agree on %d of %d rated items, Cohen's kappa %s\n", a.Metric, a.Agree, a.N, kappa)
-	}
-	fmt.Fprintf(w, "cost       %s total, %s per item (mean)\n", figures.USD(s.CostUSD), figures.USD(s.CostPerItem))
-	fmt.Fprintf(w, "tokens     %d\n", s.Tokens)
-	fmt.Fprintf(w, "latency    p50 %s, p95 %s\n", figures.Duration(s.P50MS), figures.Duration(s.P95MS))
-	printRepeats(w, s.Repeats)
-	if len(s.Failures) > 0 {
-		fmt.Fprintln(w, "\nfailures by class:")
-		for _, f := range s.Failures {
-			fmt.Fprintf(w, "  %-18s %4d  %s: %s\n", f.Class, f.Count, strings.Join(f.Keys, ", "), clip(firstLine(f.Error), 80))
-		}
-	}
-	for _, list := range []struct {
-		title string
-		rows  []batch.Row
-	}{{"slowest", s.Slowest}, {"most expensive", s.Costliest}} {
-		if len(list.rows) == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "\n%s:\n", list.title)
-		for _, r := range list.rows {
-			fmt.Fprintf(w, "  %-30s %9s %9s  run %s\n", r.Key, figures.Duration(r.DurationMS), figures.USD(r.CostUSD), r.Run)
-		}
-	}
-	fmt.Fprintln(w)
-	printItemLines(w, s, cols)
-	fmt.Fprintf(w, "\nflowrun batch show %s --item KEY shows an item whole; --failures every one that did not pass\n", s.ID)
-}
-
-// printItemLines prints one line per item: its key, status, metrics, cost
-// and duration, then its error or else its outputs, folded to fit cols.
-func printItemLines(w io.Writer, s *batch.Summary, cols int) {
-	var lines strings.Builder
-	tw := tabwriter.NewWriter(&lines, 0, 0, 2, ' ', 0)
-	table := batch.Columns(s)
-	table = table[:len(table)-batch.DetailColumns-3] // without run, class and error: the last column says them
-	for i, col := range table {
-		if i > 0 {
-			fmt.Fprint(tw, "\t")
-		}
-		fmt.Fprint(tw, strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(col.Name, "_usd"), "_ms")))
-	}
-	fmt.Fprintln(tw, "\t\x00")
-	for _, r := range s.Rows {
-		for i, col := range table {
-			if i > 0 {
-				fmt.Fprint(tw, "\t")
-			}
-			switch v := col.Value(r); col.Unit {
-			case "usd":
-				fmt.Fprint(tw, figures.USD(v.(float64)))
-			case "ms":
-				fmt.Fprint(tw, figures.Duration(v.(float64)))
-			default:
-				fmt.Fprint(tw, batch.Fold(batch.CellText(v), 24))
-			}
-		}
-		fmt.Fprintln(tw, "\t\x00")
-	}
-	tw.Flush()
-	// The last column takes what room the table leaves.
-	for i, line := range strings.Split(strings.TrimSuffix(lines.String(), "\n"), "\n") {
-		line = strings.TrimSuffix(line, "\x00")
-		room := max(cols-len([]rune(line)), 16)
-		switch {
-		case i == 0:
-			line += "OUTPUT OR ERROR"
-		case s.Rows[i-1].Error != "":
-			line += batch.Fold(s.Rows[i-1].Class+": "+s.Rows[i-1].Error, room)
-		case s.Rows[i-1].Outputs != nil:
-			line += batch.Fold(s.Rows[i-1].Outputs, room)
-		}
-		fmt.Fprintln(w, strings.TrimRight(line, " "))
-	}
-}
-
-func rateText(r *batch.Rate) string {
-	return fmt.Sprintf("%.1f%% (%d/%d), 95%% interval %.1f%%-%.1f%%", 100*r.Rate, r.Passed, r.N, 100*r.Low, 100*r.High)
-}
-
-// finishedNote says, when not every item finished (a stopped batch), over
-// how many items a rate is.
-func finishedNote(r *batch.Rate, total int) string {
-	if r.N == total {
-		return ""
-	}
-	return fmt.Sprintf(" over the %d of %d items that finished", r.N, total)
 }
 
 // exported is the exit code of an export that wrote to stdout.
@@ -295,16 +146,10 @@ func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		if err != nil {
 			return storeError(err, stderr)
 		}
-		var sums [2]*batch.Summary
-		for i, x := range []*store.Batch{a, b} {
-			if sums[i], err = batch.Summarize(ctx, st, x); err == nil {
-				err = sums[i].ReadDetails(ctx, st)
-			}
-			if err != nil {
-				return storeError(err, stderr)
-			}
+		c, err := batch.CompareBatches(ctx, st, a, b)
+		if err != nil {
+			return storeError(err, stderr)
 		}
-		c := batch.CompareSummaries(sums[0], sums[1])
 		judged, err := pj.judge(ctx, st, c)
 		if err != nil {
 			return fail(stderr, "flowrun batch compare: --judge", err)
@@ -316,100 +161,15 @@ func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		case *asJSON:
 			code = writeJSON(stdout, c)
 		default:
-			printComparison(textOut{stdout}, c)
-			printSideBySide(textOut{stdout}, c, width(stdout))
-			printPairwise(textOut{stdout}, judged)
+			batchtext.WriteComparison(textOut{stdout}, c)
+			batchtext.WriteSideBySide(textOut{stdout}, c, width(stdout))
+			batchtext.WritePairwise(textOut{stdout}, judged)
 		}
 		if err := gate.Check(c); err != nil && code == exitOK {
 			return fail(stderr, "flowrun batch compare", err)
 		}
 		return code
 	})
-}
-
-func printComparison(w io.Writer, c *batch.Comparison) {
-	for _, s := range []struct {
-		label string
-		side  batch.Side
-	}{{"A", c.A}, {"B", c.B}} {
-		pass := "no pass/fail metric"
-		if s.side.PassRate != nil {
-			pass = fmt.Sprintf("pass %.1f%% (%s)", 100*s.side.PassRate.Rate, s.side.Primary)
-		}
-		fmt.Fprintf(w, "%s  %s  %s (%s), %d items, %s\n", s.label, s.side.ID, s.side.Name, s.side.Pipeline, s.side.Items, pass)
-	}
-	if c.A.Primary != c.B.Primary {
-		fmt.Fprintf(w, "note: A passes by %q and B by %q\n", c.A.Primary, c.B.Primary)
-	}
-	fmt.Fprintf(w, "\n%d items in both", c.Matched)
-	if len(c.OnlyA)+len(c.OnlyB) > 0 {
-		fmt.Fprintf(w, " (%d only in A, %d only in B)", len(c.OnlyA), len(c.OnlyB))
-	}
-	fmt.Fprintf(w, "\npass rate  %.1f%% -> %.1f%%  (%+.1f points)\n", 100*c.PassA.Rate, 100*c.PassB.Rate, 100*c.Delta)
-	fmt.Fprintf(w, "items      %d fixed, %d broken, %d same (%d passed in both, %d failed in both)\n",
-		len(c.Fixed), len(c.Broken), c.SamePass+c.SameFail, c.SamePass, c.SameFail)
-	verdict := "could well be chance"
-	if c.PValue < 0.05 {
-		verdict = "unlikely to be chance"
-	}
-	fmt.Fprintf(w, "McNemar    p = %.4g: %s (exact test on the %d items that changed)\n", c.PValue, verdict, len(c.Fixed)+len(c.Broken))
-	fmt.Fprintf(w, "cost       %s -> %s per item (%s), total %s -> %s (%s)\n",
-		figures.USD(c.CostUSD.MeanA), figures.USD(c.CostUSD.MeanB), figures.USDChange(c.CostUSD.MeanDelta), figures.USD(c.CostUSD.A), figures.USD(c.CostUSD.B), figures.USDChange(c.CostUSD.Delta))
-	fmt.Fprintf(w, "latency    %s -> %s per item (%s), total %s -> %s\n",
-		figures.Duration(c.LatencyMS.MeanA), figures.Duration(c.LatencyMS.MeanB), figures.DurationChange(c.LatencyMS.MeanDelta),
-		figures.Duration(c.LatencyMS.A), figures.Duration(c.LatencyMS.B))
-	keyList(w, "fixed (failed in A, passed in B)", pairKeys(c.Fixed))
-	keyList(w, "broken (passed in A, failed in B)", pairKeys(c.Broken))
-	keyList(w, "only in A", c.OnlyA)
-	keyList(w, "only in B", c.OnlyB)
-}
-
-// printSideBySide prints each fixed and broken item's outputs in A and
-// in B, folded to a line each.
-func printSideBySide(w io.Writer, c *batch.Comparison, cols int) {
-	pairs := append(append([]batch.Pair{}, c.Fixed...), c.Broken...)
-	if len(pairs) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "\noutputs, A then B:")
-	for _, p := range pairs {
-		fmt.Fprintf(w, "  %s (%s)\n", p.Key, p.Outcome)
-		for _, side := range []struct {
-			name string
-			row  batch.Row
-		}{{"A", p.A}, {"B", p.B}} {
-			what := any(side.row.Outputs)
-			if side.row.Error != "" {
-				what = side.row.Class + ": " + side.row.Error
-			}
-			fmt.Fprintf(w, "    %s  %s\n", side.name, batch.Fold(what, cols-7))
-		}
-	}
-}
-
-func pairKeys(ps []batch.Pair) []string {
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = p.Key
-	}
-	return out
-}
-
-// keyList prints a titled list of keys, wrapped to 80 columns.
-func keyList(w io.Writer, title string, ks []string) {
-	if len(ks) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\n%s: %d\n", title, len(ks))
-	line := " "
-	for _, k := range ks {
-		if len(line)+1+len(k) > 80 && line != " " {
-			fmt.Fprintln(w, line)
-			line = " "
-		}
-		line += " " + k
-	}
-	fmt.Fprintln(w, line)
 }
 
 func batchReportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {

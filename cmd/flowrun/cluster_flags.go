@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,54 +17,37 @@ const keygenHint = "make keys with: flowrun cluster keygen --out DIR (the coordi
 // natsFlags are the flags that say how batch, batch resume and worker
 // reach NATS and whom they trust.
 type natsFlags struct {
-	creds       string
-	ca          string
-	sign        string
-	trust       inputFlags // coordinators' public keys (worker)
-	trustWorker inputFlags // workers' public keys
-	insecure    bool
+	cluster.KeyFiles
 }
 
 func (f *natsFlags) register(fs *flag.FlagSet, worker bool) {
-	fs.StringVar(&f.creds, "nats-creds", "", "authenticate to NATS with this credentials `file` (a user JWT and seed) or nkey seed file; use a tls:// URL for TLS")
-	fs.StringVar(&f.ca, "nats-ca", "", "trust the NATS server's TLS certificate when signed by an authority in this PEM `file` (default: the system's)")
-	fs.BoolVar(&f.insecure, "nats-insecure", false, "accept unsigned jobs, results and events: anyone who can publish on the server can then run code here; only for a server no one else reaches")
-	fs.Var(&f.trustWorker, "nats-trust-worker", "accept checkpoints, events and results signed by this worker public `key` file (repeatable)")
+	fs.StringVar(&f.Creds, "nats-creds", "", "authenticate to NATS with this credentials `file` (a user JWT and seed) or nkey seed file; use a tls:// URL for TLS")
+	fs.StringVar(&f.CA, "nats-ca", "", "trust the NATS server's TLS certificate when signed by an authority in this PEM `file` (default: the system's)")
+	fs.BoolVar(&f.Insecure, "nats-insecure", false, "accept unsigned jobs, results and events: anyone who can publish on the server can then run code here; only for a server no one else reaches")
+	fs.Var((*inputFlags)(&f.TrustWorker), "nats-trust-worker", "accept checkpoints, events and results signed by this worker public `key` file (repeatable)")
 	if worker {
-		fs.StringVar(&f.sign, "nats-sign", "", "sign this worker's checkpoints, events and results with this private `key` file")
-		fs.Var(&f.trust, "nats-trust", "run only jobs signed by this coordinator public `key` file (repeatable)")
+		fs.StringVar(&f.Sign, "nats-sign", "", "sign this worker's checkpoints, events and results with this private `key` file")
+		fs.Var((*inputFlags)(&f.Trust), "nats-trust", "run only jobs signed by this coordinator public `key` file (repeatable)")
 		return
 	}
-	fs.StringVar(&f.sign, "nats-sign", "", "sign the jobs with this coordinator private `key` file")
+	fs.StringVar(&f.Sign, "nats-sign", "", "sign the jobs with this coordinator private `key` file")
 }
 
 // options are the cluster options the flags give, for a worker or a
-// coordinator; an error says what is missing.
+// coordinator; an error says which flags are missing.
 func (f *natsFlags) options(url string, worker bool) (cluster.Options, error) {
-	o := cluster.Options{URL: url, Creds: f.creds, CA: f.ca, Insecure: f.insecure}
-	if !f.insecure {
-		switch {
-		case worker && len(f.trust) == 0:
-			return o, fmt.Errorf("a worker runs only jobs signed by a coordinator it trusts: give --nats-trust COORDINATOR.pub and --nats-sign WORKER.key; %s. On a server no one else can reach, --nats-insecure runs anyone's jobs", keygenHint)
-		case f.sign == "" || len(f.trustWorker) == 0 && !worker:
-			missing := "--nats-sign COORDINATOR.key and --nats-trust-worker WORKER.pub"
-			if worker {
-				missing = "--nats-sign WORKER.key"
-			}
-			return o, fmt.Errorf("give %s; %s. On a server no one else can reach, --nats-insecure skips signatures", missing, keygenHint)
+	o, err := f.KeyFiles.Options(url, worker)
+	var missing *cluster.MissingKeysError
+	switch {
+	case errors.As(err, &missing) && missing.NoTrust:
+		return o, fmt.Errorf("a worker runs only jobs signed by a coordinator it trusts: give --nats-trust COORDINATOR.pub and --nats-sign WORKER.key; %s. On a server no one else can reach, --nats-insecure runs anyone's jobs", keygenHint)
+	case errors.As(err, &missing):
+		flags := "--nats-sign COORDINATOR.key and --nats-trust-worker WORKER.pub"
+		if worker {
+			flags = "--nats-sign WORKER.key"
 		}
-	}
-	var err error
-	if f.sign != "" {
-		o.Signer, err = cluster.LoadSigner(f.sign)
-	}
-	if err == nil {
-		o.Workers, err = cluster.LoadKeys(f.trustWorker)
-	}
-	if err == nil {
-		o.Coordinators, err = cluster.LoadKeys(f.trust)
-	}
-	if err != nil {
+		return o, fmt.Errorf("give %s; %s. On a server no one else can reach, --nats-insecure skips signatures", flags, keygenHint)
+	case err != nil:
 		return o, fmt.Errorf("%w (%s)", err, keygenHint)
 	}
 	return o, nil
@@ -73,13 +57,13 @@ func (f *natsFlags) options(url string, worker bool) (cluster.Options, error) {
 // finds its keys again: paths only, never a key.
 func (f *natsFlags) record(s *batch.Settings) {
 	s.NATSCreds, s.NATSCA, s.NATSSign, s.NATSTrustWorker, s.NATSInsecure =
-		absOrEmpty(f.creds), absOrEmpty(f.ca), absOrEmpty(f.sign), absAll(f.trustWorker), f.insecure
+		absOrEmpty(f.Creds), absOrEmpty(f.CA), absOrEmpty(f.Sign), absAll(f.TrustWorker), f.Insecure
 }
 
 // use takes the NATS settings of a batch about to resume: those it
 // recorded, or those the resume gives.
 func (f *natsFlags) use(s batch.Settings) {
-	f.creds, f.ca, f.sign, f.trustWorker, f.insecure = s.NATSCreds, s.NATSCA, s.NATSSign, s.NATSTrustWorker, s.NATSInsecure
+	f.Creds, f.CA, f.Sign, f.TrustWorker, f.Insecure = s.NATSCreds, s.NATSCA, s.NATSSign, s.NATSTrustWorker, s.NATSInsecure
 }
 
 func absAll(paths []string) []string {

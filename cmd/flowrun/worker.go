@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/flowrun/flowrun/cluster"
@@ -48,13 +46,6 @@ func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *concurrency < 1 {
 		fmt.Fprintf(stderr, "flowrun worker: --concurrency %d: give at least 1\n", *concurrency)
 		return exitInvalid
-	}
-	if *cacheDir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		*cacheDir = filepath.Join(base, "flowrun", "worker-pipelines")
 	}
 	eng, err := mf.engine("", stderr)
 	if err != nil {
