@@ -8,8 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -20,6 +18,7 @@ import (
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/internal/termview"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/mcpserve"
 	"github.com/flowrun/flowrun/runtime"
@@ -124,7 +123,7 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	human := newHuman(hf, stdin, stderr)
 	live := liveView(*asJSON, stream, stderr)
-	o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: progressSink(*asJSON, stdout, live), OnDelta: live.onDelta(),
+	o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: progressSink(*asJSON, stdout, live), OnDelta: live.OnDelta(),
 		Human: human, MaxLoops: hf.maxLoops}, AllowChanged: *allow, Edits: sets}
 	for _, in := range inputs {
 		o.Edits = append(o.Edits, "inputs."+in)
@@ -193,13 +192,7 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flowrun runs: --limit %d: give a number of runs, or 0 for all\n", *limit)
 		return exitInvalid
 	}
-	q := store.RunQuery{Pipeline: *pipeline, Status: runtime.Status(*status), BatchItems: *batchItems, Limit: *limit}
-	if _, err := os.Stat(*pipeline); *pipeline != "" && err == nil {
-		// Runs record the path as given and as an absolute path.
-		if abs, err := filepath.Abs(*pipeline); err == nil {
-			q.Pipeline = abs
-		}
-	}
+	q := store.RunQuery{PipelineFile: *pipeline, Status: runtime.Status(*status), BatchItems: *batchItems, Limit: *limit}
 	var runs []*store.Run
 	total := 0
 	st, missing, ok := readStore(*storePath, stderr)
@@ -306,29 +299,26 @@ func showCmd(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-// runSteps is the run's state after each of its checkpoints.
-func runSteps(ctx context.Context, st *store.Store, r *store.Run) ([]eventview.Step, error) {
-	points, err := st.Checkpoints(ctx, r.ID, 0)
+// readRun reads what flowrun show shows of the run ref names.
+func readRun(st *store.Store, ref string) (*eventview.RunView, error) {
+	ctx := context.Background()
+	r, err := st.FindRun(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	p, _ := durable.Recorded(r)
-	return eventview.Steps(p, points), nil
+	return eventview.ReadRun(ctx, st, r, p, time.Now())
 }
 
 func showAt(st *store.Store, runID string, seq int64, stdout, stderr io.Writer) int {
-	ctx := context.Background()
-	r, err := st.FindRun(ctx, runID)
+	v, err := readRun(st, runID)
 	if err != nil {
 		return storeError(err, stderr)
 	}
-	steps, err := runSteps(ctx, st, r)
-	if err != nil {
-		return storeError(err, stderr)
-	}
-	step, ok := eventview.StepAt(steps, seq)
+	r := v.Run
+	step, ok := eventview.StepAt(v.Steps, seq)
 	if !ok {
-		fmt.Fprintf(stderr, "flowrun show: run %s has no checkpoint %d (it has %d; flowrun show %s lists them)\n", r.ID, seq, len(steps), r.ID)
+		fmt.Fprintf(stderr, "flowrun show: run %s has no checkpoint %d (it has %d; flowrun show %s lists them)\n", r.ID, seq, len(v.Steps), r.ID)
 		return exitInvalid
 	}
 	stdout = textOut{stdout}
@@ -356,37 +346,24 @@ func printChanges(w io.Writer, title string, changes []eventview.Change) {
 }
 
 func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) int {
-	ctx := context.Background()
-	r, events, err := st.RunWithEvents(ctx, runID)
+	v, err := readRun(st, runID)
 	if err != nil {
 		return storeError(err, stderr)
 	}
-	cps, err := st.ListCheckpoints(ctx, r.ID)
-	if err != nil {
-		return storeError(err, stderr)
-	}
-	snaps, err := st.Snapshots(ctx, r.ID)
-	if err != nil {
-		return storeError(err, stderr)
-	}
-	steps, err := runSteps(ctx, st, r)
-	if err != nil {
-		return storeError(err, stderr)
-	}
-	estimated := eventview.TokensEstimated(events)
+	r, events, cps := v.Run, v.Events, v.Checkpoints
 	if asJSON {
 		m := runJSON(r)
-		m["tokens_estimated"] = estimated
+		m["tokens_estimated"] = v.TokensEstimated
 		m["events"] = events
 		m["checkpoints"] = cps
-		m["snapshots"] = snaps
+		m["snapshots"] = v.Snapshots
 		return writeJSON(stdout, m)
 	}
 	stdout = textOut{stdout}
 	fmt.Fprintf(stdout, "run %s  %s (%s)  %s\n", r.ID, r.PipelineName, r.Pipeline, r.Status)
 	fmt.Fprintf(stdout, "started %s, %s, %d steps, %d checkpoints, %s, %d tokens",
 		r.Started.Local().Format("2006-01-02 15:04:05"), runDuration(r), r.Steps, len(cps), figures.USD(r.CostUSD), r.Tokens)
-	if estimated {
+	if v.TokensEstimated {
 		fmt.Fprint(stdout, " (some counted locally: the server reported no usage)")
 	}
 	fmt.Fprintln(stdout)
@@ -399,14 +376,14 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		}
 	}
 	printValues(stdout, "inputs", r.Inputs)
-	tl := &textSink{w: stdout, exchange: true}
+	tl := &termview.Timeline{W: stdout, Exchange: true}
 	for _, e := range events {
 		if e.Type == runtime.EventRunStarted {
 			continue
 		}
 		tl.Event(e)
 	}
-	for _, line := range eventview.InFlight(events, cps, time.Now()) {
+	for _, line := range v.InFlight {
 		fmt.Fprintf(stdout, "in flight: %s\n", line)
 	}
 	printValues(stdout, "outputs", r.Outputs)
@@ -436,7 +413,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 				continue
 			}
 			fmt.Fprintf(w, "  %d\t%s\t%s\n", c.Seq, c.Path, c.Created.Local().Format("2006-01-02 15:04:05.000"))
-			if step, ok := eventview.StepAt(steps, c.Seq); ok {
+			if step, ok := eventview.StepAt(v.Steps, c.Seq); ok {
 				for _, ch := range step.Changes {
 					fmt.Fprintf(w, "  \t\t%s\n", ch)
 				}
@@ -444,7 +421,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		}
 		w.Flush()
 	}
-	for _, s := range snaps {
+	for _, s := range v.Snapshots {
 		fmt.Fprintf(stdout, "snapshot %q at checkpoint %d (%s)\n", s.Label, s.Seq, s.Kind)
 	}
 	return exitOK
