@@ -113,3 +113,22 @@ func schemaOf(q *runtime.Question) map[string]any {
 	}
 	return q.Schema
 }
+
+// AnswerHint says what form of answer q takes, for a prompt: y/n for a
+// confirmation, else its schema's type ("JSON" when it has none; an object
+// may be given as field=value pairs), and its default when it has one.
+func AnswerHint(q runtime.Question) string {
+	hint := "JSON"
+	switch t, _ := q.Schema["type"].(string); {
+	case q.Kind == runtime.QuestionConfirm:
+		hint = "y/n"
+	case t == "object":
+		hint = "JSON object, or field=value ..."
+	case t != "":
+		hint = t
+	}
+	if q.HasDefault {
+		hint += ", default " + dsl.Stringify(q.Default)
+	}
+	return hint
+}

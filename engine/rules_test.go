@@ -158,6 +158,24 @@ func TestParseAnswer(t *testing.T) {
 	}
 }
 
+// AnswerHint names the form an answer takes at a prompt, and its default.
+func TestAnswerHint(t *testing.T) {
+	for _, c := range []struct {
+		q    runtime.Question
+		want string
+	}{
+		{runtime.Question{}, "JSON"},
+		{runtime.Question{Schema: map[string]any{"type": "integer"}}, "integer"},
+		{runtime.Question{Schema: map[string]any{"type": "integer"}, HasDefault: true, Default: 3}, "integer, default 3"},
+		{runtime.Question{Schema: map[string]any{"type": "object"}}, "JSON object, or field=value ..."},
+		{runtime.Question{Kind: runtime.QuestionConfirm, Schema: map[string]any{"type": "boolean"}, HasDefault: true, Default: true}, "y/n, default true"},
+	} {
+		if got := AnswerHint(c.q); got != c.want {
+			t.Errorf("AnswerHint(%+v) = %q, want %q", c.q, got, c.want)
+		}
+	}
+}
+
 // ReadAnswer checks what it reads against the question's schema; a
 // question with no schema takes text.
 func TestReadAnswer(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/jsonvalue"
@@ -85,15 +84,7 @@ func (h *terminalHuman) Answer(ctx context.Context, q runtime.Question) (any, bo
 			fmt.Fprintf(h.out, "  %s\n", l)
 		}
 		fmt.Fprintf(h.out, "? %s\n", q.Text)
-		hint := typeOf(q.Schema)
-		if q.Kind == runtime.QuestionConfirm {
-			hint = "y/n"
-		}
-		if q.HasDefault {
-			fmt.Fprintf(h.out, "  (%s, default %s) > ", hint, dsl.Stringify(q.Default))
-		} else {
-			fmt.Fprintf(h.out, "  (%s) > ", hint)
-		}
+		fmt.Fprintf(h.out, "  (%s) > ", engine.AnswerHint(q))
 		line, err := h.in.ReadString('\n')
 		if err != nil && line == "" {
 			// End of input: nobody is there to answer.
@@ -113,14 +104,4 @@ func (h *terminalHuman) Answer(ctx context.Context, q runtime.Question) (any, bo
 		}
 		fmt.Fprintf(h.out, "  not a valid answer: %v\n", perr)
 	}
-}
-
-func typeOf(schema map[string]any) string {
-	if t, ok := schema["type"].(string); ok {
-		if t == "object" {
-			return "JSON object, or field=value ..."
-		}
-		return t
-	}
-	return "JSON"
 }
