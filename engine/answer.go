@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/jsonvalue"
@@ -131,4 +133,54 @@ func AnswerHint(q runtime.Question) string {
 		hint += ", default " + dsl.Stringify(q.Default)
 	}
 	return hint
+}
+
+// LaterAnswer is an answer given as text before the question it answers
+// is known (resuming a run that was rolled back, stopped or forked): it
+// answers the first question the run asks, read by that question's schema
+// (ReadAnswer). When it does not fit, the run waits on that question and
+// Refused says why. Every later question goes to Then (none: the run
+// waits).
+type LaterAnswer struct {
+	Values []string
+	File   string
+	Then   runtime.Human
+
+	mu      sync.Mutex
+	used    bool
+	refused error
+}
+
+func (l *LaterAnswer) Answer(ctx context.Context, q runtime.Question) (any, bool, error) {
+	l.mu.Lock()
+	if !l.used {
+		l.used = true
+		defer l.mu.Unlock()
+		a, err := ReadAnswer(&q, l.Values, l.File)
+		if err != nil {
+			l.refused = fmt.Errorf("the answer given does not fit the question %s asked (%q): %w", q.Path, q.Text, err)
+			return nil, false, nil
+		}
+		return a, true, nil
+	}
+	l.mu.Unlock()
+	if l.Then == nil {
+		return nil, false, nil
+	}
+	return l.Then.Answer(ctx, q)
+}
+
+// Used reports whether the run asked a question for the answer.
+func (l *LaterAnswer) Used() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.used
+}
+
+// Refused is why the answer did not fit the first question the run asked;
+// nil when it fit or no question was asked.
+func (l *LaterAnswer) Refused() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.refused
 }

@@ -12,12 +12,8 @@ import (
 	"github.com/flowrun/flowrun/store"
 )
 
-// TestFromStoredRun: a run read back from a real store becomes a case,
-// beside its pipeline, that loads and passes; a run still running is
-// refused with why, and an unknown one is not found.
-func TestFromStoredRun(t *testing.T) {
-	ctx := context.Background()
-	dir, rec := recordCase(t, `cases:
+// completedCase runs testdata/fromrun/review.yaml to completion.
+const completedCase = `cases:
   - name: source
     inputs: {topic: owls}
     mocks:
@@ -26,7 +22,14 @@ func TestFromStoredRun(t *testing.T) {
       judge: {finish: {name: verdict, args: {ok: true}}}
     answers: {approve: true}
     expect: {status: completed}
-`)
+`
+
+// TestFromStoredRun: a run read back from a real store becomes a case,
+// beside its pipeline, that loads and passes; a run still running is
+// refused with why, and an unknown one is not found.
+func TestFromStoredRun(t *testing.T) {
+	ctx := context.Background()
+	dir, rec := recordCase(t, completedCase)
 	if !rec.Pass {
 		t.Fatalf("source case: %s %s %s", rec.Status, rec.Missing, strings.Join(rec.Problems, "\n"))
 	}
@@ -77,5 +80,34 @@ func TestFromStoredRun(t *testing.T) {
 	}
 	if res := testRunner(t).Run(ctx, f, f.Cases[0]); !res.Pass {
 		t.Fatalf("the case fails: %s\n%s", strings.Join(res.Problems, "\n"), b)
+	}
+}
+
+// TestCoverageByFileAndJUnitFile: each file's coverage counts the results
+// of its own cases only; the JUnit file holds every case, and a path that
+// cannot be created is an error naming it.
+func TestCoverageByFileAndJUnitFile(t *testing.T) {
+	_, rec := recordCase(t, completedCase)
+	other := &File{Path: "other.test.yaml", Pipeline: rec.File.Pipeline}
+	covs := CoverageByFile([]*File{rec.File, other}, []*Result{rec})
+	if len(covs) != 2 {
+		t.Fatalf("%d coverages for 2 files", len(covs))
+	}
+	if covered, total := covs[0].Counts(); covered == 0 || total == 0 {
+		t.Errorf("the file run: %d of %d covered", covered, total)
+	}
+	if covered, _ := covs[1].Counts(); covered != 0 {
+		t.Errorf("a file with no results: %d covered", covered)
+	}
+	path := filepath.Join(t.TempDir(), "junit.xml")
+	if err := WriteJUnitFile(path, []*Result{rec}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || !strings.Contains(string(b), `name="source"`) {
+		t.Errorf("junit file: %v\n%s", err, b)
+	}
+	bad := filepath.Join(path, "under-a-file.xml")
+	if err := WriteJUnitFile(bad, []*Result{rec}); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("an unwritable path: %v", err)
 	}
 }

@@ -29,25 +29,14 @@ func (h *humanFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&h.maxLoops, "max-loops", 0, "cap every loop at `N` iterations (for unattended --auto runs)")
 }
 
-// terminalHuman answers questions: from --answer first, then --auto, then
-// at the terminal's prompt. With none of those the run waits.
+// terminalHuman answers questions: with --auto, then at the terminal's
+// prompt. With neither the run waits.
 type terminalHuman struct {
 	mu          sync.Mutex
 	in          *bufio.Reader
 	out         io.Writer
 	interactive bool
 	auto        bool
-	// next answers the first question asked, read by that question's
-	// schema; refused says why it did not fit (the run then waits on
-	// that question).
-	next    *laterAnswer
-	refused error
-}
-
-// laterAnswer is --answer given to a resume before its question is known.
-type laterAnswer struct {
-	values []string
-	file   string
 }
 
 // newHuman reads answers from stdin when it is a terminal (or when
@@ -61,15 +50,6 @@ func newHuman(f humanFlags, stdin io.Reader, out io.Writer) *terminalHuman {
 func (h *terminalHuman) Answer(ctx context.Context, q runtime.Question) (any, bool, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if next := h.next; next != nil {
-		h.next = nil
-		a, err := engine.ReadAnswer(&q, next.values, next.file)
-		if err == nil {
-			return a, true, nil
-		}
-		h.refused = fmt.Errorf("the answer given does not fit the question %s asked (%q): %w", q.Path, q.Text, err)
-		return nil, false, nil
-	}
 	if h.auto {
 		if a, ok := runtime.AutoAnswer(q); ok {
 			return a, true, nil

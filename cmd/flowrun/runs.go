@@ -7,19 +7,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/internal/termview"
-	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/mcpserve"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -130,6 +126,7 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	answering := len(answers) > 0 || *answerFile != ""
 	var res *runtime.Result
+	var later *engine.LaterAnswer
 	switch {
 	case answering && prev.Pending != nil && *from == "":
 		a, aerr := engine.ReadAnswer(prev.Pending, answers, *answerFile)
@@ -141,7 +138,8 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	case answering:
 		// No question is pending yet (after a rollback, a stop or a
 		// fork): the answer goes to the first question the run asks.
-		human.next = &laterAnswer{values: answers, file: *answerFile}
+		later = &engine.LaterAnswer{Values: answers, File: *answerFile, Then: human}
+		o.Human = later
 	}
 	switch {
 	case res != nil || err != nil:
@@ -154,11 +152,11 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return storeError(err, stderr)
 	}
 	code = report(res, err, *asJSON, stdout, stderr)
-	if human.next != nil {
+	if later != nil && !later.Used() {
 		fmt.Fprintf(stderr, "flowrun resume: --answer was not used: the run asked no question\n")
 	}
-	if human.refused != nil {
-		fmt.Fprintf(stderr, "flowrun resume: %v\n", human.refused)
+	if later != nil && later.Refused() != nil {
+		fmt.Fprintf(stderr, "flowrun resume: %v\n", later.Refused())
 		return exitInvalid
 	}
 	return code
@@ -172,7 +170,7 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the runs as a JSON list")
 	limit := fs.Int("limit", 20, "list at most `N` runs, the newest (0 lists all)")
 	pipeline := fs.String("pipeline", "", "only runs of this pipeline `file or name`")
-	status := fs.String("status", "", "only runs with this `status`: "+strings.Join(runStatuses(), ", "))
+	status := fs.String("status", "", "only runs with this `status`: "+strings.Join(runtime.StatusNames(), ", "))
 	batchRef := fs.String("batch", "", "only the runs of this `batch`'s items (an id, a prefix of one, or last)")
 	batchItems := fs.Bool("batch-items", false, "list the runs made for batch items too")
 	storePath := storeFlag(fs)
@@ -184,15 +182,18 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flowrun runs: unexpected %q (did you mean flowrun show %s?)\n", rest[0], rest[0])
 		return exitInvalid
 	}
-	if statuses := runStatuses(); *status != "" && !slices.Contains(statuses, *status) {
-		fmt.Fprintf(stderr, "flowrun runs: --status %s is not a run status%s; the statuses are %s\n", *status, dsl.Suggest(*status, statuses), strings.Join(statuses, ", "))
-		return exitInvalid
+	q := store.RunQuery{PipelineFile: *pipeline, BatchItems: *batchItems, Limit: *limit}
+	if *status != "" {
+		var err error
+		if q.Status, err = runtime.ParseStatus(*status); err != nil {
+			fmt.Fprintf(stderr, "flowrun runs: --status %v\n", err)
+			return exitInvalid
+		}
 	}
 	if *limit < 0 {
 		fmt.Fprintf(stderr, "flowrun runs: --limit %d: give a number of runs, or 0 for all\n", *limit)
 		return exitInvalid
 	}
-	q := store.RunQuery{PipelineFile: *pipeline, Status: runtime.Status(*status), BatchItems: *batchItems, Limit: *limit}
 	var runs []*store.Run
 	total := 0
 	st, missing, ok := readStore(*storePath, stderr)
@@ -237,15 +238,6 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return exitOK
-}
-
-// runStatuses are the statuses a run can have, as --status takes them.
-func runStatuses() []string {
-	var out []string
-	for _, s := range runtime.Statuses() {
-		out = append(out, string(s))
-	}
-	return out
 }
 
 // runJSON is r as the CLI prints it: its reason says what continues it.
@@ -327,7 +319,7 @@ func showAt(st *store.Store, runID string, seq int64, stdout, stderr io.Writer) 
 		fmt.Fprintln(stdout, "(a node inside a map item, a parallel branch or a called pipeline: it writes its own scope's state)")
 	}
 	printChanges(stdout, "changes", step.Changes)
-	printValues(stdout, "state", step.State)
+	termview.Values(stdout, "state", step.State)
 	fmt.Fprintf(stdout, "to fork from here with an edit: flowrun resume %s --from %d --set state.KEY=VALUE\n", r.ID, step.Seq)
 	return exitOK
 }
@@ -375,7 +367,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 			fmt.Fprintf(stdout, "edited %s\n", eventview.EditString(ed))
 		}
 	}
-	printValues(stdout, "inputs", r.Inputs)
+	termview.Values(stdout, "inputs", r.Inputs)
 	tl := &termview.Timeline{W: stdout, Exchange: true}
 	for _, e := range events {
 		if e.Type == runtime.EventRunStarted {
@@ -386,7 +378,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 	for _, line := range v.InFlight {
 		fmt.Fprintf(stdout, "in flight: %s\n", line)
 	}
-	printValues(stdout, "outputs", r.Outputs)
+	termview.Values(stdout, "outputs", r.Outputs)
 	if r.Error != "" {
 		fmt.Fprintf(stdout, "error: %s\n", r.Error)
 	}
@@ -425,26 +417,6 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "snapshot %q at checkpoint %d (%s)\n", s.Label, s.Seq, s.Kind)
 	}
 	return exitOK
-}
-
-// printValues prints a run's inputs or outputs, one per line as JSON
-// (its first 200 characters: the whole is in show --json), under a title;
-// nothing when there are none.
-func printValues(w io.Writer, title string, values map[string]any) {
-	if len(values) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "%s:\n", title)
-	for _, k := range slices.Sorted(maps.Keys(values)) {
-		b, err := jsonvalue.Marshal(values[k])
-		if err != nil {
-			b = []byte(fmt.Sprint(values[k]))
-		}
-		if r := []rune(string(b)); len(r) > 200 {
-			b = []byte(string(r[:199]) + "…")
-		}
-		fmt.Fprintf(w, "  %s: %s\n", k, b)
-	}
 }
 
 func snapshotCmd(args []string, stdout, stderr io.Writer) int {

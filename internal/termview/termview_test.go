@@ -87,3 +87,22 @@ func TestFileOfLooksThroughWrappers(t *testing.T) {
 		t.Errorf("Width = %d, want $COLUMNS 123", w)
 	}
 }
+
+// TestValues: values print in name order as JSON, a long one cut at 200
+// characters with an ellipsis, and nothing at all when there are none.
+func TestValues(t *testing.T) {
+	var b strings.Builder
+	Values(&b, "inputs", map[string]any{"b": []any{1, "two"}, "a": "x", "long": strings.Repeat("é", 300)})
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 4 || lines[0] != "inputs:" || lines[1] != `  a: "x"` || lines[2] != `  b: [1,"two"]` {
+		t.Fatalf("values:\n%s", b.String())
+	}
+	if long := strings.TrimPrefix(lines[3], "  long: "); len([]rune(long)) != 200 || !strings.HasSuffix(long, "…") {
+		t.Errorf("a long value is %d characters: %q", len([]rune(long)), long)
+	}
+	b.Reset()
+	Values(&b, "outputs", nil)
+	if b.Len() != 0 {
+		t.Errorf("no values print %q", b.String())
+	}
+}
