@@ -13,6 +13,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
 )
 
 // The one rule for reading an answer typed or sent as text (the CLI's
@@ -183,4 +184,47 @@ func (l *LaterAnswer) Refused() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.refused
+}
+
+// AnswerError is an answer given to a resume that does not fit the
+// question the run waits on.
+type AnswerError struct{ Err error }
+
+func (e *AnswerError) Error() string { return e.Err.Error() }
+func (e *AnswerError) Unwrap() error { return e.Err }
+
+// Continuation says how Continue goes on with a run: from a snapshot or
+// checkpoint (From, a fork) or from where it stopped, and with an answer
+// given as text (Answers or AnswerFile, read as ReadAnswer reads them).
+type Continuation struct {
+	From       string
+	Answers    []string
+	AnswerFile string
+}
+
+// Continue resumes or forks run as c says. An answer goes to the question
+// run waits on, checked before anything runs (a misfit is *AnswerError);
+// when it waits on none, or c forks, the answer goes to the first question
+// the run asks, and later is that LaterAnswer, to tell afterwards whether
+// it was used and fitted.
+func (e *Engine) Continue(ctx context.Context, run *store.Run, c Continuation, o ResumeOptions) (res *runtime.Result, later *LaterAnswer, err error) {
+	answering := len(c.Answers) > 0 || c.AnswerFile != ""
+	switch {
+	case answering && run.Pending != nil && c.From == "":
+		a, err := ReadAnswer(run.Pending, c.Answers, c.AnswerFile)
+		if err != nil {
+			return nil, nil, &AnswerError{err}
+		}
+		res, err := e.Answer(ctx, run.ID, a, o)
+		return res, nil, err
+	case answering:
+		later = &LaterAnswer{Values: c.Answers, File: c.AnswerFile, Then: o.Human}
+		o.Human = later
+	}
+	if c.From == "" {
+		res, err = e.Resume(ctx, run.ID, o)
+	} else {
+		res, err = e.Fork(ctx, run.ID, c.From, o)
+	}
+	return res, later, err
 }

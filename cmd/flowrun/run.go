@@ -63,7 +63,7 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if res == nil {
 		return fail(stderr, "flowrun", err)
 	}
-	return report(res, err, *asJSON, stdout, stderr)
+	return report(res, *asJSON, stdout, stderr)
 }
 
 func storeFlag(fs *flag.FlagSet) *string {
@@ -113,11 +113,7 @@ func streamFlag(fs *flag.FlagSet) *optionalBool {
 }
 
 // report prints how a run ended and returns the exit code.
-func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Writer) int {
-	if res == nil {
-		fmt.Fprintf(stderr, "flowrun: %v\n", err)
-		return exitFailed
-	}
+func report(res *runtime.Result, asJSON bool, stdout, stderr io.Writer) int {
 	if !asJSON && res.Outputs != nil && res.Status == runtime.StatusCompleted {
 		writeJSON(stdout, res.Outputs)
 	}

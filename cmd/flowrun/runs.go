@@ -21,15 +21,6 @@ import (
 	"github.com/flowrun/flowrun/store"
 )
 
-func openStore(path string, stderr io.Writer) (*store.Store, bool) {
-	st, err := store.Open(path)
-	if err != nil {
-		fmt.Fprintf(stderr, "flowrun: %v\n", err)
-		return nil, false
-	}
-	return st, true
-}
-
 // readStore opens the store for a command that only reads it, so that it
 // works where flowrun may not write. missing says there is no store yet.
 func readStore(path string, stderr io.Writer) (st *store.Store, missing, ok bool) {
@@ -58,22 +49,32 @@ func storeCmd(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, nargs i
 		fmt.Fprintln(stderr, usage)
 		return exitInvalid
 	}
-	var st *store.Store
-	if readOnly {
-		var missing bool
-		st, missing, ok = readStore(*storePath, stderr)
-		if missing {
-			fmt.Fprintf(stderr, "flowrun: no run store at %s: no run has been recorded there (--store or FLOWRUN_STORE names another)\n", *storePath)
-			return exitInvalid
-		}
-	} else {
-		st, ok = openStore(*storePath, stderr)
-	}
+	st, code, ok := storeFor(*storePath, readOnly, stderr)
 	if !ok {
-		return exitFailed
+		return code
 	}
 	defer st.Close()
 	return do(st, rest)
+}
+
+// storeFor opens the store at path for a command, to read only when
+// readOnly; else it prints why not and returns the exit code: a store
+// that is not there is a usage error for a command that reads it.
+func storeFor(path string, readOnly bool, stderr io.Writer) (*store.Store, int, bool) {
+	open := store.Open
+	if readOnly {
+		open = store.OpenReadOnly
+	}
+	st, err := open(path)
+	switch {
+	case readOnly && errors.Is(err, fs.ErrNotExist):
+		fmt.Fprintf(stderr, "flowrun: no run store at %s: no run has been recorded there (--store or FLOWRUN_STORE names another)\n", path)
+		return nil, exitInvalid, false
+	case err != nil:
+		fmt.Fprintf(stderr, "flowrun: %v\n", err)
+		return nil, exitFailed, false
+	}
+	return st, exitOK, true
 }
 
 // storeError prints a store error; unknown runs and snapshots are usage errors.
@@ -124,34 +125,16 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	for _, in := range inputs {
 		o.Edits = append(o.Edits, "inputs."+in)
 	}
-	answering := len(answers) > 0 || *answerFile != ""
-	var res *runtime.Result
-	var later *engine.LaterAnswer
-	switch {
-	case answering && prev.Pending != nil && *from == "":
-		a, aerr := engine.ReadAnswer(prev.Pending, answers, *answerFile)
-		if aerr != nil {
-			fmt.Fprintf(stderr, "flowrun resume: --answer: %v\n", aerr)
-			return exitInvalid
-		}
-		res, err = eng.Answer(ctx, prev.ID, a, o)
-	case answering:
-		// No question is pending yet (after a rollback, a stop or a
-		// fork): the answer goes to the first question the run asks.
-		later = &engine.LaterAnswer{Values: answers, File: *answerFile, Then: human}
-		o.Human = later
-	}
-	switch {
-	case res != nil || err != nil:
-	case *from == "":
-		res, err = eng.Resume(ctx, prev.ID, o)
-	default:
-		res, err = eng.Fork(ctx, prev.ID, *from, o)
+	res, later, err := eng.Continue(ctx, prev, engine.Continuation{From: *from, Answers: answers, AnswerFile: *answerFile}, o)
+	var misfit *engine.AnswerError
+	if errors.As(err, &misfit) {
+		fmt.Fprintf(stderr, "flowrun resume: --answer: %v\n", misfit.Err)
+		return exitInvalid
 	}
 	if res == nil {
 		return storeError(err, stderr)
 	}
-	code = report(res, err, *asJSON, stdout, stderr)
+	code = report(res, *asJSON, stdout, stderr)
 	if later != nil && !later.Used() {
 		fmt.Fprintf(stderr, "flowrun resume: --answer was not used: the run asked no question\n")
 	}
@@ -266,9 +249,9 @@ func pruneCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "flowrun runs prune: give --older-than as 30d, 12h or 90m")
 		return exitInvalid
 	}
-	st, ok := openStore(*storePath, stderr)
+	st, code, ok := storeFor(*storePath, false, stderr)
 	if !ok {
-		return exitFailed
+		return code
 	}
 	defer st.Close()
 	n, err := st.Prune(context.Background(), time.Now().Add(-age))

@@ -40,9 +40,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *token == "" && !web.IsLoopback(*addr) {
 		*token = web.NewToken()
 	}
-	st, ok := openStore(*storePath, stderr)
+	st, code, ok := storeFor(*storePath, false, stderr)
 	if !ok {
-		return exitFailed
+		return code
 	}
 	defer st.Close()
 	// The web UI's runs take no model flags; their notices go to stderr.

@@ -17,13 +17,9 @@ func testFromRun(storePath, runID, outFile string, extra []string, stdout, stder
 		fmt.Fprintf(stderr, "flowrun test: --from-run takes no test paths (got %v)\n", extra)
 		return exitInvalid
 	}
-	st, missing, ok := readStore(storePath, stderr)
-	if missing {
-		fmt.Fprintf(stderr, "flowrun test: no run store at %s (--store or FLOWRUN_STORE names another)\n", storePath)
-		return exitInvalid
-	}
+	st, code, ok := storeFor(storePath, true, stderr)
 	if !ok {
-		return exitFailed
+		return code
 	}
 	defer st.Close()
 	target := outFile
