@@ -152,6 +152,8 @@ type LaterAnswer struct {
 	refused error
 }
 
+// Answer answers q: the first question with the answer given, every
+// later one through Then.
 func (l *LaterAnswer) Answer(ctx context.Context, q runtime.Question) (any, bool, error) {
 	l.mu.Lock()
 	if !l.used {

@@ -81,6 +81,8 @@ func unsafeRune(r rune) bool {
 // calls do).
 type Text struct{ W io.Writer }
 
+// Write writes p through Printable. It reports len(p) written, as
+// callers of an io.Writer expect, though the escaped text may be longer.
 func (t Text) Write(p []byte) (int, error) {
 	if _, err := io.WriteString(t.W, Printable(string(p))); err != nil {
 		return 0, err
@@ -132,6 +134,8 @@ func JSON(b []byte) []byte {
 // write must hold whole lines.
 type JSONLines struct{ W io.Writer }
 
+// Write writes p through JSON. It reports len(p) written, as callers of
+// an io.Writer expect, though the escaped JSON may be longer.
 func (j JSONLines) Write(p []byte) (int, error) {
 	if _, err := j.W.Write(JSON(p)); err != nil {
 		return 0, err

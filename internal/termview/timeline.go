@@ -82,6 +82,8 @@ func (t *Timeline) indent(text string) {
 // for programs (see JSON).
 type JSONEvents struct{ W io.Writer }
 
+// Event prints e as one line of JSON; an event that does not encode is
+// left out rather than printed half.
 func (j JSONEvents) Event(e runtime.Event) {
 	b, err := jsonvalue.Marshal(e)
 	if err != nil {
