@@ -13,8 +13,9 @@ import (
 )
 
 // Timeline is a runtime.EventSink that prints one plain line per event,
-// for people, as eventview.Describe words it. It is safe for the events
-// and the streamed text of concurrent nodes.
+// for people, as eventview.Describe words it. Concurrent nodes may call
+// it from their goroutines: an event's line first ends the line of
+// streamed text being shown, so that the two never share a line.
 type Timeline struct {
 	W        io.Writer
 	Stream   bool // show streamed model text (a terminal)
