@@ -61,20 +61,20 @@ func storeCmd(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, nargs i
 // readOnly; else it prints why not and returns the exit code: a store
 // that is not there is a usage error for a command that reads it.
 func storeFor(path string, readOnly bool, stderr io.Writer) (*store.Store, int, bool) {
-	open := store.Open
-	if readOnly {
-		open = store.OpenReadOnly
+	if !readOnly {
+		st, err := store.Open(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "flowrun: %v\n", err)
+			return nil, exitFailed, false
+		}
+		return st, exitOK, true
 	}
-	st, err := open(path)
-	switch {
-	case readOnly && errors.Is(err, fs.ErrNotExist):
+	st, missing, ok := readStore(path, stderr)
+	if missing {
 		fmt.Fprintf(stderr, "flowrun: no run store at %s: no run has been recorded there (--store or FLOWRUN_STORE names another)\n", path)
 		return nil, exitInvalid, false
-	case err != nil:
-		fmt.Fprintf(stderr, "flowrun: %v\n", err)
-		return nil, exitFailed, false
 	}
-	return st, exitOK, true
+	return st, exitFailed, ok
 }
 
 // storeError prints a store error; unknown runs and snapshots are usage errors.
