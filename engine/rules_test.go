@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -155,6 +156,50 @@ func TestParseAnswer(t *testing.T) {
 		case c.err == "" && (err != nil || !reflect.DeepEqual(norm(got), norm(c.want))):
 			t.Errorf("ParseAnswer(%v, %q) = %#v, %v", c.schema, c.text, got, err)
 		}
+	}
+}
+
+// AnswerHint names the form an answer takes at a prompt, and its default.
+func TestAnswerHint(t *testing.T) {
+	for _, c := range []struct {
+		q    runtime.Question
+		want string
+	}{
+		{runtime.Question{}, "JSON"},
+		{runtime.Question{Schema: map[string]any{"type": "integer"}}, "integer"},
+		{runtime.Question{Schema: map[string]any{"type": "integer"}, HasDefault: true, Default: 3}, "integer, default 3"},
+		{runtime.Question{Schema: map[string]any{"type": "object"}}, "JSON object, or field=value ..."},
+		{runtime.Question{Kind: runtime.QuestionConfirm, Schema: map[string]any{"type": "boolean"}, HasDefault: true, Default: true}, "y/n, default true"},
+	} {
+		if got := AnswerHint(c.q); got != c.want {
+			t.Errorf("AnswerHint(%+v) = %q, want %q", c.q, got, c.want)
+		}
+	}
+}
+
+// LaterAnswer answers the first question asked, by its schema, and hands
+// every later one on; an answer that does not fit that question leaves it
+// unanswered and says why.
+func TestLaterAnswer(t *testing.T) {
+	ctx := context.Background()
+	number := runtime.Question{Path: "n", Text: "How many?", Schema: map[string]any{"type": "integer"}}
+	then := (&Engine{}).Human(true)
+	l := &LaterAnswer{Values: []string{"7"}, Then: then}
+	if l.Used() {
+		t.Fatal("used before any question")
+	}
+	if a, ok, err := l.Answer(ctx, number); !ok || err != nil || a != 7 || !l.Used() || l.Refused() != nil {
+		t.Fatalf("first question: %v %v %v, refused %v", a, ok, err, l.Refused())
+	}
+	if a, ok, _ := l.Answer(ctx, runtime.Question{Path: "c", Kind: runtime.QuestionConfirm}); !ok || a != true {
+		t.Errorf("a later confirmation goes to Then (auto): %v %v", a, ok)
+	}
+	l = &LaterAnswer{Values: []string{"seven"}}
+	if _, ok, err := l.Answer(ctx, number); ok || err != nil || l.Refused() == nil || !strings.Contains(l.Refused().Error(), `question n asked ("How many?")`) {
+		t.Errorf("an answer that does not fit: answered %v, %v, refused %v", ok, err, l.Refused())
+	}
+	if _, ok, _ := l.Answer(ctx, number); ok {
+		t.Error("with no Then, a second question is answered")
 	}
 }
 

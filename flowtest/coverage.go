@@ -33,6 +33,21 @@ const (
 	exitAll       = "ran max_iterations"
 )
 
+// CoverageByFile is each file's coverage by the results of its cases, in
+// the order of files.
+func CoverageByFile(files []*File, results []*Result) []*Coverage {
+	out := make([]*Coverage, len(files))
+	for i, f := range files {
+		out[i] = NewCoverage(f.Pipeline)
+		for _, r := range results {
+			if r.File == f {
+				out[i].Add(r.Events)
+			}
+		}
+	}
+	return out
+}
+
 // NewCoverage lists the routes of p.
 func NewCoverage(p *dsl.Pipeline) *Coverage {
 	c := &Coverage{Pipeline: p}

@@ -1,7 +1,9 @@
 package flowtest
 
 import (
+	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/flowrun/flowrun/internal/junit"
@@ -28,4 +30,21 @@ func WriteJUnit(w io.Writer, results []*Result) error {
 		suites[i].Cases = append(suites[i].Cases, c)
 	}
 	return junit.Write(w, suites)
+}
+
+// WriteJUnitFile writes results as JUnit XML (see WriteJUnit) to the file
+// at path.
+func WriteJUnitFile(path string, results []*Result) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = WriteJUnit(out, results)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }

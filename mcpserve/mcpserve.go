@@ -28,6 +28,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -52,7 +53,8 @@ type Options struct {
 	// Engine starts and answers the runs.
 	Engine *engine.Engine
 	// RecordDir, when set, receives each run's model exchanges and MCP
-	// calls in a cassette of its own, PIPELINE.RUN.cassette.yaml.
+	// calls in a cassette of its own, PIPELINE.RUN.cassette.yaml; New
+	// creates it if missing.
 	RecordDir string
 	// Log receives a line per pipeline left out and per cassette written.
 	Log io.Writer
@@ -75,6 +77,11 @@ func New(dir string, o Options) (*Server, error) {
 	}
 	if o.PrintJSON == nil {
 		o.PrintJSON = redact.JSON
+	}
+	if o.RecordDir != "" {
+		if err := os.MkdirAll(o.RecordDir, 0o755); err != nil {
+			return nil, fmt.Errorf("record directory: %w", err)
+		}
 	}
 	ps := &pipelineServer{engine: o.Engine, recordDir: o.RecordDir, log: o.Log, printJSON: o.PrintJSON, states: newRequestStates()}
 	s, err := ps.server(dir)

@@ -156,3 +156,31 @@ func TestServesOnlyPipelinesInsideTheDirectory(t *testing.T) {
 		t.Errorf("log:\n%s", got)
 	}
 }
+
+// TestNewMakesTheRecordDirectory: New creates a missing record directory,
+// and says so when it cannot.
+func TestNewMakesTheRecordDirectory(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "greet.yaml", greetPipeline)
+	st, err := store.Open(filepath.Join(t.TempDir(), "runs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eng, err := engine.New(engine.Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	rec := filepath.Join(t.TempDir(), "cassettes", "new")
+	if _, err := New(dir, Options{Engine: eng, RecordDir: rec}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(rec); err != nil || !fi.IsDir() {
+		t.Fatalf("record directory: %v", err)
+	}
+	blocked := filepath.Join(writeFile(t, dir, "a-file", "x"), "under")
+	if _, err := New(dir, Options{Engine: eng, RecordDir: blocked}); err == nil || !strings.Contains(err.Error(), "record directory") {
+		t.Errorf("a record directory under a file: %v", err)
+	}
+}

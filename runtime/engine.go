@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -59,6 +60,25 @@ const (
 // life.
 func Statuses() []Status {
 	return []Status{StatusRunning, StatusWaiting, StatusCompleted, StatusFailed, StatusStopped, StatusInterrupted}
+}
+
+// StatusNames are the names of Statuses, in the same order.
+func StatusNames() []string {
+	var out []string
+	for _, s := range Statuses() {
+		out = append(out, string(s))
+	}
+	return out
+}
+
+// ParseStatus reads a run status by its name; an unknown name is an error
+// that suggests the closest status and lists them all.
+func ParseStatus(name string) (Status, error) {
+	names := StatusNames()
+	if !slices.Contains(names, name) {
+		return "", fmt.Errorf("%s is not a run status%s; the statuses are %s", name, dsl.Suggest(name, names), strings.Join(names, ", "))
+	}
+	return Status(name), nil
 }
 
 // Options configure one run.

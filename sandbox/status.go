@@ -1,5 +1,76 @@
 package sandbox
 
+import (
+	"context"
+	"errors"
+)
+
+// Status is what the sandbox has installed and, when checked, whether it
+// works.
+type Status struct {
+	Python PythonInfo
+	// Verified is "ok" or why the installed python.wasm failed to run
+	// print(1); WarmStart is "ok" or why calls start cold. Each is ""
+	// when it was not checked.
+	Verified, WarmStart string
+	// Err is why a check failed: the installation does not work, or
+	// there is none to check.
+	Err error
+	// GoPath and GoVersion are the Go toolchain that builds the go
+	// language's code; GoPath is "" when there is none.
+	GoPath, GoVersion string
+}
+
+// CheckStatus reports what is installed in dir and which Go toolchain is
+// on PATH. With verify it also runs print(1) with the installed
+// python.wasm and, when python-snapshot.wasm is there, a call from the
+// pre-initialised interpreter; verifying when nothing is installed fails.
+func CheckStatus(ctx context.Context, dir string, verify bool) Status {
+	s := Status{Python: PythonStatusAt(dir)}
+	s.GoPath, s.GoVersion = GoToolchain(ctx)
+	switch {
+	case !verify:
+		return s
+	case !s.Python.Installed:
+		s.Err = errors.New(s.Python.Problem)
+		return s
+	}
+	s.Verified = "ok"
+	if err := VerifyPython(ctx, dir); err != nil {
+		s.Err, s.Verified = err, err.Error()
+		return s
+	}
+	if !s.Python.Snapshot {
+		return s
+	}
+	// A snapshot that cannot be used leaves calls cold: slower, not wrong.
+	s.WarmStart = "ok"
+	if why, err := WarmStart(ctx, dir); err != nil {
+		s.Err, s.Verified = err, err.Error()
+	} else if why != "" {
+		s.WarmStart = "unavailable, calls start cold: " + why
+	}
+	return s
+}
+
+// JSON is the status as `flowrun sandbox status --json` prints it: the
+// python installation (see PythonInfo.JSON) with what was checked, and
+// the go toolchain.
+func (s Status) JSON() map[string]any {
+	p := s.Python.JSON()
+	if s.Verified != "" {
+		p["verify"] = s.Verified
+	}
+	if s.WarmStart != "" {
+		p["warm_start"] = s.WarmStart
+	}
+	g := map[string]any{"available": s.GoPath != ""}
+	if s.GoPath != "" {
+		g["path"], g["version"] = s.GoPath, s.GoVersion
+	}
+	return map[string]any{"python": p, "go": g}
+}
+
 // JSON is the installation as `flowrun sandbox status --json` and other
 // programs read it: version, directory, whether it is installed (or the
 // problem), and when it is, its sizes, snapshot, manifest, packages (name

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -362,7 +363,12 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
 // that is not a batch item.
 type RunQuery struct {
 	Pipeline string // the pipeline's path as given, absolute path or name
-	Status   runtime.Status
+	// PipelineFile is a pipeline file or name as a person gives it: a
+	// file that exists here matches the runs of it by its absolute path,
+	// whatever path they were started with; anything else matches as
+	// Pipeline does.
+	PipelineFile string
+	Status       runtime.Status
 	// Batch keeps only the runs of this batch's items (a batch id);
 	// otherwise BatchItems says whether batch items are listed at all.
 	Batch      string
@@ -387,15 +393,30 @@ func like(s string, anywhere bool) string {
 	return s + "%"
 }
 
+// pipelineFile is what a RunQuery's PipelineFile matches: the absolute
+// path of a file that exists (runs record the path as given and as an
+// absolute path), else file as given.
+func pipelineFile(file string) string {
+	if _, err := os.Stat(file); file == "" || err != nil {
+		return file
+	}
+	if abs, err := filepath.Abs(file); err == nil {
+		return abs
+	}
+	return file
+}
+
 // filter is the SQL condition (WHERE ...) and its arguments for q's
 // filters on the runs table, batch membership included when items is
 // set.
 func (q RunQuery) filter(items bool) (string, []any) {
 	var where []string
 	var args []any
-	if q.Pipeline != "" {
-		where = append(where, `(pipeline = ? OR pipeline_abs = ? OR pipeline_name = ?)`)
-		args = append(args, q.Pipeline, q.Pipeline, q.Pipeline)
+	for _, p := range []string{q.Pipeline, pipelineFile(q.PipelineFile)} {
+		if p != "" {
+			where = append(where, `(pipeline = ? OR pipeline_abs = ? OR pipeline_name = ?)`)
+			args = append(args, p, p, p)
+		}
 	}
 	if q.Status != "" {
 		where = append(where, `status = ?`)

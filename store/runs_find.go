@@ -72,32 +72,53 @@ func inFlightOf(path, data string) *runtime.InFlight {
 // in a journal (a run in progress, or one killed, read by a command that
 // does not write), so that what it lists is what a resume restores.
 func (s *Store) ListCheckpoints(ctx context.Context, runID string) ([]CheckpointInfo, error) {
+	infos, _, err := s.listCheckpoints(ctx, runID, false)
+	return infos, err
+}
+
+// ListCheckpointsWithData lists a run's current checkpoints as
+// ListCheckpoints does and reads each whole, in one read: a view that
+// lists them and shows what each changed (flowrun show) sees the same
+// checkpoints in both, journaled ones included.
+func (s *Store) ListCheckpointsWithData(ctx context.Context, runID string) ([]CheckpointInfo, []*runtime.Checkpoint, error) {
+	return s.listCheckpoints(ctx, runID, true)
+}
+
+// listCheckpoints is ListCheckpoints, with each checkpoint's data decoded
+// when withData says so (else the second result is nil).
+func (s *Store) listCheckpoints(ctx context.Context, runID string, withData bool) ([]CheckpointInfo, []*runtime.Checkpoint, error) {
 	if err := s.settle(ctx, runID); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	type row struct {
 		CheckpointInfo
 		discarded bool
+		data      string
+	}
+	// Without data, only in-flight records' (small) data is read.
+	dataColumn := `CASE WHEN path LIKE '%` + runtime.InFlightSuffix + `' THEN data ELSE '' END`
+	if withData {
+		dataColumn = "data"
 	}
 	rows, err := queryAll(ctx, s, func(sc interface{ Scan(...any) error }) (row, error) {
 		var r row
-		var created, inFlight string
-		if err := sc.Scan(&r.Seq, &r.Path, &created, &r.discarded, &inFlight); err != nil {
+		var created string
+		if err := sc.Scan(&r.Seq, &r.Path, &created, &r.discarded, &r.data); err != nil {
 			return r, err
 		}
 		r.Created, _ = time.Parse(time.RFC3339Nano, created)
-		r.InFlight = inFlightOf(r.Path, inFlight)
+		r.InFlight = inFlightOf(r.Path, r.data)
 		return r, nil
-	}, `SELECT seq, path, created_at, discarded, CASE WHEN path LIKE '%`+runtime.InFlightSuffix+`' THEN data ELSE '' END FROM checkpoints WHERE run_id = ? ORDER BY seq`, runID)
+	}, `SELECT seq, path, created_at, discarded, `+dataColumn+` FROM checkpoints WHERE run_id = ? ORDER BY seq`, runID)
 	if err != nil {
-		return nil, fmt.Errorf("run store %s: %w", s.path, err)
+		return nil, nil, fmt.Errorf("run store %s: %w", s.path, err)
 	}
 	stored := make(map[int64]bool, len(rows))
-	var out []CheckpointInfo
+	var listed []row
 	for _, r := range rows {
 		stored[r.Seq] = true
 		if !r.discarded {
-			out = append(out, r.CheckpointInfo)
+			listed = append(listed, r)
 		}
 	}
 	entries, _ := os.ReadDir(journalDir(s.path))
@@ -110,10 +131,29 @@ func (s *Store) ListCheckpoints(ctx context.Context, runID string) ([]Checkpoint
 			if !stored[cp.seq] {
 				stored[cp.seq] = true
 				created, _ := time.Parse(time.RFC3339Nano, cp.created)
-				out = append(out, CheckpointInfo{Seq: cp.seq, Path: cp.path, Created: created, InFlight: inFlightOf(cp.path, cp.data)})
+				listed = append(listed, row{CheckpointInfo: CheckpointInfo{Seq: cp.seq, Path: cp.path, Created: created,
+					InFlight: inFlightOf(cp.path, cp.data)}, data: cp.data})
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b CheckpointInfo) int { return cmp.Compare(a.Seq, b.Seq) })
-	return out, nil
+	slices.SortFunc(listed, func(a, b row) int { return cmp.Compare(a.Seq, b.Seq) })
+	var infos []CheckpointInfo
+	var points []*runtime.Checkpoint
+	vs := &valueReader{db: s.db}
+	for _, r := range listed {
+		infos = append(infos, r.CheckpointInfo)
+		if !withData {
+			continue
+		}
+		data, err := vs.restore(ctx, r.data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("run %s: %w", runID, err)
+		}
+		cp, err := decodeCheckpoint(data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("run %s: %w", runID, err)
+		}
+		points = append(points, cp)
+	}
+	return infos, points, nil
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -61,5 +62,53 @@ func TestRunListFoldsFiltersAndPages(t *testing.T) {
 	cost, _, err := st.RunList(ctx, store.RunQuery{Limit: 1}, store.ListOrder{By: "cost"})
 	if err != nil || cost[0].Batch == nil || cost[0].Batch.CostUSD < 0.004 {
 		t.Fatalf("by cost, first: %+v (%v)", cost[0], err)
+	}
+}
+
+// TestRunsMatchingPipelineFile: a pipeline file given by another path
+// than the one its runs were started with (relative, with ./ or ..)
+// matches them by its absolute path; a name or a file that is not here
+// matches as given.
+func TestRunsMatchingPipelineFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.Open(filepath.Join(dir, "runs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	file := filepath.Join(dir, "flows", "p.yaml")
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("version: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateRun(ctx, &store.Run{ID: "r1", Pipeline: "flows/p.yaml", PipelineAbs: file, PipelineName: "p", PipelineHash: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	relative, err := filepath.Rel(wd, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file string
+		want int
+	}{
+		{dir + filepath.FromSlash("/flows/../flows/p.yaml"), 1},
+		{relative, 1},
+		{file, 1},
+		{"p", 1},
+		{"flows/p.yaml", 1}, // not a file here: matched as the path given
+		{filepath.Join(dir, "other.yaml"), 0},
+	} {
+		_, total, err := st.RunsMatching(ctx, store.RunQuery{PipelineFile: c.file})
+		if err != nil || total != c.want {
+			t.Errorf("PipelineFile %q: %d runs, want %d (%v)", c.file, total, c.want, err)
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/jsonvalue"
@@ -30,25 +29,14 @@ func (h *humanFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&h.maxLoops, "max-loops", 0, "cap every loop at `N` iterations (for unattended --auto runs)")
 }
 
-// terminalHuman answers questions: from --answer first, then --auto, then
-// at the terminal's prompt. With none of those the run waits.
+// terminalHuman answers questions: with --auto, then at the terminal's
+// prompt. With neither the run waits.
 type terminalHuman struct {
 	mu          sync.Mutex
 	in          *bufio.Reader
 	out         io.Writer
 	interactive bool
 	auto        bool
-	// next answers the first question asked, read by that question's
-	// schema; refused says why it did not fit (the run then waits on
-	// that question).
-	next    *laterAnswer
-	refused error
-}
-
-// laterAnswer is --answer given to a resume before its question is known.
-type laterAnswer struct {
-	values []string
-	file   string
 }
 
 // newHuman reads answers from stdin when it is a terminal (or when
@@ -62,15 +50,6 @@ func newHuman(f humanFlags, stdin io.Reader, out io.Writer) *terminalHuman {
 func (h *terminalHuman) Answer(ctx context.Context, q runtime.Question) (any, bool, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if next := h.next; next != nil {
-		h.next = nil
-		a, err := engine.ReadAnswer(&q, next.values, next.file)
-		if err == nil {
-			return a, true, nil
-		}
-		h.refused = fmt.Errorf("the answer given does not fit the question %s asked (%q): %w", q.Path, q.Text, err)
-		return nil, false, nil
-	}
 	if h.auto {
 		if a, ok := runtime.AutoAnswer(q); ok {
 			return a, true, nil
@@ -85,15 +64,7 @@ func (h *terminalHuman) Answer(ctx context.Context, q runtime.Question) (any, bo
 			fmt.Fprintf(h.out, "  %s\n", l)
 		}
 		fmt.Fprintf(h.out, "? %s\n", q.Text)
-		hint := typeOf(q.Schema)
-		if q.Kind == runtime.QuestionConfirm {
-			hint = "y/n"
-		}
-		if q.HasDefault {
-			fmt.Fprintf(h.out, "  (%s, default %s) > ", hint, dsl.Stringify(q.Default))
-		} else {
-			fmt.Fprintf(h.out, "  (%s) > ", hint)
-		}
+		fmt.Fprintf(h.out, "  (%s) > ", engine.AnswerHint(q))
 		line, err := h.in.ReadString('\n')
 		if err != nil && line == "" {
 			// End of input: nobody is there to answer.
@@ -113,14 +84,4 @@ func (h *terminalHuman) Answer(ctx context.Context, q runtime.Question) (any, bo
 		}
 		fmt.Fprintf(h.out, "  not a valid answer: %v\n", perr)
 	}
-}
-
-func typeOf(schema map[string]any) string {
-	if t, ok := schema["type"].(string); ok {
-		if t == "object" {
-			return "JSON object, or field=value ..."
-		}
-		return t
-	}
-	return "JSON"
 }

@@ -4,10 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"sort"
 
 	"github.com/flowrun/flowrun/importer/promptfoo"
 )
@@ -28,28 +25,18 @@ func importCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flowrun import: %v\n", err)
 		return exitInvalid
 	}
-	names := make([]string, 0, len(res.Files))
-	for name := range res.Files {
-		names = append(names, name)
+	written, err := res.Write(*out)
+	for _, path := range written {
+		fmt.Fprintf(stdout, "wrote %s\n", path)
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		if _, err := os.Stat(filepath.Join(*out, name)); !errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(stderr, "flowrun import: %s exists; choose another -o directory, or remove it\n", filepath.Join(*out, name))
-			return exitInvalid
-		}
-	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	var exists *promptfoo.ExistsError
+	switch {
+	case errors.As(err, &exists):
+		fmt.Fprintf(stderr, "flowrun import: %s; choose another -o directory, or remove it\n", exists)
+		return exitInvalid
+	case err != nil:
 		fmt.Fprintf(stderr, "flowrun import: %v\n", err)
 		return exitFailed
-	}
-	for _, name := range names {
-		path := filepath.Join(*out, name)
-		if err := os.WriteFile(path, res.Files[name], 0o644); err != nil {
-			fmt.Fprintf(stderr, "flowrun import: %v\n", err)
-			return exitFailed
-		}
-		fmt.Fprintf(stdout, "wrote %s\n", path)
 	}
 	if len(res.Problems) > 0 {
 		fmt.Fprintf(stdout, "\nnot converted, or converted approximately (%d):\n", len(res.Problems))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/mcpserve"
@@ -43,14 +42,9 @@ func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if !ok {
 		return code
 	}
+	// --record names a directory of cassettes here, one a run.
 	recordDir := mf.record
 	mf.record = ""
-	if recordDir != "" {
-		if err := os.MkdirAll(recordDir, 0o755); err != nil {
-			fmt.Fprintf(stderr, "flowrun mcp serve: --record: %v\n", err)
-			return exitInvalid
-		}
-	}
 	if len(dirs) > 1 {
 		fmt.Fprintln(stderr, "flowrun mcp serve: name one directory")
 		return exitInvalid

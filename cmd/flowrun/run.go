@@ -8,14 +8,12 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/eventview"
-	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/internal/termview"
 	"github.com/flowrun/flowrun/mcpserve"
-	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -61,35 +59,35 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	defer eng.Close()
 	live := liveView(*asJSON, stream, stderr)
 	res, err := eng.Start(ctx, p, inputs, engine.RunOptions{Sink: progressSink(*asJSON, stdout, live),
-		OnDelta: live.onDelta(), Human: newHuman(hf, stdin, stderr), MaxLoops: hf.maxLoops})
+		OnDelta: live.OnDelta(), Human: newHuman(hf, stdin, stderr), MaxLoops: hf.maxLoops})
 	if res == nil {
 		return fail(stderr, "flowrun", err)
 	}
-	return report(res, err, *asJSON, stdout, stderr)
+	return report(res, *asJSON, stdout, stderr)
 }
 
 func storeFlag(fs *flag.FlagSet) *string {
 	return fs.String("store", store.DefaultPath(), "the run store (SQLite `file`; FLOWRUN_STORE sets the default)")
 }
 
-func progressSink(asJSON bool, stdout io.Writer, live *textSink) runtime.EventSink {
+func progressSink(asJSON bool, stdout io.Writer, live *termview.Timeline) runtime.EventSink {
 	if asJSON {
-		return &jsonSink{w: stdout}
+		return termview.JSONEvents{W: stdout}
 	}
 	return live
 }
 
 // liveView is the progress view on stderr; it also shows model text as
 // it streams in when --stream says so, by default on a terminal.
-func liveView(asJSON bool, stream *optionalBool, stderr io.Writer) *textSink {
-	t := &textSink{w: stderr}
+func liveView(asJSON bool, stream *optionalBool, stderr io.Writer) *termview.Timeline {
+	t := &termview.Timeline{W: stderr}
 	if asJSON {
 		return t
 	}
 	if stream.set {
-		t.stream = stream.on
+		t.Stream = stream.on
 	} else if f, ok := fileOf(stderr); ok && isTerminal(f) {
-		t.stream = true
+		t.Stream = true
 	}
 	return t
 }
@@ -115,11 +113,7 @@ func streamFlag(fs *flag.FlagSet) *optionalBool {
 }
 
 // report prints how a run ended and returns the exit code.
-func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Writer) int {
-	if res == nil {
-		fmt.Fprintf(stderr, "flowrun: %v\n", err)
-		return exitFailed
-	}
+func report(res *runtime.Result, asJSON bool, stdout, stderr io.Writer) int {
 	if !asJSON && res.Outputs != nil && res.Status == runtime.StatusCompleted {
 		writeJSON(stdout, res.Outputs)
 	}
@@ -158,83 +152,9 @@ func report(res *runtime.Result, err error, asJSON bool, stdout, stderr io.Write
 	return exitFailed
 }
 
-// textSink prints one plain line per event, for people.
-type textSink struct {
-	w        io.Writer
-	stream   bool // show streamed model text (a terminal)
-	exchange bool // show each turn's reply and each tool's result (flowrun show)
-
-	mu        sync.Mutex
-	streaming string        // path whose text is being shown
-	redacted  redact.Stream // of that text
-}
-
-// delta shows streamed model text under the node it belongs to.
-// onDelta is what receives streamed text: nothing when the view does not
-// show it, so that stream: auto sends plain requests.
-func (t *textSink) onDelta() func(path, text string) {
-	if !t.stream {
-		return nil
-	}
-	return t.delta
-}
-
-func (t *textSink) delta(path, text string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.streaming != path {
-		t.endStream()
-		fmt.Fprintf(t.w, "\n  ... %s: ", path)
-		t.streaming = path
-	}
-	fmt.Fprint(t.w, t.redacted.Next(text))
-}
-
-// endStream ends the line of streamed text, if one is being shown.
-func (t *textSink) endStream() {
-	if t.streaming != "" {
-		fmt.Fprintln(t.w, t.redacted.End())
-		t.streaming = ""
-	}
-}
-
-func (t *textSink) Event(e runtime.Event) {
-	t.mu.Lock()
-	t.endStream()
-	t.mu.Unlock()
-	v := eventview.Describe(e)
-	if line := v.Line(); line != "" {
-		fmt.Fprintln(t.w, line)
-	}
-	if t.exchange {
-		t.indent(v.Exchange)
-	}
-}
-
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
-}
-
-// indent prints text under an event line, indented.
-func (t *textSink) indent(text string) {
-	if strings.TrimSpace(text) == "" {
-		return
-	}
-	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
-		fmt.Fprintf(t.w, "        | %s\n", line)
-	}
-}
-
-// jsonSink prints one JSON event per line, for programs (see outJSON).
-type jsonSink struct{ w io.Writer }
-
-func (j *jsonSink) Event(e runtime.Event) {
-	b, err := jsonvalue.Marshal(e)
-	if err != nil {
-		return
-	}
-	_, _ = j.w.Write(append(outJSON(b), '\n'))
 }
 
 // loadPipeline loads a pipeline, printing its diagnostics (warnings too);

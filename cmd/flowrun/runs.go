@@ -7,33 +7,19 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/figures"
-	"github.com/flowrun/flowrun/jsonvalue"
+	"github.com/flowrun/flowrun/internal/termview"
 	"github.com/flowrun/flowrun/mcpserve"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
-
-func openStore(path string, stderr io.Writer) (*store.Store, bool) {
-	st, err := store.Open(path)
-	if err != nil {
-		fmt.Fprintf(stderr, "flowrun: %v\n", err)
-		return nil, false
-	}
-	return st, true
-}
 
 // readStore opens the store for a command that only reads it, so that it
 // works where flowrun may not write. missing says there is no store yet.
@@ -63,22 +49,32 @@ func storeCmd(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, nargs i
 		fmt.Fprintln(stderr, usage)
 		return exitInvalid
 	}
-	var st *store.Store
-	if readOnly {
-		var missing bool
-		st, missing, ok = readStore(*storePath, stderr)
-		if missing {
-			fmt.Fprintf(stderr, "flowrun: no run store at %s: no run has been recorded there (--store or FLOWRUN_STORE names another)\n", *storePath)
-			return exitInvalid
-		}
-	} else {
-		st, ok = openStore(*storePath, stderr)
-	}
+	st, code, ok := storeFor(*storePath, readOnly, stderr)
 	if !ok {
-		return exitFailed
+		return code
 	}
 	defer st.Close()
 	return do(st, rest)
+}
+
+// storeFor opens the store at path for a command, to read only when
+// readOnly; else it prints why not and returns the exit code: a store
+// that is not there is a usage error for a command that reads it.
+func storeFor(path string, readOnly bool, stderr io.Writer) (*store.Store, int, bool) {
+	if !readOnly {
+		st, err := store.Open(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "flowrun: %v\n", err)
+			return nil, exitFailed, false
+		}
+		return st, exitOK, true
+	}
+	st, missing, ok := readStore(path, stderr)
+	if missing {
+		fmt.Fprintf(stderr, "flowrun: no run store at %s: no run has been recorded there (--store or FLOWRUN_STORE names another)\n", path)
+		return nil, exitInvalid, false
+	}
+	return st, exitFailed, ok
 }
 
 // storeError prints a store error; unknown runs and snapshots are usage errors.
@@ -124,42 +120,26 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	human := newHuman(hf, stdin, stderr)
 	live := liveView(*asJSON, stream, stderr)
-	o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: progressSink(*asJSON, stdout, live), OnDelta: live.onDelta(),
+	o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: progressSink(*asJSON, stdout, live), OnDelta: live.OnDelta(),
 		Human: human, MaxLoops: hf.maxLoops}, AllowChanged: *allow, Edits: sets}
 	for _, in := range inputs {
 		o.Edits = append(o.Edits, "inputs."+in)
 	}
-	answering := len(answers) > 0 || *answerFile != ""
-	var res *runtime.Result
-	switch {
-	case answering && prev.Pending != nil && *from == "":
-		a, aerr := engine.ReadAnswer(prev.Pending, answers, *answerFile)
-		if aerr != nil {
-			fmt.Fprintf(stderr, "flowrun resume: --answer: %v\n", aerr)
-			return exitInvalid
-		}
-		res, err = eng.Answer(ctx, prev.ID, a, o)
-	case answering:
-		// No question is pending yet (after a rollback, a stop or a
-		// fork): the answer goes to the first question the run asks.
-		human.next = &laterAnswer{values: answers, file: *answerFile}
-	}
-	switch {
-	case res != nil || err != nil:
-	case *from == "":
-		res, err = eng.Resume(ctx, prev.ID, o)
-	default:
-		res, err = eng.Fork(ctx, prev.ID, *from, o)
+	res, later, err := eng.Continue(ctx, prev, engine.Continuation{From: *from, Answers: answers, AnswerFile: *answerFile}, o)
+	var misfit *engine.AnswerError
+	if errors.As(err, &misfit) {
+		fmt.Fprintf(stderr, "flowrun resume: --answer: %v\n", misfit.Err)
+		return exitInvalid
 	}
 	if res == nil {
 		return storeError(err, stderr)
 	}
-	code = report(res, err, *asJSON, stdout, stderr)
-	if human.next != nil {
+	code = report(res, *asJSON, stdout, stderr)
+	if later != nil && !later.Used() {
 		fmt.Fprintf(stderr, "flowrun resume: --answer was not used: the run asked no question\n")
 	}
-	if human.refused != nil {
-		fmt.Fprintf(stderr, "flowrun resume: %v\n", human.refused)
+	if later != nil && later.Refused() != nil {
+		fmt.Fprintf(stderr, "flowrun resume: %v\n", later.Refused())
 		return exitInvalid
 	}
 	return code
@@ -173,7 +153,7 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the runs as a JSON list")
 	limit := fs.Int("limit", 20, "list at most `N` runs, the newest (0 lists all)")
 	pipeline := fs.String("pipeline", "", "only runs of this pipeline `file or name`")
-	status := fs.String("status", "", "only runs with this `status`: "+strings.Join(runStatuses(), ", "))
+	status := fs.String("status", "", "only runs with this `status`: "+strings.Join(runtime.StatusNames(), ", "))
 	batchRef := fs.String("batch", "", "only the runs of this `batch`'s items (an id, a prefix of one, or last)")
 	batchItems := fs.Bool("batch-items", false, "list the runs made for batch items too")
 	storePath := storeFlag(fs)
@@ -185,20 +165,17 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flowrun runs: unexpected %q (did you mean flowrun show %s?)\n", rest[0], rest[0])
 		return exitInvalid
 	}
-	if statuses := runStatuses(); *status != "" && !slices.Contains(statuses, *status) {
-		fmt.Fprintf(stderr, "flowrun runs: --status %s is not a run status%s; the statuses are %s\n", *status, dsl.Suggest(*status, statuses), strings.Join(statuses, ", "))
-		return exitInvalid
+	q := store.RunQuery{PipelineFile: *pipeline, BatchItems: *batchItems, Limit: *limit}
+	if *status != "" {
+		var err error
+		if q.Status, err = runtime.ParseStatus(*status); err != nil {
+			fmt.Fprintf(stderr, "flowrun runs: --status %v\n", err)
+			return exitInvalid
+		}
 	}
 	if *limit < 0 {
 		fmt.Fprintf(stderr, "flowrun runs: --limit %d: give a number of runs, or 0 for all\n", *limit)
 		return exitInvalid
-	}
-	q := store.RunQuery{Pipeline: *pipeline, Status: runtime.Status(*status), BatchItems: *batchItems, Limit: *limit}
-	if _, err := os.Stat(*pipeline); *pipeline != "" && err == nil {
-		// Runs record the path as given and as an absolute path.
-		if abs, err := filepath.Abs(*pipeline); err == nil {
-			q.Pipeline = abs
-		}
 	}
 	var runs []*store.Run
 	total := 0
@@ -246,15 +223,6 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// runStatuses are the statuses a run can have, as --status takes them.
-func runStatuses() []string {
-	var out []string
-	for _, s := range runtime.Statuses() {
-		out = append(out, string(s))
-	}
-	return out
-}
-
 // runJSON is r as the CLI prints it: its reason says what continues it.
 func runJSON(r *store.Run) map[string]any {
 	m := r.JSON()
@@ -281,9 +249,9 @@ func pruneCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "flowrun runs prune: give --older-than as 30d, 12h or 90m")
 		return exitInvalid
 	}
-	st, ok := openStore(*storePath, stderr)
+	st, code, ok := storeFor(*storePath, false, stderr)
 	if !ok {
-		return exitFailed
+		return code
 	}
 	defer st.Close()
 	n, err := st.Prune(context.Background(), time.Now().Add(-age))
@@ -306,29 +274,26 @@ func showCmd(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-// runSteps is the run's state after each of its checkpoints.
-func runSteps(ctx context.Context, st *store.Store, r *store.Run) ([]eventview.Step, error) {
-	points, err := st.Checkpoints(ctx, r.ID, 0)
+// readRun reads what flowrun show shows of the run ref names.
+func readRun(st *store.Store, ref string) (*eventview.RunView, error) {
+	ctx := context.Background()
+	r, err := st.FindRun(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	p, _ := durable.Recorded(r)
-	return eventview.Steps(p, points), nil
+	return eventview.ReadRun(ctx, st, r, p, time.Now())
 }
 
 func showAt(st *store.Store, runID string, seq int64, stdout, stderr io.Writer) int {
-	ctx := context.Background()
-	r, err := st.FindRun(ctx, runID)
+	v, err := readRun(st, runID)
 	if err != nil {
 		return storeError(err, stderr)
 	}
-	steps, err := runSteps(ctx, st, r)
-	if err != nil {
-		return storeError(err, stderr)
-	}
-	step, ok := eventview.StepAt(steps, seq)
+	r := v.Run
+	step, ok := eventview.StepAt(v.Steps, seq)
 	if !ok {
-		fmt.Fprintf(stderr, "flowrun show: run %s has no checkpoint %d (it has %d; flowrun show %s lists them)\n", r.ID, seq, len(steps), r.ID)
+		fmt.Fprintf(stderr, "flowrun show: run %s has no checkpoint %d (it has %d; flowrun show %s lists them)\n", r.ID, seq, len(v.Steps), r.ID)
 		return exitInvalid
 	}
 	stdout = textOut{stdout}
@@ -337,7 +302,7 @@ func showAt(st *store.Store, runID string, seq int64, stdout, stderr io.Writer) 
 		fmt.Fprintln(stdout, "(a node inside a map item, a parallel branch or a called pipeline: it writes its own scope's state)")
 	}
 	printChanges(stdout, "changes", step.Changes)
-	printValues(stdout, "state", step.State)
+	termview.Values(stdout, "state", step.State)
 	fmt.Fprintf(stdout, "to fork from here with an edit: flowrun resume %s --from %d --set state.KEY=VALUE\n", r.ID, step.Seq)
 	return exitOK
 }
@@ -356,37 +321,24 @@ func printChanges(w io.Writer, title string, changes []eventview.Change) {
 }
 
 func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) int {
-	ctx := context.Background()
-	r, events, err := st.RunWithEvents(ctx, runID)
+	v, err := readRun(st, runID)
 	if err != nil {
 		return storeError(err, stderr)
 	}
-	cps, err := st.ListCheckpoints(ctx, r.ID)
-	if err != nil {
-		return storeError(err, stderr)
-	}
-	snaps, err := st.Snapshots(ctx, r.ID)
-	if err != nil {
-		return storeError(err, stderr)
-	}
-	steps, err := runSteps(ctx, st, r)
-	if err != nil {
-		return storeError(err, stderr)
-	}
-	estimated := eventview.TokensEstimated(events)
+	r, events, cps := v.Run, v.Events, v.Checkpoints
 	if asJSON {
 		m := runJSON(r)
-		m["tokens_estimated"] = estimated
+		m["tokens_estimated"] = v.TokensEstimated
 		m["events"] = events
 		m["checkpoints"] = cps
-		m["snapshots"] = snaps
+		m["snapshots"] = v.Snapshots
 		return writeJSON(stdout, m)
 	}
 	stdout = textOut{stdout}
 	fmt.Fprintf(stdout, "run %s  %s (%s)  %s\n", r.ID, r.PipelineName, r.Pipeline, r.Status)
 	fmt.Fprintf(stdout, "started %s, %s, %d steps, %d checkpoints, %s, %d tokens",
 		r.Started.Local().Format("2006-01-02 15:04:05"), runDuration(r), r.Steps, len(cps), figures.USD(r.CostUSD), r.Tokens)
-	if estimated {
+	if v.TokensEstimated {
 		fmt.Fprint(stdout, " (some counted locally: the server reported no usage)")
 	}
 	fmt.Fprintln(stdout)
@@ -398,18 +350,18 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 			fmt.Fprintf(stdout, "edited %s\n", eventview.EditString(ed))
 		}
 	}
-	printValues(stdout, "inputs", r.Inputs)
-	tl := &textSink{w: stdout, exchange: true}
+	termview.Values(stdout, "inputs", r.Inputs)
+	tl := &termview.Timeline{W: stdout, Exchange: true}
 	for _, e := range events {
 		if e.Type == runtime.EventRunStarted {
 			continue
 		}
 		tl.Event(e)
 	}
-	for _, line := range eventview.InFlight(events, cps, time.Now()) {
+	for _, line := range v.InFlight {
 		fmt.Fprintf(stdout, "in flight: %s\n", line)
 	}
-	printValues(stdout, "outputs", r.Outputs)
+	termview.Values(stdout, "outputs", r.Outputs)
 	if r.Error != "" {
 		fmt.Fprintf(stdout, "error: %s\n", r.Error)
 	}
@@ -436,7 +388,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 				continue
 			}
 			fmt.Fprintf(w, "  %d\t%s\t%s\n", c.Seq, c.Path, c.Created.Local().Format("2006-01-02 15:04:05.000"))
-			if step, ok := eventview.StepAt(steps, c.Seq); ok {
+			if step, ok := eventview.StepAt(v.Steps, c.Seq); ok {
 				for _, ch := range step.Changes {
 					fmt.Fprintf(w, "  \t\t%s\n", ch)
 				}
@@ -444,30 +396,10 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		}
 		w.Flush()
 	}
-	for _, s := range snaps {
+	for _, s := range v.Snapshots {
 		fmt.Fprintf(stdout, "snapshot %q at checkpoint %d (%s)\n", s.Label, s.Seq, s.Kind)
 	}
 	return exitOK
-}
-
-// printValues prints a run's inputs or outputs, one per line as JSON
-// (its first 200 characters: the whole is in show --json), under a title;
-// nothing when there are none.
-func printValues(w io.Writer, title string, values map[string]any) {
-	if len(values) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "%s:\n", title)
-	for _, k := range slices.Sorted(maps.Keys(values)) {
-		b, err := jsonvalue.Marshal(values[k])
-		if err != nil {
-			b = []byte(fmt.Sprint(values[k]))
-		}
-		if r := []rune(string(b)); len(r) > 200 {
-			b = []byte(string(r[:199]) + "…")
-		}
-		fmt.Fprintf(w, "  %s: %s\n", k, b)
-	}
 }
 
 func snapshotCmd(args []string, stdout, stderr io.Writer) int {

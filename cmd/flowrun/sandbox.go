@@ -111,49 +111,18 @@ func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 	if code, ok := parseFlagsOnly(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	py := sandbox.PythonStatus()
-	verified, verifyErr := "", error(nil)
-	if *verify && py.Installed {
-		verifyErr = sandbox.VerifyPython(ctx, py.Dir)
-		verified = "ok"
-		if verifyErr != nil {
-			verified = verifyErr.Error()
-		}
-	}
-	// A snapshot that cannot be used leaves calls cold: slower, not wrong.
-	warm := ""
-	if *verify && verifyErr == nil && py.Installed && py.Snapshot {
-		warm = "ok"
-		if why, err := sandbox.WarmStart(ctx, py.Dir); err != nil {
-			verifyErr, verified = err, err.Error()
-		} else if why != "" {
-			warm = "unavailable, calls start cold: " + why
-		}
-	}
-	goPath, goVersion := sandbox.GoToolchain(ctx)
+	status := sandbox.CheckStatus(ctx, sandbox.PythonDir(), *verify)
 	exit := exitOK
-	if verifyErr != nil || (*verify && !py.Installed) {
+	if status.Err != nil {
 		exit = exitFailed
 	}
-
 	if *asJSON {
-		p := py.JSON()
-		if verified != "" {
-			p["verify"] = verified
-		}
-		if warm != "" {
-			p["warm_start"] = warm
-		}
-		g := map[string]any{"available": goPath != ""}
-		if goPath != "" {
-			g["path"], g["version"] = goPath, goVersion
-		}
-		if c := writeJSON(stdout, map[string]any{"python": p, "go": g}); c != exitOK {
+		if c := writeJSON(stdout, status.JSON()); c != exitOK {
 			return c
 		}
 		return exit
 	}
-
+	py, verified, warm := status.Python, status.Verified, status.WarmStart
 	if py.Installed {
 		fmt.Fprintf(stdout, "python %s: installed in %s\n", sandbox.PythonVersion, py.Dir)
 		fmt.Fprintf(stdout, "  python.wasm  %s\n", figures.Bytes(py.WasmBytes))
@@ -188,8 +157,8 @@ func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 	} else {
 		fmt.Fprintf(stdout, "python %s: not installed (%s): run flowrun sandbox install python\n", sandbox.PythonVersion, py.Problem)
 	}
-	if goPath != "" {
-		fmt.Fprintf(stdout, "go: %s (%s), builds to wasip1\n", goVersion, goPath)
+	if status.GoPath != "" {
+		fmt.Fprintf(stdout, "go: %s (%s), builds to wasip1\n", status.GoVersion, status.GoPath)
 	} else {
 		fmt.Fprintln(stdout, "go: no go toolchain on PATH: the go language needs one")
 	}

@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
-	"time"
 
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/web"
@@ -43,9 +40,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *token == "" && !web.IsLoopback(*addr) {
 		*token = web.NewToken()
 	}
-	st, ok := openStore(*storePath, stderr)
+	st, code, ok := storeFor(*storePath, false, stderr)
 	if !ok {
-		return exitFailed
+		return code
 	}
 	defer st.Close()
 	// The web UI's runs take no model flags; their notices go to stderr.
@@ -70,23 +67,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		url += "?token=" + *token
 	}
 	fmt.Fprintf(stdout, "flowrun serve: %s (store %s, pipelines under %s)\n", url, st.Path(), dir)
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	select {
-	case err = <-served:
-	case <-ctx.Done():
-	}
-	// Stopping the server first ends its live streams and stops its runs,
-	// which are recorded as stopped and resumable.
-	srv.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = hs.Shutdown(sctx)
-	if err == nil {
-		err = <-served
-	}
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+	// Serve stops the server first when the command is interrupted: its
+	// live streams end and its runs are recorded as stopped and resumable.
+	if err := srv.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(stderr, "flowrun serve: %v\n", err)
 		return exitFailed
 	}

@@ -2,27 +2,35 @@ package main
 
 import (
 	"io"
-	"os"
-	"strconv"
 
-	"golang.org/x/term"
+	"github.com/flowrun/flowrun/internal/termview"
 )
 
-// isTerminal reports whether f is a terminal (a console on Windows).
-func isTerminal(f *os.File) bool {
-	return term.IsTerminal(int(f.Fd()))
-}
+// textOut is termview.Text as the commands write it: textOut{w}.
+type textOut struct{ w io.Writer }
 
-// width is how many columns a text view written to w may use: the
-// terminal's, else $COLUMNS, else 100.
-func width(w io.Writer) int {
-	if f, ok := fileOf(w); ok && isTerminal(f) {
-		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
-			return cols
-		}
+func (t textOut) Write(p []byte) (int, error) { return termview.Text{W: t.w}.Write(p) }
+func (t textOut) Unwrap() io.Writer           { return t.w }
+
+// jsonOut is termview.JSONLines as the commands write it: jsonOut{w}.
+type jsonOut struct{ w io.Writer }
+
+func (j jsonOut) Write(p []byte) (int, error) { return termview.JSONLines{W: j.w}.Write(p) }
+
+// The CLI's names for termview's helpers.
+var (
+	printable  = termview.Printable
+	outJSON    = termview.JSON
+	fileOf     = termview.FileOf
+	isTerminal = termview.IsTerminal
+	width      = termview.Width
+)
+
+// writeJSON prints v as indented JSON (see termview.JSON) and returns the
+// exit code.
+func writeJSON(w io.Writer, v any) int {
+	if termview.WriteJSON(w, v) != nil {
+		return exitFailed
 	}
-	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
-		return n
-	}
-	return 100
+	return exitOK
 }

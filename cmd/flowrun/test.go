@@ -86,25 +86,12 @@ func testCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *coverage {
-		for _, f := range files {
-			cov := flowtest.NewCoverage(f.Pipeline)
-			for _, r := range results {
-				if r.File == f {
-					cov.Add(r.Events)
-				}
-			}
+		for _, cov := range flowtest.CoverageByFile(files, results) {
 			fmt.Fprint(stdout, cov.String())
 		}
 	}
 	if *junit != "" {
-		out, err := os.Create(*junit)
-		if err == nil {
-			err = flowtest.WriteJUnit(out, results)
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
+		if err := flowtest.WriteJUnitFile(*junit, results); err != nil {
 			fmt.Fprintf(stderr, "flowrun test: --junit: %v\n", err)
 			return exitFailed
 		}

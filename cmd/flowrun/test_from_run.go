@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/flowtest"
 )
 
@@ -18,33 +17,21 @@ func testFromRun(storePath, runID, outFile string, extra []string, stdout, stder
 		fmt.Fprintf(stderr, "flowrun test: --from-run takes no test paths (got %v)\n", extra)
 		return exitInvalid
 	}
-	st, missing, ok := readStore(storePath, stderr)
-	if missing {
-		fmt.Fprintf(stderr, "flowrun test: no run store at %s (--store or FLOWRUN_STORE names another)\n", storePath)
-		return exitInvalid
-	}
+	st, code, ok := storeFor(storePath, true, stderr)
 	if !ok {
-		return exitFailed
+		return code
 	}
 	defer st.Close()
-	ctx := context.Background()
-	r, events, err := st.RunWithEvents(ctx, runID)
-	if err != nil {
-		return storeError(err, stderr)
-	}
-	p, ds := dsl.Load(r.PipelineAbs)
-	if p == nil {
-		fmt.Fprintf(stderr, "flowrun test: run %s's pipeline does not load now:\n%s\n", r.ID, ds)
-		return exitInvalid
-	}
 	target := outFile
 	if target == "" {
 		target = "stdout.test.yaml" // pipeline: is then relative to the current directory
 	}
-	b, err := flowtest.FromRun(flowtest.RecordedRun{ID: r.ID, Pipeline: p, PipelinePath: flowtest.RelativePipeline(r.PipelineAbs, target),
-		Inputs: r.Inputs, Events: events})
+	r, b, err := flowtest.FromStoredRun(context.Background(), st, runID, target)
+	if r == nil {
+		return storeError(err, stderr)
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "flowrun test: run %s: %v\n", r.ID, err)
+		fmt.Fprintf(stderr, "flowrun test: %v\n", err)
 		return exitInvalid
 	}
 	header := fmt.Sprintf("# Written by flowrun test --from-run %s: replays that run offline.\n", r.ID)

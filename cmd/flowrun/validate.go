@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/flowtest"
@@ -25,22 +24,10 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 	code = exitOK
 	lister := &mcpclient.ListingCache{Dir: mcpclient.DefaultListingDir(), Refresh: *refreshMCP}
 	for _, f := range files {
-		if strings.HasSuffix(f, ".cassette.yaml") {
-			// So that `flowrun validate pipelines/*.yaml` checks pipelines only.
+		ok, skipped, ds := flowtest.Validate(f, dsl.Options{ListMCP: lister.List})
+		if skipped {
 			fmt.Fprintf(stdout, "%s: a cassette, skipped\n", f)
 			continue
-		}
-		var ok bool
-		var ds dsl.Diagnostics
-		if strings.HasSuffix(f, ".test.yaml") {
-			// A test file is checked against the pipeline it tests.
-			var tf *flowtest.File
-			tf, ds = flowtest.Load(f)
-			ok = tf != nil
-		} else {
-			var p *dsl.Pipeline
-			p, ds = dsl.LoadWith(f, dsl.Options{ListMCP: lister.List})
-			ok = p != nil
 		}
 		if len(ds) > 0 {
 			fmt.Fprintln(stderr, diagnosticsText(ds))

@@ -9,7 +9,7 @@
 // Guarantees: Convert never drops a part of the configuration silently;
 // whatever it cannot convert is a Problem with the line and column it was
 // written at. It reads the configuration and the prompt files it names,
-// and writes nothing: the caller writes Result.Files.
+// and writes nothing; Result.Write writes the files, overwriting none.
 package promptfoo
 
 import (

@@ -2,6 +2,7 @@ package promptfoo
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,5 +184,36 @@ tests:
 	write("- a list\n")
 	if _, err := Convert(cfg); err == nil || !strings.Contains(err.Error(), "a promptfoo configuration is a mapping") {
 		t.Errorf("a list: %v", err)
+	}
+}
+
+// TestWriteOverwritesNothing: Write writes every file into a new
+// directory; when one of them is there already, it writes none.
+func TestWriteOverwritesNothing(t *testing.T) {
+	res := convert(t, "getting_started")
+	dir := filepath.Join(t.TempDir(), "out")
+	written, err := res.Write(dir)
+	if err != nil || len(written) != len(res.Files) {
+		t.Fatalf("wrote %v of %d files: %v", written, len(res.Files), err)
+	}
+	for _, path := range written {
+		if b, err := os.ReadFile(path); err != nil || string(b) != string(res.Files[filepath.Base(path)]) {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+	again := filepath.Join(t.TempDir(), "again")
+	if err := os.MkdirAll(again, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(again, Dataset), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	written, err = res.Write(again)
+	var exists *ExistsError
+	if !errors.As(err, &exists) || exists.Path != filepath.Join(again, Dataset) || len(written) != 0 {
+		t.Fatalf("Write over %s: %v, wrote %v", Dataset, err, written)
+	}
+	if entries, _ := os.ReadDir(again); len(entries) != 1 {
+		t.Errorf("%d files in the directory, want only the one that was there", len(entries))
 	}
 }
