@@ -16,6 +16,7 @@ import (
 	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
+	"github.com/flowrun/flowrun/internal/termview"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -404,7 +405,7 @@ type batchView struct {
 
 func newBatchView(scorer *batch.Scorer, asJSON bool, stdout, stderr io.Writer) *batchView {
 	v := &batchView{scorer: scorer, asJSON: asJSON, stdout: stdout, stderr: stderr}
-	if f, ok := fileOf(stderr); ok && !asJSON && isTerminal(f) {
+	if f, ok := termview.FileOf(stderr); ok && !asJSON && termview.IsTerminal(f) {
 		v.term = f
 	}
 	return v
@@ -432,7 +433,7 @@ func (v *batchView) item(p batch.Progress) {
 		v.clearLine()
 		batchtext.WriteFailure(v.stderr, p)
 	}
-	fmt.Fprint(v.term, "\r\x1b[K"+printable(batchtext.ProgressLine(p, v.scorer.Primary, time.Since(p.Started))))
+	fmt.Fprint(v.term, "\r\x1b[K"+termview.Printable(batchtext.ProgressLine(p, v.scorer.Primary, time.Since(p.Started))))
 	v.drew = true
 }
 
@@ -472,11 +473,11 @@ func (v *batchView) summary(status runtime.Status, reason string, rows []*store.
 	fmt.Fprintf(v.stderr, "To continue: flowrun batch resume %s\n", v.b.ID)
 }
 
-// writeEvent prints one JSON line (see outJSON).
+// writeEvent prints one JSON line (see termview.JSON).
 func writeEvent(w io.Writer, v any) {
 	b, err := jsonvalue.Marshal(v)
 	if err != nil {
 		return
 	}
-	_, _ = w.Write(append(outJSON(b), '\n'))
+	_, _ = w.Write(append(termview.JSON(b), '\n'))
 }

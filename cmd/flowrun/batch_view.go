@@ -8,6 +8,7 @@ import (
 
 	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/batch/batchtext"
+	"github.com/flowrun/flowrun/internal/termview"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -57,7 +58,7 @@ func batchesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		return writeJSON(stdout, sums)
 	}
-	out := textOut{stdout}
+	out := termview.Text{W: stdout}
 	if len(sums) == 0 {
 		fmt.Fprintln(out, "no batches yet: flowrun batch PIPELINE --dataset FILE runs one")
 		return exitOK
@@ -99,24 +100,24 @@ func batchShowCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		case "json":
 			return writeJSON(stdout, s)
 		case "jsonl":
-			return exported(batch.WriteJSONL(jsonOut{stdout}, s))
+			return exported(batch.WriteJSONL(termview.JSONLines{W: stdout}, s))
 		case "csv":
 			return exported(batch.WriteCSV(stdout, s))
 		}
-		out := textOut{stdout}
+		out := termview.Text{W: stdout}
 		if *itemKey != "" || *failures {
 			for i, r := range s.Rows {
 				if i > 0 {
 					fmt.Fprintln(out)
 				}
-				batch.WriteItemText(out, s, r, width(stdout))
+				batch.WriteItemText(out, s, r, termview.Width(stdout))
 			}
 			if len(s.Rows) == 0 {
 				fmt.Fprintln(out, "every item passed")
 			}
 			return exitOK
 		}
-		batchtext.WriteSummary(out, s, width(stdout))
+		batchtext.WriteSummary(out, s, termview.Width(stdout))
 		fmt.Fprintf(out, "\nflowrun batch show %s --item KEY shows an item whole; --failures every one that did not pass\n", s.ID)
 		return exitOK
 	})
@@ -161,9 +162,9 @@ func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		case *asJSON:
 			code = writeJSON(stdout, c)
 		default:
-			batchtext.WriteComparison(textOut{stdout}, c)
-			batchtext.WriteSideBySide(textOut{stdout}, c, width(stdout))
-			batchtext.WritePairwise(textOut{stdout}, judged)
+			batchtext.WriteComparison(termview.Text{W: stdout}, c)
+			batchtext.WriteSideBySide(termview.Text{W: stdout}, c, termview.Width(stdout))
+			batchtext.WritePairwise(termview.Text{W: stdout}, judged)
 		}
 		if err := gate.Check(c); err != nil && code == exitOK {
 			return fail(stderr, "flowrun batch compare", err)
@@ -195,7 +196,7 @@ func batchReportCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 			fmt.Fprintf(stderr, "flowrun batch report: %v\n", err)
 			return exitFailed
 		}
-		fmt.Fprintf(textOut{stdout}, "wrote %s\n", path)
+		fmt.Fprintf(termview.Text{W: stdout}, "wrote %s\n", path)
 		return exitOK
 	})
 }
@@ -231,7 +232,7 @@ func batchRateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if *pass {
 			verdict = "pass"
 		}
-		fmt.Fprintf(textOut{stdout}, "rated %s in batch %s: %s\n", rest[1], b.ID, verdict)
+		fmt.Fprintf(termview.Text{W: stdout}, "rated %s in batch %s: %s\n", rest[1], b.ID, verdict)
 		return exitOK
 	})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/eventview"
+	"github.com/flowrun/flowrun/internal/termview"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -43,7 +44,7 @@ type terminalHuman struct {
 // FLOWRUN_INTERACTIVE=1 says a program plays the terminal), unless --no-input.
 func newHuman(f humanFlags, stdin io.Reader, out io.Writer) *terminalHuman {
 	file, isFile := stdin.(*os.File)
-	interactive := !f.noInput && (os.Getenv("FLOWRUN_INTERACTIVE") == "1" || (isFile && isTerminal(file)))
+	interactive := !f.noInput && (os.Getenv("FLOWRUN_INTERACTIVE") == "1" || (isFile && termview.IsTerminal(file)))
 	return &terminalHuman{in: bufio.NewReader(stdin), out: out, interactive: interactive, auto: f.auto}
 }
 

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/flowrun/flowrun/internal/proc"
+	"github.com/flowrun/flowrun/internal/termview"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/sandbox"
 )
@@ -96,7 +97,7 @@ func command(args []string) int {
 func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// Progress, errors and prompts are for people; stdout is sanitised by
 	// each command that prints text there, and JSON is left as JSON.
-	stderr = textOut{stderr}
+	stderr = termview.Text{W: stderr}
 	redact.Add(os.Getenv("OPENAI_API_KEY"))
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -111,9 +112,9 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "test":
 		return testCmd(ctx, args[1:], stdout, stderr)
 	case "validate":
-		return validateCmd(args[1:], textOut{stdout}, stderr)
+		return validateCmd(args[1:], termview.Text{W: stdout}, stderr)
 	case "graph":
-		return graphCmd(args[1:], textOut{stdout}, stderr)
+		return graphCmd(args[1:], termview.Text{W: stdout}, stderr)
 	case "schema":
 		return schemaCmd(args[1:], stdout, stderr)
 	case "resume":

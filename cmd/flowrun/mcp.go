@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/flowrun/flowrun/engine"
+	"github.com/flowrun/flowrun/internal/termview"
 	"github.com/flowrun/flowrun/mcpserve"
 )
 
@@ -59,7 +60,7 @@ func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return fail(stderr, "flowrun mcp serve", err)
 	}
 	defer eng.Close()
-	server, err := mcpserve.New(dir, mcpserve.Options{Engine: eng, RecordDir: recordDir, Log: stderr, PrintJSON: outJSON})
+	server, err := mcpserve.New(dir, mcpserve.Options{Engine: eng, RecordDir: recordDir, Log: stderr, PrintJSON: termview.JSON})
 	if err != nil {
 		fmt.Fprintf(stderr, "flowrun mcp serve: %v\n", err)
 		return exitInvalid

@@ -86,7 +86,7 @@ func liveView(asJSON bool, stream *optionalBool, stderr io.Writer) *termview.Tim
 	}
 	if stream.set {
 		t.Stream = stream.on
-	} else if f, ok := fileOf(stderr); ok && isTerminal(f) {
+	} else if f, ok := termview.FileOf(stderr); ok && termview.IsTerminal(f) {
 		t.Stream = true
 	}
 	return t

@@ -205,7 +205,7 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return writeJSON(stdout, out)
 	}
-	w := tabwriter.NewWriter(textOut{stdout}, 0, 0, 2, ' ', 0)
+	w := tabwriter.NewWriter(termview.Text{W: stdout}, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tPIPELINE\tSTATUS\tSTARTED\tDURATION\tCOST\tTOKENS")
 	for _, r := range runs {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.ID, r.Pipeline, r.Status, r.Started.Local().Format("2006-01-02 15:04:05"),
@@ -258,7 +258,7 @@ func pruneCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return storeError(err, stderr)
 	}
-	fmt.Fprintf(textOut{stdout}, "deleted %d run(s) older than %s\n", n, *older)
+	fmt.Fprintf(termview.Text{W: stdout}, "deleted %d run(s) older than %s\n", n, *older)
 	return exitOK
 }
 
@@ -296,7 +296,7 @@ func showAt(st *store.Store, runID string, seq int64, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "flowrun show: run %s has no checkpoint %d (it has %d; flowrun show %s lists them)\n", r.ID, seq, len(v.Steps), r.ID)
 		return exitInvalid
 	}
-	stdout = textOut{stdout}
+	stdout = termview.Text{W: stdout}
 	fmt.Fprintf(stdout, "run %s after checkpoint %d (%s)\n", r.ID, step.Seq, step.Path)
 	if step.Scoped {
 		fmt.Fprintln(stdout, "(a node inside a map item, a parallel branch or a called pipeline: it writes its own scope's state)")
@@ -334,7 +334,7 @@ func show(st *store.Store, runID string, asJSON bool, stdout, stderr io.Writer) 
 		m["snapshots"] = v.Snapshots
 		return writeJSON(stdout, m)
 	}
-	stdout = textOut{stdout}
+	stdout = termview.Text{W: stdout}
 	fmt.Fprintf(stdout, "run %s  %s (%s)  %s\n", r.ID, r.PipelineName, r.Pipeline, r.Status)
 	fmt.Fprintf(stdout, "started %s, %s, %d steps, %d checkpoints, %s, %d tokens",
 		r.Started.Local().Format("2006-01-02 15:04:05"), runDuration(r), r.Steps, len(cps), figures.USD(r.CostUSD), r.Tokens)
@@ -418,7 +418,7 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return storeError(err, stderr)
 		}
-		fmt.Fprintf(textOut{stdout}, "snapshot %q of run %s at checkpoint %d\n", s.Label, s.Run, s.Seq)
+		fmt.Fprintf(termview.Text{W: stdout}, "snapshot %q of run %s at checkpoint %d\n", s.Label, s.Run, s.Seq)
 		return exitOK
 	})
 }
@@ -438,7 +438,7 @@ func snapshotsCmd(args []string, stdout, stderr io.Writer) int {
 		if *asJSON {
 			return writeJSON(stdout, snaps)
 		}
-		w := tabwriter.NewWriter(textOut{stdout}, 0, 0, 2, ' ', 0)
+		w := tabwriter.NewWriter(termview.Text{W: stdout}, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "LABEL\tCHECKPOINT\tKIND\tCREATED")
 		for _, s := range snaps {
 			fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", s.Label, s.Seq, s.Kind, s.Created.Local().Format("2006-01-02 15:04:05"))
@@ -459,7 +459,7 @@ func rollbackCmd(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return storeError(err, stderr)
 		}
-		fmt.Fprintf(textOut{stdout}, "run %s rolled back to checkpoint %d (recorded as snapshot %q); continue with: flowrun resume %s\n", s.Run, s.Seq, s.Label, s.Run)
+		fmt.Fprintf(termview.Text{W: stdout}, "run %s rolled back to checkpoint %d (recorded as snapshot %q); continue with: flowrun resume %s\n", s.Run, s.Seq, s.Label, s.Run)
 		return exitOK
 	})
 }
