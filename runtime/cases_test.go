@@ -56,6 +56,7 @@ type caseWant struct {
 	ErrorClass  errclass.Class      `yaml:"error_class"`
 	ErrorPath   string              `yaml:"error_path"`
 	Reason      string              `yaml:"reason"`
+	Limit       string              `yaml:"limit"`
 	Steps       int                 `yaml:"steps"`
 	ToolCalls   int                 `yaml:"tool_calls"`
 	MaxInFlight []int64             `yaml:"max_in_flight"`
@@ -236,6 +237,9 @@ func checkResult(t *testing.T, what string, w caseWant, res *runtime.Result, rec
 	}
 	if !strings.Contains(res.Reason, w.Reason) {
 		t.Errorf("%s: reason %q, want it to contain %q", what, res.Reason, w.Reason)
+	}
+	if res.Limit != w.Limit {
+		t.Errorf("%s: stopped by limit %q, want %q", what, res.Limit, w.Limit)
 	}
 	if w.Steps != 0 && res.Steps != w.Steps {
 		t.Errorf("%s: %d steps, want %d", what, res.Steps, w.Steps)

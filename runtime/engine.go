@@ -117,6 +117,10 @@ type Result struct {
 	Outputs map[string]any
 	Err     error  // why it failed
 	Reason  string // why it stopped
+	// Limit names the pipeline's limit that stopped it, if one did. A
+	// limit counts over the whole run, resumes included: resuming alone
+	// stops again.
+	Limit   string
 	Steps   int
 	CostUSD float64
 	Tokens  int64
@@ -227,7 +231,7 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 	}
 	if r.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, r.timeout, &StopError{Reason: fmt.Sprintf("limits.timeout (%s) reached", r.timeout)})
+		ctx, cancel = context.WithTimeoutCause(ctx, r.timeout, &StopError{Reason: fmt.Sprintf("limits.timeout (%s) reached", r.timeout), Limit: "limits.timeout"})
 		defer cancel()
 	}
 	s := r.topScope(p, in, "")
@@ -244,7 +248,7 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 		res.Status, res.Pending, res.Outputs = StatusWaiting, &wait.Question, nil
 		res.Reason = wait.Error()
 	case errors.As(err, &stop):
-		res.Status, res.Reason, res.Outputs = StatusStopped, stop.Reason, outputs
+		res.Status, res.Reason, res.Limit, res.Outputs = StatusStopped, stop.Reason, stop.Limit, outputs
 	case err != nil:
 		res.Status, res.Err = StatusFailed, err
 	case oerr != nil:

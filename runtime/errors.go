@@ -79,6 +79,11 @@ func (e *NodeError) Unwrap() error { return e.Err }
 
 // StopError ends a run cleanly: a limit was reached or the run was
 // cancelled. It is never retried or routed by on_error.
-type StopError struct{ Reason string }
+type StopError struct {
+	Reason string
+	// Limit names the pipeline's limit that was reached
+	// ("limits.max_steps"); empty when the run stopped for another reason.
+	Limit string
+}
 
 func (e *StopError) Error() string { return "stopped: " + e.Reason }

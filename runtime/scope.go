@@ -369,7 +369,7 @@ func stopCheck(ctx context.Context) error {
 func (s *Scope) CountStep(ctx context.Context, what string) error {
 	countStep(ctx)
 	if step := s.run.steps.Add(1); s.run.maxSteps > 0 && step > s.run.maxSteps {
-		return &StopError{Reason: fmt.Sprintf("limits.max_steps (%d) reached before %s", s.run.maxSteps, what)}
+		return &StopError{Reason: fmt.Sprintf("limits.max_steps (%d) reached before %s", s.run.maxSteps, what), Limit: "limits.max_steps"}
 	}
 	return nil
 }
@@ -410,7 +410,7 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 	step := s.run.steps.Add(1)
 	countStep(ctx)
 	if s.run.maxSteps > 0 && step > s.run.maxSteps {
-		return "", &StopError{Reason: fmt.Sprintf("limits.max_steps (%d) reached before node %q", s.run.maxSteps, s.Path(n.ID))}
+		return "", &StopError{Reason: fmt.Sprintf("limits.max_steps (%d) reached before node %q", s.run.maxSteps, s.Path(n.ID)), Limit: "limits.max_steps"}
 	}
 	exec := s.run.kinds[n.Kind]
 	if exec == nil {

@@ -37,7 +37,7 @@ func (u *usage) totals() (float64, int64) {
 func (u *usage) overBudget() error {
 	cost, _ := u.totals()
 	if u.max > 0 && cost >= u.max {
-		return &StopError{Reason: fmt.Sprintf("limits.max_cost_usd (%s) reached: the run has spent %s", figures.USD(u.max), figures.USD(cost))}
+		return &StopError{Reason: fmt.Sprintf("limits.max_cost_usd (%s) reached: the run has spent %s", figures.USD(u.max), figures.USD(cost)), Limit: "limits.max_cost_usd"}
 	}
 	return nil
 }

@@ -156,6 +156,7 @@ nodes:
 		stderr string
 	}{
 		{"stopped", []string{stopped}, exitFailed, "stopped: limits.max_steps (2) reached"},
+		{"stopped by a limit names the fix", []string{stopped}, exitFailed, "To continue: raise the limit in the pipeline, then flowrun resume "},
 		{"no model endpoint", []string{llm}, exitInvalid, "no model endpoint: set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server), or replay a recorded run with --replay FILE"},
 		{"invalid pipeline", []string{bad}, exitInvalid, `bad.yaml:5:5: error: node "a": unknown field "nxt" (did you mean "next"?)`},
 		{"missing file", []string{filepath.Join(dir, "nope.yaml")}, exitInvalid, "nope.yaml: error: no such file"},

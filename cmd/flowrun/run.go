@@ -137,8 +137,7 @@ func report(res *runtime.Result, asJSON bool, stdout, stderr io.Writer) int {
 		switch {
 		case res.Pending != nil:
 			hint = mcpserve.AnswerCommand(res.RunID, res.Pending)
-		case strings.Contains(res.Reason, "limits."):
-			// Limits count over the whole run, resumes included.
+		case res.Limit != "":
 			hint = "raise the limit in the pipeline, then flowrun resume " + res.RunID + " --allow-changed"
 		}
 		fmt.Fprintf(stderr, "flowrun: run %s stopped: %s\nTo continue: %s\n", res.RunID, res.Reason, hint)
