@@ -24,7 +24,8 @@ func TestLiveTextStreamsMidReply(t *testing.T) {
 	hold := make(chan struct{})
 	h.fake.Push(llmtest.Reply{Text: "one two <b>three</b> four five", Hold: hold, HoldAfter: 3})
 	id := h.start(url.Values{"pipeline": {"chat.yaml"}})
-	req, _ := http.NewRequestWithContext(testwait.Context(t), http.MethodGet, h.ts.URL+"/runs/"+id+"/live?after=0&status=running", nil)
+	ctx := testwait.HangContext(t)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.ts.URL+"/runs/"+id+"/live?after=0&status=running", nil)
 	resp, err := h.c.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +36,9 @@ func TestLiveTextStreamsMidReply(t *testing.T) {
 	until := func(want string) {
 		for !strings.Contains(got.String(), want) {
 			if !lines.Scan() {
+				if ctx.Err() != nil {
+					t.Fatalf("no %s on the stream within %s:\n%s", want, testwait.Hang(), got.String())
+				}
 				t.Fatalf("the stream ended without %s:\n%s", want, got.String())
 			}
 			got.WriteString(lines.Text() + "\n")
