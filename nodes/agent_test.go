@@ -18,6 +18,7 @@ import (
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/runtime/runtimetest"
 )
 
 // agentTools declares a pipeline tool (lookup), an llm tool (summarize)
@@ -98,9 +99,9 @@ func toolReplies(t *testing.T, r llmtest.Request) map[string]any {
 	return out
 }
 
-func toolEvents(rec *recorder) []runtime.ToolCall {
+func toolEvents(rec *runtimetest.Events) []runtime.ToolCall {
 	var out []runtime.ToolCall
-	for _, e := range rec.events {
+	for _, e := range rec.All() {
 		if e.Type == runtime.EventToolCall {
 			out = append(out, *e.Tool)
 		}
@@ -180,11 +181,11 @@ outputs: {out: nodes.solve}
 	if asJSON(t, calls[0].Result) != `{"definition":"the meaning of flow"}` || calls[0].Error != "" {
 		t.Errorf("lookup event = %+v", calls[0])
 	}
-	if got := rec.paths(runtime.EventModelTurn); !reflect.DeepEqual(got, []string{"solve", "solve", "solve"}) {
+	if got := rec.Paths(runtime.EventModelTurn); !reflect.DeepEqual(got, []string{"solve", "solve", "solve"}) {
 		t.Errorf("model_turn events at %v", got)
 	}
 	// The tool's sub-pipeline runs under the agent's step and the tool.
-	if got := rec.paths(runtime.EventNodeFinished); !slices.Contains(got, "solve[1]/lookup/define") {
+	if got := rec.Paths(runtime.EventNodeFinished); !slices.Contains(got, "solve[1]/lookup/define") {
 		t.Errorf("node_finished paths %v lack the tool's node", got)
 	}
 }
@@ -325,7 +326,7 @@ outputs: {out: nodes.solve}
 	if want := []string{"system", "user", "assistant", "tool", "assistant", "tool", "user"}; !reflect.DeepEqual(roles, want) {
 		t.Errorf("memory roles = %v, want %v", roles, want)
 	}
-	if n := rec.count(runtime.EventModelTurn); n != 4 {
+	if n := len(rec.Paths(runtime.EventModelTurn)); n != 4 {
 		t.Errorf("%d model_turn events, want 4 (the rejected turn included)", n)
 	}
 }
@@ -380,7 +381,7 @@ nodes:
 	if !reflect.DeepEqual(tail, want) {
 		t.Errorf("tool messages = %q, want %q", tail, want)
 	}
-	got := rec.paths(runtime.EventNodeFinished)
+	got := rec.Paths(runtime.EventNodeFinished)
 	if !slices.Contains(got, "solve[1]/lookup[1]/define") || !slices.Contains(got, "solve[1]/lookup[2]/define") {
 		t.Errorf("node_finished paths %v: each call should run under its own path", got)
 	}
@@ -483,7 +484,7 @@ nodes:
 	if got := asJSON(t, toolReplies(t, reqs[2])); got != `{"call_1_1":{"summary":"rivers"}}` {
 		t.Errorf("summarize's reply = %s", got)
 	}
-	if got := rec.paths(runtime.EventModelTurn); !reflect.DeepEqual(got, []string{"solve", "solve[1]/summarize", "solve"}) {
+	if got := rec.Paths(runtime.EventModelTurn); !reflect.DeepEqual(got, []string{"solve", "solve[1]/summarize", "solve"}) {
 		t.Errorf("model_turn events at %v", got)
 	}
 }

@@ -216,7 +216,7 @@ outputs: {text: nodes.ask.text}
 				t.Fatalf("outputs %v after %d calls", res.Outputs, srv.Calls())
 			}
 			var classes []errclass.Class
-			for _, e := range rec.events {
+			for _, e := range rec.All() {
 				if e.Type == runtime.EventModelTurn {
 					classes = append(classes, e.Turn.Class)
 				}
@@ -250,7 +250,7 @@ nodes:
 	if !strings.Contains(res.Err.Error(), "401 Unauthorized from "+srv.URL+"/chat/completions: check OPENAI_API_KEY") {
 		t.Fatalf("error does not name the endpoint and the fix: %v", res.Err)
 	}
-	all, _ := json.Marshal(rec.events)
+	all, _ := json.Marshal(rec.All())
 	if strings.Contains(res.Err.Error(), fakeKey) || strings.Contains(string(all), fakeKey) {
 		t.Fatal("the API key leaked into an error or an event")
 	}

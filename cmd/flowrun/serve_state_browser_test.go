@@ -55,7 +55,7 @@ func TestServeBrowserState(t *testing.T) {
 
 	t.Run("state diff, time travel and fork with an edit", func(t *testing.T) {
 		dir := t.TempDir()
-		writeFile(t, dir, "asker.yaml", askPipeline)
+		writeFile(t, dir, "asker.yaml", askPipeline(t))
 		base, _ := serve(t, dir)
 		b := newTab(t)
 		b.do("start", chromedp.Navigate(base+"start?pipeline=asker.yaml"), chromedp.Click(chromedp.CSS("#start")),
