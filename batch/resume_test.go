@@ -63,29 +63,15 @@ func TestSettingsWithOverrides(t *testing.T) {
 }
 
 // resumeFixture is a pipeline asking the fake model one question per
-// item, each turn costing exactly $1, and a dataset of n items.
+// item, each turn costing exactly $1, and a dataset of n items, each
+// answered right.
 func resumeFixture(t *testing.T, n int) (pipeline, dataset string, asked *atomic.Int32, env func(string) (string, bool)) {
 	dir := t.TempDir()
-	src := `
-version: 1
-name: qa
-models:
-  default: {model: gpt-4.1-mini, price: {input_per_mtok: 10000, output_per_mtok: 0}}
-inputs:
-  question: {type: string}
-nodes:
-  - id: answer
-    llm: {prompt: "Q: ${{ inputs.question }}"}
-outputs:
-  answer: nodes.answer.text
-score:
-  exact: outputs.answer == item.expected
-`
 	var lines []string
 	for i := 1; i <= n; i++ {
 		lines = append(lines, fmt.Sprintf(`{"question": "q%d", "expected": "A"}`, i))
 	}
-	pipeline, dataset = write(t, dir, "qa.yaml", src), write(t, dir, "qa.jsonl", strings.Join(lines, "\n"))
+	pipeline, dataset = write(t, dir, "qa.yaml", batchtest.DollarQAPipeline), write(t, dir, "qa.jsonl", strings.Join(lines, "\n"))
 	asked = &atomic.Int32{}
 	srv := llmtest.New(t)
 	srv.Handle(func(llmtest.Request) llmtest.Reply {
@@ -113,7 +99,9 @@ func startBatch(t *testing.T, st *store.Store, pipeline, dataset string, s Setti
 		t.Fatal(err)
 	}
 	r := NewRunner(st, p, kindsFor(env), nil, s)
-	r.Scorer = NewScorer(p, nil)
+	if r.Scorer, err = ParseScorer(p, s.Score); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.Create(ctx, b, d.Items, func(*store.Batch) {}); err != nil {
 		t.Fatal(err)
 	}

@@ -227,6 +227,10 @@ func TestRecordsOneCassettePerRun(t *testing.T) {
 			t.Errorf("outputs %s", got)
 		}
 	}
+	pipeline, ds := dsl.Load(p)
+	if pipeline == nil {
+		t.Fatal(ds)
+	}
 	files, _ := filepath.Glob(filepath.Join(recDir, "draft.*.cassette.yaml"))
 	if len(files) != 2 {
 		t.Fatalf("cassettes %v, want one per run (2)\n%s", files, log)
@@ -243,7 +247,7 @@ func TestRecordsOneCassettePerRun(t *testing.T) {
 			}
 		}
 		replay, st := replayEngine(t, f)
-		res, err := replay.Start(context.Background(), load(t, p), map[string]any{"topic": topic}, engine.RunOptions{Human: replay.Human(true)})
+		res, err := replay.Start(context.Background(), pipeline, map[string]any{"topic": topic}, engine.RunOptions{Human: replay.Human(true)})
 		if err != nil || res.Status != runtime.StatusCompleted || res.Outputs["text"] != "polished "+topic {
 			t.Errorf("replaying %s: %v %+v", f, err, res)
 		}
@@ -266,14 +270,4 @@ func replayEngine(t *testing.T, cassette string) (*engine.Engine, *store.Store) 
 	}
 	t.Cleanup(func() { e.Close() })
 	return e, st
-}
-
-// load loads the pipeline at path.
-func load(t *testing.T, path string) *dsl.Pipeline {
-	t.Helper()
-	p, ds := dsl.Load(path)
-	if p == nil {
-		t.Fatal(ds)
-	}
-	return p
 }

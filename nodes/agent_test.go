@@ -91,7 +91,7 @@ func toolReplies(t *testing.T, r llmtest.Request) map[string]any {
 			continue
 		}
 		var v any
-		if err := json.Unmarshal([]byte(content(m["content"])), &v); err != nil {
+		if err := json.Unmarshal([]byte(llmtest.MessageText(m["content"])), &v); err != nil {
 			t.Fatalf("tool message %v is not JSON: %v", m, err)
 		}
 		out[m["tool_call_id"].(string)] = v
@@ -275,7 +275,7 @@ outputs: {out: nodes.solve}
 	}
 	// The text reply is kept; no prompt text is added after it.
 	msgs := messages(t, reqs[1])
-	if last := msgs[len(msgs)-1]; last["role"] != "assistant" || content(last["content"]) != "I think it means a stream." {
+	if last := msgs[len(msgs)-1]; last["role"] != "assistant" || llmtest.MessageText(last["content"]) != "I think it means a stream." {
 		t.Errorf("last message sent = %v", last)
 	}
 }
@@ -372,7 +372,7 @@ nodes:
 	msgs := messages(t, srv.Last())
 	var tail []string
 	for _, m := range msgs[len(msgs)-2:] {
-		tail = append(tail, fmt.Sprintf("%s %s %s", m["role"], m["tool_call_id"], content(m["content"])))
+		tail = append(tail, fmt.Sprintf("%s %s %s", m["role"], m["tool_call_id"], llmtest.MessageText(m["content"])))
 	}
 	want := []string{
 		`tool call_1_1 {"definition":"the meaning of ebb"}`,
@@ -437,7 +437,7 @@ nodes:
 	}
 	var got []string
 	for _, m := range messages(t, reqs[1]) {
-		s := fmt.Sprint(m["role"], ": ", content(m["content"]))
+		s := fmt.Sprint(m["role"], ": ", llmtest.MessageText(m["content"]))
 		if calls, ok := m["tool_calls"].([]any); ok {
 			s += fmt.Sprint(" calls ", calls[0].(map[string]any)["function"].(map[string]any)["arguments"])
 		}
@@ -473,7 +473,7 @@ nodes:
 	tool := reqs[1]
 	var sent []string
 	for _, m := range messages(t, tool) {
-		sent = append(sent, fmt.Sprint(m["role"], ": ", content(m["content"])))
+		sent = append(sent, fmt.Sprint(m["role"], ": ", llmtest.MessageText(m["content"])))
 	}
 	if want := []string{"system: You summarise.", "user: Summarise: a long story about rivers"}; !reflect.DeepEqual(sent, want) {
 		t.Errorf("the tool's call sent %q, want %q", sent, want)

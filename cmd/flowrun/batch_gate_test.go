@@ -36,7 +36,7 @@ func TestBatchRepeatShow(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	if asked := model.requests(); asked["Q: q1"] != 3 || asked["Q: q2"] != 3 {
+	if asked := model.Requests(); asked["Q: q1"] != 3 || asked["Q: q2"] != 3 {
 		t.Fatalf("asked %v, want each question 3 times", asked)
 	}
 	_, items := batchStore(t, db)

@@ -61,11 +61,10 @@ func TestBatchCompareJudge(t *testing.T) {
 	a := writeFile(t, dir, "a.yaml", fmt.Sprintf(qaPipeline, ""))
 	b := writeFile(t, dir, "b.yaml", strings.Replace(fmt.Sprintf(qaPipeline, ""), `"Q: `, `"Question: `, 1))
 	data := halfRightDataset(t, dir, 8)
-	m := &qaModel{asked: map[string]int{}}
-	srv := llmtest.New(t)
+	m, srv := newQAModel(t, 0)
 	srv.Handle(func(r llmtest.Request) llmtest.Reply {
 		if r.Model != "judge-1" {
-			return m.reply(r)
+			return m.Reply(r)
 		}
 		// A's answers are short ("A3"), B's echo the question: the judge
 		// prefers the short one, wherever it is shown.
