@@ -70,19 +70,26 @@ outputs:
 	return filepath.Join(dir, "qa.yaml")
 }
 
-// QAMixedLines are eleven JSONL lines for QAPipeline: eight questions
-// q1-q8, the even ones expecting a wrong answer, then a line that is not
-// JSON, a line without the question and the question the model refuses.
-func QAMixedLines() []string {
+// QAHalfRight are n JSONL lines for QAPipeline, questions q1..qN whose
+// expected answer is right ("AN") for the odd ones and wrong for the
+// even ones.
+func QAHalfRight(n int) []string {
 	var lines []string
-	for i := 1; i <= 8; i++ {
+	for i := 1; i <= n; i++ {
 		expected := fmt.Sprintf("A%d", i)
 		if i%2 == 0 {
 			expected = "wrong"
 		}
 		lines = append(lines, fmt.Sprintf(`{"question": "q%d", "expected": %q}`, i, expected))
 	}
-	return append(lines, `{"question": "q9", "expected": `, `{"expected": "A10"}`, `{"question": "boom", "expected": "A11"}`)
+	return lines
+}
+
+// QAMixedLines are eleven JSONL lines for QAPipeline: QAHalfRight(8),
+// then a line that is not JSON, a line without the question and the
+// question the model refuses.
+func QAMixedLines() []string {
+	return append(QAHalfRight(8), `{"question": "q9", "expected": `, `{"expected": "A10"}`, `{"question": "boom", "expected": "A11"}`)
 }
 
 // Spent is the cost of items and how many of them completed.
