@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/runtime/runtimetest"
 	"github.com/flowrun/flowrun/store"
@@ -315,5 +316,55 @@ func TestConfirmationSaysWhatWillRun(t *testing.T) {
 	stored := storedAs(t, st, res.RunID, runtime.StatusWaiting, "compute").Pending.Context
 	if stored == nil || stored.Tool != "python_execute" || stored.After != "count" || !reflect.DeepEqual(stored.Args, map[string]any{"code": "print(41 + 1)"}) {
 		t.Fatalf("the stored confirmation's context: %+v", stored)
+	}
+}
+
+// TestResumeSeesEveryFileTheLoadRead: a run whose question file or
+// called pipeline changed since it started is not resumed: the
+// *durable.ChangedError names the file and the line, old and new; with
+// AllowChanged it goes on. (The behaviour of cmd/flowrun's
+// TestResumeSeesEveryFile, which keeps the --allow-changed hint.)
+func TestResumeSeesEveryFileTheLoadRead(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"p.yaml", "question.md", "sub.yaml"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(testdata(t, filepath.Join("guarded", name))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit := func(name, old, new string) {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name), []byte(strings.Replace(string(b), old, new, 1)), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, _ := newEngine(t, nil, nil)
+	ctx := context.Background()
+	p, ds := dsl.Load(filepath.Join(dir, "p.yaml"))
+	if p == nil {
+		t.Fatal(ds)
+	}
+	res, err := e.Start(ctx, p, nil, RunOptions{})
+	if err != nil || res.Status != runtime.StatusWaiting {
+		t.Fatalf("start: %v %+v", err, res)
+	}
+	for _, c := range []struct{ file, old, new, want string }{
+		{"question.md", "It is ready.", "It is NOT ready.", "question.md:\n  line 2: was \"It is ready.\", now \"It is NOT ready.\""},
+		{"sub.yaml", "inputs.n * 2", "inputs.n * 3", "sub.yaml:\n  line 5: was \"  doubled: inputs.n * 2\", now \"  doubled: inputs.n * 3\""},
+	} {
+		edit(c.file, c.old, c.new)
+		var changed *durable.ChangedError
+		if _, err := e.Answer(ctx, res.RunID, true, ResumeOptions{}); !errors.As(err, &changed) || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("resume after %s changed: %v, want a ChangedError with\n%s", c.file, err, c.want)
+		}
+		edit(c.file, c.new, c.old)
+	}
+	edit("sub.yaml", "inputs.n * 2", "inputs.n * 3")
+	res, err = e.Answer(ctx, res.RunID, true, ResumeOptions{AllowChanged: true})
+	if err != nil || res.Status != runtime.StatusCompleted || res.Outputs["approved"] != true {
+		t.Fatalf("with AllowChanged: %v %+v", err, res)
 	}
 }
