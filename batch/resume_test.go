@@ -82,8 +82,15 @@ func resumeFixture(t *testing.T, n int) (pipeline, dataset string, asked *atomic
 }
 
 // startBatch creates and runs a batch of the fixture as s says, the way
-// a front end does.
+// a front end does, its model client pointed where env says.
 func startBatch(t *testing.T, st *store.Store, pipeline, dataset string, s Settings, env func(string) (string, bool)) (*store.Batch, runtime.Status) {
+	return runBatch(t, st, pipeline, dataset, s, kindsFor(env))
+}
+
+// runBatch creates and runs a batch of pipeline over dataset as s says,
+// its nodes run by kinds.
+func runBatch(t *testing.T, st *store.Store, pipeline, dataset string, s Settings, kinds runtime.Registry) (*store.Batch, runtime.Status) {
+	t.Helper()
 	ctx := context.Background()
 	p, ds := dsl.Load(pipeline)
 	if p == nil {
@@ -98,7 +105,7 @@ func startBatch(t *testing.T, st *store.Store, pipeline, dataset string, s Setti
 	if err := SetSettings(b, s); err != nil {
 		t.Fatal(err)
 	}
-	r := NewRunner(st, p, kindsFor(env), nil, s)
+	r := NewRunner(st, p, kinds, nil, s)
 	if r.Scorer, err = ParseScorer(p, s.Score); err != nil {
 		t.Fatal(err)
 	}

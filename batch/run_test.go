@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/flowrun/flowrun/batch/batchtest"
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -241,5 +243,49 @@ func TestCostCapHoldsAtConcurrency8(t *testing.T) {
 	}
 	if cost, done := spent(t, st, b); cost > limit+item+1e-9 || done < 4 {
 		t.Fatalf("$%.4f spent on %d items with a $%.2f cap and $%.2f items", cost, done, limit, item)
+	}
+}
+
+// TestTrajectoryScoresOfAShippedRun: score expressions read the
+// trajectory of a shipped pipeline's run, replayed from its cassette
+// with the real sandbox: sir loops twice, the reasoner asks the
+// translator once and takes three turns, and no person is asked
+// anything. (The behaviour of cmd/flowrun's
+// TestBatchTrajectoryScoresSIR, which keeps how a misspelt loop id in
+// --score is reported.)
+func TestTrajectoryScoresOfAShippedRun(t *testing.T) {
+	st := batchtest.OpenStore(t)
+	pipeline := filepath.Join("..", "pipelines", "sir.yaml")
+	p, ds := dsl.Load(pipeline)
+	if p == nil {
+		t.Fatal(ds)
+	}
+	eng, err := engine.New(engine.Options{Store: st, Replay: filepath.Join("..", "pipelines", "sir.cassette.yaml"),
+		LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	kinds, err := eng.Kinds(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataset := write(t, t.TempDir(), "one.jsonl", `{"id": "default", "expected": "Q2"}`+"\n")
+	scores := []string{"revisions=run.iterations.refine",
+		`asked=any(run.tool_calls, .tool == "terminate_and_ask_translator" && .ok)`,
+		`ocr_args=any(run.tool_calls, .tool == "ocr" && .arguments.region != "")`,
+		"reason_turns=run.turns.reason",
+		`routed=run.route[0] == "refine" && run.route[len(run.route)-1] == "refine[2]/route"`,
+		"questions=len(run.questions)"}
+	b, status := runBatch(t, st, pipeline, dataset, Settings{Score: scores}, kinds)
+	items := rows(t, st, b)
+	if status != runtime.StatusCompleted || len(items) != 1 {
+		t.Fatalf("%s with %d items", status, len(items))
+	}
+	want := map[string]any{"revisions": 2, "asked": true, "ocr_args": true, "reason_turns": 3, "routed": true, "questions": 0}
+	for name, v := range want {
+		if got := items[0].Scores[name]; fmt.Sprint(got) != fmt.Sprint(v) {
+			t.Errorf("%s = %v, want %v (scores %v, error %s)", name, got, v, items[0].Scores, items[0].Error)
+		}
 	}
 }
