@@ -63,29 +63,15 @@ func TestSettingsWithOverrides(t *testing.T) {
 }
 
 // resumeFixture is a pipeline asking the fake model one question per
-// item, each turn costing exactly $1, and a dataset of n items.
+// item, each turn costing exactly $1, and a dataset of n items, each
+// answered right.
 func resumeFixture(t *testing.T, n int) (pipeline, dataset string, asked *atomic.Int32, env func(string) (string, bool)) {
 	dir := t.TempDir()
-	src := `
-version: 1
-name: qa
-models:
-  default: {model: gpt-4.1-mini, price: {input_per_mtok: 10000, output_per_mtok: 0}}
-inputs:
-  question: {type: string}
-nodes:
-  - id: answer
-    llm: {prompt: "Q: ${{ inputs.question }}"}
-outputs:
-  answer: nodes.answer.text
-score:
-  exact: outputs.answer == item.expected
-`
 	var lines []string
 	for i := 1; i <= n; i++ {
 		lines = append(lines, fmt.Sprintf(`{"question": "q%d", "expected": "A"}`, i))
 	}
-	pipeline, dataset = write(t, dir, "qa.yaml", src), write(t, dir, "qa.jsonl", strings.Join(lines, "\n"))
+	pipeline, dataset = write(t, dir, "qa.yaml", batchtest.DollarQAPipeline), write(t, dir, "qa.jsonl", strings.Join(lines, "\n"))
 	asked = &atomic.Int32{}
 	srv := llmtest.New(t)
 	srv.Handle(func(llmtest.Request) llmtest.Reply {
@@ -96,8 +82,15 @@ score:
 }
 
 // startBatch creates and runs a batch of the fixture as s says, the way
-// a front end does.
+// a front end does, its model client pointed where env says.
 func startBatch(t *testing.T, st *store.Store, pipeline, dataset string, s Settings, env func(string) (string, bool)) (*store.Batch, runtime.Status) {
+	return runBatch(t, st, pipeline, dataset, s, kindsFor(env))
+}
+
+// runBatch creates and runs a batch of pipeline over dataset as s says,
+// its nodes run by kinds.
+func runBatch(t *testing.T, st *store.Store, pipeline, dataset string, s Settings, kinds runtime.Registry) (*store.Batch, runtime.Status) {
+	t.Helper()
 	ctx := context.Background()
 	p, ds := dsl.Load(pipeline)
 	if p == nil {
@@ -112,8 +105,10 @@ func startBatch(t *testing.T, st *store.Store, pipeline, dataset string, s Setti
 	if err := SetSettings(b, s); err != nil {
 		t.Fatal(err)
 	}
-	r := NewRunner(st, p, kindsFor(env), nil, s)
-	r.Scorer = NewScorer(p, nil)
+	r := NewRunner(st, p, kinds, nil, s)
+	if r.Scorer, err = ParseScorer(p, s.Score); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.Create(ctx, b, d.Items, func(*store.Batch) {}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
@@ -15,17 +14,6 @@ import (
 	"github.com/flowrun/flowrun/runtime/runtimetest"
 )
 
-type collect struct {
-	mu     sync.Mutex
-	events []runtime.Event
-}
-
-func (c *collect) Event(e runtime.Event) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.events = append(c.events, e)
-}
-
 // boxStates runs the pipeline at path with inputs and returns its boxes'
 // states as its graph shows them after the run.
 func boxStates(t *testing.T, path string, inputs map[string]any, want runtime.Status) map[string]eventview.NodeState {
@@ -34,12 +22,12 @@ func boxStates(t *testing.T, path string, inputs map[string]any, want runtime.St
 	if p == nil {
 		t.Fatal(ds)
 	}
-	var c collect
+	var c runtimetest.Events
 	res := runtime.Run(context.Background(), nodes.Kinds(nodes.Services{}), p, inputs, runtime.Options{Sink: &c})
 	if res.Status != want {
 		t.Fatalf("run of %s: status %s (%v), want %s", path, res.Status, res.Err, want)
 	}
-	return eventview.BoxStates(p, graph.Layout(p), c.events, res.Status)
+	return eventview.BoxStates(p, graph.Layout(p), c.All(), res.Status)
 }
 
 func checkStates(t *testing.T, got map[string]eventview.NodeState, want map[string]eventview.NodeState) {

@@ -18,6 +18,7 @@ import (
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/runtime/runtimetest"
 )
 
 // agentTools declares a pipeline tool (lookup), an llm tool (summarize)
@@ -90,7 +91,7 @@ func toolReplies(t *testing.T, r llmtest.Request) map[string]any {
 			continue
 		}
 		var v any
-		if err := json.Unmarshal([]byte(content(m["content"])), &v); err != nil {
+		if err := json.Unmarshal([]byte(llmtest.MessageText(m["content"])), &v); err != nil {
 			t.Fatalf("tool message %v is not JSON: %v", m, err)
 		}
 		out[m["tool_call_id"].(string)] = v
@@ -98,9 +99,9 @@ func toolReplies(t *testing.T, r llmtest.Request) map[string]any {
 	return out
 }
 
-func toolEvents(rec *recorder) []runtime.ToolCall {
+func toolEvents(rec *runtimetest.Events) []runtime.ToolCall {
 	var out []runtime.ToolCall
-	for _, e := range rec.events {
+	for _, e := range rec.All() {
 		if e.Type == runtime.EventToolCall {
 			out = append(out, *e.Tool)
 		}
@@ -180,11 +181,11 @@ outputs: {out: nodes.solve}
 	if asJSON(t, calls[0].Result) != `{"definition":"the meaning of flow"}` || calls[0].Error != "" {
 		t.Errorf("lookup event = %+v", calls[0])
 	}
-	if got := rec.paths(runtime.EventModelTurn); !reflect.DeepEqual(got, []string{"solve", "solve", "solve"}) {
+	if got := rec.Paths(runtime.EventModelTurn); !reflect.DeepEqual(got, []string{"solve", "solve", "solve"}) {
 		t.Errorf("model_turn events at %v", got)
 	}
 	// The tool's sub-pipeline runs under the agent's step and the tool.
-	if got := rec.paths(runtime.EventNodeFinished); !slices.Contains(got, "solve[1]/lookup/define") {
+	if got := rec.Paths(runtime.EventNodeFinished); !slices.Contains(got, "solve[1]/lookup/define") {
 		t.Errorf("node_finished paths %v lack the tool's node", got)
 	}
 }
@@ -274,7 +275,7 @@ outputs: {out: nodes.solve}
 	}
 	// The text reply is kept; no prompt text is added after it.
 	msgs := messages(t, reqs[1])
-	if last := msgs[len(msgs)-1]; last["role"] != "assistant" || content(last["content"]) != "I think it means a stream." {
+	if last := msgs[len(msgs)-1]; last["role"] != "assistant" || llmtest.MessageText(last["content"]) != "I think it means a stream." {
 		t.Errorf("last message sent = %v", last)
 	}
 }
@@ -325,7 +326,7 @@ outputs: {out: nodes.solve}
 	if want := []string{"system", "user", "assistant", "tool", "assistant", "tool", "user"}; !reflect.DeepEqual(roles, want) {
 		t.Errorf("memory roles = %v, want %v", roles, want)
 	}
-	if n := rec.count(runtime.EventModelTurn); n != 4 {
+	if n := len(rec.Paths(runtime.EventModelTurn)); n != 4 {
 		t.Errorf("%d model_turn events, want 4 (the rejected turn included)", n)
 	}
 }
@@ -371,7 +372,7 @@ nodes:
 	msgs := messages(t, srv.Last())
 	var tail []string
 	for _, m := range msgs[len(msgs)-2:] {
-		tail = append(tail, fmt.Sprintf("%s %s %s", m["role"], m["tool_call_id"], content(m["content"])))
+		tail = append(tail, fmt.Sprintf("%s %s %s", m["role"], m["tool_call_id"], llmtest.MessageText(m["content"])))
 	}
 	want := []string{
 		`tool call_1_1 {"definition":"the meaning of ebb"}`,
@@ -380,7 +381,7 @@ nodes:
 	if !reflect.DeepEqual(tail, want) {
 		t.Errorf("tool messages = %q, want %q", tail, want)
 	}
-	got := rec.paths(runtime.EventNodeFinished)
+	got := rec.Paths(runtime.EventNodeFinished)
 	if !slices.Contains(got, "solve[1]/lookup[1]/define") || !slices.Contains(got, "solve[1]/lookup[2]/define") {
 		t.Errorf("node_finished paths %v: each call should run under its own path", got)
 	}
@@ -436,7 +437,7 @@ nodes:
 	}
 	var got []string
 	for _, m := range messages(t, reqs[1]) {
-		s := fmt.Sprint(m["role"], ": ", content(m["content"]))
+		s := fmt.Sprint(m["role"], ": ", llmtest.MessageText(m["content"]))
 		if calls, ok := m["tool_calls"].([]any); ok {
 			s += fmt.Sprint(" calls ", calls[0].(map[string]any)["function"].(map[string]any)["arguments"])
 		}
@@ -472,7 +473,7 @@ nodes:
 	tool := reqs[1]
 	var sent []string
 	for _, m := range messages(t, tool) {
-		sent = append(sent, fmt.Sprint(m["role"], ": ", content(m["content"])))
+		sent = append(sent, fmt.Sprint(m["role"], ": ", llmtest.MessageText(m["content"])))
 	}
 	if want := []string{"system: You summarise.", "user: Summarise: a long story about rivers"}; !reflect.DeepEqual(sent, want) {
 		t.Errorf("the tool's call sent %q, want %q", sent, want)
@@ -483,7 +484,7 @@ nodes:
 	if got := asJSON(t, toolReplies(t, reqs[2])); got != `{"call_1_1":{"summary":"rivers"}}` {
 		t.Errorf("summarize's reply = %s", got)
 	}
-	if got := rec.paths(runtime.EventModelTurn); !reflect.DeepEqual(got, []string{"solve", "solve[1]/summarize", "solve"}) {
+	if got := rec.Paths(runtime.EventModelTurn); !reflect.DeepEqual(got, []string{"solve", "solve[1]/summarize", "solve"}) {
 		t.Errorf("model_turn events at %v", got)
 	}
 }

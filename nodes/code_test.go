@@ -103,7 +103,7 @@ outputs: {ok: nodes.attempt.ok, class: nodes.attempt.error.class, line: nodes.at
 		t.Fatalf("outputs %v", res.Outputs)
 	}
 	found := false
-	for _, e := range rec.events {
+	for _, e := range rec.All() {
 		if e.Type == runtime.EventSandboxRun && e.Path == "attempt" && strings.Contains(e.Error, "assignment to entry in nil map") {
 			found = true
 		}
@@ -152,7 +152,7 @@ outputs: {answer: nodes.solve.finish.args.answer}
 		t.Fatalf("the tool reply is not in the next request:\n%s", second)
 	}
 	ran := false
-	for _, e := range rec.events {
+	for _, e := range rec.All() {
 		if e.Type == runtime.EventSandboxRun && e.Class == "" {
 			ran = true
 		}

@@ -128,30 +128,12 @@ outputs: {last: nodes.say.text}
 	var got []string
 	for _, m := range third {
 		mm := m.(map[string]any)
-		got = append(got, mm["role"].(string)+": "+content(mm["content"]))
+		got = append(got, mm["role"].(string)+": "+llmtest.MessageText(mm["content"]))
 	}
 	want := []string{"system: You count.", "user: turn 1", "assistant: answer 1", "user: turn 2", "assistant: answer 2", "user: turn 3"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("third request's messages:\n%v\nwant\n%v", got, want)
 	}
-}
-
-// content flattens a chat message's content (a string or a list of parts).
-func content(c any) string {
-	switch x := c.(type) {
-	case string:
-		return x
-	case []any:
-		var parts []string
-		for _, p := range x {
-			pm := p.(map[string]any)
-			if s, ok := pm["text"].(string); ok {
-				parts = append(parts, s)
-			}
-		}
-		return strings.Join(parts, "")
-	}
-	return ""
 }
 
 func TestLLMImagesAsDataURLs(t *testing.T) {
@@ -216,7 +198,7 @@ outputs: {text: nodes.ask.text}
 				t.Fatalf("outputs %v after %d calls", res.Outputs, srv.Calls())
 			}
 			var classes []errclass.Class
-			for _, e := range rec.events {
+			for _, e := range rec.All() {
 				if e.Type == runtime.EventModelTurn {
 					classes = append(classes, e.Turn.Class)
 				}
@@ -250,7 +232,7 @@ nodes:
 	if !strings.Contains(res.Err.Error(), "401 Unauthorized from "+srv.URL+"/chat/completions: check OPENAI_API_KEY") {
 		t.Fatalf("error does not name the endpoint and the fix: %v", res.Err)
 	}
-	all, _ := json.Marshal(rec.events)
+	all, _ := json.Marshal(rec.All())
 	if strings.Contains(res.Err.Error(), fakeKey) || strings.Contains(string(all), fakeKey) {
 		t.Fatal("the API key leaked into an error or an event")
 	}
@@ -323,7 +305,7 @@ outputs: {n: state.n, cost: run.cost_usd}
 	if srv.Calls() != 3 || res.CostUSD != 3 || res.Outputs["n"] != 3 {
 		t.Fatalf("%d calls, cost %v, outputs %v: each call costs $1, so the third crosses $2.50", srv.Calls(), res.CostUSD, res.Outputs)
 	}
-	if !strings.Contains(content(srv.Requests()[2].Body["messages"].([]any)[0].(map[string]any)["content"]), "spend 2") {
+	if !strings.Contains(llmtest.MessageText(srv.Requests()[2].Body["messages"].([]any)[0].(map[string]any)["content"]), "spend 2") {
 		t.Fatal("run.cost_usd is not visible to expressions")
 	}
 }
@@ -353,7 +335,7 @@ func TestRecordThenReplayOffline(t *testing.T) {
 	srv := llmtest.New(t)
 	srv.Handle(func(r llmtest.Request) llmtest.Reply {
 		msgs := r.Body["messages"].([]any)
-		last := content(msgs[len(msgs)-1].(map[string]any)["content"])
+		last := llmtest.MessageText(msgs[len(msgs)-1].(map[string]any)["content"])
 		return llmtest.Text("re: " + last)
 	})
 	p := load(t, strings.Replace(replayPipeline, "PROMPT", "say", 1), nil)

@@ -4,11 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/runtime/runtimetest"
 )
 
 // The runtime's own semantics (scheduling, state, loops, maps, limits,
@@ -36,33 +36,9 @@ func load(t testing.TB, src string, extra map[string]string) *dsl.Pipeline {
 	return p
 }
 
-// recorder keeps every event of a run.
-type recorder struct {
-	mu     sync.Mutex
-	events []runtime.Event
-}
-
-func (r *recorder) Event(e runtime.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-func (r *recorder) paths(typ string) []string {
-	var out []string
-	for _, e := range r.events {
-		if e.Type == typ {
-			out = append(out, e.Path)
-		}
-	}
-	return out
-}
-
-func (r *recorder) count(typ string) int { return len(r.paths(typ)) }
-
-func run(t testing.TB, p *dsl.Pipeline, kinds runtime.Registry, inputs map[string]any) (*runtime.Result, *recorder) {
+func run(t testing.TB, p *dsl.Pipeline, kinds runtime.Registry, inputs map[string]any) (*runtime.Result, *runtimetest.Events) {
 	t.Helper()
-	rec := &recorder{}
+	rec := &runtimetest.Events{}
 	res := runtime.Run(context.Background(), kinds, p, inputs, runtime.Options{Sink: rec})
 	return res, rec
 }

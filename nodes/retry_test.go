@@ -44,11 +44,11 @@ nodes:
 			if got := srv.Calls(); got != c.want {
 				t.Fatalf("%d requests, want %d", got, c.want)
 			}
-			if n := rec.count(runtime.EventNodeRetry); n != 0 {
+			if n := len(rec.Paths(runtime.EventNodeRetry)); n != 0 {
 				t.Fatalf("%d node_retry events: the node was run again on top of the client's retries", n)
 			}
 			var turns []*runtime.Turn
-			for _, e := range rec.events {
+			for _, e := range rec.All() {
 				if e.Type == runtime.EventModelTurn {
 					turns = append(turns, e.Turn)
 				}

@@ -39,7 +39,7 @@ outputs: {text: upper(inputs.word)}
 	if res.Outputs["read"] != "hello\n" || res.Outputs["loud"] != "HELLO" {
 		t.Fatalf("outputs %v", res.Outputs)
 	}
-	if got := rec.paths(runtime.EventNodeFinished); strings.Join(got, " ") != "read loud/up loud" {
+	if got := rec.Paths(runtime.EventNodeFinished); strings.Join(got, " ") != "read loud/up loud" {
 		t.Fatalf("paths %v", got)
 	}
 }

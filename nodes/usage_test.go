@@ -39,7 +39,7 @@ nodes:
 	if srv.Calls() >= 10 || res.CostUSD <= 5 {
 		t.Fatalf("%d calls, cost %v", srv.Calls(), res.CostUSD)
 	}
-	for _, e := range rec.events {
+	for _, e := range rec.All() {
 		if e.Type != runtime.EventModelTurn {
 			continue
 		}

@@ -176,7 +176,7 @@ func runCase(t *testing.T, c *runtimeCase, p *dsl.Pipeline, r caseRun, what stri
 	var first string
 	for rep := range max(c.Repeat, 1) {
 		pr := &probe{}
-		rec := &events{}
+		rec := &runtimetest.Events{}
 		kinds, opts := c.options(pr, rec)
 		saved := &runtimetest.Checkpoints{}
 		if r.Want.Pure != nil {
@@ -195,7 +195,7 @@ func runCase(t *testing.T, c *runtimeCase, p *dsl.Pipeline, r caseRun, what stri
 		if r.Want.Within > 0 && took > r.Want.Within {
 			t.Errorf("%s: took %s, want within %s", what, took, r.Want.Within)
 		}
-		trace := rec.trace(c.Trace == "sorted")
+		trace := trace(rec.All(), c.Trace == "sorted")
 		if rep == 0 {
 			first = trace
 		} else if trace != first {
@@ -205,7 +205,7 @@ func runCase(t *testing.T, c *runtimeCase, p *dsl.Pipeline, r caseRun, what stri
 	return first
 }
 
-func checkResult(t *testing.T, what string, w caseWant, res *runtime.Result, rec *events, pr *probe) {
+func checkResult(t *testing.T, what string, w caseWant, res *runtime.Result, rec *runtimetest.Events, pr *probe) {
 	t.Helper()
 	status := w.Status
 	if status == "" {
@@ -253,7 +253,7 @@ func checkResult(t *testing.T, what string, w caseWant, res *runtime.Result, rec
 		}
 	}
 	for typ, paths := range w.Events {
-		if got := rec.paths(typ); !reflect.DeepEqual(got, paths) && (len(got) != 0 || len(paths) != 0) {
+		if got := rec.Paths(typ); !reflect.DeepEqual(got, paths) && (len(got) != 0 || len(paths) != 0) {
 			t.Errorf("%s: %s events at %q, want %q", what, typ, got, paths)
 		}
 	}
@@ -363,25 +363,11 @@ func normalize(t *testing.T, v any) any {
 	return out
 }
 
-func (e *events) paths(typ string) []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []string
-	for _, ev := range e.all {
-		if ev.Type == typ {
-			out = append(out, ev.Path)
-		}
-	}
-	return out
-}
-
 // trace is one line per event: its type, path, and class, status or
 // attempt where it has one; sorted for a case whose events interleave.
-func (e *events) trace(sorted bool) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	lines := make([]string, 0, len(e.all))
-	for _, ev := range e.all {
+func trace(events []runtime.Event, sorted bool) string {
+	lines := make([]string, 0, len(events))
+	for _, ev := range events {
 		line := ev.Type
 		if ev.Path != "" {
 			line += " " + ev.Path

@@ -10,6 +10,7 @@ import (
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/runtime/runtimetest"
 )
 
 // stopRun is the function stop_run() calls in the pipeline below: it
@@ -73,12 +74,12 @@ func TestExpressionLimitFailsTheNode(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stopRun = cancel
-	var rec events
+	var rec runtimetest.Events
 	res = runtime.Run(ctx, nodes.Kinds(nodes.Services{}), p, map[string]any{"xs": xs}, runtime.Options{Sink: &rec})
 	if res.Status != runtime.StatusStopped {
 		t.Fatalf("status %s, err %v", res.Status, res.Err)
 	}
-	for _, e := range rec.all {
+	for _, e := range rec.All() {
 		if e.Node == "spin" && e.Type == runtime.EventNodeFinished {
 			t.Fatal("the expression ran to its end after the run was stopped")
 		}

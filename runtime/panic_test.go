@@ -3,13 +3,13 @@ package runtime_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/runtime/runtimetest"
 )
 
 // panicky is a tool executor with a bug: it indexes past a slice.
@@ -19,17 +19,6 @@ func (panicky) Execute(context.Context, *runtime.Scope, *dsl.Node) (runtime.Outc
 	var none []int
 	_ = none[len(none)+1]
 	return runtime.Outcome{}, nil
-}
-
-type events struct {
-	mu  sync.Mutex
-	all []runtime.Event
-}
-
-func (e *events) Event(ev runtime.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.all = append(e.all, ev)
 }
 
 // A panic in a node's executor, in a map item's goroutine too, fails that
@@ -62,7 +51,7 @@ outputs: {after: state.after, class: nodes.alone.error.class, message: nodes.alo
 	}
 	kinds := nodes.Kinds(nodes.Services{})
 	kinds[dsl.KindTool] = panicky{}
-	var rec events
+	var rec runtimetest.Events
 	res := runtime.Run(context.Background(), kinds, p, nil, runtime.Options{Sink: &rec})
 	if res.Status != runtime.StatusCompleted || res.Outputs["after"] != 1 || res.Outputs["class"] != string(errclass.Internal) {
 		t.Fatalf("status %s, err %v, outputs %v", res.Status, res.Err, res.Outputs)
@@ -71,7 +60,7 @@ outputs: {after: state.after, class: nodes.alone.error.class, message: nodes.alo
 		t.Errorf("the message should name the panic and hold no stack: %q", msg)
 	}
 	failed := 0
-	for _, e := range rec.all {
+	for _, e := range rec.All() {
 		if e.Type != runtime.EventNodeFailed {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowrun/flowrun/internal/testwait"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	flowruntime "github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -54,8 +55,10 @@ func TestLiveStreamsShareOneFeed(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
+	streamCtx := testwait.HangContext(t)
 	for i := range streams {
-		resp, err := h.c.Get(h.ts.URL + "/runs/" + id + "/live?after=0")
+		req, _ := http.NewRequestWithContext(streamCtx, http.MethodGet, h.ts.URL+"/runs/"+id+"/live?after=0", nil)
+		resp, err := h.c.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,6 +74,9 @@ func TestLiveStreamsShareOneFeed(t *testing.T) {
 			case strings.HasPrefix(line, "data: \""):
 				status = line
 			}
+		}
+		if streamCtx.Err() != nil {
+			t.Fatalf("stream %d: %d events and status %q after %s, want %d and running", i, got, status, testwait.Hang(), events)
 		}
 		if got != events || status != `data: "running"` {
 			t.Fatalf("stream %d: %d events and status %q, want %d and running", i, got, status, events)
@@ -89,18 +95,14 @@ func TestLiveStreamsShareOneFeed(t *testing.T) {
 		resp.Body.Close()
 	}
 	open = nil
-	deadline := time.Now().Add(time.Minute)
-	for {
+	left := 0
+	if !testwait.Until(func() bool {
 		h.srv.mu.Lock()
-		left := len(h.srv.feeds)
+		left = len(h.srv.feeds)
 		h.srv.mu.Unlock()
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d feeds left a minute after their streams closed", left)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return left == 0
+	}) {
+		t.Fatalf("%d feeds left %s after their streams closed", left, testwait.Hang())
 	}
 }
 
@@ -154,40 +156,31 @@ func TestRunsBeyondMaxRunsQueue(t *testing.T) {
 	if code, _ := h.post("/runs/"+stopped+"/stop", url.Values{}); code != http.StatusSeeOther {
 		t.Fatalf("stop: %d", code)
 	}
-	for deadline := time.Now().Add(time.Minute); len(h.srv.queued()) != 2; {
-		if time.Now().After(deadline) {
-			t.Fatalf("queue %+v a minute after the stop, want the two starts only", h.srv.queued())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Until(func() bool { return len(h.srv.queued()) == 2 }) {
+		t.Fatalf("queue %+v %s after the stop, want the two starts only", h.srv.queued(), testwait.Hang())
 	}
 
 	releaseAll()
 	h.await(first, "completed")
-	for deadline := time.Now().Add(time.Minute); ; {
+	done := 0
+	if !testwait.Until(func() bool {
 		runs, _ := h.st.Runs(context.Background())
-		done := 0
+		done = 0
 		for _, r := range runs {
 			if r.Status == "completed" {
 				done++
 			}
 		}
-		if done == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("runs %d completed a minute after the first ended, want 2", done)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return done == 2
+	}) {
+		t.Fatalf("runs %d completed %s after the first ended, want 2", done, testwait.Hang())
 	}
 	if n := h.fake.MaxInFlight(); n != 1 {
 		t.Fatalf("%d model requests at once with MaxRuns 1", n)
 	}
 	// The third start's turn comes when the second run ends.
-	for deadline := time.Now().Add(time.Minute); len(h.srv.queued()) != 0 || len(h.srv.launchFailures()) != 1; {
-		if time.Now().After(deadline) {
-			t.Fatalf("queue %+v and failures %+v a minute after both runs ended", h.srv.queued(), h.srv.launchFailures())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Until(func() bool { return len(h.srv.queued()) == 0 && len(h.srv.launchFailures()) == 1 }) {
+		t.Fatalf("queue %+v and failures %+v %s after both runs ended", h.srv.queued(), h.srv.launchFailures(), testwait.Hang())
 	}
 	if _, page := h.get("/"); !strings.Contains(page, "queued, then could not start: ") || !strings.Contains(page, "count") {
 		t.Fatalf("the runs page does not say why the third start failed:\n%s", page)

@@ -95,7 +95,8 @@ func TestLiveListReadsOnlyOnChange(t *testing.T) {
 		})
 	}))
 	defer ts.Close()
-	req, _ := http.NewRequestWithContext(testwait.Context(t), http.MethodGet, ts.URL, nil)
+	streamCtx := testwait.HangContext(t)
+	req, _ := http.NewRequestWithContext(streamCtx, http.MethodGet, ts.URL, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +109,9 @@ func TestLiveListReadsOnlyOnChange(t *testing.T) {
 			if strings.HasPrefix(lines.Text(), "data: ") {
 				return lines.Text()
 			}
+		}
+		if streamCtx.Err() != nil {
+			t.Fatalf("no next rendering on the stream within %s", testwait.Hang())
 		}
 		t.Fatal("the stream ended")
 		return ""

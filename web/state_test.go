@@ -8,11 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/llm/llmtest"
-	"github.com/flowrun/flowrun/runtime"
 )
 
 // TestStateAtEveryStep: the run page shows the run's inputs (as text),
@@ -95,44 +93,23 @@ func TestForkWithEditsFromTheStatePanel(t *testing.T) {
 		t.Fatalf("the parent's page does not list its one fork %s, and only it:\n%s", child, page)
 	}
 	h.post("/runs/"+child+"/answer", url.Values{"a.who": {"ada"}, "set.n": {"41"}})
-	for {
-		r := h.await(child, "waiting")
-		if r.Pending != nil && r.Pending.Kind == runtime.QuestionConfirm {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	h.awaitConfirmation(child)
 	points, _ := h.st.Checkpoints(context.Background(), child, 0)
 	if got := eventview.StateAfter(nil, points)["n"]; got != 41 {
 		t.Fatalf("the state edited with the answer: n = %v", got)
 	}
 }
 
-const confirmContextPipeline = `
-version: 1
-name: essay
-inputs:
-  topic: {type: string, default: birds}
-state: {notes: ""}
-models:
-  default: {model: gpt-4.1-mini}
-nodes:
-  - id: outline
-    set: {notes: '"<i>outline</i> about " + inputs.topic'}
-  - id: write
-    confirm: true
-    llm:
-      system: You write short essays.
-      prompt: "Write about ${{ inputs.topic }} from: ${{ state.notes }}"
-outputs: {text: nodes.write.text}
-`
-
 // TestQuestionsWithContext: a confirmation shows what will run (kind,
 // model, the rendered system prompt and prompt) and the output that led
 // there, as text; an ask shows the output before it.
 func TestQuestionsWithContext(t *testing.T) {
 	h := newHarness(t, "")
-	if err := os.WriteFile(filepath.Join(h.dir, "essay.yaml"), []byte(confirmContextPipeline), 0o644); err != nil {
+	essay, err := os.ReadFile(filepath.Join("testdata", "essay.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.dir, "essay.yaml"), essay, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	id := h.start(url.Values{"pipeline": {"essay.yaml"}})

@@ -3,6 +3,7 @@ package web
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -24,28 +25,57 @@ func TestLiveTextStreamsMidReply(t *testing.T) {
 	hold := make(chan struct{})
 	h.fake.Push(llmtest.Reply{Text: "one two <b>three</b> four five", Hold: hold, HoldAfter: 3})
 	id := h.start(url.Values{"pipeline": {"chat.yaml"}})
-	req, _ := http.NewRequestWithContext(testwait.Context(t), http.MethodGet, h.ts.URL+"/runs/"+id+"/live?after=0&status=running", nil)
+	ctx := testwait.HangContext(t)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.ts.URL+"/runs/"+id+"/live?after=0&status=running", nil)
 	resp, err := h.c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	lines := bufio.NewScanner(resp.Body)
+	// The stream may send the text that arrived before it connected as
+	// one reset or in pieces, depending on when it connected: reply is
+	// what the page shows, built as the page builds it.
 	var got strings.Builder
-	until := func(want string) {
-		for !strings.Contains(got.String(), want) {
+	reply, done := "", false
+	until := func(what string, cond func() bool) {
+		for !cond() {
 			if !lines.Scan() {
-				t.Fatalf("the stream ended without %s:\n%s", want, got.String())
+				if ctx.Err() != nil {
+					t.Fatalf("no %s on the stream within %s:\n%s", what, testwait.Hang(), got.String())
+				}
+				t.Fatalf("the stream ended without %s:\n%s", what, got.String())
 			}
 			got.WriteString(lines.Text() + "\n")
+			var piece struct {
+				Path, Text  string
+				Reset, Done bool
+			}
+			data, ok := strings.CutPrefix(lines.Text(), "data: ")
+			if !ok || json.Unmarshal([]byte(data), &piece) != nil || piece.Path != "reply" {
+				continue
+			}
+			if piece.Reset {
+				reply = ""
+			}
+			reply += piece.Text
+			done = done || piece.Done
 		}
 	}
-	until(`"path":"reply","reset":true,"text":"one two \u003cb\u003ethree\u003c/b\u003e "`)
-	if strings.Contains(got.String(), "four") {
-		t.Fatalf("the stream shows more than arrived:\n%s", got.String())
+	until("the three words before the hold", func() bool {
+		if strings.Contains(reply, "four") {
+			t.Fatalf("the stream shows more than arrived: %q\n%s", reply, got.String())
+		}
+		return reply == "one two <b>three</b> "
+	})
+	if !strings.Contains(got.String(), `\u003cb\u003ethree\u003c/b\u003e`) || strings.Contains(got.String(), "<b>") {
+		t.Fatalf("the reply is not escaped as JSON text:\n%s", got.String())
 	}
 	close(hold)
-	until(`"done":true,"path":"reply"`)
+	until("the reply done", func() bool { return done })
+	if reply != "one two <b>three</b> four five" {
+		t.Fatalf("the stream built the reply %q", reply)
+	}
 	h.await(id, runtime.StatusCompleted)
 	events, _, err := h.st.EventsAfter(context.Background(), id, 0)
 	if err != nil {

@@ -201,17 +201,39 @@ func (h *harness) start(form url.Values) string {
 // await waits until the run has status.
 func (h *harness) await(id string, status runtime.Status) *store.Run {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r, err := h.st.Run(context.Background(), id)
-		if err == nil && r.Status == status {
-			return r
+	var r *store.Run
+	var err error
+	if !testwait.Until(func() bool {
+		r, err = h.st.Run(context.Background(), id)
+		return err == nil && r.Status == status
+	}) {
+		if err != nil {
+			h.t.Fatalf("run %s: %v, want status %s within %s", id, err, status, testwait.Hang())
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("run %s: status %v, want %s (%v)", id, r.Status, status, r.Error)
-		}
-		time.Sleep(20 * time.Millisecond)
+		h.t.Fatalf("run %s: status %v after %s, want %s (%v)", id, r.Status, testwait.Hang(), status, r.Error)
 	}
+	return r
+}
+
+// awaitModelCall waits until the fake model server has had a request.
+func (h *harness) awaitModelCall() {
+	h.t.Helper()
+	if !testwait.Until(func() bool { return h.fake.Calls() > 0 }) {
+		h.t.Fatalf("no model call within %s", testwait.Hang())
+	}
+}
+
+// awaitConfirmation waits until the run waits on a confirmation.
+func (h *harness) awaitConfirmation(id string) *store.Run {
+	h.t.Helper()
+	run := h.await(id, "waiting")
+	if !testwait.Until(func() bool {
+		run = h.await(id, "waiting")
+		return run.Pending != nil && run.Pending.Kind == runtime.QuestionConfirm
+	}) {
+		h.t.Fatalf("run %s: waiting on %+v after %s, want a confirmation", id, run.Pending, testwait.Hang())
+	}
+	return run
 }
 
 func TestStartFormRunsAndRunPageShowsIt(t *testing.T) {
@@ -410,7 +432,8 @@ func TestModelOutputIsEscaped(t *testing.T) {
 // stream reads an SSE stream until it has seen every one of want.
 func (h *harness) stream(path string, want ...string) string {
 	h.t.Helper()
-	req, _ := http.NewRequestWithContext(testwait.Context(h.t), http.MethodGet, h.ts.URL+path, nil)
+	ctx := testwait.HangContext(h.t)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.ts.URL+path, nil)
 	resp, err := h.c.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
@@ -428,6 +451,9 @@ func (h *harness) stream(path string, want ...string) string {
 		if done {
 			return got.String()
 		}
+	}
+	if ctx.Err() != nil {
+		h.t.Fatalf("stream %s: no %q within %s:\n%s", path, want, testwait.Hang(), got.String())
 	}
 	h.t.Fatalf("stream %s ended without %q:\n%s", path, want, got.String())
 	return ""
@@ -467,11 +493,7 @@ func TestAnswerConfirmSnapshotRollbackFork(t *testing.T) {
 	if code, loc := h.post("/runs/"+id+"/answer", url.Values{"a.who": {"ada"}}); code != http.StatusSeeOther || strings.Contains(loc, "flash=") {
 		t.Fatalf("answer: %d %s", code, loc)
 	}
-	run := h.await(id, "waiting")
-	for run.Pending == nil || run.Pending.Kind != runtime.QuestionConfirm {
-		time.Sleep(20 * time.Millisecond)
-		run = h.await(id, "waiting")
-	}
+	run := h.awaitConfirmation(id)
 	_, page = h.get("/runs/" + id)
 	if !strings.Contains(page, `id="answer-yes"`) {
 		t.Fatal("no Yes/No for the confirmation")
@@ -519,9 +541,7 @@ func TestStopDuringModelCallThenResume(t *testing.T) {
 	h := newHarness(t, "")
 	h.fake.Push(llmtest.Reply{Text: "late", Delay: time.Minute}, llmtest.Text("on time"))
 	id := h.start(url.Values{"pipeline": {"chat.yaml"}})
-	for h.fake.Calls() == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	h.awaitModelCall()
 	if code, loc := h.post("/runs/"+id+"/stop", url.Values{}); code != http.StatusSeeOther || strings.Contains(loc, "flash=") {
 		t.Fatalf("stop: %d %s", code, loc)
 	}
@@ -562,9 +582,7 @@ func TestStopRunStartedElsewhere(t *testing.T) {
 		res, err := testEngine(h.t, h.st).Start(context.Background(), p, nil, engine.RunOptions{})
 		ended <- ending{res, err}
 	}()
-	for h.fake.Calls() == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	h.awaitModelCall()
 	runs, err := h.st.Runs(context.Background())
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("runs %v (%v)", runs, err)
@@ -582,7 +600,7 @@ func TestStopRunStartedElsewhere(t *testing.T) {
 		if e.res == nil || e.res.Status != runtime.StatusStopped || e.res.Reason != "stopped from the web UI" {
 			t.Fatalf("the run ended %+v (%v), want stopped from the web UI", e.res, e.err)
 		}
-	case <-time.After(testwait.Budget()):
+	case <-time.After(testwait.Hang()):
 		t.Fatalf("the run did not stop %s after Stop", time.Since(asked))
 	}
 	if run := h.await(id, "stopped"); run.Reason != "stopped from the web UI" {
@@ -718,10 +736,88 @@ func TestStartAutoAndMaxLoops(t *testing.T) {
 	}
 	id = h.start(url.Values{"pipeline": {"counter.yaml"}})
 	h.await(id, "waiting")
+	h.resumeOnAuto(id)
+}
+
+// resumeOnAuto switches a waiting counter.yaml run to auto-advance and
+// resumes it: it counts on to 5.
+func (h *harness) resumeOnAuto(id string) {
+	h.t.Helper()
 	h.post("/runs/"+id+"/auto", url.Values{"auto": {"on"}})
-	h.post("/runs/"+id+"/resume", url.Values{})
+	h.resume(id)
 	if run := h.await(id, "completed"); run.Outputs["n"] != 5 {
-		t.Fatalf("outputs %v", run.Outputs)
+		h.t.Fatalf("outputs %v", run.Outputs)
+	}
+}
+
+// resume resumes the run from its page. A run that has just recorded
+// that it waits may still be closing its services here, and is refused
+// as already running until it is done: the resume is tried again while
+// that is the refusal, and any other refusal fails the test.
+func (h *harness) resume(id string) {
+	h.t.Helper()
+	refusal := ""
+	if !testwait.Until(func() bool {
+		code, loc := h.post("/runs/"+id+"/resume", url.Values{})
+		if code != http.StatusSeeOther {
+			h.t.Fatalf("resume %s: status %d", id, code)
+		}
+		if !strings.Contains(loc, "flash=") {
+			return true
+		}
+		refusal = h.shown(loc)
+		if refusal != "run "+id+" is already running" {
+			h.t.Fatalf("resume %s refused: %q", id, refusal)
+		}
+		return false
+	}) {
+		h.t.Fatalf("resume %s still refused after %s: %q", id, testwait.Hang(), refusal)
+	}
+}
+
+// TestResumeRetriedWhileThePreviousRunCloses: a resume that comes while
+// the run's previous goroutine is still active here (as under load,
+// between the run recording that it waits and its services closing) is
+// refused, and the harness's resume tries again until it is accepted.
+func TestResumeRetriedWhileThePreviousRunCloses(t *testing.T) {
+	h := newHarness(t, "")
+	id := h.start(url.Values{"pipeline": {"counter.yaml"}})
+	h.await(id, "waiting")
+	h.awaitNotActive(id)
+	closing := &activeRun{cancel: func(error) {}, human: newHuman(false), done: make(chan struct{}), text: newLiveText()}
+	h.srv.mu.Lock()
+	h.srv.active[id] = closing
+	h.srv.mu.Unlock()
+	go func() {
+		// The previous run finishes closing once a resume was refused.
+		testwait.Until(func() bool {
+			h.srv.flash.mu.Lock()
+			defer h.srv.flash.mu.Unlock()
+			for _, msg := range h.srv.flash.msgs {
+				if strings.Contains(msg, "already running") {
+					return true
+				}
+			}
+			return false
+		})
+		closing.ended.Store(true)
+		h.srv.mu.Lock()
+		delete(h.srv.active, id)
+		h.srv.mu.Unlock()
+		close(closing.done)
+	}()
+	h.resumeOnAuto(id)
+}
+
+// awaitNotActive waits until no goroutine of the run is active here.
+func (h *harness) awaitNotActive(id string) {
+	h.t.Helper()
+	if !testwait.Until(func() bool {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		return h.srv.active[id] == nil
+	}) {
+		h.t.Fatalf("run %s still active here %s after it recorded that it waits", id, testwait.Hang())
 	}
 }
 
@@ -731,9 +827,7 @@ func TestCloseStopsRuns(t *testing.T) {
 	h := newHarness(t, "")
 	h.fake.Push(llmtest.Reply{Text: "late", Delay: time.Minute})
 	id := h.start(url.Values{"pipeline": {"chat.yaml"}})
-	for h.fake.Calls() == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	h.awaitModelCall()
 	h.srv.Close()
 	run, err := h.st.Run(context.Background(), id)
 	if err != nil || run.Status != "stopped" || !strings.Contains(run.Reason, "shutting down") {
@@ -763,9 +857,7 @@ func TestAutoAdvanceSwitchedOnWhileRunning(t *testing.T) {
 	h := newHarness(t, "")
 	h.fake.Push(llmtest.Reply{Text: "thought", Delay: 500 * time.Millisecond})
 	id := h.start(url.Values{"pipeline": {"slowconfirm.yaml"}})
-	for h.fake.Calls() == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	h.awaitModelCall()
 	if _, page := h.get("/runs/" + id); !strings.Contains(page, "Auto-advance: off") {
 		t.Fatal("auto-advance does not show as off")
 	}
@@ -784,9 +876,7 @@ func TestResumeRefusedWhileRunning(t *testing.T) {
 	h := newHarness(t, "")
 	h.fake.Push(llmtest.Reply{Text: "slow", Delay: 500 * time.Millisecond})
 	id := h.start(url.Values{"pipeline": {"chat.yaml"}})
-	for h.fake.Calls() == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	h.awaitModelCall()
 	_, loc := h.post("/runs/"+id+"/resume", url.Values{})
 	if msg := h.shown(loc); !strings.Contains(msg, "already running") {
 		t.Fatalf("second resume: %q", msg)
@@ -804,11 +894,7 @@ func TestDeclinedConfirmationStopsAndYesResumes(t *testing.T) {
 	id := h.start(url.Values{"pipeline": {"asker.yaml"}})
 	h.await(id, "waiting")
 	h.post("/runs/"+id+"/answer", url.Values{"a.who": {"ada"}})
-	run := h.await(id, "waiting")
-	for run.Pending == nil || run.Pending.Kind != runtime.QuestionConfirm {
-		time.Sleep(20 * time.Millisecond)
-		run = h.await(id, "waiting")
-	}
+	run := h.awaitConfirmation(id)
 	if code, loc := h.post("/runs/"+id+"/answer", url.Values{"answer": {"no"}}); code != http.StatusSeeOther || strings.Contains(loc, "flash=") {
 		t.Fatalf("answering no: %d %s", code, loc)
 	}

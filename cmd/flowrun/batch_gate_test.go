@@ -7,36 +7,39 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flowrun/flowrun/batch/batchtest"
 )
 
-// halfRightDataset writes n items q1..qN whose expected answer is right
-// ("AN") for the odd ones and wrong for the even ones.
-func halfRightDataset(t *testing.T, dir string, n int) string {
-	var lines []string
-	for i := 1; i <= n; i++ {
-		expected := fmt.Sprintf("A%d", i)
-		if i%2 == 0 {
-			expected = "wrong"
-		}
-		lines = append(lines, fmt.Sprintf(`{"question": "q%d", "expected": %q}`, i, expected))
-	}
-	return writeFile(t, dir, "qa.jsonl", strings.Join(lines, "\n")+"\n")
+// qaCase is a batch of qaPipeline over a dataset of items half of which
+// expect a wrong answer, with the model client pointed at a QA model.
+type qaCase struct {
+	dir, pipeline, data, db string
+	model                   *batchtest.QAModel
+}
+
+// newQACase writes the qa pipeline and a dataset of n items, the even
+// ones expecting a wrong answer, into a new directory, and points the
+// model client at a new QA model.
+func newQACase(t *testing.T, n int) qaCase {
+	t.Helper()
+	dir := t.TempDir()
+	m, srv := newQAModel(t, 0)
+	useModel(t, srv)
+	return qaCase{dir: dir, pipeline: writeFile(t, dir, "qa.yaml", fmt.Sprintf(qaPipeline, "")),
+		data: writeFile(t, dir, "qa.jsonl", strings.Join(batchtest.QAHalfRight(n), "\n")+"\n"), db: filepath.Join(dir, "runs.db"), model: m}
 }
 
 // --repeat 3 runs every item three times, and batch show reports each
 // item's pass@N, pass^N and class, and the metrics' spread.
 func TestBatchRepeatShow(t *testing.T) {
-	dir := t.TempDir()
-	p := writeFile(t, dir, "qa.yaml", fmt.Sprintf(qaPipeline, ""))
-	data := halfRightDataset(t, dir, 2)
-	model, srv := newQAModel(t, 0)
-	useModel(t, srv)
-	db := filepath.Join(dir, "runs.db")
+	c := newQACase(t, 2)
+	p, data, db, model := c.pipeline, c.data, c.db, c.model
 	code, stdout, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--repeat", "3")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	if asked := model.requests(); asked["Q: q1"] != 3 || asked["Q: q2"] != 3 {
+	if asked := model.Requests(); asked["Q: q1"] != 3 || asked["Q: q2"] != 3 {
 		t.Fatalf("asked %v, want each question 3 times", asked)
 	}
 	_, items := batchStore(t, db)
@@ -61,13 +64,9 @@ func TestBatchRepeatShow(t *testing.T) {
 // --junit writes one test case per item with its metric values, and
 // --fail-under exits 1 when the pass rate is under the floor, 0 when not.
 func TestBatchJunitAndFailUnder(t *testing.T) {
-	dir := t.TempDir()
-	p := writeFile(t, dir, "qa.yaml", fmt.Sprintf(qaPipeline, ""))
-	data := halfRightDataset(t, dir, 4)
-	_, srv := newQAModel(t, 0)
-	useModel(t, srv)
-	db := filepath.Join(dir, "runs.db")
-	junit := filepath.Join(dir, "report.xml")
+	c := newQACase(t, 4)
+	p, data, db := c.pipeline, c.data, c.db
+	junit := filepath.Join(c.dir, "report.xml")
 	code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--fail-under", "0.6", "--junit", junit)
 	if code != exitFailed || !strings.Contains(stderr, "--fail-under: pass rate 50.0% (2/4, exact) is below 60.0%") {
 		t.Fatalf("a 50%% batch under --fail-under 0.6: exit %d\n%s", code, stderr)
@@ -159,12 +158,8 @@ func TestBatchUntilDecided(t *testing.T) {
 // even ones expect a wrong answer, and runs batch A on them with a metric
 // every item passes; it returns the files, the store and A's id.
 func passingBaseline(t *testing.T, n int) (pipeline, data, db, a string) {
-	dir := t.TempDir()
-	pipeline = writeFile(t, dir, "qa.yaml", fmt.Sprintf(qaPipeline, ""))
-	data = halfRightDataset(t, dir, n)
-	_, srv := newQAModel(t, 0)
-	useModel(t, srv)
-	db = filepath.Join(dir, "runs.db")
+	c := newQACase(t, n)
+	pipeline, data, db = c.pipeline, c.data, c.db
 	if code, _, stderr := flowrun(t, "batch", pipeline, "--dataset", data, "--store", db, "--score", `exact=outputs.answer != ""`); code != exitOK {
 		t.Fatalf("batch A: exit %d\n%s", code, stderr)
 	}

@@ -39,7 +39,7 @@ outputs:
 	srv.Handle(func(r llmtest.Request) llmtest.Reply {
 		msgs, _ := r.Body["messages"].([]any)
 		last, _ := msgs[len(msgs)-1].(map[string]any)
-		prompt := durMessageText(last["content"])
+		prompt := llmtest.MessageText(last["content"])
 		if rest, ok := strings.CutPrefix(prompt, "Judge "); ok {
 			got, want, _ := strings.Cut(rest, " against ")
 			if got == want {

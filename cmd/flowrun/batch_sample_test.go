@@ -48,7 +48,7 @@ func requestText(r llmtest.Request) string {
 	var text strings.Builder
 	for _, m := range msgs {
 		mm, _ := m.(map[string]any)
-		text.WriteString(durMessageText(mm["content"]))
+		text.WriteString(llmtest.MessageText(mm["content"]))
 	}
 	return text.String()
 }

@@ -2,21 +2,17 @@ package main
 
 import (
 	"fmt"
-	"github.com/flowrun/flowrun/llm/llmtest"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
 )
 
 // --sweep model.default=A,B runs one batch per model, each asking the
 // model it names, and prints them side by side with their comparison.
 func TestBatchSweepModels(t *testing.T) {
-	dir := t.TempDir()
-	p := writeFile(t, dir, "qa.yaml", fmt.Sprintf(qaPipeline, ""))
-	data := halfRightDataset(t, dir, 4)
-	_, srv := newQAModel(t, 0)
-	useModel(t, srv)
-	db := filepath.Join(dir, "runs.db")
+	c := newQACase(t, 4)
+	p, data, db, srv := c.pipeline, c.data, c.db, c.model.Server
 	code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--sweep", "model.default=gpt-4.1-mini,gpt-4.1")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
@@ -38,13 +34,9 @@ func TestBatchSweepModels(t *testing.T) {
 // flowrun batch a.yaml b.yaml runs one batch per pipeline file and
 // compares them: b's prompt makes every item fail.
 func TestBatchSweepPipelines(t *testing.T) {
-	dir := t.TempDir()
-	a := writeFile(t, dir, "a.yaml", fmt.Sprintf(qaPipeline, ""))
-	b := writeFile(t, dir, "b.yaml", strings.Replace(fmt.Sprintf(qaPipeline, ""), `"Q: `, `"Question: `, 1))
-	data := halfRightDataset(t, dir, 4)
-	_, srv := newQAModel(t, 0)
-	useModel(t, srv)
-	code, stdout, stderr := flowrun(t, "batch", a, b, "--dataset", data, "--store", filepath.Join(dir, "runs.db"), "--json")
+	c := newQACase(t, 4)
+	a, b := renamedAndReworded(t, c)
+	code, stdout, stderr := flowrun(t, "batch", a, b, "--dataset", c.data, "--store", c.db, "--json")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -57,15 +49,12 @@ func TestBatchSweepPipelines(t *testing.T) {
 // batch compare --judge asks the model, per item, which output is better
 // (shown in a random order) and reports the winner per item and overall.
 func TestBatchCompareJudge(t *testing.T) {
-	dir := t.TempDir()
-	a := writeFile(t, dir, "a.yaml", fmt.Sprintf(qaPipeline, ""))
-	b := writeFile(t, dir, "b.yaml", strings.Replace(fmt.Sprintf(qaPipeline, ""), `"Q: `, `"Question: `, 1))
-	data := halfRightDataset(t, dir, 8)
-	m := &qaModel{asked: map[string]int{}}
-	srv := llmtest.New(t)
+	c := newQACase(t, 8)
+	a, b := renamedAndReworded(t, c)
+	data, m, srv := c.data, c.model, c.model.Server
 	srv.Handle(func(r llmtest.Request) llmtest.Reply {
 		if r.Model != "judge-1" {
-			return m.reply(r)
+			return m.Reply(r)
 		}
 		// A's answers are short ("A3"), B's echo the question: the judge
 		// prefers the short one, wherever it is shown.
@@ -77,8 +66,7 @@ func TestBatchCompareJudge(t *testing.T) {
 		}
 		return llmtest.Reply{Text: `{"reasoning": "the short one", "better": "` + better + `"}`}
 	})
-	useModel(t, srv)
-	db := filepath.Join(dir, "runs.db")
+	db := c.db
 	if code, _, stderr := flowrun(t, "batch", a, b, "--dataset", data, "--store", db); code != exitOK {
 		t.Fatalf("batches: exit %d\n%s", code, stderr)
 	}
@@ -98,4 +86,12 @@ func TestBatchCompareJudge(t *testing.T) {
 			t.Fatalf("the rubric is not in the judge's request: %s", r.Raw)
 		}
 	}
+}
+
+// renamedAndReworded are the case's pipeline as a.yaml, and as b.yaml
+// with a prompt the QA model answers wrong every time.
+func renamedAndReworded(t *testing.T, c qaCase) (a, b string) {
+	t.Helper()
+	src := fmt.Sprintf(qaPipeline, "")
+	return writeFile(t, c.dir, "a.yaml", src), writeFile(t, c.dir, "b.yaml", strings.Replace(src, `"Q: `, `"Question: `, 1))
 }

@@ -161,7 +161,7 @@ func (m *durModel) handle(r llmtest.Request) llmtest.Reply {
 	for _, x := range msgs {
 		msg, _ := x.(map[string]any)
 		role, _ := msg["role"].(string)
-		text := durMessageText(msg["content"])
+		text := llmtest.MessageText(msg["content"])
 		fmt.Fprintf(h, "%s\x00%s\x00", role, text)
 		if role == "user" {
 			last = text
@@ -220,25 +220,6 @@ func (m *durModel) paths(key string) []string {
 		}
 	}
 	return out
-}
-
-// durMessageText flattens a chat message's content (a string or a list of parts).
-func durMessageText(c any) string {
-	switch x := c.(type) {
-	case string:
-		return x
-	case []any:
-		var parts []string
-		for _, p := range x {
-			if pm, ok := p.(map[string]any); ok {
-				if s, ok := pm["text"].(string); ok {
-					parts = append(parts, s)
-				}
-			}
-		}
-		return strings.Join(parts, "")
-	}
-	return ""
 }
 
 // durProc is a flowrun subprocess.

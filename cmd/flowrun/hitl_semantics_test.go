@@ -10,30 +10,12 @@ import (
 	"time"
 )
 
-const stepsPipeline = `
-version: 1
-name: steps
-state: {n: 0}
-nodes:
-  - id: l
-    loop:
-      max_iterations: 3
-      body:
-        - id: inc
-          set: {n: state.n + 1}
-  - id: ask_more
-    ask: {question: "go on?", schema: {type: boolean}}
-  - id: done
-    set: {n: state.n * 10}
-outputs: {n: state.n, more: nodes.ask_more}
-`
-
 // resume --answer right after a rollback answers the question the
 // resumed run asks: no bare resume first.
 func TestHITL02AnswerRightAfterRollback(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "runs.db")
-	p := writeFile(t, dir, "p.yaml", stepsPipeline)
+	p := writeFile(t, dir, "p.yaml", stepsPipeline(t))
 	code, _, stderr := flowrunWithInput(t, "", p, "--store", db)
 	run := waitingRun(t, code, stderr, "is waiting for an answer")
 	if code, _, stderr = flowrunWithInput(t, "", "snapshot", run, "--label", "asked", "--store", db); code != exitOK {
@@ -81,7 +63,7 @@ func TestHITL02AnswerRightAfterRollback(t *testing.T) {
 func TestHITL03ShowListsCheckpoints(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "runs.db")
-	p := writeFile(t, dir, "p.yaml", stepsPipeline)
+	p := writeFile(t, dir, "p.yaml", stepsPipeline(t))
 	code, _, stderr := flowrunWithInput(t, "", p, "--store", db, "--auto")
 	run := waitingRun(t, code, stderr, "is waiting for an answer")
 	code, text, stderr := flowrunWithInput(t, "", "show", run, "--store", db)
@@ -113,7 +95,7 @@ func TestHITL03ShowListsCheckpoints(t *testing.T) {
 func TestHITL04RunRefsEverywhere(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "runs.db")
-	p := writeFile(t, dir, "p.yaml", stepsPipeline)
+	p := writeFile(t, dir, "p.yaml", stepsPipeline(t))
 	code, _, stderr := flowrunWithInput(t, "", p, "--store", db)
 	first := waitingRun(t, code, stderr, "is waiting for an answer")
 	code, _, stderr = flowrunWithInput(t, "", p, "--store", db)
@@ -220,7 +202,7 @@ func checkKeys(t *testing.T, doc string, v any, path string) int {
 func TestHITL06JSONKeysSnakeCase(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "runs.db")
-	p := writeFile(t, dir, "p.yaml", stepsPipeline)
+	p := writeFile(t, dir, "p.yaml", stepsPipeline(t))
 	code, _, stderr := flowrunWithInput(t, "", p, "--store", db)
 	run := waitingRun(t, code, stderr, "is waiting for an answer")
 	flowrunWithInput(t, "", "snapshot", run, "--label", "s", "--store", db)

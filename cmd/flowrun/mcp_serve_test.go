@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/flowrun/flowrun/internal/npmtest"
-	"github.com/flowrun/flowrun/llm/llmtest"
 )
 
 // connectServe starts `flowrun mcp serve args...` as a subprocess and
@@ -176,173 +174,6 @@ outputs:
 	}
 	if strings.Contains(stdout, token) {
 		t.Errorf("the token reached the events")
-	}
-}
-
-const greetPipeline = `
-version: 1
-name: greet
-description: Asks for a name and greets it.
-nodes:
-  - id: who
-    ask:
-      question: "Whom should I greet?"
-      schema: {type: string}
-outputs:
-  greeting: '"hello " + nodes.who'
-`
-
-// A pipeline that asks a person asks the client's user through MCP
-// elicitation; a client without elicitation gets an error saying so and
-// how to answer.
-func TestMCPServeAskUsesElicitation(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, dir, "greet.yaml", greetPipeline)
-	var asked string
-	cs, stderr := connectServe(t, &mcp.ClientOptions{
-		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			asked = r.Params.Message
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "Ada"}}, nil
-		},
-	}, dir)
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{}})
-	if err != nil || res.IsError {
-		t.Fatalf("call: %v %s\n%s", err, jsonText(res), stderr)
-	}
-	if got := jsonText(res.StructuredContent); got != `{"greeting":"hello Ada"}` || asked != "Whom should I greet?" {
-		t.Errorf("asked %q, got %s", asked, got)
-	}
-
-	plain, _ := connectServe(t, nil, dir)
-	res, err = plain.CallTool(context.Background(), &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if text := jsonText(res.Content); !res.IsError || !strings.Contains(text, "is waiting for a person (who: Whom should I greet?) and this client cannot ask one (no MCP elicitation)") ||
-		!strings.Contains(text, "flowrun resume") {
-		t.Errorf("without elicitation: %s", text)
-	}
-}
-
-const confirmPipeline = `
-version: 1
-name: launch
-description: Multiplies, after a confirmation.
-state: {n: 3}
-nodes:
-  - id: careful
-    confirm: true
-    set: {n: state.n * 100}
-outputs: {n: state.n}
-`
-
-// A confirm: true node asks the client's user a yes/no question through
-// MCP elicitation: yes runs the node and the call returns the outputs; a
-// declined form stops the run, and the call's error says so and how to
-// go on.
-func TestMCPServeConfirmUsesElicitation(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, dir, "launch.yaml", confirmPipeline)
-	var mu sync.Mutex
-	var asked []*mcp.ElicitParams
-	action := "accept"
-	cs, stderr := connectServe(t, &mcp.ClientOptions{
-		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			asked = append(asked, r.Params)
-			if action != "accept" {
-				return &mcp.ElicitResult{Action: action}, nil
-			}
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": true}}, nil
-		},
-	}, dir)
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "launch", Arguments: map[string]any{}})
-	if err != nil || res.IsError {
-		t.Fatalf("call: %v %s\n%s", err, jsonText(res), stderr)
-	}
-	if got := jsonText(res.StructuredContent); got != `{"n":300}` {
-		t.Errorf("outputs %s, want {\"n\":300}", got)
-	}
-	if len(asked) != 1 {
-		t.Fatalf("asked %d times, want 1", len(asked))
-	}
-	field := jsonText(asked[0].RequestedSchema)
-	if asked[0].Message != "Running careful needs your confirmation.\n\nwill run: set node careful" || !strings.Contains(field, `"answer":{"type":"boolean"}`) {
-		t.Errorf("the confirmation asked %q with %s", asked[0].Message, field)
-	}
-
-	mu.Lock()
-	action = "decline"
-	mu.Unlock()
-	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "launch", Arguments: map[string]any{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if text := jsonText(res.Content); !res.IsError || !strings.Contains(text, "stopped: running careful was declined") || !strings.Contains(text, "flowrun resume") {
-		t.Errorf("declined: %s", text)
-	}
-}
-
-const draftPipeline = `
-version: 1
-name: draft
-models:
-  default: {model: gpt-4.1-mini}
-inputs:
-  topic: {type: string}
-nodes:
-  - id: write
-    llm: {prompt: "Write about ${{ inputs.topic }}"}
-  - id: polish
-    confirm: true
-    llm: {prompt: "Polish: ${{ nodes.write.text }}"}
-outputs: {text: nodes.polish.text}
-`
-
-// --record writes one cassette per run: two calls do not overwrite each
-// other's, and the call that answers a run's confirmation adds to that
-// run's cassette, which then replays the whole run.
-func TestMCPServeRecordsOneCassettePerRun(t *testing.T) {
-	dir, recDir := t.TempDir(), t.TempDir()
-	writeFile(t, dir, "draft.yaml", draftPipeline)
-	srv := llmtest.New(t)
-	useModel(t, srv)
-	srv.Push(llmtest.Text("about cats"), llmtest.Text("polished cats"), llmtest.Text("about dogs"), llmtest.Text("polished dogs"))
-	cs, stderr := connectServe(t, &mcp.ClientOptions{
-		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": true}}, nil
-		},
-	}, dir, "--record", recDir)
-	for _, topic := range []string{"cats", "dogs"} {
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "draft", Arguments: map[string]any{"topic": topic}})
-		if err != nil || res.IsError {
-			t.Fatalf("call: %v %s\n%s", err, jsonText(res), stderr)
-		}
-		if got := jsonText(res.StructuredContent); got != `{"text":"polished `+topic+`"}` {
-			t.Errorf("outputs %s", got)
-		}
-	}
-	files, _ := filepath.Glob(filepath.Join(recDir, "draft.*.cassette.yaml"))
-	if len(files) != 2 {
-		t.Fatalf("cassettes %v, want one per run (2)\n%s", files, stderr)
-	}
-	for _, f := range files {
-		b, _ := os.ReadFile(f)
-		topic := "cats"
-		if strings.Contains(string(b), "dogs") {
-			topic = "dogs"
-		}
-		for _, want := range []string{"node: write", "node: polish", "about " + topic, "polished " + topic} {
-			if !strings.Contains(string(b), want) {
-				t.Errorf("%s lacks %q:\n%s", f, want, b)
-			}
-		}
-		// The run's cassette replays it whole, offline.
-		code, stdout, stderr := flowrun(t, filepath.Join(dir, "draft.yaml"), "--replay", f, "--input", "topic="+topic, "--auto")
-		if code != exitOK || !strings.Contains(stdout, "polished "+topic) {
-			t.Errorf("replaying %s: exit %d\n%s\n%s", f, code, stdout, stderr)
-		}
 	}
 }
 

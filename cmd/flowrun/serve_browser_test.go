@@ -159,7 +159,7 @@ func TestServeBrowser(t *testing.T) {
 
 	t.Run("ask, confirm, snapshot, roll back, fork", func(t *testing.T) {
 		dir := t.TempDir()
-		writeFile(t, dir, "asker.yaml", askPipeline)
+		writeFile(t, dir, "asker.yaml", askPipeline(t))
 		base, _ := serve(t, dir)
 		b := newTab(t)
 		b.do("start",

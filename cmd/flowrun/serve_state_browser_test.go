@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,24 +11,17 @@ import (
 	"github.com/flowrun/flowrun/llm/llmtest"
 )
 
-const essayPipeline = `
-version: 1
-name: essay
-inputs:
-  topic: {type: string, default: birds}
-state: {notes: ""}
-models:
-  default: {model: gpt-4.1-mini}
-nodes:
-  - id: outline
-    set: {notes: '"three facts about " + inputs.topic'}
-  - id: write
-    confirm: true
-    llm:
-      system: You write short essays.
-      prompt: "Write about ${{ inputs.topic }} from: ${{ state.notes }}"
-outputs: {text: nodes.write.text}
-`
+// essayPipeline is the web package's confirmation pipeline with plain
+// notes, as the screenshot in the docs shows it (the web package's own
+// test keeps the markup, to check that it is shown as text).
+func essayPipeline(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "web", "testdata", "essay.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Replace(string(b), `"<i>outline</i> about "`, `"three facts about "`, 1)
+}
 
 // docShot saves the tab's page as docs/img/NAME.png when
 // FLOWRUN_DOCS_SCREENSHOT=1, besides the test's artifact.
@@ -55,7 +49,7 @@ func TestServeBrowserState(t *testing.T) {
 
 	t.Run("state diff, time travel and fork with an edit", func(t *testing.T) {
 		dir := t.TempDir()
-		writeFile(t, dir, "asker.yaml", askPipeline)
+		writeFile(t, dir, "asker.yaml", askPipeline(t))
 		base, _ := serve(t, dir)
 		b := newTab(t)
 		b.do("start", chromedp.Navigate(base+"start?pipeline=asker.yaml"), chromedp.Click(chromedp.CSS("#start")),
@@ -85,7 +79,7 @@ func TestServeBrowserState(t *testing.T) {
 		t.Setenv("OPENAI_BASE_URL", fake.URL)
 		fake.Push(llmtest.Text("Birds fly."))
 		dir := t.TempDir()
-		writeFile(t, dir, "essay.yaml", essayPipeline)
+		writeFile(t, dir, "essay.yaml", essayPipeline(t))
 		base, _ := serve(t, dir)
 		b := newTab(t)
 		b.do("start", chromedp.Navigate(base+"start?pipeline=essay.yaml"), chromedp.Click(chromedp.CSS("#start")),

@@ -13,7 +13,7 @@ import (
 func TestShowStateChangesAndAt(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "runs.db")
-	p := writeFile(t, dir, "p.yaml", stepsPipeline)
+	p := writeFile(t, dir, "p.yaml", stepsPipeline(t))
 	code, _, stderr := flowrunWithInput(t, "", p, "--store", db)
 	run := waitingRun(t, code, stderr, "is waiting for an answer")
 	_, text, _ := flowrunWithInput(t, "", "show", run, "--store", db)
@@ -83,18 +83,7 @@ outputs: {n: state.n, tags: state.tags, word: inputs.word}
 // run (a code node's code, rendered) and the output that led there.
 func TestHITLConfirmShowsContext(t *testing.T) {
 	dir := t.TempDir()
-	p := writeFile(t, dir, "c.yaml", `
-version: 1
-name: confirmcode
-state: {n: 0}
-nodes:
-  - id: count
-    set: {n: 41}
-  - id: compute
-    confirm: true
-    tool: {name: python_execute, args: {code: '"print(" + string(state.n) + " + 1)"'}}
-outputs: {r: nodes.compute}
-`)
+	p := writeFile(t, dir, "c.yaml", engineTestdata(t, "confirmcode.yaml"))
 	t.Setenv("FLOWRUN_INTERACTIVE", "1")
 	_, _, stderr := flowrunWithInput(t, "n\n", p, "--store", filepath.Join(dir, "runs.db"))
 	want := "  will run: tool node compute\n  tool: python_execute with {\"code\":\"print(41 + 1)\"}\n  after count, whose output was:\n    {\n      \"n\": 41\n    }\n? run compute?\n"

@@ -6,24 +6,34 @@ import (
 	"time"
 )
 
-func TestBudgetFollowsTheTimeout(t *testing.T) {
+// setTimeout sets the test binary's -timeout until t ends.
+func setTimeout(t *testing.T, timeout string) {
 	f := flag.Lookup("test.timeout")
 	was := f.Value.String()
 	t.Cleanup(func() { _ = f.Value.Set(was) })
+	if err := f.Value.Set(timeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBudgetAndHangFollowTheTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		timeout string
-		want    time.Duration
+		budget  time.Duration
+		hang    time.Duration
 	}{
-		{"30m", 29 * time.Minute},
-		{"10m", 9 * time.Minute},
-		{"90s", 45 * time.Second},
-		{"0", time.Hour},
+		{"40m", 39 * time.Minute, 3 * time.Minute},
+		{"30m", 29 * time.Minute, 3 * time.Minute},
+		{"10m", 9 * time.Minute, 3 * time.Minute},
+		{"90s", 45 * time.Second, 45 * time.Second},
+		{"0", time.Hour, 3 * time.Minute},
 	} {
-		if err := f.Value.Set(tc.timeout); err != nil {
-			t.Fatal(err)
+		setTimeout(t, tc.timeout)
+		if got := Budget(); got != tc.budget {
+			t.Errorf("-timeout %s: Budget() = %s, want %s", tc.timeout, got, tc.budget)
 		}
-		if got := Budget(); got != tc.want {
-			t.Errorf("-timeout %s: Budget() = %s, want %s", tc.timeout, got, tc.want)
+		if got := Hang(); got != tc.hang {
+			t.Errorf("-timeout %s: Hang() = %s, want %s", tc.timeout, got, tc.hang)
 		}
 	}
 }
@@ -39,5 +49,18 @@ func TestContextEndsWithTheTest(t *testing.T) {
 	})
 	if ctx.Err() == nil {
 		t.Fatal("the context outlived its test")
+	}
+}
+
+func TestUntilGivesUpAfterHang(t *testing.T) {
+	looks := 0
+	if !Until(func() bool { looks++; return looks == 3 }) {
+		t.Fatal("Until gave up on a condition that came to hold")
+	}
+	// A one-second -timeout makes Hang half a second: the condition that
+	// never holds is given up on instead of waited for.
+	setTimeout(t, "1s")
+	if Until(func() bool { return false }) {
+		t.Fatal("Until said a condition that never holds came to hold")
 	}
 }

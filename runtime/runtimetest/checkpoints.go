@@ -1,5 +1,7 @@
-// Package runtimetest holds what tests of the runtime and of node kinds
-// share to kill and resume runs without a store.
+// Package runtimetest holds what tests of the runtime, of node kinds and
+// of the packages that run pipelines share: checkpoints kept as the store
+// keeps them, to kill and resume runs without a store, and a sink that
+// keeps a run's events for a test to look at.
 package runtimetest
 
 import (
