@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/flowrun/flowrun/batch/batchtest"
@@ -151,6 +152,15 @@ func TestBatchPageInBrowser(t *testing.T) {
 	}
 	if got := eval(`Array.from(document.querySelectorAll("tbody.item")).map(b => b.id).join(" ")`); got != "item-1 item-4 item-5" {
 		t.Fatalf("failures shown: %s", got)
+	}
+	// chromedp may hold the unfiltered document's nodes for a moment
+	// after the navigation ("Could not find node with given id"): ask
+	// until it queries the current document.
+	for chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("#item-4 details > summary"))) != nil {
+		if ctx.Err() != nil {
+			t.Fatal("task-05's row never became visible on the filtered page")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	do("open task-05 and rate it", chromedp.Click(chromedp.CSS("#item-4 details > summary")),
 		chromedp.WaitVisible(chromedp.CSS("#item-4 svg.arc-grid")),

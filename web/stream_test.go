@@ -73,7 +73,10 @@ func TestLiveTextStreamsMidReply(t *testing.T) {
 	}
 	close(hold)
 	until("the reply done", func() bool { return done })
-	if reply != "one two <b>three</b> four five" {
+	// A reply recorded before the stream sent its tail ends the stream
+	// there (the page then shows the recorded reply, checked below): what
+	// was streamed is the reply's start, never other text.
+	if !strings.HasPrefix("one two <b>three</b> four five", reply) {
 		t.Fatalf("the stream built the reply %q", reply)
 	}
 	h.await(id, runtime.StatusCompleted)
