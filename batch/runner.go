@@ -217,7 +217,7 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 		byIndex[it.Index] = it
 	}
 	st := &batchState{r: r, b: b, total: len(rows), started: time.Now(), prior: map[slot]float64{},
-		running: map[slot]*spendSink{}, ended: make(chan struct{}, 1)}
+		running: map[slot]*spendSink{}, ended: make(chan struct{}, 1), trajectory: r.Scorer != nil && r.Scorer.ReadsTrajectory()}
 	var todo []*store.BatchItem
 	for _, row := range rows {
 		switch {
@@ -296,6 +296,9 @@ type batchState struct {
 	b       *store.Batch
 	started time.Time
 	prior   map[slot]float64 // what an item's run had spent when the batch resumed
+	// trajectory says whether a metric reads the run's trajectory: only
+	// then are an item's events read back to score it.
+	trajectory bool
 
 	mu                          sync.Mutex
 	total, done, passed, failed int
@@ -474,9 +477,11 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 			}
 			env := &dsl.ScoreEnv{Outputs: res.Outputs, Item: row.Item,
 				Run: dsl.ScoreRun{CostUSD: res.CostUSD, Tokens: int(res.Tokens), DurationMS: row.DurationMS, Status: string(res.Status)}}
-			if err := Trajectory(ctx, r.Store, r.Pipeline, res.RunID, &env.Run); err != nil {
-				row.Error, row.Class = err.Error(), ClassScore
-				break
+			if st.trajectory {
+				if err := Trajectory(ctx, r.Store, r.Pipeline, res.RunID, &env.Run); err != nil {
+					row.Error, row.Class = err.Error(), ClassScore
+					break
+				}
 			}
 			judge := func(ctx context.Context, p *dsl.Pipeline, in map[string]any) (*runtime.Result, error) {
 				j := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops}

@@ -157,6 +157,12 @@ func (s *Scorer) Score(ctx context.Context, env *dsl.ScoreEnv, judge judgeRun) (
 	return out, err
 }
 
+// ReadsTrajectory says whether a metric reads its run's trajectory
+// (see dsl.Metric.ReadsTrajectory): only then are an item's events read.
+func (s *Scorer) ReadsTrajectory() bool {
+	return slices.ContainsFunc(s.Metrics, (*dsl.Metric).ReadsTrajectory)
+}
+
 // ItemFields are the dataset fields the metrics read, in declaration
 // order: an item's expected value, as the batch views show it.
 func (s *Scorer) ItemFields() []string {

@@ -75,6 +75,42 @@ func (v *itemFields) Visit(node *ast.Node) {
 	}
 }
 
+// ReadsTrajectory says whether the metric may read its run's trajectory
+// (route, iterations, tool calls, questions, turns): any use of run
+// other than its cost, tokens, duration and status. A batch reads an
+// item's events only when a metric does.
+func (m *Metric) ReadsTrajectory() bool {
+	if m == nil || m.Value == nil || m.Value.expr == nil {
+		return false
+	}
+	v := &runReads{}
+	root := m.Value.expr.prog.Node()
+	ast.Walk(&root, v)
+	return v.uses > v.plain
+}
+
+// runReads counts the uses of run, and those that read one of the
+// figures every run has.
+type runReads struct{ uses, plain int }
+
+func (v *runReads) Visit(node *ast.Node) {
+	switch n := (*node).(type) {
+	case *ast.IdentifierNode:
+		if n.Value == "run" {
+			v.uses++
+		}
+	case *ast.MemberNode:
+		id, isID := n.Node.(*ast.IdentifierNode)
+		prop, isStr := n.Property.(*ast.StringNode)
+		if isID && id.Value == "run" && isStr {
+			switch prop.Value {
+			case "cost_usd", "tokens", "duration_ms", "status":
+				v.plain++
+			}
+		}
+	}
+}
+
 // Metric is one named score: an expression over outputs, item and run.
 type Metric struct {
 	Name  string

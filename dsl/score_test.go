@@ -172,3 +172,28 @@ func TestMetricItemFields(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricReadsTrajectory: a metric that reads the run's route, loop
+// iterations, tool calls, questions or turns, or the run as a whole,
+// needs the run's events; one that reads only its figures does not.
+func TestMetricReadsTrajectory(t *testing.T) {
+	p := loadString(t, scored)
+	for src, want := range map[string]bool{
+		"outputs.answer == item.expected":                     false,
+		`run.cost_usd < 0.1 && run.status == "completed"`:     false,
+		"run.tokens < 100 && run.duration_ms < 2000":          false,
+		`len(run.route) < 10`:                                 true,
+		`run.cost_usd < 0.1 && len(run.tool_calls) == 0`:      true,
+		`len(run.questions) == 0 && len(keys(run.turns)) > 0`: true,
+		`len(run.iterations) >= 0`:                            true,
+		`toJSON(run) != ""`:                                   true,
+	} {
+		m, ds := ParseMetric(p, "m", src)
+		if m == nil {
+			t.Fatalf("%s: %s", src, ds)
+		}
+		if got := m.ReadsTrajectory(); got != want {
+			t.Errorf("%s: reads the trajectory %v, want %v", src, got, want)
+		}
+	}
+}
