@@ -57,10 +57,11 @@ func (c Change) String() string {
 
 // Fold is v as JSON, cut to its first characters when it is Long.
 func Fold(v any) string {
-	if r := []rune(asJSON(v)); len(r) > foldAt {
+	s := asJSON(v)
+	if r := []rune(s); len(r) > foldAt {
 		return string(r[:foldAt-1]) + "…"
 	}
-	return asJSON(v)
+	return s
 }
 
 // Long says whether Fold cuts v.
