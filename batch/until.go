@@ -38,7 +38,7 @@ func NewUntilDecided(ctx context.Context, st *store.Store, a *store.Batch, alpha
 		return nil, err
 	}
 	if s.Primary == "" {
-		return nil, fmt.Errorf("batch %s has no boolean metric to compare by", a.ID)
+		return nil, fmt.Errorf("batch %s has no pass/fail metric, and a sequential comparison counts passes: give its pipeline a boolean metric in score:", a.ID)
 	}
 	keys, runs := byKey(s.Rows)
 	u := &UntilDecided{Baseline: a.ID, Alpha: alpha, passedA: make(map[string]bool, len(keys)), decision: sequentialCounts(0, 0, alpha)}

@@ -23,13 +23,13 @@ func ParseAge(s string) (time.Duration, error) {
 	if d, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(d)
 		if err != nil || n < 0 {
-			return 0, fmt.Errorf("bad age %q", s)
+			return 0, fmt.Errorf("bad age %q: give a duration such as 12h, 90m or 30d", s)
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return 0, fmt.Errorf("bad age %q", s)
+		return 0, fmt.Errorf("bad age %q: give a duration such as 12h, 90m or 30d", s)
 	}
 	return d, nil
 }

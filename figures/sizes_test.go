@@ -1,6 +1,7 @@
 package figures
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,6 +23,8 @@ func TestParseAge(t *testing.T) {
 	for _, bad := range []string{"", "d", "-1d", "1.5d", "-2h", "soon"} {
 		if _, err := ParseAge(bad); err == nil {
 			t.Errorf("ParseAge(%q) took it", bad)
+		} else if !strings.Contains(err.Error(), "such as 12h, 90m or 30d") {
+			t.Errorf("ParseAge(%q): %v, want the forms it takes named", bad, err)
 		}
 	}
 }
