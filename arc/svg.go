@@ -57,24 +57,17 @@ func AsGrid(v any) ([][]int, bool) {
 func GridSVG(grid, against [][]int, cell int) template.HTML {
 	h, w := len(grid), len(grid[0])
 	var b strings.Builder
-	title := fmt.Sprintf("%dx%d grid", h, w)
-	sameShape := against != nil && len(against) == h && len(against[0]) == w
-	if against != nil && !sameShape {
-		title += fmt.Sprintf(", expected %dx%d", len(against), len(against[0]))
-	}
-	differ := 0
+	title := fmt.Sprintf("%dx%d grid", h, w) + AgainstNote(grid, against)
 	var marks strings.Builder
-	if sameShape {
+	if sameShape(grid, against) {
 		for i := range grid {
 			for j := range grid[i] {
 				if grid[i][j] != against[i][j] {
-					differ++
 					fmt.Fprintf(&marks, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#fff" stroke-width="2" stroke-dasharray="2 1"/>`,
 						j*cell+1, i*cell+1, cell-2, cell-2)
 				}
 			}
 		}
-		title += fmt.Sprintf(", %d cells differ from the expected", differ)
 	}
 	fmt.Fprintf(&b, `<svg class="arc-grid" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s"><title>%s</title>`,
 		w*cell, h*cell, w*cell, h*cell, title, title)
@@ -89,4 +82,34 @@ func GridSVG(grid, against [][]int, cell int) template.HTML {
 	b.WriteString(`</svg>`)
 	// Only numbers and fixed text go into it.
 	return template.HTML(b.String())
+}
+
+// AgainstNote says how grid compares with against (the expected grid),
+// as a note after its size: ", expected 3x3" for another shape, ", 2
+// cells differ from the expected", ", as expected"; "" without against.
+func AgainstNote(grid, against [][]int) string {
+	switch {
+	case against == nil:
+		return ""
+	case !sameShape(grid, against):
+		return fmt.Sprintf(", expected %dx%d", len(against), len(against[0]))
+	}
+	n := 0
+	for i := range grid {
+		for j := range grid[i] {
+			if grid[i][j] != against[i][j] {
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return ", as expected"
+	}
+	return fmt.Sprintf(", %d cells differ from the expected", n)
+}
+
+// sameShape says whether grid and against, both grids, have the same
+// number of rows and columns.
+func sameShape(grid, against [][]int) bool {
+	return against != nil && len(grid) == len(against) && len(grid[0]) == len(against[0])
 }

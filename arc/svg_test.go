@@ -46,3 +46,22 @@ func TestGridSVGMarksDifferences(t *testing.T) {
 		t.Errorf("a grid of another shape: %s", other)
 	}
 }
+
+// TestAgainstNote: a grid's note against the expected one names another
+// shape, counts the cells that differ, or says it is as expected.
+func TestAgainstNote(t *testing.T) {
+	g := [][]int{{1, 2}, {3, 4}}
+	for _, c := range []struct {
+		against [][]int
+		want    string
+	}{
+		{nil, ""},
+		{[][]int{{1, 2, 3}}, ", expected 1x3"},
+		{[][]int{{1, 2}, {3, 4}}, ", as expected"},
+		{[][]int{{1, 0}, {0, 4}}, ", 2 cells differ from the expected"},
+	} {
+		if got := AgainstNote(g, c.against); got != c.want {
+			t.Errorf("against %v: %q, want %q", c.against, got, c.want)
+		}
+	}
+}

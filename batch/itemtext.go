@@ -65,7 +65,7 @@ func WriteItemText(w io.Writer, s *Summary, r Row, width int) {
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			v := m[k]
 			if grid, ok := arc.AsGrid(v); ok {
-				fmt.Fprintf(&b, "    %s: %dx%d grid%s\n", k, len(grid), len(grid[0]), gridNote(grid, expectedGrid(against)))
+				fmt.Fprintf(&b, "    %s: %dx%d grid%s\n", k, len(grid), len(grid[0]), arc.AgainstNote(grid, expectedGrid(against)))
 				text, _ := arc.GridText(v)
 				for _, line := range strings.Split(text, "\n") {
 					fmt.Fprintf(&b, "      %s\n", line)
@@ -112,27 +112,6 @@ func expectedGrid(expected map[string]any) [][]int {
 		}
 	}
 	return found
-}
-
-func gridNote(grid, against [][]int) string {
-	switch {
-	case against == nil:
-		return ""
-	case len(grid) != len(against) || len(grid[0]) != len(against[0]):
-		return fmt.Sprintf(", expected %dx%d", len(against), len(against[0]))
-	}
-	n := 0
-	for i := range grid {
-		for j := range grid[i] {
-			if grid[i][j] != against[i][j] {
-				n++
-			}
-		}
-	}
-	if n == 0 {
-		return ", as expected"
-	}
-	return fmt.Sprintf(", %d cells differ from the expected", n)
 }
 
 // scoreWord is a metric value in a line of text.
