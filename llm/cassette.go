@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -464,7 +465,10 @@ func firstDiff(path string, a, b any) (string, int) {
 	return fmt.Sprintf("%s: recorded %s, now %s", path, show(a), show(b)), 1
 }
 
-// aroundDiff quotes two strings from a little before where they part.
+// aroundDiff quotes two strings from a little before where they part,
+// each followed by the character where it parts: \r\n against \n, a
+// trailing space or a look-alike letter (Cyrillic а for Latin a) reads
+// the same in any quoting, so the code point says what differs.
 func aroundDiff(x, y string) (string, string) {
 	// Redacted before the cut below, which may fall inside a secret.
 	rx, ry := []rune(redact.String(x)), []rune(redact.String(y))
@@ -474,13 +478,38 @@ func aroundDiff(x, y string) (string, string) {
 	}
 	from := max(0, i-20)
 	cut := func(r []rune) string {
-		s := string(r[from:])
-		if from > 0 {
-			s = "…" + s
+		s := r[from:]
+		tail := ""
+		if len(s) > 60 {
+			s, tail = s[:60], "…"
 		}
-		return strconv.Quote(redact.Line(s, 60))
+		head := ""
+		if from > 0 {
+			head = "…"
+		}
+		// strconv.Quote escapes line breaks, tabs and characters nothing
+		// shows (a zero-width space, a no-break space).
+		q := head + strconv.Quote(string(s)) + tail
+		if unseen(rx, i) || unseen(ry, i) {
+			q += " (" + partsAt(r, i) + ")"
+		}
+		return q
 	}
 	return cut(rx), cut(ry)
+}
+
+// unseen says whether the character of r at i may look like another, or
+// like nothing: a space, a line break, anything beyond ASCII.
+func unseen(r []rune, i int) bool {
+	return i < len(r) && (r[i] > unicode.MaxASCII || unicode.IsSpace(r[i]) || !unicode.IsPrint(r[i]))
+}
+
+// partsAt names the character of r at i, where it parts from the other.
+func partsAt(r []rune, i int) string {
+	if i >= len(r) {
+		return fmt.Sprintf("ends after %d characters", len(r))
+	}
+	return fmt.Sprintf("character %d is U+%04X %s", i+1, r[i], strconv.QuoteRune(r[i]))
 }
 
 func fieldRank(k string) int {

@@ -426,3 +426,21 @@ func TestMismatchCutLeavesNoPieceOfTheKey(t *testing.T) {
 		}
 	}
 }
+
+// A replay miss over a difference no quoting shows (a line break sent as
+// \r\n, a trailing space, a Cyrillic letter for a Latin one) names the
+// characters where the two texts part; a visible one is quoted alone.
+func TestMismatchShowsInvisibleDifferences(t *testing.T) {
+	for _, c := range []struct{ recorded, now, wantRecorded, wantNow string }{
+		{"first\nsecond", "first\r\nsecond", `"first\nsecond" (character 6 is U+000A '\n')`, `"first\r\nsecond" (character 6 is U+000D '\r')`},
+		{"the end", "the end ", `"the end" (ends after 7 characters)`, `"the end " (character 8 is U+0020 ' ')`},
+		{"a cat", "a cаt", `"a cat" (character 4 is U+0061 'a')`, `"a cаt" (character 4 is U+0430 'а')`},
+		{"tab\there", "tab here", `"tab\there" (character 4 is U+0009 '\t')`, `"tab here" (character 4 is U+0020 ' ')`},
+		{"Is it red?", "Is it blue?", `"Is it red?"`, `"Is it blue?"`},
+	} {
+		gotRecorded, gotNow := aroundDiff(c.recorded, c.now)
+		if gotRecorded != c.wantRecorded || gotNow != c.wantNow {
+			t.Errorf("%q against %q:\n got %s, %s\nwant %s, %s", c.recorded, c.now, gotRecorded, gotNow, c.wantRecorded, c.wantNow)
+		}
+	}
+}

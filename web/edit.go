@@ -124,3 +124,29 @@ func hasEditFields(r *http.Request) bool {
 	}
 	return false
 }
+
+// normaliseLineBreaks writes every posted field's line breaks as \n.
+// Browsers send a textarea's line breaks as \r\n, as HTML's form rules
+// say, while the page showed the value with \n: read as sent, a field
+// nobody touched would come back as an edit (and a value given for an
+// input would differ from the same text given on the command line).
+func normaliseLineBreaks(r *http.Request) {
+	if r.Form == nil {
+		// A request whose form could not be read: its handler reads it
+		// again and says why.
+		_ = r.ParseMultipartForm(maxUpload)
+	}
+	forms := []map[string][]string{r.Form, r.PostForm}
+	if r.MultipartForm != nil {
+		forms = append(forms, r.MultipartForm.Value)
+	}
+	for _, form := range forms {
+		for _, vs := range form {
+			for i, v := range vs {
+				if strings.ContainsRune(v, '\r') {
+					vs[i] = strings.ReplaceAll(strings.ReplaceAll(v, "\r\n", "\n"), "\r", "\n")
+				}
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
 	"os"
@@ -162,5 +163,52 @@ func TestCallNodesFoldedThenOpen(t *testing.T) {
 	}
 	if _, page = h.get("/runs/" + id + "?open=solve&path=solve/double"); !strings.Contains(page, `<h2>Node <span class="mono">solve/double</span>`) {
 		t.Fatalf("a node inside the call is not inspectable:\n%s", page)
+	}
+}
+
+// linesPipeline keeps text with a leading line break, inner line breaks
+// and trailing spaces in its state, and confirms the node that reads it.
+const linesPipeline = `version: 1
+name: lines
+state: {notes: ""}
+models:
+  default: {model: gpt-4.1-mini}
+nodes:
+  - id: outline
+    set: {notes: '"\nfirst line\nsecond line  "'}
+  - id: write
+    confirm: true
+    llm:
+      prompt: "Write from: ${{ state.notes }}"
+outputs: {text: nodes.write.text}
+`
+
+// TestYesEditsNothingUntouched: Yes posts the state form as a browser
+// does, each textarea as the HTML parser read it from the page (its first
+// line break dropped) with its line breaks sent as \r\n. Nothing was
+// changed, so nothing is an edit and the model gets the state as it was.
+func TestYesEditsNothingUntouched(t *testing.T) {
+	h := newHarness(t, "")
+	if err := os.WriteFile(filepath.Join(h.dir, "lines.yaml"), []byte(linesPipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.fake.Push(llmtest.Text("done"))
+	id := h.start(url.Values{"pipeline": {"lines.yaml"}})
+	h.awaitConfirmation(id)
+	_, page := h.get("/runs/" + id)
+	_, area, ok := strings.Cut(page, `<textarea name="set.notes" rows="4">`)
+	area, _, _ = strings.Cut(area, "</textarea>")
+	if !ok {
+		t.Fatalf("no textarea for state.notes:\n%s", page)
+	}
+	shown := strings.TrimPrefix(html.UnescapeString(area), "\n") // as the HTML parser reads a textarea
+	sent := strings.ReplaceAll(shown, "\n", "\r\n")
+	h.post("/runs/"+id+"/answer", url.Values{"answer": {"yes"}, "set.notes": {sent}})
+	h.await(id, "completed")
+	if got := llmtest.MessageText(h.fake.Last().Body["messages"].([]any)[0].(map[string]any)["content"]); got != "Write from: \nfirst line\nsecond line  " {
+		t.Fatalf("the model got %q", got)
+	}
+	if _, page = h.get("/runs/" + id); strings.Contains(page, `id="edits"`) {
+		t.Fatalf("an untouched textarea was recorded as an edit:\n%s", page)
 	}
 }

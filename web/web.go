@@ -248,6 +248,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "refused: "+err.Error(), http.StatusForbidden)
 			return
 		}
+		normaliseLineBreaks(r)
 	}
 	s.mux.ServeHTTP(w, r)
 }
