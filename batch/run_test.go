@@ -15,6 +15,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/sandbox/sandboxtest"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -254,6 +255,7 @@ func TestCostCapHoldsAtConcurrency8(t *testing.T) {
 // TestBatchTrajectoryScoresSIR, which keeps how a misspelt loop id in
 // --score is reported.)
 func TestTrajectoryScoresOfAShippedRun(t *testing.T) {
+	sandboxtest.NeedPython(t)
 	st := batchtest.OpenStore(t)
 	pipeline := filepath.Join("..", "pipelines", "sir.yaml")
 	p, ds := dsl.Load(pipeline)

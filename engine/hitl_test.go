@@ -13,6 +13,7 @@ import (
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/runtime/runtimetest"
+	"github.com/flowrun/flowrun/sandbox/sandboxtest"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -303,6 +304,7 @@ func TestAnswerRightAfterRollback(t *testing.T) {
 // TestHITLConfirmShowsContext, which keeps how the prompt, the waiting
 // message and show print it.)
 func TestConfirmationSaysWhatWillRun(t *testing.T) {
+	sandboxtest.NeedPython(t)
 	e, st := newEngine(t, nil, nil)
 	res, err := e.Start(context.Background(), loadTestdata(t, "confirmcode.yaml"), nil, RunOptions{})
 	if err != nil || res.Status != runtime.StatusWaiting {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
+	"github.com/flowrun/flowrun/sandbox/sandboxtest"
 )
 
 // testRunner has a sandbox, which a pipeline with a code node needs even
@@ -69,6 +70,7 @@ func replay(t *testing.T, dir string, rec *Result) (string, *Result) {
 // order (the tool's result too), and passes; the same case fails once the pipeline computes
 // another output.
 func TestFromRunReplaysLoopsRetriesAndAnswers(t *testing.T) {
+	sandboxtest.NeedPython(t)
 	dir, rec := recordCase(t, `cases:
   - name: source
     inputs: {topic: owls}
@@ -139,6 +141,7 @@ func TestFromRunReplaysLoopsRetriesAndAnswers(t *testing.T) {
 
 // A failed run's case expects the failure and its class.
 func TestFromRunExpectsAFailure(t *testing.T) {
+	sandboxtest.NeedPython(t)
 	dir, rec := recordCase(t, `cases:
   - name: source
     inputs: {topic: owls}
@@ -202,6 +205,7 @@ cases:
 // tools: mocks a built-in tool an agent calls by its name; a name no
 // agent calls is an error naming those it does.
 func TestBuiltinToolMock(t *testing.T) {
+	sandboxtest.NeedPython(t)
 	dir, rec := recordCase(t, `cases:
   - name: read_file mocked
     inputs: {topic: owls}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/sandbox/sandboxtest"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -28,6 +29,7 @@ const completedCase = `cases:
 // beside its pipeline, that loads and passes; a run still running is
 // refused with why, and an unknown one is not found.
 func TestFromStoredRun(t *testing.T) {
+	sandboxtest.NeedPython(t)
 	ctx := context.Background()
 	dir, rec := recordCase(t, completedCase)
 	if !rec.Pass {
@@ -87,6 +89,7 @@ func TestFromStoredRun(t *testing.T) {
 // of its own cases only; the JUnit file holds every case, and a path that
 // cannot be created is an error naming it.
 func TestCoverageByFileAndJUnitFile(t *testing.T) {
+	sandboxtest.NeedPython(t)
 	_, rec := recordCase(t, completedCase)
 	other := &File{Path: "other.test.yaml", Pipeline: rec.File.Pipeline}
 	covs := CoverageByFile([]*File{rec.File, other}, []*Result{rec})

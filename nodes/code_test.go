@@ -2,16 +2,17 @@ package nodes_test
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/flowrun/flowrun/internal/testneed"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
+	"github.com/flowrun/flowrun/sandbox/sandboxtest"
 )
 
 // codeKinds is the registry with a sandbox; tests that need Python skip
@@ -20,11 +21,10 @@ func codeKinds(t *testing.T, lang string) runtime.Registry {
 	t.Helper()
 	sb := sandbox.New(sandbox.Options{})
 	t.Cleanup(sb.Close)
-	if err := sb.Check(lang); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI must run the sandbox tests: %v", err)
-		}
-		t.Skip(err)
+	if lang == sandbox.Python {
+		testneed.Need(t, testneed.PythonForWASI, sb.Check(lang))
+	} else if err := sb.Check(lang); err != nil {
+		t.Fatal(err)
 	}
 	return nodes.Kinds(nodes.Services{Sandbox: sb})
 }
@@ -116,12 +116,7 @@ outputs: {ok: nodes.attempt.ok, class: nodes.attempt.error.class, line: nodes.at
 func TestAgentUsesPythonExecute(t *testing.T) {
 	sb := sandbox.New(sandbox.Options{})
 	t.Cleanup(sb.Close)
-	if err := sb.Check(sandbox.Python); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI must run the sandbox tests: %v", err)
-		}
-		t.Skip(err)
-	}
+	testneed.Need(t, testneed.PythonForWASI, sb.Check(sandbox.Python))
 	srv := llmtest.New(t)
 	srv.Push(
 		llmtest.Calls(llmtest.Call("python_execute", map[string]any{"code": "print('adding')\nsum(range(10))"})),
@@ -201,12 +196,7 @@ outputs: {total: nodes.good.result.total, ok: nodes.bad.ok, class: nodes.bad.err
 // A code node imports numpy with nothing declared in the pipeline.
 func TestCodeNodeNumpy(t *testing.T) {
 	kinds := codeKinds(t, sandbox.Python)
-	if info := sandbox.PythonStatus(); !info.HasPackage("numpy") {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI must run the numpy tests, and %s has no numpy (%s)", info.Dir, info.Outdated)
-		}
-		t.Skipf("%s has no numpy (%s)", info.Dir, info.Outdated)
-	}
+	sandboxtest.NeedNumpy(t)
 	p := load(t, `
 version: 1
 name: t

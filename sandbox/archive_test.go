@@ -115,9 +115,7 @@ func TestHardening12SandboxExportInstall(t *testing.T) {
 	})
 
 	t.Run("real", func(t *testing.T) {
-		if info := PythonStatusAt(realPythonDir); !info.Installed {
-			t.Skipf("Python for WASI is not installed (%s): run go run ./cmd/flowrun sandbox install python", info.Problem)
-		}
+		needPythonAt(t, realPythonDir)
 		archive, sum := exportTo(t, realPythonDir)
 		path := filepath.Join(t.TempDir(), "py.tar.gz")
 		if err := os.WriteFile(path, archive, 0o644); err != nil {

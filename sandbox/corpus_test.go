@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/internal/proc"
 	"github.com/flowrun/flowrun/internal/proc/proctest"
+	"github.com/flowrun/flowrun/internal/testneed"
 	"github.com/flowrun/flowrun/internal/testwait"
 )
 
@@ -235,16 +237,21 @@ func all(checks ...func(*testing.T, *Result)) func(*testing.T, *Result) {
 	}
 }
 
-// needPython skips a Python test where Python is not installed, except in
-// CI, which installs it and must run them.
+// needPython lets a Python test go on only where s has Python for WASI,
+// as testneed decides.
 func needPython(t testing.TB, s *Sandbox) {
 	t.Helper()
-	if err := s.Check(Python); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI must run the Python sandbox tests: %v", err)
-		}
-		t.Skipf("%v", err)
+	testneed.Need(t, testneed.PythonForWASI, s.Check(Python))
+}
+
+// needPythonAt lets a test go on only where dir holds Python for WASI.
+func needPythonAt(t testing.TB, dir string) {
+	t.Helper()
+	var problem error
+	if info := PythonStatusAt(dir); !info.Installed {
+		problem = errors.New(info.Problem)
 	}
+	testneed.Need(t, testneed.PythonForWASI, problem)
 }
 
 func TestHostileCorpus(t *testing.T) {

@@ -317,9 +317,7 @@ func TestInstallKeepsOldWhenNewFails(t *testing.T) {
 // With the real build in the cache, installing a copy of it runs print(1)
 // through CPython under wazero.
 func TestInstalledPythonRuns(t *testing.T) {
-	if info := PythonStatusAt(realPythonDir); !info.Installed {
-		t.Skipf("Python for WASI is not installed (%s): run go run ./cmd/flowrun sandbox install python", info.Problem)
-	}
+	needPythonAt(t, realPythonDir)
 	if err := VerifyPython(context.Background(), realPythonDir); err != nil {
 		t.Fatalf("the installed python does not run print(1): %v", err)
 	}
@@ -376,13 +374,7 @@ func TestBuildScriptRevision(t *testing.T) {
 // An installation that lists numpy must import it: one whose numpy files
 // are missing fails the check that install runs before swapping it in.
 func TestVerifyPythonImportsNumpy(t *testing.T) {
-	info := PythonStatusAt(realPythonDir)
-	if !info.Installed || !info.HasPackage("numpy") {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI must run this with numpy installed: %s %s", info.Problem, info.Outdated)
-		}
-		t.Skipf("no Python for WASI with numpy installed (%s%s)", info.Problem, info.Outdated)
-	}
+	needNumpyAt(t, realPythonDir)
 	if err := VerifyPython(context.Background(), realPythonDir); err != nil {
 		t.Fatalf("the installed python does not import numpy: %v", err)
 	}

@@ -4,25 +4,33 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flowrun/flowrun/internal/testneed"
 )
 
-// needNumpy skips a numpy test where the installation has no numpy,
-// except in CI, which installs it and must run them.
+// needNumpy lets a numpy test go on only where s's Python has numpy.
 func needNumpy(t *testing.T, s *Sandbox) {
 	t.Helper()
-	needPython(t, s)
-	if info := PythonStatusAt(s.opts.PythonDir); !info.HasPackage("numpy") {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI must run the numpy sandbox tests, and %s has no numpy (%s)", info.Dir, info.Outdated)
-		}
-		t.Skipf("%s has no numpy (%s): run flowrun sandbox install python", info.Dir, info.Outdated)
+	needNumpyAt(t, s.opts.PythonDir)
+}
+
+// needNumpyAt lets a test go on only where the Python for WASI in dir
+// has numpy, as testneed decides.
+func needNumpyAt(t *testing.T, dir string) {
+	t.Helper()
+	needPythonAt(t, dir)
+	var problem error
+	if info := PythonStatusAt(dir); !info.HasPackage("numpy") {
+		problem = fmt.Errorf("%s has no numpy (%s)", info.Dir, info.Outdated)
 	}
+	testneed.Need(t, testneed.Numpy, problem)
 }
 
 func runPython(t *testing.T, s *Sandbox, src string, limits Limits) *Result {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/internal/testneed"
 )
 
 // TestWarmCallsShareNothing runs calls one after another on one worker:
@@ -72,12 +73,11 @@ import random
 func needSnapshot(t *testing.T, s *Sandbox) {
 	t.Helper()
 	needPython(t, s)
+	var problem error
 	if !fileExists(filepath.Join(s.opts.PythonDir, snapshotWasm)) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI must test the interpreter snapshot: no %s in %s", snapshotWasm, s.opts.PythonDir)
-		}
-		t.Skipf("no %s in %s: reinstall with flowrun sandbox install python --force", snapshotWasm, s.opts.PythonDir)
+		problem = fmt.Errorf("no %s in %s", snapshotWasm, s.opts.PythonDir)
 	}
+	testneed.Need(t, testneed.PythonForWASI, problem)
 }
 
 // TestImageFollowsItsSources makes the image of an installation, then

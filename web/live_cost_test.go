@@ -8,15 +8,13 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/internal/testneed"
 )
 
 // TestFormatUSDMatchesFigures runs the page's live cost formatter under
 // node and checks it writes amounts as figures.USD does.
 func TestFormatUSDMatchesFigures(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
+	node := testneed.Executable(t, testneed.NodeJS, "node")
 	src, err := os.ReadFile("static/app.js")
 	if err != nil {
 		t.Fatal(err)

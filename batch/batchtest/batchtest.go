@@ -6,13 +6,14 @@ package batchtest
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
 	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/internal/testneed"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 	"github.com/flowrun/flowrun/tokens"
@@ -208,13 +209,7 @@ func ARC(side string) *Dress {
 // Chromium is the path of a headless-capable Chromium, or skips the test.
 func Chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("no chromium or chromium-browser on PATH: install Debian's chromium package to check the pages in a browser")
-	return ""
+	return testneed.Executable(t, testneed.Chromium, "chromium", "chromium-browser")
 }
 
 // Browser is a tab of a headless Chromium, closed when the test ends,

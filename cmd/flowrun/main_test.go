@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/flowrun/flowrun/internal/testneed"
 	"github.com/flowrun/flowrun/internal/testwait"
 	"github.com/flowrun/flowrun/sandbox"
 )
@@ -39,10 +41,11 @@ var (
 // so there the test runs and fails.
 func needPython(t *testing.T) {
 	t.Helper()
-	if pythonInstalled || os.Getenv("CI") == "true" {
-		return
+	var problem error
+	if !pythonInstalled {
+		problem = errors.New("not installed")
 	}
-	t.Skip("needs Python for WASI, which is not installed: " + installPython)
+	testneed.Need(t, testneed.PythonForWASI, problem)
 }
 
 func writeFile(t *testing.T, dir, name, body string) string {

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/flowrun/flowrun/internal/testneed"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -22,13 +23,7 @@ import (
 // chromium finds a headless-capable Chromium or skips the test.
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("no Chromium on PATH (Debian: apt-get install chromium): the browser tests of flowrun serve are skipped")
-	return ""
+	return testneed.Executable(t, testneed.Chromium, "chromium", "chromium-browser", "google-chrome")
 }
 
 // tab is one browser tab of a test, with where its screenshots go.
@@ -95,7 +90,7 @@ func browser(t *testing.T) func(t *testing.T) *tab {
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	t.Cleanup(cancelBrowser)
 	if err := chromedp.Do(bctx); err != nil {
-		t.Skipf("Chromium at %s does not start (%v): the browser tests are skipped", exe, err)
+		testneed.Need(t, testneed.Chromium, fmt.Errorf("%s does not start: %w", exe, err))
 	}
 	return func(t *testing.T) *tab {
 		ctx, cancel := chromedp.NewContext(bctx)

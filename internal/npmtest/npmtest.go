@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/flowrun/flowrun/internal/testneed"
 )
 
 // Pinned packages. .ci/run installs every one of them (flowrun's own
@@ -89,11 +91,6 @@ func installedVersion(dir, pkg string) string {
 // skips t when Node.js is missing, except under CI=true where it fails.
 func Command(t testing.TB, pkg, bin string, args ...string) *exec.Cmd {
 	t.Helper()
-	if err := Install(pkg); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI runs the suite against %s: %v", pkg, err)
-		}
-		t.Skipf("skipping the suite against %s: %v", pkg, err)
-	}
+	testneed.Need(t, testneed.NodeJS, Install(pkg))
 	return exec.Command(filepath.Join(Dir(), "node_modules", ".bin", bin), args...)
 }
