@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -35,6 +36,10 @@ type Runner struct {
 	// caller (runtime.Options.RemoteInputs). The run's record keeps it,
 	// so that a resume by any front end honours it.
 	RemoteInputs bool
+	// Spec is how the runs it starts, forks or resumes go on (models,
+	// human policy, replay): recorded with a new run or fork, and with a
+	// resumed run when it differs from the one recorded.
+	Spec store.RunSpec
 }
 
 // Start records a new run of p and runs it. A run whose record cannot be
@@ -58,7 +63,7 @@ func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs
 	if err != nil {
 		return nil, err
 	}
-	run.RemoteInputs = r.RemoteInputs
+	run.RemoteInputs, run.Spec = r.RemoteInputs, r.Spec
 	secret.Register(p, r.lookupEnv())
 	if err := r.Store.CreateRun(ctx, run); err != nil {
 		return nil, err
@@ -166,7 +171,7 @@ func (r *Runner) Continue(ctx context.Context, prev *store.Run, p *dsl.Pipeline,
 		if err != nil {
 			return nil, err
 		}
-		child.Pipeline, child.RemoteInputs = prev.Pipeline, prev.RemoteInputs
+		child.Pipeline, child.RemoteInputs, child.Spec = prev.Pipeline, prev.RemoteInputs, r.Spec
 		if err := r.Store.Fork(ctx, runID, upTo, child); err != nil {
 			return nil, err
 		}
@@ -177,6 +182,11 @@ func (r *Runner) Continue(ctx context.Context, prev *store.Run, p *dsl.Pipeline,
 		}
 		if _, err := r.Store.Claim(ctx, runID); err != nil {
 			return nil, err
+		}
+		if !reflect.DeepEqual(prev.Spec, r.Spec) {
+			if err := r.Store.SetSpec(ctx, runID, r.Spec); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if editSeq > 0 {

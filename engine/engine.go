@@ -144,13 +144,18 @@ type RunOptions struct {
 	// requests to models set to stream: auto.
 	OnDelta func(path, text string)
 	Human   runtime.Human
+	// Auto is the run's human policy: confirmations are accepted and asks
+	// take their defaults. It is recorded with the run, so that every
+	// resume goes on with it; a run given no Human is answered so.
+	Auto bool
 	// MaxLoops caps every loop at this many iterations (0: no cap).
 	MaxLoops int
 	// Remote: the inputs come from a remote caller (the web UI, MCP
 	// serve), so no path in them is read outside the pipeline directory.
 	Remote bool
 	// Models are model overrides, NAME=MODEL, for this run, after the
-	// engine's.
+	// engine's. A resume goes on with those the run recorded, these
+	// (and the engine's) changing them.
 	Models []string
 	// Record, when set, receives this run's exchanges instead of
 	// Options.Record's file: the caller writes it.
@@ -180,9 +185,11 @@ func (e *HostError) Unwrap() error { return e.Err }
 
 // Start checks that p can run here with inputs, then runs it as a durable
 // run in the store, blocking until it ends or waits. A nil Result says
-// the run did not start, and the error why.
+// the run did not start, and the error why. How it was started (model
+// overrides, human policy, replay) is recorded with it: its resumes go on
+// so.
 func (e *Engine) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, o RunOptions) (*runtime.Result, error) {
-	s, err := e.open(p, o)
+	s, err := e.open(p, o, store.RunSpec{})
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +249,11 @@ func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions) 
 	if err != nil {
 		return nil, err
 	}
-	s, err := e.open(p, o.RunOptions)
+	o.Auto = o.Auto || prev.Spec.Auto
+	if o.MaxLoops == 0 {
+		o.MaxLoops = prev.Spec.MaxLoops
+	}
+	s, err := e.open(p, o.RunOptions, prev.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +324,7 @@ func (e *Engine) Share(p *dsl.Pipeline, limits llm.SharedLimits) (*Shared, error
 	if limits == nil {
 		limits = e.o.Shared
 	}
-	s, err := e.openShared(p, RunOptions{}, limits)
+	s, err := e.openShared(p, RunOptions{}, store.RunSpec{}, limits)
 	if err != nil {
 		return nil, err
 	}
@@ -388,8 +399,16 @@ func (g *given) Answer(ctx context.Context, q runtime.Question) (any, bool, erro
 }
 
 func (e *Engine) runner(st *store.Store, s *session, o RunOptions) *durable.Runner {
-	return &durable.Runner{Store: st, Kinds: s.kinds, Sink: s.withTraces(o.Sink), Human: o.Human, MaxLoops: o.MaxLoops,
-		RemoteInputs: o.Remote, LookupEnv: e.o.LookupEnv}
+	human := o.Human
+	if human == nil {
+		human = e.Human(o.Auto)
+	}
+	spec := store.RunSpec{Models: s.svc.Models, Auto: o.Auto, MaxLoops: o.MaxLoops, Replay: s.replay}
+	if len(spec.Models) == 0 {
+		spec.Models = nil // as the record reads back
+	}
+	return &durable.Runner{Store: st, Kinds: s.kinds, Sink: s.withTraces(o.Sink), Human: human, MaxLoops: o.MaxLoops,
+		RemoteInputs: o.Remote, LookupEnv: e.o.LookupEnv, Spec: spec}
 }
 
 // notice writes one line to Options.Notices; runs may end at once.
@@ -399,9 +418,13 @@ func (e *Engine) notice(format string, args ...any) {
 	fmt.Fprintf(e.o.Notices, format+"\n", args...)
 }
 
-// overrides reads NAME=MODEL overrides of models p declares.
-func overrides(p *dsl.Pipeline, lists ...[]string) (map[string]string, error) {
+// overrides reads NAME=MODEL overrides of models p declares, over those
+// recorded (a run's, as it goes on).
+func overrides(p *dsl.Pipeline, recorded map[string]string, lists ...[]string) (map[string]string, error) {
 	out := map[string]string{}
+	for name, id := range recorded {
+		lists = append([][]string{{name + "=" + id}}, lists...)
+	}
 	for _, list := range lists {
 		for _, kv := range list {
 			name, id, ok := strings.Cut(kv, "=")

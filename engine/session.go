@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -25,6 +26,8 @@ type session struct {
 	svc    nodes.Services
 	kinds  runtime.Registry
 	record *llm.Cassette // written to e.o.Record at the end
+	replay string        // the cassette model calls are answered from
+
 	// traces is nil unless runs are traced.
 	traces *tracing.Exporter
 }
@@ -33,17 +36,20 @@ type session struct {
 // endpoint to go to, and ships no cassette to replay.
 var ErrNoEndpoint = errors.New("no model endpoint: set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server)")
 
-func (e *Engine) open(p *dsl.Pipeline, o RunOptions) (*session, error) {
-	return e.openShared(p, o, e.o.Shared)
+// open builds the services for a run of p that goes on as recorded (a
+// resumed run's spec; none for a new run).
+func (e *Engine) open(p *dsl.Pipeline, o RunOptions, recorded store.RunSpec) (*session, error) {
+	return e.openShared(p, o, recorded, e.o.Shared)
 }
 
-// openShared builds the services for a run of p. With no key and no
-// endpoint, a pipeline that ships <pipeline>.cassette.yaml replays it
-// (saying so in one notice); one that does not fails here, before any
-// model call.
-func (e *Engine) openShared(p *dsl.Pipeline, o RunOptions, shared llm.SharedLimits) (*session, error) {
+// openShared builds the services for a run of p. A run goes on with the
+// model overrides and the cassette it recorded, unless it is given
+// others. With no key and no endpoint, a pipeline that ships
+// <pipeline>.cassette.yaml replays it (saying so in one notice); one that
+// does not fails here, before any model call.
+func (e *Engine) openShared(p *dsl.Pipeline, o RunOptions, recorded store.RunSpec, shared llm.SharedLimits) (*session, error) {
 	s := &session{e: e}
-	models, err := overrides(p, e.o.Models, o.Models)
+	models, err := overrides(p, recorded.Models, e.o.Models, o.Models)
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
@@ -54,6 +60,9 @@ func (e *Engine) openShared(p *dsl.Pipeline, o RunOptions, shared llm.SharedLimi
 		opts.CacheDefault = llm.CacheOn
 	}
 	replay := e.o.Replay
+	if replay == "" {
+		replay = recorded.Replay
+	}
 	if replay == "" && !e.o.NoEndpoint && NeedsEndpoint(p, e.o.LookupEnv) {
 		fallback := strings.TrimSuffix(strings.TrimSuffix(p.Path, ".yaml"), ".yml") + ".cassette.yaml"
 		if _, err := os.Stat(fallback); err != nil {
@@ -68,6 +77,10 @@ func (e *Engine) openShared(p *dsl.Pipeline, o RunOptions, shared llm.SharedLimi
 			return nil, &ConfigError{err}
 		}
 		opts.Replay = c
+		// Recorded whole, so that a resume from another directory finds it.
+		if s.replay, err = filepath.Abs(replay); err != nil {
+			return nil, &ConfigError{err}
+		}
 	}
 	switch {
 	case o.Record != nil:

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,13 +34,15 @@ func TestRatingsAndReasoningMigrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	// Undo the last migration, as a database of the previous version.
+	// Undo the ratings migration and those after it, as a database of the
+	// version before it.
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`DROP TABLE batch_ratings`, `ALTER TABLE batch_items DROP COLUMN reasoning`,
-		`UPDATE schema_version SET version = version - 1`} {
+	before := slices.IndexFunc(migrations, func(m string) bool { return strings.Contains(m, "CREATE TABLE batch_ratings") })
+	for _, q := range []string{`DROP TABLE batch_ratings`, `ALTER TABLE batch_items DROP COLUMN reasoning`, `ALTER TABLE runs DROP COLUMN spec`,
+		fmt.Sprintf(`UPDATE schema_version SET version = %d`, before)} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

@@ -43,11 +43,28 @@ type Run struct {
 	// Pending is the question a waiting run asks, or the confirmation a
 	// stopped run was refused (answering yes on resume runs the node); nil
 	// when there is none.
-	Pending  *runtime.Question
+	Pending *runtime.Question
+	// Spec is how the run was started, beyond its pipeline and inputs.
+	Spec     RunSpec
 	PID      int
 	Started  time.Time
 	Updated  time.Time
 	Finished time.Time
+}
+
+// RunSpec is how a run was started beyond its pipeline and inputs: what
+// every resume, answer and fork of it goes on with, in this process or
+// another, unless it is given a change, which is then recorded here.
+type RunSpec struct {
+	// Models are the model overrides in force: a declared model's name
+	// and the model id it calls instead.
+	Models map[string]string `json:"models,omitempty"`
+	// Auto: confirmations are accepted and asks take their defaults.
+	Auto bool `json:"auto,omitempty"`
+	// MaxLoops caps every loop at this many iterations (0: no cap).
+	MaxLoops int `json:"max_loops,omitempty"`
+	// Replay is the cassette the run's model calls are answered from.
+	Replay string `json:"replay,omitempty"`
 }
 
 // ErrNotFound is returned for an unknown run id.
@@ -74,15 +91,36 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 	if err != nil {
 		return fmt.Errorf("run %s: pipeline files: %w", r.ID, err)
 	}
+	spec, err := json.Marshal(r.Spec)
+	if err != nil {
+		return fmt.Errorf("run %s: spec: %w", r.ID, err)
+	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO runs (id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, pipeline_src, pipeline_files,
-		status, inputs, remote_inputs, parent_run, parent_seq, pid, pid_start, started_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?)`,
+		status, inputs, remote_inputs, parent_run, parent_seq, pid, pid_start, started_at, updated_at, spec)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.Pipeline, r.PipelineAbs, r.PipelineName, r.PipelineHash, redact.String(r.PipelineSrc), string(redact.JSON(files)), runtime.StatusRunning, string(redact.JSON(inputs)),
-		r.RemoteInputs, r.ParentRun, nullSeq(r.ParentRun, r.ParentSeq), os.Getpid(), processStart(os.Getpid()), t, t)
+		r.RemoteInputs, r.ParentRun, nullSeq(r.ParentRun, r.ParentSeq), os.Getpid(), processStart(os.Getpid()), t, t, string(redact.JSON(spec)))
 	if err != nil {
 		return fmt.Errorf("run %s: %w", r.ID, err)
 	}
 	r.Status, r.PID = runtime.StatusRunning, os.Getpid()
+	return nil
+}
+
+// SetSpec records a change to how run id goes on: a resume given another
+// model override, auto-advance switched on a page.
+func (s *Store) SetSpec(ctx context.Context, id string, spec RunSpec) error {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("run %s: spec: %w", id, err)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE runs SET spec = ? WHERE id = ?`, string(redact.JSON(b)), id)
+	if err != nil {
+		return fmt.Errorf("run %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return s.notFound(ctx, id)
+	}
 	return nil
 }
 
@@ -100,17 +138,17 @@ const (
 	listColumns = runHead + `'', 'null'` + runTail
 	runHead     = `id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, `
 	runTail     = `, status, inputs, outputs, error, reason,
-	cost_usd, tokens, steps, parent_run, parent_seq, pending, pid, pid_start, started_at, updated_at, finished_at, remote_inputs`
+	cost_usd, tokens, steps, parent_run, parent_seq, pending, pid, pid_start, started_at, updated_at, finished_at, remote_inputs, spec`
 )
 
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var r Run
-	var inputs, files, pidStart string
+	var inputs, files, pidStart, spec string
 	var outputs, parent, pending, started, updated, finished sql.NullString
 	var parentSeq sql.NullInt64
 	err := row.Scan(&r.ID, &r.Pipeline, &r.PipelineAbs, &r.PipelineName, &r.PipelineHash, &r.PipelineSrc, &files, &r.Status, &inputs,
 		&outputs, &r.Error, &r.Reason, &r.CostUSD, &r.Tokens, &r.Steps, &parent, &parentSeq, &pending, &r.PID, &pidStart,
-		&started, &updated, &finished, &r.RemoteInputs)
+		&started, &updated, &finished, &r.RemoteInputs, &spec)
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +157,9 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 		r.Reason = fmt.Sprintf("the process that ran it (pid %d) ended without recording how the run ended", r.PID)
 	}
 	r.Inputs = decodeMap(inputs)
+	if err := json.Unmarshal([]byte(spec), &r.Spec); err != nil {
+		return nil, fmt.Errorf("run %s: spec: %w", r.ID, err)
+	}
 	if err := json.Unmarshal([]byte(files), &r.PipelineFiles); err != nil {
 		return nil, fmt.Errorf("run %s: pipeline files: %w", r.ID, err)
 	}

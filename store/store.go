@@ -343,6 +343,9 @@ var migrations = []string{
 		rated_at  TEXT NOT NULL,
 		PRIMARY KEY (batch_id, item_key)
 	);`,
+	// How a run was started beyond its pipeline and inputs (RunSpec), so
+	// that a resume in any process goes on as the run began.
+	`ALTER TABLE runs ADD COLUMN spec TEXT NOT NULL DEFAULT '{}';`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -179,6 +179,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		d.Pending = q
 		d.Answer = answerFields(q)
 	}
+	d.Auto = run.Spec.Auto
 	s.mu.Lock()
 	if a := s.active[id]; a != nil {
 		d.Active, d.Auto = true, a.human.auto.Load()

@@ -165,9 +165,10 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h := newHuman(r.FormValue("auto") != "")
+	o.Auto = r.FormValue("auto") != ""
+	h := newHuman(o.Auto)
 	o.Human = h
-	id, err := s.launch(h, o.MaxLoops, "", rel, func(ctx context.Context, sink *launchSink) error {
+	id, err := s.launch(h, "", rel, func(ctx context.Context, sink *launchSink) error {
 		o.Sink, o.OnDelta = sink, sink.delta
 		res, err := s.engine.Start(ctx, p, inputs, o)
 		if res == nil {

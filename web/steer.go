@@ -58,18 +58,11 @@ type activeRun struct {
 	text   *liveText     // the model text streaming in
 }
 
-// settings are how a run was started here, kept for its resumes.
-type settings struct {
-	auto     bool
-	maxLoops int
-}
-
 // launchSink learns the run's id from its first event and registers the
-// run as active under it, with the settings it was started with.
+// run as active under it.
 type launchSink struct {
 	s       *Server
 	a       *activeRun
-	set     settings
 	id      string
 	started chan string
 }
@@ -84,7 +77,6 @@ func (l *launchSink) Event(e runtime.Event) {
 	l.id = e.Run
 	l.s.mu.Lock()
 	l.s.active[e.Run] = l.a
-	l.s.settings[e.Run] = l.set
 	l.s.mu.Unlock()
 	l.started <- e.Run
 }
@@ -173,7 +165,7 @@ func (s *Server) awaitSlot(ctx context.Context, q *queuedRun) bool {
 // When MaxRuns runs started here are running, the launch is queued
 // (listed by queued, what naming it) and launch returns "" at once; it
 // starts when a run ends.
-func (s *Server) launch(h *human, maxLoops int, claim, what string, run func(ctx context.Context, sink *launchSink) error) (string, error) {
+func (s *Server) launch(h *human, claim, what string, run func(ctx context.Context, sink *launchSink) error) (string, error) {
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	a := &activeRun{cancel: cancel, human: h, done: make(chan struct{}), text: newLiveText()}
 	if claim != "" {
@@ -197,7 +189,7 @@ func (s *Server) launch(h *human, maxLoops int, claim, what string, run func(ctx
 			<-prev.done
 		}
 	}
-	sink := &launchSink{s: s, a: a, set: settings{auto: h.auto.Load(), maxLoops: maxLoops}, started: make(chan string, 1)}
+	sink := &launchSink{s: s, a: a, started: make(chan string, 1)}
 	failed := make(chan error, 1)
 	q := &queuedRun{What: what, Claim: claim, Since: time.Now()}
 	queued := !s.takeSlot(q)
@@ -252,10 +244,9 @@ func (s *Server) resumeRun(ctx context.Context, id, from string, answer *given, 
 	if err := s.inside(ctx, run.PipelineAbs); err != nil {
 		return "", err
 	}
-	s.mu.Lock()
-	set := s.settings[id]
-	s.mu.Unlock()
-	h := newHuman(set.auto)
+	// The run goes on as it was started (its recorded spec: auto-advance,
+	// max loops, models), whichever server or process started it.
+	h := newHuman(run.Spec.Auto)
 	claim := id
 	if from != "" {
 		claim = "" // a fork is a new run
@@ -264,8 +255,8 @@ func (s *Server) resumeRun(ctx context.Context, id, from string, answer *given, 
 	if from != "" {
 		what = "fork of " + id + " from " + from
 	}
-	return s.launch(h, set.maxLoops, claim, what, func(ctx context.Context, sink *launchSink) error {
-		o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: sink, OnDelta: sink.delta, Human: h, MaxLoops: set.maxLoops, Remote: true}, Edits: edits}
+	return s.launch(h, claim, what, func(ctx context.Context, sink *launchSink) error {
+		o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: sink, OnDelta: sink.delta, Human: h, Auto: run.Spec.Auto, Remote: true}, Edits: edits}
 		var res *runtime.Result
 		var err error
 		switch {
@@ -336,18 +327,21 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 }
 
 // auto switches auto-advance for a run: at once when it runs here, and
-// for its next resume from this server.
+// in its recorded spec for every later resume, from any front end.
 func (s *Server) auto(r *http.Request, id string) error {
 	on := r.FormValue("auto") == "on"
+	run, err := s.st.Run(r.Context(), id)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if a := s.active[id]; a != nil {
 		a.human.auto.Store(on)
 	}
-	set := s.settings[id]
-	set.auto = on
-	s.settings[id] = set
-	return nil
+	s.mu.Unlock()
+	spec := run.Spec
+	spec.Auto = on
+	return s.st.SetSpec(r.Context(), id, spec)
 }
 
 func (s *Server) snapshot(r *http.Request, id string) error {

@@ -87,7 +87,6 @@ type Server struct {
 
 	mu       sync.Mutex
 	active   map[string]*activeRun
-	settings map[string]settings
 	feeds    map[string]*runFeed // by run id: the runs with live streams
 	slots    chan struct{}       // one per run started here that runs
 	queue    []*queuedRun        // launches waiting for a slot, oldest first
@@ -103,7 +102,7 @@ func New(o Options) (*Server, error) {
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
 	s := &Server{st: o.Store, dir: dir, engine: o.Engine, token: o.Token, csrf: hex.EncodeToString(secret),
-		poll: o.Poll, active: map[string]*activeRun{}, settings: map[string]settings{}, feeds: map[string]*runFeed{}}
+		poll: o.Poll, active: map[string]*activeRun{}, feeds: map[string]*runFeed{}}
 	if s.poll <= 0 {
 		s.poll = 100 * time.Millisecond
 	}

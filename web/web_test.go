@@ -739,6 +739,24 @@ func TestStartAutoAndMaxLoops(t *testing.T) {
 	h.resumeOnAuto(id)
 }
 
+// A run's settings outlive the server that started it: another server on
+// the same store resumes it with the max loops it was started with, and
+// the auto-advance switched there is recorded with the run.
+func TestSettingsOutliveTheServer(t *testing.T) {
+	h := newHarness(t, "")
+	id := h.start(url.Values{"pipeline": {"counter.yaml"}, "max_loops": {"2"}})
+	h.await(id, "waiting")
+	other := newHarness(t, "", func(o *Options) { o.Store, o.Dir, o.Engine = h.st, h.dir, testEngine(t, h.st) })
+	other.post("/runs/"+id+"/auto", url.Values{"auto": {"on"}})
+	if run, _ := h.st.Run(context.Background(), id); !run.Spec.Auto || run.Spec.MaxLoops != 2 {
+		t.Fatalf("the run records %+v, want auto-advance and max loops 2", run.Spec)
+	}
+	other.resume(id)
+	if run := h.await(id, "completed"); run.Outputs["n"] != 2 {
+		t.Fatalf("resumed by another server: outputs %v, want n = 2 (max loops 2)", run.Outputs)
+	}
+}
+
 // resumeOnAuto switches a waiting counter.yaml run to auto-advance and
 // resumes it: it counts on to 5.
 func (h *harness) resumeOnAuto(id string) {

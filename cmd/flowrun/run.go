@@ -59,7 +59,7 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	defer eng.Close()
 	live := liveView(*asJSON, stream, stderr)
 	res, err := eng.Start(ctx, p, inputs, engine.RunOptions{Sink: progressSink(*asJSON, stdout, live),
-		OnDelta: live.OnDelta(), Human: newHuman(hf, stdin, stderr), MaxLoops: hf.maxLoops})
+		OnDelta: live.OnDelta(), Human: newHuman(hf, stdin, stderr), Auto: hf.auto, MaxLoops: hf.maxLoops})
 	if res == nil {
 		return fail(stderr, "flowrun", err)
 	}

@@ -118,10 +118,11 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return storeError(err, stderr)
 	}
+	hf.auto = hf.auto || prev.Spec.Auto // a run started with --auto goes on with it
 	human := newHuman(hf, stdin, stderr)
 	live := liveView(*asJSON, stream, stderr)
 	o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: progressSink(*asJSON, stdout, live), OnDelta: live.OnDelta(),
-		Human: human, MaxLoops: hf.maxLoops}, AllowChanged: *allow, Edits: sets}
+		Human: human, Auto: hf.auto, MaxLoops: hf.maxLoops}, AllowChanged: *allow, Edits: sets}
 	for _, in := range inputs {
 		o.Edits = append(o.Edits, "inputs."+in)
 	}

@@ -82,6 +82,7 @@ outputs: {n: state.n, tags: state.tags, word: inputs.word}
 // terminal, and the waiting message when nobody answers, say what will
 // run (a code node's code, rendered) and the output that led there.
 func TestHITLConfirmShowsContext(t *testing.T) {
+	needPython(t)
 	dir := t.TempDir()
 	p := writeFile(t, dir, "c.yaml", engineTestdata(t, "confirmcode.yaml"))
 	t.Setenv("FLOWRUN_INTERACTIVE", "1")
