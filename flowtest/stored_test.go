@@ -114,3 +114,42 @@ func TestCoverageByFileAndJUnitFile(t *testing.T) {
 		t.Errorf("an unwritable path: %v", err)
 	}
 }
+
+// A case cannot reproduce a fork (its first steps ran in another run) or
+// a run that went on with edited state: FromStoredRun refuses each,
+// saying why, rather than write a case that never passes.
+func TestFromStoredRunRefusesWhatACaseCannotReplay(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(filepath.Join(t.TempDir(), "runs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, r := range []*store.Run{{ID: "parent"}, {ID: "fork", ParentRun: "parent", ParentSeq: 2}, {ID: "edited"}} {
+		r.Pipeline, r.PipelineAbs, r.PipelineName = "p.yaml", "/p.yaml", "p"
+		if err := st.CreateRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := st.Recorder(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		started := runtime.Event{Type: runtime.EventRunStarted, Run: r.ID}
+		if r.ID == "edited" {
+			started.Edits = []runtime.Edit{{Key: "state.notes", New: "changed"}}
+		}
+		rec.Event(started)
+		rec.Event(runtime.Event{Type: runtime.EventRunFinished, Run: r.ID, Status: runtime.StatusCompleted})
+		if err := rec.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Finish(ctx, r.ID, store.Ending{Status: runtime.StatusCompleted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, want := range map[string]string{"fork": "run fork is a fork of run parent from its checkpoint 2", "edited": "run edited went on with edited values (state.notes)"} {
+		if _, b, err := FromStoredRun(ctx, st, id, filepath.Join(t.TempDir(), "x.test.yaml")); err == nil || !strings.Contains(err.Error(), want) || b != nil {
+			t.Errorf("%s: %v, want a refusal saying %q", id, err, want)
+		}
+	}
+}
