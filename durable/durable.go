@@ -40,6 +40,9 @@ type Runner struct {
 	// human policy, replay): recorded with a new run or fork, and with a
 	// resumed run when it differs from the one recorded.
 	Spec store.RunSpec
+	// ChildOf makes the runs it starts child runs of this run (a judge's
+	// of the item's run it scores; see store.Run.ChildOf).
+	ChildOf string
 }
 
 // Start records a new run of p and runs it. A run whose record cannot be
@@ -63,7 +66,7 @@ func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs
 	if err != nil {
 		return nil, err
 	}
-	run.RemoteInputs, run.Spec = r.RemoteInputs, r.Spec
+	run.RemoteInputs, run.Spec, run.ChildOf = r.RemoteInputs, r.Spec, r.ChildOf
 	secret.Register(p, r.lookupEnv())
 	if err := r.Store.CreateRun(ctx, run); err != nil {
 		return nil, err

@@ -40,6 +40,10 @@ type Run struct {
 	Steps        int
 	ParentRun    string
 	ParentSeq    int64
+	// ChildOf is the run this one serves (a judge's run: the item's run
+	// it scores). A child run is listed under it, never on its own, and
+	// "last" never names it.
+	ChildOf string
 	// Pending is the question a waiting run asks, or the confirmation a
 	// stopped run was refused (answering yes on resume runs the node); nil
 	// when there is none.
@@ -96,10 +100,10 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 		return fmt.Errorf("run %s: spec: %w", r.ID, err)
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO runs (id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, pipeline_src, pipeline_files,
-		status, inputs, remote_inputs, parent_run, parent_seq, pid, pid_start, started_at, updated_at, spec)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?)`,
+		status, inputs, remote_inputs, parent_run, parent_seq, pid, pid_start, started_at, updated_at, spec, child_of)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?, NULLIF(?, ''))`,
 		r.ID, r.Pipeline, r.PipelineAbs, r.PipelineName, r.PipelineHash, redact.String(r.PipelineSrc), string(redact.JSON(files)), runtime.StatusRunning, string(redact.JSON(inputs)),
-		r.RemoteInputs, r.ParentRun, nullSeq(r.ParentRun, r.ParentSeq), os.Getpid(), processStart(os.Getpid()), t, t, string(redact.JSON(spec)))
+		r.RemoteInputs, r.ParentRun, nullSeq(r.ParentRun, r.ParentSeq), os.Getpid(), processStart(os.Getpid()), t, t, string(redact.JSON(spec)), r.ChildOf)
 	if err != nil {
 		return fmt.Errorf("run %s: %w", r.ID, err)
 	}
@@ -138,17 +142,17 @@ const (
 	listColumns = runHead + `'', 'null'` + runTail
 	runHead     = `id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, `
 	runTail     = `, status, inputs, outputs, error, reason,
-	cost_usd, tokens, steps, parent_run, parent_seq, pending, pid, pid_start, started_at, updated_at, finished_at, remote_inputs, spec`
+	cost_usd, tokens, steps, parent_run, parent_seq, pending, pid, pid_start, started_at, updated_at, finished_at, remote_inputs, spec, child_of`
 )
 
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var r Run
 	var inputs, files, pidStart, spec string
-	var outputs, parent, pending, started, updated, finished sql.NullString
+	var outputs, parent, pending, started, updated, finished, childOf sql.NullString
 	var parentSeq sql.NullInt64
 	err := row.Scan(&r.ID, &r.Pipeline, &r.PipelineAbs, &r.PipelineName, &r.PipelineHash, &r.PipelineSrc, &files, &r.Status, &inputs,
 		&outputs, &r.Error, &r.Reason, &r.CostUSD, &r.Tokens, &r.Steps, &parent, &parentSeq, &pending, &r.PID, &pidStart,
-		&started, &updated, &finished, &r.RemoteInputs, &spec)
+		&started, &updated, &finished, &r.RemoteInputs, &spec, &childOf)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +175,7 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 			return nil, fmt.Errorf("run %s: pending question: %w", r.ID, err)
 		}
 	}
-	r.ParentRun, r.ParentSeq = parent.String, parentSeq.Int64
+	r.ParentRun, r.ParentSeq, r.ChildOf = parent.String, parentSeq.Int64, childOf.String
 	r.Started, r.Updated, r.Finished = parseTime(started), parseTime(updated), parseTime(finished)
 	return &r, nil
 }
@@ -401,7 +405,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int, error) {
 }
 
 // RunQuery selects runs for a listing; its zero value selects every run
-// that is not a batch item.
+// that is neither a batch item nor a child run.
 type RunQuery struct {
 	Pipeline string // the pipeline's path as given, absolute path or name
 	// PipelineFile is a pipeline file or name as a person gives it: a
@@ -419,6 +423,7 @@ type RunQuery struct {
 	After, Before time.Time
 	IDPrefix      string // runs whose id starts so
 	Parent        string // runs forked from this run
+	ChildOf       string // the child runs of this run (none: only runs that are no child)
 	Text          string // runs whose inputs hold this text, in any case
 	Limit         int    // the newest this many; 0 for all
 	Offset        int    // skipped before the Limit, for pages
@@ -448,8 +453,8 @@ func pipelineFile(file string) string {
 }
 
 // filter is the SQL condition (WHERE ...) and its arguments for q's
-// filters on the runs table, batch membership included when items is
-// set.
+// filters on the runs table, batch membership and child runs included
+// when items is set (the batches table shares the rest).
 func (q RunQuery) filter(items bool) (string, []any) {
 	var where []string
 	var args []any
@@ -482,6 +487,14 @@ func (q RunQuery) filter(items bool) (string, []any) {
 	if q.Text != "" {
 		where = append(where, `inputs LIKE ? ESCAPE '\'`)
 		args = append(args, like(q.Text, true))
+	}
+	switch {
+	case !items:
+	case q.ChildOf != "":
+		where = append(where, `child_of = ?`)
+		args = append(args, q.ChildOf)
+	default:
+		where = append(where, `child_of IS NULL`)
 	}
 	switch {
 	case !items:

@@ -15,12 +15,12 @@ import (
 )
 
 // FindRun returns the run ref names: its id, an unambiguous prefix of
-// one, or "last" (the newest run). Every command that takes a run goes
+// one, or "last" (the newest run that is no child run). Every command that takes a run goes
 // through it. A prefix of several runs gets *AmbiguousError listing them;
 // an unknown ref gets ErrNotFound naming the ids that contain it.
 func (s *Store) FindRun(ctx context.Context, ref string) (*Run, error) {
 	if ref == "last" {
-		found, err := queryAll(ctx, s, scanRun, `SELECT `+runColumns+` FROM runs ORDER BY started_at DESC, id DESC LIMIT 1`)
+		found, err := queryAll(ctx, s, scanRun, `SELECT `+runColumns+` FROM runs WHERE child_of IS NULL ORDER BY started_at DESC, id DESC LIMIT 1`)
 		if err != nil {
 			return nil, fmt.Errorf("run store %s: %w", s.path, err)
 		}

@@ -112,3 +112,31 @@ func TestRunsMatchingPipelineFile(t *testing.T) {
 		}
 	}
 }
+
+// A child run (a judge's) is listed under the run it serves, never on its
+// own, and "last" names the newest run that is no child.
+func TestChildRunsAreListedUnderTheirRun(t *testing.T) {
+	ctx := context.Background()
+	s, err := store.Open(filepath.Join(t.TempDir(), "runs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, r := range []*store.Run{{ID: "item"}, {ID: "judge-1", ChildOf: "item"}, {ID: "judge-2", ChildOf: "item"}} {
+		r.Pipeline, r.PipelineAbs, r.PipelineName = r.ID+".yaml", "/"+r.ID+".yaml", r.ID
+		if err := s.CreateRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines, total, err := s.RunList(ctx, store.RunQuery{}, store.ListOrder{})
+	if err != nil || total != 1 || len(lines) != 1 || lines[0].Run.ID != "item" {
+		t.Fatalf("the runs list: %d lines of %d (%v), want the item's run alone", len(lines), total, err)
+	}
+	if last, err := s.FindRun(ctx, "last"); err != nil || last.ID != "item" {
+		t.Fatalf("last: %v %v, want the item's run", last, err)
+	}
+	children, n, err := s.RunsMatching(ctx, store.RunQuery{ChildOf: "item"})
+	if err != nil || n != 2 || children[0].ChildOf != "item" {
+		t.Fatalf("the item's child runs: %d (%v)", n, err)
+	}
+}

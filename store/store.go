@@ -344,8 +344,11 @@ var migrations = []string{
 		PRIMARY KEY (batch_id, item_key)
 	);`,
 	// How a run was started beyond its pipeline and inputs (RunSpec), so
-	// that a resume in any process goes on as the run began.
-	`ALTER TABLE runs ADD COLUMN spec TEXT NOT NULL DEFAULT '{}';`,
+	// that a resume in any process goes on as the run began; and the run a
+	// child run serves (a judge's, its item's run).
+	`ALTER TABLE runs ADD COLUMN spec TEXT NOT NULL DEFAULT '{}';
+	ALTER TABLE runs ADD COLUMN child_of TEXT;
+	CREATE INDEX runs_child_of ON runs(child_of);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {
