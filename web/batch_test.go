@@ -7,9 +7,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
+
 	"github.com/flowrun/flowrun/batch/batchtest"
 	"github.com/flowrun/flowrun/store"
 )
@@ -136,38 +136,29 @@ func TestBatchPageInBrowser(t *testing.T) {
 		}
 		return s
 	}
-	do("open the batch page", chromedp.Navigate(h.ts.URL+"/batches/"+b.ID), chromedp.WaitVisible(chromedp.CSS("#item-filters")))
-	do("filter to the failures", chromedp.SetValue(chromedp.CSS(`#item-filters select[name="show"]`), "failures"),
-		chromedp.Click(chromedp.CSS("#item-filters button")))
-	// The click navigates: wait for the filtered page to have loaded, in
-	// whichever document is current when asked.
-	for {
-		done, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`location.search.startsWith("?show=failures") && document.readyState === "complete"`))
-		if err == nil && done {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the filtered page did not load")
+	// A step that navigates (a form's button) runs through RunResponse,
+	// which returns once the new page has loaded in the order chromedp
+	// sees its events: a query made after a plain Click could find the
+	// old page's node (both pages have task-05's row) and then use its id
+	// in the new document ("Could not find node with given id").
+	navigate := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if _, err := chromedp.RunResponse(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	do("open the batch page", chromedp.Navigate(h.ts.URL+"/batches/"+b.ID), chromedp.WaitVisible(chromedp.CSS("#item-filters")))
+	navigate("filter to the failures", chromedp.SetValue(chromedp.CSS(`#item-filters select[name="show"]`), "failures"),
+		chromedp.Click(chromedp.CSS("#item-filters button")))
 	if got := eval(`Array.from(document.querySelectorAll("tbody.item")).map(b => b.id).join(" ")`); got != "item-1 item-4 item-5" {
 		t.Fatalf("failures shown: %s", got)
 	}
-	// chromedp may hold the unfiltered document's nodes for a moment
-	// after the navigation ("Could not find node with given id"): ask
-	// until it queries the current document.
-	for chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("#item-4 details > summary"))) != nil {
-		if ctx.Err() != nil {
-			t.Fatal("task-05's row never became visible on the filtered page")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	do("open task-05 and rate it", chromedp.Click(chromedp.CSS("#item-4 details > summary")),
+	do("open task-05 and fill in its rating", chromedp.Click(chromedp.CSS("#item-4 details > summary")),
 		chromedp.WaitVisible(chromedp.CSS("#item-4 svg.arc-grid")),
 		chromedp.Click(chromedp.CSS(`#item-4 input[value="fail"]`)),
-		chromedp.SendKeys(chromedp.CSS(`#item-4 input[name="note"]`), "wrong centre"),
-		chromedp.Click(chromedp.CSS("#item-4 form.rate button")),
-		chromedp.WaitVisible(chromedp.CSS("table.agreement")))
+		chromedp.SendKeys(chromedp.CSS(`#item-4 input[name="note"]`), "wrong centre"))
+	navigate("rate task-05", chromedp.Click(chromedp.CSS("#item-4 form.rate button")))
+	do("see the agreement table", chromedp.WaitVisible(chromedp.CSS("table.agreement")))
 	if got := eval(`location.search`); got != "?show=failures" {
 		t.Errorf("after rating, the page is %s: want the filters kept", got)
 	}

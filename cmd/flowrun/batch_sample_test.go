@@ -57,6 +57,7 @@ func requestText(r llmtest.Request) string {
 // over the shipped ARC sample with no endpoint, replaying the sample's
 // cassette. -record-cassettes records it again against arcSampleModel.
 func TestBatchARCSampleOffline(t *testing.T) {
+	needPython(t)
 	batchARCSample(t, "default_refine.yaml", "cassette.yaml", arcSampleModel,
 		"completed: 4 items, 4 completed, 0 failed",
 		"solved                75.0%  3/4 (pass rate)",

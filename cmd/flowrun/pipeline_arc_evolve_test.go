@@ -184,6 +184,7 @@ func TestArcEvolveReviserSeesWhyItDidNotRun(t *testing.T) {
 // cassette.yaml. -record-cassettes records it again against
 // arcEvolveModel.
 func TestBatchArcEvolveSampleOffline(t *testing.T) {
+	needPython(t)
 	batchARCSample(t, "arc_evolve.yaml", "arc_evolve.cassette.yaml", arcEvolveModel,
 		"completed: 4 items, 4 completed, 0 failed",
 		"solved                75.0%  3/4 (pass rate)",
