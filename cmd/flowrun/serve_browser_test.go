@@ -63,6 +63,16 @@ func (b *tab) eval(js string) bool {
 	return ok
 }
 
+// value is what js evaluates to as text, or "" while the page navigates
+// (a script's context may be gone between pages).
+func (b *tab) value(js string) string {
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		return ""
+	}
+	return s
+}
+
 // shot saves a screenshot of the whole page as name.png in the test's
 // artifact directory.
 func (b *tab) shot(name string) {
