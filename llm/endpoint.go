@@ -3,6 +3,7 @@ package llm
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/openai/openai-go/v3"
@@ -132,7 +133,10 @@ func (c *Client) endpointFor(m *llmconf.Model) (*endpoint, error) {
 	}
 	// Whatever goes wrong from here on may echo these.
 	redact.Add(Secrets(m, c.env)...)
-	id := raw + "\x00" + pub.KeyEnv + "\x00" + key
+	// The reply limit names the model in its error: models that share an
+	// endpoint share its services only if they share the limit and name.
+	limit := limitOf(m)
+	id := raw + "\x00" + pub.KeyEnv + "\x00" + key + "\x00" + limit.model + "\x00" + strconv.Itoa(limit.max)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ep, ok := c.endpoints[id]; ok {
@@ -142,6 +146,7 @@ func (c *Client) endpointFor(m *llmconf.Model) (*endpoint, error) {
 		option.WithBaseURL(raw + "/"),
 		option.WithHTTPClient(c.http),
 		option.WithMaxRetries(0),
+		option.WithMiddleware(limit.middleware),
 	}
 	if key != "" {
 		opts = append(opts, option.WithAPIKey(key))
