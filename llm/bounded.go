@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 
@@ -21,8 +20,9 @@ import (
 // stream's last event, repeats the reply's text, under 1 MB.
 const maxLineBytes = 16 << 20
 
-// replyLimit bounds every body read from one model's endpoint: the
-// reply, each event of a stream, each poll of a background response.
+// replyLimit bounds every body read from one model's endpoint: a reply
+// (a stream in all), an error response, each poll of a background
+// response.
 type replyLimit struct {
 	model string // the model's name in the pipeline, as max_reply_bytes is set on it
 	max   int
@@ -47,14 +47,16 @@ func (l replyLimit) middleware(req *http.Request, next option.MiddlewareNext) (*
 	return res, err
 }
 
-// isJSON is openai-go's test for a body it decodes whole.
+// isJSON is openai-go's test for a body it decodes whole, without
+// parsing the parameters.
 func isJSON(contentType string) bool {
-	mediaType, _, _ := mime.ParseMediaType(contentType)
+	mediaType, _, _ := strings.Cut(contentType, ";")
+	mediaType = strings.ToLower(strings.TrimSpace(mediaType))
 	return strings.Contains(mediaType, "application/json") || strings.HasSuffix(mediaType, "+json")
 }
 
 // boundedBody reads a body until it passes its limit, then fails with a
-// replyTooLarge: memory holds at most the limit, however much is sent.
+// replyTooLarge: at most the limit is read, however much is sent.
 type boundedBody struct {
 	body    io.ReadCloser
 	limit   replyLimit

@@ -133,13 +133,19 @@ func (c *Client) endpointFor(m *llmconf.Model) (*endpoint, error) {
 	}
 	// Whatever goes wrong from here on may echo these.
 	redact.Add(Secrets(m, c.env)...)
-	// The reply limit names the model in its error: models that share an
-	// endpoint share its services only if they share the limit and name.
+	// The services bound replies to the model's limit, naming the model:
+	// models share them only if they share both. The id is built in a
+	// buffer so that finding the services allocates nothing.
 	limit := limitOf(m)
-	id := raw + "\x00" + pub.KeyEnv + "\x00" + key + "\x00" + limit.model + "\x00" + strconv.Itoa(limit.max)
+	var buf [256]byte
+	id := append(buf[:0], raw...)
+	for _, part := range []string{pub.KeyEnv, key, limit.model} {
+		id = append(append(id, 0), part...)
+	}
+	id = strconv.AppendInt(append(id, 0), int64(limit.max), 10)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ep, ok := c.endpoints[id]; ok {
+	if ep, ok := c.endpoints[string(id)]; ok {
 		return ep, nil
 	}
 	opts := []option.RequestOption{
@@ -160,7 +166,7 @@ func (c *Client) endpointFor(m *llmconf.Model) (*endpoint, error) {
 		chat:                openai.NewChatCompletionService(opts...),
 		responses:           responses.NewResponseService(opts...),
 	}
-	c.endpoints[id] = ep
+	c.endpoints[string(id)] = ep
 	return ep, nil
 }
 
