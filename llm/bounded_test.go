@@ -29,20 +29,6 @@ type hostile struct {
 	paths    []string
 }
 
-// flood writes prefix, then filler repeated until size bytes in all have
-// gone (or the client hung up).
-func flood(w http.ResponseWriter, contentType, prefix, filler string, size int) {
-	w.Header().Set("Content-Type", contentType)
-	w.WriteHeader(http.StatusOK)
-	chunk := []byte(strings.Repeat(filler, max(1, 32<<10/len(filler))))
-	sent, err := w.Write([]byte(prefix))
-	for err == nil && sent < size {
-		var n int
-		n, err = w.Write(chunk[:min(len(chunk), size-sent)])
-		sent += n
-	}
-}
-
 func newHostile(t *testing.T, handle func(w http.ResponseWriter, r *http.Request)) *hostile {
 	h := &hostile{}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +49,6 @@ func (h *hostile) sent() string {
 }
 
 const (
-	chatPrefix      = `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"`
 	responsePrefix  = `{"id":"resp_1","object":"response","status":"completed","model":"m","output":[{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"`
 	chatDeltaPrefix = "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\""
 	eventStream     = "text/event-stream"
@@ -160,11 +145,15 @@ func TestRepliesAreBounded(t *testing.T) {
 		want              string // the requests that reached the server
 	}{
 		{name: "chat plain", api: APIChat, stream: "false", want: "POST /v1/chat/completions",
-			handle: func(w http.ResponseWriter, r *http.Request) { flood(w, jsonType, chatPrefix, "a", testBody) }},
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				llmtest.Flood(w, jsonType, llmtest.ChatPrefix, "a", testBody)
+			}},
 		{name: "chat stream of endless deltas", api: APIChat, stream: "true", want: "POST /v1/chat/completions",
-			handle: func(w http.ResponseWriter, r *http.Request) { flood(w, eventStream, "", chatDelta, testBody) }},
+			handle: func(w http.ResponseWriter, r *http.Request) { llmtest.Flood(w, eventStream, "", chatDelta, testBody) }},
 		{name: "chat stream of one endless line", api: APIChat, stream: "true", want: "POST /v1/chat/completions",
-			handle: func(w http.ResponseWriter, r *http.Request) { flood(w, eventStream, chatDeltaPrefix, "a", testBody) }},
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				llmtest.Flood(w, eventStream, chatDeltaPrefix, "a", testBody)
+			}},
 		{name: "chat error body", api: APIChat, stream: "false", want: "POST /v1/chat/completions",
 			handle: func(w http.ResponseWriter, r *http.Request) {
 				w.WriteHeader(http.StatusInternalServerError)
@@ -176,13 +165,17 @@ func TestRepliesAreBounded(t *testing.T) {
 				}
 			}},
 		{name: "responses plain", api: APIResponses, stream: "false", want: "POST /v1/responses",
-			handle: func(w http.ResponseWriter, r *http.Request) { flood(w, jsonType, responsePrefix, "a", testBody) }},
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				llmtest.Flood(w, jsonType, responsePrefix, "a", testBody)
+			}},
 		{name: "responses stream", api: APIResponses, stream: "true", want: "POST /v1/responses",
 			handle: func(w http.ResponseWriter, r *http.Request) {
-				flood(w, eventStream, "", responseDelta, testBody)
+				llmtest.Flood(w, eventStream, "", responseDelta, testBody)
 			}},
 		{name: "background create", api: APIResponses, stream: "false", background: true, want: "POST /v1/responses",
-			handle: func(w http.ResponseWriter, r *http.Request) { flood(w, jsonType, responsePrefix, "a", testBody) }},
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				llmtest.Flood(w, jsonType, responsePrefix, "a", testBody)
+			}},
 		{name: "background poll", api: APIResponses, stream: "false", background: true, want: "POST /v1/responses, GET /v1/responses/resp_1",
 			handle: func(w http.ResponseWriter, r *http.Request) {
 				if r.Method == http.MethodPost {
@@ -190,7 +183,7 @@ func TestRepliesAreBounded(t *testing.T) {
 					fmt.Fprint(w, `{"id":"resp_1","object":"response","status":"queued","model":"m","output":[]}`)
 					return
 				}
-				flood(w, jsonType, responsePrefix, "a", testBody)
+				llmtest.Flood(w, jsonType, responsePrefix, "a", testBody)
 			}},
 		{name: "background stream resumed", api: APIResponses, stream: "true", background: true, want: "POST /v1/responses, GET /v1/responses/resp_1",
 			handle: func(w http.ResponseWriter, r *http.Request) {
@@ -200,7 +193,7 @@ func TestRepliesAreBounded(t *testing.T) {
 					fmt.Fprint(w, "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"in_progress\",\"model\":\"m\",\"output\":[]}}\n\n")
 					return
 				}
-				flood(w, eventStream, "", responseDelta, testBody)
+				llmtest.Flood(w, eventStream, "", responseDelta, testBody)
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -239,11 +232,15 @@ func TestDefaultReplyLimit(t *testing.T) {
 		room         uint64
 	}{
 		{name: "plain", stream: "false", says: []string{"longer than 64 MiB", "raise max_reply_bytes"}, room: 6 * llmconf.DefaultMaxReplyBytes,
-			handle: func(w http.ResponseWriter, r *http.Request) { flood(w, jsonType, chatPrefix, "a", body) }},
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				llmtest.Flood(w, jsonType, llmtest.ChatPrefix, "a", body)
+			}},
 		{name: "stream of one endless line", stream: "true", says: []string{"a line longer than 16 MiB", "does not raise it"}, room: 6 * maxLineBytes,
-			handle: func(w http.ResponseWriter, r *http.Request) { flood(w, eventStream, chatDeltaPrefix, "a", body) }},
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				llmtest.Flood(w, eventStream, chatDeltaPrefix, "a", body)
+			}},
 		{name: "stream of endless deltas", stream: "true", says: []string{"longer than 64 MiB", "raise max_reply_bytes"}, room: 6 * llmconf.DefaultMaxReplyBytes,
-			handle: func(w http.ResponseWriter, r *http.Request) { flood(w, eventStream, "", chatDelta, body) }},
+			handle: func(w http.ResponseWriter, r *http.Request) { llmtest.Flood(w, eventStream, "", chatDelta, body) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHostile(t, tc.handle)

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -21,14 +20,7 @@ func TestEndlessReplyFailsOnlyItsRun(t *testing.T) {
 	var requests atomic.Int32
 	endless := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"`)
-		chunk := []byte(strings.Repeat("a", 32<<10))
-		for sent := 0; sent < 256<<20; sent += len(chunk) {
-			if _, err := w.Write(chunk); err != nil {
-				return
-			}
-		}
+		llmtest.Flood(w, "application/json", llmtest.ChatPrefix, "a", 256<<20)
 	}))
 	t.Cleanup(endless.Close)
 	pipeline := "version: 1\nname: endless\nmodels:\n  flood: {model: m, base_url: " + endless.URL + "/v1, stream: false, max_reply_bytes: 1048576}\n" +
