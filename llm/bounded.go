@@ -14,9 +14,8 @@ import (
 )
 
 // maxLineBytes bounds one line of a stream, whatever max_reply_bytes
-// says: openai-go's stream decoder holds a line whole (up to 32 MiB, past
-// which it fails with an error that would read as a broken reply, and be
-// retried), and no honest line comes near it: the longest, a Responses
+// says: openai-go's stream decoder holds a line whole (it fails past
+// 32 MiB), and no honest line comes near it: the longest, a Responses
 // stream's last event, repeats the reply's text, under 1 MB.
 const maxLineBytes = 16 << 20
 

@@ -239,6 +239,8 @@ func TestDefaultReplyLimit(t *testing.T) {
 			handle: func(w http.ResponseWriter, r *http.Request) {
 				llmtest.Flood(w, eventStream, chatDeltaPrefix, "a", body)
 			}},
+		{name: "stream labelled JSON, of one endless line", stream: "true", says: []string{"a line longer than 16 MiB", "does not raise it"}, room: 6 * maxLineBytes,
+			handle: func(w http.ResponseWriter, r *http.Request) { llmtest.Flood(w, jsonType, chatDeltaPrefix, "a", body) }},
 		{name: "stream of endless deltas", stream: "true", says: []string{"longer than 64 MiB", "raise max_reply_bytes"}, room: 6 * llmconf.DefaultMaxReplyBytes,
 			handle: func(w http.ResponseWriter, r *http.Request) { llmtest.Flood(w, eventStream, "", chatDelta, body) }},
 	} {

@@ -41,6 +41,7 @@ type endpoint struct {
 	// maxCompletionTokens: OpenAI itself wants max_completion_tokens;
 	// compatible servers know max_tokens.
 	maxCompletionTokens bool
+	limit               replyLimit
 	chat                openai.ChatCompletionService
 	responses           responses.ResponseService
 }
@@ -163,6 +164,7 @@ func (c *Client) endpointFor(m *llmconf.Model) (*endpoint, error) {
 		display:             pub.URL,
 		key:                 key,
 		maxCompletionTokens: u.Host == "api.openai.com",
+		limit:               limit,
 		chat:                openai.NewChatCompletionService(opts...),
 		responses:           responses.NewResponseService(opts...),
 	}

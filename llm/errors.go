@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,8 +86,13 @@ func classify(ctx context.Context, err error, res *http.Response, ep *endpoint, 
 	var rerr *replyError
 	var big *replyTooLarge
 	switch {
-	case errors.As(err, &big):
-		// Before the status: an error body can be cut too.
+	case errors.As(err, &big), errors.Is(err, bufio.ErrTooLong):
+		// Before the status: an error body can be cut too. openai-go's
+		// stream decoder cuts a line itself past 32 MiB when a stream
+		// comes labelled as JSON, which the line limit leaves alone.
+		if big == nil {
+			big = &replyTooLarge{limit: ep.limit, line: true}
+		}
 		e.class, e.final = errclass.Server, true
 		e.msg = big.message(url)
 	case e.Status >= 400:
