@@ -196,6 +196,7 @@ func (f *file) decodeModels(n *yaml.Node) {
 			}
 		}
 		m.Poll = f.duration(valueOf(v, "poll"))
+		m.MaxReplyBytes, _ = intValue(valueOf(v, "max_reply_bytes"))
 		if r := valueOf(v, "retry"); r != nil {
 			m.Retry = &llmconf.Retry{Backoff: f.duration(valueOf(r, "backoff")), MaxBackoff: f.duration(valueOf(r, "max_backoff"))}
 			m.Retry.MaxAttempts, _ = intValue(valueOf(r, "max_attempts"))

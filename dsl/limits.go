@@ -22,6 +22,7 @@ var Maxima = map[string]float64{
 	"max_cost_usd":          1_000_000,
 	"max_file_kb":           64 << 10, // 64 MiB, held in memory
 	"max_bytes":             64 << 20, // http_get's body, held in memory
+	"max_reply_bytes":       1 << 30,  // a model's reply, held in memory while decoded
 	"max_iterations":        1_000_000,
 	"max_concurrency":       10_000,
 	"max_attempts":          100,

@@ -233,7 +233,8 @@ func (b *backgroundCall) read(ctx context.Context, stream *ssestream.Stream[resp
 				b.cancel()
 			}
 			return nil, ctx.Err()
-		case b.id == "" && err != nil:
+		case b.id == "" && err != nil, cutReply(err):
+			// A stream cut at its limit is not resumed: the call fails for good.
 			return nil, err
 		case b.id == "" || b.seq == before:
 			return nil, cmp.Or(err, errStreamCut)

@@ -260,7 +260,7 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 			observe(Exchange{Try: try, Endpoint: c.where(ep, cl), Latency: latency, Err: err, Class: err.class})
 			return nil, err
 		}
-		retry := pol.retries(err.class) && try < pol.attempts && err.RetryAfter <= c.opts.MaxRetryAfter
+		retry := pol.retries(err) && try < pol.attempts && err.RetryAfter <= c.opts.MaxRetryAfter
 		var wait time.Duration
 		if retry {
 			wait = pol.backoff(try, err.RetryAfter)
@@ -315,7 +315,7 @@ func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter,
 	if err != nil {
 		release(0)
 		e := classify(actx, err, res, ep, cl.Model, path)
-		if onDelta != nil && len(cl.Tools) > 0 && e.class == errclass.Server {
+		if onDelta != nil && len(cl.Tools) > 0 && e.class == errclass.Server && !e.final {
 			// Some OpenAI-compatible servers fail, or drop the calls,
 			// when asked to stream tool calls.
 			e.msg += fmt.Sprintf("; the request offered tools and was streamed: if this server cannot stream tool calls, set stream: false on model %q", req.Model.Name)
@@ -406,8 +406,8 @@ func (c *Client) policy(req *Request) retryPolicy {
 	return p
 }
 
-func (p retryPolicy) retries(class errclass.Class) bool {
-	return Retryable(class) && (p.on == nil || slices.Contains(p.on, class))
+func (p retryPolicy) retries(e *Error) bool {
+	return !e.final && Retryable(e.class) && (p.on == nil || slices.Contains(p.on, e.class))
 }
 
 // backoff is the wait before retry number try: what the server asked

@@ -44,6 +44,10 @@
 //     response that fails is classed like any reply and retried as a new
 //     one; a broken stream resumes after the last event received, and a
 //     new process after the last position recorded (every 5s at most).
+//   - Every body from an endpoint is read through one bounded reader, up
+//     to the model's max_reply_bytes (llmconf.DefaultMaxReplyBytes) and,
+//     in a stream, 16 MiB a line: a longer reply fails with class server,
+//     sent once (sending it again would pay again).
 //   - A Cassette records exchanges into readable YAML and replays them with
 //     no network; a replay miss names the node and what differed.
 //   - An API key never appears, whole or in part, in an error, an observed

@@ -3,6 +3,7 @@ package llm
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/openai/openai-go/v3"
@@ -40,6 +41,7 @@ type endpoint struct {
 	// maxCompletionTokens: OpenAI itself wants max_completion_tokens;
 	// compatible servers know max_tokens.
 	maxCompletionTokens bool
+	limit               replyLimit
 	chat                openai.ChatCompletionService
 	responses           responses.ResponseService
 }
@@ -132,16 +134,26 @@ func (c *Client) endpointFor(m *llmconf.Model) (*endpoint, error) {
 	}
 	// Whatever goes wrong from here on may echo these.
 	redact.Add(Secrets(m, c.env)...)
-	id := raw + "\x00" + pub.KeyEnv + "\x00" + key
+	// The services bound replies to the model's limit, naming the model:
+	// models share them only if they share both. The id is built in a
+	// buffer so that finding the services allocates nothing.
+	limit := limitOf(m)
+	var buf [256]byte
+	id := append(buf[:0], raw...)
+	for _, part := range []string{pub.KeyEnv, key, limit.model} {
+		id = append(append(id, 0), part...)
+	}
+	id = strconv.AppendInt(append(id, 0), int64(limit.max), 10)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ep, ok := c.endpoints[id]; ok {
+	if ep, ok := c.endpoints[string(id)]; ok {
 		return ep, nil
 	}
 	opts := []option.RequestOption{
 		option.WithBaseURL(raw + "/"),
 		option.WithHTTPClient(c.http),
 		option.WithMaxRetries(0),
+		option.WithMiddleware(limit.middleware),
 	}
 	if key != "" {
 		opts = append(opts, option.WithAPIKey(key))
@@ -152,10 +164,11 @@ func (c *Client) endpointFor(m *llmconf.Model) (*endpoint, error) {
 		display:             pub.URL,
 		key:                 key,
 		maxCompletionTokens: u.Host == "api.openai.com",
+		limit:               limit,
 		chat:                openai.NewChatCompletionService(opts...),
 		responses:           responses.NewResponseService(opts...),
 	}
-	c.endpoints[id] = ep
+	c.endpoints[string(id)] = ep
 	return ep, nil
 }
 

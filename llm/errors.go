@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,8 +32,11 @@ type Error struct {
 	Endpoint string
 	// RetryAfter is the wait the server asked for, 0 if it did not.
 	RetryAfter time.Duration
-	msg        string
-	err        error
+	// final: not sent again whatever its class says, as sending it again
+	// would pay again for what failed (a reply cut at max_reply_bytes).
+	final bool
+	msg   string
+	err   error
 }
 
 func (e *Error) Error() string { return e.msg }
@@ -44,9 +48,10 @@ func (e *Error) Class() errclass.Class { return e.class }
 func (e *Error) Unwrap() error { return e.err }
 
 // RetriesSpent reports whether the client already retried this error as
-// its retry policy allows (every recoverable class): the runtime does not
-// run the node again for it, so that a node's retry: and the client's
-// retries never multiply.
+// its retry policy allows (every recoverable class), or sent it once for
+// good (a reply cut at max_reply_bytes): the runtime does not run the node
+// again for it, so that a node's retry: and the client's retries never
+// multiply.
 func (e *Error) RetriesSpent() bool { return Retryable(e.class) }
 
 // Retryable reports whether a call that failed with this class may succeed
@@ -79,7 +84,17 @@ func classify(ctx context.Context, err error, res *http.Response, ep *endpoint, 
 		e.Status = res.StatusCode
 	}
 	var rerr *replyError
+	var big *replyTooLarge
 	switch {
+	case errors.As(err, &big), errors.Is(err, bufio.ErrTooLong):
+		// Before the status: an error body can be cut too. openai-go's
+		// stream decoder cuts a line itself past 32 MiB when a stream
+		// comes labelled as JSON, which the line limit leaves alone.
+		if big == nil {
+			big = &replyTooLarge{limit: ep.limit, line: true}
+		}
+		e.class, e.final = errclass.Server, true
+		e.msg = big.message(url)
 	case e.Status >= 400:
 		if res != nil {
 			e.RetryAfter = retryAfter(res.Header, time.Now())

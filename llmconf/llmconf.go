@@ -41,6 +41,24 @@ type Model struct {
 	// that is longer).
 	Background bool
 	Poll       time.Duration
+	// MaxReplyBytes is the most bytes one body from the model's endpoint
+	// may bring (a reply, a stream in all, one poll); 0:
+	// DefaultMaxReplyBytes.
+	MaxReplyBytes int
+}
+
+// DefaultMaxReplyBytes bounds a model's replies unless its
+// max_reply_bytes says: 64 MiB. The longest reply a model writes (128k
+// output tokens, about 0.5 MB of text) is under 1 MB as one JSON body and
+// about 40 MB streamed, each token in an event of some 300 bytes.
+const DefaultMaxReplyBytes = 64 << 20
+
+// ReplyLimit is the most bytes one body from m's endpoint may bring.
+func (m *Model) ReplyLimit() int {
+	if m.MaxReplyBytes > 0 {
+		return m.MaxReplyBytes
+	}
+	return DefaultMaxReplyBytes
 }
 
 // Polling of background responses: the first wait unless a model's poll:
