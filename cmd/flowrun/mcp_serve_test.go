@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/flowrun/flowrun/internal/npmtest"
+	"github.com/flowrun/flowrun/internal/testwait"
 )
 
 // connectServe starts `flowrun mcp serve args...` as a subprocess and
@@ -85,11 +86,20 @@ func TestMCPServeShippedPipelineToGoSDKClient(t *testing.T) {
 	if reply, _ := got["reply"].(string); reply == "" || got["category"] != "billing" {
 		t.Errorf("structured content %v", got)
 	}
-	mu.Lock()
-	if len(progress) == 0 || !strings.Contains(strings.Join(progress, "\n"), "classify done") {
+	// The client hands notifications to their handler on a goroutine of
+	// their own, while it gives the call its result as the result comes: a
+	// progress notification sent before the result may reach the handler
+	// after CallTool has returned.
+	classified := testwait.Until(func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(strings.Join(progress, "\n"), "classify done")
+	})
+	if !classified {
+		mu.Lock()
 		t.Errorf("progress notifications %q", progress)
+		mu.Unlock()
 	}
-	mu.Unlock()
 	if _, stdout, _ := flowrun(t, "runs"); !strings.Contains(stdout, "triage") {
 		t.Errorf("the call's run is not in flowrun runs:\n%s", stdout)
 	}
