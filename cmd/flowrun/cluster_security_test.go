@@ -276,3 +276,15 @@ outputs:
 		t.Errorf("the worker sent the model %v", paths)
 	}
 }
+
+// TestClusterLockedDownBatch: on a server whose users have only the
+// permissions cluster.Permissions gives their roles, set up by flowrun
+// cluster setup with the admin credential, a batch runs on two workers
+// with their worker credential and a coordinator with its own, to the
+// outputs of the same batch run locally, one result per item.
+func TestClusterLockedDownBatch(t *testing.T) {
+	ns := startLockedNATS(t, "--ack-wait", "3s")
+	c := startClusterWorkersOn(t, ns, 6, 2, 0)
+	c.coord = c.startCoordinator()
+	c.finish(t, c.coord)
+}
