@@ -174,9 +174,9 @@ func Setup(ctx context.Context, o Options, so SetupOptions) error {
 	})
 }
 
-// errNotSetUp says that a store is missing and this credential may not
+// ErrNotSetUp says that a stream or bucket is missing and this credential may not
 // create it.
-var errNotSetUp = errors.New("it does not exist, and this credential may not create it: set up the cluster with the admin credential first")
+var ErrNotSetUp = errors.New("it does not exist, and this credential may not create it: set up the cluster with the admin credential first")
 
 // bind opens a jsObject, creating it (as Setup would) when it is missing
 // and the server lets this credential: an open server needs no setup.
@@ -190,7 +190,7 @@ func bind[T any](ctx context.Context, c *conn, s jsObject, replicas int, open fu
 	}
 	if err != nil {
 		if c.denials.refused("$JS.API.STREAM.CREATE." + s.stream()) {
-			err = errNotSetUp
+			err = ErrNotSetUp
 		}
 		return v, fmt.Errorf("%s: %w", s.stream(), err)
 	}

@@ -154,6 +154,10 @@ func connect(ctx context.Context, o Options) (*conn, error) {
 		return nil, err
 	}
 	c, err := setup(ctx, nc, o, d)
+	if errors.Is(err, ErrNotSetUp) {
+		nc.Close()
+		return nil, fmt.Errorf("opening flowrun's streams on %s: %w", DisplayURL(o.URL), err)
+	}
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("setting up JetStream on %s (is the server started with -js?): %w", DisplayURL(o.URL), err)

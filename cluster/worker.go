@@ -166,7 +166,7 @@ func (w *Worker) consumer(ctx context.Context) (jetstream.Consumer, error) {
 				cons, err = w.c.js.Consumer(ctx, itemsStream, workerConsumer)
 			}
 			if err != nil && w.c.denials.refused("$JS.API.CONSUMER.CREATE."+itemsStream+"."+workerConsumer+"."+itemsSubject+">") {
-				err = errNotSetUp
+				err = ErrNotSetUp
 			}
 		}
 		return err

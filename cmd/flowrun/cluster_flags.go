@@ -125,7 +125,7 @@ func setupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	o := cluster.Options{URL: *url, Creds: *creds, CA: *ca, Name: "flowrun cluster setup"}
 	err := cluster.Setup(ctx, o, cluster.SetupOptions{Replicas: *replicas, AckWait: *ackWait, RunsMaxBytes: *runsBytes})
 	if err != nil {
-		fmt.Fprintf(stderr, "flowrun cluster setup: %v\n", chmodHint(err))
+		fmt.Fprintf(stderr, "flowrun cluster setup: %v\n", clusterHint(err))
 		return exitFailed
 	}
 	fmt.Fprintf(stdout, "flowrun's streams and buckets are set up on %s\n", cluster.DisplayURL(*url))
@@ -151,6 +151,15 @@ func keygenCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "wrote %s (private: keep it on this machine) and %s\n", key, pub)
 	return exitOK
+}
+
+// clusterHint adds what to type to a cluster error: the setup a locked-down
+// server needs, or the mode a private file needs.
+func clusterHint(err error) error {
+	if errors.Is(err, cluster.ErrNotSetUp) {
+		return fmt.Errorf("%w: flowrun cluster setup --nats URL --nats-creds ADMIN.creds", err)
+	}
+	return chmodHint(err)
 }
 
 // chmodHint adds what to type when a private file is open to others.

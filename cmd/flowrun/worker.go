@@ -60,7 +60,7 @@ func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	fmt.Fprintf(stderr, "flowrun worker: pulling items from %s, %d at a time\n", cluster.DisplayURL(*url), *concurrency)
 	if err := w.Run(ctx); err != nil {
-		fmt.Fprintf(stderr, "flowrun worker: %v\n", err)
+		fmt.Fprintf(stderr, "flowrun worker: %v\n", clusterHint(err))
 		return exitFailed
 	}
 	fmt.Fprintln(stderr, "flowrun worker: stopped")
