@@ -62,21 +62,21 @@ const takenTTL = jobTTL + 24*time.Hour
 
 // stores are flowrun's JetStream objects.
 var stores = []jsObject{
-	{kind: streamKind, name: itemsStream, maxBytes: 1 << 30, write: coordinator, read: coordinator, config: func(c *jetstream.StreamConfig) {
+	{kind: streamKind, name: itemsStream, maxBytes: 256 << 20, write: coordinator, read: coordinator, config: func(c *jetstream.StreamConfig) {
 		c.Subjects, c.Retention, c.Duplicates = []string{itemsSubject + ">"}, jetstream.WorkQueuePolicy, 10*time.Minute
 	}},
-	{kind: streamKind, name: runsStream, maxBytes: 10 << 30, write: worker, read: both, follow: coordinator, config: func(c *jetstream.StreamConfig) {
+	{kind: streamKind, name: runsStream, maxBytes: 8 << 30, write: worker, read: both, follow: coordinator, config: func(c *jetstream.StreamConfig) {
 		c.Subjects, c.Duplicates, c.AllowDirect = []string{cpSubject + ">", evSubject + ">"}, 10*time.Minute, true
 	}},
-	{kind: streamKind, name: takenStream, maxBytes: 256 << 20, write: worker, read: worker, config: func(c *jetstream.StreamConfig) {
+	{kind: streamKind, name: takenStream, maxBytes: 64 << 20, write: worker, read: worker, config: func(c *jetstream.StreamConfig) {
 		// One record per job, for good: a second is refused by the server.
 		c.Subjects, c.MaxMsgsPerSubject, c.DiscardNewPerSubject, c.MaxAge, c.AllowDirect = []string{takenSubject + ">"}, 1, true, takenTTL, true
 	}},
-	{kind: bucketKind, name: resultsBucket, maxBytes: 1 << 30, write: worker, read: worker, follow: coordinator},
-	{kind: bucketKind, name: limitsBucket, maxBytes: 64 << 20, write: worker, read: worker},
-	{kind: bucketKind, name: stopsBucket, maxBytes: 64 << 20, write: coordinator, read: coordinator, follow: worker},
-	{kind: bucketKind, name: ledgerBucket, maxBytes: 64 << 20, write: both, read: both},
-	{kind: objectsKind, name: filesBucket, maxBytes: 1 << 30, write: coordinator, read: both, follow: both},
+	{kind: bucketKind, name: resultsBucket, maxBytes: 256 << 20, write: worker, read: worker, follow: coordinator},
+	{kind: bucketKind, name: limitsBucket, maxBytes: 16 << 20, write: worker, read: worker},
+	{kind: bucketKind, name: stopsBucket, maxBytes: 16 << 20, write: coordinator, read: coordinator, follow: worker},
+	{kind: bucketKind, name: ledgerBucket, maxBytes: 16 << 20, write: both, read: both},
+	{kind: objectsKind, name: filesBucket, maxBytes: 256 << 20, write: coordinator, read: both, follow: both},
 }
 
 // stream is the JetStream stream behind s.
@@ -139,7 +139,7 @@ type SetupOptions struct {
 	// redelivered; workers heartbeat at a third of it. Default 30s.
 	AckWait time.Duration
 	// RunsMaxBytes bounds FLOWRUN_RUNS, the checkpoints and events of
-	// every run; default 10 GiB. When it is full, runs fail to store
+	// every run; default 8 GiB. When it is full, runs fail to store
 	// their checkpoints rather than old ones being dropped.
 	RunsMaxBytes int64
 }

@@ -118,6 +118,7 @@ type conn struct {
 	workers trust // whose checkpoints and events are read back
 	refused *refusals
 	denials *denials
+	hide    *endpoints // a worker's model endpoints, kept out of what it publishes
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	buckets map[string]jetstream.KeyValue

@@ -19,6 +19,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -78,6 +79,14 @@ type Worker struct {
 	// AllowMCPCommands lets them start only these commands.
 	AllowMCPStdio    bool
 	AllowMCPCommands []string
+	// AllowEnv are the variables of this worker's environment a pipeline
+	// may read (env:, an MCP server's values); by default none.
+	AllowEnv []string
+	// AllowKeyEnv are the variables a model's api_key_env may name beside
+	// OPENAI_API_KEY; AllowEndpoints the base URLs a model may send its
+	// key to beside this worker's own (OPENAI_BASE_URL, or OpenAI's).
+	AllowKeyEnv    []string
+	AllowEndpoints []string
 
 	c        *conn
 	mu       sync.Mutex // guards pipelines and fetching them
@@ -132,6 +141,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer c.nc.Close()
 	c.refused = &refusals{log: func(line string) { logLine(w.Log, line) }}
+	c.hide = &endpoints{}
 	w.c, w.pipeline = c, map[string]*loaded{}
 	w.stopped, w.running = map[string]string{}, map[*runningItem]struct{}{}
 	cons, err := w.consumer(ctx)
@@ -429,7 +439,7 @@ func (w *Worker) record(ctx context.Context, item string, res *Result) error {
 			Worker: res.Worker, Attempt: res.Attempt})
 	}
 	key := w.resultKeyOf(item)
-	data, err := seal(w.Signer, resultsBucket, key, body)
+	data, err := seal(w.Signer, resultsBucket, key, w.c.hide.scrub(redact.JSON(body)))
 	if err != nil {
 		return fmt.Errorf("signing the result of %s: %w", item, err)
 	}
@@ -530,6 +540,8 @@ func (w *Worker) load(ctx context.Context, ref PipelineRef) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.c.hide.add(p)
+	dsl.Walk(p, func(q *dsl.Pipeline, _ *dsl.Node) { w.c.hide.add(q) })
 	kinds, err := w.Engine.Kinds(p, &sharedLimits{c: w.c})
 	if err == nil {
 		err = kinds.Check(p)

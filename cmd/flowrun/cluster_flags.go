@@ -113,7 +113,7 @@ func setupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	ca := fs.String("nats-ca", "", "trust the NATS server's TLS certificate when signed by an authority in this PEM `file`")
 	replicas := fs.Int("nats-replicas", 1, "copies JetStream keeps of each stream (3 on a three-node cluster)")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "hand an item to another worker when its worker has been silent for `duration` (workers heartbeat at a third of it)")
-	runsBytes := fs.Int64("runs-max-bytes", 10<<30, "the most `bytes` FLOWRUN_RUNS (every run's checkpoints and events) may hold")
+	runsBytes := fs.Int64("runs-max-bytes", 8<<30, "the most `bytes` FLOWRUN_RUNS (every run's checkpoints and events) may hold")
 	rest, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
