@@ -321,3 +321,28 @@ func mustJob(t *testing.T, msg jetstream.Msg) Job {
 	must(t, json.Unmarshal(msg.Data(), &job))
 	return job
 }
+
+// TestLockedDownStoresBounded: a worker publishing into FLOWRUN_RUNS past
+// the bytes setup gave it is refused, and what the stream held is kept:
+// no credential fills the disk, and none pushes out other runs' data.
+func TestLockedDownStoresBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l := startLockedDown(t)
+	must(t, Setup(ctx, l.options(RoleAdmin), SetupOptions{RunsMaxBytes: 64 << 10}))
+	w := l.client(t, RoleWorker)
+	chunk := []byte(strings.Repeat("x", 4<<10))
+	refused := false
+	for i := 0; i < 100 && !refused; i++ {
+		_, err := w.js.Publish(ctx, cpSubject+"flood", chunk)
+		refused = err != nil
+	}
+	if !refused {
+		t.Fatal("400 KiB went into a FLOWRUN_RUNS of 64 KiB")
+	}
+	st, err := l.client(t, RoleAdmin).js.Stream(ctx, runsStream)
+	must(t, err)
+	if info := st.CachedInfo(); info.State.FirstSeq != 1 || info.State.Bytes > 64<<10 {
+		t.Errorf("FLOWRUN_RUNS starts at %d with %d bytes: it dropped what it held, or grew past its limit", info.State.FirstSeq, info.State.Bytes)
+	}
+}

@@ -166,7 +166,9 @@ func TestInputFilesOnTheHost(t *testing.T) {
 
 // TestForgedStopIgnored: a worker stops a batch session whose stop its
 // trusted coordinator signed, and ignores (and reports) a stop a stranger
-// wrote, an expired one, and one moved to another session's key.
+// wrote, an expired one, and one moved to another session's key. A stop
+// deleted from the bucket still holds, and a stop holds for its session
+// only: a later session of the batch (its resume) runs.
 func TestForgedStopIgnored(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -212,6 +214,29 @@ func TestForgedStopIgnored(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the signed stop never reached the worker")
 		}
+	}
+	// The stop deleted from the bucket still holds; it holds for its
+	// own session, not for a later one of the batch.
+	must(t, w.c.stops.Delete(ctx, "b2.s2"))
+	put(coord, "b3.s1", stop{Ticket: newTicket("s1", time.Now()), Reason: "sync"})
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		w.stopMu.Lock()
+		_, synced := w.stopped["b3.s1"]
+		w.stopMu.Unlock()
+		if synced {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the third stop never reached the worker")
+		}
+	}
+	if _, _, why := w.track(ctx, Job{Ticket: Ticket{Session: "s2"}, Batch: "b2"}); why != "--max-cost-usd 1" {
+		t.Errorf("an item of the stopped session after its stop was deleted: halted %q", why)
+	}
+	if _, untrack, why := w.track(ctx, Job{Ticket: Ticket{Session: "s3"}, Batch: "b2"}); why != "" {
+		t.Errorf("an item of a later session of the batch is halted: %q", why)
+	} else {
+		untrack()
 	}
 	cancel()
 	<-done
