@@ -370,3 +370,23 @@ func streamMessages(t *testing.T, js jetstream.JetStream, stream string) []strin
 	}
 	return out
 }
+
+// TestClusterCredsModeRefused: a --nats-creds file that group or others
+// can read is refused, by the worker, the batch and the setup, with the
+// command that fixes it.
+func TestClusterCredsModeRefused(t *testing.T) {
+	dir := t.TempDir()
+	creds := writeFile(t, dir, "worker.nk", "SUAIBDPBAUTWCWBKIO6XHQNINK5FWJW4OHLXC3HQ2KFE4PEJUA44CNHTC4")
+	data := clusterItems(t, dir, 1)
+	pipeline := writeFile(t, dir, "p.yaml", killBatchPipeline)
+	for _, args := range [][]string{
+		append([]string{"worker", "--nats", "nats://127.0.0.1:1", "--nats-creds", creds}, workerKeys(t)...),
+		append([]string{"batch", pipeline, "--dataset", data, "--store", filepath.Join(dir, "s.db"), "--nats", "nats://127.0.0.1:1", "--nats-creds", creds}, coordinatorKeys(t)...),
+		{"cluster", "setup", "--nats", "nats://127.0.0.1:1", "--nats-creds", creds},
+	} {
+		code, _, stderr := flowrun(t, args...)
+		if code == exitOK || !strings.Contains(stderr, "mode is 0644") || !strings.Contains(stderr, "chmod 600 "+creds) {
+			t.Errorf("%s with credentials of mode 0644: exit %d\n%s", args[0], code, stderr)
+		}
+	}
+}
