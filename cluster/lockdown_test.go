@@ -246,7 +246,8 @@ func TestReplayedJobRefused(t *testing.T) {
 	coord := testConn(t, co)
 	var mu sync.Mutex
 	var lines []string
-	w := &Worker{Options: Options{Coordinators: keys}}
+	w := &Worker{Options: Options{Coordinators: keys}, CacheDir: t.TempDir(), pipeline: map[string]*loaded{},
+		stopped: map[string]string{}, running: map[*runningItem]struct{}{}}
 	w.c = testConn(t, l.options(RoleWorker))
 	w.c.refused = &refusals{log: func(l string) { mu.Lock(); lines = append(lines, l); mu.Unlock() }}
 	cons, err := w.c.js.Consumer(ctx, itemsStream, workerConsumer)
