@@ -309,12 +309,13 @@ func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
 	if err == nil {
 		err = w.take(bg, job.Nonce, md.Sequence.Stream)
 	}
+	if err != nil && !errors.Is(err, errReplayed) && transient(err) {
+		w.logf("item %s: %v; handing it back", key, err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
 	if err != nil {
 		w.c.refused.report("jobs", fmt.Sprintf("refused the job on %s, not run: %v", msg.Subject(), err))
-		if !errors.Is(err, errReplayed) && transient(err) {
-			_ = msg.NakWithDelay(time.Second)
-			return
-		}
 		_ = msg.Term()
 		return
 	}
