@@ -62,7 +62,7 @@ const takenTTL = jobTTL + 24*time.Hour
 
 // stores are flowrun's JetStream objects.
 var stores = []jsObject{
-	{kind: streamKind, name: itemsStream, maxBytes: 256 << 20, write: coordinator, read: coordinator, config: func(c *jetstream.StreamConfig) {
+	{kind: streamKind, name: itemsStream, maxBytes: 1 << 30, write: coordinator, read: coordinator, config: func(c *jetstream.StreamConfig) {
 		c.Subjects, c.Retention, c.Duplicates = []string{itemsSubject + ">"}, jetstream.WorkQueuePolicy, 10*time.Minute
 	}},
 	{kind: streamKind, name: runsStream, maxBytes: 8 << 30, write: worker, read: both, follow: coordinator, config: func(c *jetstream.StreamConfig) {

@@ -124,6 +124,7 @@ func TestLockedDownRolesRefused(t *testing.T) {
 	defer cancel()
 	l := startLockedDown(t)
 	l.setup(t)
+	l.setup(t) // again: setup brings what exists to its configuration
 	// Another batch's state: a queued job, a checkpoint, a result, a taken job.
 	coord := testConn(t, l.options(RoleCoordinator))
 	_, err := coord.js.Publish(ctx, itemsSubject+"victim.0", []byte(`{}`))
