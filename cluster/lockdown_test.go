@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,10 +73,16 @@ type client struct {
 
 func (l *lockedDown) client(t *testing.T, role Role) *client {
 	t.Helper()
-	c := &client{denied: map[string]bool{}}
 	nk, err := nats.NkeyOptionFromSeed(l.creds[role])
 	must(t, err)
-	c.nc, err = nats.Connect(l.url, nk, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	return dialClient(t, l.url, nk)
+}
+
+func dialClient(t *testing.T, url string, creds nats.Option) *client {
+	t.Helper()
+	c := &client{denied: map[string]bool{}}
+	var err error
+	c.nc, err = nats.Connect(url, creds, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		if m := deniedSubject.FindStringSubmatch(err.Error()); m != nil {
 			c.mu.Lock()
 			c.denied[m[1]] = true
@@ -347,4 +354,58 @@ func TestLockedDownStoresBounded(t *testing.T) {
 	if info := st.CachedInfo(); info.State.FirstSeq != 1 || info.State.Bytes > 64<<10 {
 		t.Errorf("FLOWRUN_RUNS starts at %d with %d bytes: it dropped what it held, or grew past its limit", info.State.FirstSeq, info.State.Bytes)
 	}
+}
+
+// TestUserCredsEnforced: on a server in operator mode, the credentials
+// files WriteUserCreds signs with flowrun's account carry each role's
+// permissions: the admin's sets flowrun up, a worker's binds to what it
+// made, and the server refuses a purge from the coordinator's and a job
+// from the worker's. A file is written owner-only and never overwritten.
+func TestUserCredsEnforced(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	operator, err := nkeys.CreateOperator()
+	must(t, err)
+	resolver := &server.MemAccResolver{}
+	account := func(name string) (nkeys.KeyPair, string) {
+		kp, err := nkeys.CreateAccount()
+		must(t, err)
+		pub, _ := kp.PublicKey()
+		ac := jwt.NewAccountClaims(pub)
+		ac.Name = name
+		if name != "SYS" {
+			ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
+		}
+		token, err := ac.Encode(operator)
+		must(t, err)
+		must(t, resolver.Store(pub, token))
+		return kp, pub
+	}
+	_, system := account("SYS")
+	flowrun, _ := account("FLOWRUN")
+	opPub, _ := operator.PublicKey()
+	oc := jwt.NewOperatorClaims(opPub)
+	oc.SystemAccount = system
+	s := startServer(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), TrustedOperators: []*jwt.OperatorClaims{oc},
+		AccountResolver: resolver, SystemAccount: system})
+	seed, _ := flowrun.Seed()
+	dir := t.TempDir()
+	creds := map[Role]string{}
+	for _, role := range Roles {
+		creds[role] = filepath.Join(dir, string(role)+".creds")
+		must(t, WriteUserCreds(role, seed, creds[role]))
+		if fi, err := os.Stat(creds[role]); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v", creds[role], fi.Mode().Perm(), err)
+		}
+	}
+	if err := WriteUserCreds(RoleWorker, seed, creds[RoleWorker]); err == nil {
+		t.Error("an existing credentials file was overwritten")
+	}
+	url := s.ClientURL()
+	must(t, Setup(ctx, Options{URL: url, Creds: creds[RoleAdmin]}, SetupOptions{}))
+	testConn(t, Options{URL: url, Creds: creds[RoleWorker]})
+	dialClient(t, url, nats.UserCredentials(creds[RoleCoordinator])).refuses(t, RoleCoordinator, map[string]string{
+		"$JS.API.STREAM.PURGE.FLOWRUN_RUNS": "purge the runs"})
+	dialClient(t, url, nats.UserCredentials(creds[RoleWorker])).refuses(t, RoleWorker, map[string]string{
+		"flowrun.items.b.0": "queue a job"})
 }

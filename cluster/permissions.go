@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
 )
 
 // Permissions are the subjects a role's NATS user may publish and
@@ -89,4 +92,48 @@ func confList(subjects []string) string {
 		return "[" + strings.Join(quoted, ", ") + "]"
 	}
 	return "[\n      " + strings.Join(quoted, "\n      ") + "\n    ]"
+}
+
+// WriteUserCreds writes a NATS credentials file (a user JWT and its nkey
+// seed, mode 0600) for a new user of role, with Permissions(role), signed
+// by the account whose seed accountSeed holds: for a server in operator
+// mode. An existing file is never overwritten.
+func WriteUserCreds(role Role, accountSeed []byte, path string) error {
+	perms, err := Permissions(role)
+	if err != nil {
+		return err
+	}
+	account, err := nkeys.FromSeed(accountSeed)
+	if err != nil {
+		return fmt.Errorf("the account seed: %w", err)
+	}
+	if pub, _ := account.PublicKey(); !nkeys.IsValidPublicAccountKey(pub) {
+		return errors.New("the account seed is not an account's (its public key starts with A)")
+	}
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		return err
+	}
+	pub, _ := user.PublicKey()
+	seed, _ := user.Seed()
+	uc := jwt.NewUserClaims(pub)
+	uc.Name = "flowrun-" + string(role)
+	uc.Permissions = perms
+	token, err := uc.Encode(account)
+	if err != nil {
+		return fmt.Errorf("signing the user JWT: %w", err)
+	}
+	creds, err := jwt.FormatUserConfig(token, seed)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("writing the credentials: %w", err)
+	}
+	_, err = f.Write(creds)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -88,12 +87,9 @@ func (o Options) connectOptions() ([]nats.Option, error) {
 	if o.Creds == "" {
 		return opts, nil
 	}
-	if err := checkPrivate(o.Creds, "NATS credentials"); err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(o.Creds)
+	data, err := ReadPrivate(o.Creds, "NATS credentials")
 	if err != nil {
-		return nil, fmt.Errorf("reading the NATS credentials: %w", err)
+		return nil, err
 	}
 	if strings.Contains(string(data), "BEGIN NATS USER JWT") {
 		return append(opts, nats.UserCredentials(o.Creds)), nil

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -126,6 +127,19 @@ func checkPrivate(path, what string) error {
 		return &OpenFileError{What: what, Path: path, Mode: fi.Mode().Perm()}
 	}
 	return nil
+}
+
+// ReadPrivate reads a private file, what it is, refusing one that others
+// can read.
+func ReadPrivate(path, what string) ([]byte, error) {
+	if err := checkPrivate(path, what); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the %s: %w", what, err)
+	}
+	return bytes.TrimSpace(data), nil
 }
 
 // LoadKeys reads the public keys GenerateKey wrote.

@@ -77,7 +77,7 @@ func absAll(paths []string) []string {
 	return out
 }
 
-const clusterUsage = "flowrun cluster: the subcommands are keygen, setup and permissions: flowrun cluster keygen --out DIR [--name NAME], flowrun cluster setup --nats URL --nats-creds ADMIN.creds, flowrun cluster permissions"
+const clusterUsage = "flowrun cluster: the subcommands are keygen, setup, permissions and creds: flowrun cluster keygen --out DIR [--name NAME], flowrun cluster setup --nats URL --nats-creds ADMIN.creds, flowrun cluster permissions, flowrun cluster creds --role ROLE --account-seed FILE --out FILE"
 
 func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -89,6 +89,8 @@ func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return keygenCmd(args[1:], stdout, stderr)
 	case "setup":
 		return setupCmd(ctx, args[1:], stdout, stderr)
+	case "creds":
+		return credsCmd(args[1:], stdout, stderr)
 	case "permissions":
 		fs := newFlagSet("cluster permissions", "flowrun cluster permissions\n\nPrints the permissions of the admin, coordinator and worker NATS users,\nin nats-server's configuration syntax (see docs/scale-out.md).")
 		rest, code, ok := parseFlags(fs, args[1:], stdout, stderr)
@@ -129,6 +131,31 @@ func setupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailed
 	}
 	fmt.Fprintf(stdout, "flowrun's streams and buckets are set up on %s\n", cluster.DisplayURL(*url))
+	return exitOK
+}
+
+func credsCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("cluster creds", "flowrun cluster creds --role admin|coordinator|worker --account-seed FILE --out FILE\n\nWrites a NATS credentials file (a user JWT and its seed, mode 0600) for a new\nuser of the role, with the role's permissions (flowrun cluster permissions),\nsigned by flowrun's account: for a server in operator mode.")
+	role := fs.String("role", "", "the user's `role`: admin, coordinator or worker (required)")
+	seedFile := fs.String("account-seed", "", "the account's nkey seed `file` (required; readable by its owner only)")
+	out := fs.String("out", "", "the credentials `file` to write (required; never overwritten)")
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) != 0 || *role == "" || *seedFile == "" || *out == "" {
+		fmt.Fprintln(stderr, "flowrun cluster creds: give --role, --account-seed and --out: flowrun cluster creds --role worker --account-seed FLOWRUN.nk --out worker.creds")
+		return exitInvalid
+	}
+	seed, err := cluster.ReadPrivate(*seedFile, "account seed")
+	if err == nil {
+		err = cluster.WriteUserCreds(cluster.Role(*role), seed, *out)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun cluster creds: %v\n", clusterHint(err))
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "wrote %s: a %s of flowrun's account (give it with --nats-creds)\n", *out, *role)
 	return exitOK
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/runtime"
@@ -388,5 +389,36 @@ func TestClusterCredsModeRefused(t *testing.T) {
 		if code == exitOK || !strings.Contains(stderr, "mode is 0644") || !strings.Contains(stderr, "chmod 600 "+creds) {
 			t.Errorf("%s with credentials of mode 0644: exit %d\n%s", args[0], code, stderr)
 		}
+	}
+}
+
+// TestClusterCredsCommand: flowrun cluster creds writes a role's
+// credentials file from the account's seed, which it refuses while
+// others can read it, saying how to fix it.
+func TestClusterCredsCommand(t *testing.T) {
+	dir := t.TempDir()
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := kp.Seed()
+	seedFile := writeFile(t, dir, "flowrun.nk", string(seed))
+	out := filepath.Join(dir, "worker.creds")
+	code, _, stderr := flowrun(t, "cluster", "creds", "--role", "worker", "--account-seed", seedFile, "--out", out)
+	if code == exitOK || !strings.Contains(stderr, "chmod 600 "+seedFile) {
+		t.Errorf("an account seed of mode 0644: exit %d\n%s", code, stderr)
+	}
+	if err := os.Chmod(seedFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := flowrun(t, "cluster", "creds", "--role", "worker", "--account-seed", seedFile, "--out", out); code != exitOK {
+		t.Fatalf("flowrun cluster creds: exit %d\n%s", code, stderr)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(data), "BEGIN NATS USER JWT") {
+		t.Errorf("the credentials file: %v\n%s", err, data)
+	}
+	if code, _, _ := flowrun(t, "cluster", "creds", "--role", "boss", "--account-seed", seedFile, "--out", filepath.Join(dir, "x")); code == exitOK {
+		t.Error("a role that does not exist was given credentials")
 	}
 }

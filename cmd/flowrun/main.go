@@ -54,6 +54,8 @@ Usage:
   flowrun cluster setup --nats URL --nats-creds ADMIN
                                     create flowrun's streams and buckets, with their limits
   flowrun cluster permissions       the NATS permissions of the admin, coordinator and worker users
+  flowrun cluster creds --role ROLE --account-seed FILE --out FILE
+                                    a NATS credentials file of a role's user, for operator mode
   flowrun batches [--json]          list batches
   flowrun batch show BATCH [--item KEY | --failures] [--format text|json|jsonl|csv]
                                     a batch's summary and items; --item, --failures: items whole
