@@ -76,7 +76,7 @@ var stores = []jsObject{
 	{kind: bucketKind, name: limitsBucket, maxBytes: 16 << 20, write: worker, read: worker},
 	{kind: bucketKind, name: stopsBucket, maxBytes: 16 << 20, write: coordinator, read: coordinator, follow: worker},
 	{kind: bucketKind, name: ledgerBucket, maxBytes: 16 << 20, write: both, read: both},
-	{kind: objectsKind, name: filesBucket, maxBytes: 256 << 20, write: coordinator, read: both, follow: both},
+	{kind: objectsKind, name: filesBucket, maxBytes: 256 << 20, write: coordinator, read: both, follow: worker},
 }
 
 // stream is the JetStream stream behind s.
