@@ -149,7 +149,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("the workers' consumer on %s: %w", itemsStream, err)
 	}
 	// Heartbeats keep to the consumer's AckWait, whoever made it.
-	w.AckWait = cons.CachedInfo().Config.AckWait
+	if made := cons.CachedInfo().Config.AckWait; made != w.ackWait() {
+		w.logf("the workers' consumer redelivers after %s, set when it was made; this worker's %s is not used", made, w.ackWait())
+		w.AckWait = made
+	}
 	stops, err := followBucket(ctx, c.js, stopsBucket, ">")
 	if err != nil {
 		return fmt.Errorf("watching for halted batches: %w", err)
