@@ -46,7 +46,8 @@ type jsObject struct {
 	// read its messages by subject; follow: those that follow it through
 	// an ordered consumer of their own.
 	write, read, follow []Role
-	// config adds a stream's own settings (subjects, retention).
+	// config adds its own settings: a stream's subjects and retention, a
+	// bucket's max age.
 	config func(*jetstream.StreamConfig)
 }
 
@@ -74,7 +75,9 @@ var stores = []jsObject{
 	}},
 	{kind: bucketKind, name: resultsBucket, maxBytes: 256 << 20, write: worker, read: worker, follow: coordinator},
 	{kind: bucketKind, name: limitsBucket, maxBytes: 16 << 20, write: worker, read: worker},
-	{kind: bucketKind, name: stopsBucket, maxBytes: 16 << 20, write: coordinator, read: coordinator, follow: worker},
+	{kind: bucketKind, name: stopsBucket, maxBytes: 16 << 20, write: coordinator, read: coordinator, follow: worker, config: func(c *jetstream.StreamConfig) {
+		c.MaxAge = takenTTL // a stop outlives the jobs it stops, no more
+	}},
 	{kind: bucketKind, name: ledgerBucket, maxBytes: 16 << 20, write: both, read: both},
 	{kind: objectsKind, name: filesBucket, maxBytes: 256 << 20, write: coordinator, read: both, follow: worker},
 }
@@ -119,7 +122,8 @@ func (s jsObject) streamConfig(replicas int, runsBytes int64) jetstream.StreamCo
 		c.MaxMsgsPerSubject, c.AllowDirect = 1, true
 	case objectsKind:
 		c.AllowRollup, c.DenyPurge, c.AllowDirect = true, false, true
-	default:
+	}
+	if s.config != nil {
 		s.config(&c)
 	}
 	return c
