@@ -91,21 +91,15 @@ func (co *Coordinator) Connect(ctx context.Context, o Options) error {
 	return nil
 }
 
-// Follow starts watching the results and events of batch, and lifts a
-// stop an earlier attempt at it left for the workers; call it once the
-// batch has its id, before its items are published, and Close when done.
+// Follow starts watching the results and events of batch under a new
+// session, which no earlier attempt's stop holds; call it once the batch
+// has its id, before its items are published, and Close when done.
 func (co *Coordinator) Follow(ctx context.Context, batch string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	co.batch, co.stop, co.session = batch, cancel, runtime.NewRunID()
 	co.waiting, co.got, co.runs = map[string]chan *Result{}, map[string]*Result{}, map[string]*liveRun{}
 	co.halted = make(chan struct{})
-	err := retry(ctx, "letting the workers run batch "+batch+" again", func(ctx context.Context) error {
-		return co.c.stops.Delete(ctx, batch)
-	})
-	if err != nil {
-		cancel()
-		return err
-	}
+	// An earlier attempt's stop holds for its own session only.
 	cons, err := co.c.js.OrderedConsumer(ctx, runsStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{evSubject + ">"}, DeliverPolicy: jetstream.DeliverNewPolicy})
 	if err == nil {
@@ -291,11 +285,12 @@ func (co *Coordinator) Close() {
 }
 
 // Halt stops the batch, once, for why: no item is published any more,
-// the workers are told (through a key they watch) to stop the batch's
-// running items at their next node, leaving them resumable, and its
-// queued items are removed from the work queue. It returns at once;
-// each waiting Execute then returns its item stopped, after its run has
-// stopped on its worker. A later Follow of the batch lifts the stop.
+// and the workers are told (through a key they watch) to stop this
+// session's running items at their next node, leaving them resumable,
+// and to drop its queued ones. It returns at once; each waiting Execute
+// then returns its item stopped, after its run has stopped on its
+// worker. A later Follow of the batch starts a session the stop does not
+// hold.
 func (co *Coordinator) Halt(why string) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
@@ -306,17 +301,13 @@ func (co *Coordinator) Halt(why string) {
 	co.wg.Go(func() {
 		ctx := context.Background()
 		co.pubMu.Lock()
-		reason, _ := json.Marshal(why)
-		stop, err := seal(co.c.signer, stopsBucket, co.batch, reason)
+		key := co.batch + "." + co.session
+		body, _ := json.Marshal(stop{Ticket: newTicket(co.session, time.Now()), Reason: why})
+		sealed, err := seal(co.c.signer, stopsBucket, key, body)
 		if err == nil {
 			err = retry(ctx, "telling the workers that batch "+co.batch+" stopped", func(ctx context.Context) error {
-				_, err := co.c.stops.Put(ctx, co.batch, stop)
+				_, err := co.c.stops.Put(ctx, key, sealed)
 				return err
-			})
-		}
-		if err == nil {
-			err = retry(ctx, "removing the queued items of batch "+co.batch, func(ctx context.Context) error {
-				return co.c.items.Purge(ctx, jetstream.WithPurgeSubject(itemsSubject+co.batch+".>"))
 			})
 		}
 		co.pubMu.Unlock()
@@ -462,9 +453,10 @@ func (co *Coordinator) stopped(ctx context.Context, row *store.BatchItem, inputs
 	return res, nil
 }
 
-// publish queues the item's job. An item still queued or running since an
-// earlier attempt at the batch is not queued twice, even past the
-// stream's dedup window; after a halt, nothing is queued.
+// publish queues the item's job, bound to this session. An item still
+// queued or running since an earlier attempt at the batch is not queued
+// twice, even past the stream's dedup window, unless that attempt was
+// halted; after a halt, nothing is queued.
 func (co *Coordinator) publish(ctx context.Context, row *store.BatchItem, key string, inputs map[string]any) error {
 	co.pubMu.RLock()
 	defer co.pubMu.RUnlock()
@@ -474,18 +466,14 @@ func (co *Coordinator) publish(ctx context.Context, row *store.BatchItem, key st
 	if halting != "" {
 		return errHalted
 	}
-	data, err := json.Marshal(Job{Batch: row.Batch, Index: row.Index, Key: row.Key, Run: row.Run, Pipeline: co.ref,
-		Inputs: inputs, Auto: co.Auto, MaxLoops: co.MaxLoops})
+	data, err := json.Marshal(Job{Ticket: newTicket(co.session, time.Now()), Batch: row.Batch, Index: row.Index, Key: row.Key, Run: row.Run,
+		Pipeline: co.ref, Inputs: inputs, Auto: co.Auto, MaxLoops: co.MaxLoops})
 	if err != nil {
 		return fmt.Errorf("item %s: encoding its job: %w", row.Key, err)
 	}
 	subject := itemsSubject + key
 	return retry(ctx, "publishing item "+row.Key, func(ctx context.Context) error {
-		_, err := co.c.items.GetLastMsgForSubject(ctx, subject)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+		if queued, err := co.queued(ctx, subject); queued || err != nil {
 			return err
 		}
 		// The id dedups this coordinator's retries only: an item a halt
@@ -493,6 +481,31 @@ func (co *Coordinator) publish(ctx context.Context, row *store.BatchItem, key st
 		_, err = co.c.js.PublishMsg(ctx, signMsg(co.c.signer, subject, key+"."+co.session, data))
 		return err
 	})
+}
+
+// queued says whether a job that workers will still run waits on subject:
+// one of a session that was halted, or that has expired, is dropped by
+// the workers that take it.
+func (co *Coordinator) queued(ctx context.Context, subject string) (bool, error) {
+	msg, err := co.c.items.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var job Job
+	if json.Unmarshal(msg.Data, &job) != nil || job.check(time.Now()) != nil {
+		return false, nil
+	}
+	if job.Session == co.session {
+		return true, nil
+	}
+	_, err = co.c.stops.Get(ctx, job.Batch+"."+job.Session)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return true, nil
+	}
+	return false, err
 }
 
 func (co *Coordinator) forget(key, run string, lr *liveRun) {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/internal/confined"
@@ -43,12 +45,8 @@ func (c *conn) uploadPipeline(ctx context.Context, p *dsl.Pipeline) (PipelineRef
 		}
 		name := objectName([]byte(s.Content))
 		err := retry(ctx, "uploading "+s.Path+" to the JetStream object store", func(ctx context.Context) error {
-			if _, err := c.files.GetInfo(ctx, name); err == nil {
-				return nil
-			} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
-				return err
-			}
-			_, err := c.files.PutString(ctx, name, s.Content)
+			var err error
+			name, err = c.upload(ctx, []byte(s.Content))
 			return err
 		})
 		if err != nil {
@@ -59,14 +57,39 @@ func (c *conn) uploadPipeline(ctx context.Context, p *dsl.Pipeline) (PipelineRef
 	return ref, nil
 }
 
+// upload puts data into the object store under its hash, unless an
+// object with that content is there already, and returns the object's
+// name. When the name holds other content (someone else on the account
+// put it there first), data goes under a name of its own, its hash with
+// a random suffix, which workers check as they check any object.
+func (c *conn) upload(ctx context.Context, data []byte) (string, error) {
+	name := objectName(data)
+	sum := sha256.Sum256(data)
+	digest := "SHA-256=" + base64.URLEncoding.EncodeToString(sum[:])
+	info, err := c.files.GetInfo(ctx, name)
+	switch {
+	case err == nil && info.Digest == digest && info.Size == uint64(len(data)):
+		return name, nil
+	case err == nil:
+		c.refused.report("files", fmt.Sprintf("the object %s holds other content; uploading the file under a name of its own", name))
+		name += "." + nuid.Next()
+	case !errors.Is(err, jetstream.ErrObjectNotFound):
+		return "", err
+	}
+	_, err = c.files.PutBytes(ctx, name, data)
+	return name, err
+}
+
 func objectName(data []byte) string {
 	sum := sha256.Sum256(data)
 	return "sha256-" + hex.EncodeToString(sum[:])
 }
 
 var (
-	hexHash    = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	objectHash = regexp.MustCompile(`^sha256-[0-9a-f]{64}$`)
+	hexHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// An object's name is the hash of its content, with a suffix when
+	// that name was taken by other content.
+	objectHash = regexp.MustCompile(`^sha256-[0-9a-f]{64}(\.[0-9A-Za-z]{1,32})?$`)
 )
 
 // checkName accepts a file name that stays in the pipeline's directory:
@@ -92,7 +115,7 @@ func (ref PipelineRef) check() error {
 			return fmt.Errorf("job: pipeline file: %w", err)
 		}
 		if !objectHash.MatchString(f.Object) {
-			return fmt.Errorf("job: pipeline file %s: the object name %q is not sha256-<64 hex digits>", f.Path, f.Object)
+			return fmt.Errorf("job: pipeline file %s: the object name %q is not sha256-<64 hex digits>[.<suffix>]", f.Path, f.Object)
 		}
 		main = main || f.Path == ref.Main
 	}
@@ -132,7 +155,7 @@ func (c *conn) fetchPipeline(ctx context.Context, dir string, ref PipelineRef) (
 			if err != nil {
 				return nil, err
 			}
-			if objectName(data) != f.Object {
+			if hash, _, _ := strings.Cut(f.Object, "."); objectName(data) != hash {
 				return nil, fmt.Errorf("pipeline file %s: its content does not match its hash %s", f.Path, f.Object)
 			}
 			file := path.Join(ref.Hash, f.Path)

@@ -249,3 +249,45 @@ func TestWorkerCacheDirDefault(t *testing.T) {
 		t.Errorf("cache directory %q, want %q", w.CacheDir, want)
 	}
 }
+
+// TestPoisonedFileUploadedAside: a file put into the object store first
+// by someone else, under the content hash of a coordinator's pipeline
+// file but with other content, does not fail the coordinator's items: its
+// upload finds the name taken by other content, says so, and puts the
+// file under a name of its own, from which the worker loads the same
+// pipeline; the poisoned object itself is refused by its hash.
+func TestPoisonedFileUploadedAside(t *testing.T) {
+	ctx := context.Background()
+	url := embeddedNATS(t)
+	c := testConn(t, Options{URL: url})
+	var lines []string
+	c.refused = &refusals{log: func(l string) { lines = append(lines, l) }}
+	dir := t.TempDir()
+	src := "version: 1\nname: p\nnodes:\n  - id: s\n    set: {}\n"
+	must(t, os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(src), 0o644))
+	p, ds := dsl.Load(filepath.Join(dir, "p.yaml"))
+	if p == nil {
+		t.Fatal(ds)
+	}
+	attacker := testConn(t, Options{URL: url})
+	_, err := attacker.files.PutString(ctx, objectName([]byte(src)), "version: 1\nname: poisoned\nnodes: []\n")
+	must(t, err)
+
+	ref, err := c.uploadPipeline(ctx, p)
+	must(t, err)
+	if len(lines) != 1 || !strings.Contains(lines[0], "holds other content") {
+		t.Errorf("reported %q, want the taken name said", lines)
+	}
+	got, err := c.fetchPipeline(ctx, t.TempDir(), ref)
+	if err != nil {
+		t.Fatalf("the worker could not load the pipeline uploaded aside: %v", err)
+	}
+	if got.Hash != p.Hash {
+		t.Errorf("loaded hash %s, want %s", got.Hash, p.Hash)
+	}
+	poisoned := ref
+	poisoned.Files = []FileRef{{Path: "p.yaml", Object: objectName([]byte(src))}}
+	if _, err := c.fetchPipeline(ctx, t.TempDir(), poisoned); err == nil || !strings.Contains(err.Error(), "does not match its hash") {
+		t.Errorf("fetching the poisoned object: %v, want it refused", err)
+	}
+}

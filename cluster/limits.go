@@ -102,6 +102,30 @@ func (s *sharedLimits) Acquire(ctx context.Context, key string, lim llm.RateLimi
 	return release, nil
 }
 
+// maxAhead is the furthest ahead a budget's next start may be: as far as
+// an hour of queued requests. A value beyond it (the year 2100, written by
+// someone on the account) is ignored, not waited for.
+const maxAhead = time.Hour
+
+// clamp drops what no worker could have written: a next start beyond
+// maxAhead, a lease outliving leaseTTL. It says whether it dropped any.
+func (b *budget) clamp(now time.Time) bool {
+	limit := now.Add(maxAhead).UnixNano()
+	changed := false
+	for _, next := range []*int64{&b.NextReq, &b.NextTok} {
+		if *next > limit {
+			*next, changed = 0, true
+		}
+	}
+	for id, exp := range b.Leases {
+		if exp > now.Add(leaseTTL+clockSkew).UnixNano() {
+			delete(b.Leases, id)
+			changed = true
+		}
+	}
+	return changed
+}
+
 func later(t time.Time, ns int64) time.Time {
 	if u := time.Unix(0, ns); u.After(t) {
 		return u
@@ -136,7 +160,7 @@ func (s *sharedLimits) update(ctx context.Context, key string, f func(b *budget,
 				b.Leases = map[string]int64{}
 			}
 			now := time.Now()
-			expired := false
+			expired := b.clamp(now)
 			for id, exp := range b.Leases {
 				if exp < now.UnixNano() {
 					delete(b.Leases, id)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -62,4 +63,23 @@ func TestSharedBudgetAcrossConnections(t *testing.T) {
 		t.Errorf("max_concurrency 1: the second request started %s before the first was released", released.Sub(at))
 	}
 	<-done
+}
+
+// TestSharedBudgetIgnoresOutOfRange: a budget someone on the account set
+// to start the next request in the year 2100, and a lease held until
+// then, are ignored: a request with rpm, tpm and max_concurrency limits
+// goes ahead instead of waiting for them.
+func TestSharedBudgetIgnoresOutOfRange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := testConn(t, Options{URL: embeddedNATS(t)})
+	y2100 := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	data, _ := json.Marshal(budget{NextReq: y2100, NextTok: y2100, Leases: map[string]int64{"stuck": y2100}})
+	_, err := c.limits.Put(ctx, budgetKey("http://x gpt"), data)
+	must(t, err)
+	release, err := (&sharedLimits{c: c}).Acquire(ctx, "http://x gpt", llm.RateLimits{RPM: 60, TPM: 6000, MaxConcurrency: 1}, 10)
+	if err != nil {
+		t.Fatalf("a request under a budget set to the year 2100: %v", err)
+	}
+	release(10)
 }

@@ -32,7 +32,7 @@ func (s *checkpoints) Save(ctx context.Context, cp *runtime.Checkpoint) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", cp.Path, err)
 	}
-	data = redact.JSON(data)
+	data = s.c.hide.scrub(redact.JSON(data))
 	id := s.run + "." + strconv.FormatInt(cp.Seq, 10)
 	msg := signMsg(s.c.signer, cpSubject+s.run, id, data)
 	return retry(ctx, "storing checkpoint "+id+" in JetStream", func(ctx context.Context) error {
@@ -148,7 +148,7 @@ func (s *events) Event(e runtime.Event) {
 	if err != nil {
 		return
 	}
-	f, err := s.c.js.PublishMsgAsync(signMsg(s.c.signer, evSubject+s.run, nuid.Next(), redact.JSON(data)))
+	f, err := s.c.js.PublishMsgAsync(signMsg(s.c.signer, evSubject+s.run, nuid.Next(), s.c.hide.scrub(redact.JSON(data))))
 	if err != nil {
 		return
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -22,10 +21,13 @@ const (
 	runsStream     = "FLOWRUN_RUNS" // checkpoints and events of item runs
 	cpSubject      = "flowrun.cp."
 	evSubject      = "flowrun.ev."
-	resultsBucket  = "flowrun-results" // KV: <batch>.<index> -> Result
+	takenStream    = "FLOWRUN_TAKEN" // the jobs workers took, by nonce: a replayed job is refused
+	takenSubject   = "flowrun.taken."
+	resultsBucket  = "flowrun-results" // KV: <batch>.<index>.<worker key> -> Result
 	filesBucket    = "flowrun-files"   // object store: pipeline files by hash
 	limitsBucket   = "flowrun-limits"  // KV: shared rate budgets
-	stopsBucket    = "flowrun-stops"   // KV: <batch> -> why it stopped; workers stop its items
+	stopsBucket    = "flowrun-stops"   // KV: <batch>.<session> -> why it stopped; workers stop its items
+	ledgerBucket   = "flowrun-ledger"  // KV: spend, updated by compare-and-set
 	workerConsumer = "flowrun-workers"
 )
 
@@ -85,9 +87,9 @@ func (o Options) connectOptions() ([]nats.Option, error) {
 	if o.Creds == "" {
 		return opts, nil
 	}
-	data, err := os.ReadFile(o.Creds)
+	data, err := ReadPrivate(o.Creds, "NATS credentials")
 	if err != nil {
-		return nil, fmt.Errorf("reading the NATS credentials: %w", err)
+		return nil, err
 	}
 	if strings.Contains(string(data), "BEGIN NATS USER JWT") {
 		return append(opts, nats.UserCredentials(o.Creds)), nil
@@ -111,29 +113,48 @@ type conn struct {
 	signer  *Signer
 	workers trust // whose checkpoints and events are read back
 	refused *refusals
+	denials *denials
+	hide    *endpoints // a worker's model endpoints, kept out of what it publishes
 	nc      *nats.Conn
 	js      jetstream.JetStream
+	buckets map[string]jetstream.KeyValue
 	results jetstream.KeyValue
 	files   jetstream.ObjectStore
 	limits  jetstream.KeyValue
 	stops   jetstream.KeyValue
 	items   jetstream.Stream
 	runs    jetstream.Stream
+	taken   jetstream.Stream
 }
 
-// connect dials NATS, reconnecting for ever after the first success (a
-// server restart is waited out), and creates what is missing.
-func connect(ctx context.Context, o Options) (*conn, error) {
+// dial connects to NATS, reconnecting for ever after the first success (a
+// server restart is waited out); d learns what the server refuses.
+func dial(o Options, d *denials) (*nats.Conn, error) {
 	creds, err := o.connectOptions()
 	if err != nil {
 		return nil, err
 	}
 	nc, err := nats.Connect(o.URL, append(creds, nats.Name(o.Name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
-		nats.RetryOnFailedConnect(false))...)
+		nats.RetryOnFailedConnect(false), nats.ErrorHandler(d.handler))...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", DisplayURL(o.URL), err)
 	}
-	c, err := setup(ctx, nc, o)
+	return nc, nil
+}
+
+// connect dials NATS and opens flowrun's streams and buckets, creating
+// those that are missing if the server lets this credential.
+func connect(ctx context.Context, o Options) (*conn, error) {
+	d := &denials{}
+	nc, err := dial(o, d)
+	if err != nil {
+		return nil, err
+	}
+	c, err := setup(ctx, nc, o, d)
+	if errors.Is(err, ErrNotSetUp) {
+		nc.Close()
+		return nil, fmt.Errorf("opening flowrun's streams on %s: %w", DisplayURL(o.URL), err)
+	}
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("setting up JetStream on %s (is the server started with -js?): %w", DisplayURL(o.URL), err)
@@ -141,7 +162,7 @@ func connect(ctx context.Context, o Options) (*conn, error) {
 	return c, nil
 }
 
-func setup(ctx context.Context, nc *nats.Conn, o Options) (*conn, error) {
+func setup(ctx context.Context, nc *nats.Conn, o Options, d *denials) (*conn, error) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(eventAckTimeout))
 	if err != nil {
 		return nil, err
@@ -155,12 +176,12 @@ func setup(ctx context.Context, nc *nats.Conn, o Options) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &conn{nc: nc, js: js, signer: o.Signer, workers: o.workers()}
+	c := &conn{nc: nc, js: js, signer: o.Signer, workers: o.workers(), denials: d}
 	// A cluster creating a replicated stream (or electing its leader,
 	// with other workers creating the same ones) may take longer than a
 	// request's time-out.
-	err = retry(ctx, "creating flowrun's streams and buckets", func(ctx context.Context) error {
-		return c.ensure(ctx, max(o.Replicas, 1))
+	err = retry(ctx, "opening flowrun's streams and buckets", func(ctx context.Context) error {
+		return c.open(ctx, max(o.Replicas, 1))
 	})
 	if err != nil {
 		return nil, err
@@ -168,69 +189,28 @@ func setup(ctx context.Context, nc *nats.Conn, o Options) (*conn, error) {
 	return c, nil
 }
 
-// ensure opens the streams and buckets, creating those that are missing.
-func (c *conn) ensure(ctx context.Context, replicas int) error {
-	var err error
-	c.items, err = ensureStream(ctx, c.js, jetstream.StreamConfig{Name: itemsStream, Subjects: []string{itemsSubject + ">"},
-		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: replicas, Duplicates: 10 * time.Minute})
-	if err != nil {
-		return err
-	}
-	c.runs, err = ensureStream(ctx, c.js, jetstream.StreamConfig{Name: runsStream, Subjects: []string{cpSubject + ">", evSubject + ">"},
-		Storage: jetstream.FileStorage, Replicas: replicas, Duplicates: 10 * time.Minute, AllowDirect: true})
-	if err != nil {
-		return err
-	}
-	if c.results, err = ensureKV(ctx, c.js, jetstream.KeyValueConfig{Bucket: resultsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
-		return err
-	}
-	if c.limits, err = ensureKV(ctx, c.js, jetstream.KeyValueConfig{Bucket: limitsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
-		return err
-	}
-	if c.stops, err = ensureKV(ctx, c.js, jetstream.KeyValueConfig{Bucket: stopsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
-		return err
-	}
-	c.files, err = c.js.ObjectStore(ctx, filesBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		c.files, err = c.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: filesBucket, Storage: jetstream.FileStorage, Replicas: replicas})
-		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			c.files, err = c.js.ObjectStore(ctx, filesBucket)
+// open binds the streams and buckets, creating those that are missing
+// when this credential may.
+func (c *conn) open(ctx context.Context, replicas int) error {
+	streams := map[string]jetstream.Stream{}
+	c.buckets = map[string]jetstream.KeyValue{}
+	for _, s := range stores {
+		var err error
+		switch s.kind {
+		case streamKind:
+			streams[s.name], err = bind(ctx, c, s, replicas, func(ctx context.Context) (jetstream.Stream, error) { return c.js.Stream(ctx, s.name) })
+		case bucketKind:
+			c.buckets[s.name], err = bind(ctx, c, s, replicas, func(ctx context.Context) (jetstream.KeyValue, error) { return c.js.KeyValue(ctx, s.name) })
+		case objectsKind:
+			c.files, err = bind(ctx, c, s, replicas, func(ctx context.Context) (jetstream.ObjectStore, error) { return c.js.ObjectStore(ctx, s.name) })
+		}
+		if err != nil {
+			return err
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("object store %s: %w", filesBucket, err)
-	}
+	c.items, c.runs, c.taken = streams[itemsStream], streams[runsStream], streams[takenStream]
+	c.results, c.limits, c.stops = c.buckets[resultsBucket], c.buckets[limitsBucket], c.buckets[stopsBucket]
 	return nil
-}
-
-// ensureStream opens a stream, creating it if it does not exist; an
-// existing stream keeps its configuration (its replicas, say).
-func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	s, err := js.Stream(ctx, cfg.Name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		s, err = js.CreateStream(ctx, cfg)
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			s, err = js.Stream(ctx, cfg.Name)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", cfg.Name, err)
-	}
-	return s, nil
-}
-
-func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, cfg)
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, cfg.Bucket)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("key-value bucket %s: %w", cfg.Bucket, err)
-	}
-	return kv, nil
 }
 
 // DisplayURL is a NATS URL (or comma-separated list) fit to show or

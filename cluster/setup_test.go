@@ -35,8 +35,9 @@ func TestConnectWithoutJetStream(t *testing.T) {
 }
 
 // TestCredsFile: an nkey seed file given as Creds authenticates to a
-// server that knows only that nkey; without it the server refuses, and a
-// file that is neither a credentials file nor a seed is said to be so.
+// server that knows only that nkey; without it the server refuses; a
+// seed file others can read is refused before it is used, and a file
+// that is neither a credentials file nor a seed is said to be so.
 func TestCredsFile(t *testing.T) {
 	kp, err := nkeys.CreateUser()
 	if err != nil {
@@ -57,6 +58,12 @@ func TestCredsFile(t *testing.T) {
 	if c, err := connect(ctx, Options{URL: s.ClientURL()}); err == nil {
 		c.nc.Close()
 		t.Error("connected without credentials")
+	}
+	open := filepath.Join(dir, "open.nk")
+	must(t, os.WriteFile(open, seed, 0o644))
+	var openErr *OpenFileError
+	if _, err := connect(ctx, Options{URL: s.ClientURL(), Creds: open}); !errors.As(err, &openErr) || !strings.Contains(err.Error(), "0644") {
+		t.Errorf("a seed file of mode 0644: %v", err)
 	}
 	garbage := filepath.Join(dir, "garbage")
 	must(t, os.WriteFile(garbage, []byte("not a key"), 0o600))

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -13,7 +14,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -86,12 +90,8 @@ func GenerateKey(dir, name string) (keyPath, pubPath string, err error) {
 // LoadSigner reads a private key GenerateKey wrote. A key that others can
 // read is refused: anyone who reads it can sign as its owner.
 func LoadSigner(path string) (*Signer, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the signing key: %w", err)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("signing key %s: its mode is %04o; make it readable by its owner only (0600)", path, fi.Mode().Perm())
+	if err := checkPrivate(path, "signing key"); err != nil {
+		return nil, err
 	}
 	der, err := readPEM(path, "PRIVATE KEY")
 	if err != nil {
@@ -103,6 +103,43 @@ func LoadSigner(path string) (*Signer, error) {
 		return nil, fmt.Errorf("signing key %s: not an Ed25519 private key", path)
 	}
 	return &Signer{key: priv, id: keyID(priv.Public().(ed25519.PublicKey))}, nil
+}
+
+// OpenFileError says that a private file, a signing key or NATS
+// credentials, can be read by others than its owner.
+type OpenFileError struct {
+	What, Path string
+	Mode       os.FileMode
+}
+
+func (e *OpenFileError) Error() string {
+	return fmt.Sprintf("%s %s: its mode is %04o; make it readable by its owner only (0600)", e.What, e.Path, e.Mode)
+}
+
+// checkPrivate refuses a file that group or others may read or write:
+// anyone who reads it can act as its owner.
+func checkPrivate(path, what string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("reading the %s: %w", what, err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return &OpenFileError{What: what, Path: path, Mode: fi.Mode().Perm()}
+	}
+	return nil
+}
+
+// ReadPrivate reads a private file, what it is, refusing one that others
+// can read.
+func ReadPrivate(path, what string) ([]byte, error) {
+	if err := checkPrivate(path, what); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the %s: %w", what, err)
+	}
+	return bytes.TrimSpace(data), nil
 }
 
 // LoadKeys reads the public keys GenerateKey wrote.
@@ -311,7 +348,10 @@ func (k KeyFiles) Options(url string, worker bool) (Options, error) {
 		}
 	}
 	var err error
-	if k.Sign != "" {
+	if k.Creds != "" {
+		err = checkPrivate(k.Creds, "NATS credentials")
+	}
+	if k.Sign != "" && err == nil {
 		o.Signer, err = LoadSigner(k.Sign)
 	}
 	if err == nil {
@@ -321,4 +361,46 @@ func (k KeyFiles) Options(url string, worker bool) (Options, error) {
 		o.Coordinators, err = LoadKeys(k.Trust)
 	}
 	return o, err
+}
+
+// jobTTL is how long a job or a stop is valid after its coordinator
+// issued it: long enough for an item to wait its turn in a large batch's
+// queue. An expired job is refused; batch resume queues its item again.
+const jobTTL = 7 * 24 * time.Hour
+
+// clockSkew is how far a coordinator's clock may run ahead of a worker's.
+const clockSkew = 5 * time.Minute
+
+// Ticket binds a signed job or stop to its batch session: the coordinator
+// that issued it, when, until when it holds, and a nonce that workers
+// record when they take a job, so that a copy replayed later is refused.
+type Ticket struct {
+	Session string    `json:"session"`
+	Issued  time.Time `json:"issued"`
+	Expires time.Time `json:"expires"`
+	Nonce   string    `json:"nonce"`
+}
+
+func newTicket(session string, now time.Time) Ticket {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return Ticket{Session: session, Issued: now.UTC(), Expires: now.Add(jobTTL).UTC(), Nonce: hex.EncodeToString(b[:])}
+}
+
+var nonceHex = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+var errExpired = errors.New("it has expired")
+
+// check refuses a ticket that is not valid at now: without a session or
+// nonce, issued in the future or for longer than jobTTL, or expired.
+func (t Ticket) check(now time.Time) error {
+	switch {
+	case t.Session == "" || strings.ContainsAny(t.Session, ".*> ") || !nonceHex.MatchString(t.Nonce):
+		return errors.New("it names no batch session or nonce")
+	case t.Issued.After(now.Add(clockSkew)) || t.Expires.Sub(t.Issued) > jobTTL:
+		return fmt.Errorf("it was issued at %s, valid until %s: not a time this worker accepts", t.Issued.Format(time.RFC3339), t.Expires.Format(time.RFC3339))
+	case !now.Before(t.Expires):
+		return fmt.Errorf("%w (at %s)", errExpired, t.Expires.Format(time.RFC3339))
+	}
+	return nil
 }

@@ -164,8 +164,11 @@ func TestInputFilesOnTheHost(t *testing.T) {
 	}
 }
 
-// TestForgedStopIgnored: a worker stops a batch whose stop its trusted
-// coordinator signed, and ignores (and reports) a stop a stranger wrote.
+// TestForgedStopIgnored: a worker stops a batch session whose stop its
+// trusted coordinator signed, and ignores (and reports) a stop a stranger
+// wrote, an expired one, and one moved to another session's key. A stop
+// deleted from the bucket still holds, and a stop holds for its session
+// only: a later session of the batch (its resume) runs.
 func TestForgedStopIgnored(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -184,20 +187,27 @@ func TestForgedStopIgnored(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); w.watchStops(stops) }()
 
-	forged, _ := seal(nil, stopsBucket, "b1", []byte(`"forged"`))
-	_, err = w.c.stops.Put(ctx, "b1", forged)
-	must(t, err)
-	real, _ := seal(coord, stopsBucket, "b2", []byte(`"--max-cost-usd 1"`))
-	_, err = w.c.stops.Put(ctx, "b2", real)
-	must(t, err)
+	put := func(s *Signer, key string, st stop) {
+		t.Helper()
+		body, _ := json.Marshal(st)
+		sealed, err := seal(s, stopsBucket, key, body)
+		must(t, err)
+		_, err = w.c.stops.Put(ctx, key, sealed)
+		must(t, err)
+	}
+	old := newTicket("s0", time.Now().Add(-jobTTL-time.Hour))
+	put(nil, "b1.s1", stop{Ticket: newTicket("s1", time.Now()), Reason: "forged"})
+	put(coord, "b1.s0", stop{Ticket: old, Reason: "expired"})
+	put(coord, "b1.s3", stop{Ticket: newTicket("s2", time.Now()), Reason: "moved"})
+	put(coord, "b2.s2", stop{Ticket: newTicket("s2", time.Now()), Reason: "--max-cost-usd 1"})
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		w.stopMu.Lock()
-		why, ok := w.stopped["b2"]
-		_, forgedStopped := w.stopped["b1"]
+		why, ok := w.stopped["b2.s2"]
+		n := len(w.stopped)
 		w.stopMu.Unlock()
 		if ok {
-			if why != "--max-cost-usd 1" || forgedStopped {
-				t.Errorf("stopped b2 for %q; b1 stopped: %v (want only b2)", why, forgedStopped)
+			if why != "--max-cost-usd 1" || n != 1 {
+				t.Errorf("stopped b2.s2 for %q; %d sessions stopped (want only b2.s2)", why, n)
 			}
 			break
 		}
@@ -205,11 +215,34 @@ func TestForgedStopIgnored(t *testing.T) {
 			t.Fatal("the signed stop never reached the worker")
 		}
 	}
+	// The stop deleted from the bucket still holds; it holds for its
+	// own session, not for a later one of the batch.
+	must(t, w.c.stops.Delete(ctx, "b2.s2"))
+	put(coord, "b3.s1", stop{Ticket: newTicket("s1", time.Now()), Reason: "sync"})
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		w.stopMu.Lock()
+		_, synced := w.stopped["b3.s1"]
+		w.stopMu.Unlock()
+		if synced {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the third stop never reached the worker")
+		}
+	}
+	if _, _, why := w.track(ctx, Job{Ticket: Ticket{Session: "s2"}, Batch: "b2"}); why != "--max-cost-usd 1" {
+		t.Errorf("an item of the stopped session after its stop was deleted: halted %q", why)
+	}
+	if _, untrack, why := w.track(ctx, Job{Ticket: Ticket{Session: "s3"}, Batch: "b2"}); why != "" {
+		t.Errorf("an item of a later session of the batch is halted: %q", why)
+	} else {
+		untrack()
+	}
 	cancel()
 	<-done
 	mu.Lock()
 	defer mu.Unlock()
-	if len(lines) != 1 || !strings.Contains(lines[0], "refused a stop of batch b1") {
+	if len(lines) != 3 || !strings.Contains(lines[0], "refused the stop b1.s1") || !strings.Contains(lines[1], "expired") || !strings.Contains(lines[2], "stops session s2") {
 		t.Errorf("reported %q", lines)
 	}
 }
@@ -246,6 +279,9 @@ func TestKeyFilesOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	creds, openCreds := filepath.Join(dir, "u.creds"), filepath.Join(dir, "open.creds")
+	must(t, os.WriteFile(creds, []byte("seed"), 0o600))
+	must(t, os.WriteFile(openCreds, []byte("seed"), 0o644))
 	for _, c := range []struct {
 		name    string
 		k       KeyFiles
@@ -258,7 +294,7 @@ func TestKeyFilesOptions(t *testing.T) {
 		{name: "coordinator without its key", k: KeyFiles{TrustWorker: []string{workerPub}}, missing: &MissingKeysError{}},
 		{name: "insecure worker", k: KeyFiles{Insecure: true}, worker: true},
 		{name: "worker", k: KeyFiles{Sign: workerKey, Trust: []string{coordPub}}, worker: true},
-		{name: "coordinator", k: KeyFiles{Sign: coordKey, TrustWorker: []string{workerPub}, Creds: "u.creds", CA: "ca.pem"}},
+		{name: "coordinator", k: KeyFiles{Sign: coordKey, TrustWorker: []string{workerPub}, Creds: creds, CA: "ca.pem"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o, err := c.k.Options("nats://host:4222", c.worker)
@@ -279,6 +315,10 @@ func TestKeyFilesOptions(t *testing.T) {
 				t.Errorf("keys read: signer %v, %d coordinators, %d workers; want those of %+v", o.Signer != nil, len(o.Coordinators), len(o.Workers), c.k)
 			}
 		})
+	}
+	var open *OpenFileError
+	if _, err := (KeyFiles{Insecure: true, Creds: openCreds}).Options("nats://host:4222", true); !errors.As(err, &open) || open.Path != openCreds {
+		t.Errorf("credentials of mode 0644: %v", err)
 	}
 	if _, err := (KeyFiles{Sign: coordKey, TrustWorker: []string{filepath.Join(dir, "absent.pub")}}).Options("nats://host:4222", false); err == nil {
 		t.Error("a missing worker key file was accepted")

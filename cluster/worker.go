@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,11 +19,13 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 )
 
 // Job is the message that asks a worker to run one batch item.
 type Job struct {
+	Ticket
 	Batch    string         `json:"batch"`
 	Index    int            `json:"index"`
 	Key      string         `json:"key"`
@@ -33,6 +37,13 @@ type Job struct {
 }
 
 func resultKey(batch string, index int) string { return fmt.Sprintf("%s.%d", batch, index) }
+
+// stop is what a coordinator's halt tells the workers, under the key
+// <batch>.<session>: stop that session's items.
+type stop struct {
+	Ticket
+	Reason string `json:"reason"`
+}
 
 // Result is how an item's run ended, as its worker recorded it.
 type Result struct {
@@ -68,13 +79,21 @@ type Worker struct {
 	// AllowMCPCommands lets them start only these commands.
 	AllowMCPStdio    bool
 	AllowMCPCommands []string
+	// AllowEnv are the variables of this worker's environment a pipeline
+	// may read (env:, an MCP server's values); by default none.
+	AllowEnv []string
+	// AllowKeyEnv are the variables a model's api_key_env may name beside
+	// OPENAI_API_KEY; AllowEndpoints the base URLs a model may send its
+	// key to beside this worker's own (OPENAI_BASE_URL, or OpenAI's).
+	AllowKeyEnv    []string
+	AllowEndpoints []string
 
 	c        *conn
 	mu       sync.Mutex // guards pipelines and fetching them
 	pipeline map[string]*loaded
 
 	stopMu  sync.Mutex
-	stopped map[string]string         // by batch: why its coordinator halted it
+	stopped map[string]string         // by <batch>.<session>: why its coordinator halted it
 	running map[*runningItem]struct{} // the items in flight
 }
 
@@ -91,8 +110,8 @@ type Engine interface {
 
 // runningItem is an item in flight, which a halt of its batch stops.
 type runningItem struct {
-	batch string
-	stop  context.CancelCauseFunc
+	session string // <batch>.<session>
+	stop    context.CancelCauseFunc
 }
 
 type loaded struct {
@@ -122,13 +141,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer c.nc.Close()
 	c.refused = &refusals{log: func(line string) { logLine(w.Log, line) }}
+	c.hide = &endpoints{}
 	w.c, w.pipeline = c, map[string]*loaded{}
 	w.stopped, w.running = map[string]string{}, map[*runningItem]struct{}{}
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, itemsStream, jetstream.ConsumerConfig{Durable: workerConsumer,
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: w.ackWait(), MaxDeliver: -1, MaxAckPending: -1,
-		FilterSubject: itemsSubject + ">"})
+	cons, err := w.consumer(ctx)
 	if err != nil {
-		return fmt.Errorf("creating the workers' consumer on %s: %w", itemsStream, err)
+		return fmt.Errorf("the workers' consumer on %s: %w", itemsStream, err)
+	}
+	// Heartbeats keep to the consumer's AckWait, whoever made it.
+	if made := cons.CachedInfo().Config.AckWait; made != w.ackWait() {
+		w.logf("the workers' consumer redelivers after %s, set when it was made; this worker's %s is not used", made, w.ackWait())
+		w.AckWait = made
 	}
 	stops, err := followBucket(ctx, c.js, stopsBucket, ">")
 	if err != nil {
@@ -143,51 +166,76 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// watchStops follows the halted batches until the worker stops, stopping the
-// running items of each batch halted.
+// consumer binds the workers' consumer, creating it with this worker's
+// AckWait when it is missing and this credential may.
+func (w *Worker) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	var cons jetstream.Consumer
+	err := retry(ctx, "binding the workers' consumer", func(ctx context.Context) error {
+		var err error
+		cons, err = w.c.js.Consumer(ctx, itemsStream, workerConsumer)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			cons, err = w.c.js.CreateConsumer(ctx, itemsStream, workerConsumerConfig(w.ackWait()))
+			if errors.Is(err, jetstream.ErrConsumerExists) {
+				cons, err = w.c.js.Consumer(ctx, itemsStream, workerConsumer)
+			}
+			if err != nil && w.c.denials.refused("$JS.API.CONSUMER.CREATE."+itemsStream+"."+workerConsumer+"."+itemsSubject+">") {
+				err = ErrNotSetUp
+			}
+		}
+		return err
+	})
+	return cons, err
+}
+
+// watchStops follows the halted sessions until the worker stops, stopping
+// the running items of each. A stop holds until it expires: one deleted
+// from the bucket still holds here.
 func (w *Worker) watchStops(stops *bucketFollower) {
 	for {
-		batch, why, err := stops.next()
+		key, value, err := stops.next()
 		if err != nil {
 			return
 		}
-		var reason string
-		if why != nil {
-			body, _, err := w.coordinators().open(stopsBucket, batch, why)
-			if err == nil {
-				err = json.Unmarshal(body, &reason)
-			}
-			if err != nil {
-				w.c.refused.report("stops", fmt.Sprintf("refused a stop of batch %s: %v", batch, err))
-				continue
-			}
-		}
-		w.stopMu.Lock()
-		if why == nil {
-			delete(w.stopped, batch)
-			w.stopMu.Unlock()
+		if value == nil {
 			continue
 		}
-		w.stopped[batch] = reason
+		var st stop
+		body, _, err := w.coordinators().open(stopsBucket, key, value)
+		if err == nil {
+			err = json.Unmarshal(body, &st)
+		}
+		if err == nil {
+			err = st.check(time.Now())
+		}
+		if err == nil && !strings.HasSuffix(key, "."+st.Session) {
+			err = fmt.Errorf("it is stored under %s but stops session %s", key, st.Session)
+		}
+		if err != nil {
+			w.c.refused.report("stops", fmt.Sprintf("refused the stop %s: %v", key, err))
+			continue
+		}
+		w.stopMu.Lock()
+		w.stopped[key] = st.Reason
 		for it := range w.running {
-			if it.batch == batch {
-				it.stop(&runtime.StopError{Reason: reason})
+			if it.session == key {
+				it.stop(&runtime.StopError{Reason: st.Reason})
 			}
 		}
 		w.stopMu.Unlock()
 	}
 }
 
-// track registers an item in flight, unless its batch is halted; untrack
-// ends it.
-func (w *Worker) track(ctx context.Context, batch string) (itemCtx context.Context, untrack func(), halted string) {
+// track registers an item in flight, unless its session is halted;
+// untrack ends it.
+func (w *Worker) track(ctx context.Context, job Job) (itemCtx context.Context, untrack func(), halted string) {
+	session := job.Batch + "." + job.Session
 	w.stopMu.Lock()
 	defer w.stopMu.Unlock()
-	if why, ok := w.stopped[batch]; ok {
+	if why, ok := w.stopped[session]; ok {
 		return nil, nil, why
 	}
 	itemCtx, stop := context.WithCancelCause(ctx)
-	it := &runningItem{batch: batch, stop: stop}
+	it := &runningItem{session: session, stop: stop}
 	w.running[it] = struct{}{}
 	return itemCtx, func() {
 		w.stopMu.Lock()
@@ -253,11 +301,28 @@ func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
-	attempt := uint64(1)
-	if md, err := msg.Metadata(); err == nil {
-		attempt = md.NumDelivered
-	}
 	key := resultKey(job.Batch, job.Index)
+	md, err := msg.Metadata()
+	if err == nil && msg.Subject() != itemsSubject+key {
+		err = fmt.Errorf("it is for item %s", key)
+	}
+	if err == nil {
+		err = job.check(time.Now())
+	}
+	if err == nil {
+		err = w.take(bg, job.Nonce, md.Sequence.Stream)
+	}
+	if err != nil && !errors.Is(err, errReplayed) && transient(err) {
+		w.logf("item %s: %v; handing it back", key, err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	if err != nil {
+		w.c.refused.report("jobs", fmt.Sprintf("refused the job on %s, not run: %v", msg.Subject(), err))
+		_ = msg.Term()
+		return
+	}
+	attempt := md.NumDelivered
 	if w.recorded(bg, key) {
 		// Its result was recorded by an earlier attempt killed before its ack.
 		_ = msg.DoubleAck(bg)
@@ -275,12 +340,11 @@ func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
 		sleep(ctx, 5*time.Second)
 		return
 	}
-	itemCtx, untrack, halted := w.track(ctx, job.Batch)
+	itemCtx, untrack, halted := w.track(ctx, job)
 	if halted != "" {
-		// Its coordinator removed the batch's queued items; this one was
-		// already on its way here.
-		w.logf("item %s: batch %s stopped (%s); handing it back", key, job.Batch, halted)
-		_ = msg.NakWithDelay(time.Second)
+		// Its coordinator's next session queues it again.
+		w.logf("item %s: batch %s stopped (%s); dropping it", key, job.Batch, halted)
+		_ = msg.Term()
 		return
 	}
 	stop := w.heartbeat(msg)
@@ -310,6 +374,34 @@ func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
 	}
 	_ = msg.DoubleAck(bg)
 	w.logf("item %s %s", key, res.Status)
+}
+
+// errReplayed says a job was taken before from another message: a copy
+// of a signed job published again.
+var errReplayed = errors.New("a worker took this job before, from another message: it is a replayed copy")
+
+// take records that this worker takes the job with nonce from the
+// message at stream sequence seq. The record is created once, for good
+// (the server refuses a second one and lets no one delete it), so a
+// redelivery of the same message goes on and a copy is refused.
+func (w *Worker) take(ctx context.Context, nonce string, seq uint64) error {
+	subject := takenSubject + nonce
+	record := []byte(strconv.FormatUint(seq, 10))
+	return retry(ctx, "recording the job "+nonce+" as taken", func(ctx context.Context) error {
+		_, err := w.c.js.Publish(ctx, subject, record, jetstream.WithExpectLastSequencePerSubject(0))
+		var apiErr *jetstream.APIError
+		if err == nil || !errors.As(err, &apiErr) {
+			return err
+		}
+		msg, err := w.c.taken.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			return err
+		}
+		if string(msg.Data) != string(record) {
+			return errReplayed
+		}
+		return nil
+	})
 }
 
 // resultKeyOf is where this worker records an item's result: under the
@@ -351,7 +443,7 @@ func (w *Worker) record(ctx context.Context, item string, res *Result) error {
 			Worker: res.Worker, Attempt: res.Attempt})
 	}
 	key := w.resultKeyOf(item)
-	data, err := seal(w.Signer, resultsBucket, key, body)
+	data, err := seal(w.Signer, resultsBucket, key, w.c.hide.scrub(redact.JSON(body)))
 	if err != nil {
 		return fmt.Errorf("signing the result of %s: %w", item, err)
 	}
@@ -452,6 +544,8 @@ func (w *Worker) load(ctx context.Context, ref PipelineRef) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.c.hide.add(p)
+	dsl.Walk(p, func(q *dsl.Pipeline, _ *dsl.Node) { w.c.hide.add(q) })
 	kinds, err := w.Engine.Kinds(p, &sharedLimits{c: w.c})
 	if err == nil {
 		err = kinds.Check(p)

@@ -218,7 +218,8 @@ func remoteBatch(ctx context.Context, r *batch.Runner, o cluster.Options, items,
 	if o.Insecure {
 		fmt.Fprintln(log, "flowrun batch: warning: --nats-insecure: jobs go out unsigned, and results, events and costs are accepted from anyone who can publish on the server")
 	}
-	return cluster.DriveBatch(ctx, r, o, items, window, auto, log)
+	co, err := cluster.DriveBatch(ctx, r, o, items, window, auto, log)
+	return co, clusterHint(err)
 }
 
 func absOrEmpty(path string) string {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/cluster"
@@ -47,6 +48,8 @@ func (f *natsFlags) options(url string, worker bool) (cluster.Options, error) {
 			flags = "--nats-sign WORKER.key"
 		}
 		return o, fmt.Errorf("give %s; %s. On a server no one else can reach, --nats-insecure skips signatures", flags, keygenHint)
+	case errors.As(err, new(*cluster.OpenFileError)):
+		return o, chmodHint(err)
 	case err != nil:
 		return o, fmt.Errorf("%w (%s)", err, keygenHint)
 	}
@@ -74,15 +77,93 @@ func absAll(paths []string) []string {
 	return out
 }
 
-func clusterCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "keygen" {
-		fmt.Fprintln(stderr, "flowrun cluster: the subcommand is keygen: flowrun cluster keygen --out DIR [--name NAME]")
+const clusterUsage = "flowrun cluster: the subcommands are keygen, setup, permissions and creds: flowrun cluster keygen --out DIR [--name NAME], flowrun cluster setup --nats URL --nats-creds ADMIN.creds, flowrun cluster permissions, flowrun cluster creds --role ROLE --account-seed FILE --out FILE"
+
+func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, clusterUsage)
 		return exitInvalid
 	}
+	switch args[0] {
+	case "keygen":
+		return keygenCmd(args[1:], stdout, stderr)
+	case "setup":
+		return setupCmd(ctx, args[1:], stdout, stderr)
+	case "creds":
+		return credsCmd(args[1:], stdout, stderr)
+	case "permissions":
+		fs := newFlagSet("cluster permissions", "flowrun cluster permissions\n\nPrints the permissions of the admin, coordinator and worker NATS users,\nin nats-server's configuration syntax (see docs/scale-out.md).")
+		rest, code, ok := parseFlags(fs, args[1:], stdout, stderr)
+		if !ok {
+			return code
+		}
+		if len(rest) != 0 {
+			fmt.Fprintln(stderr, "flowrun cluster permissions takes no arguments")
+			return exitInvalid
+		}
+		fmt.Fprint(stdout, cluster.ServerPermissions())
+		return exitOK
+	}
+	fmt.Fprintln(stderr, clusterUsage)
+	return exitInvalid
+}
+
+func setupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("cluster setup", "flowrun cluster setup --nats URL --nats-creds ADMIN.creds [--nats-replicas N] [--ack-wait D] [--runs-max-bytes N]\n\nCreates flowrun's streams, key-value buckets, object store and the workers'\nconsumer on the NATS server, with their limits, or brings existing ones to\nthem. It needs the admin credential; coordinators and workers then only\nuse what it made (see flowrun cluster permissions).")
+	url := fs.String("nats", "", "the NATS server `URL` (required)")
+	creds := fs.String("nats-creds", "", "authenticate with the admin's credentials `file` (a user JWT and seed) or nkey seed file")
+	ca := fs.String("nats-ca", "", "trust the NATS server's TLS certificate when signed by an authority in this PEM `file`")
+	replicas := fs.Int("nats-replicas", 1, "copies JetStream keeps of each stream (3 on a three-node cluster)")
+	ackWait := fs.Duration("ack-wait", 30*time.Second, "hand an item to another worker when its worker has been silent for `duration` (workers heartbeat at a third of it)")
+	runsBytes := fs.Int64("runs-max-bytes", 8<<30, "the most `bytes` FLOWRUN_RUNS (every run's checkpoints and events) may hold")
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) != 0 || *url == "" {
+		fmt.Fprintln(stderr, "flowrun cluster setup: give the NATS server: flowrun cluster setup --nats nats://HOST:4222 --nats-creds ADMIN.creds")
+		return exitInvalid
+	}
+	o := cluster.Options{URL: *url, Creds: *creds, CA: *ca, Name: "flowrun cluster setup"}
+	err := cluster.Setup(ctx, o, cluster.SetupOptions{Replicas: *replicas, AckWait: *ackWait, RunsMaxBytes: *runsBytes})
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun cluster setup: %v\n", clusterHint(err))
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "flowrun's streams and buckets are set up on %s\n", cluster.DisplayURL(*url))
+	return exitOK
+}
+
+func credsCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("cluster creds", "flowrun cluster creds --role admin|coordinator|worker --account-seed FILE --out FILE\n\nWrites a NATS credentials file (a user JWT and its seed, mode 0600) for a new\nuser of the role, with the role's permissions (flowrun cluster permissions),\nsigned by flowrun's account: for a server in operator mode.")
+	role := fs.String("role", "", "the user's `role`: admin, coordinator or worker (required)")
+	seedFile := fs.String("account-seed", "", "the account's nkey seed `file` (required; readable by its owner only)")
+	out := fs.String("out", "", "the credentials `file` to write (required; never overwritten)")
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) != 0 || *role == "" || *seedFile == "" || *out == "" {
+		fmt.Fprintln(stderr, "flowrun cluster creds: give --role, --account-seed and --out: flowrun cluster creds --role worker --account-seed FLOWRUN.nk --out worker.creds")
+		return exitInvalid
+	}
+	seed, err := cluster.ReadPrivate(*seedFile, "account seed")
+	if err == nil {
+		err = cluster.WriteUserCreds(cluster.Role(*role), seed, *out)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "flowrun cluster creds: %v\n", clusterHint(err))
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "wrote %s: a %s of flowrun's account (give it with --nats-creds)\n", *out, *role)
+	return exitOK
+}
+
+func keygenCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("cluster keygen", "flowrun cluster keygen --out DIR [--name NAME]\n\nWrites an Ed25519 key pair for --nats: DIR/NAME.key (private, mode 0600)\nand DIR/NAME.pub. The coordinator signs jobs with coordinator.key; workers\nrun only jobs signed by a key given with --nats-trust. Workers sign what\nthey publish with their own key (--name worker), which coordinators trust\nwith --nats-trust-worker.")
 	out := fs.String("out", "", "the `directory` to write the keys in (required)")
 	name := fs.String("name", "coordinator", "the keys' file `name`: NAME.key and NAME.pub")
-	rest, code, ok := parseFlags(fs, args[1:], stdout, stderr)
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
 	}
@@ -97,4 +178,22 @@ func clusterCmd(_ context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprintf(stdout, "wrote %s (private: keep it on this machine) and %s\n", key, pub)
 	return exitOK
+}
+
+// clusterHint adds what to type to a cluster error: the setup a locked-down
+// server needs, or the mode a private file needs.
+func clusterHint(err error) error {
+	if errors.Is(err, cluster.ErrNotSetUp) {
+		return fmt.Errorf("%w: flowrun cluster setup --nats URL --nats-creds ADMIN.creds", err)
+	}
+	return chmodHint(err)
+}
+
+// chmodHint adds what to type when a private file is open to others.
+func chmodHint(err error) error {
+	var open *cluster.OpenFileError
+	if errors.As(err, &open) {
+		return fmt.Errorf("%w; run: chmod 600 %s", err, open.Path)
+	}
+	return err
 }

@@ -26,7 +26,7 @@ import (
 
 // natsCluster is three embedded JetStream servers forming one cluster,
 // each started from the nats.conf that docs/scale-out.md shows: TLS, and
-// a coordinator and a worker user with their own nkeys.
+// an admin, a coordinator and a worker user with their own nkeys.
 type natsCluster struct {
 	t       testing.TB
 	servers []*server.Server
@@ -55,9 +55,10 @@ func documentedClusterConf(t testing.TB) string {
 	return conf + "\n"
 }
 
-// documentedNkeys are the example public keys of the coordinator and the
-// worker in the documented nats.conf, which the test replaces with its own.
-var documentedNkeys = []string{"UAVY6WH65Z225DFNT66RAM6NQHPDVKLZVPBXPLBG3GTVXYNEXZSSLAI7", "UDU5FDOESA5OZ2Z62SMT7OKBIXXYUBZTGUXUF4ZR7XOFMRFA65A3PIJ5"}
+// documentedNkeys are the example public keys of the admin, the
+// coordinator and the worker in the documented nats.conf, which the test
+// replaces with its own.
+var documentedNkeys = []string{"UAHJODLKKFL5OVOO6CNKO6MEPDPL5GOIOIH3P53POMLBMBP4ZFZPBP7H", "UAVY6WH65Z225DFNT66RAM6NQHPDVKLZVPBXPLBG3GTVXYNEXZSSLAI7", "UDU5FDOESA5OZ2Z62SMT7OKBIXXYUBZTGUXUF4ZR7XOFMRFA65A3PIJ5"}
 
 // writeTestTLS writes ca.pem, and server.pem and server-key.pem for
 // 127.0.0.1 signed by it (for both server and client use: routes are
@@ -131,14 +132,17 @@ func startNATSCluster(t *testing.T, accounts ...string) *natsCluster {
 	tlsDir := t.TempDir()
 	c := &natsCluster{t: t, ca: writeTestTLS(t, tlsDir), seeds: map[string]string{}}
 	users := []string{}
-	for i, role := range []string{"coordinator", "worker"} {
+	for i, role := range []string{"admin", "coordinator", "worker"} {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
 			t.Fatal(err)
 		}
 		pub, _ := kp.PublicKey()
 		seed, _ := kp.Seed()
-		c.seeds[role] = writeFile(t, tlsDir, role+".nk", string(seed))
+		c.seeds[role] = filepath.Join(tlsDir, role+".nk")
+		if err := os.WriteFile(c.seeds[role], seed, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		users = append(users, documentedNkeys[i], pub)
 	}
 	for i := range 3 {
@@ -167,7 +171,7 @@ func startNATSCluster(t *testing.T, accounts ...string) *natsCluster {
 		}
 		if opts.ServerName != name || !opts.JetStream || opts.StoreDir != dir || opts.Port != ports[i] ||
 			opts.Cluster.Name != "flowrun" || opts.Cluster.Port != ports[3+i] || len(opts.Routes) != 3 ||
-			opts.TLSConfig == nil || opts.Cluster.TLSConfig == nil || len(opts.Nkeys) != 2 {
+			opts.TLSConfig == nil || opts.Cluster.TLSConfig == nil || len(opts.Nkeys) != 3 {
 			t.Fatalf("the nats.conf of docs/scale-out.md reads as server %q, JetStream %v in %q, port %d, cluster %q on port %d with %d routes\n%s",
 				opts.ServerName, opts.JetStream, opts.StoreDir, opts.Port, opts.Cluster.Name, opts.Cluster.Port, len(opts.Routes), conf)
 		}
@@ -226,7 +230,7 @@ func (c *natsCluster) connect(role string, opts ...nats.Option) (*nats.Conn, err
 }
 
 func (c *natsCluster) jetStream() jetstream.JetStream {
-	nc, err := c.connect("coordinator")
+	nc, err := c.connect("admin")
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -236,6 +240,30 @@ func (c *natsCluster) jetStream() jetstream.JetStream {
 		c.t.Fatal(err)
 	}
 	return js
+}
+
+// setup runs flowrun cluster setup on the cluster with the admin's
+// credential.
+func (c *natsCluster) setup(t *testing.T, args ...string) {
+	t.Helper()
+	code, stdout, stderr := flowrun(t, append([]string{"cluster", "setup", "--nats", c.url()}, append(c.flags("admin"), args...)...)...)
+	if code != exitOK {
+		t.Fatalf("flowrun cluster setup: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// TestClusterDocumentedPermissions: the nats.conf of docs/scale-out.md
+// gives each role the permissions flowrun cluster permissions prints
+// (cluster.Permissions), so that the tests of the documented servers
+// test those.
+func TestClusterDocumentedPermissions(t *testing.T) {
+	code, perms, stderr := flowrun(t, "cluster", "permissions")
+	if code != exitOK {
+		t.Fatalf("flowrun cluster permissions: exit %d\n%s", code, stderr)
+	}
+	if !strings.Contains(documentedClusterConf(t), perms) {
+		t.Errorf("the nats.conf of docs/scale-out.md does not hold the output of flowrun cluster permissions:\n%s", perms)
+	}
 }
 
 // streamLeader is the index of the server leading stream, or -1.
@@ -248,8 +276,9 @@ func (c *natsCluster) streamLeader(stream string) int {
 	return -1
 }
 
-// TestClusterThreeNodeReplication runs a batch on the documented
-// three-node cluster with --nats-replicas 3 and shuts down, mid-batch,
+// TestClusterThreeNodeReplication sets up the documented three-node
+// cluster with flowrun cluster setup --nats-replicas 3 (the admin
+// credential), runs a batch on it and shuts down, mid-batch,
 // the server leading FLOWRUN_RUNS: the stream every checkpoint is
 // acknowledged by, so that the loss forces an election while the workers
 // store checkpoints. The batch completes with one result per item and
@@ -258,11 +287,11 @@ func (c *natsCluster) streamLeader(stream string) int {
 // it fails: the checkpoints lived on the lost server alone.
 func TestClusterThreeNodeReplication(t *testing.T) {
 	cl := startNATSCluster(t)
-	replicas := []string{"--nats-replicas", "3"}
 	// An AckWait longer than an election, so that no item is redelivered
 	// while its worker waits for the new leader.
-	c := startClusterWorkersOn(t, cl, 16, 2, 100*time.Millisecond, append(replicas, "--ack-wait", "10s")...)
-	c.coord = c.startCoordinator(replicas...)
+	cl.setup(t, "--nats-replicas", "3", "--ack-wait", "10s")
+	c := startClusterWorkersOn(t, cl, 16, 2, 100*time.Millisecond)
+	c.coord = c.startCoordinator()
 	c.waitRequests(6)
 	victim := cl.streamLeader("FLOWRUN_RUNS")
 	if victim < 0 {

@@ -12,9 +12,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
 )
 
 // waitStderr waits until p has written want on stderr.
@@ -274,5 +276,149 @@ outputs:
 	}
 	if paths := model.paths("sk-worker-0"); len(paths) != 0 {
 		t.Errorf("the worker sent the model %v", paths)
+	}
+}
+
+// TestClusterLockedDownBatch: on a server whose users have only the
+// permissions cluster.Permissions gives their roles, set up by flowrun
+// cluster setup with the admin credential, a batch runs on two workers
+// with their worker credential and a coordinator with its own, to the
+// outputs of the same batch run locally, one result per item.
+func TestClusterLockedDownBatch(t *testing.T) {
+	ns := startLockedNATS(t, "--ack-wait", "3s")
+	c := startClusterWorkersOn(t, ns, 6, 2, 0)
+	c.coord = c.startCoordinator()
+	c.finish(t, c.coord)
+}
+
+// TestClusterWorkerKeepsSecrets: a trusted coordinator's pipeline cannot
+// make a worker send a key of its environment to an endpoint of the
+// pipeline's choosing, nor read a variable of the worker's environment:
+// each item fails, naming what was refused, and the other endpoint sees
+// no request; a worker whose operator allowed that endpoint and variable
+// runs it. A worker's own endpoint, user name included, appears in
+// nothing it publishes on NATS.
+func TestClusterWorkerKeepsSecrets(t *testing.T) {
+	dir := t.TempDir()
+	elsewhere := newDurModel(t)
+	keyed := writeFile(t, dir, "keyed.yaml", strings.Replace(killBatchPipeline, "models: {default: {model: gpt-4.1-mini}}",
+		"models: {default: {model: gpt-4.1-mini, base_url: \""+elsewhere.srv.URL+"\", api_key_env: AWS_SECRET_ACCESS_KEY}}", 1))
+	envJob := writeFile(t, dir, "env.yaml", "version: 1\nname: envjob\nenv: [AWS_SECRET_ACCESS_KEY]\ninputs:\n  id: {type: string}\nnodes:\n  - id: s\n    set: {}\noutputs:\n  x: env.AWS_SECRET_ACCESS_KEY\n")
+	plain := writeFile(t, dir, "plain.yaml", killBatchPipeline)
+	data := clusterItems(t, dir, 1)
+	ns := startNATS(t)
+	own := newDurModel(t)
+	const secret = "aws-secret-0123456789abcdef"
+	env := []string{"OPENAI_BASE_URL=" + strings.Replace(own.srv.URL, "http://", "http://alice@", 1), "OPENAI_API_KEY=sk-own",
+		"AWS_SECRET_ACCESS_KEY=" + secret}
+	run := func(pipeline string, allow ...string) *store.BatchItem {
+		t.Helper()
+		w := startDurProc(t, env, append(append([]string{"worker", "--nats", ns.url(), "--cache-dir", t.TempDir()}, workerKeys(t)...), allow...)...)
+		defer func() { w.kill(); <-w.exited() }()
+		db := filepath.Join(t.TempDir(), "coord.db")
+		code, _, stderr := runDurProc(t, nil, append([]string{"batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db}, coordinatorKeys(t)...)...)
+		if code != exitOK && code != exitFailed {
+			t.Fatalf("batch: exit %d\n%s", code, stderr)
+		}
+		_, rows := lastBatch(t, db)
+		return rows[0]
+	}
+	if row := run(keyed); !strings.Contains(row.Error, "not allowed on this worker") || !strings.Contains(row.Error, "api_key_env names AWS_SECRET_ACCESS_KEY") ||
+		!strings.Contains(row.Error, "would send a key to "+elsewhere.srv.URL) {
+		t.Errorf("a pipeline sending the worker's AWS key elsewhere: %q, want it refused", row.Error)
+	}
+	if n := len(elsewhere.srv.Requests()); n != 0 {
+		t.Errorf("the pipeline's endpoint got %d requests from a worker that did not allow it", n)
+	}
+	if row := run(envJob); !strings.Contains(row.Error, "env: names AWS_SECRET_ACCESS_KEY") || strings.Contains(fmt.Sprint(row), secret) {
+		t.Errorf("a pipeline reading the worker's AWS key: %+v, want it refused", row)
+	}
+	if row := run(keyed, "--allow-endpoint", elsewhere.srv.URL, "--allow-key-env", "AWS_SECRET_ACCESS_KEY"); row.Status != runtime.StatusCompleted {
+		t.Errorf("a worker allowing the endpoint and the variable: %s %q", row.Status, row.Error)
+	}
+	if reqs := elsewhere.srv.Requests(); len(reqs) == 0 || reqs[0].Header.Get("Authorization") != "Bearer "+secret {
+		t.Errorf("the allowed endpoint got %d requests, want them with the allowed key", len(reqs))
+	}
+	if row := run(plain); row.Status != runtime.StatusCompleted {
+		t.Fatalf("a plain pipeline: %s %q", row.Status, row.Error)
+	}
+	host := strings.TrimPrefix(strings.TrimSuffix(own.srv.URL, "/v1"), "http://")
+	turns := 0
+	for _, text := range streamMessages(t, ns.jetStream(), "FLOWRUN_RUNS") {
+		turns += strings.Count(text, `"model_turn"`)
+		if strings.Contains(text, "alice") || strings.Contains(text, host) {
+			t.Errorf("the worker published its endpoint: %s", text)
+		}
+	}
+	if turns == 0 {
+		t.Error("no model turn was published")
+	}
+}
+
+// streamMessages are the data of every message stream holds.
+func streamMessages(t *testing.T, js jetstream.JetStream, stream string) []string {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for seq := uint64(1); seq <= s.CachedInfo().State.LastSeq; seq++ {
+		if msg, err := s.GetMsg(ctx, seq); err == nil {
+			out = append(out, string(msg.Data))
+		}
+	}
+	return out
+}
+
+// TestClusterCredsModeRefused: a --nats-creds file that group or others
+// can read is refused, by the worker, the batch and the setup, with the
+// command that fixes it.
+func TestClusterCredsModeRefused(t *testing.T) {
+	dir := t.TempDir()
+	creds := writeFile(t, dir, "worker.nk", "SUAIBDPBAUTWCWBKIO6XHQNINK5FWJW4OHLXC3HQ2KFE4PEJUA44CNHTC4")
+	data := clusterItems(t, dir, 1)
+	pipeline := writeFile(t, dir, "p.yaml", killBatchPipeline)
+	for _, args := range [][]string{
+		append([]string{"worker", "--nats", "nats://127.0.0.1:1", "--nats-creds", creds}, workerKeys(t)...),
+		append([]string{"batch", pipeline, "--dataset", data, "--store", filepath.Join(dir, "s.db"), "--nats", "nats://127.0.0.1:1", "--nats-creds", creds}, coordinatorKeys(t)...),
+		{"cluster", "setup", "--nats", "nats://127.0.0.1:1", "--nats-creds", creds},
+	} {
+		code, _, stderr := flowrun(t, args...)
+		if code == exitOK || !strings.Contains(stderr, "mode is 0644") || !strings.Contains(stderr, "chmod 600 "+creds) {
+			t.Errorf("%s with credentials of mode 0644: exit %d\n%s", args[0], code, stderr)
+		}
+	}
+}
+
+// TestClusterCredsCommand: flowrun cluster creds writes a role's
+// credentials file from the account's seed, which it refuses while
+// others can read it, saying how to fix it.
+func TestClusterCredsCommand(t *testing.T) {
+	dir := t.TempDir()
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := kp.Seed()
+	seedFile := writeFile(t, dir, "flowrun.nk", string(seed))
+	out := filepath.Join(dir, "worker.creds")
+	code, _, stderr := flowrun(t, "cluster", "creds", "--role", "worker", "--account-seed", seedFile, "--out", out)
+	if code == exitOK || !strings.Contains(stderr, "chmod 600 "+seedFile) {
+		t.Errorf("an account seed of mode 0644: exit %d\n%s", code, stderr)
+	}
+	if err := os.Chmod(seedFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := flowrun(t, "cluster", "creds", "--role", "worker", "--account-seed", seedFile, "--out", out); code != exitOK {
+		t.Fatalf("flowrun cluster creds: exit %d\n%s", code, stderr)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(data), "BEGIN NATS USER JWT") {
+		t.Errorf("the credentials file: %v\n%s", err, data)
+	}
+	if code, _, _ := flowrun(t, "cluster", "creds", "--role", "boss", "--account-seed", seedFile, "--out", filepath.Join(dir, "x")); code == exitOK {
+		t.Error("a role that does not exist was given credentials")
 	}
 }

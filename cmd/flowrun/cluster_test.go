@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/llm/llmtest"
@@ -36,12 +37,16 @@ type natsEndpoint interface {
 }
 
 // natsServer is an embedded JetStream server with file storage, which a
-// test can restart on the same port and directory.
+// test can restart on the same port and directory. A locked-down one
+// lets in only the admin, coordinator and worker users, each with the
+// permissions cluster.Permissions gives its role.
 type natsServer struct {
-	t    testing.TB
-	dir  string
-	port int
-	srv  *server.Server
+	t     testing.TB
+	dir   string
+	port  int
+	srv   *server.Server
+	users []*server.NkeyUser
+	seeds map[string]string // role -> nkey seed file
 }
 
 func startNATS(t testing.TB) *natsServer {
@@ -52,8 +57,41 @@ func startNATS(t testing.TB) *natsServer {
 	return n
 }
 
+// startLockedNATS starts a locked-down server and sets flowrun up on it
+// with `flowrun cluster setup` and the admin credential.
+func startLockedNATS(t *testing.T, setupArgs ...string) *natsServer {
+	n := &natsServer{t: t, dir: t.TempDir(), port: server.RANDOM_PORT, seeds: map[string]string{}}
+	seedDir := t.TempDir()
+	for _, role := range cluster.Roles {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, _ := kp.PublicKey()
+		seed, _ := kp.Seed()
+		n.seeds[string(role)] = filepath.Join(seedDir, string(role)+".nk")
+		if err := os.WriteFile(n.seeds[string(role)], seed, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p, err := cluster.Permissions(role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.users = append(n.users, &server.NkeyUser{Nkey: pub, Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: p.Pub.Allow, Deny: p.Pub.Deny}, Subscribe: &server.SubjectPermission{Allow: p.Sub.Allow}}})
+	}
+	n.start()
+	n.port = n.srv.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { n.srv.Shutdown(); n.srv.WaitForShutdown() })
+	code, stdout, stderr := flowrun(t, append([]string{"cluster", "setup", "--nats", n.url()}, append(n.flags("admin"), setupArgs...)...)...)
+	if code != exitOK {
+		t.Fatalf("flowrun cluster setup: exit %d\n%s%s", code, stdout, stderr)
+	}
+	return n
+}
+
 func (n *natsServer) start() {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: n.port, JetStream: true, StoreDir: n.dir, NoLog: true, NoSigs: true})
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: n.port, JetStream: true, StoreDir: n.dir, NoLog: true, NoSigs: true, Nkeys: n.users})
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -72,11 +110,29 @@ func (n *natsServer) restart() {
 
 func (n *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
 
-func (n *natsServer) flags(string) []string { return nil }
+func (n *natsServer) flags(role string) []string {
+	if n.seeds == nil {
+		return nil
+	}
+	return []string{"--nats-creds", n.seeds[role]}
+}
 
-// jetStream is a client of the test's own, to look at what flowrun stored.
+// connect is a client of the test's own, as role on a locked-down server.
+func (n *natsServer) connect(role string, opts ...nats.Option) (*nats.Conn, error) {
+	if n.seeds != nil && role != "" {
+		nk, err := nats.NkeyOptionFromSeed(n.seeds[role])
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nk)
+	}
+	return nats.Connect(n.url(), opts...)
+}
+
+// jetStream is a client of the test's own (the admin, on a locked-down
+// server), to look at what flowrun stored.
 func (n *natsServer) jetStream() jetstream.JetStream {
-	nc, err := nats.Connect(n.url())
+	nc, err := n.connect("admin")
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -51,6 +51,11 @@ Usage:
                                     run batch items published with flowrun batch --nats
   flowrun cluster keygen --out DIR [--name NAME]
                                     make the signing keys of --nats coordinators and workers
+  flowrun cluster setup --nats URL --nats-creds ADMIN
+                                    create flowrun's streams and buckets, with their limits
+  flowrun cluster permissions       the NATS permissions of the admin, coordinator and worker users
+  flowrun cluster creds --role ROLE --account-seed FILE --out FILE
+                                    a NATS credentials file of a role's user, for operator mode
   flowrun batches [--json]          list batches
   flowrun batch show BATCH [--item KEY | --failures] [--format text|json|jsonl|csv]
                                     a batch's summary and items; --item, --failures: items whole

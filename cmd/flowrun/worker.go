@@ -28,6 +28,10 @@ func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	allowStdio := fs.Bool("allow-mcp-stdio", false, "run pipelines whose mcp: servers start local commands (by default they are refused)")
 	var allowCommands inputFlags
 	fs.Var(&allowCommands, "allow-mcp-command", "run pipelines whose mcp: servers start this `command` only, as written in the pipeline (repeatable)")
+	var allowEnv, allowKeyEnv, allowEndpoints inputFlags
+	fs.Var(&allowEnv, "allow-env", "let pipelines read this `variable` of the worker's environment (env:, mcp: values; repeatable; by default none)")
+	fs.Var(&allowKeyEnv, "allow-key-env", "let a model's api_key_env name this `variable` beside OPENAI_API_KEY (repeatable)")
+	fs.Var(&allowEndpoints, "allow-endpoint", "let a model's base_url send its key to this `URL` beside the worker's own endpoint, OPENAI_BASE_URL or OpenAI's (repeatable)")
 	var mf modelFlags
 	mf.register(fs)
 	rest, code, ok := parseFlags(fs, args, stdout, stderr)
@@ -54,13 +58,13 @@ func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	defer eng.Close()
 	o.AckWait, o.Replicas = *ackWait, *replicas
 	w := &cluster.Worker{Options: o, Concurrency: *concurrency, CacheDir: *cacheDir, Log: stderr,
-		AllowMCPStdio: *allowStdio, AllowMCPCommands: allowCommands, Engine: eng}
+		AllowMCPStdio: *allowStdio, AllowMCPCommands: allowCommands, AllowEnv: allowEnv, AllowKeyEnv: allowKeyEnv, AllowEndpoints: allowEndpoints, Engine: eng}
 	if o.Insecure {
 		fmt.Fprintln(stderr, "flowrun worker: warning: --nats-insecure: this worker runs any job published on the server, unsigned or signed by anyone, with this machine's model keys and files")
 	}
 	fmt.Fprintf(stderr, "flowrun worker: pulling items from %s, %d at a time\n", cluster.DisplayURL(*url), *concurrency)
 	if err := w.Run(ctx); err != nil {
-		fmt.Fprintf(stderr, "flowrun worker: %v\n", err)
+		fmt.Fprintf(stderr, "flowrun worker: %v\n", clusterHint(err))
 		return exitFailed
 	}
 	fmt.Fprintln(stderr, "flowrun worker: stopped")
