@@ -44,6 +44,9 @@ type ExceededError struct {
 }
 
 func (e *ExceededError) Error() string {
+	if e.Need <= 0 {
+		return fmt.Sprintf("%s reached: %s spent", e.Cap, figures.USD(e.Spent))
+	}
 	return fmt.Sprintf("%s reached: %s spent, and the next model call may cost up to %s", e.Cap, figures.USD(e.Spent), figures.USD(e.Need))
 }
 

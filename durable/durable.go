@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine/secret"
 	"github.com/flowrun/flowrun/runtime"
@@ -35,6 +36,9 @@ type Runner struct {
 	// caller (runtime.Options.RemoteInputs). The run's record keeps it,
 	// so that a resume by any front end honours it.
 	RemoteInputs bool
+	// Ledger, when set, is the cost cap the runs are part of (a batch's):
+	// see runtime.Options.Ledger.
+	Ledger budget.Ledger
 }
 
 // Start records a new run of p and runs it. A run whose record cannot be
@@ -213,7 +217,7 @@ func (r *Runner) execute(ctx context.Context, run *store.Run, told runtime.Optio
 	ctx, stop := context.WithCancelCause(ctx)
 	watched := r.watchStop(ctx, runID, stop)
 	res := runtime.Run(ctx, r.Kinds, p, run.Inputs, runtime.Options{RunID: runID, ForkOf: told.ForkOf, Edits: told.Edits, Sink: sink, LookupEnv: r.LookupEnv,
-		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops, RemoteInputs: run.RemoteInputs})
+		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops, RemoteInputs: run.RemoteInputs, Ledger: r.Ledger})
 	stop(nil)
 	<-watched
 	// The run's record must be written even when ctx was cancelled (Ctrl-C).
