@@ -9,6 +9,7 @@ import (
 
 	"github.com/flowrun/flowrun/batch/batchtest"
 	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -76,5 +77,43 @@ func TestCostCapHoldsWhenLaterItemsCostMore(t *testing.T) {
 	}
 	if status != runtime.StatusStopped || done < 4 || !strings.HasPrefix(stopped.Reason, fmt.Sprintf("--max-cost-usd 2 reached: %s spent", figures.USD(cost))) {
 		t.Fatalf("%s (%s) with %d items done and $%.2f stored, want stopped by the cap with the stored spend", status, stopped.Reason, done, cost)
+	}
+}
+
+// TestPairwiseJudgeUnderACap: compare --judge had no cap, and a judge
+// that writes as much as it may cost $2 an item. Under a $1 cap each
+// call is sent with the max_tokens the cap has left (gpt-4.1's 32768 at
+// most), the judge stops at the first call it cannot afford, and what
+// it spent, the ledger's settled total, stays within the cap.
+func TestPairwiseJudgeUnderACap(t *testing.T) {
+	st := batchtest.OpenStore(t)
+	pipeline, dataset, _, _ := resumeFixture(t, 10)
+	s := Settings{Concurrency: 4, Metrics: []string{"exact"}, Primary: "exact"}
+	a, _ := startBatch(t, st, pipeline, dataset, s, replying(t, "bad"))
+	b, _ := startBatch(t, st, pipeline, dataset, s, replying(t, "good"))
+	c, err := Compare(context.Background(), st, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	judge := llmtest.New(t)
+	judge.Handle(func(req llmtest.Request) llmtest.Reply {
+		completion := 250000 // $2 at gpt-4.1's $8 per million
+		if bound, ok := req.Body["max_tokens"].(float64); ok {
+			completion = min(completion, int(bound))
+		}
+		return llmtest.Reply{Text: `{"reasoning": "b", "better": "second"}`, Usage: llmtest.Usage{Prompt: 100, Completion: completion}}
+	})
+	j := &PairwiseJudge{Client: llm.New(llm.Options{Env: judge.Env("sk-judge")}), Model: "gpt-4.1", Seed: 5, MaxCostUSD: 1}
+	res, err := j.Judge(context.Background(), st, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CostUSD > 1+1e-9 || len(res.Items) == 0 || len(res.Items) == 10 || !strings.HasPrefix(res.Stopped, "--max-cost-usd 1 reached: "+figures.USD(res.CostUSD)+" spent") {
+		t.Fatalf("judged %d items for $%.4f, stopped %q: want stopped within the $1 cap", len(res.Items), res.CostUSD, res.Stopped)
+	}
+	for _, req := range judge.Requests() {
+		if bound, _ := req.Body["max_tokens"].(float64); bound <= 0 || bound > 32768 {
+			t.Fatalf("judge call with max_tokens %v, want what the cap affords, at most 32768", req.Body["max_tokens"])
+		}
 	}
 }
