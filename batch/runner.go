@@ -511,6 +511,10 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 	runner := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops, Ledger: st.runLedger()}
 	started := time.Now()
 	res, err := st.execute(ctx, runner, row, it)
+	if err == nil && st.refusedAtOnce(row, res) {
+		st.unstarted(row)
+		return
+	}
 	bg := context.WithoutCancel(ctx)
 	row.DurationMS = float64(time.Since(started).Microseconds()) / 1000
 	row.Scores, row.Reasoning, row.Error, row.Class = nil, nil, "", ""
@@ -563,6 +567,27 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 	st.mu.Unlock()
 	st.finished(row, it, counted)
 	st.checkBudget()
+}
+
+// refusedAtOnce says whether the batch's ledger refused the item's run
+// before it spent anything in this attempt: the item then has no result
+// (its run resumes with the batch), rather than a stopped one that the
+// pass rates would count.
+func (st *batchState) refusedAtOnce(row *store.BatchItem, res *runtime.Result) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.refused != nil && res.Status == runtime.StatusStopped && res.CostUSD <= st.prior[slotOf(row)]+budget.Slack
+}
+
+// unstarted lets go of an item that ends without a result.
+func (st *batchState) unstarted(row *store.BatchItem) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.running, slotOf(row))
+	select {
+	case st.ended <- struct{}{}:
+	default:
+	}
 }
 
 func errText(err error) string {
