@@ -26,6 +26,7 @@ const (
 	filesBucket    = "flowrun-files"   // object store: pipeline files by hash
 	limitsBucket   = "flowrun-limits"  // KV: shared rate budgets
 	stopsBucket    = "flowrun-stops"   // KV: <batch> -> why it stopped; workers stop its items
+	costsBucket    = "flowrun-costs"   // KV: <batch> -> its cost ledger (costEntry)
 	workerConsumer = "flowrun-workers"
 )
 
@@ -117,6 +118,7 @@ type conn struct {
 	files   jetstream.ObjectStore
 	limits  jetstream.KeyValue
 	stops   jetstream.KeyValue
+	costs   jetstream.KeyValue
 	items   jetstream.Stream
 	runs    jetstream.Stream
 }
@@ -188,6 +190,9 @@ func (c *conn) ensure(ctx context.Context, replicas int) error {
 		return err
 	}
 	if c.stops, err = ensureKV(ctx, c.js, jetstream.KeyValueConfig{Bucket: stopsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
+		return err
+	}
+	if c.costs, err = ensureKV(ctx, c.js, jetstream.KeyValueConfig{Bucket: costsBucket, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
 		return err
 	}
 	c.files, err = c.js.ObjectStore(ctx, filesBucket)
