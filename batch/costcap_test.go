@@ -75,7 +75,7 @@ func TestCostCapHoldsWhenLaterItemsCostMore(t *testing.T) {
 	if cost > limit+1e-9 {
 		t.Fatalf("the batch spent $%.2f on %d items under a $%.0f cap", cost, done, limit)
 	}
-	if status != runtime.StatusStopped || done < 4 || !strings.HasPrefix(stopped.Reason, fmt.Sprintf("--max-cost-usd 2 reached: %s spent", figures.USD(cost))) {
+	if status != runtime.StatusStopped || done == 0 || !strings.HasPrefix(stopped.Reason, fmt.Sprintf("--max-cost-usd 2 reached: %s spent", figures.USD(cost))) {
 		t.Fatalf("%s (%s) with %d items done and $%.2f stored, want stopped by the cap with the stored spend", status, stopped.Reason, done, cost)
 	}
 }

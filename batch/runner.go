@@ -345,6 +345,9 @@ func (st *batchState) Reserve(ctx context.Context, least, most float64) (budget.
 	return r, err
 }
 
+// Free implements budget.Free for the batch's runs.
+func (st *batchState) Free() float64 { return st.ledger.Free() }
+
 // exhausted stops a batch whose ledger has nothing left.
 func (st *batchState) exhausted() bool {
 	if st.ledger == nil || st.ledger.Spent() < st.ledger.Limit()-budget.Slack {

@@ -92,6 +92,33 @@ func (c *Cap) Spent() float64 {
 	return c.spent
 }
 
+// Free is what l could grant at once, when it can tell: a hint for a
+// caller choosing how closely to bound a call, never a promise.
+func Free(l Ledger) (usd float64, ok bool) {
+	f, ok := l.(interface{ Free() float64 })
+	if !ok {
+		return 0, false
+	}
+	return f.Free(), true
+}
+
+// Free is what c (and its parent, when it can tell) could grant at once;
+// +Inf without a limit.
+func (c *Cap) Free() float64 {
+	c.mu.Lock()
+	free := math.Inf(1)
+	if c.limit > 0 {
+		free = c.limit - c.spent - c.held
+	}
+	c.mu.Unlock()
+	if c.parent != nil {
+		if up, ok := Free(c.parent); ok {
+			free = min(free, up)
+		}
+	}
+	return free
+}
+
 // Add counts usd spent outside any reservation into c (not its parent):
 // a call made while no cap applied.
 func (c *Cap) Add(usd float64) {

@@ -64,11 +64,14 @@ func WorstCase(req *Request) (Bound, error) {
 	if !ok {
 		return Bound{}, &NoPriceError{Model: cl.Model}
 	}
-	return worstCase(cl, p)
+	return worstCase(cl, p, true)
 }
 
-func worstCase(cl *call, p llmconf.Price) (Bound, error) {
-	b := Bound{InputTokens: inputBound(cl), OutputTokens: cl.MaxTokens}
+// worstCase is WorstCase of cl; counted says whether text is counted
+// with a known model's tokenizer, else by its bytes, which is quicker (a
+// tokenizer takes milliseconds on a long prompt) and bounds it too.
+func worstCase(cl *call, p llmconf.Price, counted bool) (Bound, error) {
+	b := Bound{InputTokens: inputBound(cl, counted), OutputTokens: cl.MaxTokens}
 	b.USD = (float64(b.InputTokens)*p.InputPerMTok + float64(b.OutputTokens)*p.OutputPerMTok) / 1e6
 	if cl.MaxTokens <= 0 && p.OutputPerMTok > 0 {
 		return b, ErrNoMaxTokens
@@ -86,11 +89,11 @@ const (
 )
 
 // inputBound bounds the tokens a server may count for what cl sends.
-func inputBound(cl *call) int {
+func inputBound(cl *call, counted bool) int {
 	enc, known := knownEncoding(cl.Model)
 	count := func(s string) int { return len(s) }
 	perMessage, perReply := unknownPerMessage, unknownPerReply
-	if known {
+	if known && counted {
 		if codec, err := codecs[enc](); err == nil {
 			count = func(s string) int {
 				n, err := codec.Count(s)
@@ -265,17 +268,16 @@ func (c *Client) reserve(ctx context.Context, req *Request, ep *endpoint, cl *ca
 		}
 		return cl, r, nil
 	}
-	b, err := worstCase(cl, p)
-	least, most := b.USD, b.USD
+	// The prompt's bytes bound it and cost nothing to count; the
+	// tokenizer's tighter count is taken only when they do not fit.
 	perToken := p.OutputPerMTok / 1e6
-	if errors.Is(err, ErrNoMaxTokens) {
-		least = b.USD + perToken
-		most = math.Inf(1)
-		if limit := maxOutputTokens[cl.Model]; limit > 0 {
-			most = b.USD + float64(limit)*perToken
+	b, err := worstCase(cl, p, false)
+	if _, known := knownEncoding(cl.Model); known {
+		if free, ok := budget.Free(req.Ledger); ok && b.USD+perToken > free {
+			b, err = worstCase(cl, p, true)
 		}
 	}
-	r, rerr := req.Ledger.Reserve(ctx, least, most)
+	r, rerr := reserveBound(ctx, req.Ledger, cl, b, err, p)
 	if rerr != nil {
 		if err != nil {
 			rerr = fmt.Errorf("%w; %v: set max_tokens on the node or model so that its calls reserve less than all that is left", rerr, err)
@@ -288,6 +290,22 @@ func (c *Client) reserve(ctx context.Context, req *Request, ep *endpoint, cl *ca
 	bounded := *cl
 	bounded.MaxTokens = max(1, int(math.Floor((r.USD()-b.USD)/perToken+1e-6)))
 	return &bounded, r, nil
+}
+
+// reserveBound reserves b, the worst case of cl: for a call without
+// max_tokens (err is ErrNoMaxTokens), its input and at least one output
+// token, up to all that the cap has left or the model's documented
+// output limit.
+func reserveBound(ctx context.Context, ledger budget.Ledger, cl *call, b Bound, err error, p llmconf.Price) (budget.Reservation, error) {
+	if !errors.Is(err, ErrNoMaxTokens) {
+		return ledger.Reserve(ctx, b.USD, b.USD)
+	}
+	perToken := p.OutputPerMTok / 1e6
+	most := math.Inf(1)
+	if limit := maxOutputTokens[cl.Model]; limit > 0 {
+		most = b.USD + float64(limit)*perToken
+	}
+	return ledger.Reserve(ctx, b.USD+perToken, most)
 }
 
 // refused is the error for a reservation that was not granted.
