@@ -11,8 +11,10 @@ import (
 	_ "image/gif" // image.DecodeConfig reads the sizes of the images a call sends
 	_ "image/jpeg"
 	_ "image/png"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/flowrun/flowrun/budget"
@@ -37,10 +39,23 @@ var ErrNoMaxTokens = errors.New("the call sets no max_tokens, so its output has 
 
 // NoPriceError is returned by WorstCase for a model that has no price: a
 // cost cap cannot bound its calls.
-type NoPriceError struct{ Model string }
+type NoPriceError struct{ Name, Model string }
 
 func (e *NoPriceError) Error() string {
-	return fmt.Sprintf("model %q has no price, so a cost cap cannot hold for its calls: give the model a price: {input_per_mtok, output_per_mtok}", e.Model)
+	return fmt.Sprintf("model %s (%s) has no price, so a cost cap cannot hold for its calls: give it a price: {input_per_mtok, output_per_mtok}", e.Name, e.Model)
+}
+
+// Unpriced are the models, by name, that have no price (built in or
+// price:): a cost cap cannot bound their calls.
+func Unpriced(models map[string]*llmconf.Model) []*NoPriceError {
+	var out []*NoPriceError
+	for _, name := range slices.Sorted(maps.Keys(models)) {
+		m := models[name]
+		if _, ok := LookupPrice(m.Model, m.Price); !ok {
+			out = append(out, &NoPriceError{Name: name, Model: m.Model})
+		}
+	}
+	return out
 }
 
 // WorstCase is the most req's first turn may cost. Input tokens are
@@ -62,7 +77,7 @@ func WorstCase(req *Request) (Bound, error) {
 	}
 	p, ok := LookupPrice(cl.Model, req.Model.Price)
 	if !ok {
-		return Bound{}, &NoPriceError{Model: cl.Model}
+		return Bound{}, &NoPriceError{Name: req.Model.Name, Model: cl.Model}
 	}
 	return worstCase(cl, p, true)
 }
