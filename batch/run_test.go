@@ -224,10 +224,11 @@ func TestJudgePipelineAndScoreExpressions(t *testing.T) {
 }
 
 // TestCostCapHoldsAtConcurrency8: at concurrency 8 with a cap of five
-// items' cost, the items that run at once reserve what they may still
-// spend: the batch spends no more than the cap plus one item, where
-// admitting on the spend so far alone would start eight items before the
-// first one's cost is known. (Was cmd/flowrun's
+// items' cost, each call reserves its worst case from the batch's ledger
+// before it is sent (these set no max_tokens, so each reserves all that
+// is left and they go one at a time): the batch spends no more than the
+// cap, where admitting on the spend so far alone would start eight items
+// before the first one's cost is known. (Was cmd/flowrun's
 // TestBatchCostCapHoldsAtConcurrency8.)
 func TestCostCapHoldsAtConcurrency8(t *testing.T) {
 	st := batchtest.OpenStore(t)
@@ -242,7 +243,7 @@ func TestCostCapHoldsAtConcurrency8(t *testing.T) {
 	if status != runtime.StatusStopped || !strings.Contains(stopped.Reason, "--max-cost-usd 0.7") {
 		t.Fatalf("%s (%s), want stopped by the cap", status, stopped.Reason)
 	}
-	if cost, done := spent(t, st, b); cost > limit+item+1e-9 || done < 4 {
+	if cost, done := spent(t, st, b); cost > limit+1e-9 || done < 4 {
 		t.Fatalf("$%.4f spent on %d items with a $%.2f cap and $%.2f items", cost, done, limit, item)
 	}
 }
