@@ -3,9 +3,11 @@ package batch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llmconf"
 	"github.com/flowrun/flowrun/runtime"
@@ -30,6 +32,10 @@ type PairwiseJudge struct {
 	Model  string // the model id, e.g. gpt-4.1
 	Rubric string
 	Seed   uint64
+	// MaxCostUSD caps what the judge spends (0: no cap): each call
+	// reserves its worst case before it is sent, and the judge stops at
+	// the first call the cap cannot afford.
+	MaxCostUSD float64
 }
 
 // PairVerdict is the judge's verdict on one item.
@@ -56,6 +62,9 @@ type Pairwise struct {
 	PValue  float64 `json:"p_value"`
 	Better  string  `json:"better"` // "a", "b" or "" (no clear winner at 0.05)
 	CostUSD float64 `json:"cost_usd"`
+	// Stopped says why the judge stopped before the last item: the cost
+	// cap; the items after it were not judged.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 var pairwiseSchema = map[string]any{
@@ -83,6 +92,10 @@ func (j *PairwiseJudge) Judge(ctx context.Context, st *store.Store, c *Compariso
 	for _, r := range rows {
 		items[r.Key] = r.Item
 	}
+	var ledger *budget.Cap
+	if j.MaxCostUSD > 0 {
+		ledger = budget.New(fmt.Sprintf("--max-cost-usd %.4g", j.MaxCostUSD), j.MaxCostUSD, 0, nil)
+	}
 	rng := rand.New(rand.NewPCG(j.Seed, 0xb1a5))
 	model := &llmconf.Model{Name: "judge", Model: j.Model, Temperature: new(float64)}
 	for i, p := range c.Pairs {
@@ -99,11 +112,22 @@ func (j *PairwiseJudge) Judge(ctx context.Context, st *store.Store, c *Compariso
 		}
 		prompt := fmt.Sprintf("Rubric:\n%s\n\nDataset item (%s):\n%s\n\nFirst output:\n%s\n\nSecond output:\n%s\n\nSay which output is better by the rubric (first, second, or tie), with brief reasoning.",
 			rubric, p.Key, jsonText(items[p.Key]), jsonText(first), jsonText(second))
-		resp, err := j.Client.Complete(ctx, llm.Request{Key: llm.Key{Node: "pairwise_judge", Iteration: i + 1, Attempt: 1}, Model: model,
+		req := llm.Request{Key: llm.Key{Node: "pairwise_judge", Iteration: i + 1, Attempt: 1}, Model: model,
 			Messages: []llm.Message{
 				{Role: "system", Text: "You compare two outputs of automated pipelines for the same input, impartially: the order they are shown in means nothing."},
 				{Role: "user", Text: prompt}},
-			OutputSchema: pairwiseSchema, SchemaName: "pairwise_verdict", RepairRetries: 1})
+			OutputSchema: pairwiseSchema, SchemaName: "pairwise_verdict", RepairRetries: 1}
+		if ledger != nil {
+			req.Ledger = ledger
+		}
+		resp, err := j.Client.Complete(ctx, req)
+		var refused *budget.ExceededError
+		if errors.As(err, &refused) {
+			final := *refused
+			final.Spent = ledger.Spent()
+			out.Stopped = final.Error()
+			break
+		}
 		if err != nil {
 			return nil, fmt.Errorf("pairwise judge on item %s: %w", p.Key, err)
 		}
@@ -126,6 +150,9 @@ func (j *PairwiseJudge) Judge(ctx context.Context, st *store.Store, c *Compariso
 		}
 		out.CostUSD += resp.CostUSD
 		out.Items = append(out.Items, v)
+	}
+	if ledger != nil {
+		out.CostUSD = ledger.Spent()
 	}
 	out.PValue = McNemar(out.WinsB, out.WinsA)
 	if out.PValue < 0.05 {

@@ -166,14 +166,15 @@ func TestMaxCostStopsAndResumeFinishes(t *testing.T) {
 	st := batchtest.OpenStore(t)
 	pipeline, dataset := qaBatch(t, "", qaLines(10))
 	model := batchtest.NewQAModel(t, 0)
-	// One item costs $0.14: with one at a time, the fourth would pass $0.50.
+	// One item costs $0.14 and reserves $0.10 of input and an output
+	// token before its call is sent: the fourth does not fit in $0.08.
 	b, status := startBatch(t, st, pipeline, dataset, Settings{Concurrency: 1, MaxCostUSD: 0.5}, qaEnv(model))
 	stopped, err := st.Batch(context.Background(), b.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cost, done := spent(t, st, b); status != runtime.StatusStopped || stopped.Status != runtime.StatusStopped || done != 3 || math.Abs(cost-0.42) > 1e-9 || stopped.PID != 0 ||
-		!strings.Contains(stopped.Reason, "--max-cost-usd 0.5: $0.4200 spent, and an item costs up to $0.1400") {
+		stopped.Reason != "--max-cost-usd 0.5 reached: $0.4200 spent, and the next model call may cost up to $0.1020" {
 		t.Fatalf("batch %s (%s), $%v on %d items, pid %d", stopped.Status, stopped.Reason, cost, done, stopped.PID)
 	}
 	higher := 5.0
@@ -224,10 +225,11 @@ func TestJudgePipelineAndScoreExpressions(t *testing.T) {
 }
 
 // TestCostCapHoldsAtConcurrency8: at concurrency 8 with a cap of five
-// items' cost, the items that run at once reserve what they may still
-// spend: the batch spends no more than the cap plus one item, where
-// admitting on the spend so far alone would start eight items before the
-// first one's cost is known. (Was cmd/flowrun's
+// items' cost, each call reserves its worst case from the batch's ledger
+// before it is sent (these set no max_tokens, so each reserves all that
+// is left and they go one at a time): the batch spends no more than the
+// cap, where admitting on the spend so far alone would start eight items
+// before the first one's cost is known. (Was cmd/flowrun's
 // TestBatchCostCapHoldsAtConcurrency8.)
 func TestCostCapHoldsAtConcurrency8(t *testing.T) {
 	st := batchtest.OpenStore(t)
@@ -242,7 +244,7 @@ func TestCostCapHoldsAtConcurrency8(t *testing.T) {
 	if status != runtime.StatusStopped || !strings.Contains(stopped.Reason, "--max-cost-usd 0.7") {
 		t.Fatalf("%s (%s), want stopped by the cap", status, stopped.Reason)
 	}
-	if cost, done := spent(t, st, b); cost > limit+item+1e-9 || done < 4 {
+	if cost, done := spent(t, st, b); cost > limit+1e-9 || done < 4 {
 		t.Fatalf("$%.4f spent on %d items with a $%.2f cap and $%.2f items", cost, done, limit, item)
 	}
 }

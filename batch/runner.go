@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/figures"
@@ -112,9 +113,13 @@ type Runner struct {
 	// Repeat runs each item this many times (0 or 1: once), each a
 	// distinct run recorded as the item's repeat 0, 1, ...
 	Repeat int
-	// MaxCostUSD caps the batch's spend (0: no limit): an item starts only
-	// if the spend so far, what the running items may still spend and its
-	// own cost fit under it (see batchState.admit).
+	// MaxCostUSD caps the batch's spend (0: no limit). Run in this
+	// process, every model call of every item, repeat and judge reserves
+	// its worst case from one ledger before it is sent, so the batch never
+	// spends more; a call the ledger refuses stops its item's run
+	// (resumable) and the batch. Run remotely, an item starts only if the
+	// spend so far, what the running items may still spend and its own
+	// cost fit under it (see batchState.admit).
 	MaxCostUSD  float64
 	RetryFailed bool // run failed items again (resuming their runs)
 	// AllowChanged resumes item runs whose pipeline changed since they started.
@@ -253,6 +258,9 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 		rng := rand.New(rand.NewPCG(r.OrderSeed, 0x5e9))
 		rng.Shuffle(len(todo), func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
 	}
+	if r.MaxCostUSD > 0 && r.Remote == nil {
+		st.ledger = budget.New(fmt.Sprintf("--max-cost-usd %.4g", r.MaxCostUSD), r.MaxCostUSD, st.spent, nil)
+	}
 	concurrency := r.Concurrency
 	if concurrency <= 0 {
 		concurrency = 8
@@ -267,7 +275,7 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 		if ctx.Err() != nil {
 			break
 		}
-		if st.stopped() {
+		if st.stopped() || st.exhausted() {
 			<-slots
 			break
 		}
@@ -314,6 +322,53 @@ type batchState struct {
 
 	halt  sync.Once
 	ended chan struct{} // signalled (never blocking) each time an item finishes
+
+	// ledger is the cost cap every model call of a batch run in this
+	// process reserves from; nil without one. refused is the reservation
+	// it refused that stopped the batch.
+	ledger  *budget.Cap
+	refused *budget.ExceededError
+}
+
+// Reserve implements budget.Ledger for the batch's runs: a refusal stops
+// the batch, whose reason is told with the final spend.
+func (st *batchState) Reserve(ctx context.Context, least, most float64) (budget.Reservation, error) {
+	r, err := st.ledger.Reserve(ctx, least, most)
+	var refused *budget.ExceededError
+	if errors.As(err, &refused) {
+		st.mu.Lock()
+		if st.stop == "" {
+			st.stop, st.refused = refused.Error(), refused
+		}
+		st.mu.Unlock()
+	}
+	return r, err
+}
+
+// Free implements budget.Free for the batch's runs.
+func (st *batchState) Free() float64 { return st.ledger.Free() }
+
+// exhausted stops a batch whose ledger has nothing left.
+func (st *batchState) exhausted() bool {
+	if st.ledger == nil || st.ledger.Spent() < st.ledger.Limit()-budget.Slack {
+		return false
+	}
+	refused := &budget.ExceededError{Cap: st.ledger.Name(), Limit: st.ledger.Limit(), Spent: st.ledger.Spent()}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.stop == "" {
+		st.stop, st.refused = refused.Error(), refused
+	}
+	return true
+}
+
+// runLedger is what the batch's runs reserve from, nil when they reserve
+// from none.
+func (st *batchState) runLedger() budget.Ledger {
+	if st.ledger == nil {
+		return nil
+	}
+	return st
 }
 
 // slot is one run of a batch: an item's index and its repeat.
@@ -364,7 +419,7 @@ func (st *batchState) admitWhenAffordable(ctx context.Context, row *store.BatchI
 func (st *batchState) admit(row *store.BatchItem) (sink *spendSink, why string, running int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if limit := st.r.MaxCostUSD; limit > 0 {
+	if limit := st.r.MaxCostUSD; limit > 0 && st.r.Remote != nil {
 		item := st.largest
 		for idx, s := range st.running {
 			item = max(item, s.counted+st.prior[idx])
@@ -456,9 +511,13 @@ func (s *spendSink) Event(e runtime.Event) {
 // result; sink counts its spend.
 func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Item, sink *spendSink) {
 	r := st.r
-	runner := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops}
+	runner := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops, Ledger: st.runLedger()}
 	started := time.Now()
 	res, err := st.execute(ctx, runner, row, it)
+	if err == nil && st.refusedAtOnce(row, res) {
+		st.unstarted(row)
+		return
+	}
 	bg := context.WithoutCancel(ctx)
 	row.DurationMS = float64(time.Since(started).Microseconds()) / 1000
 	row.Scores, row.Reasoning, row.Error, row.Class = nil, nil, "", ""
@@ -484,7 +543,7 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 				}
 			}
 			judge := func(ctx context.Context, p *dsl.Pipeline, in map[string]any) (*runtime.Result, error) {
-				j := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops}
+				j := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops, Ledger: st.runLedger()}
 				return j.Start(ctx, p, in)
 			}
 			scored, serr := r.Scorer.Score(ctx, env, judge)
@@ -511,6 +570,27 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 	st.mu.Unlock()
 	st.finished(row, it, counted)
 	st.checkBudget()
+}
+
+// refusedAtOnce says whether the batch's ledger refused the item's run
+// before it spent anything in this attempt: the item then has no result
+// (its run resumes with the batch), rather than a stopped one that the
+// pass rates would count.
+func (st *batchState) refusedAtOnce(row *store.BatchItem, res *runtime.Result) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.refused != nil && res.Status == runtime.StatusStopped && res.CostUSD <= st.prior[slotOf(row)]+budget.Slack
+}
+
+// unstarted lets go of an item that ends without a result.
+func (st *batchState) unstarted(row *store.BatchItem) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.running, slotOf(row))
+	select {
+	case st.ended <- struct{}{}:
+	default:
+	}
 }
 
 func errText(err error) string {
@@ -637,6 +717,12 @@ func (st *batchState) outcome(ctx context.Context) (status runtime.Status, reaso
 	switch {
 	case st.storeErr != nil:
 		status, reason = runtime.StatusFailed, "recording results: "+st.storeErr.Error()
+	case st.refused != nil:
+		// Told with what the batch spent in the end: the calls in flight
+		// when the ledger refused one settled since.
+		final := *st.refused
+		final.Spent = st.ledger.Spent()
+		status, reason = runtime.StatusStopped, final.Error()
 	case st.stop != "":
 		status, reason = runtime.StatusStopped, st.stop
 	case ctx.Err() != nil:

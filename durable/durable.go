@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine/secret"
 	"github.com/flowrun/flowrun/runtime"
@@ -43,6 +44,9 @@ type Runner struct {
 	// ChildOf makes the runs it starts child runs of this run (a judge's
 	// of the item's run it scores; see store.Run.ChildOf).
 	ChildOf string
+	// Ledger, when set, is the cost cap the runs are part of (a batch's):
+	// see runtime.Options.Ledger.
+	Ledger budget.Ledger
 }
 
 // Start records a new run of p and runs it. A run whose record cannot be
@@ -226,7 +230,7 @@ func (r *Runner) execute(ctx context.Context, run *store.Run, told runtime.Optio
 	ctx, stop := context.WithCancelCause(ctx)
 	watched := r.watchStop(ctx, runID, stop)
 	res := runtime.Run(ctx, r.Kinds, p, run.Inputs, runtime.Options{RunID: runID, ForkOf: told.ForkOf, Edits: told.Edits, Sink: sink, LookupEnv: r.LookupEnv,
-		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops, RemoteInputs: run.RemoteInputs})
+		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops, RemoteInputs: run.RemoteInputs, Ledger: r.Ledger})
 	stop(nil)
 	<-watched
 	// The run's record must be written even when ctx was cancelled (Ctrl-C).

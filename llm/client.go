@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/redact"
@@ -200,12 +201,20 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 		}
 	}
 	if cas := c.opts.Replay; cas != nil {
-		rep, err := cas.replay(req.Key, hash, cl)
+		_, held, err := c.reserve(ctx, req, ep, cl)
 		if err != nil {
 			observe(Exchange{Try: 1, Endpoint: "cassette", Err: err, Class: err.class})
 			return nil, err
 		}
-		observe(Exchange{Try: 1, Endpoint: "cassette", Reply: c.single(rep, req)})
+		rep, err := cas.replay(req.Key, hash, cl)
+		if err != nil {
+			settle(held, 0, false, err)
+			observe(Exchange{Try: 1, Endpoint: "cassette", Err: err, Class: err.class})
+			return nil, err
+		}
+		single := c.single(rep, req)
+		settle(held, single.CostUSD, true, nil)
+		observe(Exchange{Try: 1, Endpoint: "cassette", Reply: single})
 		if req.OnDelta != nil && rep.Text != "" {
 			req.OnDelta(rep.Text)
 		}
@@ -267,7 +276,7 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 		}
 		observe(Exchange{Try: try, Endpoint: c.where(ep, cl), Latency: latency, Err: err, Class: err.class, Wait: wait})
 		if !retry {
-			if cas := c.opts.Record; cas != nil {
+			if cas := c.opts.Record; cas != nil && !errors.As(err, new(*budget.ExceededError)) {
 				cas.record(req.Key, hash, cl, nil, 0, err)
 			}
 			return nil, err
@@ -284,6 +293,24 @@ func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter,
 	if err != nil {
 		return nil, &Error{class: errclass.Timeout, Endpoint: c.where(ep, cl), msg: "waiting for the rate limiter: " + err.Error(), err: err}
 	}
+	cl, held, refused := c.reserve(ctx, req, ep, cl)
+	if refused != nil {
+		release(0)
+		return nil, refused
+	}
+	rep, failed := c.exchange(ctx, ep, cl, req, turn, release)
+	if rep != nil {
+		settle(held, cost(rep.Usage, req.Model, rep.Model), true, nil)
+	} else {
+		settle(held, 0, false, failed)
+	}
+	return rep, failed
+}
+
+// exchange sends cl once, reserved and admitted by the rate limiter,
+// whose release it calls with the tokens used.
+func (c *Client) exchange(ctx context.Context, ep *endpoint, cl *call, req *Request, turn int, release func(int)) (*reply, *Error) {
+	var err error
 	timeout := c.opts.Timeout
 	if req.Model.Timeout > 0 {
 		timeout = req.Model.Timeout

@@ -3,6 +3,7 @@ package llm
 import (
 	"time"
 
+	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llmconf"
 	"github.com/flowrun/flowrun/tokens"
@@ -125,6 +126,13 @@ type Request struct {
 	// Observe, when set, is told about every HTTP exchange the call makes:
 	// each retry and each repair turn.
 	Observe func(Exchange)
+
+	// Ledger, when set, is the cost cap the call is made under: each try
+	// reserves its worst case (WorstCase) before it is sent and settles at
+	// its cost, so that the call is refused rather than passing the cap.
+	// A call without max_tokens is sent with what the cap has left as its
+	// bound. nil: no cap, and nothing is counted or reserved.
+	Ledger budget.Ledger
 }
 
 // NodeRetry is a node's retry: block as it applies to its model calls.

@@ -168,7 +168,9 @@ func (c *conversation) add(m llm.Message) {
 }
 
 // call sends the conversation, recording every exchange as a model_turn
-// event and charging its usage to the run.
+// event and charging its usage to the run: under a cost cap, each try
+// reserves from the run's ledger before it is sent, and a refusal stops
+// the run.
 func (svc *Services) call(ctx context.Context, s *runtime.Scope, n *dsl.Node, c *conversation, req llm.Request) (*llm.Response, error) {
 	if err := s.CheckBudget(); err != nil {
 		return nil, err
@@ -210,9 +212,16 @@ func (svc *Services) call(ctx context.Context, s *runtime.Scope, n *dsl.Node, c 
 				Remote: &runtime.RemoteWork{What: b.What, ID: b.ID, Status: b.Status, Polls: b.Polls, Error: b.Error}})
 		}
 	}
+	req.Ledger = s.Ledger()
 	resp, err := svc.LLM.Complete(ctx, req)
 	if resp != nil {
-		s.AddUsage(resp.CostUSD, resp.Usage.Total)
+		s.AddTokens(resp.Usage.Total)
+		if req.Ledger == nil {
+			s.AddCost(resp.CostUSD)
+		}
+	}
+	if stop := runtime.CostCapStop(err); stop != nil {
+		return resp, stop
 	}
 	return resp, err
 }

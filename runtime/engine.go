@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llmconf"
@@ -108,6 +109,10 @@ type Options struct {
 	// is then read inside the pipeline's directory only, like any other
 	// (see Scope.UserFile). An image from a remote caller comes as data.
 	RemoteInputs bool
+	// Ledger, when set, is the cost cap of what the run is part of (a
+	// batch's): every model call of the run reserves from it as well as
+	// from limits.max_cost_usd.
+	Ledger budget.Ledger
 }
 
 // Result is how a run ended.
@@ -185,7 +190,7 @@ type run struct {
 	timeout   time.Duration
 	lookupEnv func(string) (string, bool)
 	journal   *journal
-	usage     usage
+	usage     *usage
 	human     Human
 	maxLoops  int
 	userFiles []string // text the user gave as the top pipeline's inputs
@@ -205,7 +210,7 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 	r.journal = newJournal(opts.Checkpointer, opts.Restore)
 	last := latest(opts.Restore)
 	r.steps.Store(last.Steps)
-	r.usage = usage{costUSD: last.CostUSD, tokens: last.Tokens, max: p.Limits.MaxCostUSD}
+	r.usage = newUsage(p.Limits.MaxCostUSD, last.CostUSD, last.Tokens, opts.Ledger)
 	res := &Result{RunID: r.id}
 	finish := func() *Result {
 		res.Steps = int(r.steps.Load())
@@ -248,7 +253,7 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 		res.Status, res.Pending, res.Outputs = StatusWaiting, &wait.Question, nil
 		res.Reason = wait.Error()
 	case errors.As(err, &stop):
-		res.Status, res.Reason, res.Limit, res.Outputs = StatusStopped, stop.Reason, stop.Limit, outputs
+		res.Status, res.Reason, res.Limit, res.Outputs = StatusStopped, r.usage.stopReason(stop), stop.Limit, outputs
 	case err != nil:
 		res.Status, res.Err = StatusFailed, err
 	case oerr != nil:

@@ -84,6 +84,9 @@ type StopError struct {
 	// Limit names the pipeline's limit that was reached
 	// ("limits.max_steps"); empty when the run stopped for another reason.
 	Limit string
+	cause error // a cost cap's refusal, whose reason is told as the run ends
 }
+
+func (e *StopError) Unwrap() error { return e.cause }
 
 func (e *StopError) Error() string { return "stopped: " + e.Reason }

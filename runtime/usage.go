@@ -2,49 +2,78 @@ package runtime
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
-	"sync"
+	"strings"
+	"sync/atomic"
 
+	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/tokens"
 )
 
-// usage is what a run has spent on model calls, shared by all its scopes.
+// usage is what a run has spent on model calls, shared by all its
+// scopes. Its cost is the run's ledger: limits.max_cost_usd, inside the
+// ledger of the batch the run is part of (Options.Ledger).
 type usage struct {
-	mu      sync.Mutex
-	costUSD float64
-	tokens  int64
-	max     float64 // limits.max_cost_usd; 0 is none
+	cost   *budget.Cap
+	tokens atomic.Int64
 }
 
-func (u *usage) add(cost float64, tokens int) {
-	u.mu.Lock()
-	u.costUSD = figures.RoundUSD(u.costUSD + cost)
-	u.tokens += int64(tokens)
-	u.mu.Unlock()
+// maxCostName is what the run's cap is called in its stop reasons.
+const maxCostName = "limits.max_cost_usd"
+
+func newUsage(limit, spent float64, tokens int64, parent budget.Ledger) *usage {
+	u := &usage{cost: budget.New(fmt.Sprintf("%s (%s)", maxCostName, figures.USD(limit)), limit, spent, parent)}
+	u.tokens.Store(tokens)
+	return u
 }
 
-func (u *usage) totals() (float64, int64) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.costUSD, u.tokens
-}
+func (u *usage) totals() (float64, int64) { return u.cost.Spent(), u.tokens.Load() }
 
 // overBudget is the stop a run must make once it has spent its budget.
 func (u *usage) overBudget() error {
-	cost, _ := u.totals()
-	if u.max > 0 && cost >= u.max {
-		return &StopError{Reason: fmt.Sprintf("limits.max_cost_usd (%s) reached: the run has spent %s", figures.USD(u.max), figures.USD(cost)), Limit: "limits.max_cost_usd"}
+	if limit := u.cost.Limit(); limit > 0 && u.cost.Spent() >= limit-budget.Slack {
+		return &StopError{Reason: u.spentReason(), Limit: maxCostName}
 	}
 	return nil
 }
 
-// AddUsage counts a model call's cost and tokens against the run.
-func (s *Scope) AddUsage(costUSD float64, tokens int) {
-	s.run.usage.add(costUSD, tokens)
+func (u *usage) spentReason() string {
+	return fmt.Sprintf("%s reached: the run has spent %s", u.cost.Name(), figures.USD(u.cost.Spent()))
+}
+
+// stopReason is a cost stop's reason as the run ends, with what the run
+// spent in the end (calls in flight when it was refused settle later):
+// the figure the store keeps.
+func (u *usage) stopReason(stop *StopError) string {
+	var refused *budget.ExceededError
+	switch {
+	case errors.As(stop.cause, &refused) && refused.Cap == u.cost.Name():
+		return fmt.Sprintf("%s, and its next model call may cost up to %s", u.spentReason(), figures.USD(refused.Need))
+	case stop.Limit == maxCostName:
+		return u.spentReason()
+	}
+	return stop.Reason
+}
+
+// AddTokens counts a model call's tokens against the run.
+func (s *Scope) AddTokens(tokens int) { s.run.usage.tokens.Add(int64(tokens)) }
+
+// AddCost counts what a model call made without a ledger (Ledger
+// returned nil) cost.
+func (s *Scope) AddCost(usd float64) { s.run.usage.cost.Add(usd) }
+
+// Ledger is what a model call reserves its cost from, nil when no cap
+// applies to the run: neither limits.max_cost_usd nor a batch's.
+func (s *Scope) Ledger() budget.Ledger {
+	if !s.run.usage.cost.Limited() {
+		return nil
+	}
+	return s.run.usage.cost
 }
 
 // Spent is the run's cost and tokens so far.
@@ -53,6 +82,20 @@ func (s *Scope) Spent() (float64, int64) { return s.run.usage.totals() }
 // CheckBudget returns the StopError a node must return, before making a
 // model call, once the run has spent limits.max_cost_usd.
 func (s *Scope) CheckBudget() error { return s.run.usage.overBudget() }
+
+// CostCapStop is the StopError for a model call its ledger refused (a
+// *budget.ExceededError in err), nil for any other error.
+func CostCapStop(err error) error {
+	var refused *budget.ExceededError
+	if !errors.As(err, &refused) {
+		return nil
+	}
+	stop := &StopError{Reason: refused.Error(), cause: refused}
+	if strings.HasPrefix(refused.Cap, maxCostName) {
+		stop.Limit = maxCostName
+	}
+	return stop
+}
 
 // Memories are named conversations. A scope holds each memory's messages
 // (JSON, in the shape package llm writes them); a node appends its turns

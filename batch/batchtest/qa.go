@@ -17,7 +17,10 @@ import (
 
 // QAPipeline asks the model one question per item and scores the answer
 // against the item's expected field. Its price makes costs exact: a turn
-// of 100 prompt and 20 completion tokens costs $0.14. It is a format:
+// of 100 prompt and 20 completion tokens costs $0.14. Its system prompt
+// makes what is sent count exactly 100 tokens, as QAModel reports, so
+// that a cost cap's worst case for a call (llm.WorstCase) is what the
+// call costs in input. It is a format:
 // its %s adds to the model's settings (fmt.Sprintf(QAPipeline, "") adds
 // nothing).
 const QAPipeline = `
@@ -29,7 +32,7 @@ inputs:
   question: {type: string}
 nodes:
   - id: answer
-    llm: {prompt: "Q: ${{ inputs.question }}"}
+    llm: {system: "x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x", prompt: "Q: ${{ inputs.question }}"}
 outputs:
   answer: trim(nodes.answer.text)
 score:
@@ -104,7 +107,8 @@ func Spent(items []*store.BatchItem) (cost float64, completed int) {
 }
 
 // QAModel is a fake model server for QAPipeline: it answers "Q: qN" with
-// "AN" (100 prompt and 20 completion tokens) after its delay, and the
+// "AN" (100 prompt and 20 completion tokens, fewer when max_tokens is
+// less) after its delay, and the
 // question "boom" with a 400; it counts the prompts it is asked.
 type QAModel struct {
 	// Server is the fake OpenAI server it answers on.
@@ -134,7 +138,11 @@ func (m *QAModel) Reply(r llmtest.Request) llmtest.Reply {
 	if q == "boom" {
 		return llmtest.Error(400, "the model refuses this question")
 	}
-	return llmtest.Reply{Text: "A" + strings.TrimPrefix(q, "q"), Usage: llmtest.Usage{Prompt: 100, Completion: 20}, Delay: m.delay}
+	completion := 20
+	if bound, ok := r.Body["max_tokens"].(float64); ok {
+		completion = min(completion, int(bound))
+	}
+	return llmtest.Reply{Text: "A" + strings.TrimPrefix(q, "q"), Usage: llmtest.Usage{Prompt: 100, Completion: completion}, Delay: m.delay}
 }
 
 // Requests are the prompts asked so far ("Q: q1"), each with how often.

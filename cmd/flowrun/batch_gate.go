@@ -123,12 +123,14 @@ func (f *untilDecidedFlags) report(ctx context.Context, st *store.Store, b *stor
 type pairwiseFlags struct {
 	model, rubric string
 	seed          uint64
+	maxCostUSD    float64
 }
 
 func (f *pairwiseFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.model, "judge", "", "ask `MODEL` (e.g. gpt-4.1, at OPENAI_BASE_URL) which of A's and B's outputs is better, item by item, shown in a random order")
 	fs.StringVar(&f.rubric, "rubric", "", "what the --judge is to prefer (default: more correct, then more complete and clearer)")
 	fs.Uint64Var(&f.seed, "seed", 25, "the `seed` of the order --judge shows the outputs in")
+	fs.Float64Var(&f.maxCostUSD, "max-cost-usd", 0, "stop the --judge before a call that could take its spend past `USD` (0: no cap)")
 }
 
 // judge runs the pairwise judge over c when --judge was given; nil
@@ -137,6 +139,6 @@ func (f *pairwiseFlags) judge(ctx context.Context, st *store.Store, c *batch.Com
 	if f.model == "" {
 		return nil, nil
 	}
-	j := &batch.PairwiseJudge{Client: llm.New(llm.Options{}), Model: f.model, Rubric: f.rubric, Seed: f.seed}
+	j := &batch.PairwiseJudge{Client: llm.New(llm.Options{}), Model: f.model, Rubric: f.rubric, Seed: f.seed, MaxCostUSD: f.maxCostUSD}
 	return j.Judge(ctx, st, c)
 }

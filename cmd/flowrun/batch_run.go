@@ -250,6 +250,9 @@ func batchScorer(p *dsl.Pipeline, scores []string, stderr io.Writer) (*batch.Sco
 // that its rate limits hold batch-wide, and a runner on st that runs the
 // items as s says.
 func batchRunner(p *dsl.Pipeline, s batch.Settings, bf *batchFlags, st *store.Store, stdin io.Reader, stderr io.Writer) (*batch.Runner, func(), int) {
+	if s.MaxCostUSD > 0 || p.Limits.MaxCostUSD > 0 {
+		warnUnpriced(stderr, "flowrun batch", p, s.Model)
+	}
 	o := bf.models.options("", stderr)
 	o.Store, o.NoEndpoint = st, bf.remote
 	eng, err := engine.New(o)

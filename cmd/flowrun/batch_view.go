@@ -166,6 +166,9 @@ func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Write
 			batchtext.WriteSideBySide(termview.Text{W: stdout}, c, termview.Width(stdout))
 			batchtext.WritePairwise(termview.Text{W: stdout}, judged)
 		}
+		if judged != nil && judged.Stopped != "" {
+			fmt.Fprintf(stderr, "flowrun batch compare: the --judge stopped: %s; raise --max-cost-usd to judge every item\n", judged.Stopped)
+		}
 		if err := gate.Check(c); err != nil && code == exitOK {
 			return fail(stderr, "flowrun batch compare", err)
 		}

@@ -2,10 +2,16 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
+	"maps"
+	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // modelFlags are the flags about model calls shared by the commands that
@@ -36,4 +42,21 @@ func (m *modelFlags) options(storePath string, stderr io.Writer) engine.Options 
 
 func (m *modelFlags) engine(storePath string, stderr io.Writer) (*engine.Engine, error) {
 	return engine.New(m.options(storePath, stderr))
+}
+
+// warnUnpriced warns, under a cost cap, of each model of p (after the
+// NAME=MODEL overrides) that has no price: the cap cannot hold for it.
+func warnUnpriced(stderr io.Writer, cmd string, p *dsl.Pipeline, overrides []string) {
+	models := maps.Clone(p.Models)
+	for _, kv := range overrides {
+		name, id, _ := strings.Cut(kv, "=")
+		if m, ok := models[name]; ok {
+			if o, err := llmconf.Override(m, id); err == nil {
+				models[name] = o
+			}
+		}
+	}
+	for _, e := range llm.Unpriced(models) {
+		fmt.Fprintf(stderr, "%s: warning: %v\n", cmd, e)
+	}
 }

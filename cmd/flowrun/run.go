@@ -52,6 +52,9 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err != nil {
 		return fail(stderr, "flowrun", err)
 	}
+	if p.Limits.MaxCostUSD > 0 {
+		warnUnpriced(stderr, "flowrun run", p, mf.models)
+	}
 	eng, err := mf.engine(*storePath, stderr)
 	if err != nil {
 		return fail(stderr, "flowrun", err)

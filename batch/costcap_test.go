@@ -1,0 +1,119 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowrun/flowrun/batch/batchtest"
+	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// pricedPipeline answers each question with max_tokens 100 at $0.01 an
+// output token and free input: a call may cost $1 at most.
+const pricedPipeline = `
+version: 1
+name: priced
+models:
+  default: {model: gpt-4.1-mini, price: {input_per_mtok: 0, output_per_mtok: 10000}}
+inputs:
+  question: {type: string}
+nodes:
+  - id: answer
+    llm: {prompt: "${{ inputs.question }}", max_tokens: 100}
+outputs:
+  answer: nodes.answer.text
+`
+
+// cheapThenDear is a fake model whose "cheap" questions cost $0.01 (one
+// output token) and the others $1 (100), each after delay.
+func cheapThenDear(t *testing.T, delay time.Duration) *llmtest.Server {
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+		msgs, _ := r.Body["messages"].([]any)
+		last, _ := msgs[len(msgs)-1].(map[string]any)
+		completion := 100
+		if strings.HasPrefix(llmtest.MessageText(last["content"]), "cheap") {
+			completion = 1
+		}
+		return llmtest.Reply{Text: "ok", Usage: llmtest.Usage{Completion: completion}, Delay: delay}
+	})
+	return srv
+}
+
+// TestCostCapHoldsWhenLaterItemsCostMore is issue 32's batch at small
+// scale: at concurrency 8, four items of $0.01 and then $1 ones under a
+// $2 cap. Admitting items by the costliest seen so far ($0.01) started
+// four $1 items at once and spent twice the cap; each call reserving its
+// worst case ($1) from the batch's ledger before it is sent keeps the
+// spend within it, and the stop line tells the stored total.
+func TestCostCapHoldsWhenLaterItemsCostMore(t *testing.T) {
+	st := batchtest.OpenStore(t)
+	dir := t.TempDir()
+	var lines []string
+	for i := 1; i <= 40; i++ {
+		q := fmt.Sprintf("dear %d", i)
+		if i <= 4 {
+			q = fmt.Sprintf("cheap %d", i)
+		}
+		lines = append(lines, fmt.Sprintf(`{"question": %q}`, q))
+	}
+	pipeline, dataset := write(t, dir, "priced.yaml", pricedPipeline), write(t, dir, "items.jsonl", strings.Join(lines, "\n")+"\n")
+	srv := cheapThenDear(t, 30*time.Millisecond)
+	const limit = 2.0
+	b, status := startBatch(t, st, pipeline, dataset, Settings{Concurrency: 8, MaxCostUSD: limit}, srv.Env("sk-test"))
+	stopped, err := st.Batch(context.Background(), b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost, done := spent(t, st, b)
+	if cost > limit+1e-9 {
+		t.Fatalf("the batch spent $%.2f on %d items under a $%.0f cap", cost, done, limit)
+	}
+	if status != runtime.StatusStopped || done == 0 || !strings.HasPrefix(stopped.Reason, fmt.Sprintf("--max-cost-usd 2 reached: %s spent", figures.USD(cost))) {
+		t.Fatalf("%s (%s) with %d items done and $%.2f stored, want stopped by the cap with the stored spend", status, stopped.Reason, done, cost)
+	}
+}
+
+// TestPairwiseJudgeUnderACap: compare --judge had no cap, and a judge
+// that writes as much as it may cost $2 an item. Under a $1 cap each
+// call is sent with the max_tokens the cap has left (gpt-4.1's 32768 at
+// most), the judge stops at the first call it cannot afford, and what
+// it spent, the ledger's settled total, stays within the cap.
+func TestPairwiseJudgeUnderACap(t *testing.T) {
+	st := batchtest.OpenStore(t)
+	pipeline, dataset, _, _ := resumeFixture(t, 10)
+	s := Settings{Concurrency: 4, Metrics: []string{"exact"}, Primary: "exact"}
+	a, _ := startBatch(t, st, pipeline, dataset, s, replying(t, "bad"))
+	b, _ := startBatch(t, st, pipeline, dataset, s, replying(t, "good"))
+	c, err := Compare(context.Background(), st, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	judge := llmtest.New(t)
+	judge.Handle(func(req llmtest.Request) llmtest.Reply {
+		completion := 250000 // $2 at gpt-4.1's $8 per million
+		if bound, ok := req.Body["max_tokens"].(float64); ok {
+			completion = min(completion, int(bound))
+		}
+		return llmtest.Reply{Text: `{"reasoning": "b", "better": "second"}`, Usage: llmtest.Usage{Prompt: 100, Completion: completion}}
+	})
+	j := &PairwiseJudge{Client: llm.New(llm.Options{Env: judge.Env("sk-judge")}), Model: "gpt-4.1", Seed: 5, MaxCostUSD: 1}
+	res, err := j.Judge(context.Background(), st, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CostUSD > 1+1e-9 || len(res.Items) == 0 || len(res.Items) == 10 || !strings.HasPrefix(res.Stopped, "--max-cost-usd 1 reached: "+figures.USD(res.CostUSD)+" spent") {
+		t.Fatalf("judged %d items for $%.4f, stopped %q: want stopped within the $1 cap", len(res.Items), res.CostUSD, res.Stopped)
+	}
+	for _, req := range judge.Requests() {
+		if bound, _ := req.Body["max_tokens"].(float64); bound <= 0 || bound > 32768 {
+			t.Fatalf("judge call with max_tokens %v, want what the cap affords, at most 32768", req.Body["max_tokens"])
+		}
+	}
+}
