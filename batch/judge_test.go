@@ -8,6 +8,7 @@ import (
 
 	"github.com/flowrun/flowrun/batch/batchtest"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/store"
 )
 
 // TestJudgeMetricScoresWithReasoning: a score: metric given as an inline
@@ -68,5 +69,19 @@ score:
 	}
 	if judged != 2 {
 		t.Fatalf("%d judge requests, want 2", judged)
+	}
+	// Each judge call is a child run of the item's run: listed under it,
+	// never in the runs list, never what last names.
+	for _, r := range rows {
+		children, n, err := st.RunsMatching(context.Background(), store.RunQuery{ChildOf: r.Run})
+		if err != nil || n != 1 || children[0].PipelineName == "qa" {
+			t.Fatalf("item %s's run %s has %d child runs (%v), want its judge's", r.Key, r.Run, n, err)
+		}
+	}
+	if lines, total, err := st.RunList(context.Background(), store.RunQuery{}, store.ListOrder{}); err != nil || total != 1 || lines[0].Batch == nil {
+		t.Fatalf("the runs list has %d lines (%v), want the batch alone", total, err)
+	}
+	if last, err := st.FindRun(context.Background(), "last"); err != nil || last.ChildOf != "" || last.PipelineName != "qa" {
+		t.Fatalf("last is %+v (%v), want an item's run", last, err)
 	}
 }

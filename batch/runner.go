@@ -543,7 +543,8 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 				}
 			}
 			judge := func(ctx context.Context, p *dsl.Pipeline, in map[string]any) (*runtime.Result, error) {
-				j := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops, Ledger: st.runLedger()}
+				j := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops, Ledger: st.runLedger(),
+					ChildOf: res.RunID}
 				return j.Start(ctx, p, in)
 			}
 			scored, serr := r.Scorer.Score(ctx, env, judge)

@@ -101,6 +101,8 @@ type runData struct {
 	// went on.
 	Edits []runtime.Edit
 	Forks []*store.Run
+	// Children are the runs that served this one: its judges' runs.
+	Children []*store.Run
 	// InFlight are the run's background model calls still in progress.
 	InFlight []string
 	Inspect  *inspector
@@ -220,6 +222,9 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if forks, _, err := s.st.RunsMatching(ctx, store.RunQuery{Parent: id, BatchItems: true}); err == nil {
 		d.Forks = forks
+	}
+	if children, _, err := s.st.RunsMatching(ctx, store.RunQuery{ChildOf: id, BatchItems: true}); err == nil {
+		d.Children = children
 	}
 	if path := r.URL.Query().Get("path"); path != "" {
 		d.Inspect = inspect(path, events, d.Points)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/internal/testwait"
+	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 	"github.com/flowrun/flowrun/store/storetest"
 )
@@ -128,5 +131,34 @@ func TestLiveListReadsOnlyOnChange(t *testing.T) {
 	}
 	if n := reads.Load(); n < 2 {
 		t.Fatalf("a change of the store was not read (%d reads)", n)
+	}
+}
+
+// A judge's run is listed under the item's run it judged, links back to
+// it, and is not on the runs page on its own.
+func TestChildRunsListedUnderTheirRun(t *testing.T) {
+	h := newHarness(t, "")
+	ctx := context.Background()
+	src, err := os.ReadFile(filepath.Join(h.dir, "chat.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*store.Run{{ID: "r-item"}, {ID: "r-judge", ChildOf: "r-item"}} {
+		r.Pipeline, r.PipelineAbs, r.PipelineName, r.PipelineSrc = "chat.yaml", filepath.Join(h.dir, "chat.yaml"), "chat", string(src)
+		if err := h.st.CreateRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.st.Finish(ctx, r.ID, store.Ending{Status: runtime.StatusCompleted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, page := h.get("/runs/r-item"); !strings.Contains(page, `Judged by: <a href="/runs/r-judge">r-judge</a>`) {
+		t.Errorf("the item's run does not list its judge:\n%s", page)
+	}
+	if _, page := h.get("/runs/r-judge"); !strings.Contains(page, `A child run of <a href="/runs/r-item">r-item</a>`) {
+		t.Errorf("the judge's run does not link to the run it judged:\n%s", page)
+	}
+	if _, page := h.get("/"); strings.Contains(page, "r-judge") || !strings.Contains(page, "r-item") {
+		t.Errorf("the runs page lists the judge's run on its own:\n%s", page)
 	}
 }
