@@ -9,14 +9,17 @@
 // Guarantees: Convert never drops a part of the configuration silently;
 // whatever it cannot convert is a Problem with the line and column it was
 // written at. It reads the configuration and the prompt files it names,
-// and writes nothing; Result.Write writes the files, overwriting none.
+// only regular files of at most 8 MiB and, of the prompt files, only
+// those inside the configuration's directory (any other is a Problem),
+// and writes nothing; Result.Write writes the files, overwriting none and
+// following no symbolic link.
 package promptfoo
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -96,10 +99,13 @@ func (c *converter) problem(n *yaml.Node, format string, args ...any) {
 }
 
 // Convert reads a promptfoo configuration and converts it.
-func Convert(path string) (*Result, error) {
-	src, err := os.ReadFile(path)
+func Convert(ctx context.Context, path string) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("converting %s: %w", path, err)
+	}
+	src, err := readConfig(ctx, path)
 	if err != nil {
-		return nil, fmt.Errorf("reading the promptfoo configuration: %w", err)
+		return nil, fmt.Errorf("reading the promptfoo configuration %s: %w", path, err)
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
@@ -120,7 +126,7 @@ func Convert(path string) (*Result, error) {
 		case "description":
 			description = v.Value
 		case "prompts":
-			prompts = c.prompts(v)
+			prompts = c.prompts(ctx, v)
 		case "providers":
 			models = c.providers(v)
 		case "tests", "defaultTest":
@@ -130,6 +136,9 @@ func Convert(path string) (*Result, error) {
 		default:
 			c.problem(k, "%s: not converted", k.Value)
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("converting %s: %w", path, err)
 	}
 	base := c.defaultTest(valueOf(root, "defaultTest"))
 	if t := valueOf(root, "tests"); t != nil {
@@ -217,7 +226,7 @@ func entries(v *yaml.Node) []*yaml.Node {
 	return []*yaml.Node{v}
 }
 
-func (c *converter) prompts(v *yaml.Node) []prompt {
+func (c *converter) prompts(ctx context.Context, v *yaml.Node) []prompt {
 	var out []prompt
 	for _, it := range entries(v) {
 		raw := it
@@ -233,7 +242,7 @@ func (c *converter) prompts(v *yaml.Node) []prompt {
 		}
 		texts := []string{raw.Value}
 		if path, ok := strings.CutPrefix(raw.Value, "file://"); ok {
-			texts = c.promptFile(raw, path)
+			texts = c.promptFile(ctx, raw, path)
 		}
 		for _, text := range texts {
 			if p, ok := c.prompt(raw, text); ok {
@@ -245,8 +254,12 @@ func (c *converter) prompts(v *yaml.Node) []prompt {
 }
 
 // promptFile reads a text prompt file: one prompt, or several separated
-// by lines of ---, as promptfoo reads them.
-func (c *converter) promptFile(n *yaml.Node, path string) []string {
+// by lines of ---, as promptfoo reads them. It reads only a regular file
+// inside the configuration's directory.
+func (c *converter) promptFile(ctx context.Context, n *yaml.Node, path string) []string {
+	if ctx.Err() != nil {
+		return nil // Convert returns the error
+	}
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".txt", ".md", "":
 	default:
@@ -257,9 +270,9 @@ func (c *converter) promptFile(n *yaml.Node, path string) []string {
 		c.problem(n, "prompt %s: not converted (globs are not; name each file)", path)
 		return nil
 	}
-	b, err := os.ReadFile(filepath.Join(c.dir, path))
+	b, err := readPromptFile(ctx, c.dir, path)
 	if err != nil {
-		c.problem(n, "prompt %s: %v", path, err)
+		c.problem(n, "prompt %s: not read: %v", path, err)
 		return nil
 	}
 	var out []string

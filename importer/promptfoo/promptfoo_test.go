@@ -1,6 +1,7 @@
 package promptfoo
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -11,7 +12,7 @@ import (
 
 func convert(t *testing.T, name string) *Result {
 	t.Helper()
-	res, err := Convert(filepath.Join("testdata", name, "promptfooconfig.yaml"))
+	res, err := Convert(context.Background(), filepath.Join("testdata", name, "promptfooconfig.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ tests:
   - vars: {name: file://name.txt}
   - vars: {name: [Ann, Bob]}
 `)
-	res, err := Convert(cfg)
+	res, err := Convert(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,11 +179,11 @@ tests:
 		}
 	}
 	write("prompts: ['{% if x %}y{% endif %}']\n")
-	if _, err := Convert(cfg); err == nil || !strings.Contains(err.Error(), "no prompt to convert") {
+	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "no prompt to convert") {
 		t.Errorf("no prompt left: %v", err)
 	}
 	write("- a list\n")
-	if _, err := Convert(cfg); err == nil || !strings.Contains(err.Error(), "a promptfoo configuration is a mapping") {
+	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "a promptfoo configuration is a mapping") {
 		t.Errorf("a list: %v", err)
 	}
 }
