@@ -322,8 +322,7 @@ const imageMaxAge = 24 * time.Hour
 
 // pruneImages removes the images in dir, but keep, made longer than
 // imageMaxAge ago, and temporary files left by workers that died. A worker
-// still mapping one keeps it until it exits (where removing an open file
-// fails, as on Windows, it stays until next time).
+// running calls from one has its own copy and needs the file no more.
 func pruneImages(dir, keep string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
