@@ -51,11 +51,12 @@ func importCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	dataset := filepath.Join(*out, promptfoo.Dataset)
 	fmt.Fprintf(stdout, "\nnext:\n  flowrun validate %s\n", filepath.Join(*out, "*.yaml"))
+	// promptfoo runs every prompt with every provider: one line each.
 	for _, p := range res.Pipelines {
 		fmt.Fprintf(stdout, "  flowrun batch %s --dataset %s\n", filepath.Join(*out, p), dataset)
-	}
-	for _, m := range res.Models[1:] {
-		fmt.Fprintf(stdout, "  flowrun batch %s --dataset %s --model default=%s\n", filepath.Join(*out, res.Pipelines[0]), dataset, m)
+		for _, m := range res.Models[1:] {
+			fmt.Fprintf(stdout, "  flowrun batch %s --dataset %s --model default=%s\n", filepath.Join(*out, p), dataset, m)
+		}
 	}
 	return exitOK
 }

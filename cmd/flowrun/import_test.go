@@ -127,3 +127,22 @@ func TestImportStopsWhenInterrupted(t *testing.T) {
 		t.Errorf("the output directory: %v", err)
 	}
 }
+
+// Every prompt is run with every provider, as promptfoo does: the import
+// prints a batch line for each pair, not only for the first prompt.
+func TestImportPrintsThePromptProviderMatrix(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "imported")
+	cfg := filepath.Join("..", "..", "importer", "promptfoo", "testdata", "getting_started", "promptfooconfig.yaml")
+	code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out)
+	if code != exitOK {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	dataset := filepath.Join(out, "dataset.jsonl")
+	for _, p := range []string{"pipeline.yaml", "pipeline_2.yaml"} {
+		for _, model := range []string{"", " --model default=o4-mini"} {
+			if line := "  flowrun batch " + filepath.Join(out, p) + " --dataset " + dataset + model + "\n"; !strings.Contains(stdout, line) {
+				t.Errorf("no line %q in\n%s", line, stdout)
+			}
+		}
+	}
+}

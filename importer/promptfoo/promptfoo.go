@@ -1,15 +1,18 @@
 // Package promptfoo converts a promptfoo configuration (promptfooconfig.yaml)
 // into a flowrun pipeline, a dataset and a score: section, for the subset
-// the two share: prompts with {{var}} variables (inline or file://),
-// OpenAI-compatible providers, tests with vars and the asserts equals,
-// contains, icontains, regex, starts-with, (i)contains-any/all, is-json,
-// contains-json, similar, llm-rubric, cost and latency (and their not-
-// forms), and defaultTest.
+// the two share: prompts with {{var}} variables (inline, in text files
+// named with or without file://, or chats of messages in JSON, JSONL or
+// YAML, with a prompt's own config), OpenAI-compatible providers, tests
+// inline or from CSV, YAML, JSON and JSONL files and globs, vars from
+// files, the asserts equals, contains, icontains, regex, starts-with,
+// (i)contains-any/all, is-json, contains-json, similar, llm-rubric, cost
+// and latency (and their not- forms), and defaultTest (in place or in a
+// file) merged into every test as promptfoo merges it.
 //
 // Guarantees: Convert never drops a part of the configuration silently;
-// whatever it cannot convert is a Problem with the line and column it was
-// written at. It reads the configuration and the prompt files it names,
-// only regular files of at most 8 MiB and, of the prompt files, only
+// whatever it cannot convert is a Problem with the file, line and column
+// it was written at. It reads the configuration and the files it names,
+// only regular files of at most 8 MiB and, of the files it names, only
 // those inside the configuration's directory (any other is a Problem),
 // and writes nothing; Result.Write writes the files, overwriting none and
 // following no symbolic link.
@@ -19,7 +22,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -41,6 +46,22 @@ type Problem struct {
 }
 
 func (p Problem) String() string { return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.What) }
+
+// RefusedError says a configuration was not converted because none of
+// its prompts was, and why for each.
+type RefusedError struct {
+	Config string
+	Why    []Problem
+}
+
+func (e *RefusedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: no prompt to convert: none of the entries of prompts: converted", e.Config)
+	for _, p := range e.Why {
+		fmt.Fprintf(&b, "\n  %s", p)
+	}
+	return b.String()
+}
 
 // Result is a converted configuration: file names (relative to the output
 // directory) with their content, and what was not converted.
@@ -119,6 +140,7 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 	var prompts []prompt
 	var models []modelDoc
 	var tests []test
+	var promptProblems []Problem
 	description := ""
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
@@ -126,7 +148,9 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 		case "description":
 			description = v.Value
 		case "prompts":
+			before := len(c.problems)
 			prompts = c.prompts(ctx, v)
+			promptProblems = c.problems[before:len(c.problems):len(c.problems)]
 		case "providers":
 			models = c.providers(v)
 		case "tests", "defaultTest":
@@ -140,12 +164,16 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("converting %s: %w", path, err)
 	}
-	base := c.defaultTest(valueOf(root, "defaultTest"))
+	base := c.defaultTest(ctx, valueOf(root, "defaultTest"))
 	if t := valueOf(root, "tests"); t != nil {
-		tests = c.tests(t, base)
+		tests = c.tests(ctx, t, base)
+	}
+	if valueOf(root, "prompts") == nil {
+		p, _ := c.prompt(root, "", "{{prompt}}") // promptfoo's prompt when none is given
+		prompts = []prompt{p}
 	}
 	if len(prompts) == 0 {
-		return nil, fmt.Errorf("%s: no prompt to convert (prompts: is missing or none of its entries converted)", path)
+		return nil, &RefusedError{Config: path, Why: promptProblems}
 	}
 	if len(models) == 0 {
 		c.problem(root, "providers: none converted; the pipeline uses gpt-4.1-mini")
@@ -156,6 +184,15 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 		res.Models = append(res.Models, m.Model)
 	}
 	inputs := c.inputs(prompts, tests)
+	// A var given as a number in one test and as text in another is text,
+	// as promptfoo puts every value into the prompt.
+	for name, in := range inputs {
+		for _, t := range tests {
+			if v, ok := t.vars[name]; ok && in.Type == "string" {
+				t.vars[name] = text(v)
+			}
+		}
+	}
 	rubric := c.used["llm-rubric"]
 	for i, p := range prompts {
 		name := "pipeline.yaml"
@@ -204,10 +241,13 @@ func pipelineName(description string, i int) string {
 	return name
 }
 
-// prompt is one prompt's text with {{var}} turned into ${{ inputs.var }}.
+// prompt is one prompt's system message and text with {{var}} turned
+// into ${{ inputs.var }}, and its own temperature and max_tokens.
 type prompt struct {
-	text string
-	vars []string
+	system, text string
+	vars         []string
+	temperature  *float64
+	maxTokens    int
 }
 
 var (
@@ -229,23 +269,121 @@ func entries(v *yaml.Node) []*yaml.Node {
 func (c *converter) prompts(ctx context.Context, v *yaml.Node) []prompt {
 	var out []prompt
 	for _, it := range entries(v) {
-		raw := it
+		raw, cfg := it, (*yaml.Node)(nil)
 		if it.Kind == yaml.MappingNode {
-			raw = valueOf(it, "raw")
+			raw, cfg = valueOf(it, "raw"), valueOf(it, "config")
 			if raw == nil {
 				raw = valueOf(it, "id")
 			}
 		}
 		if raw == nil || raw.Kind != yaml.ScalarNode {
-			c.problem(it, "prompt: not converted (a prompt is text, file://PATH, or {raw: TEXT})")
+			c.problem(it, "prompt: not converted (a prompt is text, a file, or {raw: TEXT} / {id: FILE} with label: and config:)")
 			continue
 		}
-		texts := []string{raw.Value}
-		if path, ok := strings.CutPrefix(raw.Value, "file://"); ok {
-			texts = c.promptFile(ctx, raw, path)
+		var ps []prompt
+		if looksLikeFile(raw.Value) {
+			var isFile bool
+			ps, isFile = c.promptFiles(ctx, raw, raw.Value)
+			if !isFile {
+				ps = c.promptText(raw, raw.Value)
+			}
+		} else {
+			ps = c.promptText(raw, raw.Value)
 		}
-		for _, text := range texts {
-			if p, ok := c.prompt(raw, text); ok {
+		for i := range ps {
+			c.promptConfig(&ps[i], cfg)
+		}
+		out = append(out, ps...)
+	}
+	return out
+}
+
+// promptText is an inline prompt: text, or a chat written as a JSON list
+// of messages.
+func (c *converter) promptText(n *yaml.Node, text string) []prompt {
+	if t := strings.TrimSpace(text); strings.HasPrefix(t, "[") {
+		var msgs []any
+		if json.Unmarshal([]byte(t), &msgs) == nil {
+			return c.chat(n, msgs)
+		}
+	}
+	if p, ok := c.prompt(n, "", text); ok {
+		return []prompt{p}
+	}
+	return nil
+}
+
+// promptFiles reads the prompts of the files a reference names. A name
+// without file:// that names no file is the prompt's text (isFile false),
+// as promptfoo takes it.
+func (c *converter) promptFiles(ctx context.Context, n *yaml.Node, ref string) (out []prompt, isFile bool) {
+	explicit := strings.HasPrefix(ref, "file://")
+	name := strings.TrimPrefix(ref, "file://")
+	if i := strings.LastIndex(name, ":"); i > 1 && !strings.ContainsAny(name[i:], `/\`) {
+		c.problem(n, "prompt %s: not converted (a prompt function in a script is not)", name)
+		return nil, true
+	}
+	if !explicit && !strings.ContainsAny(name, "*?[") {
+		if _, err := readPromptFile(ctx, c.dir, name); errors.Is(err, fs.ErrNotExist) {
+			return nil, false
+		}
+	}
+	for _, f := range c.files(n, ref) {
+		out = append(out, c.promptFile(ctx, n, f)...)
+	}
+	return out, true
+}
+
+// promptFile reads one prompt file as promptfoo reads it: text (several
+// prompts separated by lines of ---), a chat as JSON or YAML, or one chat
+// per line of JSONL. It reads only a regular file inside the
+// configuration's directory.
+func (c *converter) promptFile(ctx context.Context, n *yaml.Node, path string) []prompt {
+	ext := strings.ToLower(filepath.Ext(path))
+	switch ext {
+	case ".js", ".mjs", ".cjs", ".ts", ".py":
+		c.problem(n, "prompt %s: not converted (a prompt built by a script is not)", path)
+		return nil
+	}
+	b, ok := c.read(ctx, n, "prompt", path)
+	if !ok {
+		return nil
+	}
+	switch ext {
+	case ".json":
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return c.promptText(n, string(b))
+		}
+		if msgs, ok := v.([]any); ok {
+			return c.chat(n, msgs)
+		}
+		return c.promptText(n, string(b))
+	case ".jsonl":
+		var out []prompt
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.TrimSpace(line) != "" {
+				out = append(out, c.promptText(n, line)...)
+			}
+		}
+		return out
+	case ".yaml", ".yml":
+		var v any
+		if err := yaml.Unmarshal(b, &v); err == nil {
+			switch v := v.(type) {
+			case []any:
+				return c.chat(n, v)
+			case string:
+				return c.promptText(n, v)
+			}
+		}
+		c.problem(n, "prompt %s: not converted (a YAML prompt file holds a list of messages or a text)", path)
+		return nil
+	}
+	var out []prompt
+	for _, part := range separator.Split(string(b), -1) {
+		if s := strings.TrimSpace(part); s != "" {
+			if p, ok := c.prompt(n, "", s); ok {
 				out = append(out, p)
 			}
 		}
@@ -253,47 +391,75 @@ func (c *converter) prompts(ctx context.Context, v *yaml.Node) []prompt {
 	return out
 }
 
-// promptFile reads a text prompt file: one prompt, or several separated
-// by lines of ---, as promptfoo reads them. It reads only a regular file
-// inside the configuration's directory.
-func (c *converter) promptFile(ctx context.Context, n *yaml.Node, path string) []string {
-	if ctx.Err() != nil {
-		return nil // Convert returns the error
-	}
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".txt", ".md", "":
-	default:
-		c.problem(n, "prompt %s: not converted (only text prompt files are; chat JSON, scripts and templates are not)", path)
-		return nil
-	}
-	if strings.ContainsAny(path, "*?[") {
-		c.problem(n, "prompt %s: not converted (globs are not; name each file)", path)
-		return nil
-	}
-	b, err := readPromptFile(ctx, c.dir, path)
-	if err != nil {
-		c.problem(n, "prompt %s: not read: %v", path, err)
-		return nil
-	}
-	var out []string
-	for _, part := range separator.Split(string(b), -1) {
-		if s := strings.TrimSpace(part); s != "" {
-			out = append(out, s)
+// chat is a prompt written as messages: system messages first, then one
+// user message, become the node's system and prompt; any other
+// conversation is sent as one user message, and listed.
+func (c *converter) chat(n *yaml.Node, msgs []any) []prompt {
+	var system, rest []string
+	var roles []string
+	for _, m := range msgs {
+		mm, _ := m.(map[string]any)
+		role, _ := mm["role"].(string)
+		content, ok := mm["content"].(string)
+		if role == "" || !ok {
+			c.problem(n, "prompt: not converted: a chat message is {role: ROLE, content: TEXT}; images and tool messages are not converted")
+			return nil
 		}
+		if role == "system" && len(rest) == 0 {
+			system = append(system, content)
+			continue
+		}
+		roles = append(roles, role)
+		rest = append(rest, content)
 	}
-	return out
+	var text string
+	switch {
+	case len(rest) == 1 && roles[0] == "user":
+		text = rest[0]
+	case len(rest) == 0:
+		c.problem(n, "prompt: not converted: a chat with no user message")
+		return nil
+	default:
+		parts := make([]string, len(rest))
+		for i := range rest {
+			parts[i] = roles[i] + ": " + rest[i]
+		}
+		text = strings.Join(parts, "\n\n")
+		c.problem(n, "prompt: converted approximately: the chat's %d messages after the system message are sent as one user message, each after its role", len(rest))
+	}
+	if p, ok := c.prompt(n, strings.Join(system, "\n\n"), text); ok {
+		return []prompt{p}
+	}
+	return nil
 }
 
-func (c *converter) prompt(n *yaml.Node, text string) (prompt, bool) {
+// promptConfig is a prompt's own config:, which promptfoo merges over the
+// provider's for that prompt.
+func (c *converter) promptConfig(p *prompt, cfg *yaml.Node) {
+	if cfg == nil {
+		return
+	}
+	m := modelDoc{}
+	c.providerConfig(&m, cfg)
+	if m.BaseURL != "" || m.APIKeyEnv != "" {
+		c.problem(cfg, "prompt config apiBaseUrl, apiKeyEnvar: not converted (they belong to the provider)")
+	}
+	p.temperature, p.maxTokens = m.Temperature, m.MaxTokens
+}
+
+func (c *converter) prompt(n *yaml.Node, system, text string) (prompt, bool) {
 	p := prompt{}
-	p.text = varRE.ReplaceAllStringFunc(text, func(m string) string {
-		name := varRE.FindStringSubmatch(m)[1]
-		if !slices.Contains(p.vars, name) {
-			p.vars = append(p.vars, name)
-		}
-		return "${{ inputs." + name + " }}"
-	})
-	rest := varRE.ReplaceAllString(text, "")
+	replace := func(s string) string {
+		return varRE.ReplaceAllStringFunc(s, func(m string) string {
+			name := varRE.FindStringSubmatch(m)[1]
+			if !slices.Contains(p.vars, name) {
+				p.vars = append(p.vars, name)
+			}
+			return "${{ inputs." + name + " }}"
+		})
+	}
+	p.system, p.text = replace(system), replace(text)
+	rest := varRE.ReplaceAllString(system+"\n"+text, "")
 	if loc := templateRE.FindStringIndex(rest); loc != nil {
 		c.problem(n, "prompt: not converted: it uses a Nunjucks feature other than {{var}} (filters, tags or comments) near %q", snippet(rest, loc[0]))
 		return p, false
@@ -394,49 +560,114 @@ type test struct {
 	asserts     []assert
 }
 
-// defaultTest reads defaultTest: vars and asserts every test starts with.
-func (c *converter) defaultTest(v *yaml.Node) test {
-	t := test{vars: map[string]any{}}
-	if v == nil {
-		return t
-	}
-	c.testFields(v, &t, true)
-	return t
-}
-
-func (c *converter) tests(v *yaml.Node, base test) []test {
-	if v.Kind != yaml.SequenceNode {
-		c.problem(v, "tests: not converted (only a list of tests is; tests from a file or a generator are not)")
-		return nil
-	}
-	var out []test
-	for _, it := range v.Content {
-		if it.Kind != yaml.MappingNode {
-			c.problem(it, "test: not converted (a test is a mapping with vars: and assert:)")
-			continue
-		}
-		t := test{vars: map[string]any{}, asserts: slices.Clone(base.asserts)}
-		for k, x := range base.vars {
-			t.vars[k] = x
-		}
-		c.testFields(it, &t, false)
-		// Assert values may name the test's vars: fill them in now.
-		for i, a := range t.asserts {
-			if s, ok := a.Value.(string); ok {
-				t.asserts[i].Value = varRE.ReplaceAllStringFunc(s, func(m string) string {
-					if x, ok := t.vars[varRE.FindStringSubmatch(m)[1]]; ok {
-						return text(x)
-					}
-					return m
-				})
-			}
-		}
-		out = append(out, t)
+func (t test) clone() test {
+	out := test{description: t.description, vars: make(map[string]any, len(t.vars)), asserts: slices.Clone(t.asserts)}
+	for k, v := range t.vars {
+		out.vars[k] = v
 	}
 	return out
 }
 
-func (c *converter) testFields(v *yaml.Node, t *test, isDefault bool) {
+// filled is the test with {{var}} in its asserts' values filled in from
+// its vars, as promptfoo renders them.
+func (t test) filled() test {
+	for i, a := range t.asserts {
+		if s, ok := a.Value.(string); ok {
+			t.asserts[i].Value = varRE.ReplaceAllStringFunc(s, func(m string) string {
+				if x, ok := t.vars[varRE.FindStringSubmatch(m)[1]]; ok {
+					return text(x)
+				}
+				return m
+			})
+		}
+	}
+	return t
+}
+
+// defaultTest reads defaultTest: vars and asserts every test starts with,
+// written in place or in a file (file://).
+func (c *converter) defaultTest(ctx context.Context, v *yaml.Node) test {
+	t := test{vars: map[string]any{}}
+	if v == nil {
+		return t
+	}
+	if v.Kind == yaml.ScalarNode && strings.HasPrefix(v.Value, "file://") {
+		name := strings.TrimPrefix(v.Value, "file://")
+		b, ok := c.read(ctx, v, "defaultTest", name)
+		if !ok {
+			return t
+		}
+		n, err := parse(b)
+		if err != nil || n.Kind != yaml.MappingNode {
+			c.problem(v, "defaultTest %s: not converted (it holds a mapping with vars: and assert:)", name)
+			return t
+		}
+		defer c.within(name)()
+		v = n
+	}
+	if v.Kind != yaml.MappingNode {
+		c.problem(v, "defaultTest: not converted (a mapping with vars: and assert:, or file://FILE)")
+		return t
+	}
+	c.testFields(ctx, v, &t, true)
+	return t
+}
+
+// tests reads tests: a list of tests and of files holding tests, or one
+// file or glob (CSV, YAML, JSON, JSONL). Each test starts from base, the
+// defaultTest: its vars under the test's, its asserts before the test's.
+func (c *converter) tests(ctx context.Context, v *yaml.Node, base test) []test {
+	var out []test
+	for _, it := range entries(v) {
+		switch {
+		case it.Kind == yaml.ScalarNode && it.Value != "":
+			for _, f := range c.files(it, it.Value) {
+				out = append(out, c.testFile(ctx, it, f, base)...)
+			}
+		case it.Kind == yaml.MappingNode:
+			t := base.clone()
+			c.testFields(ctx, it, &t, false)
+			out = append(out, expand(t.filled())...)
+		default:
+			c.problem(it, "test: not converted (a test is a mapping with vars: and assert:, or the name of a file of tests)")
+		}
+	}
+	return out
+}
+
+// expand is promptfoo's test per combination of the values of its list
+// vars.
+func expand(t test) []test {
+	out := []test{t}
+	names := make([]string, 0, len(t.vars))
+	for k := range t.vars {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		list, ok := t.vars[name].([]any)
+		if !ok || len(list) == 0 {
+			continue
+		}
+		var next []test
+		for _, o := range out {
+			for _, v := range list {
+				x := o.clone()
+				x.vars[name] = v
+				next = append(next, x.filled())
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// testFields reads a test's fields into t.
+func (c *converter) testFields(ctx context.Context, v *yaml.Node, t *test, isDefault bool) {
+	where := "test"
+	if isDefault {
+		where = "defaultTest"
+	}
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k, x := v.Content[i], v.Content[i+1]
 		switch k.Value {
@@ -446,17 +677,8 @@ func (c *converter) testFields(v *yaml.Node, t *test, isDefault bool) {
 				continue
 			}
 		case "vars":
-			if m, ok := dsl.Plain(x).(map[string]any); ok {
-				for name, val := range m {
-					if s, isText := val.(string); isText && strings.HasPrefix(s, "file://") {
-						c.problem(valueOf(x, name), "var %s: %s: not converted (values from files are not)", name, s)
-						continue
-					}
-					if _, isList := val.([]any); isList {
-						c.problem(valueOf(x, name), "var %s: a list: converted as one item whose input is the list; promptfoo runs the test once per value", name)
-					}
-					t.vars[name] = val
-				}
+			if x.Kind == yaml.MappingNode {
+				c.vars(ctx, x, t)
 				continue
 			}
 		case "assert":
@@ -469,11 +691,22 @@ func (c *converter) testFields(v *yaml.Node, t *test, isDefault bool) {
 				continue
 			}
 		}
-		where := "test"
-		if isDefault {
-			where = "defaultTest"
-		}
 		c.problem(k, "%s %s: not converted", where, k.Value)
+	}
+}
+
+// vars reads a test's vars; a file:// value is the file's text.
+func (c *converter) vars(ctx context.Context, x *yaml.Node, t *test) {
+	for i := 0; i+1 < len(x.Content); i += 2 {
+		name, n := x.Content[i].Value, x.Content[i+1]
+		val := dsl.Plain(n)
+		if s, isText := val.(string); isText && strings.HasPrefix(s, "file://") {
+			var ok bool
+			if val, ok = c.varFile(ctx, n, name, s); !ok {
+				continue
+			}
+		}
+		t.vars[name] = val
 	}
 }
 
@@ -626,6 +859,8 @@ type llmDoc struct {
 	System       string         `yaml:"system,omitempty"`
 	Prompt       string         `yaml:"prompt"`
 	OutputSchema map[string]any `yaml:"output_schema,omitempty"`
+	Temperature  *float64       `yaml:"temperature,omitempty"`
+	MaxTokens    int            `yaml:"max_tokens,omitempty"`
 }
 
 type scoreDoc struct {
@@ -641,7 +876,7 @@ func (c *converter) pipeline(name, description string, p prompt, inputs map[stri
 	doc := pipelineDoc{Version: 1, Name: name, Inputs: in,
 		Description: strings.TrimSpace("Imported from promptfoo. " + description),
 		Models:      map[string]modelDoc{"default": model},
-		Nodes:       []nodeDoc{{ID: "answer", LLM: llmDoc{Prompt: p.text}}},
+		Nodes:       []nodeDoc{{ID: "answer", LLM: llmDoc{System: p.system, Prompt: p.text, Temperature: p.temperature, MaxTokens: p.maxTokens}}},
 		Outputs:     map[string]string{"text": "nodes.answer.text"},
 		Score:       &scoreDoc{Pass: c.passExpr()},
 	}

@@ -171,15 +171,17 @@ tests:
 		`:4:13: provider anthropic:messages:claude-sonnet-4: not converted`,
 		`:4:49: provider openai:embedding:text-embedding-3-small: not converted`,
 		`:1:1: providers: none converted; the pipeline uses gpt-4.1-mini`,
-		`:6:18: var name: file://name.txt: not converted`,
-		`:7:18: var name: a list: converted as one item whose input is the list; promptfoo runs the test once per value`,
+		`:6:18: var name: name.txt: not read: no such file in the configuration's directory`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems lack %q:\n%s", want, got)
 		}
 	}
-	write("prompts: ['{% if x %}y{% endif %}']\n")
-	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "no prompt to convert") {
+	write("prompts: ['{% if x %}y{% endif %}', file://make.py]\n")
+	_, err = Convert(context.Background(), cfg)
+	var refused *RefusedError
+	if !errors.As(err, &refused) || len(refused.Why) != 2 || !strings.Contains(err.Error(), ":1:11: prompt: not converted: it uses a Nunjucks feature") ||
+		!strings.Contains(err.Error(), ":1:37: prompt make.py: not converted (a prompt built by a script is not)") {
 		t.Errorf("no prompt left: %v", err)
 	}
 	write("- a list\n")
@@ -216,5 +218,89 @@ func TestWriteOverwritesNothing(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(again); len(entries) != 1 {
 		t.Errorf("%d files in the directory, want only the one that was there", len(entries))
+	}
+}
+
+// Prompts, tests and vars in files are read as promptfoo reads them: a
+// prompt path without file://, chats in JSON and YAML, a prompt's own
+// config, tests from CSV (__expected, __description), a glob of YAML
+// files and JSONL, defaultTest from a file, and file:// vars.
+func TestConvertReadsFiles(t *testing.T) {
+	res := convert(t, "files")
+	if len(res.Problems) != 0 {
+		t.Errorf("problems:\n%s", problems(res))
+	}
+	want := map[string][]string{
+		"pipeline.yaml":   {"prompt: 'Answer in one line: ${{ inputs.question }}'"},
+		"pipeline_2.yaml": {"system: You answer ${{ inputs.context }} questions.", "prompt: ${{ inputs.question }}"},
+		"pipeline_3.yaml": {"system: Be brief.", "prompt: 'Question: ${{ inputs.question }}'"},
+		"pipeline_4.yaml": {"temperature: 0.2", "max_tokens: 50"},
+	}
+	for name, parts := range want {
+		for _, w := range parts {
+			if !strings.Contains(string(res.Files[name]), w) {
+				t.Errorf("%s lacks %q:\n%s", name, w, res.Files[name])
+			}
+		}
+	}
+	it := items(t, res)
+	if len(it) != 7 {
+		t.Fatalf("%d items, want 7: %v", len(it), it)
+	}
+	asserts := func(i int) []any { return it[i]["asserts"].([]any) }
+	for i := range it {
+		if a := asserts(i)[0].(map[string]any); a["type"] != "not-contains" || a["value"] != "As an AI" {
+			t.Errorf("item %d does not start with defaultTest's assert: %v", i+1, asserts(i))
+		}
+	}
+	checks := []struct {
+		item        int
+		typ, field  string
+		value, want any
+	}{
+		{0, "equals", "question", "4", "What is 2+2?"},
+		{2, "icontains", "context", "paris", "general"},
+		{4, "icontains", "question", "shakespeare", "Who wrote Hamlet?"},
+		{5, "contains", "context", "4", "animals"},
+		{6, "contains", "question", `{"topic":"physics"}`, "What is the speed of light?\n"},
+	}
+	for _, c := range checks {
+		a := asserts(c.item)[1].(map[string]any)
+		if a["type"] != c.typ || a["value"] != c.value || it[c.item][c.field] != c.want {
+			t.Errorf("item %d: %v", c.item+1, it[c.item])
+		}
+	}
+	if anyOf := asserts(1)[1].(map[string]any); anyOf["type"] != "contains-any" || len(anyOf["value"].([]any)) != 2 {
+		t.Errorf("CSV contains-any: %v", anyOf)
+	}
+	if it[6]["context"] != `{"topic":"physics"}` {
+		t.Errorf("a YAML var file is its JSON text: %v", it[6])
+	}
+}
+
+// A configuration without prompts: sends each test's prompt var, as
+// promptfoo's {{prompt}}.
+func TestConvertNoPromptsIsPromptVar(t *testing.T) {
+	res := convert(t, "no_prompts")
+	if p := string(res.Files["pipeline.yaml"]); !strings.Contains(p, "prompt: ${{ inputs.prompt }}") {
+		t.Errorf("pipeline:\n%s", p)
+	}
+}
+
+// A var that is a number in one test and text in another is text in
+// every item (it crashed the run before), and a list var gives one item
+// per value, as promptfoo runs the test once per value.
+func TestConvertMixedAndListVars(t *testing.T) {
+	res := convert(t, "mixed")
+	it := items(t, res)
+	var got []any
+	for _, i := range it {
+		got = append(got, i["number"])
+	}
+	if len(got) != 4 || got[0] != "3" || got[1] != "three" || got[2] != "5" || got[3] != "seven" {
+		t.Errorf("numbers %v", got)
+	}
+	if len(res.Problems) != 0 {
+		t.Errorf("problems:\n%s", problems(res))
 	}
 }
