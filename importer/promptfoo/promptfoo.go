@@ -113,6 +113,9 @@ type converter struct {
 	dir      string
 	problems []Problem
 	used     map[string]bool // assert types the tests use
+	// scripts are the javascript asserts translated: each source with
+	// its expr-lang condition.
+	scripts map[string]string
 }
 
 func (c *converter) problem(n *yaml.Node, format string, args ...any) {
@@ -135,7 +138,7 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s: a promptfoo configuration is a mapping (prompts:, providers:, tests:)", path)
 	}
-	c := &converter{file: path, dir: filepath.Dir(path), used: map[string]bool{}}
+	c := &converter{file: path, dir: filepath.Dir(path), used: map[string]bool{}, scripts: map[string]string{}}
 	root := doc.Content[0]
 	var prompts []prompt
 	var models []modelDoc
@@ -718,6 +721,9 @@ func (c *converter) assert(n *yaml.Node) (assert, bool) {
 	}
 	a := assert{Type: typ.Value, Value: dsl.Plain(valueOf(n, "value"))}
 	base := strings.TrimPrefix(a.Type, "not-")
+	if base == "javascript" {
+		return c.script(n, typ, a)
+	}
 	if _, ok := checks[base]; !ok && base != "llm-rubric" {
 		c.problem(typ, "assert type %s: not converted (converted: %s)", a.Type, strings.Join(convertible(), ", "))
 		return assert{}, false
@@ -767,6 +773,29 @@ func (c *converter) assert(n *yaml.Node) (assert, bool) {
 		}
 		a.Value = texts
 	}
+	c.used[a.Type] = true
+	return a, true
+}
+
+// script translates a javascript assert that is one expression over
+// output and context.vars; any other is listed with the reason.
+func (c *converter) script(n, typ *yaml.Node, a assert) (assert, bool) {
+	src, ok := a.Value.(string)
+	if !ok || strings.HasPrefix(src, "file://") {
+		c.problem(typ, "assert type %s: not converted (a script in a file is not)", a.Type)
+		return assert{}, false
+	}
+	cond, err := jsToExpr(src)
+	if err != nil {
+		c.problem(typ, "assert type %s: not converted: %v (one-line expressions over output and context.vars are)", a.Type, err)
+		return assert{}, false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Value != "type" && k.Value != "value" {
+			c.problem(k, "assert %s: not converted (the check is, without it)", k.Value)
+		}
+	}
+	c.scripts[src] = cond
 	c.used[a.Type] = true
 	return a, true
 }
@@ -904,6 +933,10 @@ func (c *converter) passExpr() string {
 	}
 	b.WriteString("\n")
 	for _, t := range types {
+		if strings.TrimPrefix(t, "not-") == "javascript" {
+			c.scriptBranches(&b, t)
+			continue
+		}
 		cond := checks[strings.TrimPrefix(t, "not-")]
 		if strings.HasPrefix(t, "not-") {
 			cond = "!(" + cond + ")"
@@ -912,6 +945,23 @@ func (c *converter) passExpr() string {
 	}
 	b.WriteString("  false)\n")
 	return b.String()
+}
+
+// scriptBranches are the pass metric's branches for the javascript
+// asserts translated, one per source.
+func (c *converter) scriptBranches(b *strings.Builder, typ string) {
+	srcs := make([]string, 0, len(c.scripts))
+	for src := range c.scripts {
+		srcs = append(srcs, src)
+	}
+	sort.Strings(srcs)
+	for _, src := range srcs {
+		cond := c.scripts[src]
+		if typ != "javascript" {
+			cond = "!(" + cond + ")"
+		}
+		fmt.Fprintf(b, "  .type == %q && .value == %q ? %s :\n", typ, src, cond)
+	}
 }
 
 // judgeDoc grades the llm-rubric asserts of an item, with the model the

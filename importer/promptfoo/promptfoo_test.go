@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flowrun/flowrun/dsl"
 )
 
 func convert(t *testing.T, name string) *Result {
@@ -70,12 +72,12 @@ func TestConvertGettingStarted(t *testing.T) {
 }
 
 // What is not converted is listed by line and column, in file order; a
-// file:// prompt with --- gives one pipeline per prompt; $ref and script
-// asserts are dropped from the item, the rest kept.
+// file:// prompt with --- gives one pipeline per prompt; $ref and python
+// asserts are dropped from the item, the rest kept (a one-line
+// javascript expression is translated).
 func TestConvertSimpleTestListsWhatItCannot(t *testing.T) {
 	res := convert(t, "simple_test")
 	want := []string{
-		"simple_test/promptfooconfig.yaml:31:15: assert type javascript: not converted",
 		"simple_test/promptfooconfig.yaml:33:15: assert type python: not converted",
 		"simple_test/promptfooconfig.yaml:35:15: assert similar: converted approximately",
 		"simple_test/promptfooconfig.yaml:44:9: assert: not converted (no type:; $ref and assert-sets are not converted)",
@@ -101,7 +103,7 @@ func TestConvertSimpleTestListsWhatItCannot(t *testing.T) {
 	if it[0]["id"] != "Check for exact match" || it[0]["body"] != "Yes" {
 		t.Errorf("first item %v", it[0])
 	}
-	sim := it[3]["asserts"].([]any)
+	sim := it[3]["asserts"].([]any)[1:]
 	if len(sim) != 1 || sim[0].(map[string]any)["type"] != "similar" || sim[0].(map[string]any)["threshold"] != 0.75 {
 		t.Errorf("similar item's asserts %v", sim)
 	}
@@ -112,7 +114,7 @@ func TestConvertSimpleTestListsWhatItCannot(t *testing.T) {
 func TestConvertJSONOutputDefaults(t *testing.T) {
 	res := convert(t, "json_output")
 	got := problems(res)
-	for _, want := range []string{":24:15: assert type javascript: not converted", ":31:5: test options: not converted"} {
+	for _, want := range []string{":31:5: test options: not converted"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems lack %q:\n%s", want, got)
 		}
@@ -122,7 +124,7 @@ func TestConvertJSONOutputDefaults(t *testing.T) {
 		t.Fatalf("items %v", it)
 	}
 	first := it[0]["asserts"].([]any)
-	if len(first) != 3 || first[0].(map[string]any)["type"] != "cost" || first[2].(map[string]any)["type"] != "regex" {
+	if len(first) != 4 || first[0].(map[string]any)["type"] != "cost" || first[3].(map[string]any)["type"] != "regex" {
 		t.Errorf("Banana's asserts %v", first)
 	}
 	passion := it[1]["asserts"].([]any)
@@ -134,7 +136,7 @@ func TestConvertJSONOutputDefaults(t *testing.T) {
 		t.Errorf("contains-any %v", anyOf)
 	}
 	p := string(res.Files["pipeline.yaml"])
-	if len(res.Problems) != 2 {
+	if len(res.Problems) != 1 {
 		t.Errorf("problems:\n%s", got)
 	}
 	if !strings.Contains(p, "temperature: 0\n") || !strings.Contains(p, "max_tokens: 300") || !strings.Contains(p, `.type == "not-contains" ? !(outputs.text contains .value) :`) {
@@ -302,5 +304,65 @@ func TestConvertMixedAndListVars(t *testing.T) {
 	}
 	if len(res.Problems) != 0 {
 		t.Errorf("problems:\n%s", problems(res))
+	}
+}
+
+// One-line javascript asserts over output and context.vars become expr
+// conditions in the pass metric, keyed by their source; a script that is
+// not one such expression is listed with its position and why.
+func TestConvertTranslatesJavascript(t *testing.T) {
+	cfg := configIn(t, `prompts: ['Classify: {{text}}']
+providers: [openai:gpt-4.1-mini]
+tests:
+  - vars: {text: my card was charged twice, label: billing}
+    assert:
+      - type: javascript
+        value: output.length < 200
+      - type: javascript
+        value: JSON.parse(output).category === 'billing'
+      - type: javascript
+        value: output.toLowerCase().includes(context.vars.label)
+      - type: not-javascript
+        value: "['bug', 'other'].includes(JSON.parse(output).category)"
+      - type: javascript
+        value: 'output.length <= 280 ? 1 : 0'
+      - type: javascript
+        value: |
+          const words = output.split(/\s+/).length;
+          return words < 50;
+`)
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := problems(res)
+	for _, want := range []string{
+		`:14:15: assert type javascript: not converted: a choice (? :) is a score`,
+		`:16:15: assert type javascript: not converted: it is not one expression`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q:\n%s", want, got)
+		}
+	}
+	if len(res.Problems) != 2 {
+		t.Errorf("problems:\n%s", got)
+	}
+	p := string(res.Files["pipeline.yaml"])
+	for _, want := range []string{
+		`.type == "javascript" && .value == "output.length < 200" ? (len(outputs.text) < 200) :`,
+		`.type == "javascript" && .value == "JSON.parse(output).category === 'billing'" ? (fromJSON(outputs.text)?.category == "billing") :`,
+		`? (lower(outputs.text) contains item.label) :`,
+		`.type == "not-javascript" && .value == "['bug', 'other'].includes(JSON.parse(output).category)" ? !((fromJSON(outputs.text)?.category in ["bug", "other"])) :`,
+	} {
+		if !strings.Contains(p, want) {
+			t.Errorf("pipeline lacks %q:\n%s", want, p)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	if _, err := res.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, diags := dsl.Load(filepath.Join(dir, "pipeline.yaml")); diags.HasErrors() {
+		t.Errorf("the pipeline does not validate:\n%v", diags)
 	}
 }

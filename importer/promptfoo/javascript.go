@@ -1,0 +1,318 @@
+package promptfoo
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// jsToExpr translates a one-line javascript assert that is a boolean
+// expression over output (and context.vars) into an expr-lang condition:
+// comparisons, && || !, output.length, .includes, .startsWith,
+// .endsWith, .toLowerCase(), .trim() and JSON.parse(output).field.
+// Anything else is an error that says what is not translated.
+func jsToExpr(src string) (string, error) {
+	toks, err := jsTokens(src)
+	if err != nil {
+		return "", err
+	}
+	p := &jsParser{toks: toks}
+	v, err := p.or()
+	if err != nil {
+		return "", err
+	}
+	if p.i < len(p.toks) {
+		return "", fmt.Errorf("%q is not translated", p.toks[p.i])
+	}
+	if !v.boolean {
+		return "", errors.New("it returns a score or a value, not true or false")
+	}
+	return v.src, nil
+}
+
+type jsValue struct {
+	src     string
+	boolean bool
+	list    bool // an array literal
+}
+
+type jsParser struct {
+	toks []string
+	i    int
+}
+
+func (p *jsParser) peek() string {
+	if p.i < len(p.toks) {
+		return p.toks[p.i]
+	}
+	return ""
+}
+
+func (p *jsParser) next() string { t := p.peek(); p.i++; return t }
+
+func (p *jsParser) expect(t string) error {
+	if got := p.next(); got != t {
+		return fmt.Errorf("%q where %q was expected", got, t)
+	}
+	return nil
+}
+
+func (p *jsParser) or() (jsValue, error) { return p.binary([]string{"||"}, p.and) }
+
+func (p *jsParser) and() (jsValue, error) { return p.binary([]string{"&&"}, p.comparison) }
+
+func (p *jsParser) binary(ops []string, operand func() (jsValue, error)) (jsValue, error) {
+	l, err := operand()
+	if err != nil {
+		return l, err
+	}
+	for slices.Contains(ops, p.peek()) {
+		op := p.next()
+		r, err := operand()
+		if err != nil {
+			return r, err
+		}
+		if !l.boolean || !r.boolean {
+			return l, fmt.Errorf("%s between values that are not true or false", op)
+		}
+		l = jsValue{src: l.src + " " + op + " " + r.src, boolean: true}
+	}
+	return l, nil
+}
+
+var jsComparisons = map[string]string{"===": "==", "!==": "!=", "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+func (p *jsParser) comparison() (jsValue, error) {
+	l, err := p.unary()
+	if err != nil {
+		return l, err
+	}
+	if op, ok := jsComparisons[p.peek()]; ok {
+		p.next()
+		r, err := p.unary()
+		if err != nil {
+			return r, err
+		}
+		return jsValue{src: "(" + l.src + " " + op + " " + r.src + ")", boolean: true}, nil
+	}
+	return l, nil
+}
+
+func (p *jsParser) unary() (jsValue, error) {
+	if p.peek() == "!" {
+		p.next()
+		v, err := p.unary()
+		if err != nil || !v.boolean {
+			return v, errOr(err, "! of a value that is not true or false")
+		}
+		return jsValue{src: "!" + v.src, boolean: true}, nil
+	}
+	return p.postfix()
+}
+
+func errOr(err error, msg string) error {
+	if err != nil {
+		return err
+	}
+	return errors.New(msg)
+}
+
+// jsMethods are the string methods translated, each as a template on its
+// receiver (%[1]s) and argument (%[2]s).
+var jsMethods = map[string]struct {
+	form    string
+	args    int
+	boolean bool
+}{
+	"includes":    {"(%[1]s contains %[2]s)", 1, true},
+	"startsWith":  {"(%[1]s startsWith %[2]s)", 1, true},
+	"endsWith":    {"(%[1]s endsWith %[2]s)", 1, true},
+	"toLowerCase": {"lower(%[1]s)", 0, false},
+	"toUpperCase": {"upper(%[1]s)", 0, false},
+	"trim":        {"trim(%[1]s)", 0, false},
+}
+
+func (p *jsParser) postfix() (jsValue, error) {
+	v, err := p.primary()
+	if err != nil {
+		return v, err
+	}
+	for p.peek() == "." {
+		p.next()
+		name := p.next()
+		if p.peek() != "(" {
+			if name == "length" {
+				v = jsValue{src: "len(" + v.src + ")"}
+				continue
+			}
+			if !isIdent(name) {
+				return v, fmt.Errorf("%q after . is not translated", name)
+			}
+			v = jsValue{src: v.src + "?." + name}
+			continue
+		}
+		m, ok := jsMethods[name]
+		if !ok {
+			return v, fmt.Errorf("the method %s() is not translated", name)
+		}
+		p.next()
+		var args []string
+		for p.peek() != ")" && p.peek() != "" {
+			a, err := p.or()
+			if err != nil {
+				return a, err
+			}
+			args = append(args, a.src)
+			if p.peek() == "," {
+				p.next()
+			}
+		}
+		if err := p.expect(")"); err != nil {
+			return v, err
+		}
+		if len(args) != m.args {
+			return v, fmt.Errorf("%s() with %d arguments is not translated", name, len(args))
+		}
+		if name == "includes" && v.list {
+			v = jsValue{src: "(" + args[0] + " in " + v.src + ")", boolean: true}
+			continue
+		}
+		v = jsValue{src: fmt.Sprintf(m.form, v.src, strings.Join(args, "")), boolean: m.boolean}
+	}
+	return v, nil
+}
+
+func (p *jsParser) primary() (jsValue, error) {
+	t := p.next()
+	switch {
+	case t == "(":
+		v, err := p.or()
+		if err != nil {
+			return v, err
+		}
+		if v.boolean {
+			v.src = "(" + v.src + ")"
+		}
+		return v, p.expect(")")
+	case t == "[":
+		var items []string
+		for p.peek() != "]" && p.peek() != "" {
+			a, err := p.or()
+			if err != nil {
+				return a, err
+			}
+			items = append(items, a.src)
+			if p.peek() == "," {
+				p.next()
+			}
+		}
+		return jsValue{src: "[" + strings.Join(items, ", ") + "]", list: true}, p.expect("]")
+	case t == "true" || t == "false":
+		return jsValue{src: t, boolean: true}, nil
+	case t == "null" || t == "undefined":
+		return jsValue{src: "nil"}, nil
+	case t == "output":
+		return jsValue{src: "outputs.text"}, nil
+	case t == "context":
+		if p.next() != "." || p.next() != "vars" || p.next() != "." || !isIdent(p.peek()) {
+			return jsValue{}, errors.New("only context.vars.NAME of context is translated")
+		}
+		return jsValue{src: "item." + p.next()}, nil
+	case t == "JSON":
+		if p.next() != "." || p.next() != "parse" || p.next() != "(" {
+			return jsValue{}, errors.New("only JSON.parse of JSON is translated")
+		}
+		v, err := p.or()
+		if err != nil {
+			return v, err
+		}
+		return jsValue{src: "fromJSON(" + v.src + ")"}, p.expect(")")
+	case strings.HasPrefix(t, `"`):
+		return jsValue{src: t}, nil
+	case t != "" && (unicode.IsDigit(rune(t[0])) || t[0] == '-'):
+		return jsValue{src: t}, nil
+	case t == "":
+		return jsValue{}, errors.New("it ends early")
+	}
+	return jsValue{}, fmt.Errorf("%q is not translated (only output, context.vars and literals are)", t)
+}
+
+func isIdent(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || r == '$' || unicode.IsLetter(r) || i > 0 && unicode.IsDigit(r)) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// jsTokens splits a javascript expression into tokens; strings come out
+// double-quoted, as expr-lang writes them.
+func jsTokens(src string) ([]string, error) {
+	var out []string
+	s := strings.TrimSuffix(strings.TrimSpace(src), ";")
+	s = strings.TrimPrefix(s, "return ")
+	if strings.ContainsAny(s, "\n;") {
+		return nil, errors.New("it is not one expression (statements, blocks and functions are not translated)")
+	}
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t':
+			i++
+		case c == '{' || c == '=' && i+1 < len(s) && s[i+1] == '>':
+			return nil, errors.New("it is not one expression (statements, blocks and functions are not translated)")
+		case c == '\'' || c == '"':
+			j := i + 1
+			var b strings.Builder
+			for j < len(s) && s[j] != c {
+				if s[j] == '\\' && j+1 < len(s) {
+					j++
+				}
+				b.WriteByte(s[j])
+				j++
+			}
+			if j >= len(s) {
+				return nil, errors.New("a string is not closed")
+			}
+			out = append(out, strconv.Quote(b.String()))
+			i = j + 1
+		case c == '`' || c == '/':
+			return nil, errors.New("template strings and regular expressions are not translated")
+		case c >= '0' && c <= '9':
+			j := i
+			for j < len(s) && (s[j] >= '0' && s[j] <= '9' || s[j] == '.') {
+				j++
+			}
+			out = append(out, s[i:j])
+			i = j
+		case c == '_' || c == '$' || unicode.IsLetter(rune(c)):
+			j := i
+			for j < len(s) && (s[j] == '_' || s[j] == '$' || unicode.IsLetter(rune(s[j])) || s[j] >= '0' && s[j] <= '9') {
+				j++
+			}
+			out = append(out, s[i:j])
+			i = j
+		default:
+			op := ""
+			for _, o := range []string{"===", "!==", "==", "!=", "<=", ">=", "&&", "||", "<", ">", "!", "(", ")", "[", "]", ",", "."} {
+				if strings.HasPrefix(s[i:], o) {
+					op = o
+					break
+				}
+			}
+			switch {
+			case c == '?':
+				return nil, errors.New("a choice (? :) is a score, not true or false, and is not translated")
+			case op == "":
+				return nil, fmt.Errorf("%q is not translated", string(c))
+			}
+			out = append(out, op)
+			i += len(op)
+		}
+	}
+	return out, nil
+}
