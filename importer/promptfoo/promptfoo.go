@@ -179,7 +179,7 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 		return nil, &RefusedError{Config: path, Why: promptProblems}
 	}
 	if len(models) == 0 {
-		c.problem(root, "providers: none converted; the pipeline uses gpt-4.1-mini")
+		c.problem(root, "providers: none converted; the pipelines fall back to the model gpt-4.1-mini (OpenAI's)")
 		models = []modelDoc{{Model: "gpt-4.1-mini"}}
 	}
 	res := &Result{Files: map[string][]byte{}}
@@ -495,33 +495,59 @@ func (c *converter) providers(v *yaml.Node) []modelDoc {
 			c.problem(it, "provider: not converted (write openai:MODEL or {id: openai:MODEL, config: {...}})")
 			continue
 		}
-		model, ok := openAIModel(id.Value)
-		if !ok {
-			c.problem(id, "provider %s: not converted; only OpenAI-compatible providers are (openai:MODEL, openai:chat:MODEL; another server through config.apiBaseUrl)", id.Value)
+		if strings.Contains(id.Value, "{{") {
+			c.problem(id, "provider %s: not converted: a model id from the environment is not; write the model's name", id.Value)
 			continue
 		}
-		m := modelDoc{Model: model}
+		m, ok := compatibleModel(id.Value)
+		if !ok {
+			c.problem(id, "provider %s: not converted; only OpenAI-compatible providers are (openai, azure, ollama, openrouter, groq, togetherai, vllm, lmstudio, localai; another server through config.apiBaseUrl)", id.Value)
+			continue
+		}
+		model := m.Model
 		c.providerConfig(&m, cfg)
-		if len(out) > 0 && m != (modelDoc{Model: model}) {
-			c.problem(cfg, "provider %s config: not converted: the pipelines run the first provider, and a run swaps in another's model with --model default=%s, without its config", id.Value, model)
+		if len(out) > 0 && (m.Temperature != nil || m.MaxTokens != 0 || m.BaseURL != out[0].BaseURL || m.APIKeyEnv != out[0].APIKeyEnv) {
+			c.problem(id, "provider %s: its server and config are not in the pipelines, which run the first provider; a run swaps in its model with --model default=%s, without them", id.Value, model)
 		}
 		out = append(out, m)
 	}
 	return out
 }
 
-func openAIModel(id string) (string, bool) {
-	rest, ok := strings.CutPrefix(id, "openai:")
-	if !ok {
-		return "", false
+// compatibleServers are promptfoo's providers that speak OpenAI's Chat
+// Completions API, with the server and key variable promptfoo uses.
+var compatibleServers = map[string]modelDoc{
+	"openai":     {},
+	"ollama":     {BaseURL: "http://localhost:11434/v1"},
+	"openrouter": {BaseURL: "https://openrouter.ai/api/v1", APIKeyEnv: "OPENROUTER_API_KEY"},
+	"groq":       {BaseURL: "https://api.groq.com/openai/v1", APIKeyEnv: "GROQ_API_KEY"},
+	"togetherai": {BaseURL: "https://api.together.xyz/v1", APIKeyEnv: "TOGETHER_API_KEY"},
+	"vllm":       {BaseURL: "http://localhost:8000/v1"},
+	"lmstudio":   {BaseURL: "http://localhost:1234/v1"},
+	"localai":    {BaseURL: "http://localhost:8080/v1"},
+	"azure":      {APIKeyEnv: "AZURE_API_KEY"},
+}
+
+// compatibleModel is the model a provider id names: PROVIDER:MODEL or
+// PROVIDER:chat:MODEL, the model's name keeping any further colons
+// (ollama:chat:llama3:8b). Embedding, completion and assistant
+// providers are not chat models.
+func compatibleModel(id string) (modelDoc, bool) {
+	provider, rest, ok := strings.Cut(id, ":")
+	server, known := compatibleServers[provider]
+	if !ok || !known {
+		return modelDoc{}, false
 	}
 	if m, ok := strings.CutPrefix(rest, "chat:"); ok {
 		rest = m
+	} else if kind, _, ok := strings.Cut(rest, ":"); ok && (provider == "openai" || provider == "azure" || slices.Contains([]string{"embedding", "embeddings", "completion", "assistant", "responses"}, kind)) {
+		return modelDoc{}, false
 	}
-	if rest == "" || strings.Contains(rest, ":") {
-		return "", false // openai:embedding:..., openai:assistant:..., openai:completion:...
+	if rest == "" {
+		return modelDoc{}, false
 	}
-	return rest, true
+	server.Model = rest
+	return server, true
 }
 
 func (c *converter) providerConfig(m *modelDoc, cfg *yaml.Node) {
@@ -540,6 +566,9 @@ func (c *converter) providerConfig(m *modelDoc, cfg *yaml.Node) {
 			}
 		case "apiBaseUrl":
 			m.BaseURL = v.Value
+			continue
+		case "apiHost": // Azure's resource host
+			m.BaseURL = "https://" + v.Value + "/openai/v1"
 			continue
 		case "apiKeyEnvar":
 			m.APIKeyEnv = v.Value

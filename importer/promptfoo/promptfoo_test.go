@@ -172,7 +172,7 @@ tests:
 		`:2:5: prompt: not converted: it uses a Nunjucks feature other than {{var}}`,
 		`:4:13: provider anthropic:messages:claude-sonnet-4: not converted`,
 		`:4:49: provider openai:embedding:text-embedding-3-small: not converted`,
-		`:1:1: providers: none converted; the pipeline uses gpt-4.1-mini`,
+		`:1:1: providers: none converted; the pipelines fall back to the model gpt-4.1-mini (OpenAI's)`,
 		`:6:18: var name: name.txt: not read: no such file in the configuration's directory`,
 	} {
 		if !strings.Contains(got, want) {
@@ -364,5 +364,33 @@ tests:
 	}
 	if _, diags := dsl.Load(filepath.Join(dir, "pipeline.yaml")); diags.HasErrors() {
 		t.Errorf("the pipeline does not validate:\n%v", diags)
+	}
+}
+
+// OpenAI-compatible providers become models with their server's base_url
+// and key variable; a model id keeps its colons; a model id from the
+// environment is listed.
+func TestConvertCompatibleProviders(t *testing.T) {
+	cfg := configIn(t, `prompts: ['Say {{x}}']
+providers:
+  - ollama:chat:llama3.1:8b
+  - openrouter:meta-llama/llama-3-8b-instruct
+  - id: azure:chat:my-deployment
+    config: {apiHost: res.openai.azure.com}
+  - openai:{{env.MODEL}}
+tests: [{vars: {x: hi}}]
+`)
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(res.Models, ","); got != "llama3.1:8b,meta-llama/llama-3-8b-instruct,my-deployment" {
+		t.Errorf("models %s", got)
+	}
+	if p := string(res.Files["pipeline.yaml"]); !strings.Contains(p, "model: llama3.1:8b\n    base_url: http://localhost:11434/v1") {
+		t.Errorf("pipeline:\n%s", p)
+	}
+	if got := problems(res); !strings.Contains(got, ":7:5: provider openai:{{env.MODEL}}: not converted: a model id from the environment is not") {
+		t.Errorf("problems:\n%s", got)
 	}
 }
