@@ -66,9 +66,10 @@ type corpusOutcome struct {
 	listed    bool // every loss (or the refusal) names file:line:col
 	runs      bool // every item gives every input of every pipeline, of its type
 	why       string
+	silent    []string // what the oracle says was changed without a word
 }
 
-func importOne(t *testing.T, e corpusEntry) (out corpusOutcome) {
+func importOne(t *testing.T, e corpusEntry, oracle *oracleConfig) (out corpusOutcome) {
 	defer func() {
 		if r := recover(); r != nil {
 			t.Errorf("%s: panic: %v", e.dir, r)
@@ -127,6 +128,9 @@ func importOne(t *testing.T, e corpusEntry) (out corpusOutcome) {
 	if why := literalReference(res, filepath.Dir(e.config)); why != "" {
 		out.runs, out.why = false, why
 	}
+	if oracle != nil {
+		out.silent = silent(*oracle, readBack(res, e.config, items))
+	}
 	return out
 }
 
@@ -181,15 +185,29 @@ func TestCorpus(t *testing.T) {
 		t.Skipf("no corpus of promptfoo configurations at %s (set FLOWRUN_PROMPTFOO_CORPUS): %v", dir, err)
 	}
 	entries := readManifest(t, dir)
+	oracle := readOracle(t, dir)
 	type tally struct{ n, runs int }
 	features := map[string]*tally{}
 	total := tally{}
+	refused, silentConfigs, silentUnits := 0, 0, 0
 	for _, e := range entries {
-		o := importOne(t, e)
-		ok := o.converted && o.listed && o.runs
+		var want *oracleConfig
+		if o, ok := oracle[e.dir]; ok {
+			want = &o
+		}
+		o := importOne(t, e, want)
+		ok := o.converted && o.listed && o.runs && len(o.silent) == 0
 		total.n++
 		if ok {
 			total.runs++
+		}
+		if !o.converted {
+			refused++
+		}
+		if len(o.silent) > 0 {
+			silentConfigs++
+			silentUnits += len(o.silent)
+			o.why = strings.TrimSpace(o.why + fmt.Sprintf(" %d changed without a word: %s", len(o.silent), strings.Join(o.silent, "; ")))
 		}
 		t.Logf("%-55s %-5v %s", e.dir, ok, firstLine(o.why))
 		for _, f := range e.features {
@@ -208,7 +226,7 @@ func TestCorpus(t *testing.T) {
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %d configurations convert, with every loss listed, into pipelines that validate and a dataset that gives them every input\n\n| feature | configurations | convert |\n|---|---|---|\n", total.runs, total.n)
+	fmt.Fprintf(&b, "%d of %d configurations convert, with every loss listed, into pipelines that validate and a dataset that gives them every input; %d refused with their reasons; %d configurations with %d parts changed without a word (by the oracle)\n\n| feature | configurations | convert |\n|---|---|---|\n", total.runs, total.n, refused, silentConfigs, silentUnits)
 	for _, f := range names {
 		fmt.Fprintf(&b, "| %s | %d | %d |\n", f, features[f].n, features[f].runs)
 	}

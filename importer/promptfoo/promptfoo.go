@@ -154,7 +154,7 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 			before := len(c.problems)
 			prompts = c.prompts(ctx, v)
 			promptProblems = c.problems[before:len(c.problems):len(c.problems)]
-		case "providers":
+		case "providers", "targets": // targets: is promptfoo's other name for providers:
 			models = c.providers(v)
 		case "tests", "defaultTest":
 			// read below: a test starts from defaultTest, wherever it is written
@@ -738,6 +738,9 @@ func (c *converter) vars(ctx context.Context, x *yaml.Node, t *test) {
 				continue
 			}
 		}
+		if list, ok := val.([]any); ok {
+			c.problem(n, "var %s: a list of %d values: one item per value, as promptfoo runs the test once per value", name, len(list))
+		}
 		t.vars[name] = val
 	}
 }
@@ -781,6 +784,10 @@ func (c *converter) assert(n *yaml.Node) (assert, bool) {
 			a.Threshold = 0.75 // promptfoo's default
 		}
 		c.problem(typ, "assert similar: converted approximately: flowrun's similarity() compares characters (edit distance), not embeddings, at the same threshold")
+	case "llm-rubric":
+		if a.Threshold != 0 {
+			c.problem(typ, "assert llm-rubric threshold: not honoured: the judge passes or fails the rubric, it gives no score")
+		}
 	case "cost", "latency":
 		if a.Threshold == 0 {
 			c.problem(typ, "assert %s: not converted (it needs threshold:)", a.Type)

@@ -302,8 +302,33 @@ func TestConvertMixedAndListVars(t *testing.T) {
 	if len(got) != 4 || got[0] != "3" || got[1] != "three" || got[2] != "5" || got[3] != "seven" {
 		t.Errorf("numbers %v", got)
 	}
-	if len(res.Problems) != 0 {
-		t.Errorf("problems:\n%s", problems(res))
+	if got := problems(res); len(res.Problems) != 1 || !strings.Contains(got, ":8:20: var number: a list of 2 values: one item per value") {
+		t.Errorf("problems:\n%s", got)
+	}
+}
+
+// targets: is promptfoo's other name for providers:; an llm-rubric's
+// threshold is listed, as the judge gives no score to hold it against.
+func TestConvertTargetsAndRubricThreshold(t *testing.T) {
+	cfg := configIn(t, `prompts: ['{{prompt}}']
+targets:
+  - id: groq:llama-3.1-8b-instant
+tests:
+  - vars: {prompt: Be kind}
+    assert:
+      - type: llm-rubric
+        value: is kind
+        threshold: 0.8
+`)
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(res.Models, ",") != "llama-3.1-8b-instant" {
+		t.Errorf("models %v", res.Models)
+	}
+	if got := problems(res); len(res.Problems) != 1 || !strings.Contains(got, ":7:15: assert llm-rubric threshold: not honoured") {
+		t.Errorf("problems:\n%s", got)
 	}
 }
 
