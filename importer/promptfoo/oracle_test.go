@@ -22,12 +22,12 @@ type oracleConfig struct {
 }
 
 type oracleUnit struct {
-	ID         string                    `json:"id"`
-	Kind       string                    `json:"kind"`
-	What       string                    `json:"what"`
-	Ranges     [][4]int                  `json:"ranges"`
-	Parents    []string                  `json:"parents"`
-	Check      map[string]json.RawMessage `json:"check"`
+	ID      string                     `json:"id"`
+	Kind    string                     `json:"kind"`
+	What    string                     `json:"what"`
+	Ranges  [][4]int                   `json:"ranges"`
+	Parents []string                   `json:"parents"`
+	Check   map[string]json.RawMessage `json:"check"`
 	// ExpectVars are the test's vars: {value: V}, or another shape
 	// ({list: [...]}) for a var that is not one value.
 	ExpectVars map[string]map[string]any `json:"expect_vars"`
