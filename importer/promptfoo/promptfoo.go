@@ -92,6 +92,8 @@ var checks = map[string]string{
 	"is-json":       `json_valid(outputs.text) && (.value == nil || matches_schema(fromJSON(outputs.text), .value))`,
 	"contains-json": `lastIndexOf(outputs.text, "}") > indexOf(outputs.text, "{") && indexOf(outputs.text, "{") >= 0 && json_valid(outputs.text[indexOf(outputs.text, "{"):lastIndexOf(outputs.text, "}") + 1]) && (.value == nil || matches_schema(fromJSON(outputs.text[indexOf(outputs.text, "{"):lastIndexOf(outputs.text, "}") + 1]), .value))`,
 	"similar":       `similarity(outputs.text, .value) >= .threshold`,
+	"levenshtein":   `round((1 - similarity(outputs.text, .value)) * max(len(outputs.text), len(.value))) <= .threshold`,
+	"rouge-n":       `rouge_l(outputs.text, .value) >= .threshold`,
 	"cost":          `run.cost_usd <= .threshold`,
 	"latency":       `run.duration_ms <= .threshold`,
 	"contains-any":  `any(.value, {outputs.text contains #})`,
@@ -104,9 +106,12 @@ var checks = map[string]string{
 // or an object is written as its text (as promptfoo renders it);
 // listValued those whose value is a list of such texts.
 var (
-	textValued = []string{"equals", "contains", "icontains", "starts-with", "regex", "similar"}
+	textValued = []string{"equals", "contains", "icontains", "starts-with", "regex", "similar", "levenshtein", "rouge-n"}
 	listValued = []string{"contains-any", "contains-all", "icontains-any", "icontains-all"}
 )
+
+// defaultThreshold is promptfoo's threshold for the asserts that have one.
+var defaultThreshold = map[string]float64{"similar": 0.75, "levenshtein": 5, "rouge-n": 0.75}
 
 type converter struct {
 	file     string // the configuration, as given
@@ -580,9 +585,9 @@ func (c *converter) providerConfig(m *modelDoc, cfg *yaml.Node) {
 
 // assert is one converted assertion as the dataset holds it.
 type assert struct {
-	Type      string  `json:"type"`
-	Value     any     `json:"value"`
-	Threshold float64 `json:"threshold,omitempty"`
+	Type      string   `json:"type"`
+	Value     any      `json:"value"`
+	Threshold *float64 `json:"threshold,omitempty"`
 }
 
 // test is one dataset item: its vars and asserts.
@@ -773,23 +778,27 @@ func (c *converter) assert(n *yaml.Node) (assert, bool) {
 				c.problem(n.Content[i+1], "threshold: %q is not a number", n.Content[i+1].Value)
 				return assert{}, false
 			}
-			a.Threshold = f
+			a.Threshold = &f
 		default:
 			c.problem(k, "assert %s: not converted (the check is, without it)", k.Value)
 		}
 	}
+	if d, ok := defaultThreshold[base]; ok && a.Threshold == nil {
+		a.Threshold = &d
+	}
 	switch base {
 	case "similar":
-		if a.Threshold == 0 {
-			a.Threshold = 0.75 // promptfoo's default
-		}
-		c.problem(typ, "assert similar: converted approximately: flowrun's similarity() compares characters (edit distance), not embeddings, at the same threshold")
+		c.problem(typ, "assert %s: converted approximately: flowrun's similarity() compares characters (edit distance), not embeddings, at the same threshold", a.Type)
+	case "levenshtein":
+		c.problem(typ, "assert %s: converted approximately: flowrun's edit distance also counts two swapped characters as one edit", a.Type)
+	case "rouge-n":
+		c.problem(typ, "assert %s: converted approximately: flowrun has ROUGE-L (longest common subsequence of words), not ROUGE-N, compared at the same threshold", a.Type)
 	case "llm-rubric":
-		if a.Threshold != 0 {
+		if a.Threshold != nil {
 			c.problem(typ, "assert llm-rubric threshold: not honoured: the judge passes or fails the rubric, it gives no score")
 		}
 	case "cost", "latency":
-		if a.Threshold == 0 {
+		if a.Threshold == nil {
 			c.problem(typ, "assert %s: not converted (it needs threshold:)", a.Type)
 			return assert{}, false
 		}
