@@ -161,7 +161,7 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 			promptProblems = c.problems[before:len(c.problems):len(c.problems)]
 		case "providers", "targets": // targets: is promptfoo's other name for providers:
 			models = c.providers(v)
-		case "tests", "defaultTest":
+		case "tests", "defaultTest", "scenarios":
 			// read below: a test starts from defaultTest, wherever it is written
 		case "outputPath":
 			c.problem(k, "outputPath: not converted; flowrun keeps results in its run store (flowrun batch show, flowrun batch report -o FILE)")
@@ -175,6 +175,9 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 	base := c.defaultTest(ctx, valueOf(root, "defaultTest"))
 	if t := valueOf(root, "tests"); t != nil {
 		tests = c.tests(ctx, t, base)
+	}
+	if v := valueOf(root, "scenarios"); v != nil {
+		tests = append(tests, c.scenarios(ctx, v, base)...)
 	}
 	if valueOf(root, "prompts") == nil {
 		p, _ := c.prompt(root, "", "{{prompt}}") // promptfoo's prompt when none is given
@@ -222,11 +225,27 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 		res.Files[Judge] = b
 	}
 	res.Files[Dataset] = dataset(tests)
-	sort.SliceStable(c.problems, func(i, j int) bool {
-		return c.problems[i].Line < c.problems[j].Line || c.problems[i].Line == c.problems[j].Line && c.problems[i].Col < c.problems[j].Col
-	})
-	res.Problems = c.problems
+	res.Problems = sorted(path, c.problems)
 	return res, nil
+}
+
+// sorted are the problems in file order, the configuration's first, each
+// once (a scenario's tests are read once per config entry).
+func sorted(config string, ps []Problem) []Problem {
+	rank := func(p Problem) string {
+		if p.File == config {
+			return ""
+		}
+		return p.File
+	}
+	sort.SliceStable(ps, func(i, j int) bool {
+		a, b := ps[i], ps[j]
+		if rank(a) != rank(b) {
+			return rank(a) < rank(b)
+		}
+		return a.Line < b.Line || a.Line == b.Line && a.Col < b.Col
+	})
+	return slices.Compact(ps)
 }
 
 func valueOf(m *yaml.Node, key string) *yaml.Node {
@@ -667,6 +686,41 @@ func (c *converter) tests(ctx context.Context, v *yaml.Node, base test) []test {
 			out = append(out, expand(t.filled())...)
 		default:
 			c.problem(it, "test: not converted (a test is a mapping with vars: and assert:, or the name of a file of tests)")
+		}
+	}
+	return out
+}
+
+// scenarios are promptfoo's scenarios: each of a scenario's tests once
+// per entry of its config, the entry's vars and asserts between
+// defaultTest's and the test's.
+func (c *converter) scenarios(ctx context.Context, v *yaml.Node, base test) []test {
+	var out []test
+	for _, sc := range entries(v) {
+		if sc.Kind != yaml.MappingNode || valueOf(sc, "tests") == nil {
+			c.problem(sc, "scenario: not converted (a scenario is {config: [...], tests: [...]})")
+			continue
+		}
+		bases := []test{base}
+		if cfg := valueOf(sc, "config"); cfg != nil {
+			bases = nil
+			for _, entry := range entries(cfg) {
+				if entry.Kind != yaml.MappingNode {
+					c.problem(entry, "scenario config: not converted (an entry is a mapping with vars: and assert:)")
+					continue
+				}
+				b := base.clone()
+				c.testFields(ctx, entry, &b, false)
+				bases = append(bases, b)
+			}
+		}
+		for i := 0; i+1 < len(sc.Content); i += 2 {
+			if k := sc.Content[i]; k.Value != "config" && k.Value != "tests" && k.Value != "description" {
+				c.problem(k, "scenario %s: not converted", k.Value)
+			}
+		}
+		for _, b := range bases {
+			out = append(out, c.tests(ctx, valueOf(sc, "tests"), b)...)
 		}
 	}
 	return out

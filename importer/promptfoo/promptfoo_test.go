@@ -419,3 +419,22 @@ tests: [{vars: {x: hi}}]
 		t.Errorf("problems:\n%s", got)
 	}
 }
+
+// A scenario runs each of its tests once per entry of its config, the
+// entry's vars filling the test's asserts, after defaultTest's.
+func TestConvertScenarios(t *testing.T) {
+	res := convert(t, "scenarios")
+	it := items(t, res)
+	if len(it) != 2 {
+		t.Fatalf("items %v", it)
+	}
+	for i, want := range []string{"Hola mundo", "Bonjour le monde"} {
+		asserts := it[i]["asserts"].([]any)
+		if len(asserts) != 2 || asserts[0].(map[string]any)["type"] != "not-icontains" || asserts[1].(map[string]any)["value"] != want || it[i]["input"] != "Hello world" {
+			t.Errorf("item %d: %v", i+1, it[i])
+		}
+	}
+	if got := problems(res); len(res.Problems) != 1 || !strings.Contains(got, ":15:19: assert similar: converted approximately") {
+		t.Errorf("problems (each once):\n%s", got)
+	}
+}
