@@ -86,13 +86,13 @@ func (p *jsParser) binary(ops []string, operand func() (jsValue, error)) (jsValu
 var jsComparisons = map[string]string{"===": "==", "!==": "!=", "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 func (p *jsParser) comparison() (jsValue, error) {
-	l, err := p.unary()
+	l, err := p.additive()
 	if err != nil {
 		return l, err
 	}
 	if op, ok := jsComparisons[p.peek()]; ok {
 		p.next()
-		r, err := p.unary()
+		r, err := p.additive()
 		if err != nil {
 			return r, err
 		}
@@ -101,7 +101,37 @@ func (p *jsParser) comparison() (jsValue, error) {
 	return l, nil
 }
 
+func (p *jsParser) additive() (jsValue, error) {
+	return p.arithmetic([]string{"+", "-"}, p.multiplicative)
+}
+
+func (p *jsParser) multiplicative() (jsValue, error) {
+	return p.arithmetic([]string{"*", "/", "%"}, p.unary)
+}
+
+// arithmetic is a number (or, with +, joined text), never true or false.
+func (p *jsParser) arithmetic(ops []string, operand func() (jsValue, error)) (jsValue, error) {
+	l, err := operand()
+	if err != nil {
+		return l, err
+	}
+	for slices.Contains(ops, p.peek()) {
+		op := p.next()
+		r, err := operand()
+		if err != nil {
+			return r, err
+		}
+		l = jsValue{src: "(" + l.src + " " + op + " " + r.src + ")"}
+	}
+	return l, nil
+}
+
 func (p *jsParser) unary() (jsValue, error) {
+	if p.peek() == "-" {
+		p.next()
+		v, err := p.unary()
+		return jsValue{src: "-" + v.src}, err
+	}
 	if p.peek() == "!" {
 		p.next()
 		v, err := p.unary()
@@ -150,6 +180,9 @@ func (p *jsParser) postfix() (jsValue, error) {
 			}
 			if !isIdent(name) {
 				return v, fmt.Errorf("%q after . is not translated", name)
+			}
+			if v.src == "outputs.text" {
+				return v, fmt.Errorf("output.%s: output is the reply's text; a field of it (a provider's object) is not translated", name)
 			}
 			v = jsValue{src: v.src + "?." + name}
 			continue
@@ -280,8 +313,10 @@ func jsTokens(src string) ([]string, error) {
 			}
 			out = append(out, strconv.Quote(b.String()))
 			i = j + 1
-		case c == '`' || c == '/':
-			return nil, errors.New("template strings and regular expressions are not translated")
+		case c == '`':
+			return nil, errors.New("template strings are not translated")
+		case c == '/' && !afterValue(out):
+			return nil, errors.New("regular expressions are not translated")
 		case c >= '0' && c <= '9':
 			j := i
 			for j < len(s) && (s[j] >= '0' && s[j] <= '9' || s[j] == '.') {
@@ -298,7 +333,7 @@ func jsTokens(src string) ([]string, error) {
 			i = j
 		default:
 			op := ""
-			for _, o := range []string{"===", "!==", "==", "!=", "<=", ">=", "&&", "||", "<", ">", "!", "(", ")", "[", "]", ",", "."} {
+			for _, o := range []string{"===", "!==", "==", "!=", "<=", ">=", "&&", "||", "<", ">", "!", "(", ")", "[", "]", ",", ".", "+", "-", "*", "/", "%"} {
 				if strings.HasPrefix(s[i:], o) {
 					op = o
 					break
@@ -315,4 +350,14 @@ func jsTokens(src string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// afterValue says whether the tokens so far end with a value, after which
+// / divides (elsewhere it starts a regular expression).
+func afterValue(toks []string) bool {
+	if len(toks) == 0 {
+		return false
+	}
+	t := toks[len(toks)-1]
+	return t == ")" || t == "]" || isIdent(t) || t[0] == '"' || t[0] >= '0' && t[0] <= '9'
 }

@@ -52,6 +52,7 @@ func TestConvertedAssertsHoldAsPromptfoos(t *testing.T) {
 		{"{type: javascript, value: 'output.toLowerCase().includes(context.vars.word)'}", "It is RED", "It is blue"},
 		{"{type: javascript, value: '!output.startsWith(\"Sorry\") && output.trim().endsWith(\".\")'}", "Yes. ", "Sorry."},
 		{"{type: javascript, value: 'JSON.parse(output).needs_human === true'}", `{"needs_human": true}`, `{"needs_human": false}`},
+		{"{type: javascript, value: 'output.length * 2 - 1 > 10 / 2'}", "longer", "hi"},
 		{"{type: levenshtein, value: kitten, threshold: 3}", "sitting", "sitting down"},
 		{"{type: levenshtein, value: kitten, threshold: 0}", "kitten", "kitten!"},
 		{"{type: rouge-n, value: the cat sat on the mat}", "the cat sat on a mat", "dogs bark"},

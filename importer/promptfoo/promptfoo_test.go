@@ -355,6 +355,12 @@ tests:
         value: |
           const words = output.split(/\s+/).length;
           return words < 50;
+      - type: javascript
+        value: output.sentiment === context.vars.label
+      - type: javascript
+        value: 1 / (output.length + 1)
+      - type: javascript
+        value: (output.length - 1) * 2 >= -4 / 2
 `)
 	res, err := Convert(context.Background(), cfg)
 	if err != nil {
@@ -364,12 +370,14 @@ tests:
 	for _, want := range []string{
 		`:14:15: assert type javascript: not converted: a choice (? :) is a score`,
 		`:16:15: assert type javascript: not converted: it is not one expression`,
+		`:20:15: assert type javascript: not converted: output.sentiment: output is the reply's text`,
+		`:22:15: assert type javascript: not converted: it returns a score or a value, not true or false`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems lack %q:\n%s", want, got)
 		}
 	}
-	if len(res.Problems) != 2 {
+	if len(res.Problems) != 4 {
 		t.Errorf("problems:\n%s", got)
 	}
 	p := string(res.Files["pipeline.yaml"])
@@ -378,6 +386,7 @@ tests:
 		`.type == "javascript" && .value == "JSON.parse(output).category === 'billing'" ? (fromJSON(outputs.text)?.category == "billing") :`,
 		`? (lower(outputs.text) contains item.label) :`,
 		`.type == "not-javascript" && .value == "['bug', 'other'].includes(JSON.parse(output).category)" ? !((fromJSON(outputs.text)?.category in ["bug", "other"])) :`,
+		`? (((len(outputs.text) - 1) * 2) >= (-4 / 2)) :`,
 	} {
 		if !strings.Contains(p, want) {
 			t.Errorf("pipeline lacks %q:\n%s", want, p)
