@@ -3,34 +3,150 @@ package promptfoo
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode"
 )
 
-// jsToExpr translates a one-line javascript assert that is a boolean
-// expression over output (and context.vars) into an expr-lang condition:
-// comparisons, && || !, output.length, .includes, .startsWith,
-// .endsWith, .toLowerCase(), .trim() and JSON.parse(output).field.
-// Anything else is an error that says what is not translated.
+// jsToExpr translates a javascript assert into an expr-lang condition,
+// as promptfoo runs it: one line is an expression, several lines a
+// function body whose return is the result. The expression is over
+// output (and context.vars): comparisons, arithmetic, && || !, .length,
+// .includes, .startsWith, .endsWith, .toLowerCase(), .trim(),
+// JSON.parse(...).field, array literals; a body is const (let, var)
+// bindings of such expressions and a return, possibly wrapped in
+// (() => { ... })(). Anything else is an error that says what is not
+// translated.
 func jsToExpr(src string) (string, error) {
+	body := strings.TrimSpace(src)
+	if m := iife.FindStringSubmatch(body); m != nil {
+		body = m[1]
+	} else if !strings.Contains(body, "\n") {
+		body = "return " + strings.TrimPrefix(body, "return ")
+	}
+	stmts, err := jsStatements(body)
+	if err != nil {
+		return "", err
+	}
+	p := &jsParser{bound: map[string]bool{}}
+	var b strings.Builder
+	for i, st := range stmts {
+		last := i == len(stmts)-1
+		if rest, ok := strings.CutPrefix(st, "return "); ok && last {
+			v, err := p.parse(rest)
+			if err != nil {
+				return "", err
+			}
+			if !v.boolean {
+				return "", errors.New("it returns a score or a value, not true or false")
+			}
+			b.WriteString(v.src)
+			return b.String(), nil
+		}
+		m := binding.FindStringSubmatch(st)
+		if m == nil || last {
+			if last {
+				return "", errors.New("it does not end with a return: promptfoo gets no result from it")
+			}
+			return "", fmt.Errorf("the statement %q is not translated (only const NAME = EXPRESSION; and return EXPRESSION; are)", snippet(st, 0))
+		}
+		v, err := p.parse(m[2])
+		if err != nil {
+			return "", err
+		}
+		p.bound[m[1]] = v.boolean
+		fmt.Fprintf(&b, "let js_%s = %s; ", m[1], v.src)
+	}
+	return "", errors.New("it is empty")
+}
+
+var (
+	iife    = regexp.MustCompile(`^\(\s*(?:async\s*)?\(\s*\)\s*=>\s*\{([\s\S]*)\}\s*\)\s*\(\s*\)\s*;?$`)
+	binding = regexp.MustCompile(`^(?:const|let|var)\s+([A-Za-z_$][A-Za-z0-9_$]*)\s*=\s*([\s\S]+)$`)
+)
+
+// jsStatements splits a function body at ; and line ends outside strings
+// and brackets, dropping // comments and empty statements.
+func jsStatements(body string) ([]string, error) {
+	var out []string
+	depth, start := 0, 0
+	var quote byte
+	flush := func(end int) {
+		if st := strings.TrimSpace(body[start:end]); st != "" {
+			out = append(out, st)
+		}
+		start = end + 1
+	}
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"' || c == '`':
+			quote = c
+		case c == '/' && startsRegexp(body[:i]) && !strings.HasPrefix(body[i:], "//"):
+			// a regular expression literal: skip it, quotes and all
+			for i++; i < len(body) && body[i] != '/' && body[i] != '\n'; i++ {
+				if body[i] == '\\' {
+					i++
+				}
+			}
+		case c == '/' && i+1 < len(body) && body[i+1] == '/':
+			flush(i)
+			for i < len(body) && body[i] != '\n' {
+				i++
+			}
+			start = i + 1
+		case c == '(' || c == '[' || c == '{':
+			depth++
+		case c == ')' || c == ']' || c == '}':
+			depth--
+		case depth == 0 && (c == ';' || c == '\n'):
+			if c == '\n' && continues(body[start:i], body[i+1:]) {
+				continue
+			}
+			flush(i)
+		}
+	}
+	if quote != 0 {
+		return nil, errors.New("a string is not closed")
+	}
+	flush(len(body))
+	return out, nil
+}
+
+// continues says whether a statement goes on after a line end: the line
+// ends with an operator, or the next begins with one.
+func continues(before, after string) bool {
+	b, a := strings.TrimSpace(before), strings.TrimSpace(after)
+	for _, op := range []string{"&&", "||", "+", "-", "*", "/", "=", "!", "<", ">", "?", ":", ",", "."} {
+		if strings.HasSuffix(b, op) || strings.HasPrefix(a, op) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *jsParser) parse(src string) (jsValue, error) {
 	toks, err := jsTokens(src)
 	if err != nil {
-		return "", err
+		return jsValue{}, err
 	}
-	p := &jsParser{toks: toks}
+	p.toks, p.i = toks, 0
 	v, err := p.or()
 	if err != nil {
-		return "", err
+		return v, err
 	}
 	if p.i < len(p.toks) {
-		return "", fmt.Errorf("%q is not translated", p.toks[p.i])
+		return v, fmt.Errorf("%q is not translated", p.toks[p.i])
 	}
-	if !v.boolean {
-		return "", errors.New("it returns a score or a value, not true or false")
-	}
-	return v.src, nil
+	return v, nil
 }
 
 type jsValue struct {
@@ -40,8 +156,9 @@ type jsValue struct {
 }
 
 type jsParser struct {
-	toks []string
-	i    int
+	toks  []string
+	i     int
+	bound map[string]bool // the names consts bound, and whether each is true or false
 }
 
 func (p *jsParser) peek() string {
@@ -249,6 +366,8 @@ func (p *jsParser) primary() (jsValue, error) {
 		return jsValue{src: "nil"}, nil
 	case t == "output":
 		return jsValue{src: "outputs.text"}, nil
+	case hasKey(p.bound, t):
+		return jsValue{src: "js_" + t, boolean: p.bound[t]}, nil
 	case t == "context":
 		if p.next() != "." || p.next() != "vars" || p.next() != "." || !isIdent(p.peek()) {
 			return jsValue{}, errors.New("only context.vars.NAME of context is translated")
@@ -286,18 +405,14 @@ func isIdent(s string) bool {
 // double-quoted, as expr-lang writes them.
 func jsTokens(src string) ([]string, error) {
 	var out []string
-	s := strings.TrimSuffix(strings.TrimSpace(src), ";")
-	s = strings.TrimPrefix(s, "return ")
-	if strings.ContainsAny(s, "\n;") {
-		return nil, errors.New("it is not one expression (statements, blocks and functions are not translated)")
-	}
+	s := strings.TrimSpace(src)
 	for i := 0; i < len(s); {
 		c := s[i]
 		switch {
-		case c == ' ' || c == '\t':
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			i++
 		case c == '{' || c == '=' && i+1 < len(s) && s[i+1] == '>':
-			return nil, errors.New("it is not one expression (statements, blocks and functions are not translated)")
+			return nil, errors.New("a block or a function inside an expression is not translated")
 		case c == '\'' || c == '"':
 			j := i + 1
 			var b strings.Builder
@@ -315,7 +430,7 @@ func jsTokens(src string) ([]string, error) {
 			i = j + 1
 		case c == '`':
 			return nil, errors.New("template strings are not translated")
-		case c == '/' && !afterValue(out):
+		case c == '/' && startsRegexp(s[:i]):
 			return nil, errors.New("regular expressions are not translated")
 		case c >= '0' && c <= '9':
 			j := i
@@ -352,12 +467,14 @@ func jsTokens(src string) ([]string, error) {
 	return out, nil
 }
 
-// afterValue says whether the tokens so far end with a value, after which
-// / divides (elsewhere it starts a regular expression).
-func afterValue(toks []string) bool {
-	if len(toks) == 0 {
-		return false
-	}
-	t := toks[len(toks)-1]
-	return t == ")" || t == "]" || isIdent(t) || t[0] == '"' || t[0] >= '0' && t[0] <= '9'
+func hasKey(m map[string]bool, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// startsRegexp says whether a / after this text starts a regular
+// expression rather than dividing: it follows no value.
+func startsRegexp(before string) bool {
+	b := strings.TrimSpace(before)
+	return b == "" || strings.ContainsAny(b[len(b)-1:], "(,=:[!&|?{};")
 }

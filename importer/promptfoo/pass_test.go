@@ -53,6 +53,7 @@ func TestConvertedAssertsHoldAsPromptfoos(t *testing.T) {
 		{"{type: javascript, value: '!output.startsWith(\"Sorry\") && output.trim().endsWith(\".\")'}", "Yes. ", "Sorry."},
 		{"{type: javascript, value: 'JSON.parse(output).needs_human === true'}", `{"needs_human": true}`, `{"needs_human": false}`},
 		{"{type: javascript, value: 'output.length * 2 - 1 > 10 / 2'}", "longer", "hi"},
+		{"{type: javascript, value: \"const d = JSON.parse(output);\\nconst c = d.category;\\nreturn c === 'a' || c === 'b';\"}", `{"category": "b"}`, `{"category": "c"}`},
 		{"{type: levenshtein, value: kitten, threshold: 3}", "sitting", "sitting down"},
 		{"{type: levenshtein, value: kitten, threshold: 0}", "kitten", "kitten!"},
 		{"{type: rouge-n, value: the cat sat on the mat}", "the cat sat on a mat", "dogs bark"},

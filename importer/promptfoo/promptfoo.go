@@ -886,7 +886,7 @@ func (c *converter) script(n, typ *yaml.Node, a assert) (assert, bool) {
 	}
 	cond, err := jsToExpr(src)
 	if err != nil {
-		c.problem(typ, "assert type %s: not converted: %v (one-line expressions over output and context.vars are)", a.Type, err)
+		c.problem(typ, "assert type %s: not converted: %v (what is: an expression over output and context.vars, or a body of const bindings and a return of one)", a.Type, err)
 		return assert{}, false
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {

@@ -361,6 +361,19 @@ tests:
         value: 1 / (output.length + 1)
       - type: javascript
         value: (output.length - 1) * 2 >= -4 / 2
+      - type: javascript
+        value: |
+          // a category we route
+          const data = JSON.parse(output);
+          const category = data.category;
+          return category === "billing" ||
+            category === "bug";
+      - type: javascript
+        value: "(() => { const d = JSON.parse(output); return d.ok === true; })()"
+      - type: javascript
+        value: |
+          const obj = JSON.parse(output);
+          obj.brief !== undefined;
 `)
 	res, err := Convert(context.Background(), cfg)
 	if err != nil {
@@ -369,7 +382,8 @@ tests:
 	got := problems(res)
 	for _, want := range []string{
 		`:14:15: assert type javascript: not converted: a choice (? :) is a score`,
-		`:16:15: assert type javascript: not converted: it is not one expression`,
+		`:16:15: assert type javascript: not converted: regular expressions are not translated`,
+		`:35:15: assert type javascript: not converted: it does not end with a return: promptfoo gets no result from it`,
 		`:20:15: assert type javascript: not converted: output.sentiment: output is the reply's text`,
 		`:22:15: assert type javascript: not converted: it returns a score or a value, not true or false`,
 	} {
@@ -377,7 +391,7 @@ tests:
 			t.Errorf("problems lack %q:\n%s", want, got)
 		}
 	}
-	if len(res.Problems) != 4 {
+	if len(res.Problems) != 5 {
 		t.Errorf("problems:\n%s", got)
 	}
 	p := string(res.Files["pipeline.yaml"])
@@ -387,6 +401,8 @@ tests:
 		`? (lower(outputs.text) contains item.label) :`,
 		`.type == "not-javascript" && .value == "['bug', 'other'].includes(JSON.parse(output).category)" ? !((fromJSON(outputs.text)?.category in ["bug", "other"])) :`,
 		`? (((len(outputs.text) - 1) * 2) >= (-4 / 2)) :`,
+		`? let js_data = fromJSON(outputs.text); let js_category = js_data?.category; (js_category == "billing") || (js_category == "bug") :`,
+		`? let js_d = fromJSON(outputs.text); (js_d?.ok == true) :`,
 	} {
 		if !strings.Contains(p, want) {
 			t.Errorf("pipeline lacks %q:\n%s", want, p)
