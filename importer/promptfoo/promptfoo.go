@@ -182,6 +182,15 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 	if valueOf(root, "prompts") == nil {
 		p, _ := c.prompt(root, "", "{{prompt}}") // promptfoo's prompt when none is given
 		prompts = []prompt{p}
+		lacking := 0
+		for _, t := range tests {
+			if _, ok := t.vars["prompt"]; !ok {
+				lacking++
+			}
+		}
+		if lacking > 0 {
+			c.problem(root, "prompts: none given, so each test's prompt var is the prompt, as in promptfoo; %d of %d tests give none (a provider that builds its own request, such as an HTTP endpoint, is not converted)", lacking, len(tests))
+		}
 	}
 	if len(prompts) == 0 {
 		return nil, &RefusedError{Config: path, Why: promptProblems}

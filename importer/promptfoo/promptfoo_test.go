@@ -281,11 +281,22 @@ func TestConvertReadsFiles(t *testing.T) {
 }
 
 // A configuration without prompts: sends each test's prompt var, as
-// promptfoo's {{prompt}}.
+// promptfoo's {{prompt}}; tests that give none are listed.
 func TestConvertNoPromptsIsPromptVar(t *testing.T) {
 	res := convert(t, "no_prompts")
 	if p := string(res.Files["pipeline.yaml"]); !strings.Contains(p, "prompt: ${{ inputs.prompt }}") {
 		t.Errorf("pipeline:\n%s", p)
+	}
+	if len(res.Problems) != 0 {
+		t.Errorf("problems:\n%s", problems(res))
+	}
+	cfg := configIn(t, "providers: [openai:gpt-4.1-mini]\ntests:\n  - vars: {question: Hi}\n  - vars: {prompt: Hi}\n")
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := problems(res); !strings.Contains(got, ":1:1: prompts: none given, so each test's prompt var is the prompt, as in promptfoo; 1 of 2 tests give none") {
+		t.Errorf("problems:\n%s", got)
 	}
 }
 
