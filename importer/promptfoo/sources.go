@@ -145,7 +145,8 @@ func shift(n *yaml.Node, lines int) {
 
 // csvTests reads a CSV file of tests as promptfoo does: a header row, a
 // test per row; columns are vars (text, as written), except __expected
-// (__expected1, ...), __description, __metric and __threshold.
+// (__expected1, ...) and __description; others (__metric, __threshold,
+// __prefix, ...) are listed.
 func (c *converter) csvTests(b []byte, base test) []test {
 	r := csv.NewReader(bytes.NewReader(bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))))
 	r.FieldsPerRecord = -1
@@ -191,7 +192,6 @@ func (c *converter) csvTests(b []byte, base test) []test {
 				if f, err := strconv.ParseFloat(strings.TrimSpace(cell), 64); err == nil {
 					threshold = &f
 				}
-			case col == "__metric":
 			case strings.HasPrefix(col, "__"):
 				if cell != "" {
 					_, cpos := r.FieldPos(i)
