@@ -485,19 +485,30 @@ func (c *converter) promptConfig(p *prompt, cfg *yaml.Node) {
 
 func (c *converter) prompt(n *yaml.Node, system, text string) (prompt, bool) {
 	p := prompt{}
+	var failed error
 	replace := func(s string) string {
-		return varRE.ReplaceAllStringFunc(s, func(m string) string {
-			name := varRE.FindStringSubmatch(m)[1]
-			if !slices.Contains(p.vars, name) {
-				p.vars = append(p.vars, name)
+		return outputRE.ReplaceAllStringFunc(s, func(m string) string {
+			e, vars, err := nunjucksExpr(outputRE.FindStringSubmatch(m)[1])
+			if err != nil {
+				failed = fmt.Errorf("%s: %w", m, err)
+				return m
 			}
-			return "${{ inputs." + name + " }}"
+			for _, v := range vars {
+				if !slices.Contains(p.vars, v) {
+					p.vars = append(p.vars, v)
+				}
+			}
+			return "${{ " + e + " }}"
 		})
 	}
 	p.system, p.text = replace(system), replace(text)
-	rest := varRE.ReplaceAllString(system+"\n"+text, "")
+	if failed != nil {
+		c.problem(n, "prompt: not converted: %v", failed)
+		return p, false
+	}
+	rest := outputRE.ReplaceAllString(system+"\n"+text, "")
 	if loc := templateRE.FindStringIndex(rest); loc != nil {
-		c.problem(n, "prompt: not converted: it uses a Nunjucks feature other than {{var}} (filters, tags or comments) near %q", snippet(rest, loc[0]))
+		c.problem(n, "prompt: not converted: it uses a Nunjucks tag or comment ({%% %%}, {# #}) near %q", snippet(rest, loc[0]))
 		return p, false
 	}
 	return p, true

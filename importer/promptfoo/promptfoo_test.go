@@ -156,7 +156,7 @@ func TestConvertRefusals(t *testing.T) {
 		}
 	}
 	write(`prompts:
-  - 'Say {{ name | upper }}'
+  - 'Say {{ name | allcaps }}'
   - 'Say {{ name }}'
 providers: [anthropic:messages:claude-sonnet-4, 'openai:embedding:text-embedding-3-small']
 tests:
@@ -169,7 +169,7 @@ tests:
 	}
 	got := problems(res)
 	for _, want := range []string{
-		`:2:5: prompt: not converted: it uses a Nunjucks feature other than {{var}}`,
+		`:2:5: prompt: not converted: {{ name | allcaps }}: the filter allcaps is not translated`,
 		`:4:13: provider anthropic:messages:claude-sonnet-4: not converted`,
 		`:4:49: provider openai:embedding:text-embedding-3-small: not converted`,
 		`:1:1: providers: none converted; the pipelines fall back to the model gpt-4.1-mini (OpenAI's)`,
@@ -182,7 +182,7 @@ tests:
 	write("prompts: ['{% if x %}y{% endif %}', file://make.py]\n")
 	_, err = Convert(context.Background(), cfg)
 	var refused *RefusedError
-	if !errors.As(err, &refused) || len(refused.Why) != 2 || !strings.Contains(err.Error(), ":1:11: prompt: not converted: it uses a Nunjucks feature") ||
+	if !errors.As(err, &refused) || len(refused.Why) != 2 || !strings.Contains(err.Error(), ":1:11: prompt: not converted: it uses a Nunjucks tag or comment") ||
 		!strings.Contains(err.Error(), ":1:37: prompt make.py: not converted (a prompt built by a script is not)") {
 		t.Errorf("no prompt left: %v", err)
 	}
@@ -493,5 +493,35 @@ func TestConvertCSVListsOtherColumns(t *testing.T) {
 	}
 	if p := string(res.Files["pipeline.yaml"]); !strings.Contains(p, `.value == "output.length < 5" ? (len(outputs.text) < 5) :`) {
 		t.Errorf("pipeline:\n%s", p)
+	}
+}
+
+// Nunjucks output tags with fields and promptfoo's common filters become
+// expressions in the prompt's ${{ }}; the pipeline validates.
+func TestConvertNunjucksFilters(t *testing.T) {
+	cfg := configIn(t, `prompts:
+  - "Ask {{ vars.name }}"
+  - "Tone: {{ (style | load).tone }}. Say {{ name | upper }} to {{ user.friends | join(', ') }}, {{ user.name | default('you') }}; {{ user.items[0] | dump }}"
+tests:
+  - vars: {style: '{"tone": "formal"}', name: hi, user: {name: Cy, friends: [Ann, Bob], items: [{a: 1}]}}
+`)
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := problems(res); !strings.Contains(got, ":2:5: prompt: not converted: {{ vars.name }}: promptfoo has no variable vars") {
+		t.Errorf("problems:\n%s", got)
+	}
+	p := string(res.Files["pipeline.yaml"])
+	want := `Tone: ${{ (fromJSON(inputs.style))?.tone }}. Say ${{ upper(inputs.name) }} to ${{ join(inputs.user?.friends, ", ") }}, ${{ (inputs.user?.name ?? "you") }}; ${{ toJSON(inputs.user?.items[0]) }}`
+	if !strings.Contains(p, want) {
+		t.Errorf("pipeline lacks %s:\n%s", want, p)
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	if _, err := res.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, diags := dsl.Load(filepath.Join(dir, "pipeline.yaml")); diags.HasErrors() {
+		t.Errorf("the pipeline does not validate:\n%v", diags)
 	}
 }
