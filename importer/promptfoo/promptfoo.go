@@ -180,7 +180,7 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 		tests = append(tests, c.scenarios(ctx, v, base)...)
 	}
 	if valueOf(root, "prompts") == nil {
-		p, _ := c.prompt(root, "", "{{prompt}}") // promptfoo's prompt when none is given
+		p, _ := c.prompt(ctx, root, "", "{{prompt}}") // promptfoo's prompt when none is given
 		prompts = []prompt{p}
 		lacking := 0
 		for _, t := range tests {
@@ -321,10 +321,10 @@ func (c *converter) prompts(ctx context.Context, v *yaml.Node) []prompt {
 			var isFile bool
 			ps, isFile = c.promptFiles(ctx, raw, raw.Value)
 			if !isFile {
-				ps = c.promptText(raw, raw.Value)
+				ps = c.promptText(ctx, raw, raw.Value)
 			}
 		} else {
-			ps = c.promptText(raw, raw.Value)
+			ps = c.promptText(ctx, raw, raw.Value)
 		}
 		for i := range ps {
 			c.promptConfig(&ps[i], cfg)
@@ -336,14 +336,14 @@ func (c *converter) prompts(ctx context.Context, v *yaml.Node) []prompt {
 
 // promptText is an inline prompt: text, or a chat written as a JSON list
 // of messages.
-func (c *converter) promptText(n *yaml.Node, text string) []prompt {
+func (c *converter) promptText(ctx context.Context, n *yaml.Node, text string) []prompt {
 	if t := strings.TrimSpace(text); strings.HasPrefix(t, "[") {
 		var msgs []any
 		if json.Unmarshal([]byte(t), &msgs) == nil {
-			return c.chat(n, msgs)
+			return c.chat(ctx, n, msgs)
 		}
 	}
-	if p, ok := c.prompt(n, "", text); ok {
+	if p, ok := c.prompt(ctx, n, "", text); ok {
 		return []prompt{p}
 	}
 	return nil
@@ -389,17 +389,17 @@ func (c *converter) promptFile(ctx context.Context, n *yaml.Node, path string) [
 	case ".json":
 		var v any
 		if err := json.Unmarshal(b, &v); err != nil {
-			return c.promptText(n, string(b))
+			return c.promptText(ctx, n, string(b))
 		}
 		if msgs, ok := v.([]any); ok {
-			return c.chat(n, msgs)
+			return c.chat(ctx, n, msgs)
 		}
-		return c.promptText(n, string(b))
+		return c.promptText(ctx, n, string(b))
 	case ".jsonl":
 		var out []prompt
 		for _, line := range strings.Split(string(b), "\n") {
 			if strings.TrimSpace(line) != "" {
-				out = append(out, c.promptText(n, line)...)
+				out = append(out, c.promptText(ctx, n, line)...)
 			}
 		}
 		return out
@@ -408,9 +408,9 @@ func (c *converter) promptFile(ctx context.Context, n *yaml.Node, path string) [
 		if err := yaml.Unmarshal(b, &v); err == nil {
 			switch v := v.(type) {
 			case []any:
-				return c.chat(n, v)
+				return c.chat(ctx, n, v)
 			case string:
-				return c.promptText(n, v)
+				return c.promptText(ctx, n, v)
 			}
 		}
 		c.problem(n, "prompt %s: not converted (a YAML prompt file holds a list of messages or a text)", path)
@@ -419,7 +419,7 @@ func (c *converter) promptFile(ctx context.Context, n *yaml.Node, path string) [
 	var out []prompt
 	for _, part := range separator.Split(string(b), -1) {
 		if s := strings.TrimSpace(part); s != "" {
-			if p, ok := c.prompt(n, "", s); ok {
+			if p, ok := c.prompt(ctx, n, "", s); ok {
 				out = append(out, p)
 			}
 		}
@@ -430,7 +430,7 @@ func (c *converter) promptFile(ctx context.Context, n *yaml.Node, path string) [
 // chat is a prompt written as messages: system messages first, then one
 // user message, become the node's system and prompt; any other
 // conversation is sent as one user message, and listed.
-func (c *converter) chat(n *yaml.Node, msgs []any) []prompt {
+func (c *converter) chat(ctx context.Context, n *yaml.Node, msgs []any) []prompt {
 	var system, rest []string
 	var roles []string
 	for _, m := range msgs {
@@ -463,7 +463,7 @@ func (c *converter) chat(n *yaml.Node, msgs []any) []prompt {
 		text = strings.Join(parts, "\n\n")
 		c.problem(n, "prompt: converted approximately: the chat's %d messages after the system message are sent as one user message, each after its role", len(rest))
 	}
-	if p, ok := c.prompt(n, strings.Join(system, "\n\n"), text); ok {
+	if p, ok := c.prompt(ctx, n, strings.Join(system, "\n\n"), text); ok {
 		return []prompt{p}
 	}
 	return nil
@@ -483,7 +483,7 @@ func (c *converter) promptConfig(p *prompt, cfg *yaml.Node) {
 	p.temperature, p.maxTokens = m.Temperature, m.MaxTokens
 }
 
-func (c *converter) prompt(n *yaml.Node, system, text string) (prompt, bool) {
+func (c *converter) prompt(ctx context.Context, n *yaml.Node, system, text string) (prompt, bool) {
 	p := prompt{}
 	var failed error
 	replace := func(s string) string {
@@ -501,7 +501,19 @@ func (c *converter) prompt(n *yaml.Node, system, text string) (prompt, bool) {
 			return "${{ " + e + " }}"
 		})
 	}
-	p.system, p.text = replace(system), replace(text)
+	tags := includeRE.FindAllString(system+text, -1)
+	system, err := c.includes(ctx, system, 0)
+	if err == nil {
+		text, err = c.includes(ctx, text, 0)
+	}
+	if err == nil {
+		p.system, p.text = replace(system), replace(text)
+	} else {
+		failed = err
+	}
+	if len(tags) > 0 && failed == nil {
+		c.problem(n, "prompt: %s read from the configuration's directory; promptfoo reads includes from the directory it runs in, usually that one", strings.Join(tags, ", "))
+	}
 	if failed != nil {
 		c.problem(n, "prompt: not converted: %v", failed)
 		return p, false
@@ -512,6 +524,46 @@ func (c *converter) prompt(n *yaml.Node, system, text string) (prompt, bool) {
 		return p, false
 	}
 	return p, true
+}
+
+// includeRE is a Nunjucks include tag of a file named by a literal.
+var includeRE = regexp.MustCompile(`\{%-?\s*include\s+(?:"([^"]+)"|'([^']+)')\s*-?%\}`)
+
+// maxIncludeDepth bounds includes within includes (a file that includes
+// itself).
+const maxIncludeDepth = 8
+
+// includes puts in each {% include "FILE" %} the file's text, read as the
+// prompt files are (inside the configuration's directory), itself a
+// template. The whole is held to maxFileSize, as a file that includes
+// itself twice would otherwise double at each level.
+func (c *converter) includes(ctx context.Context, s string, depth int) (string, error) {
+	var failed error
+	out := includeRE.ReplaceAllStringFunc(s, func(tag string) string {
+		if failed != nil {
+			return tag
+		}
+		m := includeRE.FindStringSubmatch(tag)
+		if depth >= maxIncludeDepth {
+			failed = fmt.Errorf("%s: includes nested more than %d deep", tag, maxIncludeDepth)
+			return tag
+		}
+		b, err := readPromptFile(ctx, c.dir, m[1]+m[2])
+		if err != nil {
+			failed = fmt.Errorf("%s: not read: %w", tag, err)
+			return tag
+		}
+		inner, err := c.includes(ctx, string(b), depth+1)
+		if err != nil {
+			failed = err
+			return tag
+		}
+		return inner
+	})
+	if failed == nil && len(out) > maxFileSize {
+		failed = fmt.Errorf("with its includes it is over %d MiB", maxFileSize>>20)
+	}
+	return out, failed
 }
 
 func snippet(s string, at int) string {

@@ -525,3 +525,61 @@ tests:
 		t.Errorf("the pipeline does not validate:\n%v", diags)
 	}
 }
+
+// {% include "FILE" %} puts the file's text, itself a template, in the
+// prompt; a file outside the configuration's directory, and a file that
+// includes itself, are refused with the reason.
+func TestConvertIncludes(t *testing.T) {
+	cfg := configIn(t, `prompts:
+  - |
+    Follow these rules:
+    {% include "rules/style.md" %}
+    Review {{ diff }}
+  - '{% include "../secret.md" %}'
+  - '{% include "loop.md" %}'
+tests: [{vars: {diff: x, tone: calm}}]
+`)
+	dir := filepath.Dir(cfg)
+	if err := os.MkdirAll(filepath.Join(dir, "rules"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "rules", "style.md"), "Be {{ tone }}.")
+	writeFile(t, filepath.Join(filepath.Dir(dir), "secret.md"), "TOPSECRET")
+	writeFile(t, filepath.Join(dir, "loop.md"), `{% include "loop.md" %}{% include "loop.md" %}`)
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := string(res.Files["pipeline.yaml"]); !strings.Contains(p, "Follow these rules:\n        Be ${{ inputs.tone }}.\n        Review ${{ inputs.diff }}") {
+		t.Errorf("pipeline:\n%s", p)
+	}
+	got := problems(res)
+	for _, want := range []string{
+		`:6:5: prompt: not converted: {% include "../secret.md" %}: not read: it is outside the configuration's directory`,
+		`:7:5: prompt: not converted: {% include "loop.md" %}: includes nested more than 8 deep`,
+		`:2:5: prompt: {% include "rules/style.md" %} read from the configuration's directory; promptfoo reads includes from the directory it runs in`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got+string(res.Files["pipeline.yaml"]), "TOPSECRET") || len(res.Pipelines) != 1 {
+		t.Errorf("pipelines %v, problems:\n%s", res.Pipelines, got)
+	}
+}
+
+// A prompt that looks like a path (a / in it) but names no file is the
+// prompt's text, as promptfoo takes it; with file:// it is a file.
+func TestConvertBarePathThatIsNoFileIsText(t *testing.T) {
+	cfg := configIn(t, "prompts: ['Answer yes/no', 'file://yes/no']\ntests: [{vars: {}}]\n")
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Pipelines) != 1 || !strings.Contains(string(res.Files["pipeline.yaml"]), "prompt: Answer yes/no") {
+		t.Errorf("pipelines %v:\n%s", res.Pipelines, res.Files["pipeline.yaml"])
+	}
+	if got := problems(res); !strings.Contains(got, ":1:28: prompt yes/no: not read: no such file in the configuration's directory") {
+		t.Errorf("problems:\n%s", got)
+	}
+}

@@ -41,7 +41,18 @@ func readPromptFile(ctx context.Context, dir, name string) ([]byte, error) {
 	case errors.Is(err, confined.ErrOutside):
 		return nil, fmt.Errorf("it is outside the configuration's directory %s; copy it into that directory and name it from there", dir)
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("no such file in the configuration's directory %s", dir)
+		return nil, missingError{dir: dir}
 	}
 	return b, err
 }
+
+// missingError says a file named is not in the configuration's directory;
+// it is an fs.ErrNotExist, so that a name without file:// that names no
+// file can be taken as text.
+type missingError struct{ dir string }
+
+func (e missingError) Error() string {
+	return "no such file in the configuration's directory " + e.dir
+}
+
+func (e missingError) Unwrap() error { return fs.ErrNotExist }
