@@ -238,6 +238,16 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 	return res, nil
 }
 
+// otherKeys lists the keys of a mapping other than those converted (a
+// label only names the part, in promptfoo's report).
+func (c *converter) otherKeys(m *yaml.Node, what string, converted ...string) {
+	for i := 0; m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
+		if k := m.Content[i]; !slices.Contains(converted, k.Value) {
+			c.problem(k, "%s %s: not converted", what, k.Value)
+		}
+	}
+}
+
 // sorted are the problems in file order, the configuration's first, each
 // once (a scenario's tests are read once per config entry).
 func sorted(config string, ps []Problem) []Problem {
@@ -316,6 +326,7 @@ func (c *converter) prompts(ctx context.Context, v *yaml.Node) []prompt {
 			c.problem(it, "prompt: not converted (a prompt is text, a file, or {raw: TEXT} / {id: FILE} with label: and config:)")
 			continue
 		}
+		c.otherKeys(it, "prompt", "raw", "id", "config", "label")
 		var ps []prompt
 		if looksLikeFile(raw.Value) {
 			var isFile bool
@@ -591,6 +602,7 @@ func (c *converter) providers(v *yaml.Node) []modelDoc {
 			c.problem(it, "provider: not converted (write openai:MODEL or {id: openai:MODEL, config: {...}})")
 			continue
 		}
+		c.otherKeys(it, "provider", "id", "config", "label")
 		if strings.Contains(id.Value, "{{") {
 			c.problem(id, "provider %s: not converted: a model id from the environment is not; write the model's name", id.Value)
 			continue

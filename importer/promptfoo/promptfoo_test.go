@@ -190,6 +190,11 @@ tests:
 	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "a promptfoo configuration is a mapping") {
 		t.Errorf("a list: %v", err)
 	}
+	write("prompts: [{raw: 'Hi {{x}}', label: hi, metadata: {team: a}}]\n")
+	res, err = Convert(context.Background(), cfg)
+	if err != nil || !strings.Contains(problems(res), ":1:40: prompt metadata: not converted") || len(res.Problems) != 2 {
+		t.Errorf("a prompt's other keys: %v\n%s", err, problems(res))
+	}
 }
 
 // TestWriteOverwritesNothing: Write writes every file into a new
@@ -437,6 +442,8 @@ providers:
   - ollama:chat:llama3.1:8b
   - openrouter:meta-llama/llama-3-8b-instruct
   - id: azure:chat:my-deployment
+    label: azure
+    transform: output.trim()
     config: {apiHost: res.openai.azure.com}
   - openai:{{env.MODEL}}
 tests: [{vars: {x: hi}}]
@@ -451,7 +458,7 @@ tests: [{vars: {x: hi}}]
 	if p := string(res.Files["pipeline.yaml"]); !strings.Contains(p, "model: llama3.1:8b\n    base_url: http://localhost:11434/v1") {
 		t.Errorf("pipeline:\n%s", p)
 	}
-	if got := problems(res); !strings.Contains(got, ":7:5: provider openai:{{env.MODEL}}: not converted: a model id from the environment is not") {
+	if got := problems(res); !strings.Contains(got, ":9:5: provider openai:{{env.MODEL}}: not converted: a model id from the environment is not") || !strings.Contains(got, ":7:5: provider transform: not converted") || strings.Contains(got, "label") {
 		t.Errorf("problems:\n%s", got)
 	}
 }

@@ -20,7 +20,8 @@ import (
 
 // looksLikeFile is promptfoo's test for a prompt or test string that names
 // a file: file://, or one line with a path separator, a glob or an
-// extension of two or three letters.
+// extension of two or three letters; a template ({{) or another scheme
+// (://) is text.
 func looksLikeFile(s string) bool {
 	if strings.HasPrefix(s, "file://") {
 		return true
