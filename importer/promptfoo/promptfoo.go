@@ -1,12 +1,14 @@
 // Package promptfoo converts a promptfoo configuration (promptfooconfig.yaml)
 // into a flowrun pipeline, a dataset and a score: section, for the subset
-// the two share: prompts with {{var}} variables (inline, in text files
-// named with or without file://, or chats of messages in JSON, JSONL or
-// YAML, with a prompt's own config), OpenAI-compatible providers, tests
-// inline or from CSV, YAML, JSON and JSONL files and globs, vars from
-// files, the asserts equals, contains, icontains, regex, starts-with,
-// (i)contains-any/all, is-json, contains-json, similar, llm-rubric, cost
-// and latency (and their not- forms), and defaultTest (in place or in a
+// the two share: prompts (inline, in text files named with or without
+// file://, or chats of messages in JSON, JSONL or YAML, with a prompt's
+// own config) whose Nunjucks output tags, common filters and includes
+// become flowrun templates; OpenAI-compatible providers; tests inline, in
+// scenarios, or from CSV, YAML, JSON and JSONL files and globs, with
+// vars from files; the asserts equals, contains, icontains, regex,
+// starts-with, (i)contains-any/all, is-json, contains-json, similar,
+// levenshtein, rouge-n, llm-rubric, cost, latency and javascript that is
+// an expression (and their not- forms); and defaultTest (in place or in a
 // file) merged into every test as promptfoo merges it.
 //
 // Guarantees: Convert never drops a part of the configuration silently;
