@@ -1018,10 +1018,13 @@ func (c *converter) inputs(prompts []prompt, tests []test) map[string]inputDoc {
 			for _, t := range tests {
 				if v, ok := t.vars[name]; ok {
 					vt := jsonType(v)
-					if typ != "" && typ != vt {
-						typ = "mixed"
-					} else {
+					switch {
+					case typ == "" || typ == vt:
 						typ = vt
+					case (typ == "integer" || typ == "number") && (vt == "integer" || vt == "number"):
+						typ = "number" // 3 in one test, 3.5 in another
+					default:
+						typ = "mixed"
 					}
 				}
 			}

@@ -306,10 +306,19 @@ func TestConvertNoPromptsIsPromptVar(t *testing.T) {
 }
 
 // A var that is a number in one test and text in another is text in
-// every item (it crashed the run before), and a list var gives one item
-// per value, as promptfoo runs the test once per value.
+// every item (it crashed the run before), an integer in one and a
+// fraction in another a number, and a list var gives one item per value,
+// as promptfoo runs the test once per value.
 func TestConvertMixedAndListVars(t *testing.T) {
-	res := convert(t, "mixed")
+	cfg := configIn(t, "prompts: ['{{count}}']\ntests: [{vars: {count: 3}}, {vars: {count: 3.5}}]\n")
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := string(res.Files["pipeline.yaml"]); !strings.Contains(p, "count:\n    type: number") || items(t, res)[0]["count"] != 3.0 {
+		t.Errorf("3 and 3.5 are numbers:\n%s\n%s", p, res.Files[Dataset])
+	}
+	res = convert(t, "mixed")
 	it := items(t, res)
 	var got []any
 	for _, i := range it {
