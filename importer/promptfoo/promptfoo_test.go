@@ -493,22 +493,26 @@ func TestConvertScenarios(t *testing.T) {
 
 // CSV columns the importer does not convert are listed by row and
 // column in the CSV file; an __expected in promptfoo's shorthand that
-// names a script is translated like an assert.
+// names a script is translated like an assert, one naming an assert type
+// not converted is listed, and other text is an equals.
 func TestConvertCSVListsOtherColumns(t *testing.T) {
 	cfg := configIn(t, "prompts: ['{{q}}']\ntests: file://cases.csv\n")
-	writeFile(t, filepath.Join(filepath.Dir(cfg), "cases.csv"), "q,__expected,__metric,__prefix\nHi,javascript:output.length < 5,brevity,Say: \n")
+	writeFile(t, filepath.Join(filepath.Dir(cfg), "cases.csv"), "q,__expected,__metric,__prefix\nHi,javascript:output.length < 5,brevity,Say: \nHo,factuality:Ho is a word\nHa,yes: indeed\n")
 	res, err := Convert(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := problems(res)
-	for _, want := range []string{"cases.csv:2:33: test column __metric: not converted", "cases.csv:2:41: test column __prefix: not converted"} {
+	for _, want := range []string{"cases.csv:2:33: test column __metric: not converted", "cases.csv:2:41: test column __prefix: not converted", "cases.csv:3:4: assert type factuality: not converted"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems lack %q:\n%s", want, got)
 		}
 	}
 	if p := string(res.Files["pipeline.yaml"]); !strings.Contains(p, `.value == "output.length < 5" ? (len(outputs.text) < 5) :`) {
 		t.Errorf("pipeline:\n%s", p)
+	}
+	if a := items(t, res)[2]["asserts"].([]any)[0].(map[string]any); a["type"] != "equals" || a["value"] != "yes: indeed" {
+		t.Errorf("text that names no assert type is an equals: %v", a)
 	}
 }
 

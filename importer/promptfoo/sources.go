@@ -234,7 +234,7 @@ func (c *converter) expected(cell string, line, col int) (assert, bool) {
 		}
 	}
 	if typ == "equals" {
-		if m := expectedRE.FindStringSubmatch(cell); m != nil && (known(m[2]) || m[2] == "javascript") && (m[4] != "" || strings.Contains(cell, ":") || noValue(m[2])) {
+		if m := expectedRE.FindStringSubmatch(cell); m != nil && (known(m[2]) || slices.Contains(otherAssertTypes, m[2])) && (m[4] != "" || strings.Contains(cell, ":") || noValue(m[2])) {
 			typ, value = m[1]+m[2], m[4]
 			if m[3] != "" {
 				add("threshold", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: m[3], Line: line, Column: col})
@@ -257,6 +257,16 @@ func (c *converter) expected(cell string, line, col int) (assert, bool) {
 	}
 	return c.assert(n)
 }
+
+// otherAssertTypes are promptfoo's assert types the importer does not
+// convert: a CSV cell TYPE:VALUE with one is that assert (and listed),
+// not an equals.
+var otherAssertTypes = []string{"javascript", "python", "ruby", "webhook", "answer-relevance", "bleu", "classifier",
+	"context-faithfulness", "context-recall", "context-relevance", "contains-html", "contains-sql", "contains-xml",
+	"factuality", "finish-reason", "g-eval", "gleu", "guardrails", "is-html", "is-refusal", "is-sql", "is-xml",
+	"is-valid-function-call", "is-valid-openai-function-call", "is-valid-openai-tools-call", "meteor",
+	"model-graded-closedqa", "model-graded-factuality", "moderation", "perplexity", "perplexity-score", "pi",
+	"select-best", "word-count"}
 
 func known(typ string) bool {
 	_, ok := checks[typ]
