@@ -20,7 +20,7 @@ import (
 // (() => { ... })(). Anything else is an error that says what is not
 // translated.
 func jsToExpr(src string) (string, error) {
-	body := strings.TrimSpace(src)
+	body := strings.ReplaceAll(strings.TrimSpace(src), stripFences, ".stripFences()")
 	if m := iife.FindStringSubmatch(body); m != nil {
 		body = m[1]
 	} else if !strings.Contains(body, "\n") {
@@ -61,6 +61,14 @@ func jsToExpr(src string) (string, error) {
 	}
 	return "", errors.New("it is empty")
 }
+
+// stripFences is the common idiom that takes a Markdown code fence off a
+// reply before JSON.parse: the one regular expression translated, as the
+// method stripFences of jsMethods. Exactly as the expression does, it
+// takes off one leading ```json or ``` and one trailing ```; the
+// whitespace next to them it leaves, which JSON.parse (or the .trim()
+// that follows) ignores.
+const stripFences = ".replace(/^```json\\s*|^```\\s*|\\s*```$/g, '')"
 
 var (
 	iife    = regexp.MustCompile(`^\(\s*(?:async\s*)?\(\s*\)\s*=>\s*\{([\s\S]*)\}\s*\)\s*\(\s*\)\s*;?$`)
@@ -152,7 +160,8 @@ func (p *jsParser) parse(src string) (jsValue, error) {
 type jsValue struct {
 	src     string
 	boolean bool
-	list    bool // an array literal
+	list    bool   // an array literal
+	typeOf  string // for typeof X: X, compared only with a type's name
 }
 
 type jsParser struct {
@@ -213,9 +222,41 @@ func (p *jsParser) comparison() (jsValue, error) {
 		if err != nil {
 			return r, err
 		}
+		if l.typeOf != "" || r.typeOf != "" {
+			return typeTest(l, op, r)
+		}
 		return jsValue{src: "(" + l.src + " " + op + " " + r.src + ")", boolean: true}, nil
 	}
+	if l.typeOf != "" {
+		return l, errors.New("typeof is translated only compared with a type's name")
+	}
 	return l, nil
+}
+
+// jsTypes are expr-lang's conditions for javascript's typeof names.
+var jsTypes = map[string]string{
+	"string":    `type(%s) == "string"`,
+	"number":    `type(%s) in ["int", "float"]`,
+	"boolean":   `type(%s) == "bool"`,
+	"object":    `type(%s) in ["map", "array", "nil"]`,
+	"undefined": `%s == nil`,
+}
+
+// typeTest is typeof X === "NAME" (or !==).
+func typeTest(l jsValue, op string, r jsValue) (jsValue, error) {
+	if l.typeOf == "" {
+		l, r = r, l
+	}
+	name, err := strconv.Unquote(r.src)
+	form, ok := jsTypes[name]
+	if err != nil || !ok || (op != "==" && op != "!=") {
+		return l, errors.New("typeof is translated only as typeof X === NAME (string, number, boolean, object, undefined) or !==")
+	}
+	cond := "(" + fmt.Sprintf(form, l.typeOf) + ")"
+	if op == "!=" {
+		cond = "!" + cond
+	}
+	return jsValue{src: cond, boolean: true}, nil
 }
 
 func (p *jsParser) additive() (jsValue, error) {
@@ -244,6 +285,11 @@ func (p *jsParser) arithmetic(ops []string, operand func() (jsValue, error)) (js
 }
 
 func (p *jsParser) unary() (jsValue, error) {
+	if p.peek() == "typeof" {
+		p.next()
+		v, err := p.postfix()
+		return jsValue{typeOf: v.src}, err
+	}
 	if p.peek() == "-" {
 		p.next()
 		v, err := p.unary()
@@ -280,6 +326,7 @@ var jsMethods = map[string]struct {
 	"toLowerCase": {"lower(%[1]s)", 0, false},
 	"toUpperCase": {"upper(%[1]s)", 0, false},
 	"trim":        {"trim(%[1]s)", 0, false},
+	"stripFences": {"trimSuffix(trimPrefix(trimPrefix(%[1]s, \"```json\"), \"```\"), \"```\")", 0, false},
 }
 
 func (p *jsParser) postfix() (jsValue, error) {

@@ -54,6 +54,7 @@ func TestConvertedAssertsHoldAsPromptfoos(t *testing.T) {
 		{"{type: javascript, value: 'JSON.parse(output).needs_human === true'}", `{"needs_human": true}`, `{"needs_human": false}`},
 		{"{type: javascript, value: 'output.length * 2 - 1 > 10 / 2'}", "longer", "hi"},
 		{"{type: javascript, value: \"const d = JSON.parse(output);\\nconst c = d.category;\\nreturn c === 'a' || c === 'b';\"}", `{"category": "b"}`, `{"category": "c"}`},
+		{"{type: javascript, value: \"const d = JSON.parse(output);\\nreturn typeof d.a === 'string' && typeof d.b !== 'number' && typeof d.c === 'undefined';\"}", `{"a": "x", "b": "1"}`, `{"a": "x", "b": 1}`},
 		{"{type: levenshtein, value: kitten, threshold: 3}", "sitting", "sitting down"},
 		{"{type: levenshtein, value: kitten, threshold: 0}", "kitten", "kitten!"},
 		{"{type: rouge-n, value: the cat sat on the mat}", "the cat sat on a mat", "dogs bark"},
@@ -62,6 +63,11 @@ func TestConvertedAssertsHoldAsPromptfoos(t *testing.T) {
 		{"{type: not-regex, value: '\\d'}", "no digits", "4 digits"},
 		{"{type: contains-json}", `Here: {"a": 1} ok`, `Here: {"a": 1 ok}`},
 	}
+	fenced := "{type: javascript, value: \"(() => { const data = JSON.parse(output.replace(/^```json\\\\s*|^```\\\\s*|\\\\s*```$/g, '').trim()); return data.move === '1'; })()\"}"
+	cases = append(cases,
+		struct{ assert, pass, fail string }{fenced, "```json\n{\"move\": \"1\"}\n```", "```json\n{\"move\": \"2\"}\n```"},
+		struct{ assert, pass, fail string }{fenced, "```\n{\"move\": \"1\"}```", "{\"move\": 1}"},
+		struct{ assert, pass, fail string }{fenced, " {\"move\": \"1\"} ", "```json{\"move\": \"3\"}```"})
 	for _, c := range cases {
 		pass := passMetric(t, "prompts: ['{{word}}']\ntests:\n  - vars: {word: red}\n    assert: ["+c.assert+"]\n")
 		if got, err := pass(nil, c.pass); err != nil || got != true {
