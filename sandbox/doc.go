@@ -7,9 +7,11 @@
 //
 // Guarantees: every run is a fresh module instance (a Python run's starts
 // from a pre-initialised interpreter image, its memory a private
-// copy-on-write mapping, and sees nothing of other runs); the guest sees no host
-// files except the read-only Python stdlib, no environment, no network and
-// no subprocesses; its clock and random source are fixed. Runs happen in
+// copy-on-write mapping of the worker's own checked copy, and sees nothing
+// of other runs); the guest sees no host files except the read-only Python
+// stdlib, no environment, no network and no subprocesses; its clock is
+// fixed, and its random source is the host's CSPRNG, its own in every run
+// (Python's random module and hash seed are the same in every run). Runs happen in
 // worker processes (flowrun re-executing itself), so a guest that spins is
 // stopped by killing its worker at the deadline, and whatever a guest does
 // to memory stays in a process that is recycled; the host never panics and

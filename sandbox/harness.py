@@ -1,6 +1,13 @@
 # flowrun's Python harness: runs the model's code from stdin, calls its
 # function, and reports the result after a marker line on stdout.
 import sys, json, traceback, linecache, _ast
+import random as _random
+
+# random is seeded the same in every call, warm or cold, so that code that
+# shuffles or samples does the same on a replay; os.urandom, secrets and
+# uuid4 draw from the call's own random source (docs/sandbox.md).
+_random.seed(0)
+del _random
 
 def _main():
     req = json.loads(sys.stdin.read())

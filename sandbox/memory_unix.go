@@ -3,6 +3,9 @@
 package sandbox
 
 import (
+	"fmt"
+	"io"
+	"os"
 	"syscall"
 	"unsafe"
 
@@ -38,16 +41,43 @@ func release(b []byte) {
 }
 
 // loadImage maps the image's memory over the start of buf, privately: the
-// guest's writes copy the pages they touch and never reach the file, and
-// the pages it only reads are shared with every other call.
+// guest's writes copy the pages they touch and never reach the copy, and
+// the pages it only reads are shared with every other call in the worker.
 func loadImage(buf []byte, most uint64, img *pythonImage) ([]byte, error) {
 	if cap(buf) == 0 {
 		return buf, syscall.ENOMEM
 	}
-	_, err := unix.MmapPtr(int(img.file.Fd()), imageHeaderSize, unsafe.Pointer(unsafe.SliceData(buf[:1])), uintptr(img.size),
+	_, err := unix.MmapPtr(int(img.memory.f.Fd()), 0, unsafe.Pointer(unsafe.SliceData(buf[:1])), uintptr(img.size),
 		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
 	if err != nil {
 		return buf, err
 	}
 	return buf[:img.size], nil
 }
+
+// imageCopy is a worker's own copy of an image's memory, in a file that
+// only this process can reach and, where the system can seal one (Linux),
+// that nobody can change: calls map it, and the image file may change
+// or go after it was checked.
+type imageCopy struct{ f *os.File }
+
+// newImageCopy copies size bytes of r into a new imageCopy and seals it.
+func newImageCopy(r io.Reader, size uint64) (*imageCopy, error) {
+	f, err := privateImageFile()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.CopyN(f, r, int64(size)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := sealImageFile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sealing the copy: %w", err)
+	}
+	return &imageCopy{f: f}, nil
+}
+
+func (c *imageCopy) ReadAt(p []byte, off int64) (int, error) { return c.f.ReadAt(p, off) }
+
+func (c *imageCopy) Close() error { return c.f.Close() }

@@ -30,7 +30,9 @@ import (
 // from that image (wasmimage.go) whose memory is a private copy-on-write
 // mapping of the saved one, entered at flowrun_call: it pays nothing for
 // start-up and shares nothing with other calls, which write only their own
-// copies of the pages they touch.
+// copies of the pages they touch. What calls map is the worker's own copy
+// of the image's memory, checked against its checksum after copying
+// (imageCopy): a change to the file afterwards reaches no call.
 
 // snapshotWasm is the interpreter built as a reactor by build.sh.
 const snapshotWasm = "python-snapshot.wasm"
@@ -70,8 +72,9 @@ type imageHeader struct {
 // pythonImage is a saved interpreter ready to start calls from.
 type pythonImage struct {
 	module wazero.CompiledModule
-	file   *os.File // the image file, kept open: calls map its memory
-	size   uint64   // the memory's size in bytes
+	memory *imageCopy // the image's memory, checked: calls map it
+	path   string     // the image file it was copied from
+	size   uint64     // the memory's size in bytes
 }
 
 // imageSource is what an image is made from, and the key that names it.
@@ -154,36 +157,41 @@ func (h *host) loadImage(ctx context.Context, pythonDir, cacheDir string) (*pyth
 	}
 	src := imageSource{wasm: wasm, stdlib: stdlib, key: key}
 	path := filepath.Join(cacheDir, "python-images", key+".img")
-	f, hdr, err := openImage(path, key)
+	mem, hdr, err := openImage(path, key)
 	if err != nil {
-		if f, hdr, err = h.makeImage(ctx, src, path); err != nil {
+		if mem, hdr, err = h.makeImage(ctx, src, path); err != nil {
 			return nil, fmt.Errorf("making the interpreter snapshot: %w", err)
 		}
 	}
-	img, err := h.imageModule(ctx, src, f, hdr)
+	img, err := h.imageModule(ctx, src, mem, hdr)
 	if err != nil {
-		f.Close()
+		mem.Close()
 		return nil, err
 	}
+	img.path = path
 	return img, nil
 }
 
-// openImage opens the image file at path and checks it: its header names
-// key, and its memory matches the checksum.
-func openImage(path, key string) (*os.File, *imageHeader, error) {
+// openImage reads the image file at path into a private copy and checks
+// it: its header names key, and the copy of its memory matches the
+// checksum. The file is closed: calls map the copy.
+func openImage(path, key string) (*imageCopy, *imageHeader, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	hdr, err := checkImage(f, key)
-	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("image %s: %w", path, err)
+	defer f.Close()
+	hdr, err := readImageHeader(f, key)
+	if err == nil {
+		var mem *imageCopy
+		if mem, err = copyImageMemory(f, hdr); err == nil {
+			return mem, hdr, nil
+		}
 	}
-	return f, hdr, nil
+	return nil, nil, fmt.Errorf("image %s: %w", path, err)
 }
 
-func checkImage(f *os.File, key string) (*imageHeader, error) {
+func readImageHeader(f *os.File, key string) (*imageHeader, error) {
 	head := make([]byte, imageHeaderSize)
 	if _, err := io.ReadFull(f, head); err != nil {
 		return nil, fmt.Errorf("reading its header: %w", err)
@@ -195,20 +203,43 @@ func checkImage(f *os.File, key string) (*imageHeader, error) {
 	if hdr.Format != snapshotFormat || hdr.Key != key {
 		return nil, errors.New("made for another installation, harness or flowrun")
 	}
-	sum := sha256.New()
-	n, err := io.Copy(sum, f)
-	if err != nil {
-		return nil, fmt.Errorf("reading its memory: %w", err)
-	}
-	if uint64(n) != hdr.MemoryBytes || hex.EncodeToString(sum.Sum(nil)) != hdr.MemorySHA256 {
-		return nil, errors.New("its memory does not match its checksum")
-	}
 	return &hdr, nil
 }
 
+// errChecksum says an image's memory is not the one its header describes.
+var errChecksum = errors.New("its memory does not match its checksum")
+
+// copyImageMemory copies the memory that follows the header in f and
+// checks the copy, not the file, against the checksum, so that what is
+// checked is what calls map.
+func copyImageMemory(f *os.File, hdr *imageHeader) (*imageCopy, error) {
+	mem, err := newImageCopy(f, hdr.MemoryBytes)
+	if errors.Is(err, io.EOF) {
+		return nil, errChecksum // shorter than its header says
+	}
+	if err != nil {
+		return nil, fmt.Errorf("copying its memory: %w", err)
+	}
+	if n, _ := f.Read(make([]byte, 1)); n > 0 {
+		mem.Close()
+		return nil, errChecksum // longer
+	}
+	sum := sha256.New()
+	if _, err := io.Copy(sum, io.NewSectionReader(mem, 0, int64(hdr.MemoryBytes))); err != nil {
+		mem.Close()
+		return nil, fmt.Errorf("reading its memory: %w", err)
+	}
+	if hex.EncodeToString(sum.Sum(nil)) != hdr.MemorySHA256 {
+		mem.Close()
+		return nil, errChecksum
+	}
+	return mem, nil
+}
+
 // makeImage runs flowrun_init in a throw-away instance and writes its
-// memory and mutable globals to path, atomically.
-func (h *host) makeImage(ctx context.Context, src imageSource, path string) (*os.File, *imageHeader, error) {
+// memory and mutable globals to path, atomically, then opens it as a
+// worker that found it would.
+func (h *host) makeImage(ctx context.Context, src imageSource, path string) (*imageCopy, *imageHeader, error) {
 	layout, err := parseWasm(src.wasm)
 	if err != nil {
 		return nil, nil, err
@@ -246,8 +277,7 @@ func (h *host) makeImage(ctx context.Context, src imageSource, path string) (*os
 	if err := writeImage(path, hdr, memory); err != nil {
 		return nil, nil, err
 	}
-	f, err := os.Open(path)
-	return f, hdr, err
+	return openImage(path, src.key)
 }
 
 func writeImage(path string, hdr *imageHeader, memory []byte) error {
@@ -292,8 +322,7 @@ const imageMaxAge = 24 * time.Hour
 
 // pruneImages removes the images in dir, but keep, made longer than
 // imageMaxAge ago, and temporary files left by workers that died. A worker
-// still mapping one keeps it until it exits (where removing an open file
-// fails, as on Windows, it stays until next time).
+// running calls from one has its own copy and needs the file no more.
 func pruneImages(dir, keep string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -312,7 +341,7 @@ func pruneImages(dir, keep string) {
 }
 
 // imageModule compiles the module that starts calls from the image.
-func (h *host) imageModule(ctx context.Context, src imageSource, f *os.File, hdr *imageHeader) (*pythonImage, error) {
+func (h *host) imageModule(ctx context.Context, src imageSource, mem *imageCopy, hdr *imageHeader) (*pythonImage, error) {
 	layout, err := parseWasm(src.wasm)
 	if err != nil {
 		return nil, err
@@ -329,7 +358,7 @@ func (h *host) imageModule(ctx context.Context, src imageSource, f *os.File, hdr
 	if err != nil {
 		return nil, fmt.Errorf("compiling %s from its snapshot: %w", snapshotWasm, err)
 	}
-	return &pythonImage{module: compiled, file: f, size: hdr.MemoryBytes}, nil
+	return &pythonImage{module: compiled, memory: mem, size: hdr.MemoryBytes}, nil
 }
 
 // pythonModuleConfig is what every Python instance sees: the stdlib,
@@ -337,8 +366,10 @@ func (h *host) imageModule(ctx context.Context, src imageSource, f *os.File, hdr
 // call must agree on it, as the image holds the file descriptors the
 // initialisation found.
 func pythonModuleConfig(stdlib string) wazero.ModuleConfig {
-	// No WithEnv, WithSysWalltime, WithSysNanotime or WithRandSource: the
-	// guest gets no environment, a fixed clock and a fixed random source.
+	// No WithEnv, WithSysWalltime or WithSysNanotime: the guest gets no
+	// environment and a fixed clock. The image is made with wazero's fixed
+	// random source (so its hash seed is the same everywhere); a call sets
+	// its own (worker.go).
 	return wazero.NewModuleConfig().
 		WithName("").
 		WithArgs(pythonArgs...).

@@ -104,8 +104,8 @@ func TestImageFollowsItsSources(t *testing.T) {
 		if err != nil || img == nil {
 			t.Fatalf("%s: image %v, %v", what, img, err)
 		}
-		defer img.file.Close()
-		return img.file.Name()
+		defer img.memory.Close()
+		return img.path
 	}
 	modTime := func(p string) time.Time {
 		st, err := os.Stat(p)
@@ -246,5 +246,49 @@ func TestColdStartIsReported(t *testing.T) {
 	}
 	if why := bad.ColdStart(); !strings.Contains(why, "snapshot") {
 		t.Fatalf("the cold start was not reported: %q", why)
+	}
+}
+
+// TestImageChangedInPlaceReachesNoCall: a worker that checked the image
+// runs its calls from that, even after the image file is overwritten in
+// place (zeroed here, as another process of the same user could).
+func TestImageChangedInPlaceReachesNoCall(t *testing.T) {
+	// A cache of its own for the image, sharing the compiled modules.
+	cache, shared := t.TempDir(), filepath.Join(sharedCache(t), "wazero")
+	if err := os.MkdirAll(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(shared, filepath.Join(cache, "wazero")); err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{CacheDir: cache, Workers: 1})
+	defer s.Close()
+	needSnapshot(t, s)
+	ctx := context.Background()
+	call := Request{Language: Python, Source: "import json\njson.dumps({'n': sum(range(10))})"}
+	if res, err := s.Run(ctx, call); err != nil || !res.OK || s.ColdStart() != "" {
+		t.Fatalf("%v %+v (cold start: %s)", err, res, s.ColdStart())
+	}
+	images, _ := filepath.Glob(filepath.Join(cache, "python-images", "*.img"))
+	if len(images) != 1 {
+		t.Fatalf("images %v", images)
+	}
+	f, err := os.OpenFile(images[0], os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, st.Size()-imageHeaderSize), imageHeaderSize); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for i := range 2 {
+		res, err := s.Run(ctx, call)
+		if err != nil || !res.OK || res.Result != `{"n": 45}` {
+			t.Fatalf("call %d after the image file was zeroed: %v %+v", i, err, res)
+		}
 	}
 }

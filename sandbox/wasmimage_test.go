@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -79,7 +80,7 @@ func TestSnapshotModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img := &pythonImage{module: compiled, file: f, size: hdr.MemoryBytes}
+	img := &pythonImage{module: compiled, memory: f, size: hdr.MemoryBytes}
 	for i, poke := range []bool{true, true, false} {
 		mem := &guestMemory{limit: 1 << 20, image: img}
 		mod, err := rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, mem), compiled, wazero.NewModuleConfig().WithName(""))
@@ -103,6 +104,12 @@ func TestSnapshotModule(t *testing.T) {
 	if _, _, err := openImage(path, "k"); err != nil {
 		t.Fatalf("an instance's writes reached the image file: %v", err)
 	}
+	// The image file changed after it was checked reaches no call: they
+	// start from the copy that was checked.
+	tamper(t, path, 16, 'Q')
+	if got := getAfterInit(t, ctx, rt, compiled, img); got != 7*1000+'X' {
+		t.Fatalf("after the image file changed, an instance starts with get() = %d, want %d", got, 7*1000+'X')
+	}
 	// Below the image's size, the memory limit refuses it.
 	mem := &guestMemory{limit: 1 << 16, image: img}
 	if err := instantiate(experimental.WithMemoryAllocator(ctx, mem), rt, compiled, wazero.NewModuleConfig().WithName(""), "get"); err == nil || !mem.refused {
@@ -123,4 +130,33 @@ func TestParseWasmRefuses(t *testing.T) {
 			t.Errorf("%s: parsed", name)
 		}
 	}
+}
+
+// tamper overwrites the byte at offset off of the image file's memory, in
+// place, as another process of the same user could.
+func tamper(t *testing.T, path string, off int64, b byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte{b}, imageHeaderSize+off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getAfterInit(t *testing.T, ctx context.Context, rt wazero.Runtime, compiled wazero.CompiledModule, img *pythonImage) uint64 {
+	t.Helper()
+	mem := &guestMemory{limit: 1 << 20, image: img}
+	mod, err := rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, mem), compiled, wazero.NewModuleConfig().WithName(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close(ctx)
+	got, err := mod.ExportedFunction("get").Call(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got[0]
 }

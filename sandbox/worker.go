@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -195,7 +196,10 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 	}
 	stdout := &cappedBuffer{limit: 2*j.MaxOutput + 4096} // the user's output, then the result envelope
 	stderr := &cappedBuffer{limit: j.MaxOutput}
-	cfg = cfg.WithStdin(bytes.NewReader(j.Stdin)).WithStdout(stdout).WithStderr(stderr)
+	// Every call draws from the host's CSPRNG: no two calls hand out the
+	// same secret (os.urandom, secrets, uuid4, crypto/rand). What must stay
+	// the same for replays is fixed elsewhere (docs/sandbox.md, "Randomness").
+	cfg = cfg.WithStdin(bytes.NewReader(j.Stdin)).WithStdout(stdout).WithStderr(stderr).WithRandSource(rand.Reader)
 	// No garbage collection while the guest runs: a collection stops every
 	// goroutine, which a guest spinning in compiled code never lets it do,
 	// and the worker would freeze, unable even to exit when its parent

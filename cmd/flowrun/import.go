@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +10,7 @@ import (
 	"github.com/flowrun/flowrun/importer/promptfoo"
 )
 
-func importCmd(args []string, stdout, stderr io.Writer) int {
+func importCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := newFlagSet("import", "flowrun import promptfoo CONFIG -o DIR\n\nConverts a promptfoo configuration (promptfooconfig.yaml) into a pipeline, a\ndataset and a score: section in DIR, and lists what it could not convert.")
 	out := flags.String("o", "", "write the converted files into this `directory` (required; created if missing)")
 	rest, code, ok := parseFlags(flags, args, stdout, stderr)
@@ -20,7 +21,11 @@ func importCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "flowrun import: usage: flowrun import promptfoo promptfooconfig.yaml -o DIR")
 		return exitInvalid
 	}
-	res, err := promptfoo.Convert(rest[1])
+	res, err := promptfoo.Convert(ctx, rest[1])
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "flowrun import: stopped (interrupted); nothing was written")
+		return exitFailed
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "flowrun import: %v\n", err)
 		return exitInvalid
@@ -46,11 +51,12 @@ func importCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	dataset := filepath.Join(*out, promptfoo.Dataset)
 	fmt.Fprintf(stdout, "\nnext:\n  flowrun validate %s\n", filepath.Join(*out, "*.yaml"))
+	// promptfoo runs every prompt with every provider: one line each.
 	for _, p := range res.Pipelines {
 		fmt.Fprintf(stdout, "  flowrun batch %s --dataset %s\n", filepath.Join(*out, p), dataset)
-	}
-	for _, m := range res.Models[1:] {
-		fmt.Fprintf(stdout, "  flowrun batch %s --dataset %s --model default=%s\n", filepath.Join(*out, res.Pipelines[0]), dataset, m)
+		for _, m := range res.Models[1:] {
+			fmt.Fprintf(stdout, "  flowrun batch %s --dataset %s --model default=%s\n", filepath.Join(*out, p), dataset, m)
+		}
 	}
 	return exitOK
 }

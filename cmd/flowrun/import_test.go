@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,5 +108,41 @@ func TestImportPromptfooFailsWhatFailsAndKeepsFiles(t *testing.T) {
 	after, _ := os.ReadFile(filepath.Join(out, "pipeline.yaml"))
 	if code != exitInvalid || !strings.Contains(stderr, "exists") || string(before) != string(after) {
 		t.Fatalf("second import: exit %d\n%s", code, stderr)
+	}
+}
+
+// An interrupt (the command's context ending) stops an import before it
+// writes anything.
+func TestImportStopsWhenInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out := filepath.Join(t.TempDir(), "imported")
+	var stdout, stderr strings.Builder
+	cfg := filepath.Join("..", "..", "importer", "promptfoo", "testdata", "getting_started", "promptfooconfig.yaml")
+	code := cli(ctx, []string{"import", "promptfoo", cfg, "-o", out}, strings.NewReader(""), &stdout, &stderr)
+	if code != exitFailed || !strings.Contains(stderr.String(), "flowrun import: stopped (interrupted); nothing was written") {
+		t.Errorf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the output directory: %v", err)
+	}
+}
+
+// Every prompt is run with every provider, as promptfoo does: the import
+// prints a batch line for each pair, not only for the first prompt.
+func TestImportPrintsThePromptProviderMatrix(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "imported")
+	cfg := filepath.Join("..", "..", "importer", "promptfoo", "testdata", "getting_started", "promptfooconfig.yaml")
+	code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out)
+	if code != exitOK {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	dataset := filepath.Join(out, "dataset.jsonl")
+	for _, p := range []string{"pipeline.yaml", "pipeline_2.yaml"} {
+		for _, model := range []string{"", " --model default=o4-mini"} {
+			if line := "  flowrun batch " + filepath.Join(out, p) + " --dataset " + dataset + model + "\n"; !strings.Contains(stdout, line) {
+				t.Errorf("no line %q in\n%s", line, stdout)
+			}
+		}
 	}
 }

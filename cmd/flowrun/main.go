@@ -151,7 +151,7 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "serve":
 		return serveCmd(ctx, args[1:], stdout, stderr)
 	case "import":
-		return importCmd(args[1:], stdout, stderr)
+		return importCmd(ctx, args[1:], stdout, stderr)
 	}
 	if strings.HasPrefix(args[0], "-") {
 		fmt.Fprintf(stderr, "flowrun: unknown flag %s before a command or file; see flowrun --help\n", args[0])

@@ -1,22 +1,32 @@
 // Package promptfoo converts a promptfoo configuration (promptfooconfig.yaml)
 // into a flowrun pipeline, a dataset and a score: section, for the subset
-// the two share: prompts with {{var}} variables (inline or file://),
-// OpenAI-compatible providers, tests with vars and the asserts equals,
-// contains, icontains, regex, starts-with, (i)contains-any/all, is-json,
-// contains-json, similar, llm-rubric, cost and latency (and their not-
-// forms), and defaultTest.
+// the two share: prompts (inline, in text files named with or without
+// file://, or chats of messages in JSON, JSONL or YAML, with a prompt's
+// own config) whose Nunjucks output tags, common filters and includes
+// become flowrun templates; OpenAI-compatible providers; tests inline, in
+// scenarios, or from CSV, YAML, JSON and JSONL files and globs, with
+// vars from files; the asserts equals, contains, icontains, regex,
+// starts-with, (i)contains-any/all, is-json, contains-json, similar,
+// levenshtein, rouge-n, llm-rubric, cost, latency and javascript that is
+// an expression (and their not- forms); and defaultTest (in place or in a
+// file) merged into every test as promptfoo merges it.
 //
 // Guarantees: Convert never drops a part of the configuration silently;
-// whatever it cannot convert is a Problem with the line and column it was
-// written at. It reads the configuration and the prompt files it names,
-// and writes nothing; Result.Write writes the files, overwriting none.
+// whatever it cannot convert is a Problem with the file, line and column
+// it was written at. It reads the configuration and the files it names,
+// only regular files of at most 8 MiB and, of the files it names, only
+// those inside the configuration's directory (any other is a Problem),
+// and writes nothing; Result.Write writes the files, overwriting none and
+// following no symbolic link.
 package promptfoo
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -38,6 +48,22 @@ type Problem struct {
 }
 
 func (p Problem) String() string { return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.What) }
+
+// RefusedError says a configuration was not converted because none of
+// its prompts was, and why for each.
+type RefusedError struct {
+	Config string
+	Why    []Problem
+}
+
+func (e *RefusedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: no prompt to convert: none of the entries of prompts: converted", e.Config)
+	for _, p := range e.Why {
+		fmt.Fprintf(&b, "\n  %s", p)
+	}
+	return b.String()
+}
 
 // Result is a converted configuration: file names (relative to the output
 // directory) with their content, and what was not converted.
@@ -68,6 +94,8 @@ var checks = map[string]string{
 	"is-json":       `json_valid(outputs.text) && (.value == nil || matches_schema(fromJSON(outputs.text), .value))`,
 	"contains-json": `lastIndexOf(outputs.text, "}") > indexOf(outputs.text, "{") && indexOf(outputs.text, "{") >= 0 && json_valid(outputs.text[indexOf(outputs.text, "{"):lastIndexOf(outputs.text, "}") + 1]) && (.value == nil || matches_schema(fromJSON(outputs.text[indexOf(outputs.text, "{"):lastIndexOf(outputs.text, "}") + 1]), .value))`,
 	"similar":       `similarity(outputs.text, .value) >= .threshold`,
+	"levenshtein":   `round((1 - similarity(outputs.text, .value)) * max(len(outputs.text), len(.value))) <= .threshold`,
+	"rouge-n":       `rouge_l(outputs.text, .value) >= .threshold`,
 	"cost":          `run.cost_usd <= .threshold`,
 	"latency":       `run.duration_ms <= .threshold`,
 	"contains-any":  `any(.value, {outputs.text contains #})`,
@@ -80,15 +108,21 @@ var checks = map[string]string{
 // or an object is written as its text (as promptfoo renders it);
 // listValued those whose value is a list of such texts.
 var (
-	textValued = []string{"equals", "contains", "icontains", "starts-with", "regex", "similar"}
+	textValued = []string{"equals", "contains", "icontains", "starts-with", "regex", "similar", "levenshtein", "rouge-n"}
 	listValued = []string{"contains-any", "contains-all", "icontains-any", "icontains-all"}
 )
+
+// defaultThreshold is promptfoo's threshold for the asserts that have one.
+var defaultThreshold = map[string]float64{"similar": 0.75, "levenshtein": 5, "rouge-n": 0.75}
 
 type converter struct {
 	file     string // the configuration, as given
 	dir      string
 	problems []Problem
 	used     map[string]bool // assert types the tests use
+	// scripts are the javascript asserts translated: each source with
+	// its expr-lang condition.
+	scripts map[string]string
 }
 
 func (c *converter) problem(n *yaml.Node, format string, args ...any) {
@@ -96,10 +130,13 @@ func (c *converter) problem(n *yaml.Node, format string, args ...any) {
 }
 
 // Convert reads a promptfoo configuration and converts it.
-func Convert(path string) (*Result, error) {
-	src, err := os.ReadFile(path)
+func Convert(ctx context.Context, path string) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("converting %s: %w", path, err)
+	}
+	src, err := readConfig(ctx, path)
 	if err != nil {
-		return nil, fmt.Errorf("reading the promptfoo configuration: %w", err)
+		return nil, fmt.Errorf("reading the promptfoo configuration %s: %w", path, err)
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
@@ -108,11 +145,12 @@ func Convert(path string) (*Result, error) {
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s: a promptfoo configuration is a mapping (prompts:, providers:, tests:)", path)
 	}
-	c := &converter{file: path, dir: filepath.Dir(path), used: map[string]bool{}}
+	c := &converter{file: path, dir: filepath.Dir(path), used: map[string]bool{}, scripts: map[string]string{}}
 	root := doc.Content[0]
 	var prompts []prompt
 	var models []modelDoc
 	var tests []test
+	var promptProblems []Problem
 	description := ""
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
@@ -120,10 +158,12 @@ func Convert(path string) (*Result, error) {
 		case "description":
 			description = v.Value
 		case "prompts":
-			prompts = c.prompts(v)
-		case "providers":
+			before := len(c.problems)
+			prompts = c.prompts(ctx, v)
+			promptProblems = c.problems[before:len(c.problems):len(c.problems)]
+		case "providers", "targets": // targets: is promptfoo's other name for providers:
 			models = c.providers(v)
-		case "tests", "defaultTest":
+		case "tests", "defaultTest", "scenarios":
 			// read below: a test starts from defaultTest, wherever it is written
 		case "outputPath":
 			c.problem(k, "outputPath: not converted; flowrun keeps results in its run store (flowrun batch show, flowrun batch report -o FILE)")
@@ -131,15 +171,34 @@ func Convert(path string) (*Result, error) {
 			c.problem(k, "%s: not converted", k.Value)
 		}
 	}
-	base := c.defaultTest(valueOf(root, "defaultTest"))
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("converting %s: %w", path, err)
+	}
+	base := c.defaultTest(ctx, valueOf(root, "defaultTest"))
 	if t := valueOf(root, "tests"); t != nil {
-		tests = c.tests(t, base)
+		tests = c.tests(ctx, t, base)
+	}
+	if v := valueOf(root, "scenarios"); v != nil {
+		tests = append(tests, c.scenarios(ctx, v, base)...)
+	}
+	if valueOf(root, "prompts") == nil {
+		p, _ := c.prompt(ctx, root, "", "{{prompt}}") // promptfoo's prompt when none is given
+		prompts = []prompt{p}
+		lacking := 0
+		for _, t := range tests {
+			if _, ok := t.vars["prompt"]; !ok {
+				lacking++
+			}
+		}
+		if lacking > 0 {
+			c.problem(root, "prompts: none given, so each test's prompt var is the prompt, as in promptfoo; %d of %d tests give none (a provider that builds its own request, such as an HTTP endpoint, is not converted)", lacking, len(tests))
+		}
 	}
 	if len(prompts) == 0 {
-		return nil, fmt.Errorf("%s: no prompt to convert (prompts: is missing or none of its entries converted)", path)
+		return nil, &RefusedError{Config: path, Why: promptProblems}
 	}
 	if len(models) == 0 {
-		c.problem(root, "providers: none converted; the pipeline uses gpt-4.1-mini")
+		c.problem(root, "providers: none converted; the pipelines fall back to the model gpt-4.1-mini (OpenAI's)")
 		models = []modelDoc{{Model: "gpt-4.1-mini"}}
 	}
 	res := &Result{Files: map[string][]byte{}}
@@ -147,6 +206,15 @@ func Convert(path string) (*Result, error) {
 		res.Models = append(res.Models, m.Model)
 	}
 	inputs := c.inputs(prompts, tests)
+	// A var given as a number in one test and as text in another is text,
+	// as promptfoo puts every value into the prompt.
+	for name, in := range inputs {
+		for _, t := range tests {
+			if v, ok := t.vars[name]; ok && in.Type == "string" {
+				t.vars[name] = text(v)
+			}
+		}
+	}
 	rubric := c.used["llm-rubric"]
 	for i, p := range prompts {
 		name := "pipeline.yaml"
@@ -168,11 +236,37 @@ func Convert(path string) (*Result, error) {
 		res.Files[Judge] = b
 	}
 	res.Files[Dataset] = dataset(tests)
-	sort.SliceStable(c.problems, func(i, j int) bool {
-		return c.problems[i].Line < c.problems[j].Line || c.problems[i].Line == c.problems[j].Line && c.problems[i].Col < c.problems[j].Col
-	})
-	res.Problems = c.problems
+	res.Problems = sorted(path, c.problems)
 	return res, nil
+}
+
+// otherKeys lists the keys of a mapping other than those converted (a
+// label only names the part, in promptfoo's report).
+func (c *converter) otherKeys(m *yaml.Node, what string, converted ...string) {
+	for i := 0; m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
+		if k := m.Content[i]; !slices.Contains(converted, k.Value) {
+			c.problem(k, "%s %s: not converted", what, k.Value)
+		}
+	}
+}
+
+// sorted are the problems in file order, the configuration's first, each
+// once (a scenario's tests are read once per config entry).
+func sorted(config string, ps []Problem) []Problem {
+	rank := func(p Problem) string {
+		if p.File == config {
+			return ""
+		}
+		return p.File
+	}
+	sort.SliceStable(ps, func(i, j int) bool {
+		a, b := ps[i], ps[j]
+		if rank(a) != rank(b) {
+			return rank(a) < rank(b)
+		}
+		return a.Line < b.Line || a.Line == b.Line && a.Col < b.Col
+	})
+	return slices.Compact(ps)
 }
 
 func valueOf(m *yaml.Node, key string) *yaml.Node {
@@ -195,10 +289,13 @@ func pipelineName(description string, i int) string {
 	return name
 }
 
-// prompt is one prompt's text with {{var}} turned into ${{ inputs.var }}.
+// prompt is one prompt's system message and text with {{var}} turned
+// into ${{ inputs.var }}, and its own temperature and max_tokens.
 type prompt struct {
-	text string
-	vars []string
+	system, text string
+	vars         []string
+	temperature  *float64
+	maxTokens    int
 }
 
 var (
@@ -217,26 +314,125 @@ func entries(v *yaml.Node) []*yaml.Node {
 	return []*yaml.Node{v}
 }
 
-func (c *converter) prompts(v *yaml.Node) []prompt {
+func (c *converter) prompts(ctx context.Context, v *yaml.Node) []prompt {
 	var out []prompt
 	for _, it := range entries(v) {
-		raw := it
+		raw, cfg := it, (*yaml.Node)(nil)
 		if it.Kind == yaml.MappingNode {
-			raw = valueOf(it, "raw")
+			raw, cfg = valueOf(it, "raw"), valueOf(it, "config")
 			if raw == nil {
 				raw = valueOf(it, "id")
 			}
 		}
 		if raw == nil || raw.Kind != yaml.ScalarNode {
-			c.problem(it, "prompt: not converted (a prompt is text, file://PATH, or {raw: TEXT})")
+			c.problem(it, "prompt: not converted (a prompt is text, a file, or {raw: TEXT} / {id: FILE} with label: and config:)")
 			continue
 		}
-		texts := []string{raw.Value}
-		if path, ok := strings.CutPrefix(raw.Value, "file://"); ok {
-			texts = c.promptFile(raw, path)
+		c.otherKeys(it, "prompt", "raw", "id", "config", "label")
+		var ps []prompt
+		if looksLikeFile(raw.Value) {
+			var isFile bool
+			ps, isFile = c.promptFiles(ctx, raw, raw.Value)
+			if !isFile {
+				ps = c.promptText(ctx, raw, raw.Value)
+			}
+		} else {
+			ps = c.promptText(ctx, raw, raw.Value)
 		}
-		for _, text := range texts {
-			if p, ok := c.prompt(raw, text); ok {
+		for i := range ps {
+			c.promptConfig(&ps[i], cfg)
+		}
+		out = append(out, ps...)
+	}
+	return out
+}
+
+// promptText is an inline prompt: text, or a chat written as a JSON list
+// of messages.
+func (c *converter) promptText(ctx context.Context, n *yaml.Node, text string) []prompt {
+	if t := strings.TrimSpace(text); strings.HasPrefix(t, "[") {
+		var msgs []any
+		if json.Unmarshal([]byte(t), &msgs) == nil {
+			return c.chat(ctx, n, msgs)
+		}
+	}
+	if p, ok := c.prompt(ctx, n, "", text); ok {
+		return []prompt{p}
+	}
+	return nil
+}
+
+// promptFiles reads the prompts of the files a reference names. A name
+// without file:// that names no file is the prompt's text (isFile false),
+// as promptfoo takes it.
+func (c *converter) promptFiles(ctx context.Context, n *yaml.Node, ref string) (out []prompt, isFile bool) {
+	explicit := strings.HasPrefix(ref, "file://")
+	name := strings.TrimPrefix(ref, "file://")
+	if i := strings.LastIndex(name, ":"); i > 1 && !strings.ContainsAny(name[i:], `/\`) {
+		c.problem(n, "prompt %s: not converted (a prompt function in a script is not)", name)
+		return nil, true
+	}
+	if !explicit && !strings.ContainsAny(name, "*?[") {
+		if _, err := readPromptFile(ctx, c.dir, name); errors.Is(err, fs.ErrNotExist) {
+			return nil, false
+		}
+	}
+	for _, f := range c.files(n, ref) {
+		out = append(out, c.promptFile(ctx, n, f)...)
+	}
+	return out, true
+}
+
+// promptFile reads one prompt file as promptfoo reads it: text (several
+// prompts separated by lines of ---), a chat as JSON or YAML, or one chat
+// per line of JSONL. It reads only a regular file inside the
+// configuration's directory.
+func (c *converter) promptFile(ctx context.Context, n *yaml.Node, path string) []prompt {
+	ext := strings.ToLower(filepath.Ext(path))
+	switch ext {
+	case ".js", ".mjs", ".cjs", ".ts", ".py":
+		c.problem(n, "prompt %s: not converted (a prompt built by a script is not)", path)
+		return nil
+	}
+	b, ok := c.read(ctx, n, "prompt", path)
+	if !ok {
+		return nil
+	}
+	switch ext {
+	case ".json":
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return c.promptText(ctx, n, string(b))
+		}
+		if msgs, ok := v.([]any); ok {
+			return c.chat(ctx, n, msgs)
+		}
+		return c.promptText(ctx, n, string(b))
+	case ".jsonl":
+		var out []prompt
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.TrimSpace(line) != "" {
+				out = append(out, c.promptText(ctx, n, line)...)
+			}
+		}
+		return out
+	case ".yaml", ".yml":
+		var v any
+		if err := yaml.Unmarshal(b, &v); err == nil {
+			switch v := v.(type) {
+			case []any:
+				return c.chat(ctx, n, v)
+			case string:
+				return c.promptText(ctx, n, v)
+			}
+		}
+		c.problem(n, "prompt %s: not converted (a YAML prompt file holds a list of messages or a text)", path)
+		return nil
+	}
+	var out []prompt
+	for _, part := range separator.Split(string(b), -1) {
+		if s := strings.TrimSpace(part); s != "" {
+			if p, ok := c.prompt(ctx, n, "", s); ok {
 				out = append(out, p)
 			}
 		}
@@ -244,48 +440,143 @@ func (c *converter) prompts(v *yaml.Node) []prompt {
 	return out
 }
 
-// promptFile reads a text prompt file: one prompt, or several separated
-// by lines of ---, as promptfoo reads them.
-func (c *converter) promptFile(n *yaml.Node, path string) []string {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".txt", ".md", "":
-	default:
-		c.problem(n, "prompt %s: not converted (only text prompt files are; chat JSON, scripts and templates are not)", path)
-		return nil
-	}
-	if strings.ContainsAny(path, "*?[") {
-		c.problem(n, "prompt %s: not converted (globs are not; name each file)", path)
-		return nil
-	}
-	b, err := os.ReadFile(filepath.Join(c.dir, path))
-	if err != nil {
-		c.problem(n, "prompt %s: %v", path, err)
-		return nil
-	}
-	var out []string
-	for _, part := range separator.Split(string(b), -1) {
-		if s := strings.TrimSpace(part); s != "" {
-			out = append(out, s)
+// chat is a prompt written as messages: system messages first, then one
+// user message, become the node's system and prompt; any other
+// conversation is sent as one user message, and listed.
+func (c *converter) chat(ctx context.Context, n *yaml.Node, msgs []any) []prompt {
+	var system, rest []string
+	var roles []string
+	for _, m := range msgs {
+		mm, _ := m.(map[string]any)
+		role, _ := mm["role"].(string)
+		content, ok := mm["content"].(string)
+		if role == "" || !ok {
+			c.problem(n, "prompt: not converted: a chat message is {role: ROLE, content: TEXT}; images and tool messages are not converted")
+			return nil
 		}
+		if role == "system" && len(rest) == 0 {
+			system = append(system, content)
+			continue
+		}
+		roles = append(roles, role)
+		rest = append(rest, content)
 	}
-	return out
+	var text string
+	switch {
+	case len(rest) == 1 && roles[0] == "user":
+		text = rest[0]
+	case len(rest) == 0:
+		c.problem(n, "prompt: not converted: a chat with no user message")
+		return nil
+	default:
+		parts := make([]string, len(rest))
+		for i := range rest {
+			parts[i] = roles[i] + ": " + rest[i]
+		}
+		text = strings.Join(parts, "\n\n")
+		c.problem(n, "prompt: converted approximately: the chat's %d messages after the system message are sent as one user message, each after its role", len(rest))
+	}
+	if p, ok := c.prompt(ctx, n, strings.Join(system, "\n\n"), text); ok {
+		return []prompt{p}
+	}
+	return nil
 }
 
-func (c *converter) prompt(n *yaml.Node, text string) (prompt, bool) {
+// promptConfig is a prompt's own config:, which promptfoo merges over the
+// provider's for that prompt.
+func (c *converter) promptConfig(p *prompt, cfg *yaml.Node) {
+	if cfg == nil {
+		return
+	}
+	m := modelDoc{}
+	c.providerConfig(&m, cfg)
+	if m.BaseURL != "" || m.APIKeyEnv != "" {
+		c.problem(cfg, "prompt config apiBaseUrl, apiKeyEnvar: not converted (they belong to the provider)")
+	}
+	p.temperature, p.maxTokens = m.Temperature, m.MaxTokens
+}
+
+func (c *converter) prompt(ctx context.Context, n *yaml.Node, system, text string) (prompt, bool) {
 	p := prompt{}
-	p.text = varRE.ReplaceAllStringFunc(text, func(m string) string {
-		name := varRE.FindStringSubmatch(m)[1]
-		if !slices.Contains(p.vars, name) {
-			p.vars = append(p.vars, name)
-		}
-		return "${{ inputs." + name + " }}"
-	})
-	rest := varRE.ReplaceAllString(text, "")
+	var failed error
+	replace := func(s string) string {
+		return outputRE.ReplaceAllStringFunc(s, func(m string) string {
+			e, vars, err := nunjucksExpr(outputRE.FindStringSubmatch(m)[1])
+			if err != nil {
+				failed = fmt.Errorf("%s: %w", m, err)
+				return m
+			}
+			for _, v := range vars {
+				if !slices.Contains(p.vars, v) {
+					p.vars = append(p.vars, v)
+				}
+			}
+			return "${{ " + e + " }}"
+		})
+	}
+	tags := includeRE.FindAllString(system+text, -1)
+	system, err := c.includes(ctx, system, 0)
+	if err == nil {
+		text, err = c.includes(ctx, text, 0)
+	}
+	if err == nil {
+		p.system, p.text = replace(system), replace(text)
+	} else {
+		failed = err
+	}
+	if len(tags) > 0 && failed == nil {
+		c.problem(n, "prompt: %s read from the configuration's directory; promptfoo reads includes from the directory it runs in, usually that one", strings.Join(tags, ", "))
+	}
+	if failed != nil {
+		c.problem(n, "prompt: not converted: %v", failed)
+		return p, false
+	}
+	rest := outputRE.ReplaceAllString(system+"\n"+text, "")
 	if loc := templateRE.FindStringIndex(rest); loc != nil {
-		c.problem(n, "prompt: not converted: it uses a Nunjucks feature other than {{var}} (filters, tags or comments) near %q", snippet(rest, loc[0]))
+		c.problem(n, "prompt: not converted: it uses a Nunjucks tag or comment ({%% %%}, {# #}) near %q", snippet(rest, loc[0]))
 		return p, false
 	}
 	return p, true
+}
+
+// includeRE is a Nunjucks include tag of a file named by a literal.
+var includeRE = regexp.MustCompile(`\{%-?\s*include\s+(?:"([^"]+)"|'([^']+)')\s*-?%\}`)
+
+// maxIncludeDepth bounds includes within includes (a file that includes
+// itself).
+const maxIncludeDepth = 8
+
+// includes puts in each {% include "FILE" %} the file's text, read as the
+// prompt files are (inside the configuration's directory), itself a
+// template. The whole is held to maxFileSize, as a file that includes
+// itself twice would otherwise double at each level.
+func (c *converter) includes(ctx context.Context, s string, depth int) (string, error) {
+	var failed error
+	out := includeRE.ReplaceAllStringFunc(s, func(tag string) string {
+		if failed != nil {
+			return tag
+		}
+		m := includeRE.FindStringSubmatch(tag)
+		if depth >= maxIncludeDepth {
+			failed = fmt.Errorf("%s: includes nested more than %d deep", tag, maxIncludeDepth)
+			return tag
+		}
+		b, err := readPromptFile(ctx, c.dir, m[1]+m[2])
+		if err != nil {
+			failed = fmt.Errorf("%s: not read: %w", tag, err)
+			return tag
+		}
+		inner, err := c.includes(ctx, string(b), depth+1)
+		if err != nil {
+			failed = err
+			return tag
+		}
+		return inner
+	})
+	if failed == nil && len(out) > maxFileSize {
+		failed = fmt.Errorf("with its includes it is over %d MiB", maxFileSize>>20)
+	}
+	return out, failed
 }
 
 func snippet(s string, at int) string {
@@ -313,33 +604,60 @@ func (c *converter) providers(v *yaml.Node) []modelDoc {
 			c.problem(it, "provider: not converted (write openai:MODEL or {id: openai:MODEL, config: {...}})")
 			continue
 		}
-		model, ok := openAIModel(id.Value)
-		if !ok {
-			c.problem(id, "provider %s: not converted; only OpenAI-compatible providers are (openai:MODEL, openai:chat:MODEL; another server through config.apiBaseUrl)", id.Value)
+		c.otherKeys(it, "provider", "id", "config", "label")
+		if strings.Contains(id.Value, "{{") {
+			c.problem(id, "provider %s: not converted: a model id from the environment is not; write the model's name", id.Value)
 			continue
 		}
-		m := modelDoc{Model: model}
+		m, ok := compatibleModel(id.Value)
+		if !ok {
+			c.problem(id, "provider %s: not converted; only OpenAI-compatible providers are (openai, azure, ollama, openrouter, groq, togetherai, vllm, lmstudio, localai; another server through config.apiBaseUrl)", id.Value)
+			continue
+		}
+		model := m.Model
 		c.providerConfig(&m, cfg)
-		if len(out) > 0 && m != (modelDoc{Model: model}) {
-			c.problem(cfg, "provider %s config: not converted: the pipelines run the first provider, and a run swaps in another's model with --model default=%s, without its config", id.Value, model)
+		if len(out) > 0 && (m.Temperature != nil || m.MaxTokens != 0 || m.BaseURL != out[0].BaseURL || m.APIKeyEnv != out[0].APIKeyEnv) {
+			c.problem(id, "provider %s: its server and config are not in the pipelines, which run the first provider; a run swaps in its model with --model default=%s, without them", id.Value, model)
 		}
 		out = append(out, m)
 	}
 	return out
 }
 
-func openAIModel(id string) (string, bool) {
-	rest, ok := strings.CutPrefix(id, "openai:")
-	if !ok {
-		return "", false
+// compatibleServers are promptfoo's providers that speak OpenAI's Chat
+// Completions API, with the server and key variable promptfoo uses.
+var compatibleServers = map[string]modelDoc{
+	"openai":     {},
+	"ollama":     {BaseURL: "http://localhost:11434/v1"},
+	"openrouter": {BaseURL: "https://openrouter.ai/api/v1", APIKeyEnv: "OPENROUTER_API_KEY"},
+	"groq":       {BaseURL: "https://api.groq.com/openai/v1", APIKeyEnv: "GROQ_API_KEY"},
+	"togetherai": {BaseURL: "https://api.together.xyz/v1", APIKeyEnv: "TOGETHER_API_KEY"},
+	"vllm":       {BaseURL: "http://localhost:8000/v1"},
+	"lmstudio":   {BaseURL: "http://localhost:1234/v1"},
+	"localai":    {BaseURL: "http://localhost:8080/v1"},
+	"azure":      {APIKeyEnv: "AZURE_API_KEY"},
+}
+
+// compatibleModel is the model a provider id names: PROVIDER:MODEL or
+// PROVIDER:chat:MODEL, the model's name keeping any further colons
+// (ollama:chat:llama3:8b). Embedding, completion and assistant
+// providers are not chat models.
+func compatibleModel(id string) (modelDoc, bool) {
+	provider, rest, ok := strings.Cut(id, ":")
+	server, known := compatibleServers[provider]
+	if !ok || !known {
+		return modelDoc{}, false
 	}
 	if m, ok := strings.CutPrefix(rest, "chat:"); ok {
 		rest = m
+	} else if kind, _, ok := strings.Cut(rest, ":"); ok && (provider == "openai" || provider == "azure" || slices.Contains([]string{"embedding", "embeddings", "completion", "assistant", "responses"}, kind)) {
+		return modelDoc{}, false
 	}
-	if rest == "" || strings.Contains(rest, ":") {
-		return "", false // openai:embedding:..., openai:assistant:..., openai:completion:...
+	if rest == "" {
+		return modelDoc{}, false
 	}
-	return rest, true
+	server.Model = rest
+	return server, true
 }
 
 func (c *converter) providerConfig(m *modelDoc, cfg *yaml.Node) {
@@ -359,6 +677,9 @@ func (c *converter) providerConfig(m *modelDoc, cfg *yaml.Node) {
 		case "apiBaseUrl":
 			m.BaseURL = v.Value
 			continue
+		case "apiHost": // Azure's resource host
+			m.BaseURL = "https://" + v.Value + "/openai/v1"
+			continue
 		case "apiKeyEnvar":
 			m.APIKeyEnv = v.Value
 			continue
@@ -369,9 +690,9 @@ func (c *converter) providerConfig(m *modelDoc, cfg *yaml.Node) {
 
 // assert is one converted assertion as the dataset holds it.
 type assert struct {
-	Type      string  `json:"type"`
-	Value     any     `json:"value"`
-	Threshold float64 `json:"threshold,omitempty"`
+	Type      string   `json:"type"`
+	Value     any      `json:"value"`
+	Threshold *float64 `json:"threshold,omitempty"`
 }
 
 // test is one dataset item: its vars and asserts.
@@ -381,49 +702,149 @@ type test struct {
 	asserts     []assert
 }
 
-// defaultTest reads defaultTest: vars and asserts every test starts with.
-func (c *converter) defaultTest(v *yaml.Node) test {
-	t := test{vars: map[string]any{}}
-	if v == nil {
-		return t
-	}
-	c.testFields(v, &t, true)
-	return t
-}
-
-func (c *converter) tests(v *yaml.Node, base test) []test {
-	if v.Kind != yaml.SequenceNode {
-		c.problem(v, "tests: not converted (only a list of tests is; tests from a file or a generator are not)")
-		return nil
-	}
-	var out []test
-	for _, it := range v.Content {
-		if it.Kind != yaml.MappingNode {
-			c.problem(it, "test: not converted (a test is a mapping with vars: and assert:)")
-			continue
-		}
-		t := test{vars: map[string]any{}, asserts: slices.Clone(base.asserts)}
-		for k, x := range base.vars {
-			t.vars[k] = x
-		}
-		c.testFields(it, &t, false)
-		// Assert values may name the test's vars: fill them in now.
-		for i, a := range t.asserts {
-			if s, ok := a.Value.(string); ok {
-				t.asserts[i].Value = varRE.ReplaceAllStringFunc(s, func(m string) string {
-					if x, ok := t.vars[varRE.FindStringSubmatch(m)[1]]; ok {
-						return text(x)
-					}
-					return m
-				})
-			}
-		}
-		out = append(out, t)
+func (t test) clone() test {
+	out := test{description: t.description, vars: make(map[string]any, len(t.vars)), asserts: slices.Clone(t.asserts)}
+	for k, v := range t.vars {
+		out.vars[k] = v
 	}
 	return out
 }
 
-func (c *converter) testFields(v *yaml.Node, t *test, isDefault bool) {
+// filled is the test with {{var}} in its asserts' values filled in from
+// its vars, as promptfoo renders them.
+func (t test) filled() test {
+	for i, a := range t.asserts {
+		if s, ok := a.Value.(string); ok {
+			t.asserts[i].Value = varRE.ReplaceAllStringFunc(s, func(m string) string {
+				if x, ok := t.vars[varRE.FindStringSubmatch(m)[1]]; ok {
+					return text(x)
+				}
+				return m
+			})
+		}
+	}
+	return t
+}
+
+// defaultTest reads defaultTest: vars and asserts every test starts with,
+// written in place or in a file (file://).
+func (c *converter) defaultTest(ctx context.Context, v *yaml.Node) test {
+	t := test{vars: map[string]any{}}
+	if v == nil {
+		return t
+	}
+	if v.Kind == yaml.ScalarNode && strings.HasPrefix(v.Value, "file://") {
+		name := strings.TrimPrefix(v.Value, "file://")
+		b, ok := c.read(ctx, v, "defaultTest", name)
+		if !ok {
+			return t
+		}
+		n, err := parse(b)
+		if err != nil || n.Kind != yaml.MappingNode {
+			c.problem(v, "defaultTest %s: not converted (it holds a mapping with vars: and assert:)", name)
+			return t
+		}
+		defer c.within(name)()
+		v = n
+	}
+	if v.Kind != yaml.MappingNode {
+		c.problem(v, "defaultTest: not converted (a mapping with vars: and assert:, or file://FILE)")
+		return t
+	}
+	c.testFields(ctx, v, &t, true)
+	return t
+}
+
+// tests reads tests: a list of tests and of files holding tests, or one
+// file or glob (CSV, YAML, JSON, JSONL). Each test starts from base, the
+// defaultTest: its vars under the test's, its asserts before the test's.
+func (c *converter) tests(ctx context.Context, v *yaml.Node, base test) []test {
+	var out []test
+	for _, it := range entries(v) {
+		switch {
+		case it.Kind == yaml.ScalarNode && it.Value != "":
+			for _, f := range c.files(it, it.Value) {
+				out = append(out, c.testFile(ctx, it, f, base)...)
+			}
+		case it.Kind == yaml.MappingNode:
+			t := base.clone()
+			c.testFields(ctx, it, &t, false)
+			out = append(out, expand(t.filled())...)
+		default:
+			c.problem(it, "test: not converted (a test is a mapping with vars: and assert:, or the name of a file of tests)")
+		}
+	}
+	return out
+}
+
+// scenarios are promptfoo's scenarios: each of a scenario's tests once
+// per entry of its config, the entry's vars and asserts between
+// defaultTest's and the test's.
+func (c *converter) scenarios(ctx context.Context, v *yaml.Node, base test) []test {
+	var out []test
+	for _, sc := range entries(v) {
+		if sc.Kind != yaml.MappingNode || valueOf(sc, "tests") == nil {
+			c.problem(sc, "scenario: not converted (a scenario is {config: [...], tests: [...]})")
+			continue
+		}
+		bases := []test{base}
+		if cfg := valueOf(sc, "config"); cfg != nil {
+			bases = nil
+			for _, entry := range entries(cfg) {
+				if entry.Kind != yaml.MappingNode {
+					c.problem(entry, "scenario config: not converted (an entry is a mapping with vars: and assert:)")
+					continue
+				}
+				b := base.clone()
+				c.testFields(ctx, entry, &b, false)
+				bases = append(bases, b)
+			}
+		}
+		for i := 0; i+1 < len(sc.Content); i += 2 {
+			if k := sc.Content[i]; k.Value != "config" && k.Value != "tests" && k.Value != "description" {
+				c.problem(k, "scenario %s: not converted", k.Value)
+			}
+		}
+		for _, b := range bases {
+			out = append(out, c.tests(ctx, valueOf(sc, "tests"), b)...)
+		}
+	}
+	return out
+}
+
+// expand is promptfoo's test per combination of the values of its list
+// vars.
+func expand(t test) []test {
+	out := []test{t}
+	names := make([]string, 0, len(t.vars))
+	for k := range t.vars {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		list, ok := t.vars[name].([]any)
+		if !ok || len(list) == 0 {
+			continue
+		}
+		var next []test
+		for _, o := range out {
+			for _, v := range list {
+				x := o.clone()
+				x.vars[name] = v
+				next = append(next, x.filled())
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// testFields reads a test's fields into t.
+func (c *converter) testFields(ctx context.Context, v *yaml.Node, t *test, isDefault bool) {
+	where := "test"
+	if isDefault {
+		where = "defaultTest"
+	}
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k, x := v.Content[i], v.Content[i+1]
 		switch k.Value {
@@ -433,17 +854,8 @@ func (c *converter) testFields(v *yaml.Node, t *test, isDefault bool) {
 				continue
 			}
 		case "vars":
-			if m, ok := dsl.Plain(x).(map[string]any); ok {
-				for name, val := range m {
-					if s, isText := val.(string); isText && strings.HasPrefix(s, "file://") {
-						c.problem(valueOf(x, name), "var %s: %s: not converted (values from files are not)", name, s)
-						continue
-					}
-					if _, isList := val.([]any); isList {
-						c.problem(valueOf(x, name), "var %s: a list: converted as one item whose input is the list; promptfoo runs the test once per value", name)
-					}
-					t.vars[name] = val
-				}
+			if x.Kind == yaml.MappingNode {
+				c.vars(ctx, x, t)
 				continue
 			}
 		case "assert":
@@ -456,11 +868,25 @@ func (c *converter) testFields(v *yaml.Node, t *test, isDefault bool) {
 				continue
 			}
 		}
-		where := "test"
-		if isDefault {
-			where = "defaultTest"
-		}
 		c.problem(k, "%s %s: not converted", where, k.Value)
+	}
+}
+
+// vars reads a test's vars; a file:// value is the file's text.
+func (c *converter) vars(ctx context.Context, x *yaml.Node, t *test) {
+	for i := 0; i+1 < len(x.Content); i += 2 {
+		name, n := x.Content[i].Value, x.Content[i+1]
+		val := dsl.Plain(n)
+		if s, isText := val.(string); isText && strings.HasPrefix(s, "file://") {
+			var ok bool
+			if val, ok = c.varFile(ctx, n, name, s); !ok {
+				continue
+			}
+		}
+		if list, ok := val.([]any); ok {
+			c.problem(n, "var %s: a list of %d values: one item per value, as promptfoo runs the test once per value", name, len(list))
+		}
+		t.vars[name] = val
 	}
 }
 
@@ -472,6 +898,9 @@ func (c *converter) assert(n *yaml.Node) (assert, bool) {
 	}
 	a := assert{Type: typ.Value, Value: dsl.Plain(valueOf(n, "value"))}
 	base := strings.TrimPrefix(a.Type, "not-")
+	if base == "javascript" {
+		return c.script(n, typ, a)
+	}
 	if _, ok := checks[base]; !ok && base != "llm-rubric" {
 		c.problem(typ, "assert type %s: not converted (converted: %s)", a.Type, strings.Join(convertible(), ", "))
 		return assert{}, false
@@ -489,19 +918,27 @@ func (c *converter) assert(n *yaml.Node) (assert, bool) {
 				c.problem(n.Content[i+1], "threshold: %q is not a number", n.Content[i+1].Value)
 				return assert{}, false
 			}
-			a.Threshold = f
+			a.Threshold = &f
 		default:
 			c.problem(k, "assert %s: not converted (the check is, without it)", k.Value)
 		}
 	}
+	if d, ok := defaultThreshold[base]; ok && a.Threshold == nil {
+		a.Threshold = &d
+	}
 	switch base {
 	case "similar":
-		if a.Threshold == 0 {
-			a.Threshold = 0.75 // promptfoo's default
+		c.problem(typ, "assert %s: converted approximately: flowrun's similarity() compares characters (edit distance), not embeddings, at the same threshold", a.Type)
+	case "levenshtein":
+		c.problem(typ, "assert %s: converted approximately: flowrun's edit distance also counts two swapped characters as one edit", a.Type)
+	case "rouge-n":
+		c.problem(typ, "assert %s: converted approximately: flowrun has ROUGE-L (longest common subsequence of words), not ROUGE-N, compared at the same threshold", a.Type)
+	case "llm-rubric":
+		if a.Threshold != nil {
+			c.problem(typ, "assert llm-rubric threshold: not honoured: the judge passes or fails the rubric, it gives no score")
 		}
-		c.problem(typ, "assert similar: converted approximately: flowrun's similarity() compares characters (edit distance), not embeddings, at the same threshold")
 	case "cost", "latency":
-		if a.Threshold == 0 {
+		if a.Threshold == nil {
 			c.problem(typ, "assert %s: not converted (it needs threshold:)", a.Type)
 			return assert{}, false
 		}
@@ -521,6 +958,29 @@ func (c *converter) assert(n *yaml.Node) (assert, bool) {
 		}
 		a.Value = texts
 	}
+	c.used[a.Type] = true
+	return a, true
+}
+
+// script translates a javascript assert that is one expression over
+// output and context.vars; any other is listed with the reason.
+func (c *converter) script(n, typ *yaml.Node, a assert) (assert, bool) {
+	src, ok := a.Value.(string)
+	if !ok || strings.HasPrefix(src, "file://") {
+		c.problem(typ, "assert type %s: not converted (a script in a file is not)", a.Type)
+		return assert{}, false
+	}
+	cond, err := jsToExpr(src)
+	if err != nil {
+		c.problem(typ, "assert type %s: not converted: %v (what is: an expression over output and context.vars, or a body of const bindings and a return of one)", a.Type, err)
+		return assert{}, false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Value != "type" && k.Value != "value" {
+			c.problem(k, "assert %s: not converted (the check is, without it)", k.Value)
+		}
+	}
+	c.scripts[src] = cond
 	c.used[a.Type] = true
 	return a, true
 }
@@ -558,10 +1018,13 @@ func (c *converter) inputs(prompts []prompt, tests []test) map[string]inputDoc {
 			for _, t := range tests {
 				if v, ok := t.vars[name]; ok {
 					vt := jsonType(v)
-					if typ != "" && typ != vt {
-						typ = "mixed"
-					} else {
+					switch {
+					case typ == "" || typ == vt:
 						typ = vt
+					case (typ == "integer" || typ == "number") && (vt == "integer" || vt == "number"):
+						typ = "number" // 3 in one test, 3.5 in another
+					default:
+						typ = "mixed"
 					}
 				}
 			}
@@ -613,6 +1076,8 @@ type llmDoc struct {
 	System       string         `yaml:"system,omitempty"`
 	Prompt       string         `yaml:"prompt"`
 	OutputSchema map[string]any `yaml:"output_schema,omitempty"`
+	Temperature  *float64       `yaml:"temperature,omitempty"`
+	MaxTokens    int            `yaml:"max_tokens,omitempty"`
 }
 
 type scoreDoc struct {
@@ -628,7 +1093,7 @@ func (c *converter) pipeline(name, description string, p prompt, inputs map[stri
 	doc := pipelineDoc{Version: 1, Name: name, Inputs: in,
 		Description: strings.TrimSpace("Imported from promptfoo. " + description),
 		Models:      map[string]modelDoc{"default": model},
-		Nodes:       []nodeDoc{{ID: "answer", LLM: llmDoc{Prompt: p.text}}},
+		Nodes:       []nodeDoc{{ID: "answer", LLM: llmDoc{System: p.system, Prompt: p.text, Temperature: p.temperature, MaxTokens: p.maxTokens}}},
 		Outputs:     map[string]string{"text": "nodes.answer.text"},
 		Score:       &scoreDoc{Pass: c.passExpr()},
 	}
@@ -656,6 +1121,10 @@ func (c *converter) passExpr() string {
 	}
 	b.WriteString("\n")
 	for _, t := range types {
+		if strings.TrimPrefix(t, "not-") == "javascript" {
+			c.scriptBranches(&b, t)
+			continue
+		}
 		cond := checks[strings.TrimPrefix(t, "not-")]
 		if strings.HasPrefix(t, "not-") {
 			cond = "!(" + cond + ")"
@@ -664,6 +1133,23 @@ func (c *converter) passExpr() string {
 	}
 	b.WriteString("  false)\n")
 	return b.String()
+}
+
+// scriptBranches are the pass metric's branches for the javascript
+// asserts translated, one per source.
+func (c *converter) scriptBranches(b *strings.Builder, typ string) {
+	srcs := make([]string, 0, len(c.scripts))
+	for src := range c.scripts {
+		srcs = append(srcs, src)
+	}
+	sort.Strings(srcs)
+	for _, src := range srcs {
+		cond := c.scripts[src]
+		if typ != "javascript" {
+			cond = "!(" + cond + ")"
+		}
+		fmt.Fprintf(b, "  .type == %q && .value == %q ? %s :\n", typ, src, cond)
+	}
 }
 
 // judgeDoc grades the llm-rubric asserts of an item, with the model the

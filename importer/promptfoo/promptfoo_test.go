@@ -1,17 +1,20 @@
 package promptfoo
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flowrun/flowrun/dsl"
 )
 
 func convert(t *testing.T, name string) *Result {
 	t.Helper()
-	res, err := Convert(filepath.Join("testdata", name, "promptfooconfig.yaml"))
+	res, err := Convert(context.Background(), filepath.Join("testdata", name, "promptfooconfig.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,12 +72,12 @@ func TestConvertGettingStarted(t *testing.T) {
 }
 
 // What is not converted is listed by line and column, in file order; a
-// file:// prompt with --- gives one pipeline per prompt; $ref and script
-// asserts are dropped from the item, the rest kept.
+// file:// prompt with --- gives one pipeline per prompt; $ref and python
+// asserts are dropped from the item, the rest kept (a one-line
+// javascript expression is translated).
 func TestConvertSimpleTestListsWhatItCannot(t *testing.T) {
 	res := convert(t, "simple_test")
 	want := []string{
-		"simple_test/promptfooconfig.yaml:31:15: assert type javascript: not converted",
 		"simple_test/promptfooconfig.yaml:33:15: assert type python: not converted",
 		"simple_test/promptfooconfig.yaml:35:15: assert similar: converted approximately",
 		"simple_test/promptfooconfig.yaml:44:9: assert: not converted (no type:; $ref and assert-sets are not converted)",
@@ -100,7 +103,7 @@ func TestConvertSimpleTestListsWhatItCannot(t *testing.T) {
 	if it[0]["id"] != "Check for exact match" || it[0]["body"] != "Yes" {
 		t.Errorf("first item %v", it[0])
 	}
-	sim := it[3]["asserts"].([]any)
+	sim := it[3]["asserts"].([]any)[1:]
 	if len(sim) != 1 || sim[0].(map[string]any)["type"] != "similar" || sim[0].(map[string]any)["threshold"] != 0.75 {
 		t.Errorf("similar item's asserts %v", sim)
 	}
@@ -111,7 +114,7 @@ func TestConvertSimpleTestListsWhatItCannot(t *testing.T) {
 func TestConvertJSONOutputDefaults(t *testing.T) {
 	res := convert(t, "json_output")
 	got := problems(res)
-	for _, want := range []string{":24:15: assert type javascript: not converted", ":31:5: test options: not converted"} {
+	for _, want := range []string{":31:5: test options: not converted"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems lack %q:\n%s", want, got)
 		}
@@ -121,7 +124,7 @@ func TestConvertJSONOutputDefaults(t *testing.T) {
 		t.Fatalf("items %v", it)
 	}
 	first := it[0]["asserts"].([]any)
-	if len(first) != 3 || first[0].(map[string]any)["type"] != "cost" || first[2].(map[string]any)["type"] != "regex" {
+	if len(first) != 4 || first[0].(map[string]any)["type"] != "cost" || first[3].(map[string]any)["type"] != "regex" {
 		t.Errorf("Banana's asserts %v", first)
 	}
 	passion := it[1]["asserts"].([]any)
@@ -133,7 +136,7 @@ func TestConvertJSONOutputDefaults(t *testing.T) {
 		t.Errorf("contains-any %v", anyOf)
 	}
 	p := string(res.Files["pipeline.yaml"])
-	if len(res.Problems) != 2 {
+	if len(res.Problems) != 1 {
 		t.Errorf("problems:\n%s", got)
 	}
 	if !strings.Contains(p, "temperature: 0\n") || !strings.Contains(p, "max_tokens: 300") || !strings.Contains(p, `.type == "not-contains" ? !(outputs.text contains .value) :`) {
@@ -153,37 +156,44 @@ func TestConvertRefusals(t *testing.T) {
 		}
 	}
 	write(`prompts:
-  - 'Say {{ name | upper }}'
+  - 'Say {{ name | allcaps }}'
   - 'Say {{ name }}'
 providers: [anthropic:messages:claude-sonnet-4, 'openai:embedding:text-embedding-3-small']
 tests:
   - vars: {name: file://name.txt}
   - vars: {name: [Ann, Bob]}
 `)
-	res, err := Convert(cfg)
+	res, err := Convert(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := problems(res)
 	for _, want := range []string{
-		`:2:5: prompt: not converted: it uses a Nunjucks feature other than {{var}}`,
+		`:2:5: prompt: not converted: {{ name | allcaps }}: the filter allcaps is not translated`,
 		`:4:13: provider anthropic:messages:claude-sonnet-4: not converted`,
 		`:4:49: provider openai:embedding:text-embedding-3-small: not converted`,
-		`:1:1: providers: none converted; the pipeline uses gpt-4.1-mini`,
-		`:6:18: var name: file://name.txt: not converted`,
-		`:7:18: var name: a list: converted as one item whose input is the list; promptfoo runs the test once per value`,
+		`:1:1: providers: none converted; the pipelines fall back to the model gpt-4.1-mini (OpenAI's)`,
+		`:6:18: var name: name.txt: not read: no such file in the configuration's directory`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems lack %q:\n%s", want, got)
 		}
 	}
-	write("prompts: ['{% if x %}y{% endif %}']\n")
-	if _, err := Convert(cfg); err == nil || !strings.Contains(err.Error(), "no prompt to convert") {
+	write("prompts: ['{% if x %}y{% endif %}', file://make.py]\n")
+	_, err = Convert(context.Background(), cfg)
+	var refused *RefusedError
+	if !errors.As(err, &refused) || len(refused.Why) != 2 || !strings.Contains(err.Error(), ":1:11: prompt: not converted: it uses a Nunjucks tag or comment") ||
+		!strings.Contains(err.Error(), ":1:37: prompt make.py: not converted (a prompt built by a script is not)") {
 		t.Errorf("no prompt left: %v", err)
 	}
 	write("- a list\n")
-	if _, err := Convert(cfg); err == nil || !strings.Contains(err.Error(), "a promptfoo configuration is a mapping") {
+	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "a promptfoo configuration is a mapping") {
 		t.Errorf("a list: %v", err)
+	}
+	write("prompts: [{raw: 'Hi {{x}}', label: hi, metadata: {team: a}}]\n")
+	res, err = Convert(context.Background(), cfg)
+	if err != nil || !strings.Contains(problems(res), ":1:40: prompt metadata: not converted") || len(res.Problems) != 2 {
+		t.Errorf("a prompt's other keys: %v\n%s", err, problems(res))
 	}
 }
 
@@ -215,5 +225,381 @@ func TestWriteOverwritesNothing(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(again); len(entries) != 1 {
 		t.Errorf("%d files in the directory, want only the one that was there", len(entries))
+	}
+}
+
+// Prompts, tests and vars in files are read as promptfoo reads them: a
+// prompt path without file://, chats in JSON and YAML, a prompt's own
+// config, tests from CSV (__expected, __description), a glob of YAML
+// files and JSONL, defaultTest from a file, and file:// vars.
+func TestConvertReadsFiles(t *testing.T) {
+	res := convert(t, "files")
+	if len(res.Problems) != 0 {
+		t.Errorf("problems:\n%s", problems(res))
+	}
+	want := map[string][]string{
+		"pipeline.yaml":   {"prompt: 'Answer in one line: ${{ inputs.question }}'"},
+		"pipeline_2.yaml": {"system: You answer ${{ inputs.context }} questions.", "prompt: ${{ inputs.question }}"},
+		"pipeline_3.yaml": {"system: Be brief.", "prompt: 'Question: ${{ inputs.question }}'"},
+		"pipeline_4.yaml": {"temperature: 0.2", "max_tokens: 50"},
+	}
+	for name, parts := range want {
+		for _, w := range parts {
+			if !strings.Contains(string(res.Files[name]), w) {
+				t.Errorf("%s lacks %q:\n%s", name, w, res.Files[name])
+			}
+		}
+	}
+	it := items(t, res)
+	if len(it) != 7 {
+		t.Fatalf("%d items, want 7: %v", len(it), it)
+	}
+	asserts := func(i int) []any { return it[i]["asserts"].([]any) }
+	for i := range it {
+		if a := asserts(i)[0].(map[string]any); a["type"] != "not-contains" || a["value"] != "As an AI" {
+			t.Errorf("item %d does not start with defaultTest's assert: %v", i+1, asserts(i))
+		}
+	}
+	checks := []struct {
+		item        int
+		typ, field  string
+		value, want any
+	}{
+		{0, "equals", "question", "4", "What is 2+2?"},
+		{2, "icontains", "context", "paris", "general"},
+		{4, "icontains", "question", "shakespeare", "Who wrote Hamlet?"},
+		{5, "contains", "context", "4", "animals"},
+		{6, "contains", "question", `{"topic":"physics"}`, "What is the speed of light?\n"},
+	}
+	for _, c := range checks {
+		a := asserts(c.item)[1].(map[string]any)
+		if a["type"] != c.typ || a["value"] != c.value || it[c.item][c.field] != c.want {
+			t.Errorf("item %d: %v", c.item+1, it[c.item])
+		}
+	}
+	if anyOf := asserts(1)[1].(map[string]any); anyOf["type"] != "contains-any" || len(anyOf["value"].([]any)) != 2 {
+		t.Errorf("CSV contains-any: %v", anyOf)
+	}
+	if it[6]["context"] != `{"topic":"physics"}` {
+		t.Errorf("a YAML var file is its JSON text: %v", it[6])
+	}
+}
+
+// A configuration without prompts: sends each test's prompt var, as
+// promptfoo's {{prompt}}; tests that give none are listed.
+func TestConvertNoPromptsIsPromptVar(t *testing.T) {
+	res := convert(t, "no_prompts")
+	if p := string(res.Files["pipeline.yaml"]); !strings.Contains(p, "prompt: ${{ inputs.prompt }}") {
+		t.Errorf("pipeline:\n%s", p)
+	}
+	if len(res.Problems) != 0 {
+		t.Errorf("problems:\n%s", problems(res))
+	}
+	cfg := configIn(t, "providers: [openai:gpt-4.1-mini]\ntests:\n  - vars: {question: Hi}\n  - vars: {prompt: Hi}\n")
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := problems(res); !strings.Contains(got, ":1:1: prompts: none given, so each test's prompt var is the prompt, as in promptfoo; 1 of 2 tests give none") {
+		t.Errorf("problems:\n%s", got)
+	}
+}
+
+// A var that is a number in one test and text in another is text in
+// every item (it crashed the run before), an integer in one and a
+// fraction in another a number, and a list var gives one item per value,
+// as promptfoo runs the test once per value.
+func TestConvertMixedAndListVars(t *testing.T) {
+	cfg := configIn(t, "prompts: ['{{count}}']\ntests: [{vars: {count: 3}}, {vars: {count: 3.5}}]\n")
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := string(res.Files["pipeline.yaml"]); !strings.Contains(p, "count:\n    type: number") || items(t, res)[0]["count"] != 3.0 {
+		t.Errorf("3 and 3.5 are numbers:\n%s\n%s", p, res.Files[Dataset])
+	}
+	res = convert(t, "mixed")
+	it := items(t, res)
+	var got []any
+	for _, i := range it {
+		got = append(got, i["number"])
+	}
+	if len(got) != 4 || got[0] != "3" || got[1] != "three" || got[2] != "5" || got[3] != "seven" {
+		t.Errorf("numbers %v", got)
+	}
+	if got := problems(res); len(res.Problems) != 1 || !strings.Contains(got, ":8:20: var number: a list of 2 values: one item per value") {
+		t.Errorf("problems:\n%s", got)
+	}
+}
+
+// targets: is promptfoo's other name for providers:; an llm-rubric's
+// threshold is listed, as the judge gives no score to hold it against.
+func TestConvertTargetsAndRubricThreshold(t *testing.T) {
+	cfg := configIn(t, `prompts: ['{{prompt}}']
+targets:
+  - id: groq:llama-3.1-8b-instant
+tests:
+  - vars: {prompt: Be kind}
+    assert:
+      - type: llm-rubric
+        value: is kind
+        threshold: 0.8
+`)
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(res.Models, ",") != "llama-3.1-8b-instant" {
+		t.Errorf("models %v", res.Models)
+	}
+	if got := problems(res); len(res.Problems) != 1 || !strings.Contains(got, ":7:15: assert llm-rubric threshold: not honoured") {
+		t.Errorf("problems:\n%s", got)
+	}
+}
+
+// One-line javascript asserts over output and context.vars become expr
+// conditions in the pass metric, keyed by their source; a script that is
+// not one such expression is listed with its position and why.
+func TestConvertTranslatesJavascript(t *testing.T) {
+	cfg := configIn(t, `prompts: ['Classify: {{text}}']
+providers: [openai:gpt-4.1-mini]
+tests:
+  - vars: {text: my card was charged twice, label: billing}
+    assert:
+      - type: javascript
+        value: output.length < 200
+      - type: javascript
+        value: JSON.parse(output).category === 'billing'
+      - type: javascript
+        value: output.toLowerCase().includes(context.vars.label)
+      - type: not-javascript
+        value: "['bug', 'other'].includes(JSON.parse(output).category)"
+      - type: javascript
+        value: 'output.length <= 280 ? 1 : 0'
+      - type: javascript
+        value: |
+          const words = output.split(/\s+/).length;
+          return words < 50;
+      - type: javascript
+        value: output.sentiment === context.vars.label
+      - type: javascript
+        value: 1 / (output.length + 1)
+      - type: javascript
+        value: (output.length - 1) * 2 >= -4 / 2
+      - type: javascript
+        value: |
+          // a category we route
+          const data = JSON.parse(output);
+          const category = data.category;
+          return category === "billing" ||
+            category === "bug";
+      - type: javascript
+        value: "(() => { const d = JSON.parse(output); return d.ok === true; })()"
+      - type: javascript
+        value: |
+          const obj = JSON.parse(output);
+          obj.brief !== undefined;
+`)
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := problems(res)
+	for _, want := range []string{
+		`:14:15: assert type javascript: not converted: a choice (? :) is a score`,
+		`:16:15: assert type javascript: not converted: regular expressions are not translated`,
+		`:35:15: assert type javascript: not converted: it does not end with a return: promptfoo gets no result from it`,
+		`:20:15: assert type javascript: not converted: output.sentiment: output is the reply's text`,
+		`:22:15: assert type javascript: not converted: it returns a score or a value, not true or false`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q:\n%s", want, got)
+		}
+	}
+	if len(res.Problems) != 5 {
+		t.Errorf("problems:\n%s", got)
+	}
+	p := string(res.Files["pipeline.yaml"])
+	for _, want := range []string{
+		`.type == "javascript" && .value == "output.length < 200" ? (len(outputs.text) < 200) :`,
+		`.type == "javascript" && .value == "JSON.parse(output).category === 'billing'" ? (fromJSON(outputs.text)?.category == "billing") :`,
+		`? (lower(outputs.text) contains item.label) :`,
+		`.type == "not-javascript" && .value == "['bug', 'other'].includes(JSON.parse(output).category)" ? !((fromJSON(outputs.text)?.category in ["bug", "other"])) :`,
+		`? (((len(outputs.text) - 1) * 2) >= (-4 / 2)) :`,
+		`? let js_data = fromJSON(outputs.text); let js_category = js_data?.category; (js_category == "billing") || (js_category == "bug") :`,
+		`? let js_d = fromJSON(outputs.text); (js_d?.ok == true) :`,
+	} {
+		if !strings.Contains(p, want) {
+			t.Errorf("pipeline lacks %q:\n%s", want, p)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	if _, err := res.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, diags := dsl.Load(filepath.Join(dir, "pipeline.yaml")); diags.HasErrors() {
+		t.Errorf("the pipeline does not validate:\n%v", diags)
+	}
+}
+
+// OpenAI-compatible providers become models with their server's base_url
+// and key variable; a model id keeps its colons; a model id from the
+// environment is listed.
+func TestConvertCompatibleProviders(t *testing.T) {
+	cfg := configIn(t, `prompts: ['Say {{x}}']
+providers:
+  - ollama:chat:llama3.1:8b
+  - openrouter:meta-llama/llama-3-8b-instruct
+  - id: azure:chat:my-deployment
+    label: azure
+    transform: output.trim()
+    config: {apiHost: res.openai.azure.com}
+  - openai:{{env.MODEL}}
+tests: [{vars: {x: hi}}]
+`)
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(res.Models, ","); got != "llama3.1:8b,meta-llama/llama-3-8b-instruct,my-deployment" {
+		t.Errorf("models %s", got)
+	}
+	if p := string(res.Files["pipeline.yaml"]); !strings.Contains(p, "model: llama3.1:8b\n    base_url: http://localhost:11434/v1") {
+		t.Errorf("pipeline:\n%s", p)
+	}
+	if got := problems(res); !strings.Contains(got, ":9:5: provider openai:{{env.MODEL}}: not converted: a model id from the environment is not") || !strings.Contains(got, ":7:5: provider transform: not converted") || strings.Contains(got, "label") {
+		t.Errorf("problems:\n%s", got)
+	}
+}
+
+// A scenario runs each of its tests once per entry of its config, the
+// entry's vars filling the test's asserts, after defaultTest's.
+func TestConvertScenarios(t *testing.T) {
+	res := convert(t, "scenarios")
+	it := items(t, res)
+	if len(it) != 2 {
+		t.Fatalf("items %v", it)
+	}
+	for i, want := range []string{"Hola mundo", "Bonjour le monde"} {
+		asserts := it[i]["asserts"].([]any)
+		if len(asserts) != 2 || asserts[0].(map[string]any)["type"] != "not-icontains" || asserts[1].(map[string]any)["value"] != want || it[i]["input"] != "Hello world" {
+			t.Errorf("item %d: %v", i+1, it[i])
+		}
+	}
+	if got := problems(res); len(res.Problems) != 1 || !strings.Contains(got, ":15:19: assert similar: converted approximately") {
+		t.Errorf("problems (each once):\n%s", got)
+	}
+}
+
+// CSV columns the importer does not convert are listed by row and
+// column in the CSV file; an __expected in promptfoo's shorthand that
+// names a script is translated like an assert, one naming an assert type
+// not converted is listed, and other text is an equals.
+func TestConvertCSVListsOtherColumns(t *testing.T) {
+	cfg := configIn(t, "prompts: ['{{q}}']\ntests: file://cases.csv\n")
+	writeFile(t, filepath.Join(filepath.Dir(cfg), "cases.csv"), "q,__expected,__metric,__prefix\nHi,javascript:output.length < 5,brevity,Say: \nHo,factuality:Ho is a word\nHa,yes: indeed\n")
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := problems(res)
+	for _, want := range []string{"cases.csv:2:33: test column __metric: not converted", "cases.csv:2:41: test column __prefix: not converted", "cases.csv:3:4: assert type factuality: not converted"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q:\n%s", want, got)
+		}
+	}
+	if p := string(res.Files["pipeline.yaml"]); !strings.Contains(p, `.value == "output.length < 5" ? (len(outputs.text) < 5) :`) {
+		t.Errorf("pipeline:\n%s", p)
+	}
+	if a := items(t, res)[2]["asserts"].([]any)[0].(map[string]any); a["type"] != "equals" || a["value"] != "yes: indeed" {
+		t.Errorf("text that names no assert type is an equals: %v", a)
+	}
+}
+
+// Nunjucks output tags with fields and promptfoo's common filters become
+// expressions in the prompt's ${{ }}; the pipeline validates.
+func TestConvertNunjucksFilters(t *testing.T) {
+	cfg := configIn(t, `prompts:
+  - "Ask {{ vars.name }}"
+  - "Tone: {{ (style | load).tone }}. Say {{ name | upper }} to {{ user.friends | join(', ') }}, {{ user.name | default('you') }}; {{ user.items[0] | dump }}"
+tests:
+  - vars: {style: '{"tone": "formal"}', name: hi, user: {name: Cy, friends: [Ann, Bob], items: [{a: 1}]}}
+`)
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := problems(res); !strings.Contains(got, ":2:5: prompt: not converted: {{ vars.name }}: promptfoo has no variable vars") {
+		t.Errorf("problems:\n%s", got)
+	}
+	p := string(res.Files["pipeline.yaml"])
+	want := `Tone: ${{ (fromJSON(inputs.style))?.tone }}. Say ${{ upper(inputs.name) }} to ${{ join(inputs.user?.friends, ", ") }}, ${{ (inputs.user?.name ?? "you") }}; ${{ toJSON(inputs.user?.items[0]) }}`
+	if !strings.Contains(p, want) {
+		t.Errorf("pipeline lacks %s:\n%s", want, p)
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	if _, err := res.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, diags := dsl.Load(filepath.Join(dir, "pipeline.yaml")); diags.HasErrors() {
+		t.Errorf("the pipeline does not validate:\n%v", diags)
+	}
+}
+
+// {% include "FILE" %} puts the file's text, itself a template, in the
+// prompt; a file outside the configuration's directory, and a file that
+// includes itself, are refused with the reason.
+func TestConvertIncludes(t *testing.T) {
+	cfg := configIn(t, `prompts:
+  - |
+    Follow these rules:
+    {% include "rules/style.md" %}
+    Review {{ diff }}
+  - '{% include "../secret.md" %}'
+  - '{% include "loop.md" %}'
+tests: [{vars: {diff: x, tone: calm}}]
+`)
+	dir := filepath.Dir(cfg)
+	if err := os.MkdirAll(filepath.Join(dir, "rules"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "rules", "style.md"), "Be {{ tone }}.")
+	writeFile(t, filepath.Join(filepath.Dir(dir), "secret.md"), "TOPSECRET")
+	writeFile(t, filepath.Join(dir, "loop.md"), `{% include "loop.md" %}{% include "loop.md" %}`)
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := string(res.Files["pipeline.yaml"]); !strings.Contains(p, "Follow these rules:\n        Be ${{ inputs.tone }}.\n        Review ${{ inputs.diff }}") {
+		t.Errorf("pipeline:\n%s", p)
+	}
+	got := problems(res)
+	for _, want := range []string{
+		`:6:5: prompt: not converted: {% include "../secret.md" %}: not read: it is outside the configuration's directory`,
+		`:7:5: prompt: not converted: {% include "loop.md" %}: includes nested more than 8 deep`,
+		`:2:5: prompt: {% include "rules/style.md" %} read from the configuration's directory; promptfoo reads includes from the directory it runs in`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got+string(res.Files["pipeline.yaml"]), "TOPSECRET") || len(res.Pipelines) != 1 {
+		t.Errorf("pipelines %v, problems:\n%s", res.Pipelines, got)
+	}
+}
+
+// A prompt that looks like a path (a / in it) but names no file is the
+// prompt's text, as promptfoo takes it; with file:// it is a file.
+func TestConvertBarePathThatIsNoFileIsText(t *testing.T) {
+	cfg := configIn(t, "prompts: ['Answer yes/no', 'file://yes/no']\ntests: [{vars: {}}]\n")
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Pipelines) != 1 || !strings.Contains(string(res.Files["pipeline.yaml"]), "prompt: Answer yes/no") {
+		t.Errorf("pipelines %v:\n%s", res.Pipelines, res.Files["pipeline.yaml"])
+	}
+	if got := problems(res); !strings.Contains(got, ":1:28: prompt yes/no: not read: no such file in the configuration's directory") {
+		t.Errorf("problems:\n%s", got)
 	}
 }

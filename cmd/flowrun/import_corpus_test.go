@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
+)
+
+var (
+	batchSummary = regexp.MustCompile(`completed: (\d+) items?, (\d+) completed, (\d+) failed`)
+	modelServer  = regexp.MustCompile(`(?m)^(\s+)(base_url|api_key_env): .*$`)
+)
+
+// TestImportCorpusRuns imports every configuration of the corpus of
+// real-world promptfoo configurations, when it is here
+// (FLOWRUN_PROMPTFOO_CORPUS, else the directory next to the
+// repository's), and runs every pipeline written over its dataset against
+// a local fake server (each model's server pointed at it): it counts the
+// configurations whose every item completes.
+func TestImportCorpusRuns(t *testing.T) {
+	dir := os.Getenv("FLOWRUN_PROMPTFOO_CORPUS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "shared", "promptfoo-real")
+	}
+	f, err := os.Open(filepath.Join(dir, "MANIFEST.tsv"))
+	if err != nil {
+		t.Skipf("no corpus of promptfoo configurations at %s (set FLOWRUN_PROMPTFOO_CORPUS): %v", dir, err)
+	}
+	r := csv.NewReader(f)
+	r.Comma, r.LazyQuotes, r.FieldsPerRecord = '\t', true, -1
+	rows, err := r.ReadAll()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := llmtest.New(t)
+	srv.Handle(func(req llmtest.Request) llmtest.Reply {
+		if req.Body["response_format"] != nil {
+			return llmtest.Reply{Text: `{"pass": true, "reason": "a fake judge passes everything"}`}
+		}
+		return llmtest.Reply{Text: `{"answer": "ok"}`}
+	})
+	useModel(t, srv)
+	runs := 0
+	for _, row := range rows[1:] {
+		if len(row) < 3 {
+			continue
+		}
+		out := filepath.Join(t.TempDir(), "imported")
+		code, stdout, stderr := flowrun(t, "import", "promptfoo", filepath.Join(dir, row[0], row[2]), "-o", out)
+		if code != exitOK {
+			t.Logf("%-55s refused: %s", row[0], firstLineOf(stderr))
+			continue
+		}
+		names, _ := filepath.Glob(filepath.Join(out, "*.yaml"))
+		for _, name := range names {
+			b, _ := os.ReadFile(name)
+			b = modelServer.ReplaceAllFunc(b, func(line []byte) []byte {
+				m := modelServer.FindSubmatch(line)
+				if string(m[2]) == "base_url" {
+					return []byte(string(m[1]) + "base_url: " + srv.URL)
+				}
+				return []byte(string(m[1]) + "api_key_env: OPENAI_API_KEY")
+			})
+			if err := os.WriteFile(name, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ok, why := true, ""
+		for _, line := range strings.Split(stdout, "\n") {
+			args := strings.Fields(line)
+			if len(args) < 5 || args[0] != "flowrun" || args[1] != "batch" {
+				continue
+			}
+			args = append(args[1:], "--store", filepath.Join(out, "runs.db"))
+			code, _, berr := flowrun(t, args...)
+			m := batchSummary.FindStringSubmatch(berr)
+			if code != exitOK || m == nil || m[3] != "0" {
+				ok, why = false, firstLineOf(berr)
+				if m != nil {
+					why = m[0]
+				}
+				break
+			}
+		}
+		if ok {
+			runs++
+		}
+		t.Logf("%-55s runs: %v %s", row[0], ok, why)
+	}
+	t.Logf("%d of %d configurations import and run every item against a local fake server", runs, len(rows)-1)
+}
+
+func firstLineOf(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
