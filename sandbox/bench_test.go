@@ -134,6 +134,7 @@ func BenchmarkARCTransform(b *testing.B) {
 	}
 	reportAgainstNative(b, tNative, tWarm)
 	b.ReportMetric(median(tCold)/median(tNative), "cold_x_native")
+	b.ReportMetric(median(tCold)/1e6, "cold_ms")
 	b.ReportMetric(median(tGo)/median(tNative), "go_x_native")
 }
 

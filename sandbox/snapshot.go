@@ -157,38 +157,89 @@ func (h *host) loadImage(ctx context.Context, pythonDir, cacheDir string) (*pyth
 	}
 	src := imageSource{wasm: wasm, stdlib: stdlib, key: key}
 	path := filepath.Join(cacheDir, "python-images", key+".img")
-	mem, hdr, err := openImage(path, key)
-	if err != nil {
-		if mem, hdr, err = h.makeImage(ctx, src, path); err != nil {
+	img, unusable, err := h.startImage(ctx, src, path)
+	if unusable != nil {
+		mem, hdr, err := h.makeImage(ctx, src, path)
+		if err != nil {
 			return nil, fmt.Errorf("making the interpreter snapshot: %w", err)
 		}
-	}
-	img, err := h.imageModule(ctx, src, mem, hdr)
-	if err != nil {
-		mem.Close()
+		if img, err = h.imageModule(ctx, src, hdr); err != nil {
+			mem.Close()
+			return nil, err
+		}
+		img.memory = mem
+	} else if err != nil {
 		return nil, err
 	}
 	img.path = path
 	return img, nil
 }
 
+// startImage starts calls from the image file at path: its memory is
+// copied and checked while the module that starts from it compiles, which
+// needs only the header. unusable says the file is missing, made for
+// other sources, or does not match its checksum (then it is remade); err
+// that the module did not compile.
+func (h *host) startImage(ctx context.Context, src imageSource, path string) (img *pythonImage, unusable, err error) {
+	f, hdr, err := openImageHeader(path, src.key)
+	if err != nil {
+		return nil, err, nil
+	}
+	type copied struct {
+		mem *imageCopy
+		err error
+	}
+	done := make(chan copied, 1)
+	go func() {
+		defer f.Close()
+		mem, err := copyImageMemory(f, hdr)
+		done <- copied{mem, err}
+	}()
+	img, err = h.imageModule(ctx, src, hdr)
+	c := <-done
+	switch {
+	case c.err != nil:
+		if img != nil {
+			img.module.Close(ctx)
+		}
+		return nil, fmt.Errorf("image %s: %w", path, c.err), nil
+	case err != nil:
+		c.mem.Close()
+		return nil, nil, err
+	}
+	img.memory = c.mem
+	return img, nil, nil
+}
+
 // openImage reads the image file at path into a private copy and checks
 // it: its header names key, and the copy of its memory matches the
 // checksum. The file is closed: calls map the copy.
 func openImage(path, key string) (*imageCopy, *imageHeader, error) {
-	f, err := os.Open(path)
+	f, hdr, err := openImageHeader(path, key)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	hdr, err := readImageHeader(f, key)
-	if err == nil {
-		var mem *imageCopy
-		if mem, err = copyImageMemory(f, hdr); err == nil {
-			return mem, hdr, nil
-		}
+	mem, err := copyImageMemory(f, hdr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("image %s: %w", path, err)
 	}
-	return nil, nil, fmt.Errorf("image %s: %w", path, err)
+	return mem, hdr, nil
+}
+
+// openImageHeader opens the image file at path and reads its header, which
+// must name key; the file is left at the memory that follows.
+func openImageHeader(path, key string) (*os.File, *imageHeader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	hdr, err := readImageHeader(f, key)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("image %s: %w", path, err)
+	}
+	return f, hdr, nil
 }
 
 func readImageHeader(f *os.File, key string) (*imageHeader, error) {
@@ -341,7 +392,7 @@ func pruneImages(dir, keep string) {
 }
 
 // imageModule compiles the module that starts calls from the image.
-func (h *host) imageModule(ctx context.Context, src imageSource, mem *imageCopy, hdr *imageHeader) (*pythonImage, error) {
+func (h *host) imageModule(ctx context.Context, src imageSource, hdr *imageHeader) (*pythonImage, error) {
 	layout, err := parseWasm(src.wasm)
 	if err != nil {
 		return nil, err
@@ -358,7 +409,7 @@ func (h *host) imageModule(ctx context.Context, src imageSource, mem *imageCopy,
 	if err != nil {
 		return nil, fmt.Errorf("compiling %s from its snapshot: %w", snapshotWasm, err)
 	}
-	return &pythonImage{module: compiled, memory: mem, size: hdr.MemoryBytes}, nil
+	return &pythonImage{module: compiled, size: hdr.MemoryBytes}, nil
 }
 
 // pythonModuleConfig is what every Python instance sees: the stdlib,
