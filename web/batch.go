@@ -13,7 +13,8 @@ import (
 
 type batchesData struct {
 	page
-	Rows []*batch.Summary
+	Rows  []*batch.Summary
+	Shown string // the rows' digest, for the live URL
 }
 
 func (s *Server) batchSummaries(ctx context.Context) ([]*batch.Summary, error) {
@@ -38,7 +39,8 @@ func (s *Server) batchesPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	s.render(w, http.StatusOK, "batches", batchesData{page: s.page(r, "Batches", "batches"), Rows: rows})
+	s.render(w, http.StatusOK, "batches", batchesData{page: s.page(r, "Batches", "batches"), Rows: rows,
+		Shown: s.shownDigest("batches", "batchrows", rows)})
 }
 
 func (s *Server) batchesLive(w http.ResponseWriter, r *http.Request) {
@@ -49,6 +51,7 @@ type batchData struct {
 	page
 	BatchView
 	Others []*store.Batch
+	Shown  string // the batch body's digest, for the live URL
 }
 
 // BatchView is a batch's live part: its summary and the items its
@@ -123,7 +126,7 @@ func (s *Server) batchPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	d := batchData{page: s.page(r, "Batch "+b.ID, "batches"), BatchView: v}
+	d := batchData{page: s.page(r, "Batch "+b.ID, "batches"), BatchView: v, Shown: s.shownDigest("batch", "batchbody", v)}
 	if all, err := s.st.Batches(r.Context()); err == nil {
 		for _, o := range all {
 			if o.ID != b.ID {

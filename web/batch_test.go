@@ -1,16 +1,19 @@
 package web
 
 import (
+	"bufio"
 	"context"
 	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/flowrun/flowrun/batch/batchtest"
+	"github.com/flowrun/flowrun/internal/testwait"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -54,7 +57,7 @@ func TestBatchItemWhy(t *testing.T) {
 		if strings.Join(got, " ") != want {
 			t.Errorf("?%s: items %v, want %s", query, got, want)
 		}
-		if !strings.Contains(html.UnescapeString(page), `data-live="/batches/`+b.ID+`/live?`+query+`"`) {
+		if !regexp.MustCompile(`data-live="/batches/` + b.ID + `/live\?shown=[0-9a-f]{24}&` + regexp.QuoteMeta(query) + `"`).MatchString(html.UnescapeString(page)) {
 			t.Errorf("?%s: the live part does not keep the filters", query)
 		}
 	}
@@ -137,10 +140,15 @@ func TestBatchPageInBrowser(t *testing.T) {
 		return s
 	}
 	// A step that navigates (a form's button) runs through RunResponse,
-	// which returns once the new page has loaded in the order chromedp
-	// sees its events: a query made after a plain Click could find the
-	// old page's node (both pages have task-05's row) and then use its id
-	// in the new document ("Could not find node with given id").
+	// which returns once the new page has loaded. chromedp learns of the
+	// new document apart from that (its DOM.documentUpdated is handled on
+	// another goroutine), so until then a query still finds the old
+	// page's nodes, and an action on one fails in the new document
+	// ("Could not find node with given id"; both pages have task-05's
+	// row): each navigation is followed by a wait for something only the
+	// new page has, or lacks. (The page's live stream once replaced the
+	// whole item list with itself right after loading, which failed an
+	// action the same way: TestLiveBatchSendsOnlyWhatChanged.)
 	navigate := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if _, err := chromedp.RunResponse(ctx, steps...); err != nil {
@@ -150,6 +158,7 @@ func TestBatchPageInBrowser(t *testing.T) {
 	do("open the batch page", chromedp.Navigate(h.ts.URL+"/batches/"+b.ID), chromedp.WaitVisible(chromedp.CSS("#item-filters")))
 	navigate("filter to the failures", chromedp.SetValue(chromedp.CSS(`#item-filters select[name="show"]`), "failures"),
 		chromedp.Click(chromedp.CSS("#item-filters button")))
+	do("see the filtered page", chromedp.WaitNotPresent(chromedp.CSS("#item-0")))
 	if got := eval(`Array.from(document.querySelectorAll("tbody.item")).map(b => b.id).join(" ")`); got != "item-1 item-4 item-5" {
 		t.Fatalf("failures shown: %s", got)
 	}
@@ -183,4 +192,39 @@ func TestBatchPageBoundsItems(t *testing.T) {
 	if got := strings.Count(page, `<tbody class="item"`); got != 1 || !strings.Contains(page, "The answer is t305") {
 		t.Errorf("the failures filter shows %d items, want the last one with its outputs", got)
 	}
+}
+
+// TestLiveBatchSendsOnlyWhatChanged: a batch page's live stream does not
+// send the body the page was rendered with (the page would replace its
+// items with themselves right after loading, dropping the row a person
+// is clicking); its first message is the body after a change.
+func TestLiveBatchSendsOnlyWhatChanged(t *testing.T) {
+	h := newHarness(t, "")
+	_, b := arcBatches(h)
+	_, page := h.get("/batches/" + b.ID)
+	m := regexp.MustCompile(`data-live="([^"]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the batch page has no live part:\n%s", page)
+	}
+	ctx := testwait.HangContext(t)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.ts.URL+html.UnescapeString(m[1]), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := h.st.Rate(context.Background(), &store.Rating{Batch: b.ID, Key: "task-03", Pass: false, Note: "rated while watching"}); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(make([]byte, 1<<20), 1<<24)
+	for lines.Scan() {
+		if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok {
+			if !strings.Contains(data, "rated while watching") {
+				t.Fatalf("the stream's first message is the body the page already shows")
+			}
+			return
+		}
+	}
+	t.Fatalf("no message on the stream within %s", testwait.Hang())
 }

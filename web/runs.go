@@ -153,6 +153,13 @@ func runDuration(r *store.Run) time.Duration {
 	return runRow{Started: r.Started, Ended: ended(r.Status, r.Finished, r.Updated)}.Duration()
 }
 
+// liveURL is a list's live stream at path, with the page's query and the
+// digest of the rows it shows.
+func liveURL(path string, q url.Values, shown string) string {
+	q.Set("shown", shown)
+	return path + "?" + q.Encode()
+}
+
 type runsData struct {
 	page
 	Query     listQuery
@@ -173,7 +180,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 				p.Error = rows.Query.Err
 			}
 			s.render(w, http.StatusOK, "runs", runsData{page: p, Query: l, Pipelines: pipelines,
-				Statuses: runtime.Statuses(), Rows: rows, LiveURL: "/live/runs?" + r.URL.RawQuery})
+				Statuses: runtime.Statuses(), Rows: rows, LiveURL: liveURL("/live/runs", r.URL.Query(), s.shownDigest("runs", "runrows", rows))})
 			return
 		}
 	}
@@ -196,7 +203,10 @@ func (s *Server) liveRows(w http.ResponseWriter, r *http.Request, page, part str
 	if !ok {
 		return
 	}
-	var last []byte
+	// What the page was rendered with (its digest in ?shown=) is not sent
+	// again: replacing a list with itself on connect would drop the node a
+	// person (or a test) is about to click.
+	last := r.URL.Query().Get("shown")
 	var d any
 	var wake <-chan struct{}
 	changed := true
@@ -213,8 +223,8 @@ func (s *Server) liveRows(w http.ResponseWriter, r *http.Request, page, part str
 		if err := s.pages[page].ExecuteTemplate(&b, part, d); err != nil {
 			return
 		}
-		if !bytes.Equal(b.Bytes(), last) {
-			last = b.Bytes()
+		if sum := digest(b.Bytes()); sum != last {
+			last = sum
 			msg, _ := json.Marshal(b.String())
 			if send(w, f, "rows", msg) != nil {
 				return

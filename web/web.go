@@ -23,8 +23,10 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"embed"
 	"encoding/hex"
 	"errors"
@@ -334,6 +336,23 @@ func (s *Server) render(w http.ResponseWriter, status int, name string, data any
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(b.String()))
+}
+
+// shownDigest is the digest of part of page rendered with data, for the
+// page's live URL (?shown=): its live stream sends the part only once it
+// differs from what the page showed.
+func (s *Server) shownDigest(page, part string, data any) string {
+	var b bytes.Buffer
+	if err := s.pages[page].ExecuteTemplate(&b, part, data); err != nil {
+		return "" // the stream then sends the part as it renders it
+	}
+	return digest(b.Bytes())
+}
+
+// digest names a rendering by its content.
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
 }
 
 // renderPart writes one template part of a page alone, for a page's
