@@ -41,14 +41,17 @@ func TestServeBrowserYesToEveryConfirmation(t *testing.T) {
 			}
 			return
 		case status == "waiting yes":
-			ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+			ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
 			_, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS("#answer-yes")))
 			cancel()
 			var aborted *chromedp.LoadError
 			switch {
-			case errors.As(err, &aborted) && strings.Contains(aborted.ErrorText, "ERR_ABORTED"):
+			case errors.As(err, &aborted) && strings.Contains(aborted.ErrorText, "ERR_ABORTED"),
+				errors.Is(err, context.DeadlineExceeded):
 				// The page reloaded itself as the run moved on, taking
-				// the click's navigation with it: look again.
+				// the click's navigation with it, or the click landed
+				// while the page was being replaced: look again (the
+				// whole loop is bounded by the deadline below).
 			case err != nil:
 				b.shot("failed-yes")
 				t.Fatalf("Yes at confirmation %d: %v", yes+1, err)
