@@ -40,7 +40,6 @@ type Coordinator struct {
 	ref     PipelineRef
 	batch   string
 	session string // this coordinator's publishes, told apart from an earlier one's
-	costCap bool   // the batch's runs reserve from its ledger (OpenLedger)
 
 	mu      sync.Mutex
 	waiting map[string]chan *Result // by result key
@@ -462,13 +461,13 @@ func (co *Coordinator) publish(ctx context.Context, row *store.BatchItem, key st
 	co.pubMu.RLock()
 	defer co.pubMu.RUnlock()
 	co.mu.Lock()
-	halting, costCap := co.halting, co.costCap
+	halting := co.halting
 	co.mu.Unlock()
 	if halting != "" {
 		return errHalted
 	}
 	data, err := json.Marshal(Job{Ticket: newTicket(co.session, time.Now()), Batch: row.Batch, Index: row.Index, Key: row.Key, Run: row.Run,
-		Pipeline: co.ref, Inputs: inputs, Auto: co.Auto, MaxLoops: co.MaxLoops, CostCap: costCap})
+		Pipeline: co.ref, Inputs: inputs, Auto: co.Auto, MaxLoops: co.MaxLoops})
 	if err != nil {
 		return fmt.Errorf("item %s: encoding its job: %w", row.Key, err)
 	}
