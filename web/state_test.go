@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/runtime"
 )
 
 // TestStateAtEveryStep: the run page shows the run's inputs (as text),
@@ -211,4 +212,49 @@ func TestYesEditsNothingUntouched(t *testing.T) {
 	if _, page = h.get("/runs/" + id); strings.Contains(page, `id="edits"`) {
 		t.Fatalf("an untouched textarea was recorded as an edit:\n%s", page)
 	}
+}
+
+// An answer from a page older than the run's question (a second tab, a
+// double submit) is refused, and the run still waits where it did.
+func TestStalePageAnswersNothing(t *testing.T) {
+	h := newHarness(t, "")
+	id := h.start(url.Values{"pipeline": {"asker.yaml"}})
+	h.await(id, "waiting")
+	_, page := h.get("/runs/" + id)
+	stale := url.Values{"a.who": {"eve"}, "question": {hiddenValue(t, page, "question")}, "points": {hiddenValue(t, page, "points")}}
+	if stale.Get("question") != "name" {
+		t.Fatalf("the answer form names question %q, want name", stale.Get("question"))
+	}
+	h.post("/runs/"+id+"/answer", url.Values{"a.who": {"ada"}, "question": stale["question"], "points": stale["points"]})
+	h.awaitConfirmation(id)
+
+	_, loc := h.post("/runs/"+id+"/answer", stale)
+	if msg := h.shown(loc); !strings.Contains(msg, "this page was about name, but run "+id+" now waits at careful") {
+		t.Fatalf("a stale answer was not refused: %q", msg)
+	}
+	_, page = h.get("/runs/" + id)
+	yes := url.Values{"answer": {"yes"}, "question": {"careful"}, "points": stale["points"]}
+	_, loc = h.post("/runs/"+id+"/answer", yes)
+	if msg := h.shown(loc); !strings.Contains(msg, "went on since this page showed it") {
+		t.Fatalf("a Yes from a page with older state was not refused: %q", msg)
+	}
+	if run, _ := h.st.Run(context.Background(), id); run.Status != runtime.StatusWaiting || run.Pending == nil || run.Pending.Path != "careful" {
+		t.Fatalf("after refused answers the run is %s at %v", run.Status, run.Pending)
+	}
+	yes.Set("points", hiddenValue(t, page, "points"))
+	h.post("/runs/"+id+"/answer", yes)
+	if run := h.await(id, "completed"); run.Outputs["who"] != "ada" {
+		t.Fatalf("outputs %v", run.Outputs)
+	}
+}
+
+// hiddenValue is the value of the answer form's hidden field name.
+func hiddenValue(t *testing.T, page, name string) string {
+	t.Helper()
+	_, v, ok := strings.Cut(page, `<input type="hidden" name="`+name+`" value="`)
+	v, _, _ = strings.Cut(v, `"`)
+	if !ok {
+		t.Fatalf("no hidden %s field in the answer form", name)
+	}
+	return html.UnescapeString(v)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
 )
 
 // human answers a web run's questions: with the answer given in the
@@ -377,6 +379,9 @@ func (s *Server) answer(r *http.Request, id string) error {
 		return fmt.Errorf("run %s is %s, not waiting for an answer", id, run.Status)
 	}
 	q := *pending
+	if err := s.sameQuestion(r, run); err != nil {
+		return err
+	}
 	a, err := readAnswer(r, &q)
 	if err != nil {
 		return err
@@ -387,6 +392,30 @@ func (s *Server) answer(r *http.Request, id string) error {
 	}
 	_, err = s.resumeRun(r.Context(), id, "", &given{value: a}, edits)
 	return err
+}
+
+// sameQuestion refuses an answer given on a page older than the
+// question the run waits on now: another tab, or an earlier answer that
+// went through, moved the run on, and the answer and the state the page
+// showed were about a question no longer asked. A form without the
+// fields (a script's post) answers the current question.
+func (s *Server) sameQuestion(r *http.Request, run *store.Run) error {
+	asked := r.PostFormValue("question")
+	if asked != "" && asked != run.Pending.Path {
+		return fmt.Errorf("this page was about %s, but run %s now waits at %s: the page shows that question now", asked, run.ID, run.Pending.Path)
+	}
+	shown, err := strconv.Atoi(r.PostFormValue("points"))
+	if err != nil {
+		return nil
+	}
+	points, err := s.st.Checkpoints(r.Context(), run.ID, 0)
+	if err != nil {
+		return err
+	}
+	if len(points) != shown {
+		return fmt.Errorf("run %s went on since this page showed it (%d checkpoints then, %d now): the page shows where it waits now", run.ID, shown, len(points))
+	}
+	return nil
 }
 
 // given is an answer read from the answer form.
