@@ -293,13 +293,22 @@ func TestReplayedJobRefused(t *testing.T) {
 	cfg.Duplicates = 100 * time.Millisecond
 	_, err = admin.js.UpdateStream(ctx, cfg)
 	must(t, err)
-	for {
+	// nats-server wakes its dedup purge before it takes the new window, so
+	// under load the purge can run once with the old ten minutes and sleep
+	// for them (CI saw this wait out the test's minute). Changing the
+	// window again wakes it once more, now that the short one has taken.
+	for tries := 1; ; tries++ {
 		ack, err := coord.js.PublishMsg(ctx, job)
 		must(t, err)
 		if !ack.Duplicate {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
+		if tries%25 == 0 {
+			cfg.Duplicates = time.Duration(100+tries%2) * time.Millisecond
+			_, err = admin.js.UpdateStream(ctx, cfg)
+			must(t, err)
+		}
 	}
 	w.item(ctx, next())
 	publish(newTicket("s1", time.Now().Add(-jobTTL-time.Minute)), "b1.0.old")

@@ -176,7 +176,7 @@ func TestAutoCapsLoopsAndAnswersDefaults(t *testing.T) {
 	}
 	capped := false
 	for _, ev := range log.All() {
-		capped = capped || ev.Type == runtime.EventLoopExhausted && ev.Path == "rounds" && strings.Contains(ev.Message, "--max-loops (2)")
+		capped = capped || ev.Type == runtime.EventLoopExhausted && ev.Path == "rounds" && strings.Contains(ev.Message, "the run's max loops (2)")
 	}
 	if !capped {
 		t.Fatalf("no loop_exhausted event names the cap: %+v", log.All())

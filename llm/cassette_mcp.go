@@ -47,7 +47,7 @@ func (c *Cassette) ReplayMCP(node, tool string) (*MCPCall, error) {
 			return &r, nil
 		}
 	}
-	return nil, fmt.Errorf("replay: %s has no recorded call %d of MCP tool %s at %q; record the run again with --record", c.name(), n+1, tool, node)
+	return nil, fmt.Errorf("replay: %s has no recorded call %d of MCP tool %s at %q; record the run again", c.name(), n+1, tool, node)
 }
 
 // RecordMCPTools keeps a server's listing, once.

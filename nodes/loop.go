@@ -82,7 +82,7 @@ func (loopNode) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (run
 	if !done && (l.Until != nil || l.While != nil) {
 		msg := fmt.Sprintf("loop %q reached max_iterations (%d) before its condition held", n.ID, bound)
 		if bound < declared {
-			msg = fmt.Sprintf("loop %q reached --max-loops (%d) before its condition held", n.ID, bound)
+			msg = fmt.Sprintf("loop %q reached the run's max loops (%d) before its condition held", n.ID, bound)
 		}
 		if l.OnExhausted == dsl.ExhaustedFail {
 			return runtime.Outcome{}, runtime.Errorf(errclass.LoopExhausted, "%s (on_exhausted: fail)", msg)

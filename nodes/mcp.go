@@ -59,7 +59,7 @@ func (svc *Services) mcpListing(ctx context.Context, s *dsl.MCPServer) ([]llm.To
 		}
 	}
 	if replay != nil {
-		return nil, runtime.Errorf(errclass.Critical, "replay: the cassette has no tool listing of MCP server %s; record the run again with --record", s.Name)
+		return nil, runtime.Errorf(errclass.Critical, "replay: the cassette has no tool listing of MCP server %s; record the run again", s.Name)
 	}
 	if svc.MCP == nil {
 		return nil, noServers(s)

@@ -352,7 +352,7 @@ func prepareInputs(p *dsl.Pipeline, given map[string]any, checkPath func(string)
 		declared[in.Name] = in
 		names = append(names, in.Name)
 	}
-	var errs []string
+	var errs, missing []string
 	unknown := make([]string, 0)
 	for k := range given {
 		if declared[k] == nil {
@@ -367,7 +367,8 @@ func prepareInputs(p *dsl.Pipeline, given map[string]any, checkPath func(string)
 		v, ok := given[in.Name]
 		if !ok {
 			if !in.HasDefault {
-				errs = append(errs, fmt.Sprintf("missing input %q (%s): pass it with --input %s=...", in.Name, in.Type, in.Name))
+				errs = append(errs, fmt.Sprintf("missing input %q (%s)", in.Name, in.Type))
+				missing = append(missing, in.Name)
 				continue
 			}
 			v = in.Default
@@ -391,9 +392,21 @@ func prepareInputs(p *dsl.Pipeline, given map[string]any, checkPath func(string)
 		out[in.Name] = v
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("invalid inputs for %s:\n  %s", p.Path, strings.Join(errs, "\n  "))
+		return nil, &InputsError{Pipeline: p.Path, Problems: errs, Missing: missing}
 	}
 	return out, nil
+}
+
+// InputsError is a run's inputs that do not fit its pipeline's
+// declaration, each problem a line.
+type InputsError struct {
+	Pipeline string
+	Problems []string
+	Missing  []string // the required inputs not given, so a front end can ask for them
+}
+
+func (e *InputsError) Error() string {
+	return fmt.Sprintf("invalid inputs for %s:\n  %s", e.Pipeline, strings.Join(e.Problems, "\n  "))
 }
 
 // NewRunID returns a sortable, unique run id: UTC time and 4 random bytes.

@@ -35,6 +35,10 @@ const (
 // it by.
 var ErrNoChecksum = errors.New("no sha256 to check it by")
 
+// ErrSHA256WithoutArchive: a sha256 was given to install from something
+// other than an archive.
+var ErrSHA256WithoutArchive = errors.New("a sha256 was given, but no archive to check it against")
+
 // ExportPython writes the Python installation in dir to w as one gzipped
 // tar, everything inside ExportTop/, and returns the archive's sha256 in
 // hex. The same files give the same bytes: entries in lexical order, one
@@ -99,27 +103,27 @@ func writeTarFile(tw *tar.Writer, name string, size int64, r io.Reader) error {
 func extractPythonArchive(archive, wantSHA256, scratch, dst string) error {
 	f, err := os.Open(archive)
 	if err != nil {
-		return fmt.Errorf("--from %s: %w", archive, err)
+		return fmt.Errorf("archive %s: %w", archive, err)
 	}
 	defer f.Close()
 	if err := checkArchiveSum(f, archive, wantSHA256); err != nil {
 		return err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("--from %s: %w", archive, err)
+		return fmt.Errorf("archive %s: %w", archive, err)
 	}
 	br := bufio.NewReader(f)
 	var r io.Reader = br
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		gz, err := gzip.NewReader(br)
 		if err != nil {
-			return fmt.Errorf("--from %s: %w", archive, err)
+			return fmt.Errorf("archive %s: %w", archive, err)
 		}
 		defer gz.Close()
 		r = gz
 	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("--from %s: not a tarball of Python for WASI: %s", archive, fmt.Sprintf(format, args...))
+		return fmt.Errorf("archive %s: not a tarball of Python for WASI: %s", archive, fmt.Sprintf(format, args...))
 	}
 	if err := os.MkdirAll(scratch, 0o755); err != nil {
 		return err
@@ -208,14 +212,14 @@ func extractFile(root *os.Root, name string, r io.Reader) error {
 	return o.Close()
 }
 
-// checkArchiveSum checks f's sha256 against the one given (--sha256) and
+// checkArchiveSum checks f's sha256 against the one given and
 // the one in ARCHIVE.sha256 beside it (sha256sum's format): at least one
 // must be there, and every one there must match.
 func checkArchiveSum(f *os.File, archive, given string) error {
 	type claim struct{ by, sum string }
 	var claims []claim
 	if given != "" {
-		claims = append(claims, claim{"--sha256", given})
+		claims = append(claims, claim{"the given sha256", given})
 	}
 	sidecar := archive + ".sha256"
 	b, err := os.ReadFile(sidecar)
@@ -223,28 +227,28 @@ func checkArchiveSum(f *os.File, archive, given string) error {
 	case err == nil:
 		fields := strings.Fields(string(b))
 		if len(fields) == 0 {
-			return fmt.Errorf("--from %s: %s is empty; it should hold the archive's sha256", archive, sidecar)
+			return fmt.Errorf("archive %s: %s is empty; it should hold the archive's sha256", archive, sidecar)
 		}
 		claims = append(claims, claim{sidecar, fields[0]})
 	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("--from %s: reading its checksum: %w", archive, err)
+		return fmt.Errorf("archive %s: reading its checksum: %w", archive, err)
 	}
 	if len(claims) == 0 {
-		return fmt.Errorf("--from %s: %w: pass --sha256 HEX or put %s beside it", archive, ErrNoChecksum, filepath.Base(sidecar))
+		return fmt.Errorf("archive %s: %w: none was given, and there is no %s beside it", archive, ErrNoChecksum, filepath.Base(sidecar))
 	}
 	for _, c := range claims {
 		if b, err := hex.DecodeString(c.sum); err != nil || len(b) != sha256.Size {
-			return fmt.Errorf("--from %s: %s gives %q, which is not a sha256 (64 hex digits)", archive, c.by, c.sum)
+			return fmt.Errorf("archive %s: %s gives %q, which is not a sha256 (64 hex digits)", archive, c.by, c.sum)
 		}
 	}
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return fmt.Errorf("--from %s: %w", archive, err)
+		return fmt.Errorf("archive %s: %w", archive, err)
 	}
 	got := hex.EncodeToString(h.Sum(nil))
 	for _, c := range claims {
 		if !strings.EqualFold(c.sum, got) {
-			return fmt.Errorf("--from %s: its sha256 is %s, but %s says %s: refusing a damaged or altered archive (nothing was installed)", archive, got, c.by, strings.ToLower(c.sum))
+			return fmt.Errorf("archive %s: its sha256 is %s, but %s says %s: refusing a damaged or altered archive (nothing was installed)", archive, got, c.by, strings.ToLower(c.sum))
 		}
 	}
 	return nil

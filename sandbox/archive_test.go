@@ -172,9 +172,9 @@ func TestHardening12TamperedArchiveRefused(t *testing.T) {
 		want    string
 	}{
 		{"sidecar of the original", goodSum + "  py.tar.gz\n", "", "refusing a damaged or altered archive"},
-		{"flag of the original", "", goodSum, "but --sha256 says " + goodSum},
-		{"right sidecar, wrong flag", alteredSum + "  py.tar.gz\n", goodSum, "but --sha256 says"},
-		{"no checksum", "", "", "no sha256 to check it by: pass --sha256 HEX"},
+		{"flag of the original", "", goodSum, "but the given sha256 says " + goodSum},
+		{"right sidecar, wrong flag", alteredSum + "  py.tar.gz\n", goodSum, "but the given sha256 says"},
+		{"no checksum", "", "", "no sha256 to check it by: none was given, and there is no py.tar.gz.sha256"},
 		{"not a checksum", "", "abc", `"abc", which is not a sha256`},
 		{"empty sidecar", "\n", "", "py.tar.gz.sha256 is empty"},
 	}

@@ -63,6 +63,9 @@ type PythonInfo struct {
 	// Snapshot says python-snapshot.wasm is there, so calls start from a
 	// pre-initialised interpreter rather than starting CPython each time.
 	Snapshot bool
+	// Kept says InstallPython found a working installation of this
+	// version and left it as it was.
+	Kept bool
 	// Manifest holds VERSION's key=value lines: version, source_sha256,
 	// build_date, and so on.
 	Manifest map[string]string
@@ -204,16 +207,17 @@ func InstallPython(ctx context.Context, opts InstallOptions) (PythonInfo, error)
 	}
 	if opts.SHA256 != "" {
 		if opts.From == "" {
-			return PythonInfo{}, errors.New("--sha256 checks the archive named by --from, and there is none")
+			return PythonInfo{}, ErrSHA256WithoutArchive
 		}
 		if st, err := os.Stat(opts.From); err == nil && st.IsDir() {
-			return PythonInfo{}, fmt.Errorf("--sha256 checks an archive, and --from %s is a directory", opts.From)
+			return PythonInfo{}, fmt.Errorf("%w: %s is a directory", ErrSHA256WithoutArchive, opts.From)
 		}
 	}
 	target := PythonDir()
 	if cur := PythonStatusAt(target); cur.Installed && !opts.Force {
 		if cur.Outdated == "" {
-			fmt.Fprintf(out, "Python %s is already installed in %s (--force to reinstall)\n", PythonVersion, target)
+			fmt.Fprintf(out, "Python %s is already installed in %s\n", PythonVersion, target)
+			cur.Kept = true
 			return cur, nil
 		}
 		fmt.Fprintf(out, "Python %s in %s is outdated (%s): replacing it\n", PythonVersion, target, cur.Outdated)
@@ -240,7 +244,7 @@ func InstallPython(ctx context.Context, opts InstallOptions) (PythonInfo, error)
 	default:
 		st, err := os.Stat(opts.From)
 		if err != nil {
-			return PythonInfo{}, fmt.Errorf("--from %s: %w", opts.From, err)
+			return PythonInfo{}, fmt.Errorf("installing from %s: %w", opts.From, err)
 		}
 		if st.IsDir() {
 			fmt.Fprintf(out, "copying Python from %s\n", opts.From)
@@ -456,7 +460,7 @@ func copyPythonDir(src, dst string) error {
 		return copyFile(filepath.Join(src, rel), to, 0o644)
 	})
 	if err != nil {
-		return fmt.Errorf("--from %s: %w", src, err)
+		return fmt.Errorf("installing from %s: %w", src, err)
 	}
 	return nil
 }

@@ -34,7 +34,10 @@ func hint(err error) string {
 	var batchChanged *batch.ChangedError
 	var build *sandbox.BuildError
 	var unavailable *sandbox.UnavailableError
+	var inputs *runtime.InputsError
 	switch {
+	case errors.As(err, &inputs) && len(inputs.Missing) > 0:
+		return fmt.Sprintf("\nGive each with --input %s=VALUE, or all in a file with --inputs FILE", inputs.Missing[0])
 	case errors.As(err, &unavailable) && unavailable.Missing == sandbox.Python:
 		return ": " + installPython
 	case errors.Is(err, engine.ErrNoEndpoint):
@@ -59,7 +62,9 @@ func hint(err error) string {
 		return h + "install it on a Debian-like Linux machine, run flowrun sandbox export there, " +
 			"and here flowrun sandbox install python --from ARCHIVE (with ARCHIVE.sha256 beside it, or --sha256 HEX)"
 	case errors.Is(err, sandbox.ErrNoChecksum):
-		return " (flowrun sandbox export prints the sha256 and writes that file)"
+		return ": pass --sha256 HEX, or put ARCHIVE.sha256 beside it (flowrun sandbox export prints the sha256 and writes that file)"
+	case errors.Is(err, sandbox.ErrSHA256WithoutArchive):
+		return " (--sha256 checks the archive --from names)"
 	}
 	return ""
 }

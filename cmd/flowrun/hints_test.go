@@ -31,8 +31,8 @@ func TestExplainAddsTheCommand(t *testing.T) {
 			"not a Debian-like machine with apt: install it on a Debian-like Linux machine, run flowrun sandbox export there, and here flowrun sandbox install python --from ARCHIVE (with ARCHIVE.sha256 beside it, or --sha256 HEX)"},
 		{&sandbox.BuildError{Reason: "building Python failed (exit status 2): see the output above", Failed: true},
 			"building Python failed (exit status 2): see the output above; or install it on a Debian-like Linux machine, run flowrun sandbox export there, and here flowrun sandbox install python --from ARCHIVE (with ARCHIVE.sha256 beside it, or --sha256 HEX)"},
-		{fmt.Errorf("--from py.tar.gz: %w: pass --sha256 HEX or put py.tar.gz.sha256 beside it", sandbox.ErrNoChecksum),
-			"--from py.tar.gz: no sha256 to check it by: pass --sha256 HEX or put py.tar.gz.sha256 beside it (flowrun sandbox export prints the sha256 and writes that file)"},
+		{fmt.Errorf("archive py.tar.gz: %w: none was given, and there is no py.tar.gz.sha256 beside it", sandbox.ErrNoChecksum),
+			"archive py.tar.gz: no sha256 to check it by: none was given, and there is no py.tar.gz.sha256 beside it: pass --sha256 HEX, or put ARCHIVE.sha256 beside it (flowrun sandbox export prints the sha256 and writes that file)"},
 		{fmt.Errorf("plain"), "plain"},
 	} {
 		if got := explain(c.err); got != c.want {

@@ -158,7 +158,7 @@ func TestAutoWithMaxLoops(t *testing.T) {
 	if out := outputsOf(t, stdout); out["n"] != 200.0 || out["who"] != "nobody" {
 		t.Fatalf("outputs %v", out)
 	}
-	if !strings.Contains(stderr, "--max-loops (2)") {
+	if !strings.Contains(stderr, "the run's max loops (2)") {
 		t.Fatalf("the capped loop is not reported:\n%s", stderr)
 	}
 }

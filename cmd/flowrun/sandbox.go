@@ -73,6 +73,9 @@ func sandboxInstallCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintf(stderr, "flowrun sandbox install python: %s\n", explain(err))
 		return exitFailed
 	}
+	if info.Kept {
+		fmt.Fprintln(stdout, "(flowrun sandbox install python --force reinstalls it)")
+	}
 	if d := time.Since(start); d > 2*time.Second {
 		fmt.Fprintf(stdout, "python.wasm %s, stdlib %s in %d files (%s)\n",
 			figures.Bytes(info.WasmBytes), figures.Bytes(info.StdlibBytes), info.StdlibFiles, d.Round(time.Second))

@@ -28,8 +28,8 @@ func TestSandboxUsage(t *testing.T) {
 		{[]string{"sandbox", "install", "python", "--frm", "x"}, exitInvalid, "flag provided but not defined: -frm"},
 		{[]string{"sandbox", "status", "extra"}, exitInvalid, `unexpected "extra"`},
 		{[]string{"sandbox", "export", "extra"}, exitInvalid, `flowrun sandbox export: unexpected "extra"`},
-		{[]string{"sandbox", "install", "python", "--sha256", strings.Repeat("0", 64)}, exitFailed, "--sha256 checks the archive named by --from, and there is none"},
-		{[]string{"sandbox", "install", "python", "--from", t.TempDir(), "--sha256", strings.Repeat("0", 64)}, exitFailed, "--sha256 checks an archive, and --from"},
+		{[]string{"sandbox", "install", "python", "--sha256", strings.Repeat("0", 64)}, exitFailed, "a sha256 was given, but no archive to check it against (--sha256 checks the archive --from names)"},
+		{[]string{"sandbox", "install", "python", "--from", t.TempDir(), "--sha256", strings.Repeat("0", 64)}, exitFailed, "is a directory (--sha256 checks the archive --from names)"},
 		{[]string{"sandbox", "install", "python", "--from", filepath.Join(t.TempDir(), "nope")}, exitFailed, "no such file"},
 	}
 	for _, c := range cases {
@@ -136,7 +136,7 @@ func TestHardening12SandboxExportCLI(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	zeros := strings.Repeat("0", 64)
 	code, _, stderr = flowrun(t, "sandbox", "install", "python", "--from", archive, "--sha256", zeros)
-	if code != exitFailed || !strings.Contains(stderr, "but --sha256 says "+zeros) || !strings.Contains(stderr, "nothing was installed") {
+	if code != exitFailed || !strings.Contains(stderr, "but the given sha256 says "+zeros) || !strings.Contains(stderr, "nothing was installed") {
 		t.Errorf("install with a wrong --sha256: exit %d, stderr %q", code, stderr)
 	}
 	if sandbox.PythonStatus().Installed {
