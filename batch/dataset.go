@@ -291,7 +291,7 @@ func Inputs(p *dsl.Pipeline, it *Item, mapping map[string]string) (map[string]an
 		v, ok := fields[field]
 		if !ok {
 			if mapped {
-				return nil, fmt.Errorf("%s: no field %q for input %q (--map %s=%s)%s; fields: %s", it.Where, field, input.Name, input.Name, field, dsl.Suggest(field, keys(fields)), fieldList(fields))
+				return nil, fmt.Errorf("%s: no field %q for input %q (mapped %s=%s)%s; fields: %s", it.Where, field, input.Name, input.Name, field, dsl.Suggest(field, keys(fields)), fieldList(fields))
 			}
 			continue
 		}
@@ -311,7 +311,7 @@ func Inputs(p *dsl.Pipeline, it *Item, mapping map[string]string) (map[string]an
 			if !isObject {
 				what = "it is " + kindOf(it.Value)
 			}
-			return nil, fmt.Errorf("%s: no field for the required input %q (%s); name the field with --map %s=FIELD", it.Where, name, what, name)
+			return nil, fmt.Errorf("%s: no field for the required input %q (%s); map a field of the items to it", it.Where, name, what)
 		}
 	}
 	return in, nil
@@ -374,10 +374,10 @@ func ParseMap(p *dsl.Pipeline, flags []string) (map[string]string, error) {
 	for _, f := range flags {
 		input, field, ok := strings.Cut(f, "=")
 		if !ok || input == "" || field == "" {
-			return nil, fmt.Errorf("--map %q: write it as input=field", f)
+			return nil, fmt.Errorf("input mapping %q: write it as input=field", f)
 		}
 		if !slices.Contains(names, input) {
-			return nil, fmt.Errorf("--map %q: the pipeline has no input %q%s (inputs: %s)", f, input, dsl.Suggest(input, names), strings.Join(names, ", "))
+			return nil, fmt.Errorf("input mapping %q: the pipeline has no input %q%s (inputs: %s)", f, input, dsl.Suggest(input, names), strings.Join(names, ", "))
 		}
 		out[input] = field
 	}

@@ -108,7 +108,7 @@ func TestDatasetCSVMapAndKeys(t *testing.T) {
 	if _, err := ParseMap(p, []string{"questoin=text"}); err == nil || !strings.Contains(err.Error(), `no input "questoin" (did you mean "question"?)`) {
 		t.Fatalf("bad --map: %v", err)
 	}
-	if _, err := Inputs(p, d.Items[0], map[string]string{"question": "txt"}); err == nil || !strings.Contains(err.Error(), `d.csv:2 (row 1): no field "txt" for input "question" (--map question=txt) (did you mean "text"?)`) {
+	if _, err := Inputs(p, d.Items[0], map[string]string{"question": "txt"}); err == nil || !strings.Contains(err.Error(), `d.csv:2 (row 1): no field "txt" for input "question" (mapped question=txt) (did you mean "text"?)`) {
 		t.Fatalf("missing mapped field: %v", err)
 	}
 }

@@ -175,7 +175,7 @@ func ParseScorer(p *dsl.Pipeline, scores []string) (*Scorer, error) {
 	for _, s := range scores {
 		name, src, ok := strings.Cut(s, "=")
 		if !ok || strings.TrimSpace(name) == "" {
-			return nil, fmt.Errorf("--score %q: write it as NAME=EXPR, e.g. --score exact='outputs.answer == item.expected'", s)
+			return nil, fmt.Errorf("metric %q: write it as NAME=EXPR, e.g. exact='outputs.answer == item.expected'", s)
 		}
 		m, ds := dsl.ParseMetric(p, strings.TrimSpace(name), src)
 		if m == nil {

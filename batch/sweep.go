@@ -33,14 +33,14 @@ func Variants(pipelines, axes []string) ([]Variant, error) {
 		key, values, ok := strings.Cut(axis, "=")
 		name, isModel := strings.CutPrefix(strings.TrimSpace(key), "model.")
 		if !ok || !isModel || name == "" || strings.TrimSpace(values) == "" {
-			return nil, fmt.Errorf("--sweep %q: write it as model.NAME=MODEL1,MODEL2 (NAME a model of the pipeline's models:)", axis)
+			return nil, fmt.Errorf("sweep axis %q: write it as model.NAME=MODEL1,MODEL2 (NAME a model of the pipeline's models:)", axis)
 		}
 		var next []Variant
 		for _, v := range out {
 			for _, value := range strings.Split(values, ",") {
 				value = strings.TrimSpace(value)
 				if value == "" {
-					return nil, fmt.Errorf("--sweep %q: an empty model in the list", axis)
+					return nil, fmt.Errorf("sweep axis %q: an empty model in the list", axis)
 				}
 				w := v
 				w.Models = append(append([]string{}, v.Models...), name+"="+value)

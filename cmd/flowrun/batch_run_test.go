@@ -71,7 +71,7 @@ func TestBatchScoresEveryItemAndNamesBadLines(t *testing.T) {
 	}
 	for _, want := range []string{
 		"FAIL line 9", "qa.jsonl:9: not JSON: unexpected EOF",
-		"FAIL line 10", `qa.jsonl:10: no field for the required input "question" (fields: expected); name the field with --map question=FIELD`,
+		"FAIL line 10", `qa.jsonl:10: no field for the required input "question" (fields: expected); map a field of the items to it`,
 		"FAIL line 11", "the model refuses this question",
 		"completed: 11 items, 8 completed, 3 failed; $1.12, 960 tokens",
 		"exact                 36.4%  4/11 (pass rate)",
