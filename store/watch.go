@@ -11,18 +11,20 @@ import (
 	"github.com/flowrun/flowrun/runtime"
 )
 
-// Mark changes whenever any run is created or updated or any event is
-// recorded, by this process or another: a watcher polls it and reads
-// more only when it moved. It costs two index lookups.
+// Mark changes whenever any run is created or updated, any event is
+// recorded or any batch item is rated, by this process or another: a
+// watcher polls it and reads more only when it moved. It costs two index
+// lookups and a read of the ratings, which people make one at a time.
 func (s *Store) Mark(ctx context.Context) (string, error) {
 	var runs int64
-	var updated, events any
-	err := s.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM runs), (SELECT MAX(updated_at) FROM runs), (SELECT MAX(rowid) FROM events)`).
-		Scan(&runs, &updated, &events)
+	var updated, events, rated any
+	err := s.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM runs), (SELECT MAX(updated_at) FROM runs), (SELECT MAX(rowid) FROM events),
+		(SELECT MAX(rated_at) FROM batch_ratings)`).
+		Scan(&runs, &updated, &events, &rated)
 	if err != nil {
 		return "", fmt.Errorf("run store %s: %w", s.path, err)
 	}
-	return fmt.Sprint(runs, updated, events), nil
+	return fmt.Sprint(runs, updated, events, rated), nil
 }
 
 // Status is a run's status as Run reports it (interrupted when the

@@ -33,3 +33,29 @@ func TestListsLeaveOutPipelineSources(t *testing.T) {
 		t.Errorf("Status of an unknown run: %v, want ErrNotFound", err)
 	}
 }
+
+// TestMarkMovesWhenAnItemIsRated: a rating, first or again, moves the
+// mark that live batch pages poll, so a rating made in another tab or by
+// flowrun batch rate reaches an open page.
+func TestMarkMovesWhenAnItemIsRated(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	b := &store.Batch{ID: "b1", Pipeline: "p.yaml", Dataset: "d.jsonl"}
+	if err := s.CreateBatch(ctx, b, []*store.BatchItem{{Index: 0, Key: "task-1", Item: map[string]any{"q": "one"}}}); err != nil {
+		t.Fatal(err)
+	}
+	last, err := s.Mark(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pass := range []bool{true, false} {
+		if err := s.Rate(ctx, &store.Rating{Batch: b.ID, Key: "task-1", Pass: pass}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.Mark(ctx)
+		if err != nil || m == last {
+			t.Fatalf("after rating pass=%v the mark is %q, as before (%v)", pass, m, err)
+		}
+		last = m
+	}
+}
