@@ -22,11 +22,16 @@ import (
 // session is what one run (or one worker's pipeline) calls models, code
 // and MCP servers with, and what to do at its end.
 type session struct {
-	e      *Engine
-	svc    nodes.Services
-	kinds  runtime.Registry
-	record *llm.Cassette // written to e.o.Record at the end
-	replay string        // the cassette model calls are answered from
+	e     *Engine
+	svc   nodes.Services
+	kinds runtime.Registry
+	// The services behind svc's interfaces, which the session also ends
+	// or gives the store to.
+	model   *llm.Client
+	sandbox *sandbox.Sandbox
+	mcp     *mcpclient.Sessions
+	record  *llm.Cassette // written to e.o.Record at the end
+	replay  string        // the cassette model calls are answered from
 
 	// traces is nil unless runs are traced.
 	traces *tracing.Exporter
@@ -96,9 +101,8 @@ func (e *Engine) openShared(p *dsl.Pipeline, o RunOptions, recorded store.RunSpe
 		}
 		s.traces = x
 	}
-	s.svc.LLM = llm.New(opts)
-	s.svc.Sandbox = sandbox.New(sandbox.Options{})
-	s.svc.MCP = &mcpclient.Sessions{}
+	s.model, s.sandbox, s.mcp = llm.New(opts), sandbox.New(sandbox.Options{}), &mcpclient.Sessions{}
+	s.svc.LLM, s.svc.Sandbox, s.svc.MCP = s.model, s.sandbox, s.mcp
 	s.svc.OnDelta = o.OnDelta
 	s.kinds = nodes.Kinds(s.svc)
 	return s, nil
@@ -129,13 +133,13 @@ func NeedsEndpoint(p *dsl.Pipeline, lookupEnv func(string) (string, bool)) bool 
 }
 
 // useStore lets the model client answer from, and fill, st's response cache.
-func (s *session) useStore(st *store.Store) { s.svc.LLM.UseCache(st) }
+func (s *session) useStore(st *store.Store) { s.model.UseCache(st) }
 
 // end stops the sandbox's workers and the MCP servers, flushes the
 // traces and writes the recorded cassette, if any.
 func (s *session) end() {
-	s.svc.Sandbox.Close()
-	s.svc.MCP.Close()
+	s.sandbox.Close()
+	s.mcp.Close()
 	if s.traces != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

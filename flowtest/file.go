@@ -2,9 +2,11 @@
 // foo.yaml): cases with inputs, mocked model replies, answers to questions,
 // and expectations on outputs, the route taken and how the run ended.
 //
-// Guarantees: a case never uses the network or an API key. Model nodes are
-// answered by the real model client over HTTP from an in-process fake
-// OpenAI server (llm/llmtest) that serves each node's mocks; tool and code
+// Guarantees: a case never uses the network or an API key, and never
+// waits on a real clock (retry backoff and rate limits wait on a fake
+// one). Model nodes are answered by the real model client, whose
+// Responder serves each node's mocks: its retries, structured output
+// checks and pricing apply to them as to a server's replies. Tool and code
 // nodes with a mock get it from a stand-in executor, those without run for
 // real. A model call for a node with no mock fails the case, naming the
 // node. Test files are checked against their pipeline before anything

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,11 +15,11 @@ import (
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/parser"
 
+	"github.com/flowrun/flowrun/clock"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/llm"
-	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/mcpclient"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
@@ -52,31 +50,21 @@ type Runner struct {
 	Sandbox *sandbox.Sandbox
 }
 
-const nodeHeader = "X-Flowrun-Test-Node"
-
-// Run runs one case of f.
+// Run runs one case of f. Models are mocked at the model client's
+// Responder, so that the client's retries, structured output checks and
+// pricing apply to mocked replies as to a server's; every wait (retry
+// backoff, rate limits) is on a fake clock, so none takes time.
 func (r *Runner) Run(ctx context.Context, f *File, c *Case) *Result {
 	began := time.Now()
 	res := &Result{File: f, Case: c}
-	srv := llmtest.New(nil)
-	defer srv.Close()
 	served := &mockState{mocks: c.Mocks, next: map[string]int{}}
-	srv.Handle(served.modelReply)
 	tools := &mcpMocks{state: served, mocks: c.Tools, named: f.mcpNamed, cassette: c.Cassette != ""}
+	fake := clock.NewFake(began)
 	opts := llm.Options{
-		HTTPClient: &http.Client{Transport: &toFakeServer{base: srv.URL}},
-		Env: func(name string) (string, bool) {
-			if name == "OPENAI_BASE_URL" {
-				return srv.URL, true
-			}
-			if strings.HasSuffix(name, "KEY") {
-				return "flowrun-test-offline", true
-			}
-			return "", false
-		},
-		// Retries (a mocked rate_limit then a reply) happen at once.
-		Now:   time.Now,
-		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
+		Respond: served,
+		Env:     func(string) (string, bool) { return "", false },
+		Now:     fake.Now,
+		Sleep:   fake.Sleep,
 	}
 	if c.Cassette != "" {
 		cas, err := llm.LoadCassette(c.Cassette)
@@ -86,13 +74,17 @@ func (r *Runner) Run(ctx context.Context, f *File, c *Case) *Result {
 		}
 		opts.Replay = cas
 	}
-	kinds := nodes.Kinds(nodes.Services{LLM: llm.New(opts), Sandbox: r.Sandbox, MCPMocks: tools, ToolMocks: agentToolMocks{tools}})
+	svc := nodes.Services{LLM: llm.New(opts), MCPMocks: tools, ToolMocks: agentToolMocks{tools}}
+	if r.Sandbox != nil {
+		svc.Sandbox = r.Sandbox
+	}
+	kinds := nodes.Kinds(svc)
 	for _, k := range []dsl.Kind{dsl.KindTool, dsl.KindCode} {
 		kinds[k] = mockedExecutor{inner: kinds[k], state: served}
 	}
 	sink := &collector{}
 	run := runtime.Run(ctx, kinds, f.Pipeline, c.Inputs, runtime.Options{
-		Sink: sink, Human: answers(c.Answers),
+		Sink: sink, Human: answers(c.Answers), Clock: fake,
 		LookupEnv: func(string) (string, bool) { return "", false },
 	})
 	res.Events, res.Status, res.Outputs = sink.events, run.Status, run.Outputs
@@ -118,37 +110,12 @@ type collector struct{ events []runtime.Event }
 
 func (c *collector) Event(e runtime.Event) { c.events = append(c.events, e) }
 
-// toFakeServer sends every model request to the fake server, whatever
-// endpoint the pipeline names, tagged with the node it is for.
-type toFakeServer struct{ base string }
-
-func (t *toFakeServer) RoundTrip(req *http.Request) (*http.Response, error) {
-	u, err := url.Parse(t.base)
-	if err != nil {
-		return nil, err
-	}
-	out := req.Clone(req.Context())
-	out.URL.Scheme, out.URL.Host, out.Host = u.Scheme, u.Host, u.Host
-	switch {
-	case strings.HasSuffix(req.URL.Path, "/chat/completions"):
-		out.URL.Path = "/v1/chat/completions"
-	case strings.HasSuffix(req.URL.Path, "/responses"):
-		out.URL.Path = "/v1/responses"
-	case strings.Contains(req.URL.Path, "/responses/"):
-		// A background response polled or cancelled by id.
-		out.URL.Path = "/v1" + req.URL.Path[strings.Index(req.URL.Path, "/responses/"):]
-	}
-	if k, ok := llm.KeyOf(req.Context()); ok {
-		out.Header.Set(nodeHeader, k.Node)
-	}
-	return http.DefaultTransport.RoundTrip(out)
-}
-
 // mockState hands out each node's mocked replies in call order.
 type mockState struct {
-	mu    sync.Mutex
-	mocks map[string]*Mock
-	next  map[string]int
+	mu      sync.Mutex
+	mocks   map[string]*Mock
+	next    map[string]int
+	replies int // model replies given, which number their tool calls
 }
 
 // take returns the next reply for a node at run path path: from the mock
@@ -180,34 +147,38 @@ func (m *mockState) serve(mock *Mock, key, what string) (*Reply, error) {
 	return mock.Replies[i], nil
 }
 
-func (m *mockState) modelReply(req llmtest.Request) llmtest.Reply {
-	path := req.Header.Get(nodeHeader)
-	rep, err := m.take(path)
+// Respond answers a model call from its node's mocks.
+func (m *mockState) Respond(_ context.Context, k llm.Key) (llm.Reply, error) {
+	rep, err := m.take(k.Node)
 	if err != nil {
-		return llmtest.Error(400, err.Error())
+		return llm.Reply{}, err
 	}
 	if rep == nil {
-		return llmtest.Error(400, fmt.Sprintf("flowrun test: no mock for node %q (%s): add one under mocks: %s", Strip(path), path, Strip(path)))
+		return llm.Reply{}, fmt.Errorf("flowrun test: no mock for node %q (%s): add one under mocks: %s", Strip(k.Node), k.Node, Strip(k.Node))
 	}
-	switch rep.Error {
-	case "rate_limit":
-		return llmtest.Error(429, orDefault(rep.Message, "mocked rate limit"))
-	case "server":
-		return llmtest.Error(500, orDefault(rep.Message, "mocked server error"))
-	case "critical":
-		return llmtest.Error(400, orDefault(rep.Message, "mocked critical error"))
-	case "timeout":
-		return llmtest.Error(408, orDefault(rep.Message, "mocked timeout"))
+	if rep.Error != "" {
+		return llm.Reply{}, runtime.Errorf(errclass.Class(rep.Error), "%s", orDefault(rep.Message, "mocked "+rep.Error+" error"))
 	}
-	out := llmtest.Reply{Text: rep.Text}
+	out := llm.Reply{Text: rep.Text, Usage: llm.Usage{Prompt: rep.Usage.Prompt, Completion: rep.Usage.Completion, Total: rep.Usage.Prompt + rep.Usage.Completion}}
 	if rep.HasJSON {
-		out = llmtest.JSON(rep.JSON)
+		b, err := json.Marshal(rep.JSON)
+		if err != nil {
+			return llm.Reply{}, fmt.Errorf("flowrun test: the mock of node %q: %w", k.Node, err)
+		}
+		out.Text = string(b)
 	}
-	out.Usage = llmtest.Usage{Prompt: rep.Usage.Prompt, Completion: rep.Usage.Completion}
-	for _, c := range rep.Calls {
-		out.ToolCalls = append(out.ToolCalls, llmtest.Call(orDefault(c.Wire, c.Name), c.Args))
+	m.mu.Lock()
+	m.replies++
+	n := m.replies
+	m.mu.Unlock()
+	for i, c := range rep.Calls {
+		args, err := json.Marshal(c.Args)
+		if err != nil {
+			return llm.Reply{}, fmt.Errorf("flowrun test: the mock of node %q: call %s: %w", k.Node, c.Name, err)
+		}
+		out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: fmt.Sprintf("call_%d_%d", n, i+1), Name: orDefault(c.Wire, c.Name), Arguments: string(args)})
 	}
-	return out
+	return out, nil
 }
 
 func orDefault(s, d string) string {

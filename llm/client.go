@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/budget"
+	"github.com/flowrun/flowrun/clock"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/redact"
@@ -52,6 +53,9 @@ type Options struct {
 	// Replay, when set, answers every request; the network is never used
 	// and no key is needed.
 	Replay *Cassette
+	// Respond, when set and Replay is not, answers every request in
+	// place of an endpoint (see Responder).
+	Respond Responder
 	// Cache, when set, answers repeated requests whose cache setting
 	// allows it (see Request.Cache) with no network and no cost, and
 	// keeps every reply to such a request. CacheDefault is the setting for
@@ -68,7 +72,7 @@ type Client struct {
 	opts   Options
 	env    func(string) (string, bool)
 	http   *http.Client
-	clock  clock
+	clock  clock.Clock
 	limits *limiters
 
 	mu        sync.Mutex
@@ -100,7 +104,7 @@ func New(opts Options) *Client {
 	if c.opts.Timeout <= 0 {
 		c.opts.Timeout = 10 * time.Minute
 	}
-	c.clock = realClock{}
+	c.clock = clock.Real{}
 	if opts.Now != nil || opts.Sleep != nil {
 		c.clock = funcClock{now: opts.Now, sleep: opts.Sleep}
 	}
@@ -126,7 +130,11 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		return nil, err
 	}
 	var ep *endpoint
-	if c.opts.Replay == nil {
+	switch {
+	case c.opts.Replay != nil:
+	case c.opts.Respond != nil:
+		ep = responderEndpoint
+	default:
 		if ep, err = c.endpointFor(req.Model); err != nil {
 			return nil, err
 		}
@@ -318,6 +326,9 @@ func (c *Client) exchange(ctx context.Context, ep *endpoint, cl *call, req *Requ
 	ctx = context.WithValue(ctx, keyInContext{}, req.Key)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if c.opts.Respond != nil {
+		return c.respond(actx, req, release)
+	}
 	var res *http.Response
 	var rep *reply
 	var onDelta func(string) // nil: a plain request
@@ -470,6 +481,9 @@ func (c *Client) where(ep *endpoint, cl *call) string {
 	if ep == nil {
 		return "cassette"
 	}
+	if ep == responderEndpoint {
+		return ep.display
+	}
 	if cl.API == APIResponses {
 		return ep.display + responsesPath
 	}
@@ -490,7 +504,7 @@ func (f funcClock) Now() time.Time {
 
 func (f funcClock) Sleep(ctx context.Context, d time.Duration) error {
 	if f.sleep == nil {
-		return realClock{}.Sleep(ctx, d)
+		return clock.Real{}.Sleep(ctx, d)
 	}
 	return f.sleep(ctx, d)
 }

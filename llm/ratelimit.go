@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/flowrun/flowrun/clock"
 )
 
 // RateLimits bound the requests sent for one endpoint and model, from the
@@ -29,7 +31,7 @@ type SharedLimits interface {
 // limiters is the registry of rate limiters, one per endpoint and model,
 // shared by every caller of a Client.
 type limiters struct {
-	clock  clock
+	clock  clock.Clock
 	shared SharedLimits
 	mu     sync.Mutex
 	byKey  map[string]*limiter
@@ -54,7 +56,7 @@ func (r *limiters) get(key string, lim RateLimits) *limiter {
 // 60-second window ever holds more than its limit), and at most
 // MaxConcurrency requests are in flight.
 type limiter struct {
-	clock  clock
+	clock  clock.Clock
 	key    string
 	shared SharedLimits
 	mu     sync.Mutex
@@ -204,25 +206,4 @@ func (l *limiter) settle(charged, used int) {
 
 func perToken(tpm, tokens int) time.Duration {
 	return time.Duration(float64(time.Minute) * float64(tokens) / float64(tpm))
-}
-
-// clock is time for the limiter and the retry backoff; tests use a fake.
-type clock interface {
-	Now() time.Time
-	Sleep(ctx context.Context, d time.Duration) error
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowrun/flowrun/clock"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/llmconf"
 )
@@ -141,7 +142,7 @@ func TestRPMEndToEnd(t *testing.T) {
 }
 
 func TestSlotWaitCancelled(t *testing.T) {
-	l := &limiter{clock: realClock{}}
+	l := &limiter{clock: clock.Real{}}
 	l.tighten(RateLimits{MaxConcurrency: 1})
 	release, err := l.acquire(context.Background(), 1)
 	if err != nil {

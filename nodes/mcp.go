@@ -44,10 +44,7 @@ func (svc *Services) mcpTools(ctx context.Context, s *dsl.MCPServer, name string
 }
 
 func (svc *Services) mcpListing(ctx context.Context, s *dsl.MCPServer) ([]llm.ToolSpec, error) {
-	var record, replay *llm.Cassette
-	if svc.LLM != nil {
-		record, replay = svc.LLM.Cassettes()
-	}
+	record, replay := svc.cassettes()
 	if replay != nil {
 		if specs, ok := replay.MCPTools(s.Name); ok {
 			return specs, nil
@@ -119,10 +116,7 @@ func (svc *Services) mcpTool(s *dsl.MCPServer, spec llm.ToolSpec) *tool {
 // when there is one, else from the server, recording it when recording. A
 // server that dies fails the node.
 func (svc *Services) callMCP(ctx context.Context, sc *runtime.Scope, s *dsl.MCPServer, tool, at string, args map[string]any) (*mcpclient.Result, error) {
-	var record, replay *llm.Cassette
-	if svc.LLM != nil {
-		record, replay = svc.LLM.Cassettes()
-	}
+	record, replay := svc.cassettes()
 	full := s.Name + "." + tool
 	if svc.MCPMocks != nil {
 		res, ok, err := svc.MCPMocks.Call(s, tool, at, args)

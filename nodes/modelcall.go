@@ -15,10 +15,12 @@ import (
 	"github.com/flowrun/flowrun/sandbox"
 )
 
-// Services are what the model-calling kinds need from outside the pipeline.
+// Services are what the model-calling kinds need from outside the
+// pipeline, each behind the small interface the kinds use: an engine
+// gives the real clients, flowrun test its doubles.
 type Services struct {
 	// LLM makes model calls; without it llm and agent nodes are not available.
-	LLM *llm.Client
+	LLM Model
 	// Models overrides named models (--model NAME=SPEC, see
 	// llmconf.Override).
 	Models map[string]string
@@ -27,10 +29,10 @@ type Services struct {
 	OnDelta func(path, text string)
 	// Sandbox runs code nodes and the python_execute tool; without it they
 	// are not available.
-	Sandbox *sandbox.Sandbox
+	Sandbox Sandbox
 	// MCP connects to the pipeline's MCP servers, starting each at its
 	// first call; without it only a replayed cassette answers MCP tools.
-	MCP *mcpclient.Sessions
+	MCP MCP
 	// MCPMocks, when set, answers the MCP tools it mocks before a
 	// cassette or a server is asked (flowrun test's tools: mocks).
 	MCPMocks MCPMocks
@@ -38,6 +40,37 @@ type Services struct {
 	// pipeline tools it mocks instead of running them (flowrun test's
 	// tools: mocks).
 	ToolMocks ToolMocks
+}
+
+// Model answers model requests (an *llm.Client). When it also has
+// Cassettes() (record, replay *llm.Cassette), MCP tool calls are recorded
+// into and replayed from the same cassettes as its model calls.
+type Model interface {
+	Complete(ctx context.Context, req llm.Request) (*llm.Response, error)
+}
+
+// Sandbox runs model-written code (a *sandbox.Sandbox).
+type Sandbox interface {
+	// Check says why code in language cannot run here, or nil.
+	Check(language string) error
+	Run(ctx context.Context, req sandbox.Request) (*sandbox.Result, error)
+}
+
+// MCP is the sessions with a run's MCP servers (an *mcpclient.Sessions).
+type MCP interface {
+	Tools(ctx context.Context, s *dsl.MCPServer) ([]dsl.MCPTool, error)
+	Call(ctx context.Context, s *dsl.MCPServer, tool string, args map[string]any, notify func(mcpclient.Notice)) (*mcpclient.Result, error)
+}
+
+// cassettes are the cassettes the model records into and replays from,
+// if it has any.
+func (svc *Services) cassettes() (record, replay *llm.Cassette) {
+	if c, ok := svc.LLM.(interface {
+		Cassettes() (record, replay *llm.Cassette)
+	}); ok {
+		return c.Cassettes()
+	}
+	return nil, nil
 }
 
 // ToolMocks answers an agent's calls of built-in and pipeline tools

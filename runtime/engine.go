@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/budget"
+	"github.com/flowrun/flowrun/clock"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llmconf"
@@ -113,6 +114,9 @@ type Options struct {
 	// batch's): every model call of the run reserves from it as well as
 	// from limits.max_cost_usd.
 	Ledger budget.Ledger
+	// Clock is what retry backoff waits on (default clock.Real): a test
+	// gives a clock.Fake so that waits pass at once.
+	Clock clock.Clock
 }
 
 // Result is how a run ended.
@@ -193,6 +197,7 @@ type run struct {
 	usage     *usage
 	human     Human
 	maxLoops  int
+	clock     clock.Clock
 	userFiles []string // text the user gave as the top pipeline's inputs
 }
 
@@ -200,12 +205,15 @@ type run struct {
 // declarations first; a bad input fails the run before any node starts.
 func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string]any, opts Options) *Result {
 	r := &run{id: opts.RunID, kinds: kinds, sink: lockedSink{sink: opts.Sink}, lookupEnv: opts.LookupEnv,
-		maxSteps: int64(p.Limits.MaxSteps), timeout: p.Limits.Timeout, human: opts.Human, maxLoops: opts.MaxLoops}
+		maxSteps: int64(p.Limits.MaxSteps), timeout: p.Limits.Timeout, human: opts.Human, maxLoops: opts.MaxLoops, clock: opts.Clock}
 	if r.id == "" {
 		r.id = NewRunID()
 	}
 	if r.lookupEnv == nil {
 		r.lookupEnv = os.LookupEnv
+	}
+	if r.clock == nil {
+		r.clock = clock.Real{}
 	}
 	r.journal = newJournal(opts.Checkpointer, opts.Restore)
 	last := latest(opts.Restore)

@@ -444,10 +444,8 @@ func (s *Scope) runNode(ctx context.Context, n *dsl.Node) (string, error) {
 		}
 		wait := backoff(n.Retry.Backoff, attempt)
 		s.emitNode(EventNodeRetry, n, Event{Attempt: attempt + 1, Error: err.Error(), Class: class, DurationMS: ms(wait)})
-		select {
-		case <-ctx.Done():
+		if s.run.clock.Sleep(ctx, wait) != nil {
 			return "", stopCheck(ctx)
-		case <-time.After(wait):
 		}
 	}
 }

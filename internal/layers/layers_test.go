@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -80,9 +81,51 @@ func violations(layers map[string]int, imports map[string][]string) []string {
 	return out
 }
 
+// testHelpers are the packages that exist for tests: those that import
+// package testing, those named after the package they help test as Go's
+// own are (llm/llmtest, as net/http/httptest), and the packages under
+// either.
+func testHelpers(imports map[string][]string, usesTesting map[string]bool) map[string]bool {
+	helpers := map[string]bool{}
+	for pkg := range imports {
+		parent, name := path.Split(pkg)
+		if usesTesting[pkg] || name == path.Base(parent)+"test" {
+			helpers[pkg] = true
+		}
+	}
+	for pkg := range imports {
+		for h := range helpers {
+			if strings.HasPrefix(pkg, h+"/") {
+				helpers[pkg] = true
+			}
+		}
+	}
+	return helpers
+}
+
+// helperImports lists every import of a test helper by a package that is
+// not one: a helper linked into the product is a test double answering
+// for something real.
+func helperImports(imports map[string][]string, helpers map[string]bool) []string {
+	var out []string
+	for pkg, deps := range imports {
+		if helpers[pkg] {
+			continue
+		}
+		for _, dep := range deps {
+			if helpers[dep] {
+				out = append(out, fmt.Sprintf("%s imports the test helper %s: only tests and other test helpers may", pkg, dep))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // moduleImports runs go list on the whole module: each package's
-// non-test imports within the module.
-func moduleImports(t *testing.T, root string) map[string][]string {
+// non-test imports within the module, and which packages import package
+// testing.
+func moduleImports(t *testing.T, root string) (imports map[string][]string, usesTesting map[string]bool) {
 	cmd := exec.Command("go", "list", "-json", "./...")
 	cmd.Dir = root
 	cmd.Stderr = os.Stderr
@@ -90,7 +133,7 @@ func moduleImports(t *testing.T, root string) map[string][]string {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	imports := map[string][]string{}
+	imports, usesTesting = map[string][]string{}, map[string]bool{}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	for {
 		var p struct {
@@ -108,9 +151,10 @@ func moduleImports(t *testing.T, root string) map[string][]string {
 			if rel, ok := strings.CutPrefix(dep, module+"/"); ok {
 				imports[pkg] = append(imports[pkg], rel)
 			}
+			usesTesting[pkg] = usesTesting[pkg] || dep == "testing"
 		}
 	}
-	return imports
+	return imports, usesTesting
 }
 
 func TestImportGraphFollowsTheLayers(t *testing.T) {
@@ -126,12 +170,49 @@ func TestImportGraphFollowsTheLayers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("docs/architecture.md: %v", err)
 	}
-	imports := moduleImports(t, root)
+	imports, _ := moduleImports(t, root)
 	if len(imports) < 20 {
 		t.Fatalf("go list found only %d packages", len(imports))
 	}
 	for _, v := range violations(layers, imports) {
 		t.Error(v)
+	}
+}
+
+// No production package imports a test helper: flowrun test, say, mocks
+// models at the model client, not through llm/llmtest's fake server.
+func TestProductionImportsNoTestHelper(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	imports, usesTesting := moduleImports(t, root)
+	helpers := testHelpers(imports, usesTesting)
+	for _, want := range []string{"llm/llmtest", "store/storetest", "internal/testneed"} {
+		if !helpers[want] {
+			t.Errorf("%s is not seen as a test helper", want)
+		}
+	}
+	for _, v := range helperImports(imports, helpers) {
+		t.Error(v)
+	}
+}
+
+// A helper is found by name or by its import of testing, with what lies
+// under it; flowtest, which tests pipelines, is no helper.
+func TestHelperImportsAreReported(t *testing.T) {
+	imports := map[string][]string{
+		"llm": {}, "llm/llmtest": {"llm"}, "internal/testneed": {}, "internal/npmtest/install": {"internal/npmtest"},
+		"internal/npmtest": {"internal/testneed"}, "flowtest": {"llm/llmtest"}, "web": {"flowtest", "internal/testneed"},
+	}
+	helpers := testHelpers(imports, map[string]bool{"internal/testneed": true, "internal/npmtest": true})
+	got := helperImports(imports, helpers)
+	want := []string{
+		"flowtest imports the test helper llm/llmtest: only tests and other test helpers may",
+		"web imports the test helper internal/testneed: only tests and other test helpers may",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("helper imports:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -1,0 +1,57 @@
+package llm
+
+import (
+	"context"
+
+	"github.com/flowrun/flowrun/errclass"
+)
+
+// A Responder is a model answered by a function instead of a server:
+// flowrun test's mocks. As Options.Respond it answers every call in place
+// of an endpoint (no network, no key), and its answers go through the
+// client as a server's replies would: a recoverable error is retried
+// under the call's policy (waiting on the client's clock), structured
+// output is checked and repaired, usage is priced, observed and reserved
+// under a cost cap. What belongs to the wire does not apply: streaming,
+// background responses, the response cache and counting the tokens of a
+// reply that reports none (a Reply without Usage costs nothing).
+type Responder interface {
+	// Respond answers one turn of the call k names (each retry and repair
+	// turn asks again). An error with a Class() errclass.Class fails the
+	// turn with that class; any other is critical.
+	Respond(ctx context.Context, k Key) (Reply, error)
+}
+
+// Reply is a Responder's answer: text, or tool calls (by the name the
+// model is sent, with JSON Arguments), and the tokens it reports.
+type Reply struct {
+	Text      string
+	ToolCalls []ToolCall
+	Usage     Usage
+}
+
+// responderEndpoint stands for the Responder where an endpoint is named:
+// in the limiter's key, in observed exchanges and in errors.
+var responderEndpoint = &endpoint{Endpoint: Endpoint{URL: "responder"}, display: "responder"}
+
+// respond gets the reply of one try from the Responder.
+func (c *Client) respond(ctx context.Context, req *Request, release func(int)) (*reply, *Error) {
+	r, err := c.opts.Respond.Respond(ctx, req.Key)
+	if err != nil {
+		release(0)
+		class := errclass.Of(err)
+		if class == "" {
+			class = errclass.Critical
+		}
+		return nil, &Error{class: class, Endpoint: responderEndpoint.display, msg: err.Error(), err: err}
+	}
+	rep := &reply{Text: r.Text, ToolCalls: r.ToolCalls, Usage: r.Usage, FinishReason: "stop"}
+	if len(r.ToolCalls) > 0 {
+		rep.FinishReason = "tool_calls"
+	}
+	release(rep.Usage.Total)
+	if req.OnDelta != nil && rep.Text != "" {
+		req.OnDelta(rep.Text)
+	}
+	return rep, nil
+}
