@@ -136,3 +136,29 @@ func applyEdits(p *dsl.Pipeline, inputs map[string]any, points []*runtime.Checkp
 	seq, err := stateEditPoint(p, points, edits)
 	return inputs, seq, err
 }
+
+// Edited is what a run that goes on from points with inputs starts from
+// once edits are made: Continue's edits, made in memory instead of the
+// store (flowrun test's cases). It returns the inputs and the points with
+// the state edits in the checkpoint they go into, which is a copy:
+// points itself is not changed. It fills in each edit's old value.
+func Edited(p *dsl.Pipeline, inputs map[string]any, points []*runtime.Checkpoint, edits []runtime.Edit) (map[string]any, []*runtime.Checkpoint, error) {
+	inputs, seq, err := applyEdits(p, inputs, points, edits)
+	if err != nil || seq == 0 {
+		return inputs, points, err
+	}
+	state, _ := splitEdits(edits)
+	out := slices.Clone(points)
+	for i, cp := range out {
+		if cp.Seq == seq {
+			edited := *cp
+			edited.State = maps.Clone(cp.State)
+			if edited.State == nil {
+				edited.State = map[string]any{}
+			}
+			maps.Copy(edited.State, state)
+			out[i] = &edited
+		}
+	}
+	return inputs, out, nil
+}

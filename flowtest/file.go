@@ -9,8 +9,11 @@
 // checks and pricing apply to them as to a server's replies. Tool and code
 // nodes with a mock get it from a stand-in executor, those without run for
 // real. A model call for a node with no mock fails the case, naming the
-// node. Test files are checked against their pipeline before anything
-// runs, with file:line:col positions.
+// node. A case with restore: goes on from the checkpoints it lists, with
+// its edits: made on them as a fork or a resume makes them, so that a
+// case made from such a run ends as the run did. Test files are checked
+// against their pipeline before anything runs, with file:line:col
+// positions.
 package flowtest
 
 import (
@@ -50,7 +53,12 @@ type Case struct {
 	Answers  map[string]any   // by node path or id
 	Tools    map[string]*Mock // MCP tools' results, by "server.tool"
 	Cassette string           // replay model calls from this cassette instead of mocks
-	Expect   Expect
+	// Restore, when set, is where the run goes on from instead of its
+	// start; Edits change values before it goes on (state.NAME in the
+	// last restored checkpoint, inputs.NAME), as a fork or resume does.
+	Restore *Restore
+	Edits   []runtime.Edit
+	Expect  Expect
 }
 
 // Mock is the replies of one node, served in call order. A single reply
@@ -336,6 +344,7 @@ func (l *loader) testCase(c *yaml.Node) *Case {
 		return nil
 	}
 	tc := &Case{Pos: l.pos(c), Mocks: map[string]*Mock{}, Tools: map[string]*Mock{}, Answers: map[string]any{}}
+	var edits *yaml.Node // set when every edit fits its declaration
 	for i := 0; i+1 < len(c.Content); i += 2 {
 		k, v := c.Content[i], c.Content[i+1]
 		switch k.Value {
@@ -364,11 +373,20 @@ func (l *loader) testCase(c *yaml.Node) *Case {
 			if _, err := os.Stat(tc.Cassette); err != nil {
 				l.errorf(v, "cassette: %v", err)
 			}
+		case "restore":
+			l.restore(tc, v)
+		case "edits":
+			if l.edits(tc, v) {
+				edits = k
+			}
 		case "expect":
 			l.expect(&tc.Expect, v)
 		default:
-			l.errorf(k, "unknown key %q in a case%s", k.Value, dsl.Suggest(k.Value, []string{"name", "inputs", "mocks", "tools", "answers", "cassette", "expect"}))
+			l.errorf(k, "unknown key %q in a case%s", k.Value, dsl.Suggest(k.Value, []string{"name", "inputs", "restore", "edits", "mocks", "tools", "answers", "cassette", "expect"}))
 		}
+	}
+	if edits != nil {
+		l.checkStart(tc, edits)
 	}
 	if tc.Name == "" {
 		l.errorf(c, "a case needs a name:")

@@ -25,6 +25,11 @@ type RecordedRun struct {
 	PipelinePath string
 	Inputs       map[string]any
 	Events       []runtime.Event
+	// Restore, when set, is where the run went on from (a fork, or a
+	// resume with edits): the case restores it and makes Edits, and Events
+	// are the run's from there on.
+	Restore *Restore
+	Edits   []runtime.Edit
 }
 
 // FromRun writes a test file with one case that replays a run offline:
@@ -36,7 +41,9 @@ type RecordedRun struct {
 // implements (with a pipeline or an llm template) runs in the case, so a
 // run whose model calls happened inside one cannot be converted: the
 // error names the call. The case expects the run's status
-// (and error class), its route and its outputs. Map items and parallel
+// (and error class), its route and its outputs. A run that went on from
+// checkpoints (Restore) becomes a case that restores them, with the
+// run's edits under edits:. Map items and parallel
 // branches may interleave otherwise in a rerun, so with map or parallel
 // nodes the case expects the route's steps in any order.
 func FromRun(r RecordedRun) ([]byte, error) {
@@ -50,6 +57,19 @@ func FromRun(r RecordedRun) ([]byte, error) {
 	open := map[string]int{}       // where in route each node that has not ended started
 	var failedClass errclass.Class // of the last node that failed: the run's, when it failed
 	c := caseDoc{Name: "replays run " + r.ID, Inputs: r.Inputs, Mocks: map[string][]replyDoc{}, Tools: map[string][]replyDoc{}, Answers: map[string]any{}}
+	if r.Restore != nil {
+		doc, err := restoreOf(r.Restore)
+		if err != nil {
+			return nil, fmt.Errorf("the checkpoints it went on from: %w", err)
+		}
+		c.Restore = doc
+	}
+	if len(r.Edits) > 0 {
+		c.Edits = map[string]any{}
+		for _, e := range r.Edits {
+			c.Edits[e.Key] = e.New
+		}
+	}
 	var finished *runtime.Event
 	for i := range r.Events {
 		e := &r.Events[i]
@@ -204,6 +224,8 @@ type fileDoc struct {
 type caseDoc struct {
 	Name    string                `yaml:"name"`
 	Inputs  map[string]any        `yaml:"inputs,omitempty"`
+	Restore *restoreDoc           `yaml:"restore,omitempty"`
+	Edits   map[string]any        `yaml:"edits,omitempty"`
 	Mocks   map[string][]replyDoc `yaml:"mocks,omitempty"`
 	Tools   map[string][]replyDoc `yaml:"tools,omitempty"`
 	Answers map[string]any        `yaml:"answers,omitempty"`

@@ -82,9 +82,14 @@ func (r *Runner) Run(ctx context.Context, f *File, c *Case) *Result {
 	for _, k := range []dsl.Kind{dsl.KindTool, dsl.KindCode} {
 		kinds[k] = mockedExecutor{inner: kinds[k], state: served}
 	}
+	inputs, restore, edits, err := c.start(f.Pipeline)
+	if err != nil {
+		res.Problems = append(res.Problems, err.Error())
+		return res
+	}
 	sink := &collector{}
-	run := runtime.Run(ctx, kinds, f.Pipeline, c.Inputs, runtime.Options{
-		Sink: sink, Human: answers(c.Answers), Clock: fake,
+	run := runtime.Run(ctx, kinds, f.Pipeline, inputs, runtime.Options{
+		Sink: sink, Human: answers(c.Answers), Clock: fake, Restore: restore, Edits: edits,
 		LookupEnv: func(string) (string, bool) { return "", false },
 	})
 	res.Events, res.Status, res.Outputs = sink.events, run.Status, run.Outputs

@@ -115,9 +115,11 @@ func TestCoverageByFileAndJUnitFile(t *testing.T) {
 	}
 }
 
-// A case cannot reproduce a fork (its first steps ran in another run) or
-// a run that went on with edited state: FromStoredRun refuses each,
-// saying why, rather than write a case that never passes.
+// A case of a fork or of a run resumed with edits restores the
+// checkpoints it went on from; FromStoredRun refuses, saying why, when
+// it cannot tell or find them rather than write a case that never
+// passes: a fork whose store lacks its checkpoints, and an edited resume
+// recorded before run_started said where it went on from.
 func TestFromStoredRunRefusesWhatACaseCannotReplay(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.Open(filepath.Join(t.TempDir(), "runs.db"))
@@ -125,8 +127,9 @@ func TestFromStoredRunRefusesWhatACaseCannotReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	src := "version: 1\nname: p\nstate: {notes: \"\"}\nnodes:\n  - id: keep\n    set: {notes: '\"x\"'}\n"
 	for _, r := range []*store.Run{{ID: "parent"}, {ID: "fork", ParentRun: "parent", ParentSeq: 2}, {ID: "edited"}} {
-		r.Pipeline, r.PipelineAbs, r.PipelineName = "p.yaml", "/p.yaml", "p"
+		r.Pipeline, r.PipelineAbs, r.PipelineName, r.PipelineSrc = "p.yaml", "/p.yaml", "p", src
 		if err := st.CreateRun(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -134,11 +137,10 @@ func TestFromStoredRunRefusesWhatACaseCannotReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		started := runtime.Event{Type: runtime.EventRunStarted, Run: r.ID}
+		rec.Event(runtime.Event{Type: runtime.EventRunStarted, Run: r.ID})
 		if r.ID == "edited" {
-			started.Edits = []runtime.Edit{{Key: "state.notes", New: "changed"}}
+			rec.Event(runtime.Event{Type: runtime.EventRunStarted, Run: r.ID, Edits: []runtime.Edit{{Key: "state.notes", New: "changed"}}})
 		}
-		rec.Event(started)
 		rec.Event(runtime.Event{Type: runtime.EventRunFinished, Run: r.ID, Status: runtime.StatusCompleted})
 		if err := rec.Flush(ctx); err != nil {
 			t.Fatal(err)
@@ -147,7 +149,10 @@ func TestFromStoredRunRefusesWhatACaseCannotReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for id, want := range map[string]string{"fork": "run fork is a fork of run parent from its checkpoint 2", "edited": "run edited went on with edited values (state.notes)"} {
+	for id, want := range map[string]string{
+		"fork":   "run fork went on from checkpoint 2, which its store no longer holds",
+		"edited": "run edited went on with edited values (state.notes) at a resume that did not record the checkpoint it went on from",
+	} {
 		if _, b, err := FromStoredRun(ctx, st, id, filepath.Join(t.TempDir(), "x.test.yaml")); err == nil || !strings.Contains(err.Error(), want) || b != nil {
 			t.Errorf("%s: %v, want a refusal saying %q", id, err, want)
 		}

@@ -227,7 +227,7 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 			Outputs: res.Outputs, Error: errString(res.Err), Message: res.Reason, CostUSD: res.CostUSD, Tokens: res.Tokens})
 		return res
 	}
-	r.sink.emit(Event{Type: EventRunStarted, Run: r.id, Pipeline: p.Name, ForkOf: opts.ForkOf, Edits: opts.Edits})
+	r.sink.emit(Event{Type: EventRunStarted, Run: r.id, Pipeline: p.Name, ForkOf: opts.ForkOf, Edits: opts.Edits, Restored: last.Seq})
 	if err := kinds.Check(p); err != nil {
 		res.Status, res.Err = StatusFailed, err
 		return finish()

@@ -84,6 +84,10 @@ type Event struct {
 	// Edits, on run_started, are the values a person changed before the
 	// run (a fork, or a resume of a run waiting on a question) went on.
 	Edits []Edit `json:"edits,omitempty"`
+	// Restored, on run_started, is the last checkpoint the run went on
+	// from (0: it started from the beginning), so that what ran before
+	// can be told from what runs now.
+	Restored int64 `json:"restored,omitempty"`
 }
 
 // Edit is a value a person set before a fork or a resume: a state

@@ -83,14 +83,7 @@ nodes:
 outputs:
   greeting: nodes.final.text
 `)
-	srv := llmtest.New(t)
-	srv.Handle(func(r llmtest.Request) llmtest.Reply {
-		if strings.Contains(string(r.Raw), "Greet ann") {
-			return llmtest.Reply{Text: "Hello, Ann!"}
-		}
-		return llmtest.Reply{Text: "Hello"}
-	})
-	useModel(t, srv)
+	useGreeter(t)
 	db := filepath.Join(dir, "runs.db")
 	if code, _, stderr := flowrun(t, p, "--store", db); code != exitOK || !strings.Contains(stderr, "waiting") {
 		t.Fatalf("run: exit %d\n%s", code, stderr)
@@ -111,4 +104,63 @@ outputs:
 	if code, stdout, stderr := flowrun(t, "test", out); code != exitOK {
 		t.Fatalf("flowrun test: exit %d\n%s\n%s\n%s", code, stdout, stderr, written)
 	}
+}
+
+// A fork with an edited state variable becomes, with flowrun test
+// --from-run, a case that restores the checkpoints it was forked from and
+// makes the edit, and flowrun test passes it.
+func TestFromRunOfAForkWithAnEdit(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "greet.yaml", `version: 1
+name: greet
+models:
+  default: {model: gpt-4.1-mini}
+state:
+  who: nobody
+nodes:
+  - id: draft
+    llm: {prompt: "Draft a greeting"}
+  - id: pick
+    set: {who: '"world"'}
+  - id: final
+    llm: {prompt: "Greet ${{ state.who }}: ${{ nodes.draft.text }}"}
+outputs:
+  greeting: nodes.final.text
+  who: state.who
+`)
+	useGreeter(t)
+	db := filepath.Join(dir, "runs.db")
+	code, _, stderr := flowrun(t, p, "--store", db)
+	if code != exitOK {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	if code, stdout, stderr := flowrun(t, "resume", "last", "--from", "2", "--set", "state.who=ann", "--store", db); code != exitOK || !strings.Contains(stdout, "Hello, Ann!") {
+		t.Fatalf("fork: exit %d\n%s%s", code, stdout, stderr)
+	}
+	out := filepath.Join(dir, "greet.test.yaml")
+	if code, _, stderr := flowrun(t, "test", "--from-run", "last", "--store", db, "-o", out); code != exitOK {
+		t.Fatalf("--from-run: exit %d\n%s", code, stderr)
+	}
+	written, _ := os.ReadFile(out)
+	for _, want := range []string{"    restore:\n", "      checkpoint: 2\n", "    edits:\n      state.who: ann\n", "greeting: Hello, Ann!", "who: ann"} {
+		if !strings.Contains(string(written), want) {
+			t.Errorf("the case lacks %q:\n%s", want, written)
+		}
+	}
+	if code, stdout, stderr := flowrun(t, "test", out); code != exitOK || !strings.Contains(stdout, "1 passed, 0 failed") {
+		t.Fatalf("flowrun test: exit %d\n%s\n%s\n%s", code, stdout, stderr, written)
+	}
+}
+
+// useGreeter points the model at a server that says "Hello, Ann!" to a
+// prompt that greets ann, and "Hello" to any other.
+func useGreeter(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+		if strings.Contains(string(r.Raw), "Greet ann") {
+			return llmtest.Reply{Text: "Hello, Ann!"}
+		}
+		return llmtest.Reply{Text: "Hello"}
+	})
+	useModel(t, srv)
 }
