@@ -16,7 +16,6 @@ import (
 
 	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/engine/secret"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -27,9 +26,8 @@ type Runner struct {
 	Kinds runtime.Registry
 	// Sink also receives every event (the CLI's progress view), besides the store.
 	Sink runtime.EventSink
-	// LookupEnv reads env: names (default os.LookupEnv). The secrets
-	// among them are registered with package redact before the run's
-	// first event.
+	// LookupEnv reads env: names (default os.LookupEnv). Whoever built
+	// Kinds registered the secrets among them (package engine does).
 	LookupEnv func(string) (string, bool)
 	Human     runtime.Human
 	MaxLoops  int
@@ -62,6 +60,43 @@ func (r *Runner) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]a
 // links its item to the run first, and a kill in between leaves a link to
 // a run that never started, never a run that no item knows.
 func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs map[string]any) (*runtime.Result, error) {
+	pr, err := r.PrepareStart(ctx, id, p, inputs)
+	if err != nil {
+		return nil, err
+	}
+	return pr.Run(ctx), nil
+}
+
+// Prepared is a run recorded in the store (a new run, a fork, or a run
+// claimed to go on), with its node kinds checked and its inputs prepared,
+// each once: everything Start and Continue do before the run's first
+// node, so that a caller knows the run's id, and every reason it cannot
+// run, before it runs.
+type Prepared struct {
+	r       *Runner
+	run     *store.Run
+	rec     *store.Recorder
+	told    runtime.Options
+	p       *dsl.Pipeline
+	restore []*runtime.Checkpoint
+}
+
+// ID is the prepared run's id.
+func (pr *Prepared) ID() string { return pr.run.ID }
+
+// Run runs the prepared run to its end; call it once.
+func (pr *Prepared) Run(ctx context.Context) *runtime.Result {
+	return pr.r.execute(ctx, pr.run, pr.rec, pr.told, pr.p, pr.restore)
+}
+
+// PrepareStart is StartAs up to the run's first node: a
+// *runtime.UnavailableError says r's Kinds cannot run p, a
+// *runtime.InputsError that inputs do not fit it, and nothing is recorded
+// for either.
+func (r *Runner) PrepareStart(ctx context.Context, id string, p *dsl.Pipeline, inputs map[string]any) (*Prepared, error) {
+	if err := r.Kinds.Check(p); err != nil {
+		return nil, err
+	}
 	in, err := runtime.PrepareInputsFrom(p, inputs, r.RemoteInputs)
 	if err != nil {
 		return nil, err
@@ -71,30 +106,41 @@ func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs
 		return nil, err
 	}
 	run.RemoteInputs, run.Spec, run.ChildOf = r.RemoteInputs, r.Spec, r.ChildOf
-	secret.Register(p, r.lookupEnv())
 	if err := r.Store.CreateRun(ctx, run); err != nil {
 		return nil, err
 	}
-	return r.execute(ctx, run, runtime.Options{}, p, nil)
+	rec, err := r.Store.Recorder(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &Prepared{r: r, run: run, rec: rec, p: p}, nil
 }
 
 // NewRunRecord is the record of a new run of p: the pipeline with every
 // file its load read, and the run's inputs.
 func NewRunRecord(id string, p *dsl.Pipeline, inputs map[string]any) (*store.Run, error) {
-	src := []byte(p.Generated)
-	if p.Generated == "" {
-		var err error
-		if src, err = os.ReadFile(p.Path); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", p.Path, err)
-		}
-	}
-	abs, _ := filepath.Abs(p.Path)
+	main := filepath.ToSlash(filepath.Base(p.Path))
 	files := make(map[string]string, len(p.Sources))
 	for _, s := range p.Sources {
 		files[s.Path] = s.Content
 	}
+	// The text the load read, not the file as it is now: it is what runs.
+	// A pipeline loaded as part of another (a batch's judge pipeline)
+	// kept no text of its own, and is read.
+	src, read := files[main]
+	switch {
+	case p.Generated != "":
+		src = p.Generated
+	case !read:
+		b, err := os.ReadFile(p.Path)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", p.Path, err)
+		}
+		src = string(b)
+	}
+	abs, _ := filepath.Abs(p.Path)
 	return &store.Run{ID: id, Pipeline: p.Path, PipelineAbs: abs, PipelineName: p.Name,
-		PipelineHash: p.Hash, PipelineSrc: string(src), PipelineFiles: files, Inputs: inputs}, nil
+		PipelineHash: p.Hash, PipelineSrc: src, PipelineFiles: files, Inputs: inputs}, nil
 }
 
 // ResumeOptions say how to resume.
@@ -145,11 +191,21 @@ func Load(ctx context.Context, st *store.Store, runID string, allowChanged bool)
 // variables at the checkpoint the run goes on from and, in a fork,
 // inputs; run_started records them.
 func (r *Runner) Continue(ctx context.Context, prev *store.Run, p *dsl.Pipeline, from string, edits []runtime.Edit) (*runtime.Result, error) {
+	pr, err := r.PrepareContinue(ctx, prev, p, from, edits)
+	if err != nil {
+		return nil, err
+	}
+	return pr.Run(ctx), nil
+}
+
+// PrepareContinue is Continue up to the run's first node: the fork is
+// recorded, or the run claimed, and the edits made.
+func (r *Runner) PrepareContinue(ctx context.Context, prev *store.Run, p *dsl.Pipeline, from string, edits []runtime.Edit) (*Prepared, error) {
 	if err := r.Kinds.Check(p); err != nil {
 		return nil, err
 	}
-	secret.Register(p, r.lookupEnv())
 	runID, forkOf := prev.ID, prev.ParentRun
+	remote := prev.RemoteInputs || r.RemoteInputs
 	var upTo int64
 	if from != "" {
 		seq, err := r.Store.Point(ctx, runID, from)
@@ -172,6 +228,13 @@ func (r *Runner) Continue(ctx context.Context, prev *store.Run, p *dsl.Pipeline,
 		if inputs, editSeq, err = applyEdits(p, prev.Inputs, points, edits); err != nil {
 			return nil, err
 		}
+	}
+	inputs, err := runtime.PrepareInputsFrom(p, inputs, remote)
+	if _, edited := splitEdits(edits); err != nil && len(edited) > 0 {
+		return nil, &EditError{err}
+	}
+	if err != nil {
+		return nil, err
 	}
 	if from != "" {
 		child, err := NewRunRecord(runtime.NewRunID(), p, inputs)
@@ -206,31 +269,24 @@ func (r *Runner) Continue(ctx context.Context, prev *store.Run, p *dsl.Pipeline,
 	if err != nil {
 		return nil, err
 	}
-	run := &store.Run{ID: runID, Inputs: inputs, RemoteInputs: prev.RemoteInputs || r.RemoteInputs}
-	return r.execute(ctx, run, runtime.Options{ForkOf: forkOf, Edits: edits}, p, restore)
-}
-
-func (r *Runner) lookupEnv() func(string) (string, bool) {
-	if r.LookupEnv != nil {
-		return r.LookupEnv
-	}
-	return os.LookupEnv
-}
-
-// execute runs the recorded run (its id, inputs and whether they are a
-// remote caller's); told says what run_started tells of where it came
-// from (ForkOf, Edits).
-func (r *Runner) execute(ctx context.Context, run *store.Run, told runtime.Options, p *dsl.Pipeline, restore []*runtime.Checkpoint) (*runtime.Result, error) {
-	runID := run.ID
 	rec, err := r.Store.Recorder(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
+	run := &store.Run{ID: runID, Inputs: inputs, RemoteInputs: remote}
+	return &Prepared{r: r, run: run, rec: rec, told: runtime.Options{ForkOf: forkOf, Edits: edits}, p: p, restore: restore}, nil
+}
+
+// execute runs the recorded run (its id, inputs and whether they are a
+// remote caller's), recording into rec; told says what run_started tells of where it came
+// from (ForkOf, Edits).
+func (r *Runner) execute(ctx context.Context, run *store.Run, rec *store.Recorder, told runtime.Options, p *dsl.Pipeline, restore []*runtime.Checkpoint) *runtime.Result {
+	runID := run.ID
 	sink := &tee{rec: rec, show: r.Sink}
 	ctx, stop := context.WithCancelCause(ctx)
 	watched := r.watchStop(ctx, runID, stop)
 	res := runtime.Run(ctx, r.Kinds, p, run.Inputs, runtime.Options{RunID: runID, ForkOf: told.ForkOf, Edits: told.Edits, Sink: sink, LookupEnv: r.LookupEnv,
-		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops, RemoteInputs: run.RemoteInputs, Ledger: r.Ledger})
+		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops, RemoteInputs: run.RemoteInputs, Ledger: r.Ledger, Prepared: true})
 	stop(nil)
 	<-watched
 	// The run's record must be written even when ctx was cancelled (Ctrl-C).
@@ -247,7 +303,7 @@ func (r *Runner) execute(ctx context.Context, run *store.Run, told runtime.Optio
 		recording = err
 	}
 	sink.finish(res, recording != nil)
-	return res, nil
+	return res
 }
 
 // Ending is how a run that ended with res is recorded in the store.

@@ -417,3 +417,49 @@ func TestStopRequestedThroughTheStore(t *testing.T) {
 		t.Errorf("outputs %v, want %v", again.Outputs, allSaid)
 	}
 }
+
+// checkedSet is the set kind, counting how often a run asks it whether it
+// can run a node.
+type checkedSet struct {
+	runtime.Executor
+	checks *atomic.Int32
+}
+
+func (c checkedSet) CheckNode(*dsl.Pipeline, *dsl.Node) error {
+	c.checks.Add(1)
+	return nil
+}
+
+// A start and a resume each check the node kinds once, before the run is
+// recorded, and the runtime does not check them again.
+func TestKindsCheckedOncePerRun(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "runs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var checks atomic.Int32
+	kinds := nodes.Kinds(nodes.Services{})
+	kinds[dsl.KindSet] = checkedSet{Executor: kinds[dsl.KindSet], checks: &checks}
+	path := filepath.Join(t.TempDir(), "one.yaml")
+	src := "version: 1\nname: one\nstate: {n: 0}\nnodes:\n  - id: inc\n    set: {n: state.n + 1}\noutputs: {n: state.n}\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, ds := dsl.Load(path)
+	if p == nil {
+		t.Fatal(ds)
+	}
+	ctx := context.Background()
+	r := &durable.Runner{Store: st, Kinds: kinds}
+	res, err := r.Start(ctx, p, nil)
+	mustStatus(t, "start", res, err, runtime.StatusCompleted)
+	if n := checks.Swap(0); n != 1 {
+		t.Fatalf("a start checked the set node %d times, want once", n)
+	}
+	fork, err := r.Resume(ctx, res.RunID, durable.ResumeOptions{From: "1"})
+	mustStatus(t, "fork", fork, err, runtime.StatusCompleted)
+	if n := checks.Load(); n != 1 {
+		t.Fatalf("a fork checked the set node %d times, want once", n)
+	}
+}

@@ -111,8 +111,9 @@ func stateEditPoint(p *dsl.Pipeline, points []*runtime.Checkpoint, edits []runti
 }
 
 // applyEdits checks edits and fills in their old values for a run that
-// goes on from points with inputs: the inputs it will run with, and the
-// checkpoint state edits go into (0 for none).
+// goes on from points with inputs: the inputs it will run with, for the
+// caller to prepare (runtime.PrepareInputsFrom), and the checkpoint state
+// edits go into (0 for none).
 func applyEdits(p *dsl.Pipeline, inputs map[string]any, points []*runtime.Checkpoint, edits []runtime.Edit) (map[string]any, int64, error) {
 	if err := CheckEdits(p, edits); err != nil {
 		return nil, 0, err
@@ -126,9 +127,6 @@ func applyEdits(p *dsl.Pipeline, inputs map[string]any, points []*runtime.Checkp
 		}
 		inputs = maps.Clone(inputs)
 		maps.Copy(inputs, changed)
-		if _, err := runtime.PrepareInputs(p, inputs); err != nil {
-			return nil, 0, &EditError{err}
-		}
 	}
 	if len(state) == 0 {
 		return inputs, 0, nil
@@ -144,8 +142,16 @@ func applyEdits(p *dsl.Pipeline, inputs map[string]any, points []*runtime.Checkp
 // points itself is not changed. It fills in each edit's old value.
 func Edited(p *dsl.Pipeline, inputs map[string]any, points []*runtime.Checkpoint, edits []runtime.Edit) (map[string]any, []*runtime.Checkpoint, error) {
 	inputs, seq, err := applyEdits(p, inputs, points, edits)
-	if err != nil || seq == 0 {
-		return inputs, points, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, changed := splitEdits(edits); len(changed) > 0 {
+		if _, err := runtime.PrepareInputs(p, inputs); err != nil {
+			return nil, nil, &EditError{err}
+		}
+	}
+	if seq == 0 {
+		return inputs, points, nil
 	}
 	state, _ := splitEdits(edits)
 	out := slices.Clone(points)

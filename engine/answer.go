@@ -207,9 +207,9 @@ type Continuation struct {
 // Continue resumes or forks run as c says. An answer goes to the question
 // run waits on, checked before anything runs (a misfit is *AnswerError);
 // when it waits on none, or c forks, the answer goes to the first question
-// the run asks, and later is that LaterAnswer, to tell afterwards whether
-// it was used and fitted.
-func (e *Engine) Continue(ctx context.Context, run *store.Run, c Continuation, o ResumeOptions) (res *runtime.Result, later *LaterAnswer, err error) {
+// the run asks, and later is that LaterAnswer, to tell once the run has
+// ended whether it was used and fitted.
+func (e *Engine) Continue(ctx context.Context, run *store.Run, c Continuation, o ResumeOptions) (r *Run, later *LaterAnswer, err error) {
 	answering := len(c.Answers) > 0 || c.AnswerFile != ""
 	switch {
 	case answering && run.Pending != nil && c.From == "":
@@ -217,16 +217,16 @@ func (e *Engine) Continue(ctx context.Context, run *store.Run, c Continuation, o
 		if err != nil {
 			return nil, nil, &AnswerError{err}
 		}
-		res, err := e.Answer(ctx, run.ID, a, o)
-		return res, nil, err
+		r, err := e.Answer(ctx, run.ID, a, o)
+		return r, nil, err
 	case answering:
 		later = &LaterAnswer{Values: c.Answers, File: c.AnswerFile, Then: o.Human}
 		o.Human = later
 	}
 	if c.From == "" {
-		res, err = e.Resume(ctx, run.ID, o)
+		r, err = e.Resume(ctx, run.ID, o)
 	} else {
-		res, err = e.Fork(ctx, run.ID, c.From, o)
+		r, err = e.Fork(ctx, run.ID, c.From, o)
 	}
-	return res, later, err
+	return r, later, err
 }

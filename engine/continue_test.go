@@ -32,7 +32,7 @@ func TestContinue(t *testing.T) {
 	fake := llmtest.New(t)
 	e, st := newEngine(t, fake, nil)
 	ctx := context.Background()
-	res, err := e.Start(ctx, load(t, "stars.yaml", twoQuestions), nil, RunOptions{})
+	res, err := result(e.Start(ctx, load(t, "stars.yaml", twoQuestions), nil, RunOptions{}))
 	if err != nil || res.Status != runtime.StatusWaiting {
 		t.Fatalf("want waiting: %v %+v", err, res)
 	}
@@ -40,7 +40,7 @@ func TestContinue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, later, err := e.Continue(ctx, run, Continuation{Answers: []string{"Ada"}}, ResumeOptions{})
+	res, later, err := continued(e.Continue(ctx, run, Continuation{Answers: []string{"Ada"}}, ResumeOptions{}))
 	if err != nil || later != nil || res.Status != runtime.StatusWaiting || res.Pending.Path != "stars" {
 		t.Fatalf("answering who: %v, later %v, %+v", err, later, res)
 	}
@@ -49,16 +49,16 @@ func TestContinue(t *testing.T) {
 	}
 	var misfit *AnswerError
 	var input *InputError
-	if res, _, err := e.Continue(ctx, run, Continuation{Answers: []string{"many"}}, ResumeOptions{}); !errors.As(err, &misfit) || !errors.As(err, &input) || res != nil {
+	if res, _, err := continued(e.Continue(ctx, run, Continuation{Answers: []string{"many"}}, ResumeOptions{})); !errors.As(err, &misfit) || !errors.As(err, &input) || res != nil {
 		t.Fatalf("an answer that is not an integer: %v %+v", err, res)
 	}
 	// A fork from after who asks stars again: the answer goes there.
-	res, later, err = e.Continue(ctx, run, Continuation{From: "1", Answers: []string{"many"}}, ResumeOptions{})
+	res, later, err = continued(e.Continue(ctx, run, Continuation{From: "1", Answers: []string{"many"}}, ResumeOptions{}))
 	if err != nil || later == nil || !later.Used() || later.Refused() == nil || res.Status != runtime.StatusWaiting || res.RunID == run.ID {
 		t.Fatalf("a fork with an answer that does not fit: %v, later %+v, %+v", err, later, res)
 	}
 	fake.Push(llmtest.Text("hello Ada, 5 stars"))
-	res, later, err = e.Continue(ctx, run, Continuation{From: "1", Answers: []string{"5"}}, ResumeOptions{})
+	res, later, err = continued(e.Continue(ctx, run, Continuation{From: "1", Answers: []string{"5"}}, ResumeOptions{}))
 	if err != nil || later == nil || !later.Used() || later.Refused() != nil || res.Status != runtime.StatusCompleted {
 		t.Fatalf("a fork answered: %v, later %+v, %+v", err, later, res)
 	}

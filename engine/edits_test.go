@@ -56,12 +56,12 @@ func TestForkWithEdits(t *testing.T) {
 	e, st := newEngine(t, nil, nil)
 	p := load(t, "editor.yaml", editPipeline)
 	ctx := context.Background()
-	res, err := e.Start(ctx, p, nil, RunOptions{})
+	res, err := result(e.Start(ctx, p, nil, RunOptions{}))
 	if err != nil || res.Status != runtime.StatusWaiting {
 		t.Fatalf("start: %v %+v", err, res)
 	}
 	run := res.RunID
-	forked, err := e.Fork(ctx, run, "1", ResumeOptions{Edits: []string{"state.n=5", "inputs.word=yo"}, RunOptions: RunOptions{Human: autoHuman{}}})
+	forked, err := result(e.Fork(ctx, run, "1", ResumeOptions{Edits: []string{"state.n=5", "inputs.word=yo"}, RunOptions: RunOptions{Human: autoHuman{}}}))
 	if err != nil || forked.Status != runtime.StatusCompleted {
 		t.Fatalf("fork: %v %+v", err, forked)
 	}
@@ -84,16 +84,16 @@ func TestForkWithEdits(t *testing.T) {
 		{"inputs.start=1.5", "inputs.start (of type integer)"},
 		{"x=1", `"x": an edit names state.NAME or inputs.NAME`},
 	} {
-		_, err := e.Fork(ctx, run, "1", ResumeOptions{Edits: []string{c.edit}})
+		_, err := result(e.Fork(ctx, run, "1", ResumeOptions{Edits: []string{c.edit}}))
 		var input *InputError
 		if !errors.As(err, &input) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("edit %s: %v, want an input error with %q", c.edit, err, c.want)
 		}
 	}
-	if _, err := e.Resume(ctx, run, ResumeOptions{Edits: []string{"inputs.word=no"}}); err == nil || !strings.Contains(err.Error(), "only in a fork") {
+	if _, err := result(e.Resume(ctx, run, ResumeOptions{Edits: []string{"inputs.word=no"}})); err == nil || !strings.Contains(err.Error(), "only in a fork") {
 		t.Errorf("an input edit without a fork: %v", err)
 	}
-	res, err = e.Answer(ctx, run, true, ResumeOptions{Edits: []string{"state.n=100"}})
+	res, err = result(e.Answer(ctx, run, true, ResumeOptions{Edits: []string{"state.n=100"}}))
 	if err != nil || res.Status != runtime.StatusCompleted || res.Outputs["n"] != 200 {
 		t.Fatalf("answer after a state edit: %v %+v", err, res)
 	}

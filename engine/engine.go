@@ -4,7 +4,12 @@
 //
 // Guarantees:
 //   - Every run started is in the store before its first node runs, with
-//     a checkpoint after each node (package durable executes it).
+//     a checkpoint after each node (package durable executes it). Start,
+//     Resume, Fork, Answer and Continue hand the run back (a *Run) as soon
+//     as it is recorded; every reason it cannot start is their error.
+//   - Along a run's path the pipeline file is read once (by its load),
+//     its node kinds checked and its inputs prepared once, and its
+//     secrets registered once.
 //   - The secrets a run may meet (model API keys, base URL passwords, the
 //     values of secret env: names; see package secret) are registered with
 //     package redact before the run's first event, whoever starts it.
@@ -89,6 +94,7 @@ type Engine struct {
 	mu       sync.Mutex
 	sessions []*session // made by Kinds, ended by Close
 	notices  sync.Mutex // one line at a time on Options.Notices
+	runs     sync.WaitGroup
 }
 
 // New checks o and makes an engine. It opens nothing yet.
@@ -121,8 +127,10 @@ func (e *Engine) Store() (*store.Store, error) {
 	return e.st, e.storeErr
 }
 
-// Close ends what Kinds made and closes the store if the engine opened it.
+// Close waits for the runs the engine started to end, ends what Kinds
+// made and closes the store if the engine opened it.
 func (e *Engine) Close() error {
+	e.runs.Wait()
 	e.mu.Lock()
 	sessions := e.sessions
 	e.sessions = nil
@@ -183,29 +191,27 @@ type HostError struct{ Err error }
 func (e *HostError) Error() string { return e.Err.Error() }
 func (e *HostError) Unwrap() error { return e.Err }
 
-// Start checks that p can run here with inputs, then runs it as a durable
-// run in the store, blocking until it ends or waits. A nil Result says
-// the run did not start, and the error why. How it was started (model
-// overrides, human policy, replay) is recorded with it: its resumes go on
-// so.
-func (e *Engine) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, o RunOptions) (*runtime.Result, error) {
+// Start checks that p can run here with inputs, records a new run of it
+// in the store and returns it as it starts: a nil Run says it did not
+// start, and the error why. How it was started (model overrides, human
+// policy, replay) is recorded with it: its resumes go on so.
+func (e *Engine) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, o RunOptions) (*Run, error) {
 	s, err := e.open(p, o, store.RunSpec{})
 	if err != nil {
 		return nil, err
 	}
-	defer s.end()
-	if err := s.kinds.Check(p); err != nil {
-		return nil, &HostError{err}
-	}
-	if _, err := runtime.PrepareInputsFrom(p, inputs, o.Remote); err != nil {
-		return nil, &InputError{err}
-	}
 	st, err := e.Store()
 	if err != nil {
+		s.end()
 		return nil, err
 	}
 	s.useStore(st)
-	return e.runner(st, s, o).Start(ctx, p, inputs)
+	pr, err := e.runner(st, s, o).PrepareStart(ctx, runtime.NewRunID(), p, inputs)
+	if err != nil {
+		s.end()
+		return nil, preparing(err)
+	}
+	return e.launch(ctx, s, pr), nil
 }
 
 // ResumeOptions say how to resume.
@@ -222,21 +228,22 @@ type ResumeOptions struct {
 }
 
 // Resume continues run from its last checkpoint; finished nodes are
-// restored, not run again.
-func (e *Engine) Resume(ctx context.Context, run string, o ResumeOptions) (*runtime.Result, error) {
+// restored, not run again. It returns the run as it goes on, as Start
+// does.
+func (e *Engine) Resume(ctx context.Context, run string, o ResumeOptions) (*Run, error) {
 	return e.resume(ctx, run, "", o)
 }
 
 // Fork continues run from a snapshot label or checkpoint number (from) as
 // a new run; run is left untouched.
-func (e *Engine) Fork(ctx context.Context, run, from string, o ResumeOptions) (*runtime.Result, error) {
+func (e *Engine) Fork(ctx context.Context, run, from string, o ResumeOptions) (*Run, error) {
 	if from == "" {
 		return nil, errors.New("fork: name a snapshot or a checkpoint to fork from")
 	}
 	return e.resume(ctx, run, from, o)
 }
 
-func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions) (*runtime.Result, error) {
+func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions) (*Run, error) {
 	st, err := e.Store()
 	if err != nil {
 		return nil, err
@@ -257,19 +264,20 @@ func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions) 
 	if err != nil {
 		return nil, err
 	}
-	defer s.end()
 	s.useStore(st)
-	res, err := e.runner(st, s, o.RunOptions).Continue(ctx, prev, p, from, edits)
-	if ee := (*durable.EditError)(nil); errors.As(err, &ee) {
-		return nil, &InputError{err}
+	pr, err := e.runner(st, s, o.RunOptions).PrepareContinue(ctx, prev, p, from, edits)
+	if err != nil {
+		s.end()
+		return nil, preparing(err)
 	}
-	return res, err
+	return e.launch(ctx, s, pr), nil
 }
 
 // Answer resumes run, which waits on a question, with answer, after
 // checking it against the question's schema (ParseAnswer and ReadAnswer
-// read one from text). Any further question goes to o.Human.
-func (e *Engine) Answer(ctx context.Context, run string, answer any, o ResumeOptions) (*runtime.Result, error) {
+// read one from text), and returns it as it goes on. Any further question
+// goes to o.Human.
+func (e *Engine) Answer(ctx context.Context, run string, answer any, o ResumeOptions) (*Run, error) {
 	st, err := e.Store()
 	if err != nil {
 		return nil, err

@@ -13,7 +13,6 @@ import (
 	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm/llmtest"
-	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -93,36 +92,11 @@ func storedText(t *testing.T, st *store.Store, run string) string {
 func TestStartRedactsEnvSecret(t *testing.T) {
 	const token = "svc-engine-start-4f3e2d1c0b9a8776"
 	e, st := newEngine(t, nil, map[string]string{"SERVICE_TOKEN": token})
-	res, err := e.Start(context.Background(), load(t, "secretive.yaml", secretPipeline), nil, RunOptions{})
+	res, err := result(e.Start(context.Background(), load(t, "secretive.yaml", secretPipeline), nil, RunOptions{}))
 	if err != nil || res.Status != runtime.StatusCompleted {
 		t.Fatalf("%v %+v", err, res)
 	}
 	if got := storedText(t, st, res.RunID); strings.Contains(got, token[4:20]) || !strings.Contains(got, "token ") {
-		t.Fatalf("the stored run shows the env: secret:\n%s", got)
-	}
-}
-
-// A program that runs pipelines with durable.Runner directly gets the
-// same redaction: the rule sits where every run starts.
-func TestDurableRunnerRedactsEnvSecret(t *testing.T) {
-	const token = "svc-durable-only-9a8b7c6d5e4f3021"
-	st, err := store.Open(filepath.Join(t.TempDir(), "runs.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	lookup := func(name string) (string, bool) {
-		if name == "SERVICE_TOKEN" {
-			return token, true
-		}
-		return "", false
-	}
-	r := &durable.Runner{Store: st, Kinds: nodes.Kinds(nodes.Services{}), LookupEnv: lookup}
-	res, err := r.Start(context.Background(), load(t, "secretive.yaml", secretPipeline), nil)
-	if err != nil || res.Status != runtime.StatusCompleted {
-		t.Fatalf("%v %+v", err, res)
-	}
-	if got := storedText(t, st, res.RunID); strings.Contains(got, token[4:20]) {
 		t.Fatalf("the stored run shows the env: secret:\n%s", got)
 	}
 }
@@ -148,13 +122,13 @@ func TestStartWaitAnswerFork(t *testing.T) {
 	e, st := newEngine(t, fake, nil)
 	p := load(t, "asker.yaml", askPipeline)
 	ctx := context.Background()
-	res, err := e.Start(ctx, p, nil, RunOptions{})
+	res, err := result(e.Start(ctx, p, nil, RunOptions{}))
 	if err != nil || res.Status != runtime.StatusWaiting || res.Pending == nil || res.Pending.Path != "who" {
 		t.Fatalf("want waiting on who: %v %+v", err, res)
 	}
 	run := res.RunID
 	var input *InputError
-	if _, err := e.Answer(ctx, run, map[string]any{"age": 3}, ResumeOptions{}); !errors.As(err, &input) || !strings.Contains(err.Error(), "does not match the question's schema") {
+	if _, err := result(e.Answer(ctx, run, map[string]any{"age": 3}, ResumeOptions{})); !errors.As(err, &input) || !strings.Contains(err.Error(), "does not match the question's schema") {
 		t.Fatalf("an answer without name: %v", err)
 	}
 	answer, err := ReadAnswer(res.Pending, []string{"name=Ada", "age=36"}, "")
@@ -162,18 +136,18 @@ func TestStartWaitAnswerFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake.Push(llmtest.Text("hello Ada"))
-	res, err = e.Answer(ctx, run, answer, ResumeOptions{})
+	res, err = result(e.Answer(ctx, run, answer, ResumeOptions{}))
 	if err != nil || res.Status != runtime.StatusCompleted || res.Outputs["greeting"] != "hello Ada" {
 		t.Fatalf("after the answer: %v %+v", err, res)
 	}
 	if !strings.Contains(string(fake.Last().Raw), "Greet Ada") {
 		t.Errorf("the model was asked %s", fake.Last().Raw)
 	}
-	if _, err := e.Resume(ctx, run, ResumeOptions{}); err == nil || !strings.Contains(err.Error(), "already completed") {
+	if _, err := result(e.Resume(ctx, run, ResumeOptions{})); err == nil || !strings.Contains(err.Error(), "already completed") {
 		t.Errorf("resuming a completed run: %v", err)
 	}
 	fake.Push(llmtest.Text("hello again"))
-	forked, err := e.Fork(ctx, run, "1", ResumeOptions{})
+	forked, err := result(e.Fork(ctx, run, "1", ResumeOptions{}))
 	if err != nil || forked.RunID == run || forked.Status != runtime.StatusCompleted || forked.Outputs["greeting"] != "hello again" {
 		t.Fatalf("fork: %v %+v", err, forked)
 	}
@@ -201,7 +175,7 @@ outputs: {text: nodes.think.text}
 	ctx := context.Background()
 	ended := make(chan *runtime.Result, 1)
 	go func() {
-		res, _ := e.Start(ctx, p, nil, RunOptions{})
+		res, _ := result(e.Start(ctx, p, nil, RunOptions{}))
 		ended <- res
 	}()
 	for fake.Calls() == 0 {
@@ -244,7 +218,7 @@ func TestStartRefusesBeforeTheRun(t *testing.T) {
 	}
 	for _, c := range cases {
 		e, st := c.e()
-		res, err := e.Start(ctx, p, c.inputs, c.o)
+		res, err := result(e.Start(ctx, p, c.inputs, c.o))
 		if res != nil || err == nil || !errors.As(err, c.want) || !strings.Contains(err.Error(), c.text) {
 			t.Errorf("%s: %+v %v", c.name, res, err)
 		}
@@ -275,13 +249,13 @@ outputs: {doc: inputs.doc}
 	e, st := newEngine(t, nil, nil)
 	ctx := context.Background()
 	var input *InputError
-	if res, err := e.Start(ctx, p, map[string]any{"doc": outside}, RunOptions{Remote: true}); res != nil || !errors.As(err, &input) {
+	if res, err := result(e.Start(ctx, p, map[string]any{"doc": outside}, RunOptions{Remote: true})); res != nil || !errors.As(err, &input) {
 		t.Fatalf("a remote caller's path outside the directory: %+v %v", res, err)
 	}
 	if runs, _ := st.Runs(ctx); len(runs) != 0 {
 		t.Fatalf("%d runs recorded", len(runs))
 	}
-	if res, err := e.Start(ctx, p, map[string]any{"doc": outside}, RunOptions{}); err != nil || res.Status != runtime.StatusCompleted {
+	if res, err := result(e.Start(ctx, p, map[string]any{"doc": outside}, RunOptions{})); err != nil || res.Status != runtime.StatusCompleted {
 		t.Fatalf("the same path from this host's user: %+v %v", res, err)
 	}
 }
@@ -293,7 +267,7 @@ func TestResumeOfAChangedPipeline(t *testing.T) {
 	e, _ := newEngine(t, fake, nil)
 	p := load(t, "asker.yaml", askPipeline)
 	ctx := context.Background()
-	res, err := e.Start(ctx, p, nil, RunOptions{})
+	res, err := result(e.Start(ctx, p, nil, RunOptions{}))
 	if err != nil || res.Status != runtime.StatusWaiting {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -301,12 +275,26 @@ func TestResumeOfAChangedPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	var changed *durable.ChangedError
-	if _, err := e.Answer(ctx, res.RunID, map[string]any{"name": "Ada"}, ResumeOptions{}); !errors.As(err, &changed) || !strings.Contains(err.Error(), "Welcome") {
+	if _, err := result(e.Answer(ctx, res.RunID, map[string]any{"name": "Ada"}, ResumeOptions{})); !errors.As(err, &changed) || !strings.Contains(err.Error(), "Welcome") {
 		t.Fatalf("resuming a changed pipeline: %v", err)
 	}
 	fake.Push(llmtest.Text("welcome Ada"))
-	res, err = e.Answer(ctx, res.RunID, map[string]any{"name": "Ada"}, ResumeOptions{AllowChanged: true})
+	res, err = result(e.Answer(ctx, res.RunID, map[string]any{"name": "Ada"}, ResumeOptions{AllowChanged: true}))
 	if err != nil || res.Status != runtime.StatusCompleted || !strings.Contains(string(fake.Last().Raw), "Welcome Ada") {
 		t.Fatalf("with AllowChanged: %+v %v", res, err)
 	}
+}
+
+// result waits for the run the engine returned, if it started.
+func result(r *Run, err error) (*runtime.Result, error) {
+	if r == nil {
+		return nil, err
+	}
+	return r.Wait(), err
+}
+
+// continued is result for Continue.
+func continued(r *Run, later *LaterAnswer, err error) (*runtime.Result, *LaterAnswer, error) {
+	res, err := result(r, err)
+	return res, later, err
 }

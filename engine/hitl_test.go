@@ -68,7 +68,7 @@ func answerText(t *testing.T, e *Engine, run, path string, values ...string) (*r
 		t.Fatalf("answer %v to %s: %v", values, path, err)
 	}
 	log := &runtimetest.Events{}
-	res, err := e.Answer(context.Background(), run, a, ResumeOptions{RunOptions: RunOptions{Sink: log}})
+	res, err := result(e.Answer(context.Background(), run, a, ResumeOptions{RunOptions: RunOptions{Sink: log}}))
 	if err != nil {
 		t.Fatalf("answer %v to %s: %v", values, path, err)
 	}
@@ -102,7 +102,7 @@ func storedAs(t *testing.T, st *store.Store, run string, status runtime.Status, 
 func TestAskWaitsThenAnswersGoOnWhereItStopped(t *testing.T) {
 	e, st := newEngine(t, nil, nil)
 	ctx := context.Background()
-	res, err := e.Start(ctx, loadTestdata(t, "count.yaml"), nil, RunOptions{})
+	res, err := result(e.Start(ctx, loadTestdata(t, "count.yaml"), nil, RunOptions{}))
 	if err != nil || res.Status != runtime.StatusWaiting || res.Pending.Text != "Counted to 5. Who are you?" {
 		t.Fatalf("start: %v %+v", err, res)
 	}
@@ -138,7 +138,7 @@ func TestDeclinedConfirmationStopsAndYesRuns(t *testing.T) {
 	e, st := newEngine(t, nil, nil)
 	ctx := context.Background()
 	person := scripted{"name": {map[string]any{"who": "cy"}}, "careful": {false, false}}
-	res, err := e.Start(ctx, loadTestdata(t, "count.yaml"), nil, RunOptions{Human: person})
+	res, err := result(e.Start(ctx, loadTestdata(t, "count.yaml"), nil, RunOptions{Human: person}))
 	if err != nil || res.Status != runtime.StatusStopped || res.Outputs != nil || !strings.Contains(res.Reason, "running careful was declined") {
 		t.Fatalf("declined: %v %+v, want stopped with the decline named and no outputs", err, res)
 	}
@@ -146,7 +146,7 @@ func TestDeclinedConfirmationStopsAndYesRuns(t *testing.T) {
 	if r := storedAs(t, st, run, runtime.StatusStopped, "careful"); !strings.Contains(r.Reason, "declined") {
 		t.Fatalf("stored reason %q", r.Reason)
 	}
-	res, err = e.Resume(ctx, run, ResumeOptions{RunOptions: RunOptions{Human: person}})
+	res, err = result(e.Resume(ctx, run, ResumeOptions{RunOptions: RunOptions{Human: person}}))
 	if err != nil || res.Status != runtime.StatusStopped || !strings.Contains(res.Reason, "declined") {
 		t.Fatalf("declined again: %v %+v", err, res)
 	}
@@ -170,7 +170,7 @@ func TestAutoCapsLoopsAndAnswersDefaults(t *testing.T) {
 	e, _ := newEngine(t, nil, nil)
 	ctx := context.Background()
 	log := &runtimetest.Events{}
-	res, err := e.Start(ctx, loadTestdata(t, "count.yaml"), nil, RunOptions{Human: e.Human(true), MaxLoops: 2, Sink: log})
+	res, err := result(e.Start(ctx, loadTestdata(t, "count.yaml"), nil, RunOptions{Human: e.Human(true), MaxLoops: 2, Sink: log}))
 	if err != nil || res.Status != runtime.StatusCompleted || res.Outputs["n"] != 200 || res.Outputs["who"] != "nobody" {
 		t.Fatalf("auto: %v %+v, want two iterations, the default and the confirmation accepted", err, res)
 	}
@@ -182,7 +182,7 @@ func TestAutoCapsLoopsAndAnswersDefaults(t *testing.T) {
 		t.Fatalf("no loop_exhausted event names the cap: %+v", log.All())
 	}
 	noDefault := strings.Replace(testdata(t, "count.yaml"), "      default: {who: nobody}\n", "", 1)
-	res, err = e.Start(ctx, load(t, "ask.yaml", noDefault), nil, RunOptions{Human: e.Human(true)})
+	res, err = result(e.Start(ctx, load(t, "ask.yaml", noDefault), nil, RunOptions{Human: e.Human(true)}))
 	if err != nil || res.Status != runtime.StatusWaiting || res.Pending.Path != "name" {
 		t.Fatalf("an ask without a default under auto: %v %+v, want it waiting", err, res)
 	}
@@ -198,7 +198,7 @@ func TestAutoCapsLoopsAndAnswersDefaults(t *testing.T) {
 func TestSnapshotRollbackAndFork(t *testing.T) {
 	e, st := newEngine(t, nil, nil)
 	ctx := context.Background()
-	res, err := e.Start(ctx, loadTestdata(t, "steps.yaml"), nil, RunOptions{})
+	res, err := result(e.Start(ctx, loadTestdata(t, "steps.yaml"), nil, RunOptions{}))
 	if err != nil || res.Status != runtime.StatusWaiting {
 		t.Fatalf("start: %v %+v", err, res)
 	}
@@ -216,7 +216,7 @@ func TestSnapshotRollbackAndFork(t *testing.T) {
 
 	parentBefore := storedAs(t, st, run, runtime.StatusCompleted, "")
 	cpsBefore, _ := st.Checkpoints(ctx, run, 0)
-	fork, err := e.Fork(ctx, run, "before-answer", ResumeOptions{})
+	fork, err := result(e.Fork(ctx, run, "before-answer", ResumeOptions{}))
 	if err != nil || fork.Status != runtime.StatusWaiting || fork.RunID == run {
 		t.Fatalf("fork: %v %+v, want a new run waiting", err, fork)
 	}
@@ -248,7 +248,7 @@ func TestSnapshotRollbackAndFork(t *testing.T) {
 		t.Fatalf("no rollback snapshot: %+v", snaps)
 	}
 	log := &runtimetest.Events{}
-	res, err = e.Resume(ctx, run, ResumeOptions{RunOptions: RunOptions{Sink: log}})
+	res, err = result(e.Resume(ctx, run, ResumeOptions{RunOptions: RunOptions{Sink: log}}))
 	if err != nil || res.Status != runtime.StatusWaiting || res.Pending.Path != "ask_more" {
 		t.Fatalf("resume after the rollback: %v %+v", err, res)
 	}
@@ -266,7 +266,7 @@ func TestSnapshotRollbackAndFork(t *testing.T) {
 func TestAnswerRightAfterRollback(t *testing.T) {
 	e, st := newEngine(t, nil, nil)
 	ctx := context.Background()
-	res, err := e.Start(ctx, loadTestdata(t, "steps.yaml"), nil, RunOptions{})
+	res, err := result(e.Start(ctx, loadTestdata(t, "steps.yaml"), nil, RunOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestAnswerRightAfterRollback(t *testing.T) {
 	if _, err := st.Rollback(ctx, run, "asked"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err = e.Resume(ctx, run, ResumeOptions{}); err != nil || res.Status != runtime.StatusWaiting {
+	if res, err = result(e.Resume(ctx, run, ResumeOptions{})); err != nil || res.Status != runtime.StatusWaiting {
 		t.Fatalf("resumed with nobody to answer: %v %+v", err, res)
 	}
 	storedAs(t, st, run, runtime.StatusWaiting, "ask_more")
@@ -288,7 +288,7 @@ func TestAnswerRightAfterRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := &runtimetest.Events{}
-	res, err = e.Resume(ctx, run, ResumeOptions{RunOptions: RunOptions{Human: scripted{"ask_more": {false}}, Sink: log}})
+	res, err = result(e.Resume(ctx, run, ResumeOptions{RunOptions: RunOptions{Human: scripted{"ask_more": {false}}, Sink: log}}))
 	if err != nil || res.Status != runtime.StatusCompleted || res.Outputs["more"] != false || res.Outputs["n"] != 30 {
 		t.Fatalf("answered after the rollback: %v %+v", err, res)
 	}
@@ -306,7 +306,7 @@ func TestAnswerRightAfterRollback(t *testing.T) {
 func TestConfirmationSaysWhatWillRun(t *testing.T) {
 	sandboxtest.NeedPython(t)
 	e, st := newEngine(t, nil, nil)
-	res, err := e.Start(context.Background(), loadTestdata(t, "confirmcode.yaml"), nil, RunOptions{})
+	res, err := result(e.Start(context.Background(), loadTestdata(t, "confirmcode.yaml"), nil, RunOptions{}))
 	if err != nil || res.Status != runtime.StatusWaiting {
 		t.Fatalf("start: %v %+v", err, res)
 	}
@@ -349,7 +349,7 @@ func TestResumeSeesEveryFileTheLoadRead(t *testing.T) {
 	if p == nil {
 		t.Fatal(ds)
 	}
-	res, err := e.Start(ctx, p, nil, RunOptions{})
+	res, err := result(e.Start(ctx, p, nil, RunOptions{}))
 	if err != nil || res.Status != runtime.StatusWaiting {
 		t.Fatalf("start: %v %+v", err, res)
 	}
@@ -359,13 +359,13 @@ func TestResumeSeesEveryFileTheLoadRead(t *testing.T) {
 	} {
 		edit(c.file, c.old, c.new)
 		var changed *durable.ChangedError
-		if _, err := e.Answer(ctx, res.RunID, true, ResumeOptions{}); !errors.As(err, &changed) || !strings.Contains(err.Error(), c.want) {
+		if _, err := result(e.Answer(ctx, res.RunID, true, ResumeOptions{})); !errors.As(err, &changed) || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("resume after %s changed: %v, want a ChangedError with\n%s", c.file, err, c.want)
 		}
 		edit(c.file, c.new, c.old)
 	}
 	edit("sub.yaml", "inputs.n * 2", "inputs.n * 3")
-	res, err = e.Answer(ctx, res.RunID, true, ResumeOptions{AllowChanged: true})
+	res, err = result(e.Answer(ctx, res.RunID, true, ResumeOptions{AllowChanged: true}))
 	if err != nil || res.Status != runtime.StatusCompleted || res.Outputs["approved"] != true {
 		t.Fatalf("with AllowChanged: %v %+v", err, res)
 	}

@@ -20,7 +20,7 @@ func TestARunGoesOnAsItWasStarted(t *testing.T) {
 	e, st := newEngine(t, fake, nil)
 	p := load(t, "asker.yaml", askPipeline)
 	ctx := context.Background()
-	res, err := e.Start(ctx, p, nil, RunOptions{Models: []string{"default=gpt-4.1"}, MaxLoops: 3})
+	res, err := result(e.Start(ctx, p, nil, RunOptions{Models: []string{"default=gpt-4.1"}, MaxLoops: 3}))
 	if err != nil || res.Status != runtime.StatusWaiting {
 		t.Fatalf("start: %v %+v", err, res)
 	}
@@ -32,7 +32,7 @@ func TestARunGoesOnAsItWasStarted(t *testing.T) {
 	other, _ := newEngine(t, fake, nil)
 	other.o.Store = st
 	fake.Push(llmtest.Text("hello Ada"))
-	done, err := other.Answer(ctx, res.RunID, map[string]any{"name": "Ada"}, ResumeOptions{})
+	done, err := result(other.Answer(ctx, res.RunID, map[string]any{"name": "Ada"}, ResumeOptions{}))
 	if err != nil || done.Status != runtime.StatusCompleted {
 		t.Fatalf("answer: %v %+v", err, done)
 	}
@@ -41,7 +41,7 @@ func TestARunGoesOnAsItWasStarted(t *testing.T) {
 	}
 
 	fake.Push(llmtest.Text("hello again"))
-	forked, err := e.Fork(ctx, res.RunID, "1", ResumeOptions{})
+	forked, err := result(e.Fork(ctx, res.RunID, "1", ResumeOptions{}))
 	if err != nil || fake.Last().Model != "gpt-4.1" {
 		t.Fatalf("a fork called %s (%v), want the override it inherits", fake.Last().Model, err)
 	}
@@ -50,7 +50,7 @@ func TestARunGoesOnAsItWasStarted(t *testing.T) {
 	}
 
 	fake.Push(llmtest.Text("hello there"))
-	changed, err := e.Fork(ctx, res.RunID, "1", ResumeOptions{RunOptions: RunOptions{Models: []string{"default=gpt-4o"}}})
+	changed, err := result(e.Fork(ctx, res.RunID, "1", ResumeOptions{RunOptions: RunOptions{Models: []string{"default=gpt-4o"}}}))
 	if err != nil || fake.Last().Model != "gpt-4o" {
 		t.Fatalf("a fork given gpt-4o called %s (%v)", fake.Last().Model, err)
 	}

@@ -247,9 +247,12 @@ func TestRecordsOneCassettePerRun(t *testing.T) {
 			}
 		}
 		replay, st := replayEngine(t, f)
-		res, err := replay.Start(context.Background(), pipeline, map[string]any{"topic": topic}, engine.RunOptions{Human: replay.Human(true)})
-		if err != nil || res.Status != runtime.StatusCompleted || res.Outputs["text"] != "polished "+topic {
-			t.Errorf("replaying %s: %v %+v", f, err, res)
+		r, err := replay.Start(context.Background(), pipeline, map[string]any{"topic": topic}, engine.RunOptions{Human: replay.Human(true)})
+		if err != nil {
+			t.Fatalf("replaying %s: %v", f, err)
+		}
+		if res := r.Wait(); res.Status != runtime.StatusCompleted || res.Outputs["text"] != "polished "+topic {
+			t.Errorf("replaying %s: %+v", f, res)
 		}
 		st.Close()
 	}

@@ -258,10 +258,10 @@ func (ps *pipelineServer) handler(p *dsl.Pipeline) mcp.ToolHandler {
 		if ps.recordDir != "" {
 			o.Record = llm.NewCassette()
 		}
-		var res *runtime.Result
+		var r *engine.Run
 		var err error
 		if req.Params.RequestState != "" {
-			res, err = ps.answer(ctx, req, o)
+			r, err = ps.answer(ctx, req, o)
 		} else {
 			inputs := map[string]any{}
 			if len(req.Params.Arguments) > 0 {
@@ -269,7 +269,11 @@ func (ps *pipelineServer) handler(p *dsl.Pipeline) mcp.ToolHandler {
 					return toolError(fmt.Sprintf("the arguments are not a JSON object: %v", err)), nil
 				}
 			}
-			res, err = ps.engine.Start(ctx, p, inputs, o)
+			r, err = ps.engine.Start(ctx, p, inputs, o)
+		}
+		var res *runtime.Result
+		if r != nil {
+			res = r.Wait()
 		}
 		// A client before the multi-round-trip protocol cannot use a
 		// request state: the SDK asks its first question for it and calls
@@ -283,7 +287,15 @@ func (ps *pipelineServer) handler(p *dsl.Pipeline) mcp.ToolHandler {
 					res.Pending.Text, res.RunID, err, AnswerCommand(res.RunID, res.Pending))}
 				break
 			}
-			res, err = ps.resumeWith(ctx, res.RunID, *res.Pending, er, o)
+			var a any
+			if a, err = reply(res.RunID, *res.Pending, er); err != nil {
+				res = nil
+				break
+			}
+			res = nil
+			if r, err = r.Answer(ctx, a, engine.ResumeOptions{RunOptions: o}); err == nil {
+				res = r.Wait()
+			}
 		}
 		if res != nil {
 			run = res.RunID
@@ -394,29 +406,30 @@ func elicitation(q *runtime.Question) *mcp.ElicitParams {
 
 // answer resumes the waiting run named by the call's request state with
 // the user's answer to its question.
-func (ps *pipelineServer) answer(ctx context.Context, req *mcp.CallToolRequest, o engine.RunOptions) (*runtime.Result, error) {
+func (ps *pipelineServer) answer(ctx context.Context, req *mcp.CallToolRequest, o engine.RunOptions) (*engine.Run, error) {
 	w, err := ps.states.open(req.Params.RequestState, req.Session.ID(), time.Now())
 	if err != nil {
 		return nil, &callError{err}
 	}
 	er, _ := req.Params.InputResponses[inputKey].(*mcp.ElicitResult)
-	return ps.resumeWith(ctx, w.Run, w.Question, er, o)
+	a, err := reply(w.Run, w.Question, er)
+	if err != nil {
+		return nil, err
+	}
+	return ps.engine.Answer(ctx, w.Run, a, engine.ResumeOptions{RunOptions: o})
 }
 
-// resumeWith resumes run, which waits on q, with the user's reply er.
-func (ps *pipelineServer) resumeWith(ctx context.Context, run string, q runtime.Question, er *mcp.ElicitResult, o engine.RunOptions) (*runtime.Result, error) {
-	var answer any
+// reply is the answer the user's reply er gives to q, which run waits on.
+func reply(run string, q runtime.Question, er *mcp.ElicitResult) (any, error) {
 	switch {
 	case er == nil:
 		return nil, &callError{fmt.Errorf("no answer to %q came with the call; run %s waits: %s", q.Text, run, AnswerCommand(run, &q))}
 	case er.Action == "accept":
-		answer = er.Content[inputKey]
+		return er.Content[inputKey], nil
 	case q.Kind == runtime.QuestionConfirm:
-		answer = false
-	default:
-		return nil, &callError{fmt.Errorf("the user did not answer %q (%s); run %s waits: %s", q.Text, er.Action, run, AnswerCommand(run, &q))}
+		return false, nil
 	}
-	return ps.engine.Answer(ctx, run, answer, engine.ResumeOptions{RunOptions: o})
+	return nil, &callError{fmt.Errorf("the user did not answer %q (%s); run %s waits: %s", q.Text, er.Action, run, AnswerCommand(run, &q))}
 }
 
 func toolError(msg string) *mcp.CallToolResult {

@@ -117,6 +117,11 @@ type Options struct {
 	// Clock is what retry backoff waits on (default clock.Real): a test
 	// gives a clock.Fake so that waits pass at once.
 	Clock clock.Clock
+	// Prepared says kinds passed Registry.Check for p and the inputs are
+	// what PrepareInputsFrom made of them, for this run: a caller that
+	// had to know both before recording the run (package durable) spares
+	// Run doing them again.
+	Prepared bool
 }
 
 // Result is how a run ended.
@@ -228,11 +233,10 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 		return res
 	}
 	r.sink.emit(Event{Type: EventRunStarted, Run: r.id, Pipeline: p.Name, ForkOf: opts.ForkOf, Edits: opts.Edits, Restored: last.Seq})
-	if err := kinds.Check(p); err != nil {
-		res.Status, res.Err = StatusFailed, err
-		return finish()
+	in, err := inputs, error(nil)
+	if !opts.Prepared {
+		in, err = prepare(kinds, p, inputs, opts.RemoteInputs)
 	}
-	in, err := PrepareInputsFrom(p, inputs, opts.RemoteInputs)
 	if err != nil {
 		res.Status, res.Err = StatusFailed, err
 		return finish()
@@ -270,6 +274,14 @@ func Run(ctx context.Context, kinds Registry, p *dsl.Pipeline, inputs map[string
 		res.Status, res.Outputs = StatusCompleted, outputs
 	}
 	return finish()
+}
+
+// prepare checks that kinds can run p and prepares its inputs.
+func prepare(kinds Registry, p *dsl.Pipeline, inputs map[string]any, remote bool) (map[string]any, error) {
+	if err := kinds.Check(p); err != nil {
+		return nil, err
+	}
+	return PrepareInputsFrom(p, inputs, remote)
 }
 
 func errString(err error) string {

@@ -153,28 +153,23 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		again(err)
 		return
 	}
-	o := engine.RunOptions{Remote: true}
+	var models []string
 	for name := range p.Models {
 		if m := strings.TrimSpace(r.FormValue("model." + name)); m != "" && m != p.Models[name].Model {
-			o.Models = append(o.Models, name+"="+m)
+			models = append(models, name+"="+m)
 		}
 	}
+	maxLoops := 0
 	if v := r.FormValue("max_loops"); v != "" {
-		if o.MaxLoops, err = strconv.Atoi(v); err != nil || o.MaxLoops < 0 {
+		if maxLoops, err = strconv.Atoi(v); err != nil || maxLoops < 0 {
 			again(fmt.Errorf("max loops %q: give a whole number, 0 for no cap", v))
 			return
 		}
 	}
-	o.Auto = r.FormValue("auto") != ""
-	h := newHuman(o.Auto)
-	o.Human = h
-	id, err := s.launch(h, "", rel, func(ctx context.Context, sink *launchSink) error {
-		o.Sink, o.OnDelta = sink, sink.delta
-		res, err := s.engine.Start(ctx, p, inputs, o)
-		if res == nil {
-			return err
-		}
-		return nil
+	auto := r.FormValue("auto") != ""
+	id, err := s.launch(newHuman(auto), "", rel, func(ctx context.Context, o engine.RunOptions) (*engine.Run, error) {
+		o.Models, o.MaxLoops, o.Auto = models, maxLoops, auto
+		return s.engine.Start(ctx, p, inputs, o)
 	})
 	if err != nil {
 		again(err)

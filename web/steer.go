@@ -51,36 +51,30 @@ func (h *human) Answer(_ context.Context, q runtime.Question) (any, bool, error)
 	return nil, false, nil
 }
 
-// activeRun is a run in progress in this server.
+// activeRun is a run in progress in this server, or a launch of one
+// waiting for a slot.
 type activeRun struct {
-	cancel context.CancelCauseFunc
+	cancel context.CancelCauseFunc // of the launch, a queued one's too
 	human  *human
+	run    *engine.Run   // nil while queued; set under Server.mu
 	done   chan struct{} // closed once it is no longer active
-	ended  atomic.Bool   // its run returned: only bookkeeping is left
+	ended  atomic.Bool   // its run ended: only bookkeeping is left
 	text   *liveText     // the model text streaming in
 }
 
-// launchSink learns the run's id from its first event and registers the
-// run as active under it.
-type launchSink struct {
-	s       *Server
-	a       *activeRun
-	id      string
-	started chan string
+// replySink ends a reply's streamed text once the reply is recorded, and
+// closes begun at the run's first event.
+type replySink struct {
+	text  *liveText
+	once  sync.Once
+	begun chan struct{}
 }
 
-func (l *launchSink) Event(e runtime.Event) {
+func (l *replySink) Event(e runtime.Event) {
+	l.once.Do(func() { close(l.begun) })
 	if endsReply(e) {
-		l.a.text.end(e.Path)
+		l.text.end(e.Path)
 	}
-	if e.Type != runtime.EventRunStarted || l.id != "" {
-		return
-	}
-	l.id = e.Run
-	l.s.mu.Lock()
-	l.s.active[e.Run] = l.a
-	l.s.mu.Unlock()
-	l.started <- e.Run
 }
 
 // queuedRun is a launch waiting for one of the runs started here to end,
@@ -160,14 +154,15 @@ func (s *Server) awaitSlot(ctx context.Context, q *queuedRun) bool {
 	return got
 }
 
-// launch runs run in the background, owned by the server, and returns
-// the id of the run it started, or why it could not start. A resume
-// names the run it continues as claim: it is refused while that run is
-// already active here (the store lets this process claim its own run).
-// When MaxRuns runs started here are running, the launch is queued
-// (listed by queued, what naming it) and launch returns "" at once; it
-// starts when a run ends.
-func (s *Server) launch(h *human, claim, what string, run func(ctx context.Context, sink *launchSink) error) (string, error) {
+// launch starts a run with start (the engine's Start, Resume, Fork or
+// Answer, given o to start it with), owned by the server, and returns the
+// run's id, or why it could not start. A resume names the run it
+// continues as claim: it is refused while that run is already active
+// here (the store lets this process claim its own run). When MaxRuns
+// runs started here are running, the launch is queued (listed by queued,
+// what naming it) and launch returns "" at once; it starts when a run
+// ends.
+func (s *Server) launch(h *human, claim, what string, start func(ctx context.Context, o engine.RunOptions) (*engine.Run, error)) (string, error) {
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	a := &activeRun{cancel: cancel, human: h, done: make(chan struct{}), text: newLiveText()}
 	if claim != "" {
@@ -191,49 +186,76 @@ func (s *Server) launch(h *human, claim, what string, run func(ctx context.Conte
 			<-prev.done
 		}
 	}
-	sink := &launchSink{s: s, a: a, started: make(chan string, 1)}
-	failed := make(chan error, 1)
+	sink := &replySink{text: a.text, begun: make(chan struct{})}
+	o := engine.RunOptions{Sink: sink, OnDelta: a.text.add, Human: h, Remote: true}
 	q := &queuedRun{What: what, Claim: claim, Since: time.Now()}
-	queued := !s.takeSlot(q)
+	if s.takeSlot(q) {
+		r, err := start(ctx, o)
+		if err != nil {
+			<-s.slots
+			s.release(a, claim)
+			return "", err
+		}
+		s.own(a, claim, r)
+		// The page the caller goes to shows the run begun: one that
+		// loaded before the run's first event would be replaced by it
+		// at once, and a click on it (Yes) lost.
+		select {
+		case <-sink.begun:
+		case <-r.Done():
+		}
+		return r.ID(), nil
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer cancel(nil)
-		var err error
-		if !queued || s.awaitSlot(ctx, q) {
-			err = run(ctx, sink)
-			a.ended.Store(true)
+		if !s.awaitSlot(ctx, q) {
+			// Taken out of the queue: a stop, or the server closing.
+			s.release(a, claim)
+			return
+		}
+		r, err := start(ctx, o)
+		if err != nil {
 			<-s.slots
-		} else {
-			err = fmt.Errorf("%s left the queue: %w", what, context.Cause(ctx))
-		}
-		s.mu.Lock()
-		for _, id := range []string{sink.id, claim} {
-			if id != "" && s.active[id] == a {
-				delete(s.active, id)
-			}
-		}
-		s.mu.Unlock()
-		close(a.done)
-		if sink.id == "" {
-			if err == nil {
-				err = errors.New("the run ended before it started")
-			}
-			if queued && ctx.Err() == nil {
+			// Nobody waits on the request any more: the runs page says why.
+			if ctx.Err() == nil {
 				s.launchFailed(q, err)
 			}
-			failed <- err
+			s.release(a, claim)
+			return
 		}
+		s.own(a, claim, r)
 	}()
-	if queued {
-		return "", nil
+	return "", nil
+}
+
+// own makes r, launched as a, active here under its id until it ends.
+func (s *Server) own(a *activeRun, claim string, r *engine.Run) {
+	s.mu.Lock()
+	a.run = r
+	s.active[r.ID()] = a
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		<-r.Done()
+		a.ended.Store(true)
+		<-s.slots
+		s.release(a, r.ID(), claim)
+	}()
+}
+
+// release makes a, active under ids, no longer active.
+func (s *Server) release(a *activeRun, ids ...string) {
+	s.mu.Lock()
+	for _, id := range ids {
+		if id != "" && s.active[id] == a {
+			delete(s.active, id)
+		}
 	}
-	select {
-	case id := <-sink.started:
-		return id, nil
-	case err := <-failed:
-		return "", err
-	}
+	s.mu.Unlock()
+	a.cancel(nil)
+	close(a.done)
 }
 
 // resumeRun resumes run (or forks it from from) in the background; with
@@ -257,22 +279,16 @@ func (s *Server) resumeRun(ctx context.Context, id, from string, answer *given, 
 	if from != "" {
 		what = "fork of " + id + " from " + from
 	}
-	return s.launch(h, claim, what, func(ctx context.Context, sink *launchSink) error {
-		o := engine.ResumeOptions{RunOptions: engine.RunOptions{Sink: sink, OnDelta: sink.delta, Human: h, Auto: run.Spec.Auto, Remote: true}, Edits: edits}
-		var res *runtime.Result
-		var err error
+	return s.launch(h, claim, what, func(ctx context.Context, o engine.RunOptions) (*engine.Run, error) {
+		o.Auto = run.Spec.Auto
+		ro := engine.ResumeOptions{RunOptions: o, Edits: edits}
 		switch {
 		case answer != nil:
-			res, err = s.engine.Answer(ctx, id, answer.value, o)
+			return s.engine.Answer(ctx, id, answer.value, ro)
 		case from != "":
-			res, err = s.engine.Fork(ctx, id, from, o)
-		default:
-			res, err = s.engine.Resume(ctx, id, o)
+			return s.engine.Fork(ctx, id, from, ro)
 		}
-		if res == nil {
-			return err
-		}
-		return nil
+		return s.engine.Resume(ctx, id, ro)
 	})
 }
 
@@ -290,12 +306,20 @@ func (s *Server) onRun(act func(r *http.Request, id string) error) http.HandlerF
 func (s *Server) stop(r *http.Request, id string) error {
 	s.mu.Lock()
 	a := s.active[id]
+	var run *engine.Run
+	if a != nil {
+		run = a.run
+	}
 	s.mu.Unlock()
-	if a == nil {
+	switch {
+	case a == nil:
 		// Another process runs it: it sees the request in the store.
 		return s.engine.Stop(r.Context(), id, stopReason)
+	case run == nil: // queued
+		a.cancel(&runtime.StopError{Reason: stopReason})
+	default:
+		run.Stop(stopReason)
 	}
-	a.cancel(&runtime.StopError{Reason: stopReason})
 	return nil
 }
 

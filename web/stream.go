@@ -97,9 +97,6 @@ func textMsg(path, text string, reset, done bool) []byte {
 	return b
 }
 
-// delta receives the model text of the run as it streams in.
-func (l *launchSink) delta(path, text string) { l.a.text.add(path, text) }
-
 // endsReply says whether e ends the streamed reply of its path: the turn
 // is recorded, or the node ended without one.
 func endsReply(e runtime.Event) bool {

@@ -579,8 +579,12 @@ func TestStopRunStartedElsewhere(t *testing.T) {
 	}
 	ended := make(chan ending, 1)
 	go func() {
-		res, err := testEngine(h.t, h.st).Start(context.Background(), p, nil, engine.RunOptions{})
-		ended <- ending{res, err}
+		r, err := testEngine(h.t, h.st).Start(context.Background(), p, nil, engine.RunOptions{})
+		if err != nil {
+			ended <- ending{nil, err}
+			return
+		}
+		ended <- ending{r.Wait(), nil}
 	}()
 	h.awaitModelCall()
 	runs, err := h.st.Runs(context.Background())

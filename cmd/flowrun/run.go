@@ -61,12 +61,12 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer eng.Close()
 	live := liveView(*asJSON, stream, stderr)
-	res, err := eng.Start(ctx, p, inputs, engine.RunOptions{Sink: progressSink(*asJSON, stdout, live),
+	run, err := eng.Start(ctx, p, inputs, engine.RunOptions{Sink: progressSink(*asJSON, stdout, live),
 		OnDelta: live.OnDelta(), Human: newHuman(hf, stdin, stderr), Auto: hf.auto, MaxLoops: hf.maxLoops})
-	if res == nil {
+	if err != nil {
 		return fail(stderr, "flowrun", err)
 	}
-	return report(res, *asJSON, stdout, stderr)
+	return report(run.Wait(), *asJSON, stdout, stderr)
 }
 
 func storeFlag(fs *flag.FlagSet) *string {

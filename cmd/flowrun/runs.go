@@ -126,16 +126,16 @@ func resumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	for _, in := range inputs {
 		o.Edits = append(o.Edits, "inputs."+in)
 	}
-	res, later, err := eng.Continue(ctx, prev, engine.Continuation{From: *from, Answers: answers, AnswerFile: *answerFile}, o)
+	run, later, err := eng.Continue(ctx, prev, engine.Continuation{From: *from, Answers: answers, AnswerFile: *answerFile}, o)
 	var misfit *engine.AnswerError
 	if errors.As(err, &misfit) {
 		fmt.Fprintf(stderr, "flowrun resume: --answer: %v\n", misfit.Err)
 		return exitInvalid
 	}
-	if res == nil {
+	if err != nil {
 		return storeError(err, stderr)
 	}
-	code = report(res, *asJSON, stdout, stderr)
+	code = report(run.Wait(), *asJSON, stdout, stderr)
 	if later != nil && !later.Used() {
 		fmt.Fprintf(stderr, "flowrun resume: --answer was not used: the run asked no question\n")
 	}
