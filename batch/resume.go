@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -159,7 +159,7 @@ func changed(ctx context.Context, st *store.Store, b *store.Batch, rows []*store
 			continue
 		}
 		if run, err := st.Run(ctx, row.Run); err == nil {
-			e.Changes = durable.Changes(run, p)
+			e.Changes = engine.Changes(run, p)
 			break
 		}
 	}

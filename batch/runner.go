@@ -31,7 +31,7 @@ import (
 
 	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -511,7 +511,7 @@ func (s *spendSink) Event(e runtime.Event) {
 // result; sink counts its spend.
 func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Item, sink *spendSink) {
 	r := st.r
-	runner := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops, Ledger: st.runLedger()}
+	runner := &engine.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops, Ledger: st.runLedger()}
 	started := time.Now()
 	res, err := st.execute(ctx, runner, row, it)
 	if err == nil && st.refusedAtOnce(row, res) {
@@ -543,7 +543,7 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 				}
 			}
 			judge := func(ctx context.Context, p *dsl.Pipeline, in map[string]any) (*runtime.Result, error) {
-				j := &durable.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops, Ledger: st.runLedger(),
+				j := &engine.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops, Ledger: st.runLedger(),
 					ChildOf: res.RunID}
 				return j.Start(ctx, p, in)
 			}
@@ -609,7 +609,7 @@ func (e *datasetError) Error() string { return e.err.Error() }
 // execute starts the item's run, or resumes the run it already has. A run
 // already finished (the batch was killed before recording it) is read
 // back from the store, not run again.
-func (st *batchState) execute(ctx context.Context, runner *durable.Runner, row *store.BatchItem, it *Item) (*runtime.Result, error) {
+func (st *batchState) execute(ctx context.Context, runner *engine.Runner, row *store.BatchItem, it *Item) (*runtime.Result, error) {
 	r := st.r
 	if r.Remote != nil {
 		return st.remote(ctx, row, it, runner.Sink)
@@ -624,7 +624,7 @@ func (st *batchState) execute(ctx context.Context, runner *durable.Runner, row *
 			}
 			return res, nil
 		case err == nil:
-			return runner.Resume(ctx, row.Run, durable.ResumeOptions{AllowChanged: r.AllowChanged})
+			return runner.Resume(ctx, row.Run, engine.RunnerResumeOptions{AllowChanged: r.AllowChanged})
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, err
 		}

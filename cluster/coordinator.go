@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -445,7 +445,7 @@ func (co *Coordinator) stopped(ctx context.Context, row *store.BatchItem, inputs
 		res.CostUSD, _, err = co.Store.SpentSoFar(bg, row.Run)
 	}
 	if err == nil {
-		err = co.Store.Finish(bg, row.Run, durable.Ending(res))
+		err = co.Store.Finish(bg, row.Run, engine.Ending(res))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("item %s: mirroring its run %s into %s: %w", row.Key, row.Run, co.Store.Path(), err)
@@ -523,7 +523,7 @@ func (co *Coordinator) mirror(ctx context.Context, res *runtime.Result, inputs m
 	if _, err := co.copyRun(ctx, res.RunID, inputs, false); err != nil {
 		return err
 	}
-	return co.Store.Finish(ctx, res.RunID, durable.Ending(res))
+	return co.Store.Finish(ctx, res.RunID, engine.Ending(res))
 }
 
 // copyRun brings the local store's copy of a run up to date with
@@ -554,7 +554,7 @@ func (co *Coordinator) copyRun(ctx context.Context, runID string, inputs map[str
 		if err != nil {
 			in = inputs
 		}
-		rec, err := durable.NewRunRecord(runID, co.Pipeline, in)
+		rec, err := engine.NewRunRecord(runID, co.Pipeline, in)
 		if err != nil {
 			return 0, err
 		}

@@ -6,14 +6,14 @@ import (
 	"strings"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine/internal/durable"
 	"github.com/flowrun/flowrun/runtime"
 )
 
 // ParseEdits reads edits written KEY=VALUE, KEY being state.NAME or
 // inputs.NAME, each value read by InputText for the type NAME declares
 // (as text for a string, else as JSON), and checks them against p's
-// declarations (durable.CheckEdits).
+// declarations (CheckEdits).
 func ParseEdits(p *dsl.Pipeline, pairs []string) ([]runtime.Edit, error) {
 	edits := make([]runtime.Edit, 0, len(pairs))
 	for _, s := range pairs {

@@ -38,7 +38,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine/internal/durable"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llmconf"

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine/internal/durable"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/runtime/runtimetest"
 	"github.com/flowrun/flowrun/sandbox/sandboxtest"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine/internal/durable"
 	"github.com/flowrun/flowrun/runtime"
 )
 

@@ -10,7 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -39,7 +39,7 @@ func (c *Case) start(p *dsl.Pipeline) (map[string]any, []*runtime.Checkpoint, []
 		points = c.Restore.Checkpoints
 	}
 	edits := slices.Clone(c.Edits) // Edited fills in their old values
-	inputs, points, err := durable.Edited(p, c.Inputs, points, edits)
+	inputs, points, err := engine.Edited(p, c.Inputs, points, edits)
 	return inputs, points, edits, err
 }
 
@@ -148,7 +148,7 @@ func (l *loader) edits(tc *Case, v *yaml.Node) bool {
 			continue
 		}
 		e := runtime.Edit{Key: k.Value, New: value}
-		if err := durable.CheckEdits(l.p, []runtime.Edit{e}); err != nil {
+		if err := engine.CheckEdits(l.p, []runtime.Edit{e}); err != nil {
 			l.errorf(k, "edits: %v", err)
 			ok = false
 			continue

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
@@ -53,7 +53,7 @@ func (yes) Answer(context.Context, runtime.Question) (any, bool, error) { return
 
 // storedNotes is a store holding a run of notesPipeline that waited at
 // approve, and a runner that answers its questions.
-func storedNotes(t *testing.T) (dir string, st *store.Store, p *dsl.Pipeline, runner *durable.Runner, run string) {
+func storedNotes(t *testing.T) (dir string, st *store.Store, p *dsl.Pipeline, runner *engine.Runner, run string) {
 	t.Helper()
 	dir = t.TempDir()
 	path := filepath.Join(dir, "notes.yaml")
@@ -69,7 +69,7 @@ func storedNotes(t *testing.T) (dir string, st *store.Store, p *dsl.Pipeline, ru
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	runner = &durable.Runner{Store: st, Kinds: nodes.Kinds(nodes.Services{LLM: llm.New(llm.Options{Respond: node{}})})}
+	runner = &engine.Runner{Store: st, Kinds: nodes.Kinds(nodes.Services{LLM: llm.New(llm.Options{Respond: node{}})})}
 	res, err := runner.Start(context.Background(), p, map[string]any{"topic": "owls"})
 	if err != nil || res.Status != runtime.StatusWaiting {
 		t.Fatalf("the first run: %v, %v", res, err)
@@ -114,7 +114,7 @@ func runCaseFile(t *testing.T, path, body string) *Result {
 func TestCaseFromAForkWithAnEditPasses(t *testing.T) {
 	dir, st, p, runner, parent := storedNotes(t)
 	ctx := context.Background()
-	prev, _, err := durable.Load(ctx, st, parent, false)
+	prev, err := st.Run(ctx, parent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestCaseFromAForkWithAnEditPasses(t *testing.T) {
 func TestCaseFromAnEditedAnswerPasses(t *testing.T) {
 	dir, st, p, runner, run := storedNotes(t)
 	ctx := context.Background()
-	prev, _, err := durable.Load(ctx, st, run, false)
+	prev, err := st.Run(ctx, run)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -27,7 +27,7 @@ func FromStoredRun(ctx context.Context, st *store.Store, ref, testFile string) (
 	if r.Status == runtime.StatusRunning {
 		return r, nil, fmt.Errorf("run %s is still running: a test case is made from a finished run", r.ID)
 	}
-	p, ds := durable.Recorded(r)
+	p, ds := engine.Recorded(r)
 	if p == nil {
 		return r, nil, fmt.Errorf("run %s's pipeline does not load:\n%s", r.ID, ds)
 	}

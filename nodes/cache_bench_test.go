@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/nodes"
@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkModelNodeCache runs a loop of 200 identical llm nodes as
-// `flowrun run` does (durable.Runner, a SQLite run store, its events and
+// `flowrun run` does (engine.Runner, a SQLite run store, its events and
 // checkpoints) three ways in each iteration: every call live to the
 // in-process fake server, every call answered from the response cache,
 // and live again with no store. It reports µs per llm node for each, the
@@ -50,9 +50,9 @@ outputs: {n: state.n}
 	live := llm.New(llm.Options{Env: srv.Env(fakeKey)})
 	cached := llm.New(llm.Options{Env: srv.Env(fakeKey), CacheDefault: llm.CacheOn})
 	cached.UseCache(st)
-	liveRunner := &durable.Runner{Store: st, Kinds: nodes.Kinds(nodes.Services{LLM: live})}
-	hitRunner := &durable.Runner{Store: st, Kinds: nodes.Kinds(nodes.Services{LLM: cached})}
-	run := func(r *durable.Runner) time.Duration {
+	liveRunner := &engine.Runner{Store: st, Kinds: nodes.Kinds(nodes.Services{LLM: live})}
+	hitRunner := &engine.Runner{Store: st, Kinds: nodes.Kinds(nodes.Services{LLM: cached})}
+	run := func(r *engine.Runner) time.Duration {
 		start := time.Now()
 		res, err := r.Start(context.Background(), p, nil)
 		if err != nil || res.Status != runtime.StatusCompleted || res.Outputs["n"] != steps {

@@ -119,7 +119,7 @@ type Options struct {
 	Clock clock.Clock
 	// Prepared says kinds passed Registry.Check for p and the inputs are
 	// what PrepareInputsFrom made of them, for this run: a caller that
-	// had to know both before recording the run (package durable) spares
+	// had to know both before recording the run (the engine's) spares
 	// Run doing them again.
 	Prepared bool
 }

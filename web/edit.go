@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/store"
@@ -94,7 +94,7 @@ func (s *Server) editsFor(r *http.Request, run *store.Run, ref string) ([]string
 	if !hasEditFields(r) {
 		return nil, nil
 	}
-	p, ds := durable.Recorded(run)
+	p, ds := engine.Recorded(run)
 	if p == nil {
 		return nil, fmt.Errorf("run %s: its pipeline no longer loads:\n%s", run.ID, ds)
 	}

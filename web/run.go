@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/graph"
 	"github.com/flowrun/flowrun/jsonvalue"
@@ -130,7 +130,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		Paths: map[string]string{}, LastSeq: last}
 	// The graph is of the pipeline file as the run recorded it, even when
 	// the file changed since.
-	p, ds := durable.Recorded(run)
+	p, ds := engine.Recorded(run)
 	open := map[string]bool{}
 	for _, c := range strings.Split(r.URL.Query().Get("open"), ",") {
 		open[c] = c != ""

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/flowtest"
 	"github.com/flowrun/flowrun/internal/testwait"
@@ -472,7 +471,7 @@ func TestRunsListLiveSeesOtherWriters(t *testing.T) {
 	go func() {
 		<-ready
 		p, _ := dsl.Load(filepath.Join(h.dir, "asker.yaml"))
-		r := &durable.Runner{Store: other, Kinds: nodes.Kinds(nodes.Services{})}
+		r := &engine.Runner{Store: other, Kinds: nodes.Kinds(nodes.Services{})}
 		_, _ = r.StartAs(context.Background(), "20990101T000000-elsewhere", p, nil)
 	}()
 	close(ready)

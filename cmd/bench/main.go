@@ -4,7 +4,7 @@
 // each with no checkpoints, checkpoints kept in memory, and the SQLite run
 // store. Every configuration goes through the real code path: a YAML
 // pipeline loaded by dsl.Load and run by runtime.Run with nodes.Kinds (the
-// SQLite configuration through durable.Runner, as `flowrun run` does).
+// SQLite configuration through engine.Runner, as `flowrun run` does).
 //
 //	go run ./cmd/bench               # the suite; QUICK=1 (or -quick) for N=K=1000 only
 //	go run ./cmd/bench one loop 10000 fn sqlite 5 [-cpuprofile FILE]
@@ -47,7 +47,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/internal/procstat"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/nodes"
@@ -374,7 +374,7 @@ func (b *bencher) run(count bool) (ms float64, ckpts int, err error) {
 			return 0, 0, err
 		}
 		defer st.Close()
-		r := &durable.Runner{Store: st, Kinds: b.kinds}
+		r := &engine.Runner{Store: st, Kinds: b.kinds}
 		t0 := time.Now()
 		res, err = r.Start(ctx, b.p, b.inputs)
 		ms = msSince(t0)

@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/flowrun/flowrun/batch"
-	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/store"
 )
@@ -20,7 +19,7 @@ func exitCode(err error) int {
 	var config *engine.ConfigError
 	var input *engine.InputError
 	var busy *store.InProgressError
-	var changed *durable.ChangedError
+	var changed *engine.ChangedError
 	var ambiguous *store.AmbiguousError
 	var gate *batch.GateError
 	switch {

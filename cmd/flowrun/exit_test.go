@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/store"
 )
@@ -21,7 +20,7 @@ func TestExitCode(t *testing.T) {
 		{&engine.InputError{Err: errors.New("n: want integer")}, exitInvalid},
 		{fmt.Errorf("resuming: %w", store.ErrNotFound), exitInvalid},
 		{store.ErrNoSnapshot, exitInvalid},
-		{&durable.ChangedError{Run: "r"}, exitInvalid},
+		{&engine.ChangedError{Run: "r"}, exitInvalid},
 		{&store.InProgressError{}, exitInvalid},
 		{&engine.HostError{Err: errors.New("no python")}, exitFailed},
 		{errors.New("disk full"), exitFailed},

@@ -8,7 +8,6 @@ import (
 
 	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
@@ -29,8 +28,8 @@ func explain(err error) string {
 // "" when there is none.
 func hint(err error) string {
 	var nf *store.NotFoundError
-	var changed *durable.ChangedError
-	var done *durable.CompletedError
+	var changed *engine.ChangedError
+	var done *engine.CompletedError
 	var batchChanged *batch.ChangedError
 	var build *sandbox.BuildError
 	var unavailable *sandbox.UnavailableError

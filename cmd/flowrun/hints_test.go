@@ -9,7 +9,7 @@ import (
 
 	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/sandbox"
 )
 
@@ -21,9 +21,9 @@ func TestExplainAddsTheCommand(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&durable.ChangedError{Run: "r1", Path: "p.yaml", Changes: []string{"p.yaml:", "  line 3: was a"}},
+		{&engine.ChangedError{Run: "r1", Path: "p.yaml", Changes: []string{"p.yaml:", "  line 3: was a"}},
 			"run r1: p.yaml changed since the run started; resuming could mix two versions of the pipeline.\np.yaml:\n  line 3: was a\nTo resume anyway: flowrun resume r1 --allow-changed"},
-		{fmt.Errorf("resuming: %w", &durable.CompletedError{Run: "r1"}),
+		{fmt.Errorf("resuming: %w", &engine.CompletedError{Run: "r1"}),
 			"resuming: run r1 already completed; to run part of it again, fork it: flowrun resume r1 --from SNAPSHOT|CHECKPOINT"},
 		{&batch.ChangedError{Batch: "b1", Pipeline: "p.yaml", Changes: []string{"p.yaml:"}},
 			"p.yaml changed since batch b1 started; its items would mix two versions of the pipeline. Start a new batch, or resume anyway with --allow-changed\np.yaml:"},

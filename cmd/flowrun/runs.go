@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/flowrun/flowrun/durable"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/figures"
@@ -282,7 +281,7 @@ func readRun(st *store.Store, ref string) (*eventview.RunView, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, _ := durable.Recorded(r)
+	p, _ := engine.Recorded(r)
 	return eventview.ReadRun(ctx, st, r, p, time.Now())
 }
 

@@ -122,10 +122,15 @@ func helperImports(imports map[string][]string, helpers map[string]bool) []strin
 	return out
 }
 
-// moduleImports runs go list on the whole module: each package's
-// non-test imports within the module, and which packages import package
-// testing.
-func moduleImports(t *testing.T, root string) (imports map[string][]string, usesTesting map[string]bool) {
+// listed is what go list says of one package.
+type listed struct {
+	ImportPath, Dir string
+	GoFiles         []string
+	Imports         []string
+}
+
+// goList runs go list on the whole module.
+func goList(t *testing.T, root string) []listed {
 	cmd := exec.Command("go", "list", "-json", "./...")
 	cmd.Dir = root
 	cmd.Stderr = os.Stderr
@@ -133,18 +138,24 @@ func moduleImports(t *testing.T, root string) (imports map[string][]string, uses
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	imports, usesTesting = map[string][]string{}, map[string]bool{}
+	var pkgs []listed
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	for {
-		var p struct {
-			ImportPath string
-			Imports    []string
-		}
+		var p listed
 		if err := dec.Decode(&p); err == io.EOF {
-			break
+			return pkgs
 		} else if err != nil {
 			t.Fatalf("go list output: %v", err)
 		}
+		pkgs = append(pkgs, p)
+	}
+}
+
+// moduleImports is each package's non-test imports within the module,
+// and which packages import package testing.
+func moduleImports(t *testing.T, root string) (imports map[string][]string, usesTesting map[string]bool) {
+	imports, usesTesting = map[string][]string{}, map[string]bool{}
+	for _, p := range goList(t, root) {
 		pkg := strings.TrimPrefix(p.ImportPath, module+"/")
 		imports[pkg] = []string{}
 		for _, dep := range p.Imports {

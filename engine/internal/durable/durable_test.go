@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/durable"
+	"github.com/flowrun/flowrun/engine/internal/durable"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/nodes"

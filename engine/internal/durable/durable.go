@@ -1,7 +1,9 @@
 // Package durable runs pipelines so that they survive: every run is
 // recorded in the store with a checkpoint after each node, and can be
 // resumed, forked from a snapshot, or continued after a failure or a kill
-// without redoing finished nodes.
+// without redoing finished nodes. It is the engine's: being internal to
+// it, no other package can start a run here, so every run gets what the
+// engine guarantees (its secrets registered, its services, its spec).
 package durable
 
 import (

@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/engine/internal/durable"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+// What packages outside the engine need of durable runs: how a front end
+// reads a recorded run and the errors a resume refuses with, and, for
+// those that do not start their runs through the engine yet (the layer
+// test in internal/layers lists them, each with its reason), the runner
+// that records them.
+
+// Runner records and runs pipelines as durable runs, with node kinds
+// its caller built (Engine.Share's, for a batch).
+type Runner = durable.Runner
+
+// ChangedError says files of a run's pipeline changed since it started.
+type ChangedError = durable.ChangedError
+
+// CompletedError says a run to resume has completed.
+type CompletedError = durable.CompletedError
+
+// EditError says why edits cannot be made.
+type EditError = durable.EditError
+
+// Recorded is run's pipeline as the run recorded it (durable.Recorded).
+func Recorded(run *store.Run) (*dsl.Pipeline, dsl.Diagnostics) { return durable.Recorded(run) }
+
+// Changes names, file by file and line by line, what differs between the
+// files run prev's pipeline read and what p read now.
+func Changes(prev *store.Run, p *dsl.Pipeline) []string { return durable.Changes(prev, p) }
+
+// CheckEdits checks edits against what p declares (ParseEdits reads them
+// from text).
+func CheckEdits(p *dsl.Pipeline, edits []runtime.Edit) error { return durable.CheckEdits(p, edits) }
+
+// Edited is what a run that goes on from points with inputs starts from
+// once edits are made, made in memory instead of the store (flowrun
+// test's cases).
+func Edited(p *dsl.Pipeline, inputs map[string]any, points []*runtime.Checkpoint, edits []runtime.Edit) (map[string]any, []*runtime.Checkpoint, error) {
+	return durable.Edited(p, inputs, points, edits)
+}
+
+// NewRunRecord is the record of a new run of p with inputs, for a run
+// recorded where it does not run (a cluster's coordinator).
+func NewRunRecord(id string, p *dsl.Pipeline, inputs map[string]any) (*store.Run, error) {
+	return durable.NewRunRecord(id, p, inputs)
+}
+
+// Ending is how a run that ended with res is recorded in the store.
+func Ending(res *runtime.Result) store.Ending { return durable.Ending(res) }
+
+// RunnerResumeOptions say how a Runner resumes.
+type RunnerResumeOptions = durable.ResumeOptions

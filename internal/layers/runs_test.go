@@ -1,0 +1,139 @@
+package layers
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// runStarters are what starts a run, records one or builds the services
+// one runs with, outside the engine's Start, Resume, Fork, Answer and
+// Continue: a package outside engine/ that uses one holds a run's life in
+// its own hands, and must remember every guarantee the engine gives
+// (secrets, tracing, the cassette fallback, the cache, the recorded spec).
+var runStarters = []string{
+	"runtime.Run", "nodes.Kinds", "llm.New", "sandbox.New",
+	"engine.Runner", "engine.NewRunRecord", "engine.Ending",
+}
+
+// allowed are the uses of runStarters that do not go through the engine
+// yet, each with its reason. A use not listed fails the test, and so
+// does a listed one that is gone, so that the list shrinks as they move.
+var allowed = map[string]map[string]string{
+	"batch": {
+		"engine.Runner": "items and their judges are recorded by a runner over Engine.Share's services, not started as handles yet",
+	},
+	"cluster": {
+		"runtime.Run":         "a worker runs a job with JetStream checkpoints and events, until one journal serves SQLite and JetStream",
+		"engine.NewRunRecord": "the coordinator records, in the local store, the runs its workers run elsewhere",
+		"engine.Ending":       "the coordinator records how each remote run ended",
+	},
+	"flowtest": {
+		"runtime.Run": "a case runs in memory, against its mocks, with no store",
+		"nodes.Kinds": "a case's node kinds answer models, tools and MCP servers from its mocks",
+		"llm.New":     "a case's model client is answered by its mocks (an llm.Responder)",
+	},
+	"cmd/flowrun": {
+		"sandbox.New": "flowrun test shares one sandbox among the cases it runs at once",
+		"llm.New":     "batch compare --judge calls its pairwise judge with a client of its own",
+	},
+	"cmd/bench": {
+		"runtime.Run":   "the benchmark measures the runtime and each checkpointer without the engine's services",
+		"nodes.Kinds":   "the benchmark's node kinds use a fake model endpoint",
+		"llm.New":       "the benchmark's model client goes to an in-process fake server",
+		"engine.Runner": "the SQLite configuration measures the durable runner alone",
+	},
+}
+
+// uses lists, for each Go file given, the runStarters it uses: selectors
+// on an import of the module's package of that name, however the file
+// names the import.
+func uses(fset *token.FileSet, files []string) (map[string]bool, error) {
+	want := map[string]bool{}
+	for _, s := range runStarters {
+		want[s] = true
+	}
+	out := map[string]bool{}
+	for _, path := range files {
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		names := map[string]string{} // local name -> package, relative to the module
+		for _, im := range f.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			rel, ok := strings.CutPrefix(p, module+"/")
+			if !ok {
+				continue
+			}
+			local := filepath.Base(rel)
+			if im.Name != nil {
+				local = im.Name.Name
+			}
+			names[local] = filepath.Base(rel)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && names[x.Name] != "" {
+				if name := names[x.Name] + "." + sel.Sel.Name; want[name] {
+					out[name] = true
+				}
+			}
+			return true
+		})
+	}
+	return out, nil
+}
+
+// Runs start only through the engine: outside engine/, nothing starts,
+// records or builds the services of a run but the allowed uses above.
+// (The compiler keeps durable itself to the engine: it is internal.)
+func TestRunsStartOnlyThroughTheEngine(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var problems []string
+	seen := map[string]map[string]bool{}
+	for _, p := range goList(t, root) {
+		pkg := strings.TrimPrefix(p.ImportPath, module+"/")
+		if pkg == "engine" || strings.HasPrefix(pkg, "engine/") {
+			continue
+		}
+		files := make([]string, len(p.GoFiles))
+		for i, f := range p.GoFiles {
+			files[i] = filepath.Join(p.Dir, f)
+		}
+		used, err := uses(fset, files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[pkg] = used
+		for name := range used {
+			if allowed[pkg][name] == "" {
+				problems = append(problems, fmt.Sprintf("%s uses %s: start the run through package engine (or list it in allowed, saying why)", pkg, name))
+			}
+		}
+	}
+	for pkg, names := range allowed {
+		for name := range names {
+			if !seen[pkg][name] {
+				problems = append(problems, fmt.Sprintf("%s no longer uses %s: take it out of allowed", pkg, name))
+			}
+		}
+	}
+	sort.Strings(problems)
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
