@@ -9,7 +9,6 @@ import (
 
 	"github.com/flowrun/flowrun/batch/batchtest"
 	"github.com/flowrun/flowrun/figures"
-	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -103,7 +102,7 @@ func TestPairwiseJudgeUnderACap(t *testing.T) {
 		}
 		return llmtest.Reply{Text: `{"reasoning": "b", "better": "second"}`, Usage: llmtest.Usage{Prompt: 100, Completion: completion}}
 	})
-	j := &PairwiseJudge{Client: llm.New(llm.Options{Env: judge.Env("sk-judge")}), Model: "gpt-4.1", Seed: 5, MaxCostUSD: 1}
+	j := &PairwiseJudge{Engine: judgeEngine(t, st, judge.Env("sk-judge")), Model: "gpt-4.1", Seed: 5, MaxCostUSD: 1}
 	res, err := j.Judge(context.Background(), st, c)
 	if err != nil {
 		t.Fatal(err)

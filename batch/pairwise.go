@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 
 	"github.com/flowrun/flowrun/budget"
-	"github.com/flowrun/flowrun/llm"
-	"github.com/flowrun/flowrun/llmconf"
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -18,17 +19,14 @@ import (
 // is given.
 const DefaultPairwiseRubric = "Which output answers the dataset item better: more correct first, then more complete and clearer?"
 
-// completer is the model a pairwise judge asks (an *llm.Client).
-type completer interface {
-	Complete(ctx context.Context, req llm.Request) (*llm.Response, error)
-}
-
 // PairwiseJudge asks a model, item by item, which of A's and B's outputs
 // is better. The two are shown in a random order drawn per item from
 // Seed, so that a judge's bias for the first (or second) position does
-// not favour one batch; the order is recorded with each verdict.
+// not favour one batch; the order is recorded with each verdict. Each
+// question is a run of a judge pipeline that Engine starts, a child run
+// of batch B: listed under it, never among the runs on their own.
 type PairwiseJudge struct {
-	Client completer
+	Engine *engine.Engine
 	Model  string // the model id, e.g. gpt-4.1
 	Rubric string
 	Seed   uint64
@@ -92,13 +90,18 @@ func (j *PairwiseJudge) Judge(ctx context.Context, st *store.Store, c *Compariso
 	for _, r := range rows {
 		items[r.Key] = r.Item
 	}
-	var ledger *budget.Cap
+	judge, err := pairwisePipeline(filepath.Join(filepath.Dir(c.B.Pipeline), "pairwise.judge.yaml"), j.Model)
+	if err != nil {
+		return nil, err
+	}
+	var ledger *refusals
+	o := engine.RunOptions{ChildOf: c.B.ID}
 	if j.MaxCostUSD > 0 {
-		ledger = budget.New(fmt.Sprintf("--max-cost-usd %.4g", j.MaxCostUSD), j.MaxCostUSD, 0, nil)
+		ledger = &refusals{Cap: budget.New(fmt.Sprintf("--max-cost-usd %.4g", j.MaxCostUSD), j.MaxCostUSD, 0, nil)}
+		o.Ledger = ledger
 	}
 	rng := rand.New(rand.NewPCG(j.Seed, 0xb1a5))
-	model := &llmconf.Model{Name: "judge", Model: j.Model, Temperature: new(float64)}
-	for i, p := range c.Pairs {
+	for _, p := range c.Pairs {
 		bFirst := rng.IntN(2) == 1
 		outA, okA := completedOutputs(ctx, st, p.A)
 		outB, okB := completedOutputs(ctx, st, p.B)
@@ -112,27 +115,22 @@ func (j *PairwiseJudge) Judge(ctx context.Context, st *store.Store, c *Compariso
 		}
 		prompt := fmt.Sprintf("Rubric:\n%s\n\nDataset item (%s):\n%s\n\nFirst output:\n%s\n\nSecond output:\n%s\n\nSay which output is better by the rubric (first, second, or tie), with brief reasoning.",
 			rubric, p.Key, jsonText(items[p.Key]), jsonText(first), jsonText(second))
-		req := llm.Request{Key: llm.Key{Node: "pairwise_judge", Iteration: i + 1, Attempt: 1}, Model: model,
-			Messages: []llm.Message{
-				{Role: "system", Text: "You compare two outputs of automated pipelines for the same input, impartially: the order they are shown in means nothing."},
-				{Role: "user", Text: prompt}},
-			OutputSchema: pairwiseSchema, SchemaName: "pairwise_verdict", RepairRetries: 1}
-		if ledger != nil {
-			req.Ledger = ledger
+		run, err := j.Engine.Start(ctx, judge, map[string]any{"prompt": prompt}, o)
+		if err != nil {
+			return nil, fmt.Errorf("pairwise judge on item %s: %w", p.Key, err)
 		}
-		resp, err := j.Client.Complete(ctx, req)
-		var refused *budget.ExceededError
-		if errors.As(err, &refused) {
-			final := *refused
+		res := run.Wait()
+		if res.Status == runtime.StatusStopped && ledger != nil && ledger.refused != nil {
+			final := *ledger.refused
 			final.Spent = ledger.Spent()
 			out.Stopped = final.Error()
 			break
 		}
-		if err != nil {
-			return nil, fmt.Errorf("pairwise judge on item %s: %w", p.Key, err)
+		if res.Status != runtime.StatusCompleted {
+			return nil, fmt.Errorf("pairwise judge on item %s: run %s %s: %s", p.Key, res.RunID, res.Status, errText(res.Err)+res.Reason)
 		}
-		v := PairVerdict{Key: p.Key, BFirst: bFirst, CostUSD: resp.CostUSD, Winner: "tie"}
-		reply, _ := resp.JSON.(map[string]any)
+		v := PairVerdict{Key: p.Key, BFirst: bFirst, CostUSD: res.CostUSD, Winner: "tie"}
+		reply, _ := res.Outputs["verdict"].(map[string]any)
 		v.Reasoning, _ = reply["reasoning"].(string)
 		switch reply["better"] {
 		case "first":
@@ -148,7 +146,7 @@ func (j *PairwiseJudge) Judge(ctx context.Context, st *store.Store, c *Compariso
 		default:
 			out.Ties++
 		}
-		out.CostUSD += resp.CostUSD
+		out.CostUSD += res.CostUSD
 		out.Items = append(out.Items, v)
 	}
 	if ledger != nil {
@@ -162,6 +160,54 @@ func (j *PairwiseJudge) Judge(ctx context.Context, st *store.Store, c *Compariso
 		}
 	}
 	return out, nil
+}
+
+// pairwiseSystem is what the judge is told of its task.
+const pairwiseSystem = "You compare two outputs of automated pipelines for the same input, impartially: the order they are shown in means nothing."
+
+// pairwisePipeline is the pipeline a pairwise judge runs for each item,
+// asking model, loaded as if it were at path (it is no file).
+func pairwisePipeline(path, model string) (*dsl.Pipeline, error) {
+	id, _ := json.Marshal(model)
+	system, _ := json.Marshal(pairwiseSystem)
+	schema, _ := json.Marshal(pairwiseSchema)
+	src := fmt.Sprintf(`version: 1
+name: pairwise-judge
+inputs:
+  prompt: {type: string}
+models:
+  judge: {model: %s, temperature: 0}
+nodes:
+  - id: pairwise_judge
+    llm:
+      model: judge
+      system: %s
+      prompt: "${{ inputs.prompt }}"
+      output_schema: %s
+      repair_retries: 1
+outputs:
+  verdict: nodes.pairwise_judge.json
+`, id, system, schema)
+	p, ds := dsl.LoadSource(path, []byte(src))
+	if p == nil {
+		return nil, fmt.Errorf("the pairwise judge's pipeline for model %s: %s", model, ds)
+	}
+	return p, nil
+}
+
+// refusals is a cost cap that keeps the reservation it refused; the
+// judge's runs go one at a time, each read once it has ended.
+type refusals struct {
+	*budget.Cap
+	refused *budget.ExceededError
+}
+
+func (r *refusals) Reserve(ctx context.Context, least, most float64) (budget.Reservation, error) {
+	res, err := r.Cap.Reserve(ctx, least, most)
+	if e := (*budget.ExceededError)(nil); errors.As(err, &e) && r.refused == nil {
+		r.refused = e
+	}
+	return res, err
 }
 
 // completedOutputs are the outputs of a row's run when it completed.

@@ -7,8 +7,9 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/batch/batchtest"
-	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/llm/llmtest"
+	"github.com/flowrun/flowrun/store"
 )
 
 // replying is a fake model that answers every question with text.
@@ -16,6 +17,17 @@ func replying(t *testing.T, text string) func(string) (string, bool) {
 	srv := llmtest.New(t)
 	srv.Handle(func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: text} })
 	return srv.Env("sk-" + text)
+}
+
+// judgeEngine is an engine on st whose environment is env.
+func judgeEngine(t *testing.T, st *store.Store, env func(string) (string, bool)) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(engine.Options{Store: st, LookupEnv: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
 }
 
 // TestPairwiseJudge: a judge that prefers the output saying "good" picks
@@ -44,10 +56,25 @@ func TestPairwiseJudge(t *testing.T) {
 		reply, _ := json.Marshal(map[string]string{"reasoning": "good beats bad", "better": better})
 		return llmtest.Reply{Text: string(reply)}
 	})
-	j := &PairwiseJudge{Client: llm.New(llm.Options{Env: judge.Env("sk-judge")}), Model: "gpt-4.1", Seed: 5}
+	j := &PairwiseJudge{Engine: judgeEngine(t, st, judge.Env("sk-judge")), Model: "gpt-4.1", Seed: 5}
 	res, err := j.Judge(context.Background(), st, c)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Each verdict is a child run of batch B: listed under it, not on its
+	// own, and never the last run.
+	judged, _, err := st.RunsMatching(context.Background(), store.RunQuery{ChildOf: b.ID})
+	if err != nil || len(judged) != 12 {
+		t.Fatalf("%d runs under batch %s (%v), want a judge's run per item", len(judged), b.ID, err)
+	}
+	listed, _, err := st.RunsMatching(context.Background(), store.RunQuery{BatchItems: true})
+	for _, r := range listed {
+		if r.ChildOf != "" {
+			t.Fatalf("the runs list shows the judge's run %s on its own", r.ID)
+		}
+	}
+	if last, err := st.FindRun(context.Background(), "last"); err != nil || last.ChildOf != "" {
+		t.Fatalf("last names %+v (%v), a judge's run", last, err)
 	}
 	bFirst := 0
 	for _, v := range res.Items {

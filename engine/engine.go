@@ -37,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine/internal/durable"
 	"github.com/flowrun/flowrun/jsonvalue"
@@ -168,6 +169,12 @@ type RunOptions struct {
 	// Record, when set, receives this run's exchanges instead of
 	// Options.Record's file: the caller writes it.
 	Record *llm.Cassette
+	// ChildOf makes a new run a child of this run or batch (a judge's of
+	// what it judges): listed under it, never on its own (store.Run.ChildOf).
+	ChildOf string
+	// Ledger, when set, is the cost cap the run is part of: every model
+	// call of the run reserves from it too (runtime.Options.Ledger).
+	Ledger budget.Ledger
 }
 
 // ConfigError says the engine's or a run's options do not fit the
@@ -416,7 +423,7 @@ func (e *Engine) runner(st *store.Store, s *session, o RunOptions) *durable.Runn
 		spec.Models = nil // as the record reads back
 	}
 	return &durable.Runner{Store: st, Kinds: s.kinds, Sink: s.withTraces(o.Sink), Human: human, MaxLoops: o.MaxLoops,
-		RemoteInputs: o.Remote, LookupEnv: e.o.LookupEnv, Spec: spec}
+		RemoteInputs: o.Remote, LookupEnv: e.o.LookupEnv, Spec: spec, ChildOf: o.ChildOf, Ledger: o.Ledger}
 }
 
 // notice writes one line to Options.Notices; runs may end at once.

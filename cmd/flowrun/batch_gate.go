@@ -9,7 +9,7 @@ import (
 
 	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/batch/batchtext"
-	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -134,11 +134,17 @@ func (f *pairwiseFlags) register(fs *flag.FlagSet) {
 }
 
 // judge runs the pairwise judge over c when --judge was given; nil
-// otherwise.
-func (f *pairwiseFlags) judge(ctx context.Context, st *store.Store, c *batch.Comparison) (*batch.Pairwise, error) {
+// otherwise. Its runs are recorded in the store st reads, which compare
+// opens to read only.
+func (f *pairwiseFlags) judge(ctx context.Context, st *store.Store, c *batch.Comparison, stderr io.Writer) (*batch.Pairwise, error) {
 	if f.model == "" {
 		return nil, nil
 	}
-	j := &batch.PairwiseJudge{Client: llm.New(llm.Options{}), Model: f.model, Rubric: f.rubric, Seed: f.seed, MaxCostUSD: f.maxCostUSD}
+	eng, err := engine.New(engine.Options{StorePath: st.Path(), Notices: stderr})
+	if err != nil {
+		return nil, err
+	}
+	defer eng.Close()
+	j := &batch.PairwiseJudge{Engine: eng, Model: f.model, Rubric: f.rubric, Seed: f.seed, MaxCostUSD: f.maxCostUSD}
 	return j.Judge(ctx, st, c)
 }

@@ -151,7 +151,7 @@ func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		if err != nil {
 			return storeError(err, stderr)
 		}
-		judged, err := pj.judge(ctx, st, c)
+		judged, err := pj.judge(ctx, st, c, stderr)
 		if err != nil {
 			return fail(stderr, "flowrun batch compare: --judge", err)
 		}

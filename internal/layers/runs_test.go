@@ -41,7 +41,6 @@ var allowed = map[string]map[string]string{
 	},
 	"cmd/flowrun": {
 		"sandbox.New": "flowrun test shares one sandbox among the cases it runs at once",
-		"llm.New":     "batch compare --judge calls its pairwise judge with a client of its own",
 	},
 	"cmd/bench": {
 		"runtime.Run":   "the benchmark measures the runtime and each checkpointer without the engine's services",
