@@ -43,6 +43,7 @@ import (
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llmconf"
+	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -77,6 +78,11 @@ type Options struct {
 	MaxAttempts int
 	// LookupEnv reads the environment (default os.LookupEnv).
 	LookupEnv func(string) (string, bool)
+	// Kinds, when set, makes each run's node kinds from the services the
+	// engine made for it, in place of nodes.Kinds: a program that answers
+	// a kind its own way (cmd/bench's instant model) still runs through
+	// the engine.
+	Kinds func(nodes.Services) runtime.Registry
 	// Notices receives one line per thing a person should know that is
 	// not an error: a cassette replayed for want of an endpoint, a
 	// cassette written, a trace export that failed. Default: nowhere.

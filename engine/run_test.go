@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -168,5 +170,39 @@ func TestOnePassAlongTheRunPath(t *testing.T) {
 	}
 	if n := lookups.Load(); n != 2 {
 		t.Fatalf("SERVICE_TOKEN was read %d times, want 2: once to register it as a secret, once for env", n)
+	}
+}
+
+// countedSet is the set kind, counting the nodes it runs.
+type countedSet struct {
+	runtime.Executor
+	ran *atomic.Int32
+}
+
+func (c countedSet) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) (runtime.Outcome, error) {
+	c.ran.Add(1)
+	return c.Executor.Execute(ctx, s, n)
+}
+
+// Options.Kinds makes a run's node kinds from the engine's services: a
+// kind answered its own way (cmd/bench's instant model) runs in a run the
+// engine started and recorded.
+func TestKindsOptionMakesTheNodeKinds(t *testing.T) {
+	var ran atomic.Int32
+	e, st := newEngine(t, nil, map[string]string{"SERVICE_TOKEN": "svc-kinds-0f1e2d3c4b5a6978"})
+	e.o.Kinds = func(svc nodes.Services) runtime.Registry {
+		kinds := nodes.Kinds(svc)
+		kinds[dsl.KindSet] = countedSet{Executor: kinds[dsl.KindSet], ran: &ran}
+		return kinds
+	}
+	res, err := result(e.Start(context.Background(), load(t, "secretive.yaml", secretPipeline), nil, RunOptions{}))
+	if err != nil || res.Status != runtime.StatusCompleted {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if ran.Load() != 1 {
+		t.Fatalf("the given kinds ran %d set nodes, want 1", ran.Load())
+	}
+	if rec, err := st.Run(context.Background(), res.RunID); err != nil || rec.Status != runtime.StatusCompleted {
+		t.Fatalf("the run's record: %v %+v", err, rec)
 	}
 }

@@ -104,7 +104,11 @@ func (e *Engine) openShared(p *dsl.Pipeline, o RunOptions, recorded store.RunSpe
 	s.model, s.sandbox, s.mcp = llm.New(opts), sandbox.New(sandbox.Options{}), &mcpclient.Sessions{}
 	s.svc.LLM, s.svc.Sandbox, s.svc.MCP = s.model, s.sandbox, s.mcp
 	s.svc.OnDelta = o.OnDelta
-	s.kinds = nodes.Kinds(s.svc)
+	kinds := nodes.Kinds
+	if e.o.Kinds != nil {
+		kinds = e.o.Kinds
+	}
+	s.kinds = kinds(s.svc)
 	return s, nil
 }
 

@@ -4,7 +4,7 @@
 // each with no checkpoints, checkpoints kept in memory, and the SQLite run
 // store. Every configuration goes through the real code path: a YAML
 // pipeline loaded by dsl.Load and run by runtime.Run with nodes.Kinds (the
-// SQLite configuration through engine.Runner, as `flowrun run` does).
+// SQLite configuration started by the engine, as `flowrun run` does).
 //
 //	go run ./cmd/bench               # the suite; QUICK=1 (or -quick) for N=K=1000 only
 //	go run ./cmd/bench one loop 10000 fn sqlite 5 [-cpuprofile FILE]
@@ -345,7 +345,7 @@ outputs: {joined: state.joined, results: nodes.fan}
 type bencher struct {
 	c      config
 	p      *dsl.Pipeline
-	kinds  runtime.Registry
+	kinds  func(nodes.Services) runtime.Registry
 	inputs map[string]any
 	dir    string
 	runs   int
@@ -359,13 +359,15 @@ func (b *bencher) run(count bool) (ms float64, ckpts int, err error) {
 	var res *runtime.Result
 	switch b.c.ckpt {
 	case "none":
+		kinds := b.kinds(nodes.Services{})
 		t0 := time.Now()
-		res = runtime.Run(ctx, b.kinds, b.p, b.inputs, runtime.Options{})
+		res = runtime.Run(ctx, kinds, b.p, b.inputs, runtime.Options{})
 		ms = msSince(t0)
 	case "memory":
 		m := &memoryCheckpoints{}
+		kinds := b.kinds(nodes.Services{})
 		t0 := time.Now()
-		res = runtime.Run(ctx, b.kinds, b.p, b.inputs, runtime.Options{Checkpointer: m})
+		res = runtime.Run(ctx, kinds, b.p, b.inputs, runtime.Options{Checkpointer: m})
 		ms = msSince(t0)
 		ckpts = m.count()
 	case "sqlite":
@@ -374,13 +376,18 @@ func (b *bencher) run(count bool) (ms float64, ckpts int, err error) {
 			return 0, 0, err
 		}
 		defer st.Close()
-		r := &engine.Runner{Store: st, Kinds: b.kinds}
-		t0 := time.Now()
-		res, err = r.Start(ctx, b.p, b.inputs)
-		ms = msSince(t0)
+		e, err := engine.New(engine.Options{Store: st, Kinds: b.kinds})
 		if err != nil {
 			return 0, 0, err
 		}
+		defer e.Close()
+		t0 := time.Now()
+		run, err := e.Start(ctx, b.p, b.inputs, engine.RunOptions{})
+		if err != nil {
+			return 0, 0, err
+		}
+		res = run.Wait()
+		ms = msSince(t0)
 		if count {
 			cps, err := st.Checkpoints(ctx, res.RunID, 0)
 			if err != nil {
@@ -441,20 +448,26 @@ func (m *memoryCheckpoints) count() int {
 
 const answer = "fixed answer"
 
-// registry is nodes.Kinds with the llm kind answered by the model kind.
-func registry(model string) (runtime.Registry, error) {
+// registry makes nodes.Kinds, from the services given (the engine's, for
+// the SQLite configuration), with the llm kind answered by the model kind.
+func registry(model string) (func(nodes.Services) runtime.Registry, error) {
 	switch model {
 	case "fn":
-		kinds := nodes.Kinds(nodes.Services{})
-		kinds[dsl.KindLLM] = instantModel{}
-		return kinds, nil
+		return func(svc nodes.Services) runtime.Registry {
+			kinds := nodes.Kinds(svc)
+			kinds[dsl.KindLLM] = instantModel{}
+			return kinds
+		}, nil
 	case "fakelist":
 		client := llm.New(llm.Options{
 			Env:         func(string) (string, bool) { return "", false },
 			HTTPClient:  &http.Client{Transport: fakeOpenAI{}},
 			MaxAttempts: 1,
 		})
-		return nodes.Kinds(nodes.Services{LLM: client}), nil
+		return func(svc nodes.Services) runtime.Registry {
+			svc.LLM = client
+			return nodes.Kinds(svc)
+		}, nil
 	}
 	return nil, fmt.Errorf("unknown model %q (fn or fakelist)", model)
 }

@@ -43,10 +43,9 @@ var allowed = map[string]map[string]string{
 		"sandbox.New": "flowrun test shares one sandbox among the cases it runs at once",
 	},
 	"cmd/bench": {
-		"runtime.Run":   "the benchmark measures the runtime and each checkpointer without the engine's services",
-		"nodes.Kinds":   "the benchmark's node kinds use a fake model endpoint",
-		"llm.New":       "the benchmark's model client goes to an in-process fake server",
-		"engine.Runner": "the SQLite configuration measures the durable runner alone",
+		"runtime.Run": "the benchmark measures the runtime and each checkpointer without the engine's services",
+		"nodes.Kinds": "the benchmark's node kinds use a fake model endpoint",
+		"llm.New":     "the benchmark's model client goes to an in-process fake server",
 	},
 }
 
