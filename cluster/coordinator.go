@@ -40,6 +40,7 @@ type Coordinator struct {
 	ref     PipelineRef
 	batch   string
 	session string // this coordinator's publishes, told apart from an earlier one's
+	costCap bool   // the batch's runs reserve from its ledger (OpenLedger)
 
 	mu      sync.Mutex
 	waiting map[string]chan *Result // by result key
@@ -461,13 +462,13 @@ func (co *Coordinator) publish(ctx context.Context, row *store.BatchItem, key st
 	co.pubMu.RLock()
 	defer co.pubMu.RUnlock()
 	co.mu.Lock()
-	halting := co.halting
+	halting, costCap := co.halting, co.costCap
 	co.mu.Unlock()
 	if halting != "" {
 		return errHalted
 	}
 	data, err := json.Marshal(Job{Ticket: newTicket(co.session, time.Now()), Batch: row.Batch, Index: row.Index, Key: row.Key, Run: row.Run,
-		Pipeline: co.ref, Inputs: inputs, Auto: co.Auto, MaxLoops: co.MaxLoops})
+		Pipeline: co.ref, Inputs: inputs, Auto: co.Auto, MaxLoops: co.MaxLoops, CostCap: costCap})
 	if err != nil {
 		return fmt.Errorf("item %s: encoding its job: %w", row.Key, err)
 	}
