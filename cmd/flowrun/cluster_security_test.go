@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/flowrun/flowrun/cluster"
+	"github.com/flowrun/flowrun/internal/testwait"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -281,14 +283,42 @@ outputs:
 
 // TestClusterLockedDownBatch: on a server whose users have only the
 // permissions cluster.Permissions gives their roles, set up by flowrun
-// cluster setup with the admin credential, a batch runs on two workers
-// with their worker credential and a coordinator with its own, to the
-// outputs of the same batch run locally, one result per item.
+// cluster setup with the admin credential, a batch under --max-cost-usd
+// runs on two workers with their worker credential and a coordinator
+// with its own, to the outputs of the same batch run locally, one result
+// per item: the coordinator may write the batch's cost ledger, the
+// workers may reserve from it by compare-and-set, and the ledger settles
+// at what the store recorded.
 func TestClusterLockedDownBatch(t *testing.T) {
 	ns := startLockedNATS(t, "--ack-wait", "3s")
 	c := startClusterWorkersOn(t, ns, 6, 2, 0)
-	c.coord = c.startCoordinator()
+	c.coord = c.startCoordinator("--max-cost-usd", "1")
 	c.finish(t, c.coord)
+	b, rows := lastBatch(t, c.db)
+	recorded := 0.0
+	for _, r := range rows {
+		recorded += r.CostUSD
+	}
+	ctx := testwait.HangContext(t)
+	kv, err := ns.jetStream().KeyValue(ctx, "flowrun-ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := kv.Get(ctx, b.ID)
+	if err != nil {
+		t.Fatalf("the cost ledger of batch %s: %v", b.ID, err)
+	}
+	var ledger struct {
+		Spent float64            `json:"spent"`
+		Held  map[string]float64 `json:"held"`
+	}
+	if err := json.Unmarshal(entry.Value(), &ledger); err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(ledger.Spent-recorded) > 1e-9 || len(ledger.Held) != 0 || entry.Revision() < uint64(2*c.items) {
+		t.Errorf("the ledger settled $%v with %d reservations held after %d writes; the store recorded $%v for %d calls",
+			ledger.Spent, len(ledger.Held), entry.Revision(), recorded, 2*c.items)
+	}
 }
 
 // TestClusterWorkerKeepsSecrets: a trusted coordinator's pipeline cannot
