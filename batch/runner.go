@@ -349,34 +349,41 @@ func (st *batchState) openLedger(ctx context.Context) error {
 }
 
 // exhausted says whether the batch must stop for its cost cap: its
-// ledger refused a call, or has nothing left. A remote batch is halted.
+// ledger refused a call, has nothing left or cannot be read. A remote
+// batch is halted.
 func (st *batchState) exhausted(ctx context.Context) bool {
 	if st.ledger == nil {
 		return false
 	}
 	spent, refused, err := st.ledger.State(ctx)
-	if err != nil {
-		st.mu.Lock()
-		st.storeErr = errors.Join(st.storeErr, err)
-		st.mu.Unlock()
+	switch {
+	case err != nil:
+		// Whether the ledger refused a call cannot be told, and workers
+		// hand back the items of a batch whose ledger refused until the
+		// batch halts: stop (resumable) rather than wait for them.
+		st.stopFor(fmt.Sprintf("reading the batch's cost ledger: %v", err), nil)
 		return true
-	}
-	if refused == nil && spent < st.r.MaxCostUSD-budget.Slack {
+	case refused == nil && spent < st.r.MaxCostUSD-budget.Slack:
 		return false
-	}
-	if refused == nil {
+	case refused == nil:
 		refused = &budget.ExceededError{Cap: fmt.Sprintf("--max-cost-usd %.4g", st.r.MaxCostUSD), Limit: st.r.MaxCostUSD, Spent: spent}
 	}
+	st.stopFor(refused.Error(), refused)
+	return true
+}
+
+// stopFor stops the batch for why, the ledger's refusal if it was one,
+// unless it stopped already, and halts the items run remotely.
+func (st *batchState) stopFor(why string, refused *budget.ExceededError) {
 	st.mu.Lock()
 	if st.stop == "" {
-		st.stop, st.refused = refused.Error(), refused
+		st.stop, st.refused = why, refused
 	}
-	why := st.stop
+	why = st.stop
 	st.mu.Unlock()
 	if st.r.Halt != nil {
 		st.halt.Do(func() { st.r.Halt(why) })
 	}
-	return true
 }
 
 // runLedger is what the batch's runs in this process reserve from, nil
