@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	mrand "math/rand/v2"
 	"net"
 	"os"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/internal/testwait"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -989,12 +991,43 @@ func TestClusterBudgetHoldsWhenLaterItemsCostMore(t *testing.T) {
 		spent += r.CostUSD
 	}
 	t.Logf("recorded $%.6f of $%.2f; %s", spent, limit, stopLine)
+
 	if spent > limit+1e-9 {
 		t.Errorf("the batch recorded $%.6f, more than its cap $%.2f", spent, limit)
 	}
 	if told := "reached: " + figures.USD(spent) + " spent"; !strings.Contains(stopLine, told) || !strings.Contains(b.Reason, told) {
 		t.Errorf("the batch recorded %s, but its stop line says %q and its reason %q", figures.USD(spent), stopLine, b.Reason)
 	}
+	// Not only as rounded: the runs a worker was running when the batch
+	// halted, seen by the coordinator or not, are recorded at what the
+	// ledger settled for them.
+	if settled, _, _ := ledgerSpent(t, c.ns.jetStream(), b.ID); math.Abs(settled-spent) > 1e-9 {
+		t.Errorf("the ledger settled $%.6f, the store recorded $%.6f", settled, spent)
+	}
+}
+
+// ledgerSpent is what the cost ledger of batch settled, with how many
+// reservations it holds and its revision (the writes to the bucket up to
+// its last).
+func ledgerSpent(t *testing.T, js jetstream.JetStream, batch string) (spent float64, held int, revision uint64) {
+	t.Helper()
+	ctx := testwait.HangContext(t)
+	kv, err := js.KeyValue(ctx, "flowrun-ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := kv.Get(ctx, batch)
+	if err != nil {
+		t.Fatalf("the cost ledger of batch %s: %v", batch, err)
+	}
+	var ledger struct {
+		Spent float64            `json:"spent"`
+		Held  map[string]float64 `json:"held"`
+	}
+	if err := json.Unmarshal(entry.Value(), &ledger); err != nil {
+		t.Fatal(err)
+	}
+	return ledger.Spent, len(ledger.Held), entry.Revision()
 }
 
 // workerStopped says whether the events of run, mirrored into db from
