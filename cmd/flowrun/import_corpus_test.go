@@ -41,7 +41,7 @@ func TestImportCorpusRuns(t *testing.T) {
 	srv := llmtest.New(t)
 	srv.Handle(func(req llmtest.Request) llmtest.Reply {
 		if req.Body["response_format"] != nil {
-			return llmtest.Reply{Text: `{"pass": true, "reason": "a fake judge passes everything"}`}
+			return llmtest.Reply{Text: `{"pass": true, "score": 1, "reason": "a fake judge passes everything"}`}
 		}
 		return llmtest.Reply{Text: `{"answer": "ok"}`}
 	})

@@ -32,7 +32,8 @@ func importModel(t *testing.T) *llmtest.Server {
 		usage := llmtest.Usage{Prompt: 20, Completion: 10}
 		// The rubric judge passes a pirate's answer.
 		if strings.Contains(raw, "You grade an output against a rubric") {
-			reply := llmtest.JSON(map[string]any{"pass": strings.Contains(raw, "Arrr"), "reason": "It says arrr."})
+			pirate := strings.Contains(raw, "Arrr")
+			reply := llmtest.JSON(map[string]any{"pass": pirate, "score": map[bool]float64{true: 0.9, false: 0.1}[pirate], "reason": "It says arrr."})
 			reply.Usage = usage
 			return reply
 		}
@@ -53,13 +54,14 @@ func TestImportPromptfooThenBatch(t *testing.T) {
 	useModel(t, importModel(t))
 	for _, c := range []struct {
 		name string
-		// what the batch prints for the first pipeline, and for the
-		// judge's metric where there is one
-		want []string
+		// what the batch prints for the first pipeline, and what
+		// batch show --item prints of an item's checks
+		want       []string
+		item, show string
 	}{
-		{"getting_started", []string{"pass                 100.0%  2/2 (pass rate)"}},
-		{"simple_test", []string{"pass                 100.0%  5/5 (pass rate)", "rubric               100.0%  5/5"}},
-		{"json_output", []string{"pass                 100.0%  3/3 (pass rate)"}},
+		{"getting_started", []string{"pass                 100.0%  2/2 (pass rate)"}, "", ""},
+		{"simple_test", []string{"pass                 100.0%  5/5 (pass rate)"}, "Use LLM to evaluate output", "checks of pass: 1 of 1 passed, score 0.90\n    ✓ llm-rubric: Is spoken like a pirate\n        It says arrr."},
+		{"json_output", []string{"pass                 100.0%  3/3 (pass rate)"}, "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -80,6 +82,12 @@ func TestImportPromptfooThenBatch(t *testing.T) {
 				if !strings.Contains(berr, w) {
 					t.Errorf("batch output lacks %q:\n%s", w, berr)
 				}
+			}
+			if c.item == "" {
+				return
+			}
+			if code, out, errOut := flowrun(t, "batch", "show", "last", "--store", filepath.Join(dir, "runs.db"), "--item", c.item); code != exitOK || !strings.Contains(out, c.show) {
+				t.Errorf("batch show --item %q: exit %d, want %q in\n%s%s", c.item, code, c.show, out, errOut)
 			}
 		})
 	}

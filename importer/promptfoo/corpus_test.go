@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -136,9 +137,13 @@ func importOne(t *testing.T, e corpusEntry, oracle *oracleConfig) (out corpusOut
 
 // literalReference says where a file reference was kept as text, to be
 // sent to the model as it is: a file:// value, or a prompt that is the
-// name of a file next to the configuration.
+// name of a file next to the configuration. An assert kept only to show
+// that it was not converted (a script in a file) is sent nowhere.
 func literalReference(res *Result, dir string) string {
 	for name, b := range res.Files {
+		if name == Dataset {
+			b = withoutUnconverted(b)
+		}
 		if strings.Contains(string(b), "file://") {
 			return name + " holds a file:// reference as text"
 		}
@@ -159,6 +164,23 @@ func literalReference(res *Result, dir string) string {
 		}
 	}
 	return ""
+}
+
+// withoutUnconverted is a dataset without its asserts that were not
+// converted.
+func withoutUnconverted(b []byte) []byte {
+	var out []byte
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var item map[string]any
+		if json.Unmarshal([]byte(line), &item) != nil {
+			return b
+		}
+		asserts, _ := item["asserts"].([]any)
+		item["asserts"] = slices.DeleteFunc(asserts, func(a any) bool { return a.(map[string]any)["not_converted"] != nil })
+		line, _ := json.Marshal(item)
+		out = append(append(out, line...), '\n')
+	}
+	return out
 }
 
 func slicesOf(s []string) []string { return append([]string(nil), s...) }

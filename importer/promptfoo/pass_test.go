@@ -2,6 +2,7 @@ package promptfoo
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -9,7 +10,8 @@ import (
 )
 
 // passMetric converts a configuration and returns its first pipeline's
-// pass metric, evaluated on an item and an output text.
+// pass metric, evaluated on an item and an output text: whether every
+// check that was checked passed.
 func passMetric(t *testing.T, src string) func(item map[string]any, output string) (any, error) {
 	t.Helper()
 	res, err := Convert(context.Background(), configIn(t, src))
@@ -35,7 +37,21 @@ func passMetric(t *testing.T, src string) func(item map[string]any, output strin
 		if item == nil {
 			item = items[0]
 		}
-		return pass.Eval(&dsl.ScoreEnv{Outputs: map[string]any{"text": output}, Item: item})
+		v, err := pass.Eval(&dsl.ScoreEnv{Outputs: map[string]any{"text": output}, Item: item})
+		if err != nil {
+			return nil, err
+		}
+		checks, ok := v.(map[string]any)["checks"].([]any)
+		if !ok {
+			return nil, fmt.Errorf("pass gave %v, not checks", v)
+		}
+		all := true
+		for _, c := range checks {
+			if p := c.(map[string]any)["pass"]; p != nil {
+				all = all && p == true
+			}
+		}
+		return all, nil
 	}
 }
 
