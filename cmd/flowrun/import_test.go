@@ -154,3 +154,32 @@ func TestImportPrintsThePromptProviderMatrix(t *testing.T) {
 		}
 	}
 }
+
+// A configuration whose provider is promptfoo's echo imports as flowrun's
+// echo model and runs with no key and no server: each item's output is
+// its prompt, and its asserts are checked against it.
+func TestImportPromptfooEchoRunsOffline(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", "")
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "promptfooconfig.yaml", `prompts: ['Say {{word}} back']
+providers: [echo]
+tests:
+  - vars: {word: hello}
+    assert: [{type: contains, value: hello}]
+  - vars: {word: bye}
+    assert: [{type: icontains, value: HELLO}]
+`)
+	out := filepath.Join(dir, "imported")
+	if code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out); code != exitOK || strings.Contains(stdout+stderr, "not converted") {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, bout, berr := flowrun(t, "batch", filepath.Join(out, "pipeline.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", filepath.Join(dir, "runs.db"))
+	if code != exitOK || !strings.Contains(berr, "pass                  50.0%  1/2 (pass rate)") {
+		t.Fatalf("batch: exit %d\n%s\n%s", code, bout, berr)
+	}
+	if code, show, _ := flowrun(t, "batch", "show", "last", "--store", filepath.Join(dir, "runs.db"), "--item", "line 2"); code != exitOK ||
+		!strings.Contains(show, "text: Say bye back") || !strings.Contains(show, "✗ icontains: HELLO") {
+		t.Errorf("batch show --item: exit %d\n%s", code, show)
+	}
+}

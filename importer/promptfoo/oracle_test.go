@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,7 +108,9 @@ var beyondOracle = map[string]string{
 }
 
 // keyRE is an assert's or a test's key that the oracle expects listed
-// and the importer keeps for the checks' verdict (weights, thresholds).
+// and the importer keeps for the checks' verdict (weights, thresholds);
+// the oracle also expects promptfoo's echo provider listed, which is
+// flowrun's echo model.
 var keyRE = regexp.MustCompile(`^(?:assert (\S+)|test|defaultTest) (weight|threshold)$`)
 
 // kept says whether a weight or threshold the oracle expects listed is
@@ -115,6 +118,9 @@ var keyRE = regexp.MustCompile(`^(?:assert (\S+)|test|defaultTest) (weight|thres
 // assert of its type in its test's item (any item, for a test the oracle
 // does not match), or on every item for defaultTest's.
 func kept(u oracleUnit, byID map[string]oracleUnit, c converted, tests map[string]map[string]any) bool {
+	if u.What == "provider echo" {
+		return slices.ContainsFunc(c.pipelines, func(p pipelineDoc) bool { return p.Models["default"].Provider == "echo" })
+	}
 	m := keyRE.FindStringSubmatch(u.What)
 	if m == nil {
 		return false

@@ -586,7 +586,8 @@ func snippet(s string, at int) string {
 
 // modelDoc is a flowrun model configuration.
 type modelDoc struct {
-	Model       string   `yaml:"model"`
+	Model       string   `yaml:"model,omitempty"`
+	Provider    string   `yaml:"provider,omitempty"`
 	Temperature *float64 `yaml:"temperature,omitempty"`
 	MaxTokens   int      `yaml:"max_tokens,omitempty"`
 	BaseURL     string   `yaml:"base_url,omitempty"`
@@ -610,6 +611,10 @@ func (c *converter) providers(v *yaml.Node) []modelDoc {
 			continue
 		}
 		m, ok := compatibleModel(id.Value)
+		if id.Value == "echo" {
+			// promptfoo's echo replies with the prompt, as flowrun's does.
+			m, ok = modelDoc{Model: "echo", Provider: "echo"}, true
+		}
 		if !ok {
 			c.problem(id, "provider %s: not converted; only OpenAI-compatible providers are (openai, azure, ollama, openrouter, groq, togetherai, vllm, lmstudio, localai; another server through config.apiBaseUrl)", id.Value)
 			continue
