@@ -20,19 +20,25 @@ import (
 )
 
 // corpusDir is where the collection of real-world promptfoo
-// configurations is, when it is there: FLOWRUN_PROMPTFOO_CORPUS, else the
-// directory next to the repository's.
+// configurations is, when it is there: FLOWRUN_PROMPTFOO_CORPUS, else a
+// promptfoo-real directory beside one that holds this one.
 func corpusDir() string {
 	if d := os.Getenv("FLOWRUN_PROMPTFOO_CORPUS"); d != "" {
 		return d
 	}
-	return filepath.Join("..", "..", "..", "shared", "promptfoo-real")
+	for dir, _ := filepath.Abs("."); filepath.Dir(dir) != dir; dir = filepath.Dir(dir) {
+		if found, _ := filepath.Glob(filepath.Join(dir, "*", "promptfoo-real", "MANIFEST.tsv")); len(found) > 0 {
+			return filepath.Dir(found[0])
+		}
+	}
+	return "promptfoo-real"
 }
 
 // corpusEntry is one configuration of the corpus and the features its
 // MANIFEST.tsv lists.
 type corpusEntry struct {
 	dir, config string
+	root        string // its repository, which the import may read from
 	features    []string
 }
 
@@ -54,7 +60,7 @@ func readManifest(t *testing.T, dir string) []corpusEntry {
 		if len(row) < 6 {
 			continue
 		}
-		out = append(out, corpusEntry{dir: row[0], config: filepath.Join(dir, row[0], row[2]), features: strings.Split(row[5], ",")})
+		out = append(out, corpusEntry{dir: row[0], config: filepath.Join(dir, row[0], row[2]), root: filepath.Join(dir, row[0]), features: strings.Split(row[5], ",")})
 	}
 	return out
 }
@@ -79,7 +85,7 @@ func importOne(t *testing.T, e corpusEntry, oracle *oracleConfig) (out corpusOut
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := Convert(ctx, e.config)
+	res, err := ConvertWithin(ctx, e.config, e.root)
 	if ctx.Err() != nil {
 		t.Errorf("%s: did not finish in a minute", e.dir)
 		return corpusOutcome{why: "hang"}

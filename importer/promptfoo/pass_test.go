@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
@@ -14,18 +15,7 @@ import (
 // check that was checked passed.
 func passMetric(t *testing.T, src string) func(item map[string]any, output string) (any, error) {
 	t.Helper()
-	res, err := Convert(context.Background(), configIn(t, src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "out")
-	if _, err := res.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	p, diags := dsl.Load(filepath.Join(dir, res.Pipelines[0]))
-	if p == nil {
-		t.Fatalf("the pipeline does not validate:\n%v", diags)
-	}
+	res, p := loadConverted(t, src)
 	var pass *dsl.Metric
 	for _, m := range p.Score.Metrics {
 		if m.Name == "pass" {
@@ -53,6 +43,25 @@ func passMetric(t *testing.T, src string) func(item map[string]any, output strin
 		}
 		return all, nil
 	}
+}
+
+// loadConverted converts a configuration, writes it and loads its first
+// pipeline.
+func loadConverted(t *testing.T, src string) (*Result, *dsl.Pipeline) {
+	t.Helper()
+	res, err := Convert(context.Background(), configIn(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	if _, err := res.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	p, diags := dsl.Load(filepath.Join(dir, res.Pipelines[0]))
+	if p == nil {
+		t.Fatalf("the pipeline does not validate:\n%v", diags)
+	}
+	return res, p
 }
 
 // Each translated assert holds exactly when promptfoo's does, on outputs
@@ -91,6 +100,29 @@ func TestConvertedAssertsHoldAsPromptfoos(t *testing.T) {
 		}
 		if got, err := pass(nil, c.fail); err != nil || got != false {
 			t.Errorf("%s on %q: %v, %v; want false", c.assert, c.fail, got, err)
+		}
+	}
+}
+
+// A test without asserts passes, as in promptfoo; one whose asserts were
+// all left unconverted has only checks that are not checked, each saying
+// why, so that its item is unscored, never passed.
+func TestChecksOfTestsWithNothingToCheck(t *testing.T) {
+	res, p := loadConverted(t, "prompts: ['{{q}}']\ntests:\n  - vars: {q: a}\n  - vars: {q: b}\n    assert: [{type: python, value: 'len(output) > 3'}]\n")
+	for i, item := range items(t, res) {
+		v, err := p.Score.Metrics[0].Eval(&dsl.ScoreEnv{Outputs: map[string]any{"text": "long enough"}, Item: item})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checks := v.(map[string]any)["checks"].([]any)
+		c := checks[0].(map[string]any)
+		switch {
+		case len(checks) != 1:
+			t.Errorf("item %d: checks %v", i, checks)
+		case i == 0 && (c["pass"] != true || c["name"] != "no asserts"):
+			t.Errorf("the test without asserts: %v", c)
+		case i == 1 && (c["pass"] != nil || !strings.HasPrefix(c["reason"].(string), "assert type python: not converted")):
+			t.Errorf("the python assert: %v", c)
 		}
 	}
 }

@@ -8,16 +8,20 @@
 // vars from files; the asserts equals, contains, icontains, regex,
 // starts-with, (i)contains-any/all, is-json, contains-json, similar,
 // levenshtein, rouge-n, llm-rubric, cost, latency and javascript that is
-// an expression (and their not- forms); and defaultTest (in place or in a
-// file) merged into every test as promptfoo merges it.
+// an expression (and their not- forms), with weights and test thresholds;
+// and defaultTest (in place or in a file) merged into every test as
+// promptfoo merges it. The pass metric is a check per assert, passing by
+// promptfoo's rule; an assert not converted stays in its item as a check
+// that is not checked, with why.
 //
 // Guarantees: Convert never drops a part of the configuration silently;
 // whatever it cannot convert is a Problem with the file, line and column
 // it was written at. It reads the configuration and the files it names,
 // only regular files of at most 8 MiB and, of the files it names, only
-// those inside the configuration's directory (any other is a Problem),
-// and writes nothing; Result.Write writes the files, overwriting none and
-// following no symbolic link.
+// those inside the configuration's directory (ConvertWithin: inside the
+// directory it is given, which holds the configuration); any other is a
+// Problem. It writes nothing; Result.Write writes the files, overwriting
+// none and following no symbolic link.
 package promptfoo
 
 import (
@@ -118,6 +122,7 @@ var defaultThreshold = map[string]float64{"similar": 0.75, "levenshtein": 5, "ro
 type converter struct {
 	file     string // the configuration, as given
 	dir      string
+	root     string // the files it names are read only inside it
 	problems []Problem
 	used     map[string]bool // assert types the tests use
 	// scripts are the javascript asserts translated: each source with
@@ -129,8 +134,21 @@ func (c *converter) problem(n *yaml.Node, format string, args ...any) {
 	c.problems = append(c.problems, Problem{File: c.file, Line: n.Line, Col: n.Column, What: fmt.Sprintf(format, args...)})
 }
 
-// Convert reads a promptfoo configuration and converts it.
+// Convert reads a promptfoo configuration and converts it, reading the
+// files it names only inside its directory.
 func Convert(ctx context.Context, path string) (*Result, error) {
+	return ConvertWithin(ctx, path, filepath.Dir(path))
+}
+
+// ConvertWithin is Convert reading the files the configuration names
+// inside root, a directory that holds the configuration (a repository's
+// root, whose configurations name files beside their own directory).
+func ConvertWithin(ctx context.Context, path, within string) (*Result, error) {
+	absWithin, err1 := filepath.Abs(within)
+	absDir, err2 := filepath.Abs(filepath.Dir(path))
+	if rel, err := filepath.Rel(absWithin, absDir); err1 != nil || err2 != nil || err != nil || !filepath.IsLocal(rel) && rel != "." {
+		return nil, fmt.Errorf("converting %s: the directory to read from, %s, does not hold it", path, within)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("converting %s: %w", path, err)
 	}
@@ -145,7 +163,7 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s: a promptfoo configuration is a mapping (prompts:, providers:, tests:)", path)
 	}
-	c := &converter{file: path, dir: filepath.Dir(path), used: map[string]bool{}, scripts: map[string]string{}}
+	c := &converter{file: path, dir: filepath.Dir(path), root: within, used: map[string]bool{}, scripts: map[string]string{}}
 	root := doc.Content[0]
 	var prompts []prompt
 	var models []modelDoc
@@ -373,7 +391,7 @@ func (c *converter) promptFiles(ctx context.Context, n *yaml.Node, ref string) (
 		return nil, true
 	}
 	if !explicit && !strings.ContainsAny(name, "*?[") {
-		if _, err := readPromptFile(ctx, c.dir, name); errors.Is(err, fs.ErrNotExist) {
+		if _, err := readPromptFile(ctx, c.root, c.dir, name); errors.Is(err, fs.ErrNotExist) {
 			return nil, false
 		}
 	}
@@ -561,7 +579,7 @@ func (c *converter) includes(ctx context.Context, s string, depth int) (string, 
 			failed = fmt.Errorf("%s: includes nested more than %d deep", tag, maxIncludeDepth)
 			return tag
 		}
-		b, err := readPromptFile(ctx, c.dir, m[1]+m[2])
+		b, err := readPromptFile(ctx, c.root, c.dir, m[1]+m[2])
 		if err != nil {
 			failed = fmt.Errorf("%s: not read: %w", tag, err)
 			return tag
@@ -1158,9 +1176,10 @@ func (c *converter) pipeline(name, description string, p prompt, inputs map[stri
 
 // checksExpr is the pass metric: a check per assert of the item, each
 // checked by its type (only the types some test uses are written), one
-// that was not converted not checked; with the test's threshold. rubric,
-// in the judge, is what a rubric's check is; "" elsewhere, where there
-// is none.
+// that was not converted not checked; with the test's threshold. A test
+// without asserts passes, as promptfoo passes it ("No assertions").
+// rubric, in the judge, is what a rubric's check is; "" elsewhere, where
+// there is none.
 func (c *converter) checksExpr(rubric string) string {
 	var types []string
 	for t := range c.used {
@@ -1170,7 +1189,7 @@ func (c *converter) checksExpr(rubric string) string {
 	}
 	sort.Strings(types)
 	var b strings.Builder
-	b.WriteString("{checks: map(item.asserts, {{\n  pass: .not_converted != nil ? nil :\n")
+	b.WriteString("{checks: len(item.asserts) == 0 ? [{pass: true, name: \"no asserts\", reason: \"promptfoo passes a test that has none\"}] : map(item.asserts, {{\n  pass: .not_converted != nil ? nil :\n")
 	if rubric != "" {
 		fmt.Fprintf(&b, "  .type == \"llm-rubric\" ? %s :\n", rubric)
 	}

@@ -65,7 +65,7 @@ func (c *converter) files(n *yaml.Node, ref string) []string {
 // read reads a file a reference names, listing it where it is named when
 // it cannot be read.
 func (c *converter) read(ctx context.Context, n *yaml.Node, what, name string) ([]byte, bool) {
-	b, err := readPromptFile(ctx, c.dir, name)
+	b, err := readPromptFile(ctx, c.root, c.dir, name)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.problem(n, "%s %s: not read: %v", what, name, err)
