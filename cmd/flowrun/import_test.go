@@ -183,3 +183,72 @@ tests:
 		t.Errorf("batch show --item: exit %d\n%s", code, show)
 	}
 }
+
+// Each llm-rubric is graded by its own judge call, its reason kept and
+// its threshold held against the score the judge gives; the item passes
+// by promptfoo's rule over all its asserts, weights and the test's
+// threshold included.
+func TestImportPromptfooRubricThresholdAndWeights(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+		raw := string(r.Raw)
+		if strings.Contains(raw, "You grade an output against a rubric") {
+			polite := strings.Contains(raw, "is polite")
+			return llmtest.JSON(map[string]any{"pass": true, "score": map[bool]float64{true: 0.9, false: 0.5}[polite], "reason": "graded " + map[bool]string{true: "polite", false: "short"}[polite]})
+		}
+		return llmtest.Reply{Text: "Thank you, dear friend, for asking so kindly."}
+	})
+	useModel(t, srv)
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "promptfooconfig.yaml", `prompts: ['Reply to {{name}}']
+providers: [openai:gpt-4.1-mini]
+tests:
+  - vars: {name: Ann}
+    assert:
+      - {type: llm-rubric, value: is polite, threshold: 0.8}
+      - {type: llm-rubric, value: is short, threshold: 0.8}
+  - vars: {name: Bob}
+    threshold: 0.7
+    assert:
+      - {type: contains, value: Thank, weight: 3}
+      - {type: contains, value: Bob}
+`)
+	out := filepath.Join(dir, "imported")
+	if code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out); code != exitOK || strings.Contains(stdout, "not converted") {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	store := filepath.Join(dir, "runs.db")
+	if code, bout, berr := flowrun(t, "batch", filepath.Join(out, "pipeline.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", store); code != exitOK {
+		t.Fatalf("batch: exit %d\n%s\n%s", code, bout, berr)
+	}
+	for key, want := range map[string]string{
+		"line 1": "completed  fail",
+		"line 2": "completed  pass",
+	} {
+		code, show, _ := flowrun(t, "batch", "show", "last", "--store", store, "--item", key)
+		if code != exitOK || !strings.Contains(show, want) {
+			t.Errorf("%s: want %q in\n%s", key, want, show)
+		}
+		switch key {
+		case "line 1":
+			for _, w := range []string{"checks of pass: 1 of 2 passed, score 0.70", "✓ llm-rubric: is polite\n        graded polite", "✗ llm-rubric: is short\n        graded short"} {
+				if !strings.Contains(show, w) {
+					t.Errorf("%s: want %q in\n%s", key, w, show)
+				}
+			}
+		case "line 2":
+			if !strings.Contains(show, "checks of pass: 1 of 2 passed, score 0.75 (threshold 0.7)") || !strings.Contains(show, "✗ contains: Bob") {
+				t.Errorf("%s: the threshold and weights are not shown:\n%s", key, show)
+			}
+		}
+	}
+	var rubricCalls int
+	for _, r := range srv.Requests() {
+		if strings.Contains(string(r.Raw), "You grade an output against a rubric") {
+			rubricCalls++
+		}
+	}
+	if rubricCalls != 2 {
+		t.Errorf("%d judge calls, want one per rubric", rubricCalls)
+	}
+}
