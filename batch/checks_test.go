@@ -133,3 +133,25 @@ score:
 		t.Errorf("the CSV export has no checks column: %s", header)
 	}
 }
+
+// TestChecksMetricIsPrimary: a metric of checks passes or fails, so with
+// no metric named pass it is the batch's pass rate when it comes first.
+func TestChecksMetricIsPrimary(t *testing.T) {
+	p := load(t, t.TempDir(), `
+version: 1
+name: qa
+models: {default: {provider: echo}}
+nodes:
+  - id: answer
+    llm: {prompt: "hi"}
+outputs:
+  answer: nodes.answer.text
+score:
+  chars: len(outputs.answer)
+  asserts: 'map(item.asserts, {{pass: outputs.answer contains .value}})'
+  exact: outputs.answer == item.expected
+`)
+	if s := NewScorer(p, nil); s.Primary != "asserts" {
+		t.Errorf("primary %q, want the metric of checks", s.Primary)
+	}
+}

@@ -55,7 +55,7 @@ func NewScorer(p *dsl.Pipeline, extra []*dsl.Metric) *Scorer {
 		s.Primary = "pass"
 	default:
 		for _, n := range names {
-			if t := types[n]; t != nil && t.Kind == dsl.TypeBool {
+			if t := types[n]; t != nil && (t.Kind == dsl.TypeBool || dsl.ChecksType(t)) {
 				s.Primary = n
 				break
 			}

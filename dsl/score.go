@@ -306,9 +306,15 @@ func (r *resolver) checkMetric(m *Metric) {
 // a number, or checks: a list of objects {pass, name, reason, score,
 // weight}, or an object holding them as checks (with a threshold).
 func metricType(t *Type) bool {
+	return t == nil || t.Kind == TypeAny || t.Kind == TypeBool || t.numeric() || ChecksType(t)
+}
+
+// ChecksType says whether t is a metric's checks: a list of objects, or
+// an object holding them as checks. Such a metric passes or fails.
+func ChecksType(t *Type) bool {
 	switch {
-	case t == nil || t.Kind == TypeAny || t.Kind == TypeBool || t.numeric():
-		return true
+	case t == nil:
+		return false
 	case t.Kind == TypeList:
 		return t.Elem == nil || t.Elem.Kind == TypeAny || t.Elem.Kind == TypeObject
 	case t.Kind == TypeObject:
