@@ -107,6 +107,13 @@ score:
 	if html := string(ItemHTML(s, weighed)); !strings.Contains(html, "score 0.75 (threshold 0.7)") || !strings.Contains(html, `<tr class="check fail"><td class="mark">✗</td><td class="cname">contains Lyon</td>`) {
 		t.Errorf("the item's HTML lacks its checks:\n%s", html)
 	}
+	var report bytes.Buffer
+	if err := WriteReport(context.Background(), st, &report, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(report.String(), "outputs, checks</summary>") || !strings.Contains(report.String(), `<td class="cname">contains Lyon</td><td class="creason">the answer does not contain Lyon</td>`) {
+		t.Errorf("the report does not show the checks")
+	}
 	var junit bytes.Buffer
 	if err := WriteJUnit(&junit, s); err != nil {
 		t.Fatal(err)
