@@ -450,7 +450,7 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 	}
 	bg := context.WithoutCancel(ctx)
 	row.DurationMS = float64(time.Since(started).Microseconds()) / 1000
-	row.Scores, row.Reasoning, row.Error, row.Class = nil, nil, "", ""
+	row.Scores, row.Reasoning, row.Checks, row.Error, row.Class = nil, nil, nil, "", ""
 	var de *datasetError
 	switch {
 	case err != nil && errors.As(err, &de):
@@ -478,10 +478,10 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 				return j.Start(ctx, p, in)
 			}
 			scored, serr := r.Scorer.Score(ctx, env, judge)
-			row.Scores, row.Reasoning = scored.Scores, scored.Reasoning
+			row.Scores, row.Reasoning, row.Checks = scored.Scores, scored.Reasoning, scored.Checks
 			row.CostUSD, row.Tokens = row.CostUSD+scored.CostUSD, row.Tokens+scored.Tokens
 			if serr != nil {
-				row.Error, row.Class = serr.Error(), ClassScore
+				row.Error, row.Class = serr.Error(), scoreClass(serr)
 			}
 		case runtime.StatusFailed:
 			row.Error, row.Class = errText(res.Err), string(runtime.ClassOf(res.Err))

@@ -341,6 +341,15 @@ func (c *Client) exchange(ctx context.Context, ep *endpoint, cl *call, req *Requ
 	path := chatPath
 	background := cl.API == APIResponses && req.Model.Background
 	switch {
+	case req.Model.Offline():
+		var e *Error
+		if rep, e = offlineReply(ep, cl, req.Model); e != nil {
+			release(0)
+			return nil, e
+		}
+		if onDelta != nil && rep.Text != "" {
+			onDelta(rep.Text)
+		}
 	case background:
 		path = responsesPath
 		rep, err = c.background(ctx, ep, cl, req, turn, timeout, onDelta, &res)
@@ -478,13 +487,12 @@ func (c *Client) single(rep *reply, req *Request) *Response {
 }
 
 func (c *Client) where(ep *endpoint, cl *call) string {
-	if ep == nil {
+	switch {
+	case ep == nil:
 		return "cassette"
-	}
-	if ep == responderEndpoint {
+	case ep == responderEndpoint || ep.URLFrom == offlineURLFrom:
 		return ep.display
-	}
-	if cl.API == APIResponses {
+	case cl.API == APIResponses:
 		return ep.display + responsesPath
 	}
 	return ep.display + chatPath
