@@ -2,15 +2,21 @@ package batch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/flowrun/flowrun/batch/batchtest"
+	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/internal/testwait"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
 )
 
 // pricedPipeline answers each question with max_tokens 100 at $0.01 an
@@ -114,5 +120,51 @@ func TestPairwiseJudgeUnderACap(t *testing.T) {
 		if bound, _ := req.Body["max_tokens"].(float64); bound <= 0 || bound > 32768 {
 			t.Fatalf("judge call with max_tokens %v, want what the cap affords, at most 32768", req.Body["max_tokens"])
 		}
+	}
+}
+
+// lostLedger is a remote batch's ledger that can be read once, and then
+// no more, as when NATS stops answering.
+type lostLedger struct{ reads atomic.Int32 }
+
+func (l *lostLedger) State(context.Context) (float64, *budget.ExceededError, error) {
+	if l.reads.Add(1) > 1 {
+		return 0, nil, errors.New("reading the cost ledger b1: nats: timeout")
+	}
+	return 0, nil, nil
+}
+
+// TestRemoteBatchHaltsWhenItsLedgerCannotBeRead: a remote batch whose
+// ledger cannot be read as a run ends stopped cannot tell whether the
+// ledger refused it, and workers hand back the items of a refused batch
+// until it halts. The batch halts and ends stopped, naming the ledger,
+// rather than wait for results that never come (it waited: the read
+// error stopped the queueing but halted nothing).
+func TestRemoteBatchHaltsWhenItsLedgerCannotBeRead(t *testing.T) {
+	ctx := context.Background()
+	st := batchtest.OpenStore(t)
+	dir := t.TempDir()
+	pipeline, dataset := write(t, dir, "priced.yaml", pricedPipeline), write(t, dir, "items.jsonl", "{\"question\": \"a\"}\n{\"question\": \"b\"}\n")
+	p, d, b := loadBatch(t, pipeline, dataset)
+	r := NewRunner(st, p, nil, nil, Settings{MaxCostUSD: 1})
+	if err := r.Create(ctx, b, d.Items, func(*store.Batch) {}); err != nil {
+		t.Fatal(err)
+	}
+	halted := make(chan struct{})
+	var once sync.Once
+	r.Halt = func(string) { once.Do(func() { close(halted) }) }
+	r.RemoteLedger = func(context.Context, string, float64, float64) (Ledger, error) { return &lostLedger{}, nil }
+	r.Remote = func(ctx context.Context, row *store.BatchItem, _ map[string]any, sink runtime.EventSink) (*runtime.Result, error) {
+		sink.Event(runtime.Event{Type: runtime.EventRunFinished, Run: row.Run, Status: runtime.StatusStopped})
+		select {
+		case <-halted:
+			return &runtime.Result{RunID: row.Run, Status: runtime.StatusStopped, Reason: "halted"}, nil
+		case <-time.After(testwait.Hang()):
+			return nil, errors.New("the batch was never halted")
+		}
+	}
+	status, reason, err := r.Run(ctx, b, d.Items)
+	if err != nil || status != runtime.StatusStopped || !strings.Contains(reason, "reading the batch's cost ledger: ") {
+		t.Fatalf("%s (%s), %v: want stopped, naming the ledger", status, reason, err)
 	}
 }

@@ -69,6 +69,7 @@ var detailColumns = []Column{
 	{"expected", func(r Row) any { return nilIfEmpty(r.Expected) }, ""},
 	{"outputs", func(r Row) any { return nilIfEmpty(r.Outputs) }, ""},
 	{"reasoning", func(r Row) any { return nilIfEmpty(r.Reasoning) }, ""},
+	{"checks", func(r Row) any { return nilIfEmpty(r.Checks) }, ""},
 	{"note", func(r Row) any {
 		if r.Note == "" {
 			return nil

@@ -24,7 +24,7 @@ func TestColumnsRenameTakenMetrics(t *testing.T) {
 	for _, c := range Columns(exportFixture()) {
 		names = append(names, c.Name)
 	}
-	want := "key status solved score.tokens exact cost_usd tokens duration_ms run class error inputs expected outputs reasoning note"
+	want := "key status solved score.tokens exact cost_usd tokens duration_ms run class error inputs expected outputs reasoning checks note"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("columns %s, want %s", got, want)
 	}
@@ -44,8 +44,8 @@ func TestExports(t *testing.T) {
 	if err := WriteCSV(&cv, exportFixture()); err != nil {
 		t.Fatal(err)
 	}
-	wantCSV := "index,pass,key,status,solved,score.tokens,exact,cost_usd,tokens,duration_ms,run,class,error,inputs,expected,outputs,reasoning,note\n" +
-		"3,false,t3,failed,false,7.5,,0.25,40,1200,r3,model_error,\"'=HYPERLINK(\"\"x\"\")\",,,,,\n"
+	wantCSV := "index,pass,key,status,solved,score.tokens,exact,cost_usd,tokens,duration_ms,run,class,error,inputs,expected,outputs,reasoning,checks,note\n" +
+		"3,false,t3,failed,false,7.5,,0.25,40,1200,r3,model_error,\"'=HYPERLINK(\"\"x\"\")\",,,,,,\n"
 	if cv.String() != wantCSV {
 		t.Errorf("csv:\n%s\nwant:\n%s", cv.String(), wantCSV)
 	}

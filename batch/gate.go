@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -140,7 +142,7 @@ func WriteJUnit(w io.Writer, s *Summary) error {
 		switch {
 		case r.Status == runtime.StatusCompleted && r.Class == "" && (r.Pass == nil || *r.Pass):
 		case r.Status == runtime.StatusCompleted && r.Class == "":
-			c.Failure = &junit.Problem{Message: fmt.Sprintf("%s is not true: %s", s.Primary, ScoreLine(r.Scores)), Type: s.Primary, Text: c.Output}
+			c.Failure = &junit.Problem{Message: fmt.Sprintf("%s is not true: %s%s", s.Primary, ScoreLine(r.Scores), failedChecks(r.Checks[s.Primary])), Type: s.Primary, Text: c.Output}
 		case finished(r.Status):
 			c.Error = &junit.Problem{Message: firstLine(r.Error), Type: r.Class, Text: c.Output}
 		default:
@@ -154,10 +156,36 @@ func WriteJUnit(w io.Writer, s *Summary) error {
 func junitDetail(r Row) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "status: %s\nrun: %s\nscores: %s\n", r.Status, r.Run, ScoreLine(r.Scores))
+	for _, name := range slices.Sorted(maps.Keys(r.Checks)) {
+		cs := r.Checks[name]
+		fmt.Fprintf(&b, "checks of %s: %s\n", name, ChecksLine(cs))
+		for i, c := range cs.List {
+			fmt.Fprintf(&b, "  %s %s", checkMark(c), checkName(c, i))
+			if c.Reason != "" {
+				fmt.Fprintf(&b, ": %s", c.Reason)
+			}
+			b.WriteString("\n")
+		}
+	}
 	if r.Error != "" {
 		fmt.Fprintf(&b, "error (%s): %s\n", r.Class, r.Error)
 	}
 	return b.String()
+}
+
+// failedChecks names the checks that failed, for a failure's one line:
+// which of the item's asserts it missed.
+func failedChecks(cs store.Checks) string {
+	var names []string
+	for i, c := range cs.List {
+		if c.Pass != nil && !*c.Pass {
+			names = append(names, checkName(c, i))
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "; failed: " + strings.Join(names, ", ")
 }
 
 // ScoreLine is the scores as name=value, by name.

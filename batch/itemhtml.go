@@ -31,9 +31,15 @@ const foldAt = 160
 func ItemHTML(s *Summary, r Row) template.HTML {
 	type score struct{ Name, Text, Class string }
 	type reason struct{ Name, Text string }
+	type check struct{ Mark, Name, Reason, Class string }
+	type checks struct {
+		Metric, Line string
+		List         []check
+	}
 	d := struct {
 		Inputs, Expected, Outputs []field
 		Scores                    []score
+		Checks                    []checks
 		Reasoning                 []reason
 		Note, Error, Class        string
 	}{Inputs: fields(r.Inputs, nil), Expected: fields(r.Expected, nil), Outputs: fields(r.Outputs, r.Expected),
@@ -48,6 +54,17 @@ func ItemHTML(s *Summary, r Row) template.HTML {
 			sc.Class = map[bool]string{true: "pass", false: "fail"}[b]
 		}
 		d.Scores = append(d.Scores, sc)
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Checks)) {
+		cs := checks{Metric: name, Line: ChecksLine(r.Checks[name])}
+		for i, c := range r.Checks[name].List {
+			class := "none"
+			if c.Pass != nil {
+				class = map[bool]string{true: "pass", false: "fail"}[*c.Pass]
+			}
+			cs.List = append(cs.List, check{Mark: checkMark(c), Name: checkName(c, i), Reason: c.Reason, Class: class})
+		}
+		d.Checks = append(d.Checks, cs)
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Reasoning)) {
 		d.Reasoning = append(d.Reasoning, reason{k, r.Reasoning[k]})

@@ -11,6 +11,7 @@ import (
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/redact"
+	"github.com/flowrun/flowrun/store"
 )
 
 // Fold is a value as one line of at most width runes: text as it is, a
@@ -87,6 +88,16 @@ func WriteItemText(w io.Writer, s *Summary, r Row, width int) {
 	if len(scores) > 0 {
 		fmt.Fprintf(&b, "  scores  %s\n", strings.Join(scores, "  "))
 	}
+	for _, name := range slices.Sorted(maps.Keys(r.Checks)) {
+		cs := r.Checks[name]
+		fmt.Fprintf(&b, "  checks of %s: %s\n", name, ChecksLine(cs))
+		for i, c := range cs.List {
+			fmt.Fprintf(&b, "    %s %s\n", checkMark(c), Fold(checkName(c, i), max(width-6, 20)))
+			if c.Reason != "" {
+				b.WriteString(wrap(c.Reason, width, "        "))
+			}
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(r.Reasoning)) {
 		fmt.Fprintf(&b, "  judge's %s\n%s", k, wrap(r.Reasoning[k], width, "    "))
 	}
@@ -112,6 +123,51 @@ func expectedGrid(expected map[string]any) [][]int {
 		}
 	}
 	return found
+}
+
+// ChecksLine sums up a metric's checks: how many passed of those
+// checked, their weighted score and the threshold it was held to.
+func ChecksLine(cs store.Checks) string {
+	passed, checked := 0, 0
+	for _, c := range cs.List {
+		if c.Pass != nil {
+			checked++
+			if *c.Pass {
+				passed++
+			}
+		}
+	}
+	line := fmt.Sprintf("%d of %d passed", passed, checked)
+	if n := len(cs.List) - checked; n > 0 {
+		line += fmt.Sprintf(", %d not checked", n)
+	}
+	if checked > 0 {
+		line += fmt.Sprintf(", score %.2f", cs.Score)
+	}
+	if cs.Threshold > 0 {
+		line += fmt.Sprintf(" (threshold %g)", cs.Threshold)
+	}
+	return line
+}
+
+// checkMark is ✓ for a check that passed, ✗ for one that failed, and –
+// for one that was not checked.
+func checkMark(c store.Check) string {
+	switch {
+	case c.Pass == nil:
+		return "–"
+	case *c.Pass:
+		return "✓"
+	}
+	return "✗"
+}
+
+// checkName is a check's name, or its place in the list when it has none.
+func checkName(c store.Check, i int) string {
+	if c.Name != "" {
+		return c.Name
+	}
+	return fmt.Sprintf("check %d", i+1)
 }
 
 // scoreWord is a metric value in a line of text.

@@ -92,20 +92,13 @@ func startBatch(t *testing.T, st *store.Store, pipeline, dataset string, s Setti
 func runBatch(t *testing.T, st *store.Store, pipeline, dataset string, s Settings, kinds runtime.Registry) (*store.Batch, runtime.Status) {
 	t.Helper()
 	ctx := context.Background()
-	p, ds := dsl.Load(pipeline)
-	if p == nil {
-		t.Fatal(ds)
-	}
-	d, err := ReadDataset(dataset)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, d, b := loadBatch(t, pipeline, dataset)
 	s.DatasetAbs = dataset
-	b := &store.Batch{Pipeline: pipeline, PipelineAbs: pipeline, PipelineHash: p.Hash, Dataset: dataset, DatasetHash: d.Hash}
 	if err := SetSettings(b, s); err != nil {
 		t.Fatal(err)
 	}
 	r := NewRunner(st, p, kinds, nil, s)
+	var err error
 	if r.Scorer, err = ParseScorer(p, s.Score); err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +110,21 @@ func runBatch(t *testing.T, st *store.Store, pipeline, dataset string, s Setting
 		t.Fatal(err)
 	}
 	return b, status
+}
+
+// loadBatch loads pipeline and dataset, and the batch of them, not yet
+// created.
+func loadBatch(t *testing.T, pipeline, dataset string) (*dsl.Pipeline, *Dataset, *store.Batch) {
+	t.Helper()
+	p, ds := dsl.Load(pipeline)
+	if p == nil {
+		t.Fatal(ds)
+	}
+	d, err := ReadDataset(dataset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, d, &store.Batch{Pipeline: pipeline, PipelineAbs: pipeline, PipelineHash: p.Hash, Dataset: dataset, DatasetHash: d.Hash}
 }
 
 func kindsFor(env func(string) (string, bool)) runtime.Registry {

@@ -32,7 +32,6 @@ import (
 	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
-	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -113,13 +112,12 @@ type Runner struct {
 	// Repeat runs each item this many times (0 or 1: once), each a
 	// distinct run recorded as the item's repeat 0, 1, ...
 	Repeat int
-	// MaxCostUSD caps the batch's spend (0: no limit). Run in this
-	// process, every model call of every item, repeat and judge reserves
-	// its worst case from one ledger before it is sent, so the batch never
-	// spends more; a call the ledger refuses stops its item's run
-	// (resumable) and the batch. Run remotely, an item starts only if the
-	// spend so far, what the running items may still spend and its own
-	// cost fit under it (see batchState.admit).
+	// MaxCostUSD caps the batch's spend (0: no limit): every model call
+	// of every item, repeat and judge reserves its worst case from one
+	// ledger before it is sent, so the batch never spends more on priced
+	// models; a call the ledger refuses stops its item's run (resumable)
+	// and the batch. The ledger is in this process, or, for items run
+	// remotely, the one RemoteLedger opens.
 	MaxCostUSD  float64
 	RetryFailed bool // run failed items again (resuming their runs)
 	// AllowChanged resumes item runs whose pipeline changed since they started.
@@ -145,10 +143,20 @@ type Runner struct {
 	// after it returns a reason, and the items running finish.
 	Decide func(row *store.BatchItem, passed bool) string
 	// Halt, if set, is called once, with the batch's stop reason, when the
-	// spend reaches MaxCostUSD: a Remote then stops the items it runs
-	// (they end stopped, resumable) and queues no more. Items run in this
-	// process finish instead.
+	// ledger refuses a call: a Remote then stops the items it runs (they
+	// end stopped, resumable) and queues no more. Items run in this
+	// process go on until their next call is refused.
 	Halt func(reason string)
+	// RemoteLedger, for a Remote batch with MaxCostUSD, opens the ledger
+	// the remote runs reserve from, named name, of limit USD with spent
+	// already spent, and returns how to read it.
+	RemoteLedger func(ctx context.Context, name string, limit, spent float64) (Ledger, error)
+}
+
+// Ledger reads a batch's cost ledger: what it has settled and the first
+// reservation it refused (nil while none was). *budget.Cap is one.
+type Ledger interface {
+	State(ctx context.Context) (spent float64, refused *budget.ExceededError, err error)
 }
 
 // Progress is the state of a batch as an item finishes.
@@ -222,14 +230,13 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 		byIndex[it.Index] = it
 	}
 	st := &batchState{r: r, b: b, total: len(rows), started: time.Now(), prior: map[slot]float64{},
-		running: map[slot]*spendSink{}, ended: make(chan struct{}, 1), trajectory: r.Scorer != nil && r.Scorer.ReadsTrajectory()}
+		trajectory: r.Scorer != nil && r.Scorer.ReadsTrajectory()}
 	var todo []*store.BatchItem
 	for _, row := range rows {
 		switch {
 		case row.Status == runtime.StatusCompleted:
 			st.done++
 			st.spent += row.CostUSD
-			st.sample(row)
 			if r.Scorer.Passed(row.Scores) {
 				st.passed++
 			}
@@ -237,7 +244,6 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 			st.done++
 			st.failed++
 			st.spent += row.CostUSD
-			st.sample(row)
 		default:
 			// What the item's run spent before: its total replaces it when
 			// the item finishes.
@@ -258,8 +264,8 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 		rng := rand.New(rand.NewPCG(r.OrderSeed, 0x5e9))
 		rng.Shuffle(len(todo), func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
 	}
-	if r.MaxCostUSD > 0 && r.Remote == nil {
-		st.ledger = budget.New(fmt.Sprintf("--max-cost-usd %.4g", r.MaxCostUSD), r.MaxCostUSD, st.spent, nil)
+	if err := st.openLedger(ctx); err != nil {
+		return "", "", err
 	}
 	concurrency := r.Concurrency
 	if concurrency <= 0 {
@@ -275,18 +281,11 @@ func (r *Runner) Run(ctx context.Context, b *store.Batch, dataset []*Item) (stat
 		if ctx.Err() != nil {
 			break
 		}
-		if st.stopped() || st.exhausted() {
+		if st.stopped() || st.exhausted(ctx) {
 			<-slots
 			break
 		}
-		sink, why := st.admitWhenAffordable(ctx, row)
-		if sink == nil {
-			<-slots
-			if why != "" {
-				st.setStop(why)
-			}
-			break
-		}
+		sink := &spendSink{st: st}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -312,154 +311,94 @@ type batchState struct {
 	total, done, passed, failed int
 	ran                         int
 	spent                       float64 // finished items' cost plus what running items have spent so far
-	ranCost                     float64 // cost of the items finished by this process
-	largest                     float64 // the costliest item that finished
-	sampled                     bool    // an item's cost is known: largest holds
-	running                     map[slot]*spendSink
 	waiting                     []string
 	stop                        string
 	storeErr                    error
+	refused                     *budget.ExceededError // the ledger's refusal that stopped the batch
 
-	halt  sync.Once
-	ended chan struct{} // signalled (never blocking) each time an item finishes
+	halt sync.Once
 
-	// ledger is the cost cap every model call of a batch run in this
-	// process reserves from; nil without one. refused is the reservation
-	// it refused that stopped the batch.
-	ledger  *budget.Cap
-	refused *budget.ExceededError
+	// ledger is the batch's cost ledger (nil without a cap); local is it
+	// when it is in this process, where the runs reserve from it.
+	ledger Ledger
+	local  *budget.Cap
 }
 
-// Reserve implements budget.Ledger for the batch's runs: a refusal stops
-// the batch, whose reason is told with the final spend.
-func (st *batchState) Reserve(ctx context.Context, least, most float64) (budget.Reservation, error) {
-	r, err := st.ledger.Reserve(ctx, least, most)
-	var refused *budget.ExceededError
-	if errors.As(err, &refused) {
-		st.mu.Lock()
-		if st.stop == "" {
-			st.stop, st.refused = refused.Error(), refused
-		}
-		st.mu.Unlock()
+// openLedger opens the batch's cost ledger, with what the batch has
+// spent before.
+func (st *batchState) openLedger(ctx context.Context) error {
+	r := st.r
+	if r.MaxCostUSD <= 0 {
+		return nil
 	}
-	return r, err
+	name := fmt.Sprintf("--max-cost-usd %.4g", r.MaxCostUSD)
+	if r.Remote == nil {
+		st.local = budget.New(name, r.MaxCostUSD, st.spent, nil)
+		st.ledger = st.local
+		return nil
+	}
+	if r.RemoteLedger == nil {
+		return fmt.Errorf("batch %s: a cost cap on items run remotely needs a shared ledger", st.b.ID)
+	}
+	l, err := r.RemoteLedger(ctx, name, r.MaxCostUSD, st.spent)
+	if err != nil {
+		return fmt.Errorf("batch %s: opening its cost ledger: %w", st.b.ID, err)
+	}
+	st.ledger = l
+	return nil
 }
 
-// Free implements budget.Free for the batch's runs.
-func (st *batchState) Free() float64 { return st.ledger.Free() }
-
-// exhausted stops a batch whose ledger has nothing left.
-func (st *batchState) exhausted() bool {
-	if st.ledger == nil || st.ledger.Spent() < st.ledger.Limit()-budget.Slack {
+// exhausted says whether the batch must stop for its cost cap: its
+// ledger refused a call, has nothing left or cannot be read. A remote
+// batch is halted.
+func (st *batchState) exhausted(ctx context.Context) bool {
+	if st.ledger == nil {
 		return false
 	}
-	refused := &budget.ExceededError{Cap: st.ledger.Name(), Limit: st.ledger.Limit(), Spent: st.ledger.Spent()}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.stop == "" {
-		st.stop, st.refused = refused.Error(), refused
+	spent, refused, err := st.ledger.State(ctx)
+	switch {
+	case err != nil:
+		// Whether the ledger refused a call cannot be told, and workers
+		// hand back the items of a batch whose ledger refused until the
+		// batch halts: stop (resumable) rather than wait for them.
+		st.stopFor(fmt.Sprintf("reading the batch's cost ledger: %v", err), nil)
+		return true
+	case refused == nil && spent < st.r.MaxCostUSD-budget.Slack:
+		return false
+	case refused == nil:
+		refused = &budget.ExceededError{Cap: fmt.Sprintf("--max-cost-usd %.4g", st.r.MaxCostUSD), Limit: st.r.MaxCostUSD, Spent: spent}
 	}
+	st.stopFor(refused.Error(), refused)
 	return true
 }
 
-// runLedger is what the batch's runs reserve from, nil when they reserve
-// from none.
+// stopFor stops the batch for why, the ledger's refusal if it was one,
+// unless it stopped already, and halts the items run remotely.
+func (st *batchState) stopFor(why string, refused *budget.ExceededError) {
+	st.mu.Lock()
+	if st.stop == "" {
+		st.stop, st.refused = why, refused
+	}
+	why = st.stop
+	st.mu.Unlock()
+	if st.r.Halt != nil {
+		st.halt.Do(func() { st.r.Halt(why) })
+	}
+}
+
+// runLedger is what the batch's runs in this process reserve from, nil
+// when they reserve from none.
 func (st *batchState) runLedger() budget.Ledger {
-	if st.ledger == nil {
+	if st.local == nil {
 		return nil
 	}
-	return st
+	return st.local
 }
 
 // slot is one run of a batch: an item's index and its repeat.
 type slot struct{ index, repeat int }
 
 func slotOf(row *store.BatchItem) slot { return slot{row.Index, row.Repeat} }
-
-// costSlack (a billionth of a dollar) absorbs float rounding in sums of
-// costs: five items of $0.14 add up to $0.7000000000000001, which must
-// fit a $0.70 cap.
-const costSlack = 1e-9
-
-// sample counts a finished item's cost into what an item may cost. An
-// item that failed before spending anything says nothing about the cost
-// of one that runs.
-func (st *batchState) sample(row *store.BatchItem) {
-	if row.Status == runtime.StatusCompleted || row.CostUSD > 0 {
-		st.largest = max(st.largest, row.CostUSD)
-		st.sampled = true
-	}
-}
-
-// admitWhenAffordable waits until row may start under --max-cost-usd and
-// returns the sink that counts its spend; it returns no sink when the
-// batch must stop, with the reason ("" when ctx ended). A refusal while
-// items run waits for one to end: they may cost less than reserved.
-func (st *batchState) admitWhenAffordable(ctx context.Context, row *store.BatchItem) (*spendSink, string) {
-	for {
-		sink, why, running := st.admit(row)
-		if sink != nil || running == 0 {
-			return sink, why
-		}
-		select {
-		case <-st.ended:
-		case <-ctx.Done():
-			return nil, ""
-		}
-	}
-}
-
-// admit starts counting row as running if the batch can afford it: the
-// spend so far, plus what each running item may still spend, plus one
-// more item, stays within --max-cost-usd. An item may cost as much as the
-// costliest one seen so far, so the batch passes the cap by no more than
-// what one item costs beyond that. Until an item's cost is known, items
-// start one at a time. It returns the reason for a refusal and how many
-// items run.
-func (st *batchState) admit(row *store.BatchItem) (sink *spendSink, why string, running int) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if limit := st.r.MaxCostUSD; limit > 0 && st.r.Remote != nil {
-		item := st.largest
-		for idx, s := range st.running {
-			item = max(item, s.counted+st.prior[idx])
-		}
-		reserved := 0.0
-		for idx, s := range st.running {
-			reserved += max(0, item-s.counted-st.prior[idx])
-		}
-		switch {
-		case !st.sampled && len(st.running) > 0:
-			return nil, "no item's cost is known yet", len(st.running)
-		case st.spent >= limit || st.spent+reserved+item > limit+costSlack:
-			// Only a refusal with no item running stops the batch, so the
-			// reason need not mention running items.
-			return nil, fmt.Sprintf("--max-cost-usd %.4g: $%.4f spent, and an item costs up to $%.4f", limit, st.spent, item), len(st.running)
-		}
-	}
-	sink = &spendSink{st: st}
-	st.running[slotOf(row)] = sink
-	return sink, "", len(st.running)
-}
-
-// overBudget says why no further item may start, or "": the spend so far
-// plus one item's average cost would pass --max-cost-usd.
-func (st *batchState) overBudget() string {
-	limit := st.r.MaxCostUSD
-	if limit <= 0 {
-		return ""
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	next := 0.0
-	if st.ran > 0 {
-		next = st.ranCost / float64(st.ran)
-	}
-	if st.spent+next <= limit && st.spent < limit {
-		return ""
-	}
-	return fmt.Sprintf("--max-cost-usd %.4g: %s spent, and an item costs about %s", limit, figures.USD(st.spent), figures.USD(next))
-}
 
 func (st *batchState) stopped() bool {
 	st.mu.Lock()
@@ -472,19 +411,6 @@ func (st *batchState) setStop(why string) {
 	defer st.mu.Unlock()
 	if st.stop == "" {
 		st.stop = why
-	}
-}
-
-// checkBudget halts a remote batch once no further item may start: its
-// items already running on workers would otherwise spend on past the
-// limit, many more at once than a local batch runs.
-func (st *batchState) checkBudget() {
-	if st.r.Halt == nil {
-		return
-	}
-	if why := st.overBudget(); why != "" {
-		st.setStop(why)
-		st.halt.Do(func() { st.r.Halt(why) })
 	}
 }
 
@@ -503,7 +429,12 @@ func (s *spendSink) Event(e runtime.Event) {
 		s.st.spent += e.Turn.CostUSD
 		s.counted += e.Turn.CostUSD
 		s.st.mu.Unlock()
-		s.st.checkBudget()
+	}
+	if e.Type == runtime.EventRunFinished && e.Status == runtime.StatusStopped && s.st.r.Remote != nil {
+		// A run the remote ledger refused halts the batch. Read with the
+		// run's last event, after the events of every run that started
+		// before it, so that the halt finds those running.
+		s.st.exhausted(context.Background())
 	}
 }
 
@@ -514,13 +445,12 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 	runner := &engine.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops, Ledger: st.runLedger()}
 	started := time.Now()
 	res, err := st.execute(ctx, runner, row, it)
-	if err == nil && st.refusedAtOnce(row, res) {
-		st.unstarted(row)
+	if err == nil && r.Remote == nil && st.refusedAtOnce(ctx, row, res) {
 		return
 	}
 	bg := context.WithoutCancel(ctx)
 	row.DurationMS = float64(time.Since(started).Microseconds()) / 1000
-	row.Scores, row.Reasoning, row.Error, row.Class = nil, nil, "", ""
+	row.Scores, row.Reasoning, row.Checks, row.Error, row.Class = nil, nil, nil, "", ""
 	var de *datasetError
 	switch {
 	case err != nil && errors.As(err, &de):
@@ -548,10 +478,10 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 				return j.Start(ctx, p, in)
 			}
 			scored, serr := r.Scorer.Score(ctx, env, judge)
-			row.Scores, row.Reasoning = scored.Scores, scored.Reasoning
+			row.Scores, row.Reasoning, row.Checks = scored.Scores, scored.Reasoning, scored.Checks
 			row.CostUSD, row.Tokens = row.CostUSD+scored.CostUSD, row.Tokens+scored.Tokens
 			if serr != nil {
-				row.Error, row.Class = serr.Error(), ClassScore
+				row.Error, row.Class = serr.Error(), scoreClass(serr)
 			}
 		case runtime.StatusFailed:
 			row.Error, row.Class = errText(res.Err), string(runtime.ClassOf(res.Err))
@@ -570,28 +500,23 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 	counted := sink.counted + st.prior[slotOf(row)]
 	st.mu.Unlock()
 	st.finished(row, it, counted)
-	st.checkBudget()
+	if st.r.Remote != nil {
+		st.exhausted(bg)
+	}
 }
 
 // refusedAtOnce says whether the batch's ledger refused the item's run
 // before it spent anything in this attempt: the item then has no result
 // (its run resumes with the batch), rather than a stopped one that the
-// pass rates would count.
-func (st *batchState) refusedAtOnce(row *store.BatchItem, res *runtime.Result) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.refused != nil && res.Status == runtime.StatusStopped && res.CostUSD <= st.prior[slotOf(row)]+budget.Slack
-}
-
-// unstarted lets go of an item that ends without a result.
-func (st *batchState) unstarted(row *store.BatchItem) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	delete(st.running, slotOf(row))
-	select {
-	case st.ended <- struct{}{}:
-	default:
+// pass rates would count. (An item run remotely keeps the stopped result
+// its worker recorded, as a halted one does.)
+func (st *batchState) refusedAtOnce(ctx context.Context, row *store.BatchItem, res *runtime.Result) bool {
+	if res.Status != runtime.StatusStopped || !st.exhausted(ctx) {
+		return false
 	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.refused != nil && res.CostUSD <= st.prior[slotOf(row)]+budget.Slack
 }
 
 func errText(err error) string {
@@ -674,15 +599,6 @@ func (st *batchState) finished(row *store.BatchItem, it *Item, counted float64) 
 	// The run's total replaces what its turns added as they happened.
 	st.spent += row.CostUSD - counted
 	st.ran++
-	st.ranCost += row.CostUSD
-	st.sample(row)
-	if st.running != nil {
-		delete(st.running, slotOf(row))
-		select {
-		case st.ended <- struct{}{}:
-		default:
-		}
-	}
 	passed := row.Status == runtime.StatusCompleted && st.r.Scorer.Passed(row.Scores)
 	switch row.Status {
 	case runtime.StatusCompleted:
@@ -722,7 +638,9 @@ func (st *batchState) outcome(ctx context.Context) (status runtime.Status, reaso
 		// Told with what the batch spent in the end: the calls in flight
 		// when the ledger refused one settled since.
 		final := *st.refused
-		final.Spent = st.ledger.Spent()
+		if spent, _, err := st.ledger.State(context.WithoutCancel(ctx)); err == nil {
+			final.Spent = spent
+		}
 		status, reason = runtime.StatusStopped, final.Error()
 	case st.stop != "":
 		status, reason = runtime.StatusStopped, st.stop

@@ -103,7 +103,9 @@ type Row struct {
 	Expected  map[string]any    `json:"expected,omitempty"`
 	Outputs   map[string]any    `json:"outputs,omitempty"`
 	Reasoning map[string]string `json:"reasoning,omitempty"`
-	Note      string            `json:"note,omitempty"`
+	// Checks are the checks of its metrics that are lists of checks.
+	Checks map[string]store.Checks `json:"checks,omitempty"`
+	Note   string                  `json:"note,omitempty"`
 	// Flaky marks an item run more than once whose runs disagree.
 	Flaky bool `json:"flaky,omitempty"`
 }
@@ -302,7 +304,7 @@ func finished(status runtime.Status) bool {
 
 func row(it *store.BatchItem, primary string) Row {
 	r := Row{Index: it.Index, Key: it.Key, Repeat: it.Repeat, Status: it.Status, Scores: it.Scores, CostUSD: it.CostUSD, Tokens: it.Tokens,
-		DurationMS: it.DurationMS, Run: it.Run, Class: it.Class, Error: it.Error, Reasoning: it.Reasoning}
+		DurationMS: it.DurationMS, Run: it.Run, Class: it.Class, Error: it.Error, Reasoning: it.Reasoning, Checks: it.Checks}
 	if primary != "" {
 		p := passed(it, primary)
 		r.Pass = &p

@@ -41,9 +41,15 @@ type ExceededError struct {
 	Limit float64 // USD
 	Spent float64 // USD settled when it was refused
 	Need  float64 // USD the call may cost at the least
+	// Unknown, if set, says why what the cap spent cannot be known: then
+	// it refuses every call.
+	Unknown string
 }
 
 func (e *ExceededError) Error() string {
+	if e.Unknown != "" {
+		return fmt.Sprintf("%s refuses every model call: %s", e.Cap, e.Unknown)
+	}
 	if e.Need <= 0 {
 		return fmt.Sprintf("%s reached: %s spent", e.Cap, figures.USD(e.Spent))
 	}
@@ -66,6 +72,7 @@ type Cap struct {
 	mu      sync.Mutex
 	spent   float64 // settled
 	held    float64 // reserved and not settled
+	refused *ExceededError
 	changed chan struct{}
 }
 
@@ -119,6 +126,14 @@ func (c *Cap) Free() float64 {
 	return free
 }
 
+// State is what c has settled and the first reservation it refused (nil
+// while none was).
+func (c *Cap) State(context.Context) (spent float64, refused *ExceededError, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.spent, c.refused, nil
+}
+
 // Add counts usd spent outside any reservation into c (not its parent):
 // a call made while no cap applied.
 func (c *Cap) Add(usd float64) {
@@ -164,6 +179,9 @@ func (c *Cap) hold(ctx context.Context, least, most float64) (float64, error) {
 		}
 		if c.spent+least > c.limit+Slack {
 			err := &ExceededError{Cap: c.name, Limit: c.limit, Spent: c.spent, Need: least}
+			if c.refused == nil {
+				c.refused = err
+			}
 			c.mu.Unlock()
 			return 0, err
 		}

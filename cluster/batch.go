@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/flowrun/flowrun/batch"
@@ -21,6 +22,28 @@ func DriveBatch(ctx context.Context, r *batch.Runner, o Options, items, window i
 	if window <= 0 {
 		window = items
 	}
-	r.Concurrency, r.Remote, r.Halt = max(window, 1), co.Execute, co.Halt
+	r.Concurrency, r.Remote, r.Halt, r.RemoteLedger = max(window, 1), co.Execute, co.Halt, co.OpenLedger
 	return co, nil
+}
+
+// OpenLedger writes the cost ledger of the batch Follow follows, which
+// the workers' runs of its items reserve from thereafter (see
+// batch.Runner.RemoteLedger).
+func (co *Coordinator) OpenLedger(ctx context.Context, name string, limit, spent float64) (batch.Ledger, error) {
+	if co.batch == "" {
+		return nil, errors.New("the coordinator follows no batch yet")
+	}
+	var l *kvLedger
+	err := retry(ctx, "writing the cost ledger of batch "+co.batch, func(ctx context.Context) error {
+		var err error
+		l, err = createKVLedger(ctx, co.c.buckets[ledgerBucket], co.batch, name, limit, spent)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	co.mu.Lock()
+	co.costCap = true
+	co.mu.Unlock()
+	return l, nil
 }

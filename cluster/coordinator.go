@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,7 @@ type Coordinator struct {
 	ref     PipelineRef
 	batch   string
 	session string // this coordinator's publishes, told apart from an earlier one's
+	costCap bool   // the batch's runs reserve from its ledger (OpenLedger)
 
 	mu      sync.Mutex
 	waiting map[string]chan *Result // by result key
@@ -367,7 +369,7 @@ func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs
 		}
 		res = r
 	case <-co.halted:
-		if res = co.awaitStop(lr, ch); res == nil {
+		if res = co.awaitStop(ctx, lr, ch, itemsSubject+key); res == nil {
 			return co.stopped(ctx, row, inputs, lr)
 		}
 	case <-ctx.Done():
@@ -387,18 +389,27 @@ func (co *Coordinator) Execute(ctx context.Context, row *store.BatchItem, inputs
 }
 
 // awaitStop waits, after a halt, for an item's run that was seen running
-// to stop on its worker; it returns the item's result if the run ended
+// to stop on its worker, and for the job on subject of one not seen to
+// leave the work queue; it returns the item's result if the run ended
 // before it could be stopped.
-func (co *Coordinator) awaitStop(lr *liveRun, ch chan *Result) *Result {
+func (co *Coordinator) awaitStop(ctx context.Context, lr *liveRun, ch chan *Result, subject string) *Result {
 	lr.mu.Lock()
 	started := lr.started
 	lr.mu.Unlock()
-	if !started {
-		return nil
-	}
 	wait := co.StopWait
 	if wait <= 0 {
 		wait = 30 * time.Second
+	}
+	if !started {
+		// A worker may have run it before the halt with its events still
+		// on their way, spending: once its job has left the queue, its
+		// worker is done with it and what the run did is in JetStream.
+		for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if queued, err := co.queued(ctx, subject); err == nil && !queued {
+				break
+			}
+		}
+		return nil
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -431,18 +442,17 @@ func (co *Coordinator) stopped(ctx context.Context, row *store.BatchItem, inputs
 		return nil, fmt.Errorf("item %s: %w", row.Key, err)
 	}
 	res := &runtime.Result{RunID: row.Run, Status: runtime.StatusStopped, Reason: why}
-	lr.mu.Lock()
-	started := lr.started
-	lr.mu.Unlock()
-	if !started {
-		return res, nil
-	}
 	lr.close()
 	bg := context.WithoutCancel(ctx)
-	_, err = co.copyRun(bg, row.Run, inputs, false)
+	evs, _, err := co.c.loadEvents(bg, row.Run)
+	if err == nil && len(evs) == 0 {
+		return res, nil // no worker ran it
+	}
 	if err == nil {
-		// Every turn paid, including those of a node the stop cut short.
-		res.CostUSD, _, err = co.Store.SpentSoFar(bg, row.Run)
+		_, err = co.copyRun(bg, row.Run, inputs, false)
+	}
+	if err == nil {
+		res.CostUSD, err = runCost(bg, co.Store, row.Run, evs)
 	}
 	if err == nil {
 		err = co.Store.Finish(bg, row.Run, engine.Ending(res))
@@ -453,6 +463,23 @@ func (co *Coordinator) stopped(ctx context.Context, row *store.BatchItem, inputs
 	return res, nil
 }
 
+// runCost is what a stopped run spent: the total the run_finished event
+// of its last attempt tells, which its ledger settled (a call the stop
+// cut short at its reservation included), or, when that attempt's worker
+// died before it finished, every turn paid that reached the store.
+func runCost(ctx context.Context, st *store.Store, run string, evs []runtime.Event) (float64, error) {
+	for _, e := range slices.Backward(evs) {
+		if e.Type == runtime.EventRunFinished {
+			return e.CostUSD, nil
+		}
+		if e.Type == runtime.EventRunStarted {
+			break
+		}
+	}
+	cost, _, err := st.SpentSoFar(ctx, run)
+	return cost, err
+}
+
 // publish queues the item's job, bound to this session. An item still
 // queued or running since an earlier attempt at the batch is not queued
 // twice, even past the stream's dedup window, unless that attempt was
@@ -461,13 +488,13 @@ func (co *Coordinator) publish(ctx context.Context, row *store.BatchItem, key st
 	co.pubMu.RLock()
 	defer co.pubMu.RUnlock()
 	co.mu.Lock()
-	halting := co.halting
+	halting, costCap := co.halting, co.costCap
 	co.mu.Unlock()
 	if halting != "" {
 		return errHalted
 	}
 	data, err := json.Marshal(Job{Ticket: newTicket(co.session, time.Now()), Batch: row.Batch, Index: row.Index, Key: row.Key, Run: row.Run,
-		Pipeline: co.ref, Inputs: inputs, Auto: co.Auto, MaxLoops: co.MaxLoops})
+		Pipeline: co.ref, Inputs: inputs, Auto: co.Auto, MaxLoops: co.MaxLoops, CostCap: costCap})
 	if err != nil {
 		return fmt.Errorf("item %s: encoding its job: %w", row.Key, err)
 	}

@@ -3,7 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -17,9 +17,13 @@ import (
 
 // costEntry is a batch's cost ledger as its key-value entry holds it.
 type costEntry struct {
+	Name  string             `json:"name"` // what the cap is called in its errors
 	Limit float64            `json:"limit"`
 	Spent float64            `json:"spent"`
 	Held  map[string]float64 `json:"held,omitempty"` // reservation id -> USD
+	// Refused is what the first call refused would have needed, 0 while
+	// none was.
+	Refused float64 `json:"refused,omitempty"`
 }
 
 // kvLedger is a cost cap shared by every process on the NATS account:
@@ -27,19 +31,44 @@ type costEntry struct {
 // revision, so that reservations made at once on several workers never
 // together pass the limit. It implements costcap.Ledger.
 type kvLedger struct {
-	kv   jetstream.KeyValue
-	key  string
-	name string // what the cap is called in its errors
+	kv  jetstream.KeyValue
+	key string
 }
 
-// createKVLedger writes the ledger under key with limit USD of which
-// spent is spent, replacing what an earlier attempt left there.
+// createKVLedger writes the ledger under key, named name, of limit USD
+// of which spent is spent, replacing what an earlier attempt left there.
 func createKVLedger(ctx context.Context, kv jetstream.KeyValue, key, name string, limit, spent float64) (*kvLedger, error) {
-	data, _ := json.Marshal(costEntry{Limit: limit, Spent: spent})
+	data, _ := json.Marshal(costEntry{Name: name, Limit: limit, Spent: spent})
 	if _, err := kv.Put(ctx, key, data); err != nil {
 		return nil, fmt.Errorf("writing the cost ledger %s: %w", key, err)
 	}
-	return &kvLedger{kv: kv, key: key, name: name}, nil
+	return &kvLedger{kv: kv, key: key}, nil
+}
+
+// errLedgerDeleted is a ledger entry found deleted (or purged): anyone
+// who may write the bucket can do that, and what was spent is lost.
+var errLedgerDeleted = errors.New("its entry was deleted")
+
+// deleted is the refusal of every call under a deleted ledger: it fails
+// closed rather than start again from $0.
+func (l *kvLedger) deleted() *costcap.ExceededError {
+	return &costcap.ExceededError{Cap: "the cost ledger " + l.key,
+		Unknown: "its entry was deleted, so what was spent under it is unknown; running the batch again writes it anew from the spend its store recorded"}
+}
+
+// State is what the ledger has settled and the first call it refused.
+func (l *kvLedger) State(ctx context.Context) (spent float64, refused *costcap.ExceededError, err error) {
+	e, _, err := l.get(ctx)
+	if errors.Is(err, errLedgerDeleted) {
+		return 0, l.deleted(), nil
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	if e.Refused > 0 {
+		refused = &costcap.ExceededError{Cap: e.Name, Limit: e.Limit, Spent: e.Spent, Need: e.Refused}
+	}
+	return e.Spent, refused, nil
 }
 
 // Reserve implements costcap.Ledger.
@@ -58,8 +87,12 @@ func (l *kvLedger) Reserve(ctx context.Context, least, most float64) (costcap.Re
 			free := e.Limit - e.Spent - held
 			switch {
 			case e.Spent+least > e.Limit+costcap.Slack:
-				refused = &costcap.ExceededError{Cap: l.name, Limit: e.Limit, Spent: e.Spent, Need: least}
-				return false
+				refused = &costcap.ExceededError{Cap: e.Name, Limit: e.Limit, Spent: e.Spent, Need: least}
+				if e.Refused > 0 {
+					return false
+				}
+				e.Refused = max(least, costcap.Slack)
+				return true
 			case least > free+costcap.Slack:
 				waits = true
 				return false
@@ -69,6 +102,8 @@ func (l *kvLedger) Reserve(ctx context.Context, least, most float64) (costcap.Re
 			return true
 		})
 		switch {
+		case errors.Is(err, errLedgerDeleted):
+			return nil, l.deleted()
 		case err != nil:
 			return nil, err
 		case refused != nil:
@@ -85,14 +120,13 @@ func (l *kvLedger) Reserve(ctx context.Context, least, most float64) (costcap.Re
 	}
 }
 
-// Spent is what the ledger has settled.
-func (l *kvLedger) Spent(ctx context.Context) (float64, error) {
-	e, _, err := l.get(ctx)
-	return e.Spent, err
-}
-
 func (l *kvLedger) get(ctx context.Context) (costEntry, uint64, error) {
 	entry, err := l.kv.Get(ctx, l.key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		// The coordinator writes the entry before it queues a job that
+		// reserves from it: missing, it was deleted.
+		err = errLedgerDeleted
+	}
 	if err != nil {
 		return costEntry{}, 0, fmt.Errorf("reading the cost ledger %s: %w", l.key, err)
 	}

@@ -141,6 +141,8 @@ func TestLockedDownRolesRefused(t *testing.T) {
 	_, err = w.results.Create(ctx, "victim.0.k", []byte(`{}`))
 	must(t, err)
 	must(t, (&Worker{c: w}).take(ctx, "0123456789abcdef0123456789abcdef", 1))
+	_, err = createKVLedger(ctx, coord.buckets[ledgerBucket], "victim", "--max-cost-usd 1", 1, 0.5)
+	must(t, err)
 
 	config := func(cfg jetstream.StreamConfig) string { b, _ := json.Marshal(cfg); return string(b) }
 	fill := config(jetstream.StreamConfig{Name: "FILL", Subjects: []string{"fill.>"}})
@@ -162,6 +164,9 @@ func TestLockedDownRolesRefused(t *testing.T) {
 		"flowrun.cp.victim-run":                                       "forge a checkpoint",
 		"flowrun.taken.0123456789abcdef0123456789abcdef":              "take a job",
 		"$JS.API.CONSUMER.MSG.NEXT.FLOWRUN_ITEMS.flowrun-workers":     "pull a job",
+		"$JS.API.STREAM.PURGE.KV_flowrun-ledger":                      "forget what the batches spent",
+		"$JS.API.STREAM.UPDATE.KV_flowrun-ledger":                     config(jetstream.StreamConfig{Name: "KV_" + ledgerBucket, AllowRollup: true}),
+		"$JS.API.STREAM.MSG.DELETE.KV_flowrun-ledger":                 `{"seq":1}`,
 	})
 	l.client(t, RoleWorker).refuses(t, RoleWorker, map[string]string{
 		"flowrun.items.victim.1": "queue a job",
@@ -178,6 +183,9 @@ func TestLockedDownRolesRefused(t *testing.T) {
 		"$KV.flowrun-stops.victim.s1":                                           "stop a batch",
 		"$O.flowrun-files.M.c2hhMjU2LTAw":                                       "poison a pipeline file",
 		"$JS.API.STREAM.MSG.GET.FLOWRUN_ITEMS":                                  "read queued jobs' nonces",
+		"$JS.API.STREAM.PURGE.KV_flowrun-ledger":                                "forget what the batches spent",
+		"$JS.API.STREAM.MSG.DELETE.KV_flowrun-ledger":                           `{"seq":1}`,
+		"$JS.API.STREAM.UPDATE.KV_flowrun-ledger":                               config(jetstream.StreamConfig{Name: "KV_" + ledgerBucket, AllowRollup: true}),
 	})
 
 	// Refused by the streams themselves: a key-value purge (a roll-up),
@@ -185,7 +193,8 @@ func TestLockedDownRolesRefused(t *testing.T) {
 	for _, c := range []struct {
 		role    Role
 		subject string
-	}{{RoleCoordinator, "$KV.flowrun-stops.victim.s1"}, {RoleWorker, "$KV.flowrun-limits.model-x"}, {RoleWorker, "$KV.flowrun-results.victim.0.k"}} {
+	}{{RoleCoordinator, "$KV.flowrun-stops.victim.s1"}, {RoleWorker, "$KV.flowrun-limits.model-x"}, {RoleWorker, "$KV.flowrun-results.victim.0.k"},
+		{RoleWorker, "$KV.flowrun-ledger.victim"}, {RoleCoordinator, "$KV.flowrun-ledger.victim"}} {
 		m := nats.NewMsg(c.subject)
 		m.Header.Set("KV-Operation", "PURGE")
 		m.Header.Set("Nats-Rollup", "sub")
@@ -199,7 +208,7 @@ func TestLockedDownRolesRefused(t *testing.T) {
 
 	// Everything is as it was.
 	admin := l.client(t, RoleAdmin)
-	for name, want := range map[string]uint64{itemsStream: 1, runsStream: 1, "KV_" + resultsBucket: 1, takenStream: 1} {
+	for name, want := range map[string]uint64{itemsStream: 1, runsStream: 1, "KV_" + resultsBucket: 1, takenStream: 1, "KV_" + ledgerBucket: 1} {
 		st, err := admin.js.Stream(ctx, name)
 		must(t, err)
 		info := st.CachedInfo()
@@ -207,7 +216,7 @@ func TestLockedDownRolesRefused(t *testing.T) {
 			t.Errorf("%s holds %d messages, want %d", name, info.State.Msgs, want)
 		}
 		if name == itemsStream && info.Config.Duplicates != 10*time.Minute || name == "KV_"+resultsBucket && info.Config.MaxMsgsPerSubject != 1 ||
-			name == runsStream && info.Config.SubjectTransform != nil {
+			name == runsStream && info.Config.SubjectTransform != nil || name == "KV_"+ledgerBucket && info.Config.AllowRollup {
 			t.Errorf("%s's configuration changed: %+v", name, info.Config)
 		}
 	}

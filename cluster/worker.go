@@ -34,6 +34,9 @@ type Job struct {
 	Inputs   map[string]any `json:"inputs"`
 	Auto     bool           `json:"auto,omitempty"`
 	MaxLoops int            `json:"max_loops,omitempty"`
+	// CostCap: the run's model calls reserve from the batch's cost
+	// ledger (its entry under Batch in the ledger bucket).
+	CostCap bool `json:"cost_cap,omitempty"`
 }
 
 func resultKey(batch string, index int) string { return fmt.Sprintf("%s.%d", batch, index) }
@@ -347,11 +350,21 @@ func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
+	if w.refused(ctx, job) {
+		// Its batch's coordinator halts the batch for the refusal: until
+		// its stop arrives, starting the item would only be refused again.
+		untrack()
+		w.logf("item %s: the cost ledger of batch %s refused a call; handing it back", key, job.Batch)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
 	stop := w.heartbeat(msg)
 	res := w.execute(itemCtx, job, l, err)
 	stop()
-	// A run that ended before the halt reached it keeps its result.
-	halt := itemCtx.Err() != nil && ctx.Err() == nil && res.Status == runtime.StatusStopped
+	// A run that ended before the halt reached it keeps its result; one
+	// the batch's cost ledger stopped is halted, as its coordinator halts
+	// the batch.
+	halt := res.Status == runtime.StatusStopped && ((itemCtx.Err() != nil && ctx.Err() == nil) || w.refused(bg, job))
 	untrack()
 	switch {
 	case ctx.Err() != nil:
@@ -374,6 +387,16 @@ func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
 	}
 	_ = msg.DoubleAck(bg)
 	w.logf("item %s %s", key, res.Status)
+}
+
+// refused says whether the job's batch has a cost ledger that refused a
+// call.
+func (w *Worker) refused(ctx context.Context, job Job) bool {
+	if !job.CostCap {
+		return false
+	}
+	_, refused, err := (&kvLedger{kv: w.c.buckets[ledgerBucket], key: job.Batch}).State(ctx)
+	return err == nil && refused != nil
 }
 
 // errReplayed says a job was taken before from another message: a copy
@@ -516,8 +539,12 @@ func (w *Worker) execute(ctx context.Context, job Job, l *loaded, loadErr error)
 	}
 	ev := &events{c: w.c, run: job.Run}
 	human := w.Engine.Human(job.Auto)
-	res := runtime.Run(ctx, l.kinds, l.p, in, runtime.Options{RunID: job.Run, RemoteInputs: true, Sink: ev, Checkpointer: &checkpoints{c: w.c, run: job.Run},
-		Restore: restore, Human: human, MaxLoops: job.MaxLoops})
+	opts := runtime.Options{RunID: job.Run, RemoteInputs: true, Sink: ev, Checkpointer: &checkpoints{c: w.c, run: job.Run},
+		Restore: restore, Human: human, MaxLoops: job.MaxLoops}
+	if job.CostCap {
+		opts.Ledger = &kvLedger{kv: w.c.buckets[ledgerBucket], key: job.Batch}
+	}
+	res := runtime.Run(ctx, l.kinds, l.p, in, opts)
 	ev.wait(context.WithoutCancel(ctx))
 	out := &Result{Run: job.Run, Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps,
 		CostUSD: res.CostUSD, Tokens: res.Tokens, Pending: res.Pending}

@@ -161,6 +161,7 @@ func (f *file) decodeModels(n *yaml.Node) {
 		v := kv[1]
 		m := &llmconf.Model{Name: kv[0].Value}
 		m.Model, _ = str(valueOf(v, "model"))
+		f.offlineModel(m, v)
 		m.API, _ = str(valueOf(v, "api"))
 		if m.API == "" {
 			m.API = "chat"
@@ -211,6 +212,32 @@ func (f *file) decodeModels(n *yaml.Node) {
 			m.Price.CachedInputPerMTok, _ = floatValue(valueOf(pr, "cached_input_per_mtok"))
 		}
 		f.p.Models[m.Name] = m
+	}
+}
+
+// offlineModel reads a model's provider: and mock:, the mock file parsed
+// now so that its problems show at load, at their line.
+func (f *file) offlineModel(m *llmconf.Model, v *yaml.Node) {
+	m.Provider, _ = str(valueOf(v, "provider")) // echo, mock or none: the schema allows no other
+	mock := valueOf(v, "mock")
+	if m.Model == "" {
+		m.Model = m.Provider // the schema wants one of them
+	}
+	switch {
+	case mock != nil && m.Provider != llmconf.ProviderMock:
+		f.l.errorf(f.pos(mock), "model %q: mock: is the reply file of provider: mock; add provider: mock or remove it", m.Name)
+	case mock == nil && m.Provider == llmconf.ProviderMock:
+		f.l.errorf(f.pos(valueOf(v, "provider")), "model %q: provider: mock needs mock: FILE, a YAML file of replies:", m.Name)
+	case mock != nil:
+		m.MockFile, _ = str(mock)
+		src, ok := f.readFile(mock, fmt.Sprintf("model %q: mock", m.Name), m.MockFile)
+		if !ok {
+			return
+		}
+		var err error
+		if m.Mock, err = llmconf.ParseMock(src); err != nil {
+			f.l.errorf(f.pos(mock), "model %q: mock %s: %v", m.Name, m.MockFile, err)
+		}
 	}
 }
 

@@ -287,7 +287,7 @@ func (r *resolver) checkScore() {
 			}
 		}
 		if !metricType(o.Type) && !Reasoning(o) {
-			r.f.l.errorf(s.JudgePos, "score: output %q of the judge %s is %s; a metric must be true/false or a number (or text: the judge's reasoning)", o.Name, j.Path, describeKind(o.Type))
+			r.f.l.errorf(s.JudgePos, "score: output %q of the judge %s is %s; a metric must be true/false, a number or a list of checks (or text: the judge's reasoning)", o.Name, j.Path, describeKind(o.Type))
 		}
 	}
 }
@@ -298,12 +298,30 @@ func (r *resolver) checkMetric(m *Metric) {
 	}
 	m.Type = r.valueType(m.Value)
 	if !metricType(m.Type) {
-		r.f.l.errorf(m.Pos, "score: metric %q is %s; a metric must be true/false (a pass rate) or a number (a mean)", m.Name, describeKind(m.Type))
+		r.f.l.errorf(m.Pos, "score: metric %q is %s; a metric must be true/false (a pass rate), a number (a mean) or a list of checks", m.Name, describeKind(m.Type))
 	}
 }
 
+// metricType says whether a value of type t can be a metric: true/false,
+// a number, or checks: a list of objects {pass, name, reason, score,
+// weight}, or an object holding them as checks (with a threshold).
 func metricType(t *Type) bool {
-	return t == nil || t.Kind == TypeAny || t.Kind == TypeBool || t.numeric()
+	return t == nil || t.Kind == TypeAny || t.Kind == TypeBool || t.numeric() || ChecksType(t)
+}
+
+// ChecksType says whether t is a metric's checks: a list of objects, or
+// an object holding them as checks. Such a metric passes or fails.
+func ChecksType(t *Type) bool {
+	switch {
+	case t == nil:
+		return false
+	case t.Kind == TypeList:
+		return t.Elem == nil || t.Elem.Kind == TypeAny || t.Elem.Kind == TypeObject
+	case t.Kind == TypeObject:
+		checks, ok := t.Field("checks")
+		return ok && (checks.Kind == TypeAny || checks.Kind == TypeList)
+	}
+	return false
 }
 
 // scoreRoot is the type of a name a metric reads, or nil.

@@ -257,7 +257,7 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 	pol := c.policy(req)
 	for try := 1; ; try++ {
 		began := c.clock.Now()
-		rep, err := c.send(ctx, ep, cl, lim, req, turn)
+		rep, charged, err := c.send(ctx, ep, cl, lim, req, turn)
 		latency := c.clock.Now().Sub(began)
 		if err == nil {
 			single := c.single(rep, req)
@@ -274,7 +274,7 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 			// The caller gave up (node timeout, run stopped): not retried,
 			// not recorded.
 			err = c.ended(ctx, ep, cl, err)
-			observe(Exchange{Try: try, Endpoint: c.where(ep, cl), Latency: latency, Err: err, Class: err.class})
+			observe(Exchange{Try: try, Endpoint: c.where(ep, cl), Latency: latency, Err: err, Class: err.class, Charged: charged})
 			return nil, err
 		}
 		retry := pol.retries(err) && try < pol.attempts && err.RetryAfter <= c.opts.MaxRetryAfter
@@ -282,7 +282,7 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 		if retry {
 			wait = pol.backoff(try, err.RetryAfter)
 		}
-		observe(Exchange{Try: try, Endpoint: c.where(ep, cl), Latency: latency, Err: err, Class: err.class, Wait: wait})
+		observe(Exchange{Try: try, Endpoint: c.where(ep, cl), Latency: latency, Err: err, Class: err.class, Wait: wait, Charged: charged})
 		if !retry {
 			if cas := c.opts.Record; cas != nil && !errors.As(err, new(*budget.ExceededError)) {
 				cas.record(req.Key, hash, cl, nil, 0, err)
@@ -295,24 +295,24 @@ func (c *Client) turn(ctx context.Context, req *Request, ep *endpoint, cl *call,
 	}
 }
 
-// send makes one HTTP exchange under the rate limiter.
-func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter, req *Request, turn int) (*reply, *Error) {
+// send makes one HTTP exchange under the rate limiter. Failed, it
+// returns what the exchange counts at (see settle).
+func (c *Client) send(ctx context.Context, ep *endpoint, cl *call, lim *limiter, req *Request, turn int) (*reply, float64, *Error) {
 	release, err := lim.acquire(ctx, cl.estimateTokens())
 	if err != nil {
-		return nil, &Error{class: errclass.Timeout, Endpoint: c.where(ep, cl), msg: "waiting for the rate limiter: " + err.Error(), err: err}
+		return nil, 0, &Error{class: errclass.Timeout, Endpoint: c.where(ep, cl), msg: "waiting for the rate limiter: " + err.Error(), err: err}
 	}
 	cl, held, refused := c.reserve(ctx, req, ep, cl)
 	if refused != nil {
 		release(0)
-		return nil, refused
+		return nil, 0, refused
 	}
 	rep, failed := c.exchange(ctx, ep, cl, req, turn, release)
 	if rep != nil {
 		settle(held, cost(rep.Usage, req.Model, rep.Model), true, nil)
-	} else {
-		settle(held, 0, false, failed)
+		return rep, 0, nil
 	}
-	return rep, failed
+	return nil, settle(held, 0, false, failed), failed
 }
 
 // exchange sends cl once, reserved and admitted by the rate limiter,
@@ -341,6 +341,15 @@ func (c *Client) exchange(ctx context.Context, ep *endpoint, cl *call, req *Requ
 	path := chatPath
 	background := cl.API == APIResponses && req.Model.Background
 	switch {
+	case req.Model.Offline():
+		var e *Error
+		if rep, e = offlineReply(ep, cl, req.Model); e != nil {
+			release(0)
+			return nil, e
+		}
+		if onDelta != nil && rep.Text != "" {
+			onDelta(rep.Text)
+		}
 	case background:
 		path = responsesPath
 		rep, err = c.background(ctx, ep, cl, req, turn, timeout, onDelta, &res)
@@ -478,13 +487,12 @@ func (c *Client) single(rep *reply, req *Request) *Response {
 }
 
 func (c *Client) where(ep *endpoint, cl *call) string {
-	if ep == nil {
+	switch {
+	case ep == nil:
 		return "cassette"
-	}
-	if ep == responderEndpoint {
+	case ep == responderEndpoint || ep.URLFrom == offlineURLFrom:
 		return ep.display
-	}
-	if cl.API == APIResponses {
+	case cl.API == APIResponses:
 		return ep.display + responsesPath
 	}
 	return ep.display + chatPath

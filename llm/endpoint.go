@@ -54,6 +54,9 @@ func ResolveEndpoint(m *llmconf.Model, env func(string) (string, bool)) Endpoint
 }
 
 func resolve(m *llmconf.Model, env func(string) (string, bool)) (Endpoint, string) {
+	if m.Offline() {
+		return offlineEndpoint(m), ""
+	}
 	look := func(name string) string {
 		if v, ok := env(name); ok {
 			return strings.TrimSpace(v)
@@ -112,6 +115,9 @@ func Secrets(m *llmconf.Model, env func(string) (string, bool)) []string {
 // services for it. Errors are critical: bad configuration.
 func (c *Client) endpointFor(m *llmconf.Model) (*endpoint, error) {
 	pub, key := resolve(m, c.env)
+	if m.Offline() {
+		return &endpoint{Endpoint: pub, base: pub.URL, display: pub.URL}, nil
+	}
 	raw := pub.URL
 	switch pub.URLFrom {
 	case "base_url":

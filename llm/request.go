@@ -189,4 +189,8 @@ type Exchange struct {
 	Wait time.Duration
 	// Cached: Reply came from the response cache, with no network.
 	Cached bool
+	// Charged is what an exchange without a reply counts at against the
+	// cost cap: its reservation when it was sent and may have been
+	// billed (cancelled, cut off, timed out), else 0.
+	Charged float64
 }

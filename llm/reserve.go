@@ -334,14 +334,17 @@ func (c *Client) refused(ctx context.Context, ep *endpoint, cl *call, err error)
 // settle ends a reservation: at the reply's cost, at nothing when the
 // server refused the request, else (cancelled, cut off, timed out after
 // sending) at what was reserved, since the server may have billed it all.
-func settle(r budget.Reservation, cost float64, answered bool, e *Error) {
+// It returns what the reservation settled at.
+func settle(r budget.Reservation, cost float64, answered bool, e *Error) float64 {
 	switch {
 	case r == nil:
+		return 0
 	case answered:
-		r.Settle(cost)
 	case e != nil && e.Status >= http.StatusBadRequest:
-		r.Settle(0)
+		cost = 0
 	default:
-		r.Settle(r.USD())
+		cost = r.USD()
 	}
+	r.Settle(cost)
+	return cost
 }

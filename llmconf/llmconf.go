@@ -45,6 +45,12 @@ type Model struct {
 	// may bring (a reply, a stream in all, one poll); 0:
 	// DefaultMaxReplyBytes.
 	MaxReplyBytes int
+	// Provider is "" for an OpenAI-compatible server, or an offline
+	// provider (Providers): echo, or mock with the replies of MockFile,
+	// read when the pipeline loads.
+	Provider string
+	MockFile string
+	Mock     *Mock
 }
 
 // DefaultMaxReplyBytes bounds a model's replies unless its
@@ -96,13 +102,19 @@ func IsImageURL(ref string) bool {
 // Override returns m with an override applied: the --model NAME=SPEC of a
 // run, where SPEC is a model id optionally followed by options,
 // "MODEL[,responses][,background][,poll=DURATION]" (responses: call the
-// Responses API), and MODEL may be left empty to keep m's. m is not
+// Responses API), and MODEL may be left empty to keep m's; MODEL echo is
+// the offline echo provider, and any other a model of a server. m is not
 // changed.
 func Override(m *Model, spec string) (*Model, error) {
 	id, opts, _ := strings.Cut(spec, ",")
 	out := *m
-	if id != "" {
-		out.Model = id
+	switch id {
+	case "":
+	case ProviderEcho:
+		// Any pipeline runs offline with --model NAME=echo.
+		out.Model, out.Provider = id, ProviderEcho
+	default:
+		out.Model, out.Provider = id, ""
 	}
 	for opt := range strings.SplitSeq(opts, ",") {
 		name, value, hasValue := strings.Cut(opt, "=")

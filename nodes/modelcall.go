@@ -233,7 +233,9 @@ func (svc *Services) call(ctx context.Context, s *runtime.Scope, n *dsl.Node, c 
 			t.Reply, t.Usage, t.CostUSD = x.Reply, &usage, x.Reply.CostUSD
 		}
 		if x.Err != nil {
-			t.Error = x.Err.Error()
+			// What the run's ledger counted it at, so that the turns add
+			// up to the run's cost wherever they are summed.
+			t.Error, t.CostUSD = x.Err.Error(), x.Charged
 		}
 		s.Emit(runtime.Event{Type: runtime.EventModelTurn, Path: path, Node: n.ID, Kind: string(n.Kind), Turn: t})
 	}

@@ -121,8 +121,12 @@ func TestHardening12SandboxExportInstall(t *testing.T) {
 		if err := os.WriteFile(path, archive, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		// The sandbox cache stays the shared one, which already holds
+		// this python.wasm compiled: compiling it again under the race
+		// detector took minutes.
+		shared := sharedCache(t)
 		tempCache(t)
-		info, err := InstallPython(context.Background(), InstallOptions{From: path, SHA256: sum})
+		info, err := InstallPython(context.Background(), InstallOptions{From: path, SHA256: sum, CacheDir: shared})
 		if err != nil {
 			t.Fatal(err)
 		}

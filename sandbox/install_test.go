@@ -321,8 +321,9 @@ func TestInstalledPythonRuns(t *testing.T) {
 	if err := VerifyPython(context.Background(), realPythonDir); err != nil {
 		t.Fatalf("the installed python does not run print(1): %v", err)
 	}
+	shared := sharedCache(t) // holds this python.wasm compiled: see TestHardening12SandboxExportInstall
 	tempCache(t)
-	info, err := InstallPython(context.Background(), InstallOptions{From: realPythonDir})
+	info, err := InstallPython(context.Background(), InstallOptions{From: realPythonDir, CacheDir: shared})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,7 +152,7 @@ func New(opts Options) *Sandbox {
 		opts.Workers = max(2, runtime.NumCPU())
 	}
 	if opts.WorkerCommand == nil {
-		opts.WorkerCommand = selfWorker
+		opts.WorkerCommand = newWorker
 	}
 	if opts.GoBuilds <= 0 {
 		opts.GoBuilds = DefaultGoBuilds
@@ -166,11 +166,21 @@ func New(opts Options) *Sandbox {
 // WorkerEnv is set in a worker process's environment.
 const WorkerEnv = "FLOWRUN_SANDBOX_WORKER"
 
+// newWorker starts the worker of a sandbox given no WorkerCommand. The
+// package's own tests, when race-built, swap in a flowrun built without
+// the race detector, under which wazero compiles several times slower.
+var newWorker = selfWorker
+
 func selfWorker() *exec.Cmd {
 	exe, err := os.Executable()
 	if err != nil {
 		exe = os.Args[0]
 	}
+	return workerAt(exe)
+}
+
+// workerAt starts exe as a worker.
+func workerAt(exe string) *exec.Cmd {
 	cmd := exec.Command(exe)
 	// The worker reads nothing of the host's environment but these.
 	cmd.Env = []string{WorkerEnv + "=1", "HOME=" + os.Getenv("HOME"), "XDG_CACHE_HOME=" + os.Getenv("XDG_CACHE_HOME")}

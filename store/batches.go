@@ -51,13 +51,35 @@ type BatchItem struct {
 	Scores map[string]any
 	// Reasoning is why a judge scored the item as it did: its text
 	// outputs by name.
-	Reasoning  map[string]string
+	Reasoning map[string]string
+	// Checks are, per metric whose value is a list of checks, each check's
+	// result: what says which of an item's asserts failed and why.
+	Checks     map[string]Checks
 	Error      string
 	Class      string
 	CostUSD    float64
 	Tokens     int
 	DurationMS float64
 	Updated    time.Time
+}
+
+// Checks are a metric's checks, their weighted mean score, and the
+// threshold that mean was held to (0 when every check must pass).
+type Checks struct {
+	List      []Check `json:"checks"`
+	Score     float64 `json:"score"`
+	Threshold float64 `json:"threshold,omitempty"`
+}
+
+// Check is one check of a metric: whether it passed (nil when it could
+// not be checked, so it counts neither way), its score from 0 to 1, its
+// weight in the metric's mean score, and why.
+type Check struct {
+	Name   string  `json:"name,omitempty"`
+	Pass   *bool   `json:"pass"`
+	Score  float64 `json:"score"`
+	Weight float64 `json:"weight"`
+	Reason string  `json:"reason,omitempty"`
 }
 
 // CreateBatch records a new batch and its items, all pending, held by this
@@ -169,7 +191,7 @@ func (s *Store) Batches(ctx context.Context) ([]*Batch, error) {
 	return queryAll(ctx, s, scanBatch, `SELECT `+batchColumns+` FROM batches ORDER BY started_at DESC, id DESC`)
 }
 
-const itemColumns = `batch_id, idx, repeat, item_key, item, run_id, status, scores, reasoning, error, class, cost_usd, tokens, duration_ms, updated_at`
+const itemColumns = `batch_id, idx, repeat, item_key, item, run_id, status, scores, reasoning, checks, error, class, cost_usd, tokens, duration_ms, updated_at`
 
 // BatchItems lists a batch's items in dataset order. An item recorded as
 // running while no live process holds its batch is interrupted.
@@ -191,8 +213,8 @@ func (s *Store) BatchItems(ctx context.Context, batchID string) ([]*BatchItem, e
 		var it BatchItem
 		var item string
 		var run, scores, updated sql.NullString
-		var reasoning string
-		if err := rows.Scan(&it.Batch, &it.Index, &it.Repeat, &it.Key, &item, &run, &it.Status, &scores, &reasoning, &it.Error, &it.Class,
+		var reasoning, checks string
+		if err := rows.Scan(&it.Batch, &it.Index, &it.Repeat, &it.Key, &item, &run, &it.Status, &scores, &reasoning, &checks, &it.Error, &it.Class,
 			&it.CostUSD, &it.Tokens, &it.DurationMS, &updated); err != nil {
 			return nil, err
 		}
@@ -210,6 +232,10 @@ func (s *Store) BatchItems(ctx context.Context, batchID string) ([]*BatchItem, e
 				}
 				it.Reasoning[k] = text
 			}
+		}
+		if checks != "{}" {
+			// FinishItem wrote it from a map, so it decodes.
+			_ = json.Unmarshal([]byte(checks), &it.Checks)
 		}
 		out = append(out, &it)
 	}
@@ -253,12 +279,20 @@ func (s *Store) FinishItem(ctx context.Context, it *BatchItem) error {
 		}
 		reasoning = redact.JSON(b)
 	}
+	checks := []byte("{}")
+	if len(it.Checks) > 0 {
+		b, err := json.Marshal(it.Checks)
+		if err != nil {
+			return fmt.Errorf("batch %s: item %s: checks: %w", it.Batch, it.Key, err)
+		}
+		checks = redact.JSON(b)
+	}
 	if err := s.intact(); err != nil {
 		return err
 	}
-	_, err := s.db.ExecContext(ctx, `UPDATE batch_items SET status = ?, scores = ?, reasoning = ?, error = ?, class = ?, cost_usd = ?, tokens = ?,
+	_, err := s.db.ExecContext(ctx, `UPDATE batch_items SET status = ?, scores = ?, reasoning = ?, checks = ?, error = ?, class = ?, cost_usd = ?, tokens = ?,
 		duration_ms = ?, updated_at = ? WHERE batch_id = ? AND idx = ? AND repeat = ?`,
-		it.Status, scores, string(reasoning), redact.String(it.Error), it.Class, it.CostUSD, it.Tokens, it.DurationMS, now(), it.Batch, it.Index, it.Repeat)
+		it.Status, scores, string(reasoning), string(checks), redact.String(it.Error), it.Class, it.CostUSD, it.Tokens, it.DurationMS, now(), it.Batch, it.Index, it.Repeat)
 	if err != nil {
 		return fmt.Errorf("run store %s: %w", s.path, err)
 	}

@@ -349,6 +349,9 @@ var migrations = []string{
 	`ALTER TABLE runs ADD COLUMN spec TEXT NOT NULL DEFAULT '{}';
 	ALTER TABLE runs ADD COLUMN child_of TEXT;
 	CREATE INDEX runs_child_of ON runs(child_of);`,
+	// Each check of an item's metrics that are lists of checks (a
+	// promptfoo test's asserts), by metric.
+	`ALTER TABLE batch_items ADD COLUMN checks TEXT NOT NULL DEFAULT '{}';`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -228,3 +228,46 @@ func TestLiveBatchSendsOnlyWhatChanged(t *testing.T) {
 	}
 	t.Fatalf("no message on the stream within %s", testwait.Hang())
 }
+
+// TestBatchPageShowsChecksInBrowser opens in headless Chromium an item
+// whose primary metric is a list of checks: each check shows with its
+// mark and reason, the failed one marked as failing, and an item with no
+// check left says it is unscored.
+func TestBatchPageShowsChecksInBrowser(t *testing.T) {
+	h := newHarness(t, "")
+	yes, no := true, false
+	b := batchtest.RecordWith(t, h.st, "b20261202T100000-chks", batchtest.Keys("test-", 2), "FF", 1, "", &batchtest.Dress{
+		Result: func(i int, it *store.BatchItem, _ map[string]any) {
+			if i == 1 {
+				it.Scores, it.Class, it.Error = map[string]any{"exact": true, "steps": 2}, "unscored", "metric solved: unscored: it has no checks"
+				return
+			}
+			it.Checks = map[string]store.Checks{"solved": {Score: 0.5, List: []store.Check{
+				{Name: "contains: Paris", Pass: &yes, Score: 1, Weight: 1},
+				{Name: "llm-rubric: names the river", Pass: &no, Weight: 1, Reason: "The answer never names the Seine."},
+				{Name: "javascript: output.length < 200", Weight: 1, Reason: "not converted"},
+			}}}
+		}})
+	ctx := batchtest.Browser(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(h.ts.URL+"/batches/"+b.ID), chromedp.WaitVisible(chromedp.CSS("#item-filters")),
+		chromedp.Click(chromedp.CSS("#item-0 details > summary")), chromedp.WaitVisible(chromedp.CSS("#item-0 table.checks")),
+		chromedp.Click(chromedp.CSS("#item-1 details > summary")), chromedp.WaitVisible(chromedp.CSS("#item-1 .err"))); err != nil {
+		t.Fatalf("open the batch page's items: %v", err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[string](`Array.from(document.querySelectorAll("#item-0 table.checks tr")).map(r => r.className + ": " + r.innerText.replace(/\s+/g, " ").trim()).join("\n")`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "check pass: ✓ contains: Paris\ncheck fail: ✗ llm-rubric: names the river The answer never names the Seine.\ncheck none: – javascript: output.length < 200 not converted"
+	if rows != want {
+		t.Errorf("the checks shown:\n%s\nwant:\n%s", rows, want)
+	}
+	caption, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#item-0 table.checks caption").innerText`))
+	if err != nil || caption != "checks of solved: 1 of 2 passed, 1 not checked, score 0.50" {
+		t.Errorf("caption %q, %v", caption, err)
+	}
+	unscored, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#item-1 .err").innerText`))
+	if err != nil || !strings.Contains(unscored, "unscored: metric solved: unscored: it has no checks") {
+		t.Errorf("the unscored item says %q, %v", unscored, err)
+	}
+}

@@ -8,10 +8,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/internal/testwait"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -350,24 +353,40 @@ func TestBackgroundReattachOnAnotherWorker(t *testing.T) {
 	}
 }
 
-// TestBackgroundBatchCostCapCancels: a batch on workers whose spend
-// reaches --max-cost-usd stops the items in flight, and their background
-// responses are cancelled on the server.
+// TestBackgroundBatchCostCapCancels: on workers, i2's plan spends past
+// --max-cost-usd while i1's background response is in flight (i2's plan
+// answers only once i1's response is polled, so the order is fixed). The
+// batch's ledger refuses i2's next call before it is sent, the halt
+// stops i1 and its response is cancelled on the server. The cancelled
+// call counts at its reservation, never $0, and the stop line, the
+// summary and the store tell one and the same spend.
 func TestBackgroundBatchCostCapCancels(t *testing.T) {
 	dir := t.TempDir()
 	pipeline := writeFile(t, dir, "background.yaml", strings.NewReplacer(
 		"models:", "inputs: {id: {type: string}}\nmodels:",
 		`prompt: "plan it"`, `prompt: "plan ${{ inputs.id }}"`,
 	).Replace(backgroundPipeline))
-	data := clusterItems(t, dir, 3)
+	data := clusterItems(t, dir, 2)
 	srv := llmtest.New(t)
+	polled := make(chan struct{})
+	var once sync.Once
+	srv.OnBackground(func(e llmtest.BackgroundEvent) {
+		if e.What == "poll" {
+			once.Do(func() { close(polled) })
+		}
+	})
+	var answers atomic.Int32
 	srv.Handle(func(r llmtest.Request) llmtest.Reply {
 		raw := string(r.Raw)
 		switch {
-		case strings.Contains(raw, "plan i1") || strings.Contains(raw, "the plan for i1"):
-			return llmtest.Reply{Text: "the plan for i1", Usage: llmtest.Usage{Prompt: 10, Completion: 3}}
-		case strings.Contains(raw, "plan i2") && !strings.Contains(raw, "answer after"):
-			// Spends the budget.
+		case strings.Contains(raw, "answer after"):
+			answers.Add(1)
+		case strings.Contains(raw, "plan i2"):
+			select {
+			case <-polled:
+			case <-time.After(testwait.Hang()):
+				t.Errorf("i1's response was never polled")
+			}
 			return llmtest.Reply{Text: "the plan for i2", Usage: llmtest.Usage{Prompt: 1_000_000, Completion: 3}}
 		}
 		// Only the halt ends this response.
@@ -377,13 +396,33 @@ func TestBackgroundBatchCostCapCancels(t *testing.T) {
 	startDurProc(t, backgroundEnv(srv), append([]string{"worker", "--nats", ns.url(), "--concurrency", "2", "--ack-wait", "3s", "--cache-dir", t.TempDir()}, workerKeys(t)...)...)
 	db := filepath.Join(t.TempDir(), "coord.db")
 	coord := startDurProc(t, backgroundEnv(srv), append([]string{"batch", pipeline, "--dataset", data, "--nats", ns.url(), "--store", db, "--max-cost-usd", "1"}, coordinatorKeys(t)...)...)
-	// Bounded by the test's -timeout.
-	id := <-srv.Cancels()
-	if s := srv.Status(id); s != "cancelled" {
-		t.Errorf("response %s: %s on the server, want cancelled", id, s)
+	select {
+	case id := <-srv.Cancels():
+		if s := srv.Status(id); s != "cancelled" {
+			t.Errorf("response %s: %s on the server, want cancelled", id, s)
+		}
+	case <-time.After(testwait.Hang()):
+		t.Fatalf("no background response was cancelled\n%s", coord.abort())
 	}
 	if code := coord.wait(); code != exitFailed || !strings.Contains(coord.stderr(), "stopped: --max-cost-usd ") {
 		t.Fatalf("batch: exit %d\n%s", code, coord.stderr())
+	}
+	if n := answers.Load(); n != 0 {
+		t.Errorf("%d answer calls were sent, want none: the ledger refuses i2's before it is sent", n)
+	}
+	b, rows := lastBatch(t, db)
+	spent := 0.0
+	for _, r := range rows {
+		if id := fmt.Sprint(r.Item["id"]); id == "i1" && r.CostUSD <= 0 {
+			t.Errorf("i1, cancelled in flight, recorded $%v: want its reservation", r.CostUSD)
+		}
+		spent += r.CostUSD
+	}
+	told := figures.USD(spent)
+	stopLine := regexp.MustCompile(`(?m)^stopped: .*$`).FindString(coord.stderr())
+	summary := regexp.MustCompile(`(?m)^batch \S+ stopped: .*$`).FindString(coord.stderr())
+	if !strings.Contains(stopLine, "reached: "+told+" spent") || !strings.Contains(b.Reason, "reached: "+told+" spent") || !strings.Contains(summary, "; "+told+",") {
+		t.Errorf("the store recorded %s; the stop line says %q, the batch's reason %q, the summary %q", told, stopLine, b.Reason, summary)
 	}
 }
 

@@ -85,7 +85,7 @@ func TestBatchShowItemWhy(t *testing.T) {
 		t.Fatalf("csv: exit %d, %v\n%s", code, err, out)
 	}
 	header := strings.Join(recs[0], ",")
-	if !strings.HasSuffix(header, ",inputs,expected,outputs,reasoning,note") || !strings.Contains(strings.Join(recs[2], ","), `{"reason":"The answer A2 is not no."}`) {
+	if !strings.HasSuffix(header, ",inputs,expected,outputs,reasoning,checks,note") || !strings.Contains(strings.Join(recs[2], ","), `{"reason":"The answer A2 is not no."}`) {
 		t.Errorf("csv header %s\nrow %v", header, recs[2])
 	}
 	code, out, _ = flowrun(t, "batch", "show", "last", "--store", db, "--item", "item 2")

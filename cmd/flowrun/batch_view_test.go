@@ -98,7 +98,7 @@ func TestBatchShow(t *testing.T) {
 	if code != exitOK || err != nil || len(recs) != 15 {
 		t.Fatalf("csv: exit %d, %v\n%s", code, err, out)
 	}
-	if strings.Join(recs[0], ",") != "index,pass,key,status,solved,exact,steps,cost_usd,tokens,duration_ms,run,class,error,inputs,expected,outputs,reasoning,note" ||
+	if strings.Join(recs[0], ",") != "index,pass,key,status,solved,exact,steps,cost_usd,tokens,duration_ms,run,class,error,inputs,expected,outputs,reasoning,checks,note" ||
 		strings.Join(recs[3][:7], ",") != "2,true,k03,completed,true,true,3" {
 		t.Errorf("csv header %v, row %v", recs[0], recs[3])
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -281,14 +282,26 @@ outputs:
 
 // TestClusterLockedDownBatch: on a server whose users have only the
 // permissions cluster.Permissions gives their roles, set up by flowrun
-// cluster setup with the admin credential, a batch runs on two workers
-// with their worker credential and a coordinator with its own, to the
-// outputs of the same batch run locally, one result per item.
+// cluster setup with the admin credential, a batch under --max-cost-usd
+// runs on two workers with their worker credential and a coordinator
+// with its own, to the outputs of the same batch run locally, one result
+// per item: the coordinator may write the batch's cost ledger, the
+// workers may reserve from it by compare-and-set, and the ledger settles
+// at what the store recorded.
 func TestClusterLockedDownBatch(t *testing.T) {
 	ns := startLockedNATS(t, "--ack-wait", "3s")
 	c := startClusterWorkersOn(t, ns, 6, 2, 0)
-	c.coord = c.startCoordinator()
+	c.coord = c.startCoordinator("--max-cost-usd", "1")
 	c.finish(t, c.coord)
+	b, rows := lastBatch(t, c.db)
+	recorded := 0.0
+	for _, r := range rows {
+		recorded += r.CostUSD
+	}
+	if settled, held, revision := ledgerSpent(t, ns.jetStream(), b.ID); math.Abs(settled-recorded) > 1e-9 || held != 0 || revision < uint64(2*c.items) {
+		t.Errorf("the ledger settled $%v with %d reservations held at revision %d; the store recorded $%v for %d calls",
+			settled, held, revision, recorded, 2*c.items)
+	}
 }
 
 // TestClusterWorkerKeepsSecrets: a trusted coordinator's pipeline cannot

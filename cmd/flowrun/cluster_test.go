@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +24,8 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/flowrun/flowrun/cluster"
+	"github.com/flowrun/flowrun/figures"
+	"github.com/flowrun/flowrun/internal/testwait"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
@@ -790,9 +794,9 @@ func TestClusterHeartbeatKeepsLongItems(t *testing.T) {
 
 // TestClusterBudgetStopsAndResumes: --max-cost-usd with --nats stops the
 // batch as a local batch does (stopped, with its reason and items left
-// without a result) although no window caps the items queued: items are
-// queued only while what they may spend fits the limit, the queued items
-// leave the work queue on the halt, and no model request comes once the
+// without a result) although no window caps the items queued: every
+// call reserves from the batch's ledger, the queued items leave the
+// work queue on the halt, and no model request comes once the
 // coordinator has exited. batch
 // resume then finishes it with one result per item and the local
 // outputs, asking nothing again whose checkpoint was stored.
@@ -823,9 +827,8 @@ func TestClusterBudgetStopsAndResumes(t *testing.T) {
 	if b.Status != runtime.StatusStopped || !strings.HasPrefix(b.Reason, "--max-cost-usd ") || done == 0 || done >= items {
 		t.Fatalf("batch %s (%s) with %d of %d items completed, want stopped by the budget part-way", b.Status, b.Reason, done, items)
 	}
-	// Items are queued only while what they may spend fits the limit,
-	// although every item could be queued at once; an item the halt cut
-	// short counts with what it spent.
+	// Every item is queued at once, yet the workers' calls reserve from
+	// one ledger; an item the halt cut short counts with what it spent.
 	if spent > limit+perItem {
 		t.Errorf("the batch spent $%.6f (%d items cut short), more than the limit $%.6f and one item", spent, cut, limit)
 	}
@@ -857,10 +860,16 @@ func TestClusterBudgetStopsAndResumes(t *testing.T) {
 func TestClusterHaltStopsRunningItems(t *testing.T) {
 	const items = 8
 	c := startClusterWorkers(t, items, 2, 0)
+	// Under the cap each call reserves its worst case: with max_tokens set,
+	// the calls of i2-i5 fit in the ledger at once, as the halt must find
+	// them running (without, each would reserve all that is left).
+	c.pipeline = writeFile(t, t.TempDir(), "capped.yaml",
+		strings.Replace(killBatchPipeline, "{model: gpt-4.1-mini}", "{model: gpt-4.1-mini, max_tokens: 3}", 1))
 	perItem := c.itemCost()
-	// i1 runs alone (no item's cost is known before), then i2-i5 fill the
-	// workers' four slots: five items fit, a sixth does not.
-	limit := 5.75 * perItem
+	// The window is the workers' four slots: i1-i4 queued, then i5 once
+	// i1 ends. The limit leaves room for i1 and the four calls' worst
+	// cases; i2/a alone then passes it.
+	limit := 20 * perItem
 	released := make(chan struct{})
 	var once sync.Once
 	release := func() { once.Do(func() { close(released) }) }
@@ -894,7 +903,7 @@ func TestClusterHaltStopsRunningItems(t *testing.T) {
 	for i := range c.workers {
 		c.model.hook(fmt.Sprintf("sk-worker-%d", i), hook)
 	}
-	coord := c.startCoordinator("--max-cost-usd", fmt.Sprint(limit))
+	coord := c.startCoordinator("--max-cost-usd", fmt.Sprint(limit), "--concurrency", "4")
 	if code := coord.wait(); code != exitFailed || !strings.Contains(coord.stderr(), "stopped: --max-cost-usd ") {
 		t.Fatalf("batch --nats --max-cost-usd: exit %d\n%s", code, coord.stderr())
 	}
@@ -908,7 +917,7 @@ func TestClusterHaltStopsRunningItems(t *testing.T) {
 			}
 		case "i2", "i3", "i4", "i5":
 			if r.Status != runtime.StatusStopped || r.Run == "" {
-				t.Errorf("%s: %q with run %q, want stopped by the halt while it ran, with its run to resume", id, r.Status, r.Run)
+				t.Errorf("%s: %q (%s) with run %q, want stopped by the halt while it ran, with its run to resume", id, r.Status, r.Error, r.Run)
 			}
 		default:
 			if r.Run != "" {
@@ -947,6 +956,78 @@ func TestClusterHaltStopsRunningItems(t *testing.T) {
 			t.Errorf("batch resume asked the model again for %s, whose checkpoint was stored before the halt", call.path)
 		}
 	}
+}
+
+// TestClusterBudgetHoldsWhenLaterItemsCostMore: under --max-cost-usd
+// with --nats, items after the first three cost ten times as much. Every
+// model call of every worker reserves from the batch's ledger, so the
+// spend the store records never passes the cap however the items' costs
+// change, and the stop line tells that spend: before, items were
+// admitted by what the earlier ones cost, and the batch recorded far
+// more than its cap and than its stop line said.
+func TestClusterBudgetHoldsWhenLaterItemsCostMore(t *testing.T) {
+	const items = 10
+	c := startClusterWorkers(t, items, 2, 0)
+	hook := func(_ int, path string) llmtest.Reply {
+		output := 2000
+		if id, _, _ := strings.Cut(path, "/"); !slices.Contains([]string{"i1", "i2", "i3"}, id) {
+			output = 20000
+		}
+		return llmtest.Reply{Usage: llmtest.Usage{Prompt: 5, Completion: output}, Delay: 50 * time.Millisecond}
+	}
+	for i := range c.workers {
+		c.model.hook(fmt.Sprintf("sk-worker-%d", i), hook)
+	}
+	const limit = 0.10
+	coord := c.startCoordinator("--max-cost-usd", fmt.Sprint(limit))
+	code := coord.wait()
+	stopLine := regexp.MustCompile(`(?m)stopped: --max-cost-usd .*$`).FindString(coord.stderr())
+	if code != exitFailed || stopLine == "" {
+		t.Fatalf("batch --nats --max-cost-usd: exit %d, want stopped by the cap\n%s", code, coord.stderr())
+	}
+	b, rows := lastBatch(t, c.db)
+	spent := 0.0
+	for _, r := range rows {
+		spent += r.CostUSD
+	}
+	t.Logf("recorded $%.6f of $%.2f; %s", spent, limit, stopLine)
+
+	if spent > limit+1e-9 {
+		t.Errorf("the batch recorded $%.6f, more than its cap $%.2f", spent, limit)
+	}
+	if told := "reached: " + figures.USD(spent) + " spent"; !strings.Contains(stopLine, told) || !strings.Contains(b.Reason, told) {
+		t.Errorf("the batch recorded %s, but its stop line says %q and its reason %q", figures.USD(spent), stopLine, b.Reason)
+	}
+	// Not only as rounded: the runs a worker was running when the batch
+	// halted, seen by the coordinator or not, are recorded at what the
+	// ledger settled for them.
+	if settled, _, _ := ledgerSpent(t, c.ns.jetStream(), b.ID); math.Abs(settled-spent) > 1e-9 {
+		t.Errorf("the ledger settled $%.6f, the store recorded $%.6f", settled, spent)
+	}
+}
+
+// ledgerSpent is what the cost ledger of batch settled, with how many
+// reservations it holds and its revision (the writes to the bucket up to
+// its last).
+func ledgerSpent(t *testing.T, js jetstream.JetStream, batch string) (spent float64, held int, revision uint64) {
+	t.Helper()
+	ctx := testwait.HangContext(t)
+	kv, err := js.KeyValue(ctx, "flowrun-ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := kv.Get(ctx, batch)
+	if err != nil {
+		t.Fatalf("the cost ledger of batch %s: %v", batch, err)
+	}
+	var ledger struct {
+		Spent float64            `json:"spent"`
+		Held  map[string]float64 `json:"held"`
+	}
+	if err := json.Unmarshal(entry.Value(), &ledger); err != nil {
+		t.Fatal(err)
+	}
+	return ledger.Spent, len(ledger.Held), entry.Revision()
 }
 
 // workerStopped says whether the events of run, mirrored into db from

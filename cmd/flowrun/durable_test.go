@@ -189,6 +189,12 @@ func (m *durModel) handle(r llmtest.Request) llmtest.Reply {
 		}
 		time.Sleep(rep.Delay)
 	}
+	// A server honours max_tokens: no more output is billed.
+	for _, field := range []string{"max_completion_tokens", "max_tokens"} {
+		if most, ok := r.Body[field].(float64); ok {
+			answer.Usage.Completion = min(answer.Usage.Completion, int(most))
+		}
+	}
 	m.mu.Lock()
 	m.calls[i].replied = time.Now()
 	m.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 func importCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := newFlagSet("import", "flowrun import promptfoo CONFIG -o DIR\n\nConverts a promptfoo configuration (promptfooconfig.yaml) into a pipeline, a\ndataset and a score: section in DIR, and lists what it could not convert.")
 	out := flags.String("o", "", "write the converted files into this `directory` (required; created if missing)")
+	root := flags.String("root", "", "read the files the configuration names from anywhere inside this `directory`, which holds it (the repository's root); by default only from the configuration's directory")
 	rest, code, ok := parseFlags(flags, args, stdout, stderr)
 	if !ok {
 		return code
@@ -21,7 +22,11 @@ func importCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "flowrun import: usage: flowrun import promptfoo promptfooconfig.yaml -o DIR")
 		return exitInvalid
 	}
-	res, err := promptfoo.Convert(ctx, rest[1])
+	within := *root
+	if within == "" {
+		within = filepath.Dir(rest[1])
+	}
+	res, err := promptfoo.ConvertWithin(ctx, rest[1], within)
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "flowrun import: stopped (interrupted); nothing was written")
 		return exitFailed

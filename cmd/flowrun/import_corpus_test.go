@@ -18,14 +18,16 @@ var (
 
 // TestImportCorpusRuns imports every configuration of the corpus of
 // real-world promptfoo configurations, when it is here
-// (FLOWRUN_PROMPTFOO_CORPUS, else the directory next to the
-// repository's), and runs every pipeline written over its dataset against
+// (FLOWRUN_PROMPTFOO_CORPUS, else a promptfoo-real directory beside one
+// that holds this one), and runs every pipeline written over its dataset against
 // a local fake server (each model's server pointed at it): it counts the
 // configurations whose every item completes.
 func TestImportCorpusRuns(t *testing.T) {
 	dir := os.Getenv("FLOWRUN_PROMPTFOO_CORPUS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "promptfoo-real")
+	for up, _ := filepath.Abs("."); dir == "" && filepath.Dir(up) != up; up = filepath.Dir(up) {
+		if found, _ := filepath.Glob(filepath.Join(up, "*", "promptfoo-real", "MANIFEST.tsv")); len(found) > 0 {
+			dir = filepath.Dir(found[0])
+		}
 	}
 	f, err := os.Open(filepath.Join(dir, "MANIFEST.tsv"))
 	if err != nil {
@@ -41,18 +43,21 @@ func TestImportCorpusRuns(t *testing.T) {
 	srv := llmtest.New(t)
 	srv.Handle(func(req llmtest.Request) llmtest.Reply {
 		if req.Body["response_format"] != nil {
-			return llmtest.Reply{Text: `{"pass": true, "reason": "a fake judge passes everything"}`}
+			return llmtest.Reply{Text: `{"pass": true, "score": 1, "reason": "a fake judge passes everything"}`}
 		}
 		return llmtest.Reply{Text: `{"answer": "ok"}`}
 	})
 	useModel(t, srv)
 	runs := 0
+	// unscored counts the items with no assert left to check, which
+	// promptfoo would have passed for want of a failing one.
+	unscored, items, unscoredConfigs := 0, 0, 0
 	for _, row := range rows[1:] {
 		if len(row) < 3 {
 			continue
 		}
 		out := filepath.Join(t.TempDir(), "imported")
-		code, stdout, stderr := flowrun(t, "import", "promptfoo", filepath.Join(dir, row[0], row[2]), "-o", out)
+		code, stdout, stderr := flowrun(t, "import", "promptfoo", filepath.Join(dir, row[0], row[2]), "--root", filepath.Join(dir, row[0]), "-o", out)
 		if code != exitOK {
 			t.Logf("%-55s refused: %s", row[0], firstLineOf(stderr))
 			continue
@@ -71,7 +76,7 @@ func TestImportCorpusRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ok, why := true, ""
+		ok, why, some := true, "", false
 		for _, line := range strings.Split(stdout, "\n") {
 			args := strings.Fields(line)
 			if len(args) < 5 || args[0] != "flowrun" || args[1] != "batch" {
@@ -87,13 +92,24 @@ func TestImportCorpusRuns(t *testing.T) {
 				}
 				break
 			}
+			_, jsonl, _ := flowrun(t, "batch", "show", "last", "--store", filepath.Join(out, "runs.db"), "--format", "jsonl")
+			for _, rec := range strings.Split(strings.TrimSpace(jsonl), "\n") {
+				items++
+				if strings.Contains(rec, `"class":"unscored"`) {
+					unscored, some = unscored+1, true
+				}
+			}
 		}
 		if ok {
 			runs++
 		}
+		if some {
+			unscoredConfigs++
+		}
 		t.Logf("%-55s runs: %v %s", row[0], ok, why)
 	}
-	t.Logf("%d of %d configurations import and run every item against a local fake server", runs, len(rows)-1)
+	t.Logf("%d of %d configurations import and run every item against a local fake server; %d of their %d item runs unscored (no assert left to check), in %d configurations",
+		runs, len(rows)-1, unscored, items, unscoredConfigs)
 }
 
 func firstLineOf(s string) string {

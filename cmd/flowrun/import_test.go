@@ -32,7 +32,8 @@ func importModel(t *testing.T) *llmtest.Server {
 		usage := llmtest.Usage{Prompt: 20, Completion: 10}
 		// The rubric judge passes a pirate's answer.
 		if strings.Contains(raw, "You grade an output against a rubric") {
-			reply := llmtest.JSON(map[string]any{"pass": strings.Contains(raw, "Arrr"), "reason": "It says arrr."})
+			pirate := strings.Contains(raw, "Arrr")
+			reply := llmtest.JSON(map[string]any{"pass": pirate, "score": map[bool]float64{true: 0.9, false: 0.1}[pirate], "reason": "It says arrr."})
 			reply.Usage = usage
 			return reply
 		}
@@ -53,13 +54,14 @@ func TestImportPromptfooThenBatch(t *testing.T) {
 	useModel(t, importModel(t))
 	for _, c := range []struct {
 		name string
-		// what the batch prints for the first pipeline, and for the
-		// judge's metric where there is one
-		want []string
+		// what the batch prints for the first pipeline, and what
+		// batch show --item prints of an item's checks
+		want       []string
+		item, show string
 	}{
-		{"getting_started", []string{"pass                 100.0%  2/2 (pass rate)"}},
-		{"simple_test", []string{"pass                 100.0%  5/5 (pass rate)", "rubric               100.0%  5/5"}},
-		{"json_output", []string{"pass                 100.0%  3/3 (pass rate)"}},
+		{"getting_started", []string{"pass                 100.0%  2/2 (pass rate)"}, "", ""},
+		{"simple_test", []string{"pass                 100.0%  5/5 (pass rate)"}, "Use LLM to evaluate output", "checks of pass: 1 of 1 passed, score 0.90\n    ✓ llm-rubric: Is spoken like a pirate\n        It says arrr."},
+		{"json_output", []string{"pass                 100.0%  3/3 (pass rate)"}, "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -80,6 +82,12 @@ func TestImportPromptfooThenBatch(t *testing.T) {
 				if !strings.Contains(berr, w) {
 					t.Errorf("batch output lacks %q:\n%s", w, berr)
 				}
+			}
+			if c.item == "" {
+				return
+			}
+			if code, out, errOut := flowrun(t, "batch", "show", "last", "--store", filepath.Join(dir, "runs.db"), "--item", c.item); code != exitOK || !strings.Contains(out, c.show) {
+				t.Errorf("batch show --item %q: exit %d, want %q in\n%s%s", c.item, code, c.show, out, errOut)
 			}
 		})
 	}
@@ -144,5 +152,103 @@ func TestImportPrintsThePromptProviderMatrix(t *testing.T) {
 				t.Errorf("no line %q in\n%s", line, stdout)
 			}
 		}
+	}
+}
+
+// A configuration whose provider is promptfoo's echo imports as flowrun's
+// echo model and runs with no key and no server: each item's output is
+// its prompt, and its asserts are checked against it.
+func TestImportPromptfooEchoRunsOffline(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", "")
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "promptfooconfig.yaml", `prompts: ['Say {{word}} back']
+providers: [echo]
+tests:
+  - vars: {word: hello}
+    assert: [{type: contains, value: hello}]
+  - vars: {word: bye}
+    assert: [{type: icontains, value: HELLO}]
+`)
+	out := filepath.Join(dir, "imported")
+	if code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out); code != exitOK || strings.Contains(stdout+stderr, "not converted") {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, bout, berr := flowrun(t, "batch", filepath.Join(out, "pipeline.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", filepath.Join(dir, "runs.db"))
+	if code != exitOK || !strings.Contains(berr, "pass                  50.0%  1/2 (pass rate)") {
+		t.Fatalf("batch: exit %d\n%s\n%s", code, bout, berr)
+	}
+	if code, show, _ := flowrun(t, "batch", "show", "last", "--store", filepath.Join(dir, "runs.db"), "--item", "line 2"); code != exitOK ||
+		!strings.Contains(show, "text: Say bye back") || !strings.Contains(show, "✗ icontains: HELLO") {
+		t.Errorf("batch show --item: exit %d\n%s", code, show)
+	}
+}
+
+// Each llm-rubric is graded by its own judge call, its reason kept and
+// its threshold held against the score the judge gives; the item passes
+// by promptfoo's rule over all its asserts, weights and the test's
+// threshold included.
+func TestImportPromptfooRubricThresholdAndWeights(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply {
+		raw := string(r.Raw)
+		if strings.Contains(raw, "You grade an output against a rubric") {
+			polite := strings.Contains(raw, "is polite")
+			return llmtest.JSON(map[string]any{"pass": true, "score": map[bool]float64{true: 0.9, false: 0.5}[polite], "reason": "graded " + map[bool]string{true: "polite", false: "short"}[polite]})
+		}
+		return llmtest.Reply{Text: "Thank you, dear friend, for asking so kindly."}
+	})
+	useModel(t, srv)
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "promptfooconfig.yaml", `prompts: ['Reply to {{name}}']
+providers: [openai:gpt-4.1-mini]
+tests:
+  - vars: {name: Ann}
+    assert:
+      - {type: llm-rubric, value: is polite, threshold: 0.8}
+      - {type: llm-rubric, value: is short, threshold: 0.8}
+  - vars: {name: Bob}
+    threshold: 0.7
+    assert:
+      - {type: contains, value: Thank, weight: 3}
+      - {type: contains, value: Bob}
+`)
+	out := filepath.Join(dir, "imported")
+	if code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out); code != exitOK || strings.Contains(stdout, "not converted") {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	store := filepath.Join(dir, "runs.db")
+	if code, bout, berr := flowrun(t, "batch", filepath.Join(out, "pipeline.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", store); code != exitOK {
+		t.Fatalf("batch: exit %d\n%s\n%s", code, bout, berr)
+	}
+	for key, want := range map[string]string{
+		"line 1": "completed  fail",
+		"line 2": "completed  pass",
+	} {
+		code, show, _ := flowrun(t, "batch", "show", "last", "--store", store, "--item", key)
+		if code != exitOK || !strings.Contains(show, want) {
+			t.Errorf("%s: want %q in\n%s", key, want, show)
+		}
+		switch key {
+		case "line 1":
+			for _, w := range []string{"checks of pass: 1 of 2 passed, score 0.70", "✓ llm-rubric: is polite\n        graded polite", "✗ llm-rubric: is short\n        graded short"} {
+				if !strings.Contains(show, w) {
+					t.Errorf("%s: want %q in\n%s", key, w, show)
+				}
+			}
+		case "line 2":
+			if !strings.Contains(show, "checks of pass: 1 of 2 passed, score 0.75 (threshold 0.7)") || !strings.Contains(show, "✗ contains: Bob") {
+				t.Errorf("%s: the threshold and weights are not shown:\n%s", key, show)
+			}
+		}
+	}
+	var rubricCalls int
+	for _, r := range srv.Requests() {
+		if strings.Contains(string(r.Raw), "You grade an output against a rubric") {
+			rubricCalls++
+		}
+	}
+	if rubricCalls != 2 {
+		t.Errorf("%d judge calls, want one per rubric", rubricCalls)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -19,19 +20,25 @@ import (
 )
 
 // corpusDir is where the collection of real-world promptfoo
-// configurations is, when it is there: FLOWRUN_PROMPTFOO_CORPUS, else the
-// directory next to the repository's.
+// configurations is, when it is there: FLOWRUN_PROMPTFOO_CORPUS, else a
+// promptfoo-real directory beside one that holds this one.
 func corpusDir() string {
 	if d := os.Getenv("FLOWRUN_PROMPTFOO_CORPUS"); d != "" {
 		return d
 	}
-	return filepath.Join("..", "..", "..", "shared", "promptfoo-real")
+	for dir, _ := filepath.Abs("."); filepath.Dir(dir) != dir; dir = filepath.Dir(dir) {
+		if found, _ := filepath.Glob(filepath.Join(dir, "*", "promptfoo-real", "MANIFEST.tsv")); len(found) > 0 {
+			return filepath.Dir(found[0])
+		}
+	}
+	return "promptfoo-real"
 }
 
 // corpusEntry is one configuration of the corpus and the features its
 // MANIFEST.tsv lists.
 type corpusEntry struct {
 	dir, config string
+	root        string // its repository, which the import may read from
 	features    []string
 }
 
@@ -53,7 +60,7 @@ func readManifest(t *testing.T, dir string) []corpusEntry {
 		if len(row) < 6 {
 			continue
 		}
-		out = append(out, corpusEntry{dir: row[0], config: filepath.Join(dir, row[0], row[2]), features: strings.Split(row[5], ",")})
+		out = append(out, corpusEntry{dir: row[0], config: filepath.Join(dir, row[0], row[2]), root: filepath.Join(dir, row[0]), features: strings.Split(row[5], ",")})
 	}
 	return out
 }
@@ -78,7 +85,7 @@ func importOne(t *testing.T, e corpusEntry, oracle *oracleConfig) (out corpusOut
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := Convert(ctx, e.config)
+	res, err := ConvertWithin(ctx, e.config, e.root)
 	if ctx.Err() != nil {
 		t.Errorf("%s: did not finish in a minute", e.dir)
 		return corpusOutcome{why: "hang"}
@@ -136,9 +143,13 @@ func importOne(t *testing.T, e corpusEntry, oracle *oracleConfig) (out corpusOut
 
 // literalReference says where a file reference was kept as text, to be
 // sent to the model as it is: a file:// value, or a prompt that is the
-// name of a file next to the configuration.
+// name of a file next to the configuration. An assert kept only to show
+// that it was not converted (a script in a file) is sent nowhere.
 func literalReference(res *Result, dir string) string {
 	for name, b := range res.Files {
+		if name == Dataset {
+			b = withoutUnconverted(b)
+		}
 		if strings.Contains(string(b), "file://") {
 			return name + " holds a file:// reference as text"
 		}
@@ -159,6 +170,23 @@ func literalReference(res *Result, dir string) string {
 		}
 	}
 	return ""
+}
+
+// withoutUnconverted is a dataset without its asserts that were not
+// converted.
+func withoutUnconverted(b []byte) []byte {
+	var out []byte
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var item map[string]any
+		if json.Unmarshal([]byte(line), &item) != nil {
+			return b
+		}
+		asserts, _ := item["asserts"].([]any)
+		item["asserts"] = slices.DeleteFunc(asserts, func(a any) bool { return a.(map[string]any)["not_converted"] != nil })
+		line, _ := json.Marshal(item)
+		out = append(append(out, line...), '\n')
+	}
+	return out
 }
 
 func slicesOf(s []string) []string { return append([]string(nil), s...) }

@@ -143,3 +143,30 @@ func TestWriteFollowsNoSymlink(t *testing.T) {
 		t.Errorf("wrote %d files outside the output directory", len(entries))
 	}
 }
+
+// A configuration that names a file beside its own directory is read
+// only when the import may read from a directory that holds both; one
+// outside that directory is still refused, and so is a directory that
+// does not hold the configuration.
+func TestConvertWithinReadsBesideTheConfiguration(t *testing.T) {
+	cfg := configIn(t, "prompts: [file://../prompts/ask.txt]\ntests: [{vars: {q: why}}]\n")
+	root := filepath.Dir(filepath.Dir(cfg))
+	if err := os.Mkdir(filepath.Join(root, "prompts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "prompts", "ask.txt"), "Answer: {{q}}")
+	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "outside the configuration's directory") || !strings.Contains(err.Error(), "--root") {
+		t.Errorf("without a root: %v", err)
+	}
+	res, err := ConvertWithin(context.Background(), cfg, root)
+	if err != nil || !strings.Contains(string(res.Files["pipeline.yaml"]), "Answer: ${{ inputs.q }}") {
+		t.Fatalf("within %s: %v", root, err)
+	}
+	outside := configIn(t, "prompts: [file://../../etc/passwd]\n")
+	if _, err := ConvertWithin(context.Background(), outside, filepath.Dir(filepath.Dir(outside))); err == nil || !strings.Contains(err.Error(), "the directory the import reads from") {
+		t.Errorf("a file outside the root: %v", err)
+	}
+	if _, err := ConvertWithin(context.Background(), cfg, t.TempDir()); err == nil || !strings.Contains(err.Error(), "does not hold it") {
+		t.Errorf("a root that does not hold the configuration: %v", err)
+	}
+}

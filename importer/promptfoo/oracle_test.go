@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -91,7 +93,7 @@ func silent(o oracleConfig, c converted) []string {
 		if _, ok := beyondOracle[o.Dir+": "+u.What]; ok {
 			continue
 		}
-		if checked[u.ID] || holds(u, c, tests) || listed(u, byID, c) {
+		if checked[u.ID] || holds(u, c, tests) || kept(u, byID, c, tests) || listed(u, byID, c) {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s (%v)", u.What, u.Ranges))
@@ -103,6 +105,49 @@ func silent(o oracleConfig, c converted) []string {
 // importer converts, and why that keeps promptfoo's meaning.
 var beyondOracle = map[string]string{
 	"54-promptfoo-promptfoo: prompt file://prompts.txt": "its {{ (style_config | load).tone }} uses promptfoo's built-in load filter (JSON.parse), translated as fromJSON",
+}
+
+// keyRE is an assert's or a test's key that the oracle expects listed
+// and the importer keeps for the checks' verdict (weights, thresholds);
+// the oracle also expects promptfoo's echo provider listed, which is
+// flowrun's echo model.
+var keyRE = regexp.MustCompile(`^(?:assert (\S+)|test|defaultTest) (weight|threshold)$`)
+
+// kept says whether a weight or threshold the oracle expects listed is
+// in the dataset, where the checks honour it as promptfoo does: on an
+// assert of its type in its test's item (any item, for a test the oracle
+// does not match), or on every item for defaultTest's.
+func kept(u oracleUnit, byID map[string]oracleUnit, c converted, tests map[string]map[string]any) bool {
+	if u.What == "provider echo" {
+		return slices.ContainsFunc(c.pipelines, func(p pipelineDoc) bool { return p.Models["default"].Provider == "echo" })
+	}
+	m := keyRE.FindStringSubmatch(u.What)
+	if m == nil {
+		return false
+	}
+	if m[1] == "" {
+		for _, it := range c.items {
+			if it[m[2]] == nil {
+				return false
+			}
+		}
+		return len(c.items) > 0
+	}
+	candidates := c.items
+	for _, p := range u.Parents {
+		if it := tests[p]; it != nil && byID[p].Kind == "test" {
+			candidates = []map[string]any{it}
+		}
+	}
+	for _, it := range candidates {
+		asserts, _ := it["asserts"].([]any)
+		for _, a := range asserts {
+			if a := a.(map[string]any); a["type"] == m[1] && a[m[2]] != nil && a["not_converted"] == nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // matchTests pairs each test unit with the first item, in order, not yet

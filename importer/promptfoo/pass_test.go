@@ -2,15 +2,52 @@ package promptfoo
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/flowrun/flowrun/dsl"
 )
 
 // passMetric converts a configuration and returns its first pipeline's
-// pass metric, evaluated on an item and an output text.
+// pass metric, evaluated on an item and an output text: whether every
+// check that was checked passed.
 func passMetric(t *testing.T, src string) func(item map[string]any, output string) (any, error) {
+	t.Helper()
+	res, p := loadConverted(t, src)
+	var pass *dsl.Metric
+	for _, m := range p.Score.Metrics {
+		if m.Name == "pass" {
+			pass = m
+		}
+	}
+	items := items(t, res)
+	return func(item map[string]any, output string) (any, error) {
+		if item == nil {
+			item = items[0]
+		}
+		v, err := pass.Eval(&dsl.ScoreEnv{Outputs: map[string]any{"text": output}, Item: item})
+		if err != nil {
+			return nil, err
+		}
+		checks, ok := v.(map[string]any)["checks"].([]any)
+		if !ok {
+			return nil, fmt.Errorf("pass gave %v, not checks", v)
+		}
+		all := true
+		for _, c := range checks {
+			if p := c.(map[string]any)["pass"]; p != nil {
+				all = all && p == true
+			}
+		}
+		return all, nil
+	}
+}
+
+// loadConverted converts a configuration, writes it and loads its first
+// pipeline.
+func loadConverted(t *testing.T, src string) (*Result, *dsl.Pipeline) {
 	t.Helper()
 	res, err := Convert(context.Background(), configIn(t, src))
 	if err != nil {
@@ -24,19 +61,7 @@ func passMetric(t *testing.T, src string) func(item map[string]any, output strin
 	if p == nil {
 		t.Fatalf("the pipeline does not validate:\n%v", diags)
 	}
-	var pass *dsl.Metric
-	for _, m := range p.Score.Metrics {
-		if m.Name == "pass" {
-			pass = m
-		}
-	}
-	items := items(t, res)
-	return func(item map[string]any, output string) (any, error) {
-		if item == nil {
-			item = items[0]
-		}
-		return pass.Eval(&dsl.ScoreEnv{Outputs: map[string]any{"text": output}, Item: item})
-	}
+	return res, p
 }
 
 // Each translated assert holds exactly when promptfoo's does, on outputs
@@ -75,6 +100,29 @@ func TestConvertedAssertsHoldAsPromptfoos(t *testing.T) {
 		}
 		if got, err := pass(nil, c.fail); err != nil || got != false {
 			t.Errorf("%s on %q: %v, %v; want false", c.assert, c.fail, got, err)
+		}
+	}
+}
+
+// A test without asserts passes, as in promptfoo; one whose asserts were
+// all left unconverted has only checks that are not checked, each saying
+// why, so that its item is unscored, never passed.
+func TestChecksOfTestsWithNothingToCheck(t *testing.T) {
+	res, p := loadConverted(t, "prompts: ['{{q}}']\ntests:\n  - vars: {q: a}\n  - vars: {q: b}\n    assert: [{type: python, value: 'len(output) > 3'}]\n")
+	for i, item := range items(t, res) {
+		v, err := p.Score.Metrics[0].Eval(&dsl.ScoreEnv{Outputs: map[string]any{"text": "long enough"}, Item: item})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checks := v.(map[string]any)["checks"].([]any)
+		c := checks[0].(map[string]any)
+		switch {
+		case len(checks) != 1:
+			t.Errorf("item %d: checks %v", i, checks)
+		case i == 0 && (c["pass"] != true || c["name"] != "no asserts"):
+			t.Errorf("the test without asserts: %v", c)
+		case i == 1 && (c["pass"] != nil || !strings.HasPrefix(c["reason"].(string), "assert type python: not converted")):
+			t.Errorf("the python assert: %v", c)
 		}
 	}
 }

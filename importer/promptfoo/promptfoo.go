@@ -8,16 +8,20 @@
 // vars from files; the asserts equals, contains, icontains, regex,
 // starts-with, (i)contains-any/all, is-json, contains-json, similar,
 // levenshtein, rouge-n, llm-rubric, cost, latency and javascript that is
-// an expression (and their not- forms); and defaultTest (in place or in a
-// file) merged into every test as promptfoo merges it.
+// an expression (and their not- forms), with weights and test thresholds;
+// and defaultTest (in place or in a file) merged into every test as
+// promptfoo merges it. The pass metric is a check per assert, passing by
+// promptfoo's rule; an assert not converted stays in its item as a check
+// that is not checked, with why.
 //
 // Guarantees: Convert never drops a part of the configuration silently;
 // whatever it cannot convert is a Problem with the file, line and column
 // it was written at. It reads the configuration and the files it names,
 // only regular files of at most 8 MiB and, of the files it names, only
-// those inside the configuration's directory (any other is a Problem),
-// and writes nothing; Result.Write writes the files, overwriting none and
-// following no symbolic link.
+// those inside the configuration's directory (ConvertWithin: inside the
+// directory it is given, which holds the configuration); any other is a
+// Problem. It writes nothing; Result.Write writes the files, overwriting
+// none and following no symbolic link.
 package promptfoo
 
 import (
@@ -118,6 +122,7 @@ var defaultThreshold = map[string]float64{"similar": 0.75, "levenshtein": 5, "ro
 type converter struct {
 	file     string // the configuration, as given
 	dir      string
+	root     string // the files it names are read only inside it
 	problems []Problem
 	used     map[string]bool // assert types the tests use
 	// scripts are the javascript asserts translated: each source with
@@ -129,8 +134,21 @@ func (c *converter) problem(n *yaml.Node, format string, args ...any) {
 	c.problems = append(c.problems, Problem{File: c.file, Line: n.Line, Col: n.Column, What: fmt.Sprintf(format, args...)})
 }
 
-// Convert reads a promptfoo configuration and converts it.
+// Convert reads a promptfoo configuration and converts it, reading the
+// files it names only inside its directory.
 func Convert(ctx context.Context, path string) (*Result, error) {
+	return ConvertWithin(ctx, path, filepath.Dir(path))
+}
+
+// ConvertWithin is Convert reading the files the configuration names
+// inside root, a directory that holds the configuration (a repository's
+// root, whose configurations name files beside their own directory).
+func ConvertWithin(ctx context.Context, path, within string) (*Result, error) {
+	absWithin, err1 := filepath.Abs(within)
+	absDir, err2 := filepath.Abs(filepath.Dir(path))
+	if rel, err := filepath.Rel(absWithin, absDir); err1 != nil || err2 != nil || err != nil || !filepath.IsLocal(rel) && rel != "." {
+		return nil, fmt.Errorf("converting %s: the directory to read from, %s, does not hold it", path, within)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("converting %s: %w", path, err)
 	}
@@ -145,7 +163,7 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s: a promptfoo configuration is a mapping (prompts:, providers:, tests:)", path)
 	}
-	c := &converter{file: path, dir: filepath.Dir(path), used: map[string]bool{}, scripts: map[string]string{}}
+	c := &converter{file: path, dir: filepath.Dir(path), root: within, used: map[string]bool{}, scripts: map[string]string{}}
 	root := doc.Content[0]
 	var prompts []prompt
 	var models []modelDoc
@@ -229,7 +247,7 @@ func Convert(ctx context.Context, path string) (*Result, error) {
 		res.Pipelines = append(res.Pipelines, name)
 	}
 	if rubric {
-		b, err := marshal(judgeDoc(models[0]))
+		b, err := marshal(c.judgeDoc(models[0]))
 		if err != nil {
 			return nil, err
 		}
@@ -373,7 +391,7 @@ func (c *converter) promptFiles(ctx context.Context, n *yaml.Node, ref string) (
 		return nil, true
 	}
 	if !explicit && !strings.ContainsAny(name, "*?[") {
-		if _, err := readPromptFile(ctx, c.dir, name); errors.Is(err, fs.ErrNotExist) {
+		if _, err := readPromptFile(ctx, c.root, c.dir, name); errors.Is(err, fs.ErrNotExist) {
 			return nil, false
 		}
 	}
@@ -561,7 +579,7 @@ func (c *converter) includes(ctx context.Context, s string, depth int) (string, 
 			failed = fmt.Errorf("%s: includes nested more than %d deep", tag, maxIncludeDepth)
 			return tag
 		}
-		b, err := readPromptFile(ctx, c.dir, m[1]+m[2])
+		b, err := readPromptFile(ctx, c.root, c.dir, m[1]+m[2])
 		if err != nil {
 			failed = fmt.Errorf("%s: not read: %w", tag, err)
 			return tag
@@ -586,7 +604,8 @@ func snippet(s string, at int) string {
 
 // modelDoc is a flowrun model configuration.
 type modelDoc struct {
-	Model       string   `yaml:"model"`
+	Model       string   `yaml:"model,omitempty"`
+	Provider    string   `yaml:"provider,omitempty"`
 	Temperature *float64 `yaml:"temperature,omitempty"`
 	MaxTokens   int      `yaml:"max_tokens,omitempty"`
 	BaseURL     string   `yaml:"base_url,omitempty"`
@@ -610,6 +629,10 @@ func (c *converter) providers(v *yaml.Node) []modelDoc {
 			continue
 		}
 		m, ok := compatibleModel(id.Value)
+		if id.Value == "echo" {
+			// promptfoo's echo replies with the prompt, as flowrun's does.
+			m, ok = modelDoc{Model: "echo", Provider: "echo"}, true
+		}
 		if !ok {
 			c.problem(id, "provider %s: not converted; only OpenAI-compatible providers are (openai, azure, ollama, openrouter, groq, togetherai, vllm, lmstudio, localai; another server through config.apiBaseUrl)", id.Value)
 			continue
@@ -688,22 +711,28 @@ func (c *converter) providerConfig(m *modelDoc, cfg *yaml.Node) {
 	}
 }
 
-// assert is one converted assertion as the dataset holds it.
+// assert is one assertion as the dataset holds it: promptfoo's type,
+// value, threshold and weight, and, for one that was not converted, why
+// (its check is then not checked).
 type assert struct {
-	Type      string   `json:"type"`
-	Value     any      `json:"value"`
-	Threshold *float64 `json:"threshold,omitempty"`
+	Type         string   `json:"type"`
+	Value        any      `json:"value"`
+	Threshold    *float64 `json:"threshold,omitempty"`
+	Weight       *float64 `json:"weight,omitempty"`
+	NotConverted string   `json:"not_converted,omitempty"`
 }
 
-// test is one dataset item: its vars and asserts.
+// test is one dataset item: its vars, asserts and threshold (the mean
+// score of its asserts that passes it, in place of every assert passing).
 type test struct {
 	description string
 	vars        map[string]any
 	asserts     []assert
+	threshold   *float64
 }
 
 func (t test) clone() test {
-	out := test{description: t.description, vars: make(map[string]any, len(t.vars)), asserts: slices.Clone(t.asserts)}
+	out := test{description: t.description, vars: make(map[string]any, len(t.vars)), asserts: slices.Clone(t.asserts), threshold: t.threshold}
 	for k, v := range t.vars {
 		out.vars[k] = v
 	}
@@ -861,10 +890,15 @@ func (c *converter) testFields(ctx context.Context, v *yaml.Node, t *test, isDef
 		case "assert":
 			if x.Kind == yaml.SequenceNode {
 				for _, a := range x.Content {
-					if conv, ok := c.assert(a); ok {
+					if conv, ok := c.kept(a); ok {
 						t.asserts = append(t.asserts, conv)
 					}
 				}
+				continue
+			}
+		case "threshold":
+			if f, err := strconv.ParseFloat(x.Value, 64); err == nil && x.Kind == yaml.ScalarNode {
+				t.threshold = &f
 				continue
 			}
 		}
@@ -890,6 +924,25 @@ func (c *converter) vars(ctx context.Context, x *yaml.Node, t *test) {
 	}
 }
 
+// kept is an assert as the dataset keeps it: converted, or else with why
+// not, so that its item's checks show it as not checked. ok is false
+// only for an assert with no type to keep.
+func (c *converter) kept(n *yaml.Node) (assert, bool) {
+	before := len(c.problems)
+	if a, ok := c.assert(n); ok {
+		return a, true
+	}
+	typ := valueOf(n, "type")
+	if typ == nil || typ.Kind != yaml.ScalarNode {
+		return assert{}, false
+	}
+	why := "not converted"
+	if len(c.problems) > before {
+		why = c.problems[len(c.problems)-1].What
+	}
+	return assert{Type: typ.Value, Value: dsl.Plain(valueOf(n, "value")), NotConverted: why}, true
+}
+
 func (c *converter) assert(n *yaml.Node) (assert, bool) {
 	typ := valueOf(n, "type")
 	if typ == nil {
@@ -912,13 +965,17 @@ func (c *converter) assert(n *yaml.Node) (assert, bool) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		switch k := n.Content[i]; k.Value {
 		case "type", "value":
-		case "threshold":
+		case "threshold", "weight":
 			f, err := strconv.ParseFloat(n.Content[i+1].Value, 64)
 			if err != nil {
-				c.problem(n.Content[i+1], "threshold: %q is not a number", n.Content[i+1].Value)
+				c.problem(n.Content[i+1], "%s: %q is not a number", k.Value, n.Content[i+1].Value)
 				return assert{}, false
 			}
-			a.Threshold = &f
+			if k.Value == "weight" {
+				a.Weight = &f
+			} else {
+				a.Threshold = &f
+			}
 		default:
 			c.problem(k, "assert %s: not converted (the check is, without it)", k.Value)
 		}
@@ -933,10 +990,6 @@ func (c *converter) assert(n *yaml.Node) (assert, bool) {
 		c.problem(typ, "assert %s: converted approximately: flowrun's edit distance also counts two swapped characters as one edit", a.Type)
 	case "rouge-n":
 		c.problem(typ, "assert %s: converted approximately: flowrun has ROUGE-L (longest common subsequence of words), not ROUGE-N, compared at the same threshold", a.Type)
-	case "llm-rubric":
-		if a.Threshold != nil {
-			c.problem(typ, "assert llm-rubric threshold: not honoured: the judge passes or fails the rubric, it gives no score")
-		}
 	case "cost", "latency":
 		if a.Threshold == nil {
 			c.problem(typ, "assert %s: not converted (it needs threshold:)", a.Type)
@@ -976,7 +1029,16 @@ func (c *converter) script(n, typ *yaml.Node, a assert) (assert, bool) {
 		return assert{}, false
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if k := n.Content[i]; k.Value != "type" && k.Value != "value" {
+		switch k := n.Content[i]; k.Value {
+		case "type", "value":
+		case "weight":
+			f, err := strconv.ParseFloat(n.Content[i+1].Value, 64)
+			if err != nil {
+				c.problem(n.Content[i+1], "weight: %q is not a number", n.Content[i+1].Value)
+				return assert{}, false
+			}
+			a.Weight = &f
+		default:
 			c.problem(k, "assert %s: not converted (the check is, without it)", k.Value)
 		}
 	}
@@ -1067,9 +1129,16 @@ type pipelineDoc struct {
 }
 
 type nodeDoc struct {
-	ID   string `yaml:"id"`
-	When string `yaml:"when,omitempty"`
-	LLM  llmDoc `yaml:"llm"`
+	ID   string  `yaml:"id"`
+	When string  `yaml:"when,omitempty"`
+	LLM  *llmDoc `yaml:"llm,omitempty"`
+	Map  *mapDoc `yaml:"map,omitempty"`
+}
+
+type mapDoc struct {
+	Over   string    `yaml:"over"`
+	Result string    `yaml:"result"`
+	Body   []nodeDoc `yaml:"body"`
 }
 
 type llmDoc struct {
@@ -1081,7 +1150,7 @@ type llmDoc struct {
 }
 
 type scoreDoc struct {
-	Pass     string `yaml:"pass"`
+	Pass     string `yaml:"pass,omitempty"`
 	Pipeline string `yaml:"pipeline,omitempty"`
 }
 
@@ -1093,19 +1162,25 @@ func (c *converter) pipeline(name, description string, p prompt, inputs map[stri
 	doc := pipelineDoc{Version: 1, Name: name, Inputs: in,
 		Description: strings.TrimSpace("Imported from promptfoo. " + description),
 		Models:      map[string]modelDoc{"default": model},
-		Nodes:       []nodeDoc{{ID: "answer", LLM: llmDoc{System: p.system, Prompt: p.text, Temperature: p.temperature, MaxTokens: p.maxTokens}}},
+		Nodes:       []nodeDoc{{ID: "answer", LLM: &llmDoc{System: p.system, Prompt: p.text, Temperature: p.temperature, MaxTokens: p.maxTokens}}},
 		Outputs:     map[string]string{"text": "nodes.answer.text"},
-		Score:       &scoreDoc{Pass: c.passExpr()},
+		Score:       &scoreDoc{Pass: c.checksExpr("")},
 	}
 	if rubric {
-		doc.Score.Pipeline = Judge
+		// The judge checks every assert, so that a rubric counts in the
+		// item's pass as in promptfoo's.
+		doc.Score = &scoreDoc{Pipeline: Judge}
 	}
 	return marshal(doc)
 }
 
-// passExpr is the pass metric: every assert of the item holds, each
-// checked by its type. Only the types some test uses are written.
-func (c *converter) passExpr() string {
+// checksExpr is the pass metric: a check per assert of the item, each
+// checked by its type (only the types some test uses are written), one
+// that was not converted not checked; with the test's threshold. A test
+// without asserts passes, as promptfoo passes it ("No assertions").
+// rubric, in the judge, is what a rubric's check is; "" elsewhere, where
+// there is none.
+func (c *converter) checksExpr(rubric string) string {
 	var types []string
 	for t := range c.used {
 		if t != "llm-rubric" {
@@ -1114,12 +1189,10 @@ func (c *converter) passExpr() string {
 	}
 	sort.Strings(types)
 	var b strings.Builder
-	b.WriteString("all(filter(item.asserts, .type != \"llm-rubric\"),")
-	if len(types) == 0 {
-		b.WriteString(" true)")
-		return b.String()
+	b.WriteString("{checks: len(item.asserts) == 0 ? [{pass: true, name: \"no asserts\", reason: \"promptfoo passes a test that has none\"}] : map(item.asserts, {{\n  pass: .not_converted != nil ? nil :\n")
+	if rubric != "" {
+		fmt.Fprintf(&b, "  .type == \"llm-rubric\" ? %s :\n", rubric)
 	}
-	b.WriteString("\n")
 	for _, t := range types {
 		if strings.TrimPrefix(t, "not-") == "javascript" {
 			c.scriptBranches(&b, t)
@@ -1131,7 +1204,16 @@ func (c *converter) passExpr() string {
 		}
 		fmt.Fprintf(&b, "  .type == %q ? %s :\n", t, cond)
 	}
-	b.WriteString("  false)\n")
+	b.WriteString("  nil,\n")
+	b.WriteString("  name: .type + (.value == nil ? \"\" : \": \" + (type(.value) == \"string\" ? .value : toJSON(.value))),\n")
+	b.WriteString("  weight: .weight ?? 1,\n")
+	if rubric != "" {
+		b.WriteString("  score: .type == \"llm-rubric\" && .not_converted == nil ? nodes.grade[#index]?.score : nil,\n")
+		b.WriteString("  reason: .not_converted ?? (.type == \"llm-rubric\" ? nodes.grade[#index]?.reason : nil),\n")
+	} else {
+		b.WriteString("  reason: .not_converted,\n")
+	}
+	b.WriteString("}}), threshold: item.threshold}\n")
 	return b.String()
 }
 
@@ -1152,22 +1234,41 @@ func (c *converter) scriptBranches(b *strings.Builder, typ string) {
 	}
 }
 
-// judgeDoc grades the llm-rubric asserts of an item, with the model the
-// pipeline uses; an item without one passes without a model call.
-func judgeDoc(model modelDoc) pipelineDoc {
-	const rubrics = `filter(inputs.item.asserts, .type == "llm-rubric")`
+// judgeDoc checks the asserts of an item: each llm-rubric by a call to
+// the model the pipeline uses (an item without one makes no call), the
+// others as the pipeline would.
+func (c *converter) judgeDoc(model modelDoc) pipelineDoc {
+	const graded = `nodes.grade[#index]?.pass == true && (.threshold == nil || (nodes.grade[#index]?.score ?? 0) >= .threshold)`
 	return pipelineDoc{Version: 1, Name: "rubric_judge",
-		Description: "Grades an output against the llm-rubric asserts of its item (imported from promptfoo).",
-		Inputs:      map[string]inputDoc{"item": {Type: "object"}, "outputs": {Type: "object"}},
+		Description: "Checks an output against the asserts of its item, grading each llm-rubric (imported from promptfoo).",
+		Inputs:      map[string]inputDoc{"item": {Type: "object"}, "outputs": {Type: "object"}, "run": {Type: "object"}},
 		Models:      map[string]modelDoc{"default": model},
-		Nodes: []nodeDoc{{ID: "grade", When: "len(" + rubrics + ") > 0", LLM: llmDoc{
-			System: "You grade an output against a rubric. Pass it only if it meets every point of the rubric. Say why in one or two sentences.",
-			Prompt: "Output:\n${{ inputs.outputs.text }}\n\nRubric:\n${{ join(map(" + rubrics + ", \"- \" + string(.value)), \"\\n\") }}",
-			OutputSchema: map[string]any{"type": "object", "required": []any{"pass", "reason"}, "additionalProperties": false,
-				"properties": map[string]any{"pass": map[string]any{"type": "boolean"}, "reason": map[string]any{"type": "string"}}},
-		}}},
-		Outputs: map[string]string{"rubric": "nodes.grade == nil || nodes.grade.json.pass"},
+		Nodes: []nodeDoc{{ID: "grade", Map: &mapDoc{Over: "inputs.item.asserts",
+			Result: "nodes.rubric == nil ? nil : nodes.rubric.json",
+			Body: []nodeDoc{{ID: "rubric", When: `item.type == "llm-rubric" && item.not_converted == nil`, LLM: &llmDoc{
+				System: "You grade an output against a rubric. Pass it only if it meets the rubric. Give a score from 0 to 1 for how well it meets it, and say why in one or two sentences.",
+				Prompt: "Output:\n${{ inputs.outputs.text }}\n\nRubric:\n${{ item.value }}",
+				OutputSchema: map[string]any{"type": "object", "required": []any{"pass", "score", "reason"}, "additionalProperties": false,
+					"properties": map[string]any{"pass": map[string]any{"type": "boolean"}, "score": map[string]any{"type": "number"}, "reason": map[string]any{"type": "string"}}},
+			}}}}}},
+		Outputs: map[string]string{"pass": inJudge(c.checksExpr(graded))},
 	}
+}
+
+// rootRE is a use of what a metric reads (item, outputs, run), or a
+// string literal (skipped).
+var rootRE = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|[A-Za-z0-9_.]?(?:item|outputs|run)\.`)
+
+// inJudge is a metric's expression as the judge computes it, where what a
+// metric reads are its inputs (and item and run are reserved names).
+func inJudge(src string) string {
+	return rootRE.ReplaceAllStringFunc(src, func(m string) string {
+		switch m {
+		case "item.", "outputs.", "run.":
+			return "inputs." + m
+		}
+		return m
+	})
 }
 
 func marshal(v any) ([]byte, error) {
@@ -1204,6 +1305,9 @@ func dataset(tests []test) []byte {
 			asserts = []assert{}
 		}
 		item["asserts"] = asserts
+		if t.threshold != nil {
+			item["threshold"] = *t.threshold
+		}
 		if named {
 			item["id"] = t.description
 		}

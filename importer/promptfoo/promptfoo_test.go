@@ -72,8 +72,9 @@ func TestConvertGettingStarted(t *testing.T) {
 }
 
 // What is not converted is listed by line and column, in file order; a
-// file:// prompt with --- gives one pipeline per prompt; $ref and python
-// asserts are dropped from the item, the rest kept (a one-line
+// file:// prompt with --- gives one pipeline per prompt; a python assert
+// is kept in the item with why it was not converted (its check is not
+// checked), a $ref (no type) is dropped, the rest kept (a one-line
 // javascript expression is translated).
 func TestConvertSimpleTestListsWhatItCannot(t *testing.T) {
 	res := convert(t, "simple_test")
@@ -103,9 +104,11 @@ func TestConvertSimpleTestListsWhatItCannot(t *testing.T) {
 	if it[0]["id"] != "Check for exact match" || it[0]["body"] != "Yes" {
 		t.Errorf("first item %v", it[0])
 	}
-	sim := it[3]["asserts"].([]any)[1:]
-	if len(sim) != 1 || sim[0].(map[string]any)["type"] != "similar" || sim[0].(map[string]any)["threshold"] != 0.75 {
-		t.Errorf("similar item's asserts %v", sim)
+	asserts := it[3]["asserts"].([]any)
+	py, sim := asserts[1].(map[string]any), asserts[2].(map[string]any)
+	if len(asserts) != 3 || py["type"] != "python" || !strings.HasPrefix(py["not_converted"].(string), "assert type python: not converted") ||
+		sim["type"] != "similar" || sim["threshold"] != 0.75 || sim["not_converted"] != nil {
+		t.Errorf("similar item's asserts %v", asserts)
 	}
 }
 
@@ -333,7 +336,8 @@ func TestConvertMixedAndListVars(t *testing.T) {
 }
 
 // targets: is promptfoo's other name for providers:; an llm-rubric's
-// threshold is listed, as the judge gives no score to hold it against.
+// threshold, an assert's weight and a test's threshold are kept in the
+// item, for the judge's score and the checks' verdict.
 func TestConvertTargetsAndRubricThreshold(t *testing.T) {
 	cfg := configIn(t, `prompts: ['{{prompt}}']
 targets:
@@ -344,6 +348,8 @@ tests:
       - type: llm-rubric
         value: is kind
         threshold: 0.8
+        weight: 2
+    threshold: 0.5
 `)
 	res, err := Convert(context.Background(), cfg)
 	if err != nil {
@@ -352,8 +358,12 @@ tests:
 	if strings.Join(res.Models, ",") != "llama-3.1-8b-instant" {
 		t.Errorf("models %v", res.Models)
 	}
-	if got := problems(res); len(res.Problems) != 1 || !strings.Contains(got, ":7:15: assert llm-rubric threshold: not honoured") {
-		t.Errorf("problems:\n%s", got)
+	if len(res.Problems) != 0 {
+		t.Errorf("problems:\n%s", problems(res))
+	}
+	it := items(t, res)[0]
+	if a := it["asserts"].([]any)[0].(map[string]any); a["threshold"] != 0.8 || a["weight"] != 2.0 || it["threshold"] != 0.5 {
+		t.Errorf("item %v", it)
 	}
 }
 

@@ -29,17 +29,31 @@ func readConfig(ctx context.Context, path string) ([]byte, error) {
 	return confined.Dir{Root: filepath.Dir(abs), MaxBytes: maxFileSize}.ReadFile(ctx, filepath.Base(abs))
 }
 
-// readPromptFile reads the file a prompt names, a regular file of at most
-// maxFileSize bytes inside dir, the configuration's directory.
-func readPromptFile(ctx context.Context, dir, name string) ([]byte, error) {
-	abs, err := filepath.Abs(dir)
+// readPromptFile reads the file a prompt names from dir, the
+// configuration's directory: a regular file of at most maxFileSize bytes
+// inside root (dir, unless the user named a directory that holds it).
+func readPromptFile(ctx context.Context, root, dir, name string) ([]byte, error) {
+	absRoot, err := filepath.Abs(root)
 	if err != nil {
 		return nil, err
 	}
-	b, err := confined.Dir{Root: abs, MaxBytes: maxFileSize}.ReadFile(ctx, name)
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	from, err := filepath.Rel(absRoot, absDir)
+	if err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(from, name)
+	}
+	b, err := confined.Dir{Root: absRoot, MaxBytes: maxFileSize}.ReadFile(ctx, name)
 	switch {
+	case errors.Is(err, confined.ErrOutside) && root == dir:
+		return nil, fmt.Errorf("it is outside the configuration's directory %s; copy it into that directory and name it from there, or let the import read from a directory that holds both (--root)", dir)
 	case errors.Is(err, confined.ErrOutside):
-		return nil, fmt.Errorf("it is outside the configuration's directory %s; copy it into that directory and name it from there", dir)
+		return nil, fmt.Errorf("it is outside %s, the directory the import reads from", root)
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, missingError{dir: dir}
 	}

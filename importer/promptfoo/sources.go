@@ -65,7 +65,7 @@ func (c *converter) files(n *yaml.Node, ref string) []string {
 // read reads a file a reference names, listing it where it is named when
 // it cannot be read.
 func (c *converter) read(ctx context.Context, n *yaml.Node, what, name string) ([]byte, bool) {
-	b, err := readPromptFile(ctx, c.dir, name)
+	b, err := readPromptFile(ctx, c.root, c.dir, name)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.problem(n, "%s %s: not read: %v", what, name, err)
@@ -171,7 +171,6 @@ func (c *converter) csvTests(b []byte, base test) []test {
 		}
 		line, _ := r.FieldPos(0)
 		t := base.clone()
-		var threshold *float64
 		for i, cell := range row {
 			if i >= len(header) {
 				at(line, i+1, "test: a cell beyond the header's %d columns: not converted", len(header))
@@ -191,7 +190,7 @@ func (c *converter) csvTests(b []byte, base test) []test {
 				}
 			case col == "__threshold":
 				if f, err := strconv.ParseFloat(strings.TrimSpace(cell), 64); err == nil {
-					threshold = &f
+					t.threshold = &f
 				}
 			case strings.HasPrefix(col, "__"):
 				if cell != "" {
@@ -201,10 +200,6 @@ func (c *converter) csvTests(b []byte, base test) []test {
 			default:
 				t.vars[col] = cell
 			}
-		}
-		if threshold != nil {
-			_, cpos := r.FieldPos(0)
-			at(line, cpos, "test __threshold: not converted: an item passes only when every assert passes")
 		}
 		out = append(out, t.filled())
 	}
@@ -255,7 +250,7 @@ func (c *converter) expected(cell string, line, col int) (assert, bool) {
 	default:
 		add("value", scalar(value))
 	}
-	return c.assert(n)
+	return c.kept(n)
 }
 
 // otherAssertTypes are promptfoo's assert types the importer does not
