@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llm/llmtest"
-	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -67,8 +65,7 @@ func benchBatch(b *testing.B, n int, extra string, env func(string) (string, boo
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := &Runner{Store: st, Pipeline: p, Kinds: nodes.Kinds(nodes.Services{LLM: llm.New(llm.Options{Env: env})}),
-		Scorer: NewScorer(p, nil), Concurrency: 8}
+	r := &Runner{Store: st, Pipeline: p, Runs: share(b, engineFor(b, st, env), p), Scorer: NewScorer(p, nil), Concurrency: 8}
 	bt := &store.Batch{Pipeline: path, PipelineHash: p.Hash, Dataset: data, DatasetHash: d.Hash}
 	if err := r.Create(ctx, bt, d.Items, func(*store.Batch) {}); err != nil {
 		b.Fatal(err)

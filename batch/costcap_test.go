@@ -108,7 +108,7 @@ func TestPairwiseJudgeUnderACap(t *testing.T) {
 		}
 		return llmtest.Reply{Text: `{"reasoning": "b", "better": "second"}`, Usage: llmtest.Usage{Prompt: 100, Completion: completion}}
 	})
-	j := &PairwiseJudge{Engine: judgeEngine(t, st, judge.Env("sk-judge")), Model: "gpt-4.1", Seed: 5, MaxCostUSD: 1}
+	j := &PairwiseJudge{Engine: engineFor(t, st, judge.Env("sk-judge")), Model: "gpt-4.1", Seed: 5, MaxCostUSD: 1}
 	res, err := j.Judge(context.Background(), st, c)
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestRemoteBatchHaltsWhenItsLedgerCannotBeRead(t *testing.T) {
 	dir := t.TempDir()
 	pipeline, dataset := write(t, dir, "priced.yaml", pricedPipeline), write(t, dir, "items.jsonl", "{\"question\": \"a\"}\n{\"question\": \"b\"}\n")
 	p, d, b := loadBatch(t, pipeline, dataset)
-	r := NewRunner(st, p, nil, nil, Settings{MaxCostUSD: 1})
+	r := NewRunner(st, p, nil, Settings{MaxCostUSD: 1})
 	if err := r.Create(ctx, b, d.Items, func(*store.Batch) {}); err != nil {
 		t.Fatal(err)
 	}

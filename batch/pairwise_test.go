@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/batch/batchtest"
-	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/store"
 )
@@ -17,17 +16,6 @@ func replying(t *testing.T, text string) func(string) (string, bool) {
 	srv := llmtest.New(t)
 	srv.Handle(func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: text} })
 	return srv.Env("sk-" + text)
-}
-
-// judgeEngine is an engine on st whose environment is env.
-func judgeEngine(t *testing.T, st *store.Store, env func(string) (string, bool)) *engine.Engine {
-	t.Helper()
-	e, err := engine.New(engine.Options{Store: st, LookupEnv: env})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
 }
 
 // TestPairwiseJudge: a judge that prefers the output saying "good" picks
@@ -56,7 +44,7 @@ func TestPairwiseJudge(t *testing.T) {
 		reply, _ := json.Marshal(map[string]string{"reasoning": "good beats bad", "better": better})
 		return llmtest.Reply{Text: string(reply)}
 	})
-	j := &PairwiseJudge{Engine: judgeEngine(t, st, judge.Env("sk-judge")), Model: "gpt-4.1", Seed: 5}
+	j := &PairwiseJudge{Engine: engineFor(t, st, judge.Env("sk-judge")), Model: "gpt-4.1", Seed: 5}
 	res, err := j.Judge(context.Background(), st, c)
 	if err != nil {
 		t.Fatal(err)

@@ -186,13 +186,12 @@ func ParseScorer(p *dsl.Pipeline, scores []string) (*Scorer, error) {
 	return NewScorer(p, extra), nil
 }
 
-// NewRunner is a runner of p's items on st that runs them as s says: at
-// s.Concurrency at once, within s.MaxCostUSD, loops capped at s.MaxLoops,
-// inputs mapped by s.Map. kinds run the nodes; human answers what the
-// runs ask (by their defaults when s.Auto, which the caller's human
-// honours).
-func NewRunner(st *store.Store, p *dsl.Pipeline, kinds runtime.Registry, human runtime.Human, s Settings) *Runner {
-	return &Runner{Store: st, Pipeline: p, Kinds: kinds, Human: human, MaxLoops: s.MaxLoops, Map: s.Map,
+// NewRunner is a runner of p's items on st that runs them on runs (an
+// engine's, on st) as s says: at s.Concurrency at once, within
+// s.MaxCostUSD, loops capped at s.MaxLoops, questions answered by their
+// defaults when s.Auto, inputs mapped by s.Map.
+func NewRunner(st *store.Store, p *dsl.Pipeline, runs *engine.Shared, s Settings) *Runner {
+	return &Runner{Store: st, Pipeline: p, Runs: runs, Auto: s.Auto, MaxLoops: s.MaxLoops, Map: s.Map,
 		Concurrency: s.Concurrency, MaxCostUSD: s.MaxCostUSD, Repeat: s.Repeat}
 }
 

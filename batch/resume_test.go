@@ -13,9 +13,8 @@ import (
 
 	"github.com/flowrun/flowrun/batch/batchtest"
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/llm/llmtest"
-	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -84,12 +83,12 @@ func resumeFixture(t *testing.T, n int) (pipeline, dataset string, asked *atomic
 // startBatch creates and runs a batch of the fixture as s says, the way
 // a front end does, its model client pointed where env says.
 func startBatch(t *testing.T, st *store.Store, pipeline, dataset string, s Settings, env func(string) (string, bool)) (*store.Batch, runtime.Status) {
-	return runBatch(t, st, pipeline, dataset, s, kindsFor(env))
+	return runBatch(t, st, pipeline, dataset, s, engineFor(t, st, env))
 }
 
 // runBatch creates and runs a batch of pipeline over dataset as s says,
-// its nodes run by kinds.
-func runBatch(t *testing.T, st *store.Store, pipeline, dataset string, s Settings, kinds runtime.Registry) (*store.Batch, runtime.Status) {
+// its runs started by eng.
+func runBatch(t *testing.T, st *store.Store, pipeline, dataset string, s Settings, eng *engine.Engine) (*store.Batch, runtime.Status) {
 	t.Helper()
 	ctx := context.Background()
 	p, d, b := loadBatch(t, pipeline, dataset)
@@ -97,7 +96,7 @@ func runBatch(t *testing.T, st *store.Store, pipeline, dataset string, s Setting
 	if err := SetSettings(b, s); err != nil {
 		t.Fatal(err)
 	}
-	r := NewRunner(st, p, kinds, nil, s)
+	r := NewRunner(st, p, share(t, eng, p), s)
 	var err error
 	if r.Scorer, err = ParseScorer(p, s.Score); err != nil {
 		t.Fatal(err)
@@ -127,8 +126,26 @@ func loadBatch(t *testing.T, pipeline, dataset string) (*dsl.Pipeline, *Dataset,
 	return p, d, &store.Batch{Pipeline: pipeline, PipelineAbs: pipeline, PipelineHash: p.Hash, Dataset: dataset, DatasetHash: d.Hash}
 }
 
-func kindsFor(env func(string) (string, bool)) runtime.Registry {
-	return nodes.Kinds(nodes.Services{LLM: llm.New(llm.Options{Env: env})})
+// engineFor is an engine on st whose model client goes where env says.
+func engineFor(t testing.TB, st *store.Store, env func(string) (string, bool)) *engine.Engine {
+	t.Helper()
+	eng, err := engine.New(engine.Options{Store: st, LookupEnv: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return eng
+}
+
+// share is eng's services for a batch of p, ended with the test.
+func share(t testing.TB, eng *engine.Engine, p *dsl.Pipeline) *engine.Shared {
+	t.Helper()
+	sh, err := eng.Share(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sh.Close)
+	return sh
 }
 
 // resume resumes batch id with the given overrides, as a front end does.
@@ -138,7 +155,7 @@ func resume(t *testing.T, st *store.Store, id string, o Overrides, env func(stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewRunner(st, res.Pipeline, kindsFor(env), nil, res.Settings)
+	r := NewRunner(st, res.Pipeline, share(t, engineFor(t, st, env), res.Pipeline), res.Settings)
 	status, reason, err := r.Resume(ctx, res, func() error { return nil })
 	if err != nil {
 		t.Fatal(err)
@@ -206,5 +223,37 @@ func TestPrepareResumeRefusesAChangedPipeline(t *testing.T) {
 	}
 	if _, err := PrepareResume(context.Background(), st, b.ID, ResumeOptions{AllowChanged: true}); err != nil {
 		t.Fatalf("allowed: %v", err)
+	}
+}
+
+// TestItemRunsRecordHowTheyRan: the engine starts each item's run as the
+// batch says and records it with the run (its model overrides, human
+// policy and loop cap), so that a resume of the run by any front end
+// goes on the same way.
+func TestItemRunsRecordHowTheyRan(t *testing.T) {
+	st := batchtest.OpenStore(t)
+	pipeline, dataset, _, env := resumeFixture(t, 2)
+	eng, err := engine.New(engine.Options{Store: st, LookupEnv: env, Models: []string{"default=gpt-4.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	b, status := runBatch(t, st, pipeline, dataset, Settings{Concurrency: 1, Auto: true, MaxLoops: 3}, eng)
+	if status != runtime.StatusCompleted {
+		t.Fatalf("the batch %s", status)
+	}
+	want := store.RunSpec{Models: map[string]string{"default": "gpt-4.1"}, Auto: true, MaxLoops: 3}
+	items, err := st.BatchItems(context.Background(), b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range items {
+		run, err := st.Run(context.Background(), row.Run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(run.Spec, want) {
+			t.Errorf("item %s's run %s recorded %+v, want %+v", row.Key, row.Run, run.Spec, want)
+		}
 	}
 }

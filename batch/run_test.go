@@ -260,20 +260,12 @@ func TestTrajectoryScoresOfAShippedRun(t *testing.T) {
 	sandboxtest.NeedPython(t)
 	st := batchtest.OpenStore(t)
 	pipeline := filepath.Join("..", "pipelines", "sir.yaml")
-	p, ds := dsl.Load(pipeline)
-	if p == nil {
-		t.Fatal(ds)
-	}
 	eng, err := engine.New(engine.Options{Store: st, Replay: filepath.Join("..", "pipelines", "sir.cassette.yaml"),
 		LookupEnv: func(string) (string, bool) { return "", false }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	kinds, err := eng.Kinds(p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dataset := write(t, t.TempDir(), "one.jsonl", `{"id": "default", "expected": "Q2"}`+"\n")
 	scores := []string{"revisions=run.iterations.refine",
 		`asked=any(run.tool_calls, .tool == "terminate_and_ask_translator" && .ok)`,
@@ -281,7 +273,7 @@ func TestTrajectoryScoresOfAShippedRun(t *testing.T) {
 		"reason_turns=run.turns.reason",
 		`routed=run.route[0] == "refine" && run.route[len(run.route)-1] == "refine[2]/route"`,
 		"questions=len(run.questions)"}
-	b, status := runBatch(t, st, pipeline, dataset, Settings{Score: scores}, kinds)
+	b, status := runBatch(t, st, pipeline, dataset, Settings{Score: scores}, eng)
 	items := rows(t, st, b)
 	if status != runtime.StatusCompleted || len(items) != 1 {
 		t.Fatalf("%s with %d items", status, len(items))

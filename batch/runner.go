@@ -6,9 +6,11 @@
 // cost limit) resumes without running a finished item again and resumes
 // each unfinished run from its checkpoints, so no finished node is paid for
 // twice. A problem with one item (a malformed line, a missing field, a
-// failing run) fails that item, named, and the rest of the batch runs. All
-// runs of a batch share one model client, so a model's rpm, tpm and
-// max_concurrency are one budget for the whole batch.
+// failing run) fails that item, named, and the rest of the batch runs. The
+// engine starts every run of a batch, items and judges, on one set of
+// services (engine.Shared), so a model's rpm, tpm and max_concurrency are
+// one budget for the whole batch, and each run records how it was started;
+// a judge's run is a child of the item's.
 //
 // A batch records its Settings with it, typed. PrepareResume and
 // Runner.Resume continue a batch the same way for every front end: it
@@ -102,8 +104,12 @@ func Select(items []*Item, sel Selection) ([]*Item, error) {
 type Runner struct {
 	Store    *store.Store
 	Pipeline *dsl.Pipeline
-	Kinds    runtime.Registry // one model client for every run: one rate budget
-	Human    runtime.Human
+	// Runs starts and resumes the batch's runs here, on one model client
+	// for every run: one rate budget.
+	Runs *engine.Shared
+	// Auto answers the runs' questions by their defaults; else they wait,
+	// as many runs at once cannot share one person's prompt.
+	Auto     bool
 	MaxLoops int
 	Scorer   *Scorer
 	Map      map[string]string // --map input=field
@@ -125,9 +131,10 @@ type Runner struct {
 
 	// Progress is told of each item as it finishes, one call at a time.
 	Progress func(Progress)
-	// Sink, if set, also receives every item run's events; items run at
-	// once call it from several goroutines.
-	Sink runtime.EventSink
+	// RemoteSink, if set, also receives the events of every item run
+	// Remote runs (engine.Shared.Sink traces them); items run at once call
+	// it from several goroutines.
+	RemoteSink runtime.EventSink
 	// Remote, if set, runs each item's run elsewhere (a worker) instead of
 	// in this process: it gets the item, linked to its run id, its inputs
 	// and a sink for the run's events as they happen (its model spend
@@ -421,9 +428,6 @@ type spendSink struct {
 }
 
 func (s *spendSink) Event(e runtime.Event) {
-	if s.st.r.Sink != nil {
-		s.st.r.Sink.Event(e)
-	}
 	if e.Type == runtime.EventModelTurn && e.Turn != nil && e.Turn.CostUSD > 0 {
 		s.st.mu.Lock()
 		s.st.spent += e.Turn.CostUSD
@@ -438,13 +442,23 @@ func (s *spendSink) Event(e runtime.Event) {
 	}
 }
 
+// remoteSink gives the events of a run that runs elsewhere to the
+// batch's RemoteSink, and counts its spend.
+type remoteSink struct{ *spendSink }
+
+func (s remoteSink) Event(e runtime.Event) {
+	if s.st.r.RemoteSink != nil {
+		s.st.r.RemoteSink.Event(e)
+	}
+	s.spendSink.Event(e)
+}
+
 // runItem starts or resumes one item's run, scores it and records the
 // result; sink counts its spend.
 func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Item, sink *spendSink) {
 	r := st.r
-	runner := &engine.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops, Ledger: st.runLedger()}
 	started := time.Now()
-	res, err := st.execute(ctx, runner, row, it)
+	res, err := st.execute(ctx, row, it, sink)
 	if err == nil && r.Remote == nil && st.refusedAtOnce(ctx, row, res) {
 		return
 	}
@@ -473,9 +487,9 @@ func (st *batchState) runItem(ctx context.Context, row *store.BatchItem, it *Ite
 				}
 			}
 			judge := func(ctx context.Context, p *dsl.Pipeline, in map[string]any) (*runtime.Result, error) {
-				j := &engine.Runner{Store: r.Store, Kinds: r.Kinds, Sink: sink, Human: r.Human, MaxLoops: r.MaxLoops, Ledger: st.runLedger(),
-					ChildOf: res.RunID}
-				return j.Start(ctx, p, in)
+				o := st.runOptions(sink)
+				o.ChildOf = res.RunID
+				return wait(r.Runs.Start(ctx, p, in, o))
 			}
 			scored, serr := r.Scorer.Score(ctx, env, judge)
 			row.Scores, row.Reasoning, row.Checks = scored.Scores, scored.Reasoning, scored.Checks
@@ -531,14 +545,21 @@ type datasetError struct{ err error }
 
 func (e *datasetError) Error() string { return e.err.Error() }
 
-// execute starts the item's run, or resumes the run it already has. A run
-// already finished (the batch was killed before recording it) is read
-// back from the store, not run again.
-func (st *batchState) execute(ctx context.Context, runner *engine.Runner, row *store.BatchItem, it *Item) (*runtime.Result, error) {
+// runOptions say how the engine runs a run of the batch whose spend sink
+// counts.
+func (st *batchState) runOptions(sink *spendSink) engine.RunOptions {
+	return engine.RunOptions{Sink: sink, Auto: st.r.Auto, MaxLoops: st.r.MaxLoops, Ledger: st.runLedger()}
+}
+
+// execute starts the item's run, or resumes the run it already has; sink
+// counts its spend. A run already finished (the batch was killed before
+// recording it) is read back from the store, not run again.
+func (st *batchState) execute(ctx context.Context, row *store.BatchItem, it *Item, sink *spendSink) (*runtime.Result, error) {
 	r := st.r
 	if r.Remote != nil {
-		return st.remote(ctx, row, it, runner.Sink)
+		return st.remote(ctx, row, it, remoteSink{sink})
 	}
+	o := st.runOptions(sink)
 	if row.Run != "" {
 		prev, err := r.Store.Run(ctx, row.Run)
 		switch {
@@ -549,7 +570,7 @@ func (st *batchState) execute(ctx context.Context, runner *engine.Runner, row *s
 			}
 			return res, nil
 		case err == nil:
-			return runner.Resume(ctx, row.Run, engine.RunnerResumeOptions{AllowChanged: r.AllowChanged})
+			return wait(r.Runs.Resume(ctx, row.Run, engine.ResumeOptions{RunOptions: o, AllowChanged: r.AllowChanged}))
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, err
 		}
@@ -559,7 +580,16 @@ func (st *batchState) execute(ctx context.Context, runner *engine.Runner, row *s
 	if err != nil {
 		return nil, err
 	}
-	return runner.StartAs(ctx, row.Run, r.Pipeline, in)
+	o.ID = row.Run
+	return wait(r.Runs.Start(ctx, r.Pipeline, in, o))
+}
+
+// wait waits for run, which started unless err says why not, to end.
+func wait(run *engine.Run, err error) (*runtime.Result, error) {
+	if err != nil {
+		return nil, err
+	}
+	return run.Wait(), nil
 }
 
 // remote has r.Remote run the item, linked to its run id.

@@ -31,7 +31,7 @@ func runUntilDecided(t *testing.T, st *store.Store, pipeline, dataset string, a 
 	if err := SetSettings(b, s); err != nil {
 		t.Fatal(err)
 	}
-	r := NewRunner(st, p, kindsFor(env), nil, s)
+	r := NewRunner(st, p, share(t, engineFor(t, st, env), p), s)
 	r.Scorer, r.Shuffle, r.OrderSeed, r.Decide = NewScorer(p, nil), true, 7, u.Observe
 	if err := r.Create(ctx, b, d.Items, func(*store.Batch) {}); err != nil {
 		t.Fatal(err)

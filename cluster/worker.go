@@ -103,8 +103,8 @@ type Worker struct {
 // Engine is what a worker runs pipelines with.
 type Engine interface {
 	// Kinds builds the node kinds for a pipeline (its model client, which
-	// must draw on shared for its rate limits); called once per pipeline
-	// hash.
+	// must draw on shared for its rate limits), or says why this host
+	// cannot run it; called once per pipeline hash.
 	Kinds(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Registry, error)
 	// Human answers the questions of jobs published with auto; without
 	// auto a question leaves the item waiting.
@@ -574,9 +574,6 @@ func (w *Worker) load(ctx context.Context, ref PipelineRef) (*loaded, error) {
 	w.c.hide.add(p)
 	dsl.Walk(p, func(q *dsl.Pipeline, _ *dsl.Node) { w.c.hide.add(q) })
 	kinds, err := w.Engine.Kinds(p, &sharedLimits{c: w.c})
-	if err == nil {
-		err = kinds.Check(p)
-	}
 	if err != nil {
 		w.pipeline[ref.Hash] = &loaded{unfit: &unfitError{err}}
 		return nil, w.pipeline[ref.Hash].unfit

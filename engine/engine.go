@@ -17,8 +17,9 @@
 //     read a host file outside the pipeline's directory, on this resume
 //     or any later one.
 //   - A run's model client, sandbox, MCP sessions and trace exporter are
-//     made for it and end with it; those made for cluster workers (Kinds)
-//     end with Close.
+//     made for it and end with it; those Share makes for many runs (a
+//     batch's) end with Shared.Close, and those made for cluster workers
+//     (Kinds) with Close.
 //   - A model override names a model the pipeline declares, and a pipeline
 //     that needs a model endpoint the environment does not give either
 //     replays the cassette it ships (saying so on Options.Notices) or does
@@ -181,6 +182,11 @@ type RunOptions struct {
 	// Ledger, when set, is the cost cap the run is part of: every model
 	// call of the run reserves from it too (runtime.Options.Ledger).
 	Ledger budget.Ledger
+	// ID, when set, is a new run's id (runtime.NewRunID), chosen by a
+	// caller that records it elsewhere before the run exists: a batch
+	// links its item to the run first, so that a kill in between leaves
+	// a link to a run that never started, never a run no item knows.
+	ID string
 }
 
 // ConfigError says the engine's or a run's options do not fit the
@@ -213,15 +219,24 @@ func (e *Engine) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]a
 	if err != nil {
 		return nil, err
 	}
+	return e.start(ctx, s, p, inputs, o)
+}
+
+// start records a new run of p on s's services and launches it.
+func (e *Engine) start(ctx context.Context, s *session, p *dsl.Pipeline, inputs map[string]any, o RunOptions) (*Run, error) {
 	st, err := e.Store()
 	if err != nil {
-		s.end()
+		s.release()
 		return nil, err
 	}
 	s.useStore(st)
-	pr, err := e.runner(st, s, o).PrepareStart(ctx, runtime.NewRunID(), p, inputs)
+	id := o.ID
+	if id == "" {
+		id = runtime.NewRunID()
+	}
+	pr, err := e.runner(st, s, o).PrepareStart(ctx, id, p, inputs)
 	if err != nil {
-		s.end()
+		s.release()
 		return nil, preparing(err)
 	}
 	return e.launch(ctx, s, pr), nil
@@ -244,7 +259,7 @@ type ResumeOptions struct {
 // restored, not run again. It returns the run as it goes on, as Start
 // does.
 func (e *Engine) Resume(ctx context.Context, run string, o ResumeOptions) (*Run, error) {
-	return e.resume(ctx, run, "", o)
+	return e.resume(ctx, run, "", o, nil)
 }
 
 // Fork continues run from a snapshot label or checkpoint number (from) as
@@ -253,10 +268,11 @@ func (e *Engine) Fork(ctx context.Context, run, from string, o ResumeOptions) (*
 	if from == "" {
 		return nil, errors.New("fork: name a snapshot or a checkpoint to fork from")
 	}
-	return e.resume(ctx, run, from, o)
+	return e.resume(ctx, run, from, o, nil)
 }
 
-func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions) (*Run, error) {
+// resume goes on with run, on shared's services when it is not nil.
+func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions, shared *session) (*Run, error) {
 	st, err := e.Store()
 	if err != nil {
 		return nil, err
@@ -273,14 +289,16 @@ func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions) 
 	if o.MaxLoops == 0 {
 		o.MaxLoops = prev.Spec.MaxLoops
 	}
-	s, err := e.open(p, o.RunOptions, prev.Spec)
-	if err != nil {
-		return nil, err
+	s := shared
+	if s == nil {
+		if s, err = e.open(p, o.RunOptions, prev.Spec); err != nil {
+			return nil, err
+		}
 	}
 	s.useStore(st)
 	pr, err := e.runner(st, s, o.RunOptions).PrepareContinue(ctx, prev, p, from, edits)
 	if err != nil {
-		s.end()
+		s.release()
 		return nil, preparing(err)
 	}
 	return e.launch(ctx, s, pr), nil
@@ -329,18 +347,20 @@ func (e *Engine) Stop(ctx context.Context, run, reason string) error {
 }
 
 // Shared is one model client, sandbox and set of MCP sessions that many
-// runs of one pipeline share, so that its rate limits hold across them
-// (a batch, a cluster worker). Runs that use it are recorded by their
-// runner with Kinds; Sink is where their events go to be traced (nil
-// when runs are not traced).
+// runs share, so that its rate limits hold across them (a batch's items
+// and their judges, a cluster worker's jobs).
 type Shared struct {
-	Kinds runtime.Registry
-	Sink  runtime.EventSink
-	s     *session
+	// Sink is where the events of runs that run elsewhere (a batch's
+	// items on cluster workers) go to be traced; nil when runs are not
+	// traced. Those Start and Resume run are traced already.
+	Sink runtime.EventSink
+	e    *Engine
+	s    *session
 }
 
 // Share builds the services that runs of p share, drawing on limits for
-// rate limits when it is not nil. Close ends them.
+// rate limits when it is not nil: a *HostError says this host cannot run
+// p. Close ends them.
 func (e *Engine) Share(p *dsl.Pipeline, limits llm.SharedLimits) (*Shared, error) {
 	if limits == nil {
 		limits = e.o.Shared
@@ -349,23 +369,37 @@ func (e *Engine) Share(p *dsl.Pipeline, limits llm.SharedLimits) (*Shared, error
 	if err != nil {
 		return nil, err
 	}
-	sh := &Shared{Kinds: s.kinds, s: s}
+	if err := s.kinds.Check(p); err != nil {
+		s.end()
+		return nil, &HostError{err}
+	}
+	s.shared = true
+	sh := &Shared{e: e, s: s}
 	if s.traces != nil {
 		sh.Sink = s.traces
 	}
 	return sh, nil
 }
 
-// UseCache lets the shared model client answer from, and fill, st's
-// response cache (Options.Cache).
-func (sh *Shared) UseCache(st *store.Store) { sh.s.useStore(st) }
+// Start is Engine.Start on the shared services, as Share made them: o's
+// Models, Record and OnDelta, which make a run's own services, are not
+// the run's.
+func (sh *Shared) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]any, o RunOptions) (*Run, error) {
+	return sh.e.start(ctx, sh.s, p, inputs, o)
+}
 
-// Close ends the shared services.
+// Resume is Engine.Resume on the shared services, which the run goes on
+// with in place of the models and cassette it recorded.
+func (sh *Shared) Resume(ctx context.Context, run string, o ResumeOptions) (*Run, error) {
+	return sh.e.resume(ctx, run, "", o, sh.s)
+}
+
+// Close ends the shared services; the runs on them have ended.
 func (sh *Shared) Close() { sh.s.end() }
 
 // Kinds builds the node kinds for p, drawing on shared for rate limits,
-// for a runner that records runs itself (a cluster worker). What it makes
-// ends with Close.
+// for a runner that records runs itself (a cluster worker): a *HostError
+// says this host cannot run p. What it makes ends with Close.
 func (e *Engine) Kinds(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Registry, error) {
 	sh, err := e.Share(p, shared)
 	if err != nil {
@@ -374,7 +408,7 @@ func (e *Engine) Kinds(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Regist
 	e.mu.Lock()
 	e.sessions = append(e.sessions, sh.s)
 	e.mu.Unlock()
-	return sh.Kinds, nil
+	return sh.s.kinds, nil
 }
 
 // Human is what answers questions when nobody is there to: with auto,

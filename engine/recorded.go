@@ -9,12 +9,13 @@ import (
 
 // What packages outside the engine need of durable runs: how a front end
 // reads a recorded run and the errors a resume refuses with, and, for
-// those that do not start their runs through the engine yet (the layer
-// test in internal/layers lists them, each with its reason), the runner
-// that records them.
+// the cluster's coordinator, which records runs that run elsewhere (the
+// layer test in internal/layers lists it, with its reason), a run's
+// record and ending. Their tests record runs with node kinds of their
+// own through Runner, which the layer test keeps out of their code.
 
 // Runner records and runs pipelines as durable runs, with node kinds
-// its caller built (Engine.Share's, for a batch).
+// its caller built.
 type Runner = durable.Runner
 
 // ChangedError says files of a run's pipeline changed since it started.
@@ -52,6 +53,3 @@ func NewRunRecord(id string, p *dsl.Pipeline, inputs map[string]any) (*store.Run
 
 // Ending is how a run that ended with res is recorded in the store.
 func Ending(res *runtime.Result) store.Ending { return durable.Ending(res) }
-
-// RunnerResumeOptions say how a Runner resumes.
-type RunnerResumeOptions = durable.ResumeOptions

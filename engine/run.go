@@ -57,7 +57,7 @@ func (e *Engine) launch(ctx context.Context, s *session, pr *durable.Prepared) *
 		defer e.runs.Done()
 		res := pr.Run(ctx)
 		stop(nil)
-		s.end()
+		s.release()
 		r.res = res
 		close(r.done)
 	}()

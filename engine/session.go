@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
@@ -35,6 +36,10 @@ type session struct {
 
 	// traces is nil unless runs are traced.
 	traces *tracing.Exporter
+	// shared sessions serve many runs and end with their Shared, not
+	// with a run.
+	shared bool
+	cache  sync.Once // the model client is given the store once
 }
 
 // ErrNoEndpoint says a pipeline calls a model with neither a key nor an
@@ -136,8 +141,9 @@ func NeedsEndpoint(p *dsl.Pipeline, lookupEnv func(string) (string, bool)) bool 
 	return need
 }
 
-// useStore lets the model client answer from, and fill, st's response cache.
-func (s *session) useStore(st *store.Store) { s.model.UseCache(st) }
+// useStore lets the model client answer from, and fill, st's response
+// cache; the runs of a shared session each call it before they run.
+func (s *session) useStore(st *store.Store) { s.cache.Do(func() { s.model.UseCache(st) }) }
 
 // end stops the sandbox's workers and the MCP servers, flushes the
 // traces and writes the recorded cassette, if any.
@@ -159,6 +165,14 @@ func (s *session) end() {
 		return
 	}
 	s.e.notice("recorded %d model exchange(s) to %s", s.record.Len(), s.e.o.Record)
+}
+
+// release ends s as a run on it ends, or fails to start, unless other
+// runs share it.
+func (s *session) release() {
+	if !s.shared {
+		s.end()
+	}
 }
 
 // withTraces is sink, plus the trace exporter when runs are traced.

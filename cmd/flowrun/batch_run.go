@@ -160,7 +160,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			return abort(exitFailed, err)
 		}
 		defer st.Close()
-		r, finish, code := batchRunner(p, settings, &bf, st, stdin, stderr)
+		r, finish, code := batchRunner(p, settings, &bf, st, stderr)
 		if r == nil {
 			return nil, code
 		}
@@ -249,7 +249,7 @@ func batchScorer(p *dsl.Pipeline, scores []string, stderr io.Writer) (*batch.Sco
 // batchRunner builds one model client for every run of the batch, so
 // that its rate limits hold batch-wide, and a runner on st that runs the
 // items as s says.
-func batchRunner(p *dsl.Pipeline, s batch.Settings, bf *batchFlags, st *store.Store, stdin io.Reader, stderr io.Writer) (*batch.Runner, func(), int) {
+func batchRunner(p *dsl.Pipeline, s batch.Settings, bf *batchFlags, st *store.Store, stderr io.Writer) (*batch.Runner, func(), int) {
 	if s.MaxCostUSD > 0 || p.Limits.MaxCostUSD > 0 {
 		warnUnpriced(stderr, "flowrun batch", p, s.Model)
 	}
@@ -263,17 +263,8 @@ func batchRunner(p *dsl.Pipeline, s batch.Settings, bf *batchFlags, st *store.St
 	if err != nil {
 		return nil, nil, fail(stderr, "flowrun batch", err)
 	}
-	if err := sh.Kinds.Check(p); err != nil {
-		sh.Close()
-		fmt.Fprintf(stderr, "flowrun batch: %v\n", err)
-		return nil, nil, exitFailed
-	}
-	sh.UseCache(st)
-	// Many runs at once cannot share a terminal's prompt: questions are
-	// answered by --auto or wait.
-	human := newHuman(humanFlags{auto: s.Auto, noInput: true}, stdin, stderr)
-	r := batch.NewRunner(st, p, sh.Kinds, human, s)
-	r.Sink = sh.Sink
+	r := batch.NewRunner(st, p, sh, s)
+	r.RemoteSink = sh.Sink
 	return r, func() { sh.Close(); eng.Close() }, exitOK
 }
 
@@ -342,7 +333,7 @@ func batchResumeCmd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		}
 	}
 	bf.models.replay, bf.models.models, bf.remote = s.Replay, s.Model, s.NATS != ""
-	r, finish, code := batchRunner(res.Pipeline, s, &bf, st, stdin, stderr)
+	r, finish, code := batchRunner(res.Pipeline, s, &bf, st, stderr)
 	if r == nil {
 		return code
 	}

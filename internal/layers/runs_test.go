@@ -26,9 +26,6 @@ var runStarters = []string{
 // yet, each with its reason. A use not listed fails the test, and so
 // does a listed one that is gone, so that the list shrinks as they move.
 var allowed = map[string]map[string]string{
-	"batch": {
-		"engine.Runner": "items and their judges are recorded by a runner over Engine.Share's services, not started as handles yet",
-	},
 	"cluster": {
 		"runtime.Run":         "a worker runs a job with JetStream checkpoints and events, until one journal serves SQLite and JetStream",
 		"engine.NewRunRecord": "the coordinator records, in the local store, the runs its workers run elsewhere",
