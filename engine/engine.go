@@ -41,6 +41,8 @@ import (
 	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine/internal/durable"
+	"github.com/flowrun/flowrun/engine/internal/services"
+	"github.com/flowrun/flowrun/engine/secret"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llmconf"
@@ -100,8 +102,8 @@ type Engine struct {
 	ownStore  bool
 
 	mu       sync.Mutex
-	sessions []*session // made by Kinds, ended by Close
-	notices  sync.Mutex // one line at a time on Options.Notices
+	sessions []*services.Session // made by Kinds, ended by Close
+	notices  sync.Mutex          // one line at a time on Options.Notices
 	runs     sync.WaitGroup
 }
 
@@ -144,7 +146,7 @@ func (e *Engine) Close() error {
 	e.sessions = nil
 	e.mu.Unlock()
 	for _, s := range sessions {
-		s.end()
+		s.End()
 	}
 	if e.ownStore {
 		return e.st.Close()
@@ -223,20 +225,20 @@ func (e *Engine) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]a
 }
 
 // start records a new run of p on s's services and launches it.
-func (e *Engine) start(ctx context.Context, s *session, p *dsl.Pipeline, inputs map[string]any, o RunOptions) (*Run, error) {
+func (e *Engine) start(ctx context.Context, s *services.Session, p *dsl.Pipeline, inputs map[string]any, o RunOptions) (*Run, error) {
 	st, err := e.Store()
 	if err != nil {
-		s.release()
+		s.Release()
 		return nil, err
 	}
-	s.useStore(st)
+	s.UseStore(st)
 	id := o.ID
 	if id == "" {
 		id = runtime.NewRunID()
 	}
 	pr, err := e.runner(st, s, o).PrepareStart(ctx, id, p, inputs)
 	if err != nil {
-		s.release()
+		s.Release()
 		return nil, preparing(err)
 	}
 	return e.launch(ctx, s, pr), nil
@@ -272,7 +274,7 @@ func (e *Engine) Fork(ctx context.Context, run, from string, o ResumeOptions) (*
 }
 
 // resume goes on with run, on shared's services when it is not nil.
-func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions, shared *session) (*Run, error) {
+func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions, shared *services.Session) (*Run, error) {
 	st, err := e.Store()
 	if err != nil {
 		return nil, err
@@ -295,10 +297,10 @@ func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions, 
 			return nil, err
 		}
 	}
-	s.useStore(st)
+	s.UseStore(st)
 	pr, err := e.runner(st, s, o.RunOptions).PrepareContinue(ctx, prev, p, from, edits)
 	if err != nil {
-		s.release()
+		s.Release()
 		return nil, preparing(err)
 	}
 	return e.launch(ctx, s, pr), nil
@@ -355,7 +357,7 @@ type Shared struct {
 	// traced. Those Start and Resume run are traced already.
 	Sink runtime.EventSink
 	e    *Engine
-	s    *session
+	s    *services.Session
 }
 
 // Share builds the services that runs of p share, drawing on limits for
@@ -369,16 +371,12 @@ func (e *Engine) Share(p *dsl.Pipeline, limits llm.SharedLimits) (*Shared, error
 	if err != nil {
 		return nil, err
 	}
-	if err := s.kinds.Check(p); err != nil {
-		s.end()
+	if err := s.Kinds.Check(p); err != nil {
+		s.End()
 		return nil, &HostError{err}
 	}
-	s.shared = true
-	sh := &Shared{e: e, s: s}
-	if s.traces != nil {
-		sh.Sink = s.traces
-	}
-	return sh, nil
+	s.Shared = true
+	return &Shared{Sink: s.Traces(), e: e, s: s}, nil
 }
 
 // Start is Engine.Start on the shared services, as Share made them: o's
@@ -395,7 +393,7 @@ func (sh *Shared) Resume(ctx context.Context, run string, o ResumeOptions) (*Run
 }
 
 // Close ends the shared services; the runs on them have ended.
-func (sh *Shared) Close() { sh.s.end() }
+func (sh *Shared) Close() { sh.s.End() }
 
 // Kinds builds the node kinds for p, drawing on shared for rate limits,
 // for a runner that records runs itself (a cluster worker): a *HostError
@@ -408,7 +406,7 @@ func (e *Engine) Kinds(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Regist
 	e.mu.Lock()
 	e.sessions = append(e.sessions, sh.s)
 	e.mu.Unlock()
-	return sh.s.kinds, nil
+	return sh.s.Kinds, nil
 }
 
 // Human is what answers questions when nobody is there to: with auto,
@@ -453,16 +451,16 @@ func (g *given) Answer(ctx context.Context, q runtime.Question) (any, bool, erro
 	return g.then.Answer(ctx, q)
 }
 
-func (e *Engine) runner(st *store.Store, s *session, o RunOptions) *durable.Runner {
+func (e *Engine) runner(st *store.Store, s *services.Session, o RunOptions) *durable.Runner {
 	human := o.Human
 	if human == nil {
 		human = e.Human(o.Auto)
 	}
-	spec := store.RunSpec{Models: s.svc.Models, Auto: o.Auto, MaxLoops: o.MaxLoops, Replay: s.replay}
+	spec := store.RunSpec{Models: s.Services.Models, Auto: o.Auto, MaxLoops: o.MaxLoops, Replay: s.Replay}
 	if len(spec.Models) == 0 {
 		spec.Models = nil // as the record reads back
 	}
-	return &durable.Runner{Store: st, Kinds: s.kinds, Sink: s.withTraces(o.Sink), Human: human, MaxLoops: o.MaxLoops,
+	return &durable.Runner{Store: st, Kinds: s.Kinds, Sink: s.WithTraces(o.Sink), Human: human, MaxLoops: o.MaxLoops,
 		RemoteInputs: o.Remote, LookupEnv: e.o.LookupEnv, Spec: spec, ChildOf: o.ChildOf, Ledger: o.Ledger}
 }
 
@@ -471,6 +469,45 @@ func (e *Engine) notice(format string, args ...any) {
 	e.notices.Lock()
 	defer e.notices.Unlock()
 	fmt.Fprintf(e.o.Notices, format+"\n", args...)
+}
+
+// ErrNoEndpoint says a pipeline calls a model with neither a key nor an
+// endpoint to go to, and ships no cassette to replay.
+var ErrNoEndpoint = services.ErrNoEndpoint
+
+// NeedsEndpoint reports whether p calls a model that has neither a key nor
+// an endpoint to go to in the environment lookupEnv reads.
+func NeedsEndpoint(p *dsl.Pipeline, lookupEnv func(string) (string, bool)) bool {
+	return services.NeedsEndpoint(p, lookupEnv)
+}
+
+// open builds the services for a run of p that goes on as recorded (a
+// resumed run's spec; none for a new run).
+func (e *Engine) open(p *dsl.Pipeline, o RunOptions, recorded store.RunSpec) (*services.Session, error) {
+	return e.openShared(p, o, recorded, e.o.Shared)
+}
+
+// openShared builds the services for runs of p, drawing on limits for
+// rate limits. A run goes on with the model overrides and the cassette
+// it recorded, unless it is given others.
+func (e *Engine) openShared(p *dsl.Pipeline, o RunOptions, recorded store.RunSpec, limits llm.SharedLimits) (*services.Session, error) {
+	models, err := overrides(p, recorded.Models, e.o.Models, o.Models)
+	if err != nil {
+		return nil, &ConfigError{err}
+	}
+	secret.Register(p, e.o.LookupEnv)
+	replay := e.o.Replay
+	if replay == "" {
+		replay = recorded.Replay
+	}
+	s, err := services.Open(p, services.Options{Models: models, Replay: replay, NoEndpoint: e.o.NoEndpoint,
+		Record: o.Record, RecordTo: e.o.Record, Cache: e.o.Cache, CacheTTL: e.o.CacheTTL, OTLP: e.o.OTLP,
+		Limits: limits, MaxAttempts: e.o.MaxAttempts, LookupEnv: e.o.LookupEnv, Kinds: e.o.Kinds,
+		OnDelta: o.OnDelta, Notice: e.notice})
+	if err != nil {
+		return nil, &ConfigError{err}
+	}
+	return s, nil
 }
 
 // overrides reads NAME=MODEL overrides of models p declares, over those

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/flowrun/flowrun/engine/internal/durable"
+	"github.com/flowrun/flowrun/engine/internal/services"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -49,7 +50,7 @@ func (r *Run) Answer(ctx context.Context, answer any, o ResumeOptions) (*Run, er
 
 // launch runs pr, whose services s are, until it ends or ctx is done;
 // Close waits for it.
-func (e *Engine) launch(ctx context.Context, s *session, pr *durable.Prepared) *Run {
+func (e *Engine) launch(ctx context.Context, s *services.Session, pr *durable.Prepared) *Run {
 	ctx, stop := context.WithCancelCause(ctx)
 	r := &Run{e: e, id: pr.ID(), stop: stop, done: make(chan struct{})}
 	e.runs.Add(1)
@@ -57,7 +58,7 @@ func (e *Engine) launch(ctx context.Context, s *session, pr *durable.Prepared) *
 		defer e.runs.Done()
 		res := pr.Run(ctx)
 		stop(nil)
-		s.release()
+		s.Release()
 		r.res = res
 		close(r.done)
 	}()
