@@ -287,12 +287,12 @@ func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions, 
 	if err != nil {
 		return nil, err
 	}
-	o.Auto = o.Auto || prev.Spec.Auto
-	if o.MaxLoops == 0 {
-		o.MaxLoops = prev.Spec.MaxLoops
-	}
 	s := shared
 	if s == nil {
+		o.Auto = o.Auto || prev.Spec.Auto
+		if o.MaxLoops == 0 {
+			o.MaxLoops = prev.Spec.MaxLoops
+		}
 		if s, err = e.open(p, o.RunOptions, prev.Spec); err != nil {
 			return nil, err
 		}
@@ -386,8 +386,9 @@ func (sh *Shared) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]
 	return sh.e.start(ctx, sh.s, p, inputs, o)
 }
 
-// Resume is Engine.Resume on the shared services, which the run goes on
-// with in place of the models and cassette it recorded.
+// Resume is Engine.Resume on the shared services: the run goes on as
+// they and o say (a batch's settings), in place of the models, cassette,
+// human policy and loop cap it recorded, and records that.
 func (sh *Shared) Resume(ctx context.Context, run string, o ResumeOptions) (*Run, error) {
 	return sh.e.resume(ctx, run, "", o, sh.s)
 }

@@ -156,6 +156,35 @@ func TestStartWaitAnswerFork(t *testing.T) {
 	}
 }
 
+// A run that shared services (a batch's) resume goes on as the caller
+// says, not as it recorded: a batch resumed without --auto or a loop cap
+// gives its items neither, and their records say so.
+func TestSharedResumeGoesOnAsTold(t *testing.T) {
+	e, st := newEngine(t, llmtest.New(t), nil)
+	p := load(t, "asker.yaml", askPipeline)
+	sh, err := e.Share(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	ctx := context.Background()
+	// The question has no default: auto leaves it waiting too.
+	res, err := result(sh.Start(ctx, p, nil, RunOptions{Auto: true, MaxLoops: 3}))
+	if err != nil || res.Status != runtime.StatusWaiting {
+		t.Fatalf("want waiting: %v %+v", err, res)
+	}
+	if r, err := st.Run(ctx, res.RunID); err != nil || !r.Spec.Auto || r.Spec.MaxLoops != 3 {
+		t.Fatalf("started with auto and a cap of 3, recorded %+v (%v)", r.Spec, err)
+	}
+	res, err = result(sh.Resume(ctx, res.RunID, ResumeOptions{}))
+	if err != nil || res.Status != runtime.StatusWaiting {
+		t.Fatalf("want waiting again: %v %+v", err, res)
+	}
+	if r, err := st.Run(ctx, res.RunID); err != nil || r.Spec.Auto || r.Spec.MaxLoops != 0 {
+		t.Errorf("resumed with neither, recorded %+v (%v)", r.Spec, err)
+	}
+}
+
 // Stop stops a run wherever it runs, through the store: the run ends
 // stopped with the reason given, resumable.
 func TestStopEndsARunningRun(t *testing.T) {
