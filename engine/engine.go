@@ -236,7 +236,7 @@ func (e *Engine) start(ctx context.Context, s *services.Session, p *dsl.Pipeline
 	if id == "" {
 		id = runtime.NewRunID()
 	}
-	pr, err := e.runner(st, s, o).PrepareStart(ctx, id, p, inputs)
+	pr, err := e.runner(st, s, p, o).PrepareStart(ctx, id, p, inputs)
 	if err != nil {
 		s.Release()
 		return nil, preparing(err)
@@ -298,7 +298,7 @@ func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions, 
 		}
 	}
 	s.UseStore(st)
-	pr, err := e.runner(st, s, o.RunOptions).PrepareContinue(ctx, prev, p, from, edits)
+	pr, err := e.runner(st, s, p, o.RunOptions).PrepareContinue(ctx, prev, p, from, edits)
 	if err != nil {
 		s.Release()
 		return nil, preparing(err)
@@ -452,14 +452,23 @@ func (g *given) Answer(ctx context.Context, q runtime.Question) (any, bool, erro
 	return g.then.Answer(ctx, q)
 }
 
-func (e *Engine) runner(st *store.Store, s *services.Session, o RunOptions) *durable.Runner {
+// runner records and runs p on s as o says.
+func (e *Engine) runner(st *store.Store, s *services.Session, p *dsl.Pipeline, o RunOptions) *durable.Runner {
 	human := o.Human
 	if human == nil {
 		human = e.Human(o.Auto)
 	}
-	spec := store.RunSpec{Models: s.Services.Models, Auto: o.Auto, MaxLoops: o.MaxLoops, Replay: s.Replay}
-	if len(spec.Models) == 0 {
-		spec.Models = nil // as the record reads back
+	spec := store.RunSpec{Auto: o.Auto, MaxLoops: o.MaxLoops, Replay: s.Replay}
+	// Shared services may override models that a run of another
+	// pipeline (a judge's) does not declare: a resume of it would refuse
+	// them.
+	for name, id := range s.Services.Models {
+		if p.Models[name] != nil {
+			if spec.Models == nil {
+				spec.Models = map[string]string{}
+			}
+			spec.Models[name] = id
+		}
 	}
 	return &durable.Runner{Store: st, Kinds: s.Kinds, Sink: s.WithTraces(o.Sink), Human: human, MaxLoops: o.MaxLoops,
 		RemoteInputs: o.Remote, LookupEnv: e.o.LookupEnv, Spec: spec, ChildOf: o.ChildOf, Ledger: o.Ledger}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -156,17 +157,25 @@ func TestStartWaitAnswerFork(t *testing.T) {
 	}
 }
 
-// A run that shared services (a batch's) resume goes on as the caller
-// says, not as it recorded: a batch resumed without --auto or a loop cap
-// gives its items neither, and their records say so.
-func TestSharedResumeGoesOnAsTold(t *testing.T) {
-	e, st := newEngine(t, llmtest.New(t), nil)
+// sharedAsker is askPipeline and e's services shared by its runs, ended
+// with the test.
+func sharedAsker(t *testing.T, e *Engine) (*dsl.Pipeline, *Shared) {
+	t.Helper()
 	p := load(t, "asker.yaml", askPipeline)
 	sh, err := e.Share(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sh.Close()
+	t.Cleanup(sh.Close)
+	return p, sh
+}
+
+// A run that shared services (a batch's) resume goes on as the caller
+// says, not as it recorded: a batch resumed without --auto or a loop cap
+// gives its items neither, and their records say so.
+func TestSharedResumeGoesOnAsTold(t *testing.T) {
+	e, st := newEngine(t, llmtest.New(t), nil)
+	p, sh := sharedAsker(t, e)
 	ctx := context.Background()
 	// The question has no default: auto leaves it waiting too.
 	res, err := result(sh.Start(ctx, p, nil, RunOptions{Auto: true, MaxLoops: 3}))
@@ -182,6 +191,42 @@ func TestSharedResumeGoesOnAsTold(t *testing.T) {
 	}
 	if r, err := st.Run(ctx, res.RunID); err != nil || r.Spec.Auto || r.Spec.MaxLoops != 0 {
 		t.Errorf("resumed with neither, recorded %+v (%v)", r.Spec, err)
+	}
+}
+
+// A run on shared services records the overrides of the models its own
+// pipeline declares: a judge's pipeline, which declares none, records
+// none, so that a resume of it is not refused for them.
+func TestSharedRunsRecordTheirOwnModels(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "runs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e, err := New(Options{Store: st, LookupEnv: llmtest.New(t).Env(""), Models: []string{"default=gpt-4.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	p, sh := sharedAsker(t, e)
+	ctx := context.Background()
+	judge := load(t, "judge.yaml", "version: 1\nname: judge\ninputs: {x: {type: string}}\noutputs: {y: inputs.x}\n")
+	for _, c := range []struct {
+		p      *dsl.Pipeline
+		inputs map[string]any
+		want   map[string]string
+	}{{p, nil, map[string]string{"default": "gpt-4.1"}}, {judge, map[string]any{"x": "a"}, nil}} {
+		res, err := result(sh.Start(ctx, c.p, c.inputs, RunOptions{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := st.Run(ctx, res.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(r.Spec.Models, c.want) {
+			t.Errorf("a run of %s recorded the models %v, want %v", c.p.Name, r.Spec.Models, c.want)
+		}
 	}
 }
 
