@@ -461,20 +461,21 @@ func storedCheckpoints(t *testing.T, js jetstream.JetStream) map[string]bool {
 	ctx, cancel := context.WithTimeout(context.Background(), durDeadline)
 	defer cancel()
 	// Right after a cluster starts, or a server is lost, the JetStream API
-	// may not answer yet ("no responders"): ask again until it does.
+	// may not answer yet ("no responders"), to the consumer's creation or
+	// to the first question put to it: ask again until both answer.
 	var cons jetstream.Consumer
+	var info *jetstream.ConsumerInfo
 	var err error
 	for {
 		cons, err = js.OrderedConsumer(ctx, "FLOWRUN_RUNS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"flowrun.cp.>"}})
+		if err == nil {
+			info, err = cons.Info(ctx)
+		}
 		if err == nil || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := cons.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
