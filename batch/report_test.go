@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/flowrun/flowrun/batch/batchtest"
+	"github.com/flowrun/flowrun/internal/browsertest"
 	"github.com/flowrun/flowrun/internal/testwait"
 	"image"
 	"image/png"
@@ -78,7 +79,7 @@ func TestReportSelfContained(t *testing.T) {
 // the picture is a real page, not a blank or an error screen's worth of
 // pixels. FLOWRUN_REPORT_SCREENSHOT=1 keeps it in testdata/out/.
 func TestReportScreenshot(t *testing.T) {
-	browser := batchtest.Chromium(t)
+	browser := browsertest.Chromium(t)
 	page, _, _ := reportFixture(t)
 	dir := t.TempDir()
 	report := filepath.Join(dir, "report.html")

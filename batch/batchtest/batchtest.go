@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/flowrun/flowrun/errclass"
-	"github.com/flowrun/flowrun/internal/testneed"
+	"github.com/flowrun/flowrun/internal/browsertest"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 	"github.com/flowrun/flowrun/tokens"
@@ -206,20 +204,11 @@ func ARC(side string) *Dress {
 	}
 }
 
-// Chromium is the path of a headless-capable Chromium, or skips the test.
-func Chromium(t *testing.T) string {
-	t.Helper()
-	return testneed.Executable(t, testneed.Chromium, "chromium", "chromium-browser")
-}
-
-// Browser is a tab of a headless Chromium, closed when the test ends,
-// or skips the test when there is none.
+// Browser is a tab of a headless Chromium that gives up after two
+// minutes, closed when the test ends, or skips the test when there is none.
 func Browser(t *testing.T) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(Chromium(t)), chromedp.NoSandbox, chromedp.WindowSize(1280, 1600))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(func() { cancel(); cancelTab(); cancelAlloc() })
+	ctx, cancel := context.WithTimeout(browsertest.Start(t, 1280, 1600), 2*time.Minute)
+	t.Cleanup(cancel)
 	return ctx
 }

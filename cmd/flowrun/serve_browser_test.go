@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,17 +13,11 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"github.com/flowrun/flowrun/internal/testneed"
+	"github.com/flowrun/flowrun/internal/browsertest"
 	"github.com/flowrun/flowrun/llm/llmtest"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
-
-// chromium finds a headless-capable Chromium or skips the test.
-func chromium(t *testing.T) string {
-	t.Helper()
-	return testneed.Executable(t, testneed.Chromium, "chromium", "chromium-browser", "google-chrome")
-}
 
 // tab is one browser tab of a test, with where its screenshots go.
 type tab struct {
@@ -93,15 +86,7 @@ func (b *tab) shot(name string) {
 // browser starts headless Chromium for the test t (or skips it) and
 // returns how a subtest opens a tab in it.
 func browser(t *testing.T) func(t *testing.T) *tab {
-	exe := chromium(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	t.Cleanup(cancelBrowser)
-	if err := chromedp.Do(bctx); err != nil {
-		testneed.Need(t, testneed.Chromium, fmt.Errorf("%s does not start: %w", exe, err))
-	}
+	bctx := browsertest.Start(t, 1400, 1000)
 	return func(t *testing.T) *tab {
 		ctx, cancel := chromedp.NewContext(bctx)
 		t.Cleanup(cancel)
