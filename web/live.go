@@ -34,28 +34,43 @@ type runFeed struct {
 	msgs    []liveMsg // in seq order; appended to, never changed
 	status  runtime.Status
 	err     error         // reading the store failed: the streams end
-	changed chan struct{} // closed, and replaced, when msgs, status or err change
+	changed chan struct{} // closed, and replaced, after every reading
 	streams int
 	stop    context.CancelFunc
+
+	// A stream trusts only a status read after it joined: the feed reads
+	// the store when its mark moves, up to a poll later, so the status it
+	// holds can be older than the page that opened the stream. Sent, that
+	// older status made the page reload itself once more, taking the
+	// click or the text a person was giving it.
+	passes     int           // readings started
+	statusPass int           // the reading that read status
+	poke       chan struct{} // a stream joined: read again now
 }
 
 // follow returns the feed of run id with one more stream on it, starting
-// one if the run has none; unfollow lets it go.
-func (s *Server) follow(id string) *runFeed {
+// one if the run has none, and the first reading the stream may take a
+// status from; unfollow lets it go.
+func (s *Server) follow(id string) (*runFeed, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if f := s.feeds[id]; f != nil {
 		f.mu.Lock()
 		f.streams++
+		join := f.passes + 1
 		f.mu.Unlock()
-		return f
+		select {
+		case f.poke <- struct{}{}:
+		default:
+		}
+		return f, join
 	}
 	ctx, stop := context.WithCancel(s.ctx)
-	f := &runFeed{s: s, id: id, changed: make(chan struct{}), streams: 1, stop: stop}
+	f := &runFeed{s: s, id: id, changed: make(chan struct{}), streams: 1, stop: stop, poke: make(chan struct{}, 1)}
 	s.feeds[id] = f
 	s.wg.Add(1)
 	go f.read(ctx)
-	return f
+	return f, 1
 }
 
 func (s *Server) unfollow(f *runFeed) {
@@ -77,6 +92,10 @@ func (f *runFeed) read(ctx context.Context) {
 	var after int64
 	for {
 		wake := f.s.change.wait()
+		f.mu.Lock()
+		f.passes++
+		pass := f.passes
+		f.mu.Unlock()
 		status, started, err := f.s.st.Status(ctx, f.id)
 		var events []runtime.Event
 		last := after
@@ -100,17 +119,16 @@ func (f *runFeed) read(ctx context.Context) {
 		}
 		after = last
 		f.mu.Lock()
-		if len(msgs) > 0 || status != f.status || err != nil {
-			f.msgs, f.status, f.started, f.err = append(f.msgs, msgs...), status, started, err
-			close(f.changed)
-			f.changed = make(chan struct{})
-		}
+		f.msgs, f.status, f.statusPass, f.started, f.err = append(f.msgs, msgs...), status, pass, started, err
+		close(f.changed)
+		f.changed = make(chan struct{})
 		f.mu.Unlock()
 		if err != nil {
 			return
 		}
 		select {
 		case <-wake:
+		case <-f.poke:
 		case <-ctx.Done():
 			return
 		}
@@ -118,11 +136,15 @@ func (f *runFeed) read(ctx context.Context) {
 }
 
 // since returns the rendered events numbered after seq, the run's
-// status ("" until first read), a channel closed at the next change, and
-// why the feed ended (nil while it runs).
-func (f *runFeed) since(seq int64) ([]liveMsg, runtime.Status, <-chan struct{}, error) {
+// status ("" until a reading from join on has read it), a channel closed
+// at the next reading, and why the feed ended (nil while it runs).
+func (f *runFeed) since(seq int64, join int) ([]liveMsg, runtime.Status, <-chan struct{}, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	i := sort.Search(len(f.msgs), func(i int) bool { return f.msgs[i].seq > seq })
-	return f.msgs[i:len(f.msgs):len(f.msgs)], f.status, f.changed, f.err
+	status := f.status
+	if f.statusPass < join {
+		status = ""
+	}
+	return f.msgs[i:len(f.msgs):len(f.msgs)], status, f.changed, f.err
 }

@@ -229,3 +229,63 @@ func TestRunPageShowsCallsInFlight(t *testing.T) {
 		t.Fatal("a finished node's call is still shown in flight")
 	}
 }
+
+// TestLiveStatusIsNeverOlderThanItsPage: a page opened after the run's
+// status changed, while another stream of the run is still open (the
+// page it replaced, which the browser closes a moment later), must not
+// be told the status the shared feed read before: that made the page
+// reload itself once more and lose the click a person was giving it (CI
+// saw "Could not find node" on Yes). The stream says only what the store
+// says after it joined.
+func TestLiveStatusIsNeverOlderThanItsPage(t *testing.T) {
+	// The store's mark is never polled: the feed reads again only when
+	// a stream joins or the test fires a change.
+	h := newHarness(t, "", func(o *Options) { o.Poll = time.Hour })
+	ctx := context.Background()
+	id := "run-stale"
+	if err := h.st.CreateRun(ctx, &store.Run{ID: id, Pipeline: "chat.yaml", PipelineAbs: filepath.Join(h.dir, "chat.yaml"), PipelineName: "chat"}); err != nil {
+		t.Fatal(err)
+	}
+	streamCtx := testwait.HangContext(t)
+	open := func(status flowruntime.Status) *bufio.Scanner {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(streamCtx, http.MethodGet, h.ts.URL+"/runs/"+id+"/live?after=0&status="+string(status), nil)
+		resp, err := h.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return bufio.NewScanner(resp.Body)
+	}
+	open(flowruntime.StatusRunning)
+	if !testwait.Until(func() bool {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		f := h.srv.feeds[id]
+		if f == nil {
+			return false
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.status == flowruntime.StatusRunning
+	}) {
+		t.Fatalf("the first stream's feed did not read the run within %s", testwait.Hang())
+	}
+	if err := h.st.Finish(ctx, id, store.Ending{Status: flowruntime.StatusWaiting}); err != nil {
+		t.Fatal(err)
+	}
+	page := open(flowruntime.StatusWaiting)
+	if err := h.st.Finish(ctx, id, store.Ending{Status: flowruntime.StatusCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	h.srv.change.fire()
+	for page.Scan() {
+		if line := page.Text(); strings.HasPrefix(line, "data: \"") {
+			if line != `data: "completed"` {
+				t.Fatalf("the page shown waiting was sent %s before completed: it would reload for nothing", line)
+			}
+			return
+		}
+	}
+	t.Fatalf("the page's stream ended without a status: %v", streamCtx.Err())
+}

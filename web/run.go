@@ -276,12 +276,12 @@ func (s *Server) runLive(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	feed := s.follow(id)
+	feed, join := s.follow(id)
 	defer s.unfollow(feed)
 	text, sent := s.liveTextOf(id), map[string]shown{}
 	var textChanged <-chan struct{}
 	for {
-		msgs, cur, changed, err := feed.since(after)
+		msgs, cur, changed, err := feed.since(after, join)
 		for _, m := range msgs {
 			if send(w, fl, "event", m.data) != nil {
 				return

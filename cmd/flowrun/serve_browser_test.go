@@ -174,20 +174,7 @@ func TestServeBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Right after the run completed its page's live part may replace
-		// itself, taking a click with it (CI saw the roll-back wait out its
-		// minute once): click again, at most three times.
-		for try := 1; ; try++ {
-			ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
-			err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button.rollback[data-label="asked"]`)), chromedp.WaitVisible(chromedp.CSS(`#resume`)))
-			cancel()
-			if err == nil {
-				break
-			}
-			if try == 3 || b.ctx.Err() != nil {
-				t.Fatalf("roll back: %v", err)
-			}
-		}
+		b.do("roll back", chromedp.Click(chromedp.CSS(`button.rollback[data-label="asked"]`)), chromedp.WaitVisible(chromedp.CSS(`#resume`)))
 		b.do("fork from the snapshot", chromedp.Click(chromedp.CSS(`button.fork[data-label="asked"]`)), chromedp.WaitVisible(chromedp.CSS(`p.fork`)))
 		if got := b.text("p.fork"); !strings.Contains(got, "Forked from") || !strings.Contains(parent, strings.Fields(got)[2]) {
 			t.Fatalf("the fork says %q; its parent is %s", got, parent)
