@@ -41,22 +41,35 @@ func TestServeBrowserYesToEveryConfirmation(t *testing.T) {
 			}
 			return
 		case status == "waiting yes":
+			// The click's navigation has its response before the next page
+			// replaces this one: until then this page, with the Yes just
+			// pressed, is still there to be read. A mark on this page's
+			// window tells the two apart.
+			b.value(`window.pressed = true, ""`)
 			ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
 			_, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS("#answer-yes")))
 			cancel()
 			var aborted *chromedp.LoadError
 			switch {
-			case errors.As(err, &aborted) && strings.Contains(aborted.ErrorText, "ERR_ABORTED"),
-				errors.Is(err, context.DeadlineExceeded):
+			case errors.Is(err, context.DeadlineExceeded):
+				// The click landed while the page was being replaced:
+				// look again (the whole loop is bounded by the deadline
+				// below).
+				continue
+			case errors.As(err, &aborted) && strings.Contains(aborted.ErrorText, "ERR_ABORTED"):
 				// The page reloaded itself as the run moved on, taking
-				// the click's navigation with it, or the click landed
-				// while the page was being replaced: look again (the
-				// whole loop is bounded by the deadline below).
+				// the click's navigation with it.
 			case err != nil:
 				b.shot("failed-yes")
 				t.Fatalf("Yes at confirmation %d: %v", yes+1, err)
 			default:
 				yes++
+			}
+			for b.value(`String(window.pressed === true)`) != "false" {
+				if time.Now().After(deadline) {
+					t.Fatalf("after Yes at confirmation %d the page was not replaced within %s", yes, testwait.Hang())
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 		case strings.HasPrefix(status, "failed"), strings.HasPrefix(status, "stopped"):
 			b.shot("failed-run")
