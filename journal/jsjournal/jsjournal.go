@@ -116,6 +116,9 @@ func (j *Journal) Run(ctx context.Context, id string) (journal.Run, error) {
 	return r.Run, err
 }
 
+// Claim refuses a run recorded as running even if its holder died: no
+// lease tells a dead holder from a live one yet (the cluster's
+// coordinator has its own, which this journal does not replace).
 func (j *Journal) Claim(ctx context.Context, id string) error {
 	r, rev, err := j.get(ctx, id)
 	if err != nil {

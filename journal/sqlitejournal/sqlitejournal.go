@@ -15,7 +15,8 @@ import (
 
 // Journal keeps runs in a store. The store knows a run's holder by
 // process only, so the runs this process holds are tracked here too:
-// two resumers in one process must not both win.
+// two resumers in one process must not both win. That makes one Journal
+// per store in a process the rule: two would each let a resumer win.
 type Journal struct {
 	s *store.Store
 
