@@ -14,30 +14,14 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/internal/natstest"
 	"github.com/flowrun/flowrun/runtime"
 )
 
 func embeddedNATS(t *testing.T) string {
 	t.Helper()
-	s := startServer(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
+	s := natstest.Start(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
 	return "nats://" + s.Addr().(*net.TCPAddr).String()
-}
-
-// startServer starts an embedded NATS server on a free local port, as o
-// says otherwise; it stops when the test ends.
-func startServer(t *testing.T, o *server.Options) *server.Server {
-	t.Helper()
-	o.Host, o.Port, o.NoLog, o.NoSigs = "127.0.0.1", server.RANDOM_PORT, true, true
-	s, err := server.NewServer(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(20 * time.Second) {
-		t.Fatal("the NATS server did not start")
-	}
-	return s
 }
 
 // TestPipelineTravelsByHash: a pipeline and the files it loads, uploaded

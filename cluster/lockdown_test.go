@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/flowrun/flowrun/internal/natstest"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -45,7 +46,7 @@ func startLockedDown(t *testing.T) *lockedDown {
 		users = append(users, &server.NkeyUser{Nkey: pub, Permissions: &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: p.Pub.Allow, Deny: p.Pub.Deny}, Subscribe: &server.SubjectPermission{Allow: p.Sub.Allow}}})
 	}
-	s := startServer(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), Nkeys: users})
+	s := natstest.Start(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), Nkeys: users})
 	l.url = "nats://" + s.Addr().(*net.TCPAddr).String()
 	return l
 }
@@ -404,7 +405,7 @@ func TestUserCredsEnforced(t *testing.T) {
 	opPub, _ := operator.PublicKey()
 	oc := jwt.NewOperatorClaims(opPub)
 	oc.SystemAccount = system
-	s := startServer(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), TrustedOperators: []*jwt.OperatorClaims{oc},
+	s := natstest.Start(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), TrustedOperators: []*jwt.OperatorClaims{oc},
 		AccountResolver: resolver, SystemAccount: system})
 	seed, _ := flowrun.Seed()
 	dir := t.TempDir()

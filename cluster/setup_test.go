@@ -13,12 +13,14 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
+
+	"github.com/flowrun/flowrun/internal/natstest"
 )
 
 // TestConnectWithoutJetStream: a server started without -js is told at
 // once, not retried as if it were electing a leader.
 func TestConnectWithoutJetStream(t *testing.T) {
-	s := startServer(t, &server.Options{})
+	s := natstest.Start(t, &server.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := connect(ctx, Options{URL: s.ClientURL()})
@@ -45,7 +47,7 @@ func TestCredsFile(t *testing.T) {
 	}
 	pub, _ := kp.PublicKey()
 	seed, _ := kp.Seed()
-	s := startServer(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), Nkeys: []*server.NkeyUser{{Nkey: pub}}})
+	s := natstest.Start(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), Nkeys: []*server.NkeyUser{{Nkey: pub}}})
 	dir := t.TempDir()
 	seedFile := filepath.Join(dir, "worker.nk")
 	must(t, os.WriteFile(seedFile, seed, 0o600))
@@ -122,7 +124,7 @@ func TestUserCredentialsFile(t *testing.T) {
 	oc := jwt.NewOperatorClaims(operatorPub)
 	oc.Name = "test-operator"
 	oc.SystemAccount = system
-	s := startServer(t, &server.Options{JetStream: true, StoreDir: t.TempDir(),
+	s := natstest.Start(t, &server.Options{JetStream: true, StoreDir: t.TempDir(),
 		TrustedOperators: []*jwt.OperatorClaims{oc}, AccountResolver: resolver, SystemAccount: system})
 
 	c := testConn(t, Options{URL: s.ClientURL(), Creds: good})

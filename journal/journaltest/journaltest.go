@@ -1,0 +1,269 @@
+// Package journaltest is the suite every journal.Journal passes, so that
+// a run is recorded and resumed alike in each.
+package journaltest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowrun/flowrun/journal"
+	"github.com/flowrun/flowrun/runtime"
+)
+
+// Run runs the suite against the journals open returns, a fresh one for
+// each test.
+func Run(t *testing.T, open func(t *testing.T) journal.Journal) {
+	tests := []struct {
+		name string
+		f    func(t *testing.T, j journal.Journal)
+	}{
+		{"WriteReadBack", writeReadBack},
+		{"UnknownRun", unknownRun},
+		{"ResumeFromEveryCheckpoint", resumeFromEveryCheckpoint},
+		{"KillMidWrite", killMidWrite},
+		{"ConcurrentResumers", concurrentResumers},
+		{"Stop", stop},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t)) })
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkpoint is the i-th of a run's test checkpoints, odd ones in-flight
+// records.
+func checkpoint(i int) *runtime.Checkpoint {
+	if i%2 == 1 {
+		return &runtime.Checkpoint{Path: fmt.Sprintf("n%d", i) + runtime.InFlightSuffix,
+			InFlight: &runtime.InFlight{Key: fmt.Sprintf("n%d#call", i), Value: []byte(`{"answer":42}`)}}
+	}
+	return &runtime.Checkpoint{Path: fmt.Sprintf("n%d", i), Output: fmt.Sprintf("out %d", i),
+		State: map[string]any{"i": float64(i)}, Steps: int64(i + 1)}
+}
+
+// saved creates run id and saves n checkpoints in it.
+func saved(t *testing.T, j journal.Journal, id string, n int) []*runtime.Checkpoint {
+	t.Helper()
+	ctx := context.Background()
+	must(t, j.Create(ctx, journal.Run{ID: id, Pipeline: "p.yaml", Inputs: map[string]any{"q": "why"}}))
+	var cps []*runtime.Checkpoint
+	for i := range n {
+		cp := checkpoint(i)
+		must(t, j.Save(ctx, id, cp))
+		cps = append(cps, cp)
+	}
+	return cps
+}
+
+func sameCheckpoints(t *testing.T, what string, got, want []*runtime.Checkpoint) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d checkpoints, want %d", what, len(got), len(want))
+	}
+	// Compared as stored: a journal may read an empty map back for nil.
+	for i := range want {
+		g, w := canonical(t, got[i]), canonical(t, want[i])
+		if g != w || got[i].Seq != want[i].Seq {
+			t.Errorf("%s: checkpoint %d is %s, want %s", what, i, g, w)
+		}
+	}
+}
+
+// canonical is cp's JSON with empty maps left out.
+func canonical(t *testing.T, cp *runtime.Checkpoint) string {
+	t.Helper()
+	c := *cp
+	if len(c.State) == 0 {
+		c.State = nil
+	}
+	if len(c.Nodes) == 0 {
+		c.Nodes = nil
+	}
+	if len(c.Memories) == 0 {
+		c.Memories = nil
+	}
+	b, err := json.Marshal(c)
+	must(t, err)
+	return string(b)
+}
+
+func writeReadBack(t *testing.T, j journal.Journal) {
+	ctx := context.Background()
+	cps := saved(t, j, "r1", 4)
+	for i, cp := range cps {
+		if cp.Seq != int64(i+1) {
+			t.Errorf("checkpoint %d numbered %d, want %d", i, cp.Seq, i+1)
+		}
+	}
+	got, err := j.Checkpoints(ctx, "r1", 0)
+	must(t, err)
+	sameCheckpoints(t, "read back", got, cps)
+	if in := journal.InFlight(got); len(in) != 2 || in[0].Path != cps[1].Path || in[1].Path != cps[3].Path {
+		t.Errorf("in-flight records %+v, want checkpoints 2 and 4", in)
+	}
+
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	evs := []runtime.Event{{Type: "node_start", Run: "r1", Time: at, Path: "n0"}, {Type: "node_end", Run: "r1", Time: at, Path: "n0", Output: "out 0"}}
+	for _, e := range evs {
+		must(t, j.Event(ctx, "r1", e))
+	}
+	gotEvs, err := j.Events(ctx, "r1")
+	must(t, err)
+	if !reflect.DeepEqual(gotEvs, evs) {
+		t.Errorf("events read back %+v, want %+v", gotEvs, evs)
+	}
+
+	r, err := j.Run(ctx, "r1")
+	must(t, err)
+	if r.ID != "r1" || r.Pipeline != "p.yaml" || r.Inputs["q"] != "why" || r.Status != runtime.StatusRunning {
+		t.Errorf("run record %+v, want r1 of p.yaml, input q=why, running", r)
+	}
+	must(t, j.Finish(ctx, "r1", runtime.StatusCompleted))
+	if r, err := j.Run(ctx, "r1"); err != nil || r.Status != runtime.StatusCompleted {
+		t.Errorf("after Finish the run is %+v (%v), want completed", r, err)
+	}
+	if other, err := j.Checkpoints(ctx, "r2", 0); err != nil || len(other) != 0 {
+		t.Errorf("a run with none has checkpoints %+v (%v), want none", other, err)
+	}
+}
+
+func unknownRun(t *testing.T, j journal.Journal) {
+	ctx := context.Background()
+	if _, err := j.Run(ctx, "nope"); !errors.Is(err, journal.ErrNotFound) {
+		t.Errorf("Run of an unknown run: %v, want ErrNotFound", err)
+	}
+	if err := j.Claim(ctx, "nope"); !errors.Is(err, journal.ErrNotFound) {
+		t.Errorf("Claim of an unknown run: %v, want ErrNotFound", err)
+	}
+	if err := j.Save(ctx, "nope", checkpoint(0)); err == nil {
+		t.Error("Save to a run no one created or claimed succeeded")
+	}
+}
+
+// A resume restores the checkpoints up to where it resumes from, and the
+// checkpoints it saves are numbered after all the run has.
+func resumeFromEveryCheckpoint(t *testing.T, j journal.Journal) {
+	ctx := context.Background()
+	cps := saved(t, j, "r1", 5)
+	must(t, j.Finish(ctx, "r1", runtime.StatusInterrupted))
+	for k := 1; k <= len(cps); k++ {
+		got, err := j.Checkpoints(ctx, "r1", int64(k))
+		must(t, err)
+		sameCheckpoints(t, fmt.Sprintf("resume from %d", k), got, cps[:k])
+	}
+	must(t, j.Claim(ctx, "r1"))
+	next := checkpoint(10)
+	must(t, j.Save(ctx, "r1", next))
+	if next.Seq != int64(len(cps)+1) {
+		t.Errorf("the resume's first checkpoint is numbered %d, want %d", next.Seq, len(cps)+1)
+	}
+	got, err := j.Checkpoints(ctx, "r1", 0)
+	must(t, err)
+	sameCheckpoints(t, "after the resume", got, append(cps, next))
+}
+
+// A write cut off (its context cancelled as it starts, or while it waits)
+// leaves the run readable with every whole checkpoint before it, and the
+// cut one either whole or absent.
+func killMidWrite(t *testing.T, j journal.Journal) {
+	cps := saved(t, j, "r1", 2)
+	for i, wait := range []time.Duration{0, time.Microsecond, 50 * time.Microsecond} {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		if wait == 0 {
+			cancel()
+		}
+		cut := checkpoint(2 + i)
+		err := j.Save(ctx, "r1", cut)
+		cancel()
+		got, rerr := j.Checkpoints(context.Background(), "r1", 0)
+		must(t, rerr)
+		switch {
+		case len(got) == len(cps):
+			if err == nil {
+				t.Errorf("cut write %d: Save reported success, the checkpoint is not stored", i)
+			}
+		case len(got) == len(cps)+1:
+			cps = append(cps, cut)
+		default:
+			t.Fatalf("cut write %d: %d checkpoints stored, want %d or %d", i, len(got), len(cps), len(cps)+1)
+		}
+		sameCheckpoints(t, fmt.Sprintf("after cut write %d", i), got, cps)
+	}
+	ctx := context.Background()
+	must(t, j.Finish(ctx, "r1", runtime.StatusInterrupted))
+	must(t, j.Claim(ctx, "r1"))
+	last := checkpoint(9)
+	must(t, j.Save(ctx, "r1", last))
+	got, err := j.Checkpoints(ctx, "r1", 0)
+	must(t, err)
+	sameCheckpoints(t, "resumed after the cut writes", got, append(cps, last))
+}
+
+// Of two resumers of one interrupted run exactly one wins; the other is
+// told the run is held. A running run cannot be claimed at all.
+func concurrentResumers(t *testing.T, j journal.Journal) {
+	ctx := context.Background()
+	saved(t, j, "r1", 1)
+	if err := j.Claim(ctx, "r1"); !errors.Is(err, journal.ErrClaimed) {
+		t.Fatalf("Claim of a running run: %v, want ErrClaimed", err)
+	}
+	must(t, j.Finish(ctx, "r1", runtime.StatusInterrupted))
+	for round := range 5 {
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range errs {
+			wg.Go(func() {
+				<-start
+				errs[i] = j.Claim(ctx, "r1")
+			})
+		}
+		close(start)
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, journal.ErrClaimed):
+				t.Errorf("round %d: the losing resumer got %v, want ErrClaimed", round, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("round %d: %d resumers won (%v), want exactly one", round, won, errs)
+		}
+		must(t, j.Finish(ctx, "r1", runtime.StatusInterrupted))
+	}
+}
+
+func stop(t *testing.T, j journal.Journal) {
+	ctx := context.Background()
+	saved(t, j, "r1", 1)
+	if reason, err := j.StopRequested(ctx, "r1"); err != nil || reason != "" {
+		t.Errorf("stop request before any: %q (%v), want none", reason, err)
+	}
+	must(t, j.RequestStop(ctx, "r1", "too slow"))
+	if reason, err := j.StopRequested(ctx, "r1"); err != nil || reason != "too slow" {
+		t.Errorf("stop request %q (%v), want %q", reason, err, "too slow")
+	}
+	must(t, j.Finish(ctx, "r1", runtime.StatusStopped))
+	if err := j.RequestStop(ctx, "r1", "again"); err == nil {
+		t.Error("a stop asked of a stopped run was accepted")
+	}
+	must(t, j.Claim(ctx, "r1"))
+	if reason, err := j.StopRequested(ctx, "r1"); err != nil || reason != "" {
+		t.Errorf("after a claim the stop request is %q (%v), want none", reason, err)
+	}
+}

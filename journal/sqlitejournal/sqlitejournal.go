@@ -1,0 +1,176 @@
+// Package sqlitejournal is the journal of runs kept in a SQLite run
+// store (package store).
+package sqlitejournal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/flowrun/flowrun/journal"
+	"github.com/flowrun/flowrun/runtime"
+	"github.com/flowrun/flowrun/store"
+)
+
+// Journal keeps runs in a store. The store knows a run's holder by
+// process only, so the runs this process holds are tracked here too:
+// two resumers in one process must not both win. That makes one Journal
+// per store in a process the rule: two would each let a resumer win.
+type Journal struct {
+	s *store.Store
+
+	mu   sync.Mutex
+	held map[string]*store.Recorder
+}
+
+// New returns the journal of the runs in s.
+func New(s *store.Store) *Journal {
+	return &Journal{s: s, held: map[string]*store.Recorder{}}
+}
+
+var _ journal.Journal = (*Journal)(nil)
+
+func (j *Journal) Create(ctx context.Context, r journal.Run) error {
+	if err := j.s.CreateRun(ctx, &store.Run{ID: r.ID, Pipeline: r.Pipeline, Inputs: r.Inputs}); err != nil {
+		return err
+	}
+	return j.hold(ctx, r.ID)
+}
+
+func (j *Journal) Run(ctx context.Context, id string) (journal.Run, error) {
+	r, err := j.s.Run(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return journal.Run{}, fmt.Errorf("run %s: %w", id, journal.ErrNotFound)
+	}
+	if err != nil {
+		return journal.Run{}, err
+	}
+	return journal.Run{ID: r.ID, Pipeline: r.Pipeline, Inputs: r.Inputs, Status: r.Status}, nil
+}
+
+func (j *Journal) Claim(ctx context.Context, id string) error {
+	j.mu.Lock()
+	_, taken := j.held[id]
+	if !taken {
+		j.held[id] = nil // reserved while the store is asked
+	}
+	j.mu.Unlock()
+	if taken {
+		return fmt.Errorf("run %s: %w in this process", id, journal.ErrClaimed)
+	}
+	if _, err := j.s.Claim(ctx, id); err != nil {
+		j.release(id)
+		var held *store.InProgressError
+		if errors.As(err, &held) {
+			return fmt.Errorf("run %s: %w (pid %d)", id, journal.ErrClaimed, held.PID)
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("run %s: %w", id, journal.ErrNotFound)
+		}
+		return err
+	}
+	if err := j.hold(ctx, id); err != nil {
+		j.release(id)
+		return err
+	}
+	return nil
+}
+
+// hold opens the recorder the holder of run id saves through.
+func (j *Journal) hold(ctx context.Context, id string) error {
+	rec, err := j.s.Recorder(ctx, id)
+	if err != nil {
+		return fmt.Errorf("run %s: opening its recorder: %w", id, err)
+	}
+	j.mu.Lock()
+	j.held[id] = rec
+	j.mu.Unlock()
+	return nil
+}
+
+func (j *Journal) release(id string) {
+	j.mu.Lock()
+	delete(j.held, id)
+	j.mu.Unlock()
+}
+
+// recorder returns the recorder of a run this process holds.
+func (j *Journal) recorder(id string) (*store.Recorder, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	rec := j.held[id]
+	if rec == nil {
+		return nil, fmt.Errorf("run %s is not held by this process: create or claim it first", id)
+	}
+	return rec, nil
+}
+
+func (j *Journal) Finish(ctx context.Context, id string, status runtime.Status) error {
+	if _, err := j.recorder(id); err != nil {
+		return err
+	}
+	if err := j.flush(ctx, id); err != nil {
+		return err
+	}
+	j.release(id)
+	return j.s.Finish(ctx, id, store.Ending{Status: status})
+}
+
+func (j *Journal) Save(ctx context.Context, id string, cp *runtime.Checkpoint) error {
+	rec, err := j.recorder(id)
+	if err != nil {
+		return err
+	}
+	return rec.Save(ctx, cp)
+}
+
+// Checkpoints commits what this process journaled for the run first: the
+// store reads in only the journals of processes that died.
+func (j *Journal) Checkpoints(ctx context.Context, id string, upTo int64) ([]*runtime.Checkpoint, error) {
+	if err := j.flush(ctx, id); err != nil {
+		return nil, err
+	}
+	return j.s.Checkpoints(ctx, id, upTo)
+}
+
+func (j *Journal) Event(ctx context.Context, id string, e runtime.Event) error {
+	rec, err := j.recorder(id)
+	if err != nil {
+		return err
+	}
+	rec.Event(e)
+	return nil
+}
+
+// Events commits the events this process buffered for the run first, so
+// that its own reads see them.
+func (j *Journal) Events(ctx context.Context, id string) ([]runtime.Event, error) {
+	if err := j.flush(ctx, id); err != nil {
+		return nil, err
+	}
+	return j.s.Events(ctx, id)
+}
+
+// flush commits what the recorder of run id holds, if this process holds
+// the run.
+func (j *Journal) flush(ctx context.Context, id string) error {
+	j.mu.Lock()
+	rec := j.held[id]
+	j.mu.Unlock()
+	if rec == nil {
+		return nil
+	}
+	if err := rec.Flush(ctx); err != nil {
+		return fmt.Errorf("run %s: %w", id, err)
+	}
+	return nil
+}
+
+func (j *Journal) RequestStop(ctx context.Context, id, reason string) error {
+	return j.s.RequestStop(ctx, id, reason)
+}
+
+func (j *Journal) StopRequested(ctx context.Context, id string) (string, error) {
+	return j.s.StopRequested(ctx, id)
+}
