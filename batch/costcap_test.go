@@ -80,7 +80,7 @@ func TestCostCapHoldsWhenLaterItemsCostMore(t *testing.T) {
 	if cost > limit+1e-9 {
 		t.Fatalf("the batch spent $%.2f on %d items under a $%.0f cap", cost, done, limit)
 	}
-	if status != runtime.StatusStopped || done == 0 || !strings.HasPrefix(stopped.Reason, fmt.Sprintf("--max-cost-usd 2 reached: %s spent", figures.USD(cost))) {
+	if status != runtime.StatusStopped || done == 0 || !strings.HasPrefix(stopped.Reason, fmt.Sprintf("the batch's cost cap of $2.00 reached: %s spent", figures.USD(cost))) {
 		t.Fatalf("%s (%s) with %d items done and $%.2f stored, want stopped by the cap with the stored spend", status, stopped.Reason, done, cost)
 	}
 }
@@ -113,7 +113,7 @@ func TestPairwiseJudgeUnderACap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.CostUSD > 1+1e-9 || len(res.Items) == 0 || len(res.Items) == 10 || !strings.HasPrefix(res.Stopped, "--max-cost-usd 1 reached: "+figures.USD(res.CostUSD)+" spent") {
+	if res.CostUSD > 1+1e-9 || len(res.Items) == 0 || len(res.Items) == 10 || !strings.HasPrefix(res.Stopped, "the judge's cost cap of $1.00 reached: "+figures.USD(res.CostUSD)+" spent") {
 		t.Fatalf("judged %d items for $%.4f, stopped %q: want stopped within the $1 cap", len(res.Items), res.CostUSD, res.Stopped)
 	}
 	for _, req := range judge.Requests() {
@@ -166,5 +166,16 @@ func TestRemoteBatchHaltsWhenItsLedgerCannotBeRead(t *testing.T) {
 	status, reason, err := r.Run(ctx, b, d.Items)
 	if err != nil || status != runtime.StatusStopped || !strings.Contains(reason, "reading the batch's cost ledger: ") {
 		t.Fatalf("%s (%s), %v: want stopped, naming the ledger", status, reason, err)
+	}
+}
+
+// TestCostCapReadsAsMoney: a cap is named as every amount reads, a tiny
+// one too (it read "--max-cost-usd 5e-05" beside "$0.0000 spent"), and
+// without the flag that set it, which the front end names.
+func TestCostCapReadsAsMoney(t *testing.T) {
+	for usd, want := range map[float64]string{5e-05: "the batch's cost cap of $0.000050", 0.5: "the batch's cost cap of $0.5000", 20: "the batch's cost cap of $20.00"} {
+		if got := batchCap(usd); got != want {
+			t.Errorf("a cap of %v reads %q, want %q", usd, got, want)
+		}
 	}
 }

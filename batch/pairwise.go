@@ -11,6 +11,7 @@ import (
 	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -97,7 +98,7 @@ func (j *PairwiseJudge) Judge(ctx context.Context, st *store.Store, c *Compariso
 	var ledger *refusals
 	o := engine.RunOptions{ChildOf: c.B.ID}
 	if j.MaxCostUSD > 0 {
-		ledger = &refusals{Cap: budget.New(fmt.Sprintf("--max-cost-usd %.4g", j.MaxCostUSD), j.MaxCostUSD, 0, nil)}
+		ledger = &refusals{Cap: budget.New("the judge's cost cap of "+figures.USD(j.MaxCostUSD), j.MaxCostUSD, 0, nil)}
 		o.Ledger = ledger
 	}
 	rng := rand.New(rand.NewPCG(j.Seed, 0xb1a5))

@@ -187,7 +187,7 @@ func TestResumeKeepsRecordedSettings(t *testing.T) {
 	if !reflect.DeepEqual(res.Settings, want) {
 		t.Fatalf("resumed with\n%+v\nwant the recorded\n%+v", res.Settings, want)
 	}
-	if status != runtime.StatusStopped || !strings.Contains(reason, "--max-cost-usd 2 reached: $2.00 spent") || asked.Load() != 2 {
+	if status != runtime.StatusStopped || !strings.Contains(reason, "the batch's cost cap of $2.00 reached: $2.00 spent") || asked.Load() != 2 {
 		t.Fatalf("a resume giving no cap: %s (%s) after %d questions in all, want stopped at the recorded $2 after 2", status, reason, asked.Load())
 	}
 
@@ -196,7 +196,7 @@ func TestResumeKeepsRecordedSettings(t *testing.T) {
 	if res.Settings.MaxCostUSD != 4 || res.Settings.Concurrency != 1 || res.Settings.MaxLoops != 3 {
 		t.Fatalf("a resume giving a $4 cap runs with %+v", res.Settings)
 	}
-	if status != runtime.StatusStopped || !strings.Contains(reason, "--max-cost-usd 4 reached: $4.00 spent") || asked.Load() != 4 {
+	if status != runtime.StatusStopped || !strings.Contains(reason, "the batch's cost cap of $4.00 reached: $4.00 spent") || asked.Load() != 4 {
 		t.Fatalf("a resume giving a $4 cap: %s (%s) after %d questions in all, want stopped after 4", status, reason, asked.Load())
 	}
 }

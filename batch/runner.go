@@ -34,6 +34,7 @@ import (
 	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
+	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -338,7 +339,7 @@ func (st *batchState) openLedger(ctx context.Context) error {
 	if r.MaxCostUSD <= 0 {
 		return nil
 	}
-	name := fmt.Sprintf("--max-cost-usd %.4g", r.MaxCostUSD)
+	name := batchCap(r.MaxCostUSD)
 	if r.Remote == nil {
 		st.local = budget.New(name, r.MaxCostUSD, st.spent, nil)
 		st.ledger = st.local
@@ -354,6 +355,17 @@ func (st *batchState) openLedger(ctx context.Context) error {
 	st.ledger = l
 	return nil
 }
+
+// batchCap names a batch's cost cap of usd in what it says: the amount
+// as every amount reads (a cap of 5e-05 is "$0.000050"), and no flag, as
+// the front end that set it says how.
+func batchCap(usd float64) string { return capName + figures.USD(usd) }
+
+const capName = "the batch's cost cap of "
+
+// StoppedByCap says whether a batch stopped for reason stopped for its
+// cost cap: resuming it spends only with a higher cap.
+func StoppedByCap(reason string) bool { return strings.HasPrefix(reason, capName) }
 
 // exhausted says whether the batch must stop for its cost cap: its
 // ledger refused a call, has nothing left or cannot be read. A remote
@@ -373,7 +385,7 @@ func (st *batchState) exhausted(ctx context.Context) bool {
 	case refused == nil && spent < st.r.MaxCostUSD-budget.Slack:
 		return false
 	case refused == nil:
-		refused = &budget.ExceededError{Cap: fmt.Sprintf("--max-cost-usd %.4g", st.r.MaxCostUSD), Limit: st.r.MaxCostUSD, Spent: spent}
+		refused = &budget.ExceededError{Cap: batchCap(st.r.MaxCostUSD), Limit: st.r.MaxCostUSD, Spent: spent}
 	}
 	st.stopFor(refused.Error(), refused)
 	return true

@@ -404,7 +404,7 @@ func TestBackgroundBatchCostCapCancels(t *testing.T) {
 	case <-time.After(testwait.Hang()):
 		t.Fatalf("no background response was cancelled\n%s", coord.abort())
 	}
-	if code := coord.wait(); code != exitFailed || !strings.Contains(coord.stderr(), "stopped: --max-cost-usd ") {
+	if code := coord.wait(); code != exitFailed || !strings.Contains(coord.stderr(), "stopped: the batch's cost cap of ") {
 		t.Fatalf("batch: exit %d\n%s", code, coord.stderr())
 	}
 	if n := answers.Load(); n != 0 {

@@ -465,6 +465,10 @@ func (v *batchView) summary(status runtime.Status, reason string, rows []*store.
 	if s.Items.Waiting > 0 {
 		fmt.Fprintf(v.stderr, "To answer: flowrun resume RUN --answer ... for each waiting run, or resume the batch with --auto: flowrun batch resume %s --auto\n", v.b.ID)
 	}
+	if batch.StoppedByCap(reason) {
+		fmt.Fprintf(v.stderr, "To continue: flowrun batch resume %s --max-cost-usd USD (a higher cap, or 0 for none)\n", v.b.ID)
+		return
+	}
 	fmt.Fprintf(v.stderr, "To continue: flowrun batch resume %s\n", v.b.ID)
 }
 

@@ -153,8 +153,8 @@ func TestBatchMaxCostStopsAndResumes(t *testing.T) {
 	// One item costs $0.14 and reserves $0.102 before its call is sent:
 	// the fourth does not fit in the $0.08 left.
 	code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--concurrency", "1", "--max-cost-usd", "0.5")
-	if code != exitFailed || !strings.Contains(stderr, "stopped: --max-cost-usd 0.5 reached: $0.4200 spent, and the next model call may cost up to $0.1020") ||
-		!strings.Contains(stderr, "To continue: flowrun batch resume b") {
+	if code != exitFailed || !strings.Contains(stderr, "stopped: the batch's cost cap of $0.5000 reached: $0.4200 spent, and the next model call may cost up to $0.1020") ||
+		!strings.Contains(stderr, "To continue: flowrun batch resume b") || !strings.Contains(stderr, "--max-cost-usd USD (a higher cap, or 0 for none)") {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	b, _ := batchStore(t, db)
@@ -262,7 +262,7 @@ func TestBatchResumeKeepsSettings(t *testing.T) {
 	}
 
 	code, _, stderr = flowrun(t, "batch", "resume", "last", "--store", db)
-	if cost, done := batchSpend(t, db); code != exitFailed || cost != 3 || done != 3 || !strings.Contains(stderr, "stopped: --max-cost-usd 3 reached: $3.00 spent") {
+	if cost, done := batchSpend(t, db); code != exitFailed || cost != 3 || done != 3 || !strings.Contains(stderr, "stopped: the batch's cost cap of $3.00 reached: $3.00 spent") {
 		t.Fatalf("resume without flags: exit %d, $%v spent on %d items, want the $3 cap kept\n%s", code, cost, done, stderr)
 	}
 	if n := len(model.Requests()); n != 3 {

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/cluster"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/internal/testwait"
@@ -808,7 +809,7 @@ func TestClusterBudgetStopsAndResumes(t *testing.T) {
 	// Past four items, so that the halt comes while the next four run.
 	limit := 5.75 * perItem
 	coord := c.startCoordinator("--max-cost-usd", fmt.Sprint(limit))
-	if code := coord.wait(); code != exitFailed || !strings.Contains(coord.stderr(), "stopped: --max-cost-usd ") ||
+	if code := coord.wait(); code != exitFailed || !strings.Contains(coord.stderr(), "stopped: the batch's cost cap of ") ||
 		!strings.Contains(coord.stderr(), "To continue: flowrun batch resume b") {
 		t.Fatalf("batch --nats --max-cost-usd: exit %d\n%s", code, coord.stderr())
 	}
@@ -825,7 +826,7 @@ func TestClusterBudgetStopsAndResumes(t *testing.T) {
 		spent += r.CostUSD
 	}
 	t.Logf("stopped with %d items completed, %d stopped part-way, $%.6f spent of $%.6f", done, cut, spent, limit)
-	if b.Status != runtime.StatusStopped || !strings.HasPrefix(b.Reason, "--max-cost-usd ") || done == 0 || done >= items {
+	if b.Status != runtime.StatusStopped || !batch.StoppedByCap(b.Reason) || done == 0 || done >= items {
 		t.Fatalf("batch %s (%s) with %d of %d items completed, want stopped by the budget part-way", b.Status, b.Reason, done, items)
 	}
 	// Every item is queued at once, yet the workers' calls reserve from
@@ -905,7 +906,7 @@ func TestClusterHaltStopsRunningItems(t *testing.T) {
 		c.model.hook(fmt.Sprintf("sk-worker-%d", i), hook)
 	}
 	coord := c.startCoordinator("--max-cost-usd", fmt.Sprint(limit), "--concurrency", "4")
-	if code := coord.wait(); code != exitFailed || !strings.Contains(coord.stderr(), "stopped: --max-cost-usd ") {
+	if code := coord.wait(); code != exitFailed || !strings.Contains(coord.stderr(), "stopped: the batch's cost cap of ") {
 		t.Fatalf("batch --nats --max-cost-usd: exit %d\n%s", code, coord.stderr())
 	}
 	b, rows := lastBatch(t, c.db)
@@ -982,7 +983,7 @@ func TestClusterBudgetHoldsWhenLaterItemsCostMore(t *testing.T) {
 	const limit = 0.10
 	coord := c.startCoordinator("--max-cost-usd", fmt.Sprint(limit))
 	code := coord.wait()
-	stopLine := regexp.MustCompile(`(?m)stopped: --max-cost-usd .*$`).FindString(coord.stderr())
+	stopLine := regexp.MustCompile(`(?m)stopped: the batch's cost cap of .*$`).FindString(coord.stderr())
 	if code != exitFailed || stopLine == "" {
 		t.Fatalf("batch --nats --max-cost-usd: exit %d, want stopped by the cap\n%s", code, coord.stderr())
 	}
