@@ -432,12 +432,12 @@ tests:
 	p := string(res.Files["pipeline.yaml"])
 	for _, want := range []string{
 		`.type == "javascript" && .value == "output.length < 200" ? (len(outputs.text) < 200) :`,
-		`.type == "javascript" && .value == "JSON.parse(output).category === 'billing'" ? (fromJSON(outputs.text)?.category == "billing") :`,
+		`.type == "javascript" && .value == "JSON.parse(output).category === 'billing'" ? !(json_valid(outputs.text)) ? false : (fromJSON(outputs.text)?.category == "billing") :`,
 		`? (lower(outputs.text) contains item.label) :`,
-		`.type == "not-javascript" && .value == "['bug', 'other'].includes(JSON.parse(output).category)" ? !((fromJSON(outputs.text)?.category in ["bug", "other"])) :`,
+		`.type == "not-javascript" && .value == "['bug', 'other'].includes(JSON.parse(output).category)" ? !(json_valid(outputs.text)) ? false : !((fromJSON(outputs.text)?.category in ["bug", "other"])) :`,
 		`? (((len(outputs.text) - 1) * 2) >= (-4 / 2)) :`,
-		`? let js_data = fromJSON(outputs.text); let js_category = js_data?.category; (js_category == "billing") || (js_category == "bug") :`,
-		`? let js_d = fromJSON(outputs.text); (js_d?.ok == true) :`,
+		`? !(json_valid(outputs.text)) ? false : let js_data = fromJSON(outputs.text); let js_category = js_data?.category; (js_category == "billing") || (js_category == "bug") :`,
+		`? !(json_valid(outputs.text)) ? false : let js_d = fromJSON(outputs.text); (js_d?.ok == true) :`,
 	} {
 		if !strings.Contains(p, want) {
 			t.Errorf("pipeline lacks %q:\n%s", want, p)
