@@ -189,6 +189,10 @@ tests:
 		!strings.Contains(err.Error(), ":1:37: prompt make.py: not converted (a prompt built by a script is not)") {
 		t.Errorf("no prompt left: %v", err)
 	}
+	write("prompts: ['Context: {{#each chunks}}- {{this}} {{/each}}']\n")
+	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), ":1:11: prompt: not converted: {{/each}}: it is a Handlebars block, which promptfoo's Nunjucks cannot parse either") {
+		t.Errorf("a Handlebars block: %v", err)
+	}
 	write("- a list\n")
 	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "a promptfoo configuration is a mapping") {
 		t.Errorf("a list: %v", err)
