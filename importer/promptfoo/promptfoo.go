@@ -185,6 +185,8 @@ func ConvertWithin(ctx context.Context, path, within string) (*Result, error) {
 			// read below: a test starts from defaultTest, wherever it is written
 		case "outputPath":
 			c.problem(k, "outputPath: not converted; flowrun keeps results in its run store (flowrun batch show, flowrun batch report -o FILE)")
+		case "redteam":
+			c.problem(k, "redteam: not converted: promptfoo makes red-team tests with a model (promptfoo redteam generate), so there are none here to import; import the configuration that command writes (redteam.yaml), whose tests are listed")
 		default:
 			c.problem(k, "%s: not converted", k.Value)
 		}

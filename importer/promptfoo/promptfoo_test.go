@@ -193,6 +193,10 @@ tests:
 	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), ":1:11: prompt: not converted: {{/each}}: it is a Handlebars block, which promptfoo's Nunjucks cannot parse either") {
 		t.Errorf("a Handlebars block: %v", err)
 	}
+	write("prompts: ['Say {{prompt}}']\nredteam: {plugins: [pii]}\n")
+	if res, err := Convert(context.Background(), cfg); err != nil || !strings.Contains(problems(res), ":2:1: redteam: not converted: promptfoo makes red-team tests with a model (promptfoo redteam generate)") {
+		t.Errorf("a red-team suite: %v", err)
+	}
 	write("- a list\n")
 	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "a promptfoo configuration is a mapping") {
 		t.Errorf("a list: %v", err)
