@@ -389,7 +389,12 @@ func (c *converter) promptFiles(ctx context.Context, n *yaml.Node, ref string) (
 	explicit := strings.HasPrefix(ref, "file://")
 	name := strings.TrimPrefix(ref, "file://")
 	if i := strings.LastIndex(name, ":"); i > 1 && !strings.ContainsAny(name[i:], `/\`) {
-		c.problem(n, "prompt %s: not converted (a prompt function in a script is not)", name)
+		script := name[:i]
+		why := ""
+		if _, err := readPromptFile(ctx, c.root, c.dir, script); errors.Is(err, fs.ErrNotExist) {
+			why = "; and " + script + " is not in the configuration's directory"
+		}
+		c.problem(n, "prompt %s: not converted (a prompt function in a script is not: the prompt is what the function returns when promptfoo runs it; write that prompt as a text or chat file%s)", name, why)
 		return nil, true
 	}
 	if !explicit && !strings.ContainsAny(name, "*?[") {

@@ -197,6 +197,10 @@ tests:
 	if res, err := Convert(context.Background(), cfg); err != nil || !strings.Contains(problems(res), ":2:1: redteam: not converted: promptfoo makes red-team tests with a model (promptfoo redteam generate)") {
 		t.Errorf("a red-team suite: %v", err)
 	}
+	write("prompts: [file://make.py:build]\n")
+	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), ":1:11: prompt make.py:build: not converted (a prompt function in a script is not: the prompt is what the function returns when promptfoo runs it; write that prompt as a text or chat file; and make.py is not in the configuration's directory)") {
+		t.Errorf("a prompt function: %v", err)
+	}
 	write("- a list\n")
 	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "a promptfoo configuration is a mapping") {
 		t.Errorf("a list: %v", err)
