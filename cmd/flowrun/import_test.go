@@ -184,6 +184,41 @@ tests:
 	}
 }
 
+// A translated javascript assert whose JSON.parse meets a reply that is
+// not JSON fails that one check with the reason, as promptfoo fails it
+// (a not-javascript one too); the item's other checks still count and
+// the metric does not error.
+func TestImportPromptfooJavascriptOnNonJSONFailsOneCheck(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", "")
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "promptfooconfig.yaml", `prompts: ['Say {{word}} back']
+providers: [echo]
+tests:
+  - vars: {word: hello}
+    assert:
+      - {type: contains, value: hello}
+      - {type: javascript, value: "JSON.parse(output).word === 'hello'"}
+      - {type: not-javascript, value: "JSON.parse(output).word === 'bye'"}
+  - vars: {word: bye}
+    assert: [{type: contains, value: bye}]
+`)
+	out := filepath.Join(dir, "imported")
+	if code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out); code != exitOK || strings.Contains(stdout+stderr, "not converted") {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, bout, berr := flowrun(t, "batch", filepath.Join(out, "pipeline.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", filepath.Join(dir, "runs.db"))
+	if code != exitOK || !strings.Contains(berr, "pass                  50.0%  1/2 (pass rate)") {
+		t.Fatalf("batch: exit %d\n%s\n%s", code, bout, berr)
+	}
+	code, show, _ := flowrun(t, "batch", "show", "last", "--store", filepath.Join(dir, "runs.db"), "--item", "line 1")
+	for _, want := range []string{"✓ contains: hello", "✗ javascript: JSON.parse(output).word === 'hello'", "✗ not-javascript: JSON.parse(output).word === 'bye'", "JSON.parse threw: the output is not JSON"} {
+		if code != exitOK || !strings.Contains(show, want) {
+			t.Errorf("batch show --item lacks %q: exit %d\n%s", want, code, show)
+		}
+	}
+}
+
 // Each llm-rubric is graded by its own judge call, its reason kept and
 // its threshold held against the score the judge gives; the item passes
 // by promptfoo's rule over all its asserts, weights and the test's

@@ -37,6 +37,10 @@ var nunjucksFilters = map[string]struct {
 // var, its fields (a.b, a[0]), literals, parentheses and the filters
 // above. vars are the template's variables it reads, in order.
 func nunjucksExpr(src string) (out string, vars []string, err error) {
+	if t := strings.TrimSpace(src); strings.HasPrefix(t, "#") || strings.HasPrefix(t, "/") {
+		// {{#each x}} ... {{/each}}, {{#if x}}: Handlebars blocks.
+		return "", nil, fmt.Errorf("it is a Handlebars block, which promptfoo's Nunjucks cannot parse either (promptfoo fails on this prompt); a Nunjucks {%% for %%} or {%% if %%} is translated")
+	}
 	toks, err := jsTokens(src)
 	if err != nil {
 		return "", nil, err

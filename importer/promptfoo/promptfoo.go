@@ -185,6 +185,8 @@ func ConvertWithin(ctx context.Context, path, within string) (*Result, error) {
 			// read below: a test starts from defaultTest, wherever it is written
 		case "outputPath":
 			c.problem(k, "outputPath: not converted; flowrun keeps results in its run store (flowrun batch show, flowrun batch report -o FILE)")
+		case "redteam":
+			c.problem(k, "redteam: not converted: promptfoo makes red-team tests with a model (promptfoo redteam generate), so there are none here to import; import the configuration that command writes (redteam.yaml), whose tests are listed")
 		default:
 			c.problem(k, "%s: not converted", k.Value)
 		}
@@ -387,7 +389,12 @@ func (c *converter) promptFiles(ctx context.Context, n *yaml.Node, ref string) (
 	explicit := strings.HasPrefix(ref, "file://")
 	name := strings.TrimPrefix(ref, "file://")
 	if i := strings.LastIndex(name, ":"); i > 1 && !strings.ContainsAny(name[i:], `/\`) {
-		c.problem(n, "prompt %s: not converted (a prompt function in a script is not)", name)
+		script := name[:i]
+		why := ""
+		if _, err := readPromptFile(ctx, c.root, c.dir, script); errors.Is(err, fs.ErrNotExist) {
+			why = "; and " + script + " is not in the configuration's directory"
+		}
+		c.problem(n, "prompt %s: not converted (a prompt function in a script is not: the prompt is what the function returns when promptfoo runs it; write that prompt as a text or chat file%s)", name, why)
 		return nil, true
 	}
 	if !explicit && !strings.ContainsAny(name, "*?[") {
@@ -1209,9 +1216,9 @@ func (c *converter) checksExpr(rubric string) string {
 	b.WriteString("  weight: .weight ?? 1,\n")
 	if rubric != "" {
 		b.WriteString("  score: .type == \"llm-rubric\" && .not_converted == nil ? nodes.grade[#index]?.score : nil,\n")
-		b.WriteString("  reason: .not_converted ?? (.type == \"llm-rubric\" ? nodes.grade[#index]?.reason : nil),\n")
+		fmt.Fprintf(&b, "  reason: .not_converted ?? (.type == \"llm-rubric\" ? nodes.grade[#index]?.reason : %s),\n", c.scriptReasons())
 	} else {
-		b.WriteString("  reason: .not_converted,\n")
+		fmt.Fprintf(&b, "  reason: .not_converted ?? %s,\n", c.scriptReasons())
 	}
 	b.WriteString("}}), threshold: item.threshold}\n")
 	return b.String()
@@ -1230,8 +1237,79 @@ func (c *converter) scriptBranches(b *strings.Builder, typ string) {
 		if typ != "javascript" {
 			cond = "!(" + cond + ")"
 		}
+		if guard := jsonGuard(c.scripts[src]); guard != "" {
+			// JSON.parse of what is not JSON throws, and promptfoo fails
+			// that one assert (a not- one too): so does the check.
+			cond = "!(" + guard + ") ? false : " + cond
+		}
 		fmt.Fprintf(b, "  .type == %q && .value == %q ? %s :\n", typ, src, cond)
 	}
+}
+
+// scriptReasons is the reason of a translated javascript assert whose
+// JSON.parse meets what is not JSON, as promptfoo gives it; nil
+// elsewhere.
+func (c *converter) scriptReasons() string {
+	var parts []string
+	srcs := make([]string, 0, len(c.scripts))
+	for src := range c.scripts {
+		srcs = append(srcs, src)
+	}
+	sort.Strings(srcs)
+	for _, src := range srcs {
+		if guard := jsonGuard(c.scripts[src]); guard != "" {
+			parts = append(parts, fmt.Sprintf("(.type == \"javascript\" || .type == \"not-javascript\") && .value == %q && !(%s) ? \"JSON.parse threw: the output is not JSON, so the assert fails\" :", src, guard))
+		}
+	}
+	if len(parts) == 0 {
+		return "nil"
+	}
+	return "(" + strings.Join(parts, " ") + " nil)"
+}
+
+// jsonGuard is the condition under which every fromJSON of a translated
+// javascript assert parses: each argument json_valid. It is "" when
+// there is none, or when an argument names a const the assert binds
+// (the guard, outside its lets, cannot see it).
+func jsonGuard(cond string) string {
+	var args []string
+	for rest := cond; ; {
+		i := strings.Index(rest, "fromJSON(")
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len("fromJSON("):]
+		depth, end, inString := 1, -1, false
+		for j := 0; j < len(rest) && end < 0; j++ {
+			switch ch := rest[j]; {
+			case inString && ch == '\\':
+				j++
+			case ch == '"':
+				inString = !inString
+			case inString:
+			case ch == '(':
+				depth++
+			case ch == ')':
+				if depth--; depth == 0 {
+					end = j
+				}
+			}
+		}
+		if end < 0 {
+			return ""
+		}
+		arg := rest[:end]
+		if strings.Contains(arg, "js_") || strings.Contains(arg, "fromJSON(") {
+			return ""
+		}
+		if !slices.Contains(args, arg) {
+			args = append(args, arg)
+		}
+	}
+	for i, a := range args {
+		args[i] = "json_valid(" + a + ")"
+	}
+	return strings.Join(args, " && ")
 }
 
 // judgeDoc checks the asserts of an item: each llm-rubric by a call to

@@ -189,6 +189,18 @@ tests:
 		!strings.Contains(err.Error(), ":1:37: prompt make.py: not converted (a prompt built by a script is not)") {
 		t.Errorf("no prompt left: %v", err)
 	}
+	write("prompts: ['Context: {{#each chunks}}- {{this}} {{/each}}']\n")
+	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), ":1:11: prompt: not converted: {{/each}}: it is a Handlebars block, which promptfoo's Nunjucks cannot parse either") {
+		t.Errorf("a Handlebars block: %v", err)
+	}
+	write("prompts: ['Say {{prompt}}']\nredteam: {plugins: [pii]}\n")
+	if res, err := Convert(context.Background(), cfg); err != nil || !strings.Contains(problems(res), ":2:1: redteam: not converted: promptfoo makes red-team tests with a model (promptfoo redteam generate)") {
+		t.Errorf("a red-team suite: %v", err)
+	}
+	write("prompts: [file://make.py:build]\n")
+	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), ":1:11: prompt make.py:build: not converted (a prompt function in a script is not: the prompt is what the function returns when promptfoo runs it; write that prompt as a text or chat file; and make.py is not in the configuration's directory)") {
+		t.Errorf("a prompt function: %v", err)
+	}
 	write("- a list\n")
 	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "a promptfoo configuration is a mapping") {
 		t.Errorf("a list: %v", err)
@@ -432,12 +444,12 @@ tests:
 	p := string(res.Files["pipeline.yaml"])
 	for _, want := range []string{
 		`.type == "javascript" && .value == "output.length < 200" ? (len(outputs.text) < 200) :`,
-		`.type == "javascript" && .value == "JSON.parse(output).category === 'billing'" ? (fromJSON(outputs.text)?.category == "billing") :`,
+		`.type == "javascript" && .value == "JSON.parse(output).category === 'billing'" ? !(json_valid(outputs.text)) ? false : (fromJSON(outputs.text)?.category == "billing") :`,
 		`? (lower(outputs.text) contains item.label) :`,
-		`.type == "not-javascript" && .value == "['bug', 'other'].includes(JSON.parse(output).category)" ? !((fromJSON(outputs.text)?.category in ["bug", "other"])) :`,
+		`.type == "not-javascript" && .value == "['bug', 'other'].includes(JSON.parse(output).category)" ? !(json_valid(outputs.text)) ? false : !((fromJSON(outputs.text)?.category in ["bug", "other"])) :`,
 		`? (((len(outputs.text) - 1) * 2) >= (-4 / 2)) :`,
-		`? let js_data = fromJSON(outputs.text); let js_category = js_data?.category; (js_category == "billing") || (js_category == "bug") :`,
-		`? let js_d = fromJSON(outputs.text); (js_d?.ok == true) :`,
+		`? !(json_valid(outputs.text)) ? false : let js_data = fromJSON(outputs.text); let js_category = js_data?.category; (js_category == "billing") || (js_category == "bug") :`,
+		`? !(json_valid(outputs.text)) ? false : let js_d = fromJSON(outputs.text); (js_d?.ok == true) :`,
 	} {
 		if !strings.Contains(p, want) {
 			t.Errorf("pipeline lacks %q:\n%s", want, p)
