@@ -71,7 +71,7 @@ func TestWorkedExampleRunsOffline(t *testing.T) {
 }
 
 var (
-	durationRE = regexp.MustCompile(`[0-9.]+ms`)
+	durationRE = regexp.MustCompile(`[0-9.]+(ms|µs)`)
 	runIDRE    = regexp.MustCompile(`\d{8}T\d{6}-[0-9a-f]{8}`)
 	spacesRE   = regexp.MustCompile(`\s+`)
 )
