@@ -170,17 +170,25 @@ tests:
   - vars: {word: bye}
     assert: [{type: icontains, value: HELLO}]
 `)
+	importAndBatch(t, dir, cfg, "pass                  50.0%  1/2 (pass rate)")
+	if code, show, _ := flowrun(t, "batch", "show", "last", "--store", filepath.Join(dir, "runs.db"), "--item", "line 2"); code != exitOK ||
+		!strings.Contains(show, "text: Say bye back") || !strings.Contains(show, "✗ icontains: HELLO") {
+		t.Errorf("batch show --item: exit %d\n%s", code, show)
+	}
+}
+
+// importAndBatch imports the promptfoo configuration cfg, which must
+// convert whole, into dir/imported and runs its batch into dir/runs.db,
+// which must exit ok and print want.
+func importAndBatch(t *testing.T, dir, cfg, want string) {
+	t.Helper()
 	out := filepath.Join(dir, "imported")
 	if code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out); code != exitOK || strings.Contains(stdout+stderr, "not converted") {
 		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	code, bout, berr := flowrun(t, "batch", filepath.Join(out, "pipeline.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", filepath.Join(dir, "runs.db"))
-	if code != exitOK || !strings.Contains(berr, "pass                  50.0%  1/2 (pass rate)") {
+	if code != exitOK || !strings.Contains(berr, want) {
 		t.Fatalf("batch: exit %d\n%s\n%s", code, bout, berr)
-	}
-	if code, show, _ := flowrun(t, "batch", "show", "last", "--store", filepath.Join(dir, "runs.db"), "--item", "line 2"); code != exitOK ||
-		!strings.Contains(show, "text: Say bye back") || !strings.Contains(show, "✗ icontains: HELLO") {
-		t.Errorf("batch show --item: exit %d\n%s", code, show)
 	}
 }
 
@@ -203,14 +211,7 @@ tests:
   - vars: {word: bye}
     assert: [{type: contains, value: bye}]
 `)
-	out := filepath.Join(dir, "imported")
-	if code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out); code != exitOK || strings.Contains(stdout+stderr, "not converted") {
-		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
-	}
-	code, bout, berr := flowrun(t, "batch", filepath.Join(out, "pipeline.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", filepath.Join(dir, "runs.db"))
-	if code != exitOK || !strings.Contains(berr, "pass                  50.0%  1/2 (pass rate)") {
-		t.Fatalf("batch: exit %d\n%s\n%s", code, bout, berr)
-	}
+	importAndBatch(t, dir, cfg, "pass                  50.0%  1/2 (pass rate)")
 	code, show, _ := flowrun(t, "batch", "show", "last", "--store", filepath.Join(dir, "runs.db"), "--item", "line 1")
 	for _, want := range []string{"✓ contains: hello", "✗ javascript: JSON.parse(output).word === 'hello'", "✗ not-javascript: JSON.parse(output).word === 'bye'", "JSON.parse threw: the output is not JSON"} {
 		if code != exitOK || !strings.Contains(show, want) {

@@ -19,7 +19,7 @@ import (
 // bindings of such expressions and a return, possibly wrapped in
 // (() => { ... })(). Anything else is an error that says what is not
 // translated.
-func jsToExpr(src string) (string, error) {
+func jsToExpr(src string) (jsCondition, error) {
 	body := strings.ReplaceAll(strings.TrimSpace(src), stripFences, ".stripFences()")
 	if m := iife.FindStringSubmatch(body); m != nil {
 		body = m[1]
@@ -28,7 +28,7 @@ func jsToExpr(src string) (string, error) {
 	}
 	stmts, err := jsStatements(body)
 	if err != nil {
-		return "", err
+		return jsCondition{}, err
 	}
 	p := &jsParser{bound: map[string]bool{}}
 	var b strings.Builder
@@ -37,29 +37,53 @@ func jsToExpr(src string) (string, error) {
 		if rest, ok := strings.CutPrefix(st, "return "); ok && last {
 			v, err := p.parse(rest)
 			if err != nil {
-				return "", err
+				return jsCondition{}, err
 			}
 			if !v.boolean {
-				return "", errors.New("it returns a score or a value, not true or false")
+				return jsCondition{}, errors.New("it returns a score or a value, not true or false")
 			}
 			b.WriteString(v.src)
-			return b.String(), nil
+			return jsCondition{Expr: b.String(), Parses: p.parseGuard()}, nil
 		}
 		m := binding.FindStringSubmatch(st)
 		if m == nil || last {
 			if last {
-				return "", errors.New("it does not end with a return: promptfoo gets no result from it")
+				return jsCondition{}, errors.New("it does not end with a return: promptfoo gets no result from it")
 			}
-			return "", fmt.Errorf("the statement %q is not translated (only const NAME = EXPRESSION; and return EXPRESSION; are)", snippet(st, 0))
+			return jsCondition{}, fmt.Errorf("the statement %q is not translated (only const NAME = EXPRESSION; and return EXPRESSION; are)", snippet(st, 0))
 		}
 		v, err := p.parse(m[2])
 		if err != nil {
-			return "", err
+			return jsCondition{}, err
 		}
 		p.bound[m[1]] = v.boolean
 		fmt.Fprintf(&b, "let js_%s = %s; ", m[1], v.src)
 	}
-	return "", errors.New("it is empty")
+	return jsCondition{}, errors.New("it is empty")
+}
+
+// jsCondition is a javascript assert translated.
+type jsCondition struct {
+	// Expr is the condition.
+	Expr string
+	// Parses is the condition under which every JSON.parse in it parses
+	// (each argument json_valid): where it is false the script throws,
+	// and promptfoo fails the assert. "" when it has no JSON.parse, or
+	// when an argument reads a const the script binds (the guard stands
+	// outside the bindings and cannot see them).
+	Parses string
+}
+
+// parseGuard is jsCondition.Parses of what p has parsed.
+func (p *jsParser) parseGuard() string {
+	if p.unguarded || len(p.parsed) == 0 {
+		return ""
+	}
+	guards := make([]string, len(p.parsed))
+	for i, a := range p.parsed {
+		guards[i] = "json_valid(" + a + ")"
+	}
+	return strings.Join(guards, " && ")
 }
 
 // stripFences is the common idiom that takes a Markdown code fence off a
@@ -168,6 +192,10 @@ type jsParser struct {
 	toks  []string
 	i     int
 	bound map[string]bool // the names consts bound, and whether each is true or false
+	// parsed are the arguments of the JSON.parse calls translated;
+	// unguarded, that one of them cannot be tested before the bindings.
+	parsed    []string
+	unguarded bool
 }
 
 func (p *jsParser) peek() string {
@@ -427,6 +455,11 @@ func (p *jsParser) primary() (jsValue, error) {
 		v, err := p.or()
 		if err != nil {
 			return v, err
+		}
+		// A const's name, or a JSON.parse within, the guard cannot test.
+		p.unguarded = p.unguarded || strings.Contains(v.src, "js_") || strings.Contains(v.src, "fromJSON(")
+		if !slices.Contains(p.parsed, v.src) {
+			p.parsed = append(p.parsed, v.src)
 		}
 		return jsValue{src: "fromJSON(" + v.src + ")"}, p.expect(")")
 	case strings.HasPrefix(t, `"`):

@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -125,9 +126,8 @@ type converter struct {
 	root     string // the files it names are read only inside it
 	problems []Problem
 	used     map[string]bool // assert types the tests use
-	// scripts are the javascript asserts translated: each source with
-	// its expr-lang condition.
-	scripts map[string]string
+	// scripts are the javascript asserts translated, by source.
+	scripts map[string]jsCondition
 }
 
 func (c *converter) problem(n *yaml.Node, format string, args ...any) {
@@ -163,7 +163,7 @@ func ConvertWithin(ctx context.Context, path, within string) (*Result, error) {
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s: a promptfoo configuration is a mapping (prompts:, providers:, tests:)", path)
 	}
-	c := &converter{file: path, dir: filepath.Dir(path), root: within, used: map[string]bool{}, scripts: map[string]string{}}
+	c := &converter{file: path, dir: filepath.Dir(path), root: within, used: map[string]bool{}, scripts: map[string]jsCondition{}}
 	root := doc.Content[0]
 	var prompts []prompt
 	var models []modelDoc
@@ -1227,20 +1227,16 @@ func (c *converter) checksExpr(rubric string) string {
 // scriptBranches are the pass metric's branches for the javascript
 // asserts translated, one per source.
 func (c *converter) scriptBranches(b *strings.Builder, typ string) {
-	srcs := make([]string, 0, len(c.scripts))
-	for src := range c.scripts {
-		srcs = append(srcs, src)
-	}
-	sort.Strings(srcs)
-	for _, src := range srcs {
-		cond := c.scripts[src]
+	for _, src := range slices.Sorted(maps.Keys(c.scripts)) {
+		s := c.scripts[src]
+		cond := s.Expr
 		if typ != "javascript" {
 			cond = "!(" + cond + ")"
 		}
-		if guard := jsonGuard(c.scripts[src]); guard != "" {
+		if s.Parses != "" {
 			// JSON.parse of what is not JSON throws, and promptfoo fails
 			// that one assert (a not- one too): so does the check.
-			cond = "!(" + guard + ") ? false : " + cond
+			cond = "!(" + s.Parses + ") ? false : " + cond
 		}
 		fmt.Fprintf(b, "  .type == %q && .value == %q ? %s :\n", typ, src, cond)
 	}
@@ -1251,13 +1247,8 @@ func (c *converter) scriptBranches(b *strings.Builder, typ string) {
 // elsewhere.
 func (c *converter) scriptReasons() string {
 	var parts []string
-	srcs := make([]string, 0, len(c.scripts))
-	for src := range c.scripts {
-		srcs = append(srcs, src)
-	}
-	sort.Strings(srcs)
-	for _, src := range srcs {
-		if guard := jsonGuard(c.scripts[src]); guard != "" {
+	for _, src := range slices.Sorted(maps.Keys(c.scripts)) {
+		if guard := c.scripts[src].Parses; guard != "" {
 			parts = append(parts, fmt.Sprintf("(.type == \"javascript\" || .type == \"not-javascript\") && .value == %q && !(%s) ? \"JSON.parse threw: the output is not JSON, so the assert fails\" :", src, guard))
 		}
 	}
@@ -1265,51 +1256,6 @@ func (c *converter) scriptReasons() string {
 		return "nil"
 	}
 	return "(" + strings.Join(parts, " ") + " nil)"
-}
-
-// jsonGuard is the condition under which every fromJSON of a translated
-// javascript assert parses: each argument json_valid. It is "" when
-// there is none, or when an argument names a const the assert binds
-// (the guard, outside its lets, cannot see it).
-func jsonGuard(cond string) string {
-	var args []string
-	for rest := cond; ; {
-		i := strings.Index(rest, "fromJSON(")
-		if i < 0 {
-			break
-		}
-		rest = rest[i+len("fromJSON("):]
-		depth, end, inString := 1, -1, false
-		for j := 0; j < len(rest) && end < 0; j++ {
-			switch ch := rest[j]; {
-			case inString && ch == '\\':
-				j++
-			case ch == '"':
-				inString = !inString
-			case inString:
-			case ch == '(':
-				depth++
-			case ch == ')':
-				if depth--; depth == 0 {
-					end = j
-				}
-			}
-		}
-		if end < 0 {
-			return ""
-		}
-		arg := rest[:end]
-		if strings.Contains(arg, "js_") || strings.Contains(arg, "fromJSON(") {
-			return ""
-		}
-		if !slices.Contains(args, arg) {
-			args = append(args, arg)
-		}
-	}
-	for i, a := range args {
-		args[i] = "json_valid(" + a + ")"
-	}
-	return strings.Join(args, " && ")
 }
 
 // judgeDoc checks the asserts of an item: each llm-rubric by a call to
