@@ -183,12 +183,63 @@ func explainYAMLError(line, msg string) (int, string) {
 			}
 		}
 	case msg == "did not find expected key" || msg == "did not find expected '-' indicator":
-		msg += ": check this line's indentation"
+		if open, q, fixed, ok := earlyClosingQuote(line); ok {
+			at, msg = q, fmt.Sprintf("this \" ends the string opened at column %d, but the value goes on: escape the inner quotes (%s), or quote the value with ' instead", utf8.RuneCountInString(line[:open])+1, fixed)
+		} else {
+			msg += ": check this line's indentation"
+		}
 	}
 	if at < 0 {
 		at = len(line) - len(strings.TrimLeft(line, " \t"))
 	}
 	return utf8.RuneCountInString(line[:at]) + 1, msg
+}
+
+// earlyClosingQuote finds, on a line whose value is a double-quoted
+// string, the quote that ends it before the value does (an inner quote
+// left unescaped, as in x: "say "hi" now"): the byte offsets of the
+// string's opening quote and of that one, and the
+// line's key and value written with the inner quotes escaped. What may follow a closing
+// quote (a comment, a flow collection's , ] or }, a quoted key's :) is
+// not such a quote.
+func earlyClosingQuote(line string) (open, at int, fixed string, ok bool) {
+	from := 0
+	for {
+		start := strings.IndexByte(line[from:], '"')
+		if start < 0 {
+			return 0, 0, "", false
+		}
+		start += from
+		end := closingQuote(line, start)
+		if end < 0 {
+			return 0, 0, "", false
+		}
+		rest := strings.TrimLeft(line[end+1:], " \t")
+		if strings.HasPrefix(rest, ":") {
+			from = end + 1 // a quoted key: its value comes next
+			continue
+		}
+		last := strings.LastIndexByte(line, '"')
+		if rest == "" || strings.ContainsRune("#,]}", rune(rest[0])) || last <= end {
+			return 0, 0, "", false
+		}
+		inner := strings.ReplaceAll(line[start+1:last], `\"`, `"`)
+		return start, end, strings.TrimLeft(line[:start], " \t-") + `"` + strings.ReplaceAll(inner, `"`, `\"`) + `"`, true
+	}
+}
+
+// closingQuote is the offset of the quote that closes the double-quoted
+// string opening at line[start], -1 if the line has none.
+func closingQuote(line string, start int) int {
+	for i := start + 1; i < len(line); i++ {
+		switch line[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return -1
 }
 
 // findDuplicateKey returns the first key that repeats within a mapping.
