@@ -31,7 +31,8 @@ func init() {
       "type": "object"
     },
     "default": {
-      "description": "Answer used with \u0060--auto\u0060."
+      "description": "Answer used with \u0060--auto\u0060: a YAML value, not an expression.",
+      "x-literal": true
     }
   }
 }`,
@@ -63,6 +64,7 @@ func decodeAsk(d *nodeDecoder) any {
 	}
 	s := f.checkJSONSchema(valueOf(v, "schema"), d.label+": ask.schema", a.Schema)
 	if _, dn := get(v, "default"); dn != nil {
+		f.checkLiteral(dn, d.label+": ask.default")
 		a.Default = Plain(dn)
 		if s != nil {
 			if err := s.Validate(a.Default); err != nil {

@@ -140,6 +140,7 @@ func (f *file) stateDecl(name string, v *yaml.Node) StateVar {
 	_, hasMerge := m["merge"]
 	_, hasSchema := m["schema"]
 	if !isMap || (!hasMerge && !hasSchema) {
+		f.checkLiteral(v, fmt.Sprintf("state %q", name))
 		sv.Initial = Plain(v)
 		sv.Type = stateType(sv.Initial)
 		return sv
@@ -149,6 +150,9 @@ func (f *file) stateDecl(name string, v *yaml.Node) StateVar {
 			kn, _ := get(v, k)
 			f.l.errorf(f.pos(kn), "state %q: a declaration with merge: or schema: takes default, merge and schema, not %q (to start from a mapping, write it under default:)", name, k)
 		}
+	}
+	if dn := valueOf(v, "default"); dn != nil {
+		f.checkLiteral(dn, fmt.Sprintf("state %q: default", name))
 	}
 	sv.Initial = m["default"]
 	sv.Type = stateType(sv.Initial)
@@ -179,4 +183,20 @@ func (f *file) stateDecl(name string, v *yaml.Node) StateVar {
 		}
 	}
 	return sv
+}
+
+// checkLiteral refuses, in a field that takes a YAML value as it is
+// (state initial values, ask.default), a string written as an
+// expression's string literal would be ("'fast'"): it would keep its
+// quotes, which is never what was meant.
+func (f *file) checkLiteral(v *yaml.Node, label string) {
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!str" || len(v.Value) < 2 {
+		return
+	}
+	q := v.Value[0]
+	if (q != '"' && q != '\'') || v.Value[len(v.Value)-1] != q || strings.IndexByte(v.Value[1:len(v.Value)-1], q) >= 0 {
+		return
+	}
+	fixed, _ := yaml.Marshal(v.Value[1 : len(v.Value)-1])
+	f.l.errorf(f.pos(v), "%s: a literal here, not an expression, so this value keeps its quotes; write %s", label, strings.TrimSpace(string(fixed)))
 }
