@@ -155,6 +155,23 @@ func (f *file) boundedInt(n *yaml.Node, name string, most int, why string) int {
 	return v
 }
 
+// checkLiteral refuses, in a field that takes a YAML value as it is
+// (state initial values, ask.default), a string written as an
+// expression's string literal would be ("'fast'"): it would keep its
+// quotes, which is hardly ever what was meant. A block scalar (|-) is
+// how to mean it, so it is let through.
+func (f *file) checkLiteral(v *yaml.Node, label string) {
+	if v == nil || v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" || len(v.Value) < 2 || v.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+		return
+	}
+	q := v.Value[0]
+	if (q != '"' && q != '\'') || v.Value[len(v.Value)-1] != q || strings.IndexByte(v.Value[1:len(v.Value)-1], q) >= 0 {
+		return
+	}
+	fixed, _ := yaml.Marshal(v.Value[1 : len(v.Value)-1])
+	f.l.errorf(f.pos(v), "%s: a literal here, not an expression, so this value keeps its quotes; write %s (or, to keep them, write the value as a block scalar, |-)", label, strings.TrimSpace(string(fixed)))
+}
+
 func (f *file) decodeModels(n *yaml.Node) {
 	f.p.Models = map[string]*llmconf.Model{}
 	for _, kv := range pairs(n) {

@@ -184,19 +184,3 @@ func (f *file) stateDecl(name string, v *yaml.Node) StateVar {
 	}
 	return sv
 }
-
-// checkLiteral refuses, in a field that takes a YAML value as it is
-// (state initial values, ask.default), a string written as an
-// expression's string literal would be ("'fast'"): it would keep its
-// quotes, which is never what was meant.
-func (f *file) checkLiteral(v *yaml.Node, label string) {
-	if v.Kind != yaml.ScalarNode || v.Tag != "!!str" || len(v.Value) < 2 {
-		return
-	}
-	q := v.Value[0]
-	if (q != '"' && q != '\'') || v.Value[len(v.Value)-1] != q || strings.IndexByte(v.Value[1:len(v.Value)-1], q) >= 0 {
-		return
-	}
-	fixed, _ := yaml.Marshal(v.Value[1 : len(v.Value)-1])
-	f.l.errorf(f.pos(v), "%s: a literal here, not an expression, so this value keeps its quotes; write %s", label, strings.TrimSpace(string(fixed)))
-}

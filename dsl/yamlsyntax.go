@@ -198,10 +198,9 @@ func explainYAMLError(line, msg string) (int, string) {
 // earlyClosingQuote finds, on a line whose value is a double-quoted
 // string, the quote that ends it before the value does (an inner quote
 // left unescaped, as in x: "say "hi" now"): the byte offsets of the
-// string's opening quote and of that one, and the
-// line's key and value written with the inner quotes escaped. What may follow a closing
-// quote (a comment, a flow collection's , ] or }, a quoted key's :) is
-// not such a quote.
+// string's opening quote and of that one, and the line written with the
+// inner quotes escaped. What may follow a closing quote (a comment, a
+// flow collection's , ] or }, a quoted key's :) is not such a quote.
 func earlyClosingQuote(line string) (open, at int, fixed string, ok bool) {
 	from := 0
 	for {
@@ -224,7 +223,7 @@ func earlyClosingQuote(line string) (open, at int, fixed string, ok bool) {
 			return 0, 0, "", false
 		}
 		inner := strings.ReplaceAll(line[start+1:last], `\"`, `"`)
-		return start, end, strings.TrimLeft(line[:start], " \t-") + `"` + strings.ReplaceAll(inner, `"`, `\"`) + `"`, true
+		return start, end, strings.TrimLeft(line[:start], " \t") + `"` + strings.ReplaceAll(inner, `"`, `\"`) + `"`, true
 	}
 }
 

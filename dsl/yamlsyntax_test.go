@@ -10,7 +10,7 @@ func TestEarlyClosingQuote(t *testing.T) {
 		open, at    int
 	}{
 		{`  x: "say "hi" now"`, `x: "say \"hi\" now"`, 5, 10},
-		{`  - "a "b" c"`, `"a \"b\" c"`, 4, 7},
+		{`  - "a "b" c"`, `- "a \"b\" c"`, 4, 7},
 		{`  "k": "v "w""`, `"k": "v \"w\""`, 7, 10},
 		{`  x: "a \"b" c"`, `x: "a \"b\" c"`, 5, 11},
 		{`  x: "closed" # a comment`, "", 0, 0},
