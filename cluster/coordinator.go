@@ -196,7 +196,7 @@ func (co *Coordinator) event(msg jetstream.Msg) {
 	if lr.closed {
 		return
 	}
-	e, ok := co.c.event(msg.Subject(), seq, msg.Headers(), msg.Data(), lr.seen)
+	e, ok := co.c.log.DecodeEvent(msg.Subject(), seq, msg.Headers(), msg.Data(), lr.seen)
 	if !ok {
 		return
 	}
@@ -444,7 +444,7 @@ func (co *Coordinator) stopped(ctx context.Context, row *store.BatchItem, inputs
 	res := &runtime.Result{RunID: row.Run, Status: runtime.StatusStopped, Reason: why}
 	lr.close()
 	bg := context.WithoutCancel(ctx)
-	evs, _, err := co.c.loadEvents(bg, row.Run)
+	evs, _, err := co.c.log.EventsSeq(bg, row.Run)
 	if err == nil && len(evs) == 0 {
 		return res, nil // no worker ran it
 	}
@@ -589,11 +589,11 @@ func (co *Coordinator) copyRun(ctx context.Context, runID string, inputs map[str
 			return 0, err
 		}
 	}
-	evs, last, err := co.c.loadEvents(ctx, runID)
+	evs, last, err := co.c.log.EventsSeq(ctx, runID)
 	if err != nil {
 		return 0, err
 	}
-	cps, err := co.c.loadCheckpoints(ctx, runID)
+	cps, err := co.c.log.Checkpoints(ctx, runID, 0)
 	if err != nil {
 		return 0, err
 	}

@@ -8,14 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/internal/natstest"
-	"github.com/flowrun/flowrun/runtime"
 )
 
 func embeddedNATS(t *testing.T) string {
@@ -160,63 +157,6 @@ func TestFetchStaysInCache(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "TOPSECRET") {
 		t.Errorf("a job whose pipeline file is ../../secret.yaml: %v", err)
 	}
-}
-
-// TestEventWithoutAckDoesNotHangItsItem: an event whose acknowledgement
-// never comes (lost with a stream leader that was shut down mid-publish;
-// here, a stream that is gone and a subscriber that swallows the message)
-// is published again for a while and then given up: a worker's item ends
-// instead of waiting for it forever.
-func TestEventWithoutAckDoesNotHangItsItem(t *testing.T) {
-	c := connWithoutAcks(t)
-	ctx := context.Background()
-	swallowed := make(chan struct{}, 16)
-	sub, err := c.nc.Subscribe(evSubject+">", func(*nats.Msg) { swallowed <- struct{}{} })
-	must(t, err)
-	defer sub.Unsubscribe()
-	ev := &events{c: c, run: "r1"}
-	ev.Event(runtime.Event{Type: runtime.EventRunStarted, Run: "r1"})
-	done := make(chan struct{})
-	go func() { ev.wait(ctx); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatal("waiting for an event JetStream never acknowledged still waits after a minute")
-	}
-	if len(swallowed) < 2 {
-		t.Errorf("the event was published %d times, want it published again after no acknowledgement", len(swallowed))
-	}
-}
-
-// TestEventsWithoutAckShareOneBudget: when many events lose their
-// acknowledgement, publishing them again shares one budget instead of
-// taking one each, one after another (20 events would wait 20 budgets).
-func TestEventsWithoutAckShareOneBudget(t *testing.T) {
-	c := connWithoutAcks(t)
-	ctx := context.Background()
-	ev := &events{c: c, run: "r1"}
-	const n = 20
-	for range n {
-		ev.Event(runtime.Event{Type: runtime.EventNodeStarted, Run: "r1"})
-	}
-	start := time.Now()
-	ev.wait(ctx)
-	budget := 4 * eventAckTimeout
-	if took := time.Since(start); took > n/2*budget {
-		t.Errorf("waiting for %d unacknowledged events took %s, want about one budget of %s, not one each", n, took, budget)
-	}
-}
-
-// connWithoutAcks is a connection whose runs stream is gone, so that no
-// event published on it is acknowledged, with a short acknowledgement
-// timeout.
-func connWithoutAcks(t *testing.T) *conn {
-	d := eventAckTimeout
-	t.Cleanup(func() { eventAckTimeout = d })
-	eventAckTimeout = 200 * time.Millisecond
-	c := testConn(t, Options{URL: embeddedNATS(t)})
-	must(t, c.js.DeleteStream(context.Background(), c.runs.CachedInfo().Config.Name))
-	return c
 }
 
 // TestWorkerCacheDirDefault: a worker given no cache directory keeps the

@@ -138,7 +138,7 @@ func TestLockedDownRolesRefused(t *testing.T) {
 	_, err := coord.js.Publish(ctx, itemsSubject+"victim.0", []byte(`{}`))
 	must(t, err)
 	w := testConn(t, l.options(RoleWorker))
-	must(t, (&checkpoints{c: w, run: "victim-run"}).Save(ctx, &runtime.Checkpoint{Seq: 1, Path: "a"}))
+	must(t, w.log.Save(ctx, "victim-run", &runtime.Checkpoint{Seq: 1, Path: "a"}))
 	_, err = w.results.Create(ctx, "victim.0.k", []byte(`{}`))
 	must(t, err)
 	must(t, (&Worker{c: w}).take(ctx, "0123456789abcdef0123456789abcdef", 1))

@@ -11,6 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/flowrun/flowrun/journal/jsjournal"
+	"github.com/flowrun/flowrun/redact"
 )
 
 // The JetStream names flowrun uses; every worker and coordinator on one
@@ -125,6 +128,10 @@ type conn struct {
 	items   jetstream.Stream
 	runs    jetstream.Stream
 	taken   jetstream.Stream
+	// log keeps the item runs' checkpoints and events on the runs
+	// stream, signed by their worker and scrubbed of its endpoints;
+	// what no trusted worker signed is refused as it is read back.
+	log *jsjournal.Log
 }
 
 // dial connects to NATS, reconnecting for ever after the first success (a
@@ -163,7 +170,7 @@ func connect(ctx context.Context, o Options) (*conn, error) {
 }
 
 func setup(ctx context.Context, nc *nats.Conn, o Options, d *denials) (*conn, error) {
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(eventAckTimeout))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(jsjournal.EventAckTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +216,16 @@ func (c *conn) open(ctx context.Context, replicas int) error {
 		}
 	}
 	c.items, c.runs, c.taken = streams[itemsStream], streams[runsStream], streams[takenStream]
+	c.log = jsjournal.NewLog(c.js, c.runs, jsjournal.Config{Stream: runsStream, Checkpoints: cpSubject, Events: evSubject,
+		Seal: func(subject, msgID string, data []byte) *nats.Msg { return signMsg(c.signer, subject, msgID, data) },
+		Check: func(subject string, h nats.Header, data []byte) error {
+			_, err := c.workers.msg(subject, h, data)
+			return err
+		},
+		Refused: func(what, line string) { c.refused.report(what, line) },
+		Scrub:   func(data []byte) []byte { return c.hide.scrub(redact.JSON(data)) },
+		Retry:   retry,
+	})
 	c.results, c.limits, c.stops = c.buckets[resultsBucket], c.buckets[limitsBucket], c.buckets[stopsBucket]
 	return nil
 }

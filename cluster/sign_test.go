@@ -91,11 +91,9 @@ func TestForgedRunStateIgnored(t *testing.T) {
 	c := testConn(t, Options{URL: url, Signer: s})
 	c.refused = &refusals{log: func(l string) { lines = append(lines, l) }}
 	const run = "r1"
-	cps := &checkpoints{c: c, run: run}
-	must(t, cps.Save(ctx, &runtime.Checkpoint{Seq: 1, Path: "a"}))
-	ev := &events{c: c, run: run}
-	ev.Event(runtime.Event{Type: runtime.EventNodeFinished, Run: run, Path: "a"})
-	ev.wait(ctx)
+	must(t, c.log.Save(ctx, run, &runtime.Checkpoint{Seq: 1, Path: "a"}))
+	must(t, c.log.Event(ctx, run, runtime.Event{Type: runtime.EventNodeFinished, Run: run, Path: "a"}))
+	must(t, c.log.Flush(ctx, run))
 
 	stranger, err := nats.Connect(url)
 	if err != nil {
@@ -112,14 +110,14 @@ func TestForgedRunStateIgnored(t *testing.T) {
 	must(t, stranger.PublishMsg(copied))
 	must(t, stranger.Flush())
 
-	got, err := c.loadCheckpoints(ctx, run)
+	got, err := c.log.Checkpoints(ctx, run, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].Path != "a" {
 		t.Errorf("restored %d checkpoints (%+v), want the worker's one", len(got), got)
 	}
-	evs, _, err := c.loadEvents(ctx, run)
+	evs, err := c.log.Events(ctx, run)
 	if err != nil {
 		t.Fatal(err)
 	}

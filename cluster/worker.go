@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/redact"
@@ -100,15 +101,12 @@ type Worker struct {
 	running map[*runningItem]struct{} // the items in flight
 }
 
-// Engine is what a worker runs pipelines with.
+// Engine is what a worker runs pipelines with (*engine.Engine).
 type Engine interface {
-	// Kinds builds the node kinds for a pipeline (its model client, which
-	// must draw on shared for its rate limits), or says why this host
-	// cannot run it; called once per pipeline hash.
-	Kinds(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Registry, error)
-	// Human answers the questions of jobs published with auto; without
-	// auto a question leaves the item waiting.
-	Human(auto bool) runtime.Human
+	// Share builds the services the runs of a pipeline share here (its
+	// model client, which must draw on limits for its rate limits), or
+	// says why this host cannot run it; called once per pipeline hash.
+	Share(p *dsl.Pipeline, limits llm.SharedLimits) (*engine.Shared, error)
 }
 
 // runningItem is an item in flight, which a halt of its batch stops.
@@ -118,9 +116,9 @@ type runningItem struct {
 }
 
 type loaded struct {
-	p     *dsl.Pipeline
-	kinds runtime.Registry
-	unfit *unfitError // this worker cannot run p, for good
+	p      *dsl.Pipeline
+	shared *engine.Shared
+	unfit  *unfitError // this worker cannot run p, for good
 }
 
 // Run pulls and runs items until ctx ends (SIGTERM): it then fetches no
@@ -166,6 +164,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		wg.Go(func() { w.pull(ctx, cons) })
 	}
 	wg.Wait()
+	for _, l := range w.pipeline {
+		if l.shared != nil {
+			l.shared.Close()
+		}
+	}
 	return nil
 }
 
@@ -516,8 +519,9 @@ type unfitError struct{ err error }
 func (e *unfitError) Error() string { return "this worker cannot run the pipeline: " + e.err.Error() }
 func (e *unfitError) Unwrap() error { return e.err }
 
-// execute runs or resumes the job's run from the checkpoints in
-// JetStream; loadErr is why its pipeline l could not be loaded.
+// execute runs or resumes the job's run through the engine, kept in the
+// cluster's log: it goes on from the checkpoints there, whichever worker
+// stored them. loadErr is why its pipeline l could not be loaded.
 func (w *Worker) execute(ctx context.Context, job Job, l *loaded, loadErr error) *Result {
 	failed := func(err error) *Result {
 		return &Result{Run: job.Run, Status: runtime.StatusFailed, Error: err.Error(), Class: runtime.ClassOf(err)}
@@ -525,27 +529,19 @@ func (w *Worker) execute(ctx context.Context, job Job, l *loaded, loadErr error)
 	if loadErr != nil {
 		return failed(loadErr)
 	}
-	// The runtime's rule for a remote caller's inputs keeps a job to its
-	// own files: a path input must be data or inside the pipeline's
-	// directory, and a node reads no file outside it; neither says
-	// whether a file exists on this host.
-	in, err := runtime.PrepareInputsFrom(l.p, job.Inputs, true)
-	if err != nil {
-		return failed(err)
-	}
-	restore, err := w.c.loadCheckpoints(ctx, job.Run)
-	if err != nil {
-		return failed(err)
-	}
-	ev := &events{c: w.c, run: job.Run}
-	human := w.Engine.Human(job.Auto)
-	opts := runtime.Options{RunID: job.Run, RemoteInputs: true, Sink: ev, Checkpointer: &checkpoints{c: w.c, run: job.Run},
-		Restore: restore, Human: human, MaxLoops: job.MaxLoops}
+	// The rule for a remote caller's inputs keeps a job to its own files:
+	// a path input must be data or inside the pipeline's directory, and a
+	// node reads no file outside it; neither says whether a file exists
+	// on this host.
+	o := engine.RunOptions{ID: job.Run, Journal: w.c.log, Remote: true, Auto: job.Auto, MaxLoops: job.MaxLoops}
 	if job.CostCap {
-		opts.Ledger = &kvLedger{kv: w.c.buckets[ledgerBucket], key: job.Batch}
+		o.Ledger = &kvLedger{kv: w.c.buckets[ledgerBucket], key: job.Batch}
 	}
-	res := runtime.Run(ctx, l.kinds, l.p, in, opts)
-	ev.wait(context.WithoutCancel(ctx))
+	run, err := l.shared.Start(ctx, l.p, job.Inputs, o)
+	if err != nil {
+		return failed(err)
+	}
+	res := run.Wait()
 	out := &Result{Run: job.Run, Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps,
 		CostUSD: res.CostUSD, Tokens: res.Tokens, Pending: res.Pending}
 	if res.Err != nil {
@@ -573,12 +569,12 @@ func (w *Worker) load(ctx context.Context, ref PipelineRef) (*loaded, error) {
 	}
 	w.c.hide.add(p)
 	dsl.Walk(p, func(q *dsl.Pipeline, _ *dsl.Node) { w.c.hide.add(q) })
-	kinds, err := w.Engine.Kinds(p, &sharedLimits{c: w.c})
+	shared, err := w.Engine.Share(p, &sharedLimits{c: w.c})
 	if err != nil {
 		w.pipeline[ref.Hash] = &loaded{unfit: &unfitError{err}}
 		return nil, w.pipeline[ref.Hash].unfit
 	}
-	l := &loaded{p: p, kinds: kinds}
+	l := &loaded{p: p, shared: shared}
 	w.pipeline[ref.Hash] = l
 	return l, nil
 }

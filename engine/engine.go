@@ -43,6 +43,7 @@ import (
 	"github.com/flowrun/flowrun/engine/internal/durable"
 	"github.com/flowrun/flowrun/engine/internal/services"
 	"github.com/flowrun/flowrun/engine/secret"
+	"github.com/flowrun/flowrun/journal"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llmconf"
@@ -101,10 +102,8 @@ type Engine struct {
 	storeErr  error
 	ownStore  bool
 
-	mu       sync.Mutex
-	sessions []*services.Session // made by Kinds, ended by Close
-	notices  sync.Mutex          // one line at a time on Options.Notices
-	runs     sync.WaitGroup
+	notices sync.Mutex // one line at a time on Options.Notices
+	runs    sync.WaitGroup
 }
 
 // New checks o and makes an engine. It opens nothing yet.
@@ -137,17 +136,10 @@ func (e *Engine) Store() (*store.Store, error) {
 	return e.st, e.storeErr
 }
 
-// Close waits for the runs the engine started to end, ends what Kinds
-// made and closes the store if the engine opened it.
+// Close waits for the runs the engine started to end and closes the
+// store if the engine opened it.
 func (e *Engine) Close() error {
 	e.runs.Wait()
-	e.mu.Lock()
-	sessions := e.sessions
-	e.sessions = nil
-	e.mu.Unlock()
-	for _, s := range sessions {
-		s.End()
-	}
 	if e.ownStore {
 		return e.st.Close()
 	}
@@ -184,6 +176,12 @@ type RunOptions struct {
 	// Ledger, when set, is the cost cap the run is part of: every model
 	// call of the run reserves from it too (runtime.Options.Ledger).
 	Ledger budget.Ledger
+	// Journal, when set, keeps the run in place of the engine's store:
+	// its checkpoints and events go there, and it goes on from the
+	// checkpoints there of run ID (a cluster worker's item, which another
+	// worker may have begun). Its record is the caller's: the engine's
+	// store holds nothing of it.
+	Journal journal.Log
 	// ID, when set, is a new run's id (runtime.NewRunID), chosen by a
 	// caller that records it elsewhere before the run exists: a batch
 	// links its item to the run first, so that a kill in between leaves
@@ -226,6 +224,9 @@ func (e *Engine) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]a
 
 // start records a new run of p on s's services and launches it.
 func (e *Engine) start(ctx context.Context, s *services.Session, p *dsl.Pipeline, inputs map[string]any, o RunOptions) (*Run, error) {
+	if o.Journal != nil {
+		return e.startLogged(ctx, s, p, inputs, o)
+	}
 	st, err := e.Store()
 	if err != nil {
 		s.Release()
@@ -237,6 +238,22 @@ func (e *Engine) start(ctx context.Context, s *services.Session, p *dsl.Pipeline
 		id = runtime.NewRunID()
 	}
 	pr, err := e.runner(st, s, p, o).PrepareStart(ctx, id, p, inputs)
+	if err != nil {
+		s.Release()
+		return nil, preparing(err)
+	}
+	return e.launch(ctx, s, pr), nil
+}
+
+// startLogged starts, or goes on with, run o.ID of p kept in o.Journal.
+func (e *Engine) startLogged(ctx context.Context, s *services.Session, p *dsl.Pipeline, inputs map[string]any, o RunOptions) (*Run, error) {
+	if o.ID == "" {
+		s.Release()
+		return nil, &ConfigError{errors.New("a run kept in a journal needs its id")}
+	}
+	r := e.runner(nil, s, p, o)
+	r.Log = o.Journal
+	pr, err := r.PrepareLogged(ctx, o.ID, p, inputs)
 	if err != nil {
 		s.Release()
 		return nil, preparing(err)
@@ -395,20 +412,6 @@ func (sh *Shared) Resume(ctx context.Context, run string, o ResumeOptions) (*Run
 
 // Close ends the shared services; the runs on them have ended.
 func (sh *Shared) Close() { sh.s.End() }
-
-// Kinds builds the node kinds for p, drawing on shared for rate limits,
-// for a runner that records runs itself (a cluster worker): a *HostError
-// says this host cannot run p. What it makes ends with Close.
-func (e *Engine) Kinds(p *dsl.Pipeline, shared llm.SharedLimits) (runtime.Registry, error) {
-	sh, err := e.Share(p, shared)
-	if err != nil {
-		return nil, err
-	}
-	e.mu.Lock()
-	e.sessions = append(e.sessions, sh.s)
-	e.mu.Unlock()
-	return sh.s.Kinds, nil
-}
 
 // Human is what answers questions when nobody is there to: with auto,
 // each confirmation is accepted and each ask takes its default; else

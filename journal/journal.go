@@ -28,8 +28,33 @@ var ErrNotFound = errors.New("no such run in the journal")
 // resumers of one run would each pay for its next model calls.
 var ErrClaimed = errors.New("the run is held by another resumer")
 
-// Journal records runs. Every method is safe for concurrent use.
+// Log is the part of a journal that a run writes as it goes and a resume
+// reads back: its checkpoints (in-flight records among them) and its
+// events. A run kept in a Log alone has its record elsewhere: a cluster
+// worker's item has it in the coordinator's store. Every method is safe
+// for concurrent use.
+type Log interface {
+	// Save stores a checkpoint; it is durable when Save returns. A Log
+	// alone stores it under the number its run gave it (cp.Seq), a number
+	// saved twice once; a Journal numbers it after the run's last (cp.Seq
+	// is set).
+	Save(ctx context.Context, id string, cp *runtime.Checkpoint) error
+	// Checkpoints reads back a run's checkpoints in order, those numbered
+	// up to upTo when it is above 0: what a resume from there restores.
+	Checkpoints(ctx context.Context, id string, upTo int64) ([]*runtime.Checkpoint, error)
+	// Event appends an event to the run's timeline. Unlike a checkpoint,
+	// the last few may be lost with a killed process.
+	Event(ctx context.Context, id string, e runtime.Event) error
+	// Flush waits until the run's events appended so far are stored.
+	Flush(ctx context.Context, id string) error
+	// Events reads back a run's events in order.
+	Events(ctx context.Context, id string) ([]runtime.Event, error)
+}
+
+// Journal records runs: a Log, with each run's record and a stop asked of
+// it. Every method is safe for concurrent use.
 type Journal interface {
+	Log
 	// Create records a new run, held by the caller until Finish.
 	Create(ctx context.Context, r Run) error
 	// Run reads a run's record.
@@ -39,17 +64,6 @@ type Journal interface {
 	Claim(ctx context.Context, id string) error
 	// Finish records how the holder's attempt ended and releases the run.
 	Finish(ctx context.Context, id string, status runtime.Status) error
-	// Save appends a checkpoint, numbering it after the run's last
-	// (cp.Seq is set); it is durable when Save returns.
-	Save(ctx context.Context, id string, cp *runtime.Checkpoint) error
-	// Checkpoints reads back a run's checkpoints in order, those numbered
-	// up to upTo when it is above 0: what a resume from there restores.
-	Checkpoints(ctx context.Context, id string, upTo int64) ([]*runtime.Checkpoint, error)
-	// Event appends an event to the run's timeline. Unlike a checkpoint,
-	// the last few may be lost with a killed process.
-	Event(ctx context.Context, id string, e runtime.Event) error
-	// Events reads back a run's events in order.
-	Events(ctx context.Context, id string) ([]runtime.Event, error)
 	// RequestStop asks the run's holder to stop it; Claim and Finish
 	// clear the request.
 	RequestStop(ctx context.Context, id, reason string) error

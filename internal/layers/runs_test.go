@@ -27,7 +27,6 @@ var runStarters = []string{
 // does a listed one that is gone, so that the list shrinks as they move.
 var allowed = map[string]map[string]string{
 	"cluster": {
-		"runtime.Run":         "a worker runs a job with JetStream checkpoints and events, until one journal serves SQLite and JetStream",
 		"engine.NewRunRecord": "the coordinator records, in the local store, the runs its workers run elsewhere",
 		"engine.Ending":       "the coordinator records how each remote run ended",
 	},

@@ -267,3 +267,88 @@ func stop(t *testing.T, j journal.Journal) {
 		t.Errorf("after a claim the stop request is %q (%v), want none", reason, err)
 	}
 }
+
+// RunLog runs the suite of a journal.Log alone (a run whose record is
+// kept elsewhere) against the logs open returns, a fresh one for each
+// test. The run numbers its checkpoints; the log keeps the numbers.
+func RunLog(t *testing.T, open func(t *testing.T) journal.Log) {
+	tests := []struct {
+		name string
+		f    func(t *testing.T, l journal.Log)
+	}{
+		{"WriteReadBack", logWriteReadBack},
+		{"SavedTwiceStoredOnce", logSavedTwice},
+		{"ResumeFromEveryCheckpoint", logResumeFromEveryCheckpoint},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t)) })
+	}
+}
+
+// logged saves n checkpoints of run id, numbered 1 to n as a run numbers
+// them.
+func logged(t *testing.T, l journal.Log, id string, n int) []*runtime.Checkpoint {
+	t.Helper()
+	var cps []*runtime.Checkpoint
+	for i := range n {
+		cp := checkpoint(i)
+		cp.Seq = int64(i + 1)
+		must(t, l.Save(context.Background(), id, cp))
+		cps = append(cps, cp)
+	}
+	return cps
+}
+
+func logWriteReadBack(t *testing.T, l journal.Log) {
+	ctx := context.Background()
+	cps := logged(t, l, "r1", 4)
+	got, err := l.Checkpoints(ctx, "r1", 0)
+	must(t, err)
+	sameCheckpoints(t, "read back", got, cps)
+	if in := journal.InFlight(got); len(in) != 2 {
+		t.Errorf("in-flight records %+v, want checkpoints 2 and 4", in)
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	evs := []runtime.Event{{Type: "node_start", Run: "r1", Time: at, Path: "n0"}, {Type: "node_end", Run: "r1", Time: at, Path: "n0", Output: "out 0"}}
+	for _, e := range evs {
+		must(t, l.Event(ctx, "r1", e))
+	}
+	must(t, l.Flush(ctx, "r1"))
+	gotEvs, err := l.Events(ctx, "r1")
+	must(t, err)
+	if !reflect.DeepEqual(gotEvs, evs) {
+		t.Errorf("events read back %+v, want %+v", gotEvs, evs)
+	}
+	if other, err := l.Checkpoints(ctx, "r2", 0); err != nil || len(other) != 0 {
+		t.Errorf("a run with none has checkpoints %+v (%v), want none", other, err)
+	}
+}
+
+// A checkpoint saved again under its number (a publish retried after its
+// acknowledgement was lost, a second attempt redoing the first's last
+// step) is read back once.
+func logSavedTwice(t *testing.T, l journal.Log) {
+	ctx := context.Background()
+	cps := logged(t, l, "r1", 3)
+	again := checkpoint(2)
+	again.Seq = 3
+	must(t, l.Save(ctx, "r1", again))
+	next := checkpoint(3)
+	next.Seq = 4
+	must(t, l.Save(ctx, "r1", next))
+	got, err := l.Checkpoints(ctx, "r1", 0)
+	must(t, err)
+	sameCheckpoints(t, "after a checkpoint saved twice", got, append(cps, next))
+}
+
+// A resume from checkpoint k restores the first k; the run then saves
+// after all the log has.
+func logResumeFromEveryCheckpoint(t *testing.T, l journal.Log) {
+	ctx := context.Background()
+	cps := logged(t, l, "r1", 5)
+	for k := 1; k <= len(cps); k++ {
+		got, err := l.Checkpoints(ctx, "r1", int64(k))
+		must(t, err)
+		sameCheckpoints(t, fmt.Sprintf("resume from %d", k), got, cps[:k])
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -25,11 +24,11 @@ const (
 	evSub  = "journal.ev."
 )
 
-// Journal keeps runs in one JetStream account.
+// Journal keeps runs in one JetStream account: records and stop requests
+// in a key-value bucket, checkpoints and events in its Log.
 type Journal struct {
-	js   jetstream.JetStream
+	*Log
 	runs jetstream.KeyValue
-	msgs jetstream.Stream
 
 	mu sync.Mutex
 	// last is a held run's last checkpoint number, -1 after a failed
@@ -50,13 +49,11 @@ func Open(ctx context.Context, nc *nats.Conn) (*Journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal: bucket %s: %w", bucket, err)
 	}
-	msgs, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: stream, Subjects: []string{cpSub + "*", evSub + "*"}, AllowDirect: true,
-	})
+	log, err := OpenLog(ctx, js, Config{})
 	if err != nil {
-		return nil, fmt.Errorf("journal: stream %s: %w", stream, err)
+		return nil, err
 	}
-	return &Journal{js: js, runs: runs, msgs: msgs, last: map[string]int64{}}, nil
+	return &Journal{Log: log, runs: runs, last: map[string]int64{}}, nil
 }
 
 // record is a run's entry in the bucket.
@@ -145,22 +142,6 @@ func (j *Journal) hold(id string, last int64) {
 	j.mu.Unlock()
 }
 
-// lastSeq reads the number of a run's last stored checkpoint.
-func (j *Journal) lastSeq(ctx context.Context, id string) (int64, error) {
-	msg, err := j.msgs.GetLastMsgForSubject(ctx, cpSub+id)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("run %s: reading its last checkpoint: %w", id, err)
-	}
-	var cp runtime.Checkpoint
-	if err := json.Unmarshal(msg.Data, &cp); err != nil {
-		return 0, fmt.Errorf("run %s: its last checkpoint is not JSON: %w", id, err)
-	}
-	return cp.Seq, nil
-}
-
 func (j *Journal) Finish(ctx context.Context, id string, status runtime.Status) error {
 	r, rev, err := j.get(ctx, id)
 	if err != nil {
@@ -176,8 +157,7 @@ func (j *Journal) Finish(ctx context.Context, id string, status runtime.Status) 
 	return nil
 }
 
-// Save publishes with the run and number as the message id, so that a
-// publish retried after a lost acknowledgement is stored once.
+// Save numbers cp after the run's last checkpoint and stores it (Log.Save).
 func (j *Journal) Save(ctx context.Context, id string, cp *runtime.Checkpoint) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -192,74 +172,12 @@ func (j *Journal) Save(ctx context.Context, id string, cp *runtime.Checkpoint) e
 		}
 	}
 	cp.Seq = last + 1
-	data, err := json.Marshal(cp)
-	if err != nil {
-		return fmt.Errorf("run %s: checkpoint %s: %w", id, cp.Path, err)
-	}
-	msgID := id + "." + strconv.FormatInt(cp.Seq, 10)
-	if _, err := j.js.Publish(ctx, cpSub+id, data, jetstream.WithMsgID(msgID)); err != nil {
+	if err := j.Log.Save(ctx, id, cp); err != nil {
 		j.last[id] = -1
-		return fmt.Errorf("run %s: storing checkpoint %d in JetStream: %w", id, cp.Seq, err)
+		return fmt.Errorf("run %s: %w", id, err)
 	}
 	j.last[id] = cp.Seq
 	return nil
-}
-
-func (j *Journal) Checkpoints(ctx context.Context, id string, upTo int64) ([]*runtime.Checkpoint, error) {
-	var out []*runtime.Checkpoint
-	err := j.each(ctx, cpSub+id, func(data []byte) error {
-		var cp runtime.Checkpoint
-		if err := json.Unmarshal(data, &cp); err != nil {
-			return fmt.Errorf("run %s: a checkpoint in JetStream is not JSON: %w", id, err)
-		}
-		if upTo <= 0 || cp.Seq <= upTo {
-			out = append(out, &cp)
-		}
-		return nil
-	})
-	return out, err
-}
-
-func (j *Journal) Event(ctx context.Context, id string, e runtime.Event) error {
-	data, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("run %s: event %s: %w", id, e.Type, err)
-	}
-	if _, err := j.js.Publish(ctx, evSub+id, data); err != nil {
-		return fmt.Errorf("run %s: storing event %s in JetStream: %w", id, e.Type, err)
-	}
-	return nil
-}
-
-func (j *Journal) Events(ctx context.Context, id string) ([]runtime.Event, error) {
-	var out []runtime.Event
-	err := j.each(ctx, evSub+id, func(data []byte) error {
-		var e runtime.Event
-		if err := json.Unmarshal(data, &e); err != nil {
-			return fmt.Errorf("run %s: an event in JetStream is not JSON: %w", id, err)
-		}
-		out = append(out, e)
-		return nil
-	})
-	return out, err
-}
-
-// each calls f on the data of every message of subject, oldest first.
-func (j *Journal) each(ctx context.Context, subject string, f func([]byte) error) error {
-	var seq uint64 = 1
-	for {
-		msg, err := j.msgs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("reading %s from JetStream: %w", subject, err)
-		}
-		if err := f(msg.Data); err != nil {
-			return err
-		}
-		seq = msg.Sequence + 1
-	}
 }
 
 func (j *Journal) RequestStop(ctx context.Context, id, reason string) error {

@@ -5,10 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-
-	"github.com/flowrun/flowrun/internal/natstest"
 	"github.com/flowrun/flowrun/journal"
 	"github.com/flowrun/flowrun/journal/journaltest"
 	"github.com/flowrun/flowrun/journal/jsjournal"
@@ -18,12 +14,7 @@ import (
 // JetStream on disk, one server per test so that no run is shared.
 func TestConformance(t *testing.T) {
 	journaltest.Run(t, func(t *testing.T) journal.Journal {
-		s := natstest.Start(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
-		nc, err := nats.Connect(s.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
+		nc := connect(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		j, err := jsjournal.Open(ctx, nc)

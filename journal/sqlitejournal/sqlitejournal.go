@@ -110,13 +110,15 @@ func (j *Journal) Finish(ctx context.Context, id string, status runtime.Status) 
 	if _, err := j.recorder(id); err != nil {
 		return err
 	}
-	if err := j.flush(ctx, id); err != nil {
+	if err := j.Flush(ctx, id); err != nil {
 		return err
 	}
 	j.release(id)
 	return j.s.Finish(ctx, id, store.Ending{Status: status})
 }
 
+// Save numbers cp after the run's last checkpoint, as the store's
+// recorder does, and stores it.
 func (j *Journal) Save(ctx context.Context, id string, cp *runtime.Checkpoint) error {
 	rec, err := j.recorder(id)
 	if err != nil {
@@ -128,7 +130,7 @@ func (j *Journal) Save(ctx context.Context, id string, cp *runtime.Checkpoint) e
 // Checkpoints commits what this process journaled for the run first: the
 // store reads in only the journals of processes that died.
 func (j *Journal) Checkpoints(ctx context.Context, id string, upTo int64) ([]*runtime.Checkpoint, error) {
-	if err := j.flush(ctx, id); err != nil {
+	if err := j.Flush(ctx, id); err != nil {
 		return nil, err
 	}
 	return j.s.Checkpoints(ctx, id, upTo)
@@ -146,15 +148,15 @@ func (j *Journal) Event(ctx context.Context, id string, e runtime.Event) error {
 // Events commits the events this process buffered for the run first, so
 // that its own reads see them.
 func (j *Journal) Events(ctx context.Context, id string) ([]runtime.Event, error) {
-	if err := j.flush(ctx, id); err != nil {
+	if err := j.Flush(ctx, id); err != nil {
 		return nil, err
 	}
 	return j.s.Events(ctx, id)
 }
 
-// flush commits what the recorder of run id holds, if this process holds
+// Flush commits what the recorder of run id holds, if this process holds
 // the run.
-func (j *Journal) flush(ctx context.Context, id string) error {
+func (j *Journal) Flush(ctx context.Context, id string) error {
 	j.mu.Lock()
 	rec := j.held[id]
 	j.mu.Unlock()

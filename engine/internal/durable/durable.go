@@ -18,6 +18,7 @@ import (
 
 	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/journal"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -47,6 +48,10 @@ type Runner struct {
 	// Ledger, when set, is the cost cap the runs are part of (a batch's):
 	// see runtime.Options.Ledger.
 	Ledger budget.Ledger
+	// Log, when set, keeps the runs PrepareLogged prepares in place of the
+	// store: their checkpoints and events go to it, and their records are
+	// the caller's (a cluster's coordinator keeps them).
+	Log journal.Log
 }
 
 // Start records a new run of p and runs it. A run whose record cannot be
@@ -77,7 +82,7 @@ func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs
 type Prepared struct {
 	r       *Runner
 	run     *store.Run
-	rec     *store.Recorder
+	rec     recorder
 	told    runtime.Options
 	p       *dsl.Pipeline
 	restore []*runtime.Checkpoint
@@ -117,6 +122,49 @@ func (r *Runner) PrepareStart(ctx context.Context, id string, p *dsl.Pipeline, i
 	}
 	return &Prepared{r: r, run: run, rec: rec, p: p}, nil
 }
+
+// PrepareLogged is PrepareStart for a run kept in r.Log: a new run, or
+// one that goes on from the checkpoints the log holds of it (a cluster's
+// item that another worker began). Nothing is recorded in the store.
+func (r *Runner) PrepareLogged(ctx context.Context, id string, p *dsl.Pipeline, inputs map[string]any) (*Prepared, error) {
+	if err := r.Kinds.Check(p); err != nil {
+		return nil, err
+	}
+	in, err := runtime.PrepareInputsFrom(p, inputs, r.RemoteInputs)
+	if err != nil {
+		return nil, err
+	}
+	restore, err := r.Log.Checkpoints(ctx, id, 0)
+	if err != nil {
+		return nil, err
+	}
+	run := &store.Run{ID: id, Inputs: in, RemoteInputs: r.RemoteInputs}
+	return &Prepared{r: r, run: run, rec: &logRecorder{log: r.Log, id: id}, p: p, restore: restore}, nil
+}
+
+// recorder is where a run's checkpoints and events go as it runs: the
+// store's recorder, or a journal.Log's.
+type recorder interface {
+	runtime.Checkpointer
+	runtime.EventSink
+	Flush(ctx context.Context) error
+}
+
+// logRecorder records one run in a journal.Log.
+type logRecorder struct {
+	log journal.Log
+	id  string
+}
+
+func (l *logRecorder) Save(ctx context.Context, cp *runtime.Checkpoint) error {
+	return l.log.Save(ctx, l.id, cp)
+}
+
+// Event drops an event the log would not take, as a killed process
+// loses its last few: a run's events are its timeline, not its state.
+func (l *logRecorder) Event(e runtime.Event) { _ = l.log.Event(context.Background(), l.id, e) }
+
+func (l *logRecorder) Flush(ctx context.Context) error { return l.log.Flush(ctx, l.id) }
 
 // NewRunRecord is the record of a new run of p: the pipeline with every
 // file its load read, and the run's inputs.
@@ -282,7 +330,7 @@ func (r *Runner) PrepareContinue(ctx context.Context, prev *store.Run, p *dsl.Pi
 // execute runs the recorded run (its id, inputs and whether they are a
 // remote caller's), recording into rec; told says what run_started tells of where it came
 // from (ForkOf, Edits).
-func (r *Runner) execute(ctx context.Context, run *store.Run, rec *store.Recorder, told runtime.Options, p *dsl.Pipeline, restore []*runtime.Checkpoint) *runtime.Result {
+func (r *Runner) execute(ctx context.Context, run *store.Run, rec recorder, told runtime.Options, p *dsl.Pipeline, restore []*runtime.Checkpoint) *runtime.Result {
 	runID := run.ID
 	sink := &tee{rec: rec, show: r.Sink}
 	ctx, stop := context.WithCancelCause(ctx)
@@ -297,6 +345,10 @@ func (r *Runner) execute(ctx context.Context, run *store.Run, rec *store.Recorde
 	if err := rec.Flush(bg); err != nil {
 		recording = err
 		recordingFailed(res, err)
+	}
+	if r.Log != nil {
+		sink.finish(res, recording != nil)
+		return res
 	}
 	if err := r.Store.Finish(bg, runID, Ending(res)); err != nil {
 		if recording == nil || !errors.Is(recording, err) {
@@ -328,6 +380,11 @@ const stopPoll = 250 * time.Millisecond
 // store that keeps failing fails the run through its recorder.
 func (r *Runner) watchStop(ctx context.Context, runID string, stop context.CancelCauseFunc) <-chan struct{} {
 	done := make(chan struct{})
+	if r.Log != nil {
+		// A run kept in a log is stopped by its caller, through ctx.
+		close(done)
+		return done
+	}
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(stopPoll)
@@ -362,7 +419,7 @@ func recordingFailed(res *runtime.Result, err error) {
 // tee records every event and shows it; it shows the run's end only once
 // the run is recorded, as it was recorded.
 type tee struct {
-	rec  *store.Recorder
+	rec  recorder
 	show runtime.EventSink
 	end  *runtime.Event
 }
