@@ -38,6 +38,7 @@ type Coordinator struct {
 	Log io.Writer
 
 	c       *conn
+	mirrors *engine.Mirror // the batch's runs in Store
 	ref     PipelineRef
 	batch   string
 	session string // this coordinator's publishes, told apart from an earlier one's
@@ -89,7 +90,7 @@ func (co *Coordinator) Connect(ctx context.Context, o Options) error {
 		c.nc.Close()
 		return err
 	}
-	co.c, co.ref = c, ref
+	co.c, co.ref, co.mirrors = c, ref, engine.NewMirror(co.Store, co.Pipeline)
 	return nil
 }
 
@@ -455,7 +456,7 @@ func (co *Coordinator) stopped(ctx context.Context, row *store.BatchItem, inputs
 		res.CostUSD, err = runCost(bg, co.Store, row.Run, evs)
 	}
 	if err == nil {
-		err = co.Store.Finish(bg, row.Run, engine.Ending(res))
+		err = co.mirrors.Finish(bg, res)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("item %s: mirroring its run %s into %s: %w", row.Key, row.Run, co.Store.Path(), err)
@@ -550,7 +551,7 @@ func (co *Coordinator) mirror(ctx context.Context, res *runtime.Result, inputs m
 	if _, err := co.copyRun(ctx, res.RunID, inputs, false); err != nil {
 		return err
 	}
-	return co.Store.Finish(ctx, res.RunID, engine.Ending(res))
+	return co.mirrors.Finish(ctx, res)
 }
 
 // copyRun brings the local store's copy of a run up to date with
@@ -558,37 +559,6 @@ func (co *Coordinator) mirror(ctx context.Context, res *runtime.Result, inputs m
 // process), and returns the stream sequence of the last event copied.
 // With claim, a run the store has as ended is marked running again.
 func (co *Coordinator) copyRun(ctx context.Context, runID string, inputs map[string]any, claim bool) (uint64, error) {
-	// Events recorded as they came, or by a coordinator killed while
-	// copying, are a prefix of the run's: the rest is added, nothing twice.
-	var haveEvents, haveCheckpoints int
-	if run, err := co.Store.Run(ctx, runID); err == nil {
-		if claim && run.Status != runtime.StatusRunning {
-			if _, err := co.Store.Claim(ctx, runID); err != nil {
-				return 0, err
-			}
-		}
-		evs, err := co.Store.Events(ctx, runID)
-		if err != nil {
-			return 0, err
-		}
-		cps, err := co.Store.ListCheckpoints(ctx, runID)
-		if err != nil {
-			return 0, err
-		}
-		haveEvents, haveCheckpoints = len(evs), len(cps)
-	} else {
-		in, err := runtime.PrepareInputs(co.Pipeline, inputs)
-		if err != nil {
-			in = inputs
-		}
-		rec, err := engine.NewRunRecord(runID, co.Pipeline, in)
-		if err != nil {
-			return 0, err
-		}
-		if err := co.Store.CreateRun(ctx, rec); err != nil {
-			return 0, err
-		}
-	}
 	evs, last, err := co.c.log.EventsSeq(ctx, runID)
 	if err != nil {
 		return 0, err
@@ -597,17 +567,5 @@ func (co *Coordinator) copyRun(ctx context.Context, runID string, inputs map[str
 	if err != nil {
 		return 0, err
 	}
-	r, err := co.Store.Recorder(ctx, runID)
-	if err != nil {
-		return 0, err
-	}
-	for _, e := range evs[min(haveEvents, len(evs)):] {
-		r.Event(e)
-	}
-	for _, cp := range cps[min(haveCheckpoints, len(cps)):] {
-		if err := r.Save(ctx, cp); err != nil {
-			return 0, errors.Join(err, r.Flush(ctx))
-		}
-	}
-	return last, r.Flush(ctx)
+	return last, co.mirrors.Copy(ctx, runID, inputs, evs, cps, claim)
 }

@@ -44,12 +44,3 @@ func CheckEdits(p *dsl.Pipeline, edits []runtime.Edit) error { return durable.Ch
 func Edited(p *dsl.Pipeline, inputs map[string]any, points []*runtime.Checkpoint, edits []runtime.Edit) (map[string]any, []*runtime.Checkpoint, error) {
 	return durable.Edited(p, inputs, points, edits)
 }
-
-// NewRunRecord is the record of a new run of p with inputs, for a run
-// recorded where it does not run (a cluster's coordinator).
-func NewRunRecord(id string, p *dsl.Pipeline, inputs map[string]any) (*store.Run, error) {
-	return durable.NewRunRecord(id, p, inputs)
-}
-
-// Ending is how a run that ended with res is recorded in the store.
-func Ending(res *runtime.Result) store.Ending { return durable.Ending(res) }

@@ -26,10 +26,6 @@ var runStarters = []string{
 // yet, each with its reason. A use not listed fails the test, and so
 // does a listed one that is gone, so that the list shrinks as they move.
 var allowed = map[string]map[string]string{
-	"cluster": {
-		"engine.NewRunRecord": "the coordinator records, in the local store, the runs its workers run elsewhere",
-		"engine.Ending":       "the coordinator records how each remote run ended",
-	},
 	"flowtest": {
 		"runtime.Run": "a case runs in memory, against its mocks, with no store",
 		"nodes.Kinds": "a case's node kinds answer models, tools and MCP servers from its mocks",
