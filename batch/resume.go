@@ -191,7 +191,7 @@ func ParseScorer(p *dsl.Pipeline, scores []string) (*Scorer, error) {
 // s.MaxCostUSD, loops capped at s.MaxLoops, questions answered by their
 // defaults when s.Auto, inputs mapped by s.Map.
 func NewRunner(st *store.Store, p *dsl.Pipeline, runs *engine.Shared, s Settings) *Runner {
-	return &Runner{Store: st, Pipeline: p, Runs: runs, Auto: s.Auto, MaxLoops: s.MaxLoops, Map: s.Map,
+	return &Runner{Store: st, Pipeline: p, Runs: runs, Auto: s.Auto, MaxLoops: s.MaxLoops, Map: s.Map, Models: s.Model,
 		Concurrency: s.Concurrency, MaxCostUSD: s.MaxCostUSD, Repeat: s.Repeat}
 }
 

@@ -140,7 +140,7 @@ func engineFor(t testing.TB, st *store.Store, env func(string) (string, bool)) *
 // share is eng's services for a batch of p, ended with the test.
 func share(t testing.TB, eng *engine.Engine, p *dsl.Pipeline) *engine.Shared {
 	t.Helper()
-	sh, err := eng.Share(p, nil)
+	sh, err := eng.Share(p, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,8 +112,11 @@ type Runner struct {
 	// as many runs at once cannot share one person's prompt.
 	Auto     bool
 	MaxLoops int
-	Scorer   *Scorer
-	Map      map[string]string // --map input=field
+	// Models are the model overrides (NAME=MODEL) the batch runs with:
+	// its Runs have them here; a cluster's jobs carry them to workers.
+	Models []string
+	Scorer *Scorer
+	Map    map[string]string // --map input=field
 
 	Concurrency int // items run at once; default 8
 	// Repeat runs each item this many times (0 or 1: once), each a

@@ -15,7 +15,7 @@ import (
 // halts the batch on every worker. log receives the refused messages
 // (see Coordinator.Log); Close the coordinator when the batch is done.
 func DriveBatch(ctx context.Context, r *batch.Runner, o Options, items, window int, auto bool, log io.Writer) (*Coordinator, error) {
-	co := &Coordinator{Store: r.Store, Pipeline: r.Pipeline, Auto: auto, MaxLoops: r.MaxLoops, Log: log}
+	co := &Coordinator{Store: r.Store, Pipeline: r.Pipeline, Auto: auto, MaxLoops: r.MaxLoops, Models: r.Models, Log: log}
 	if err := co.Connect(ctx, o); err != nil {
 		return nil, err
 	}

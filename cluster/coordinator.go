@@ -30,6 +30,9 @@ type Coordinator struct {
 	Pipeline *dsl.Pipeline
 	Auto     bool
 	MaxLoops int
+	// Models are the batch's model overrides (NAME=MODEL), which every
+	// job carries: its worker runs the item with them.
+	Models []string
 	// StopWait bounds how long a halted batch waits for each running item
 	// to stop on its worker (a worker that died never says); default 30s.
 	StopWait time.Duration
@@ -90,7 +93,12 @@ func (co *Coordinator) Connect(ctx context.Context, o Options) error {
 		c.nc.Close()
 		return err
 	}
-	co.c, co.ref, co.mirrors = c, ref, engine.NewMirror(co.Store, co.Pipeline)
+	mirrors, err := engine.NewMirror(co.Store, co.Pipeline, engine.RunOptions{Auto: co.Auto, MaxLoops: co.MaxLoops, Models: co.Models})
+	if err != nil {
+		c.nc.Close()
+		return err
+	}
+	co.c, co.ref, co.mirrors = c, ref, mirrors
 	return nil
 }
 
@@ -495,7 +503,7 @@ func (co *Coordinator) publish(ctx context.Context, row *store.BatchItem, key st
 		return errHalted
 	}
 	data, err := json.Marshal(Job{Ticket: newTicket(co.session, time.Now()), Batch: row.Batch, Index: row.Index, Key: row.Key, Run: row.Run,
-		Pipeline: co.ref, Inputs: inputs, Auto: co.Auto, MaxLoops: co.MaxLoops, CostCap: costCap})
+		Pipeline: co.ref, Inputs: inputs, Auto: co.Auto, MaxLoops: co.MaxLoops, Models: co.Models, CostCap: costCap})
 	if err != nil {
 		return fmt.Errorf("item %s: encoding its job: %w", row.Key, err)
 	}

@@ -35,6 +35,9 @@ type Job struct {
 	Inputs   map[string]any `json:"inputs"`
 	Auto     bool           `json:"auto,omitempty"`
 	MaxLoops int            `json:"max_loops,omitempty"`
+	// Models are the batch's model overrides, NAME=MODEL: the item runs
+	// with them on whichever worker takes it.
+	Models []string `json:"models,omitempty"`
 	// CostCap: the run's model calls reserve from the batch's cost
 	// ledger (its entry under Batch in the ledger bucket).
 	CostCap bool `json:"cost_cap,omitempty"`
@@ -93,8 +96,8 @@ type Worker struct {
 	AllowEndpoints []string
 
 	c        *conn
-	mu       sync.Mutex // guards pipelines and fetching them
-	pipeline map[string]*loaded
+	mu       sync.Mutex         // guards pipelines and fetching them
+	pipeline map[string]*loaded // by pipeline hash and model overrides
 
 	stopMu  sync.Mutex
 	stopped map[string]string         // by <batch>.<session>: why its coordinator halted it
@@ -105,8 +108,9 @@ type Worker struct {
 type Engine interface {
 	// Share builds the services the runs of a pipeline share here (its
 	// model client, which must draw on limits for its rate limits), or
-	// says why this host cannot run it; called once per pipeline hash.
-	Share(p *dsl.Pipeline, limits llm.SharedLimits) (*engine.Shared, error)
+	// says why this host cannot run it; called once per pipeline hash
+	// and model overrides (NAME=MODEL, a job's).
+	Share(p *dsl.Pipeline, limits llm.SharedLimits, models []string) (*engine.Shared, error)
 }
 
 // runningItem is an item in flight, which a halt of its batch stops.
@@ -335,7 +339,7 @@ func (w *Worker) item(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	w.logf("item %s (%s) attempt %d: run %s", key, job.Key, attempt, job.Run)
-	l, err := w.load(ctx, job.Pipeline)
+	l, err := w.load(ctx, job.Pipeline, job.Models)
 	var unfit *unfitError
 	if errors.As(err, &unfit) || ctx.Err() != nil {
 		// Another worker may have what this one lacks; the batch waits
@@ -550,11 +554,13 @@ func (w *Worker) execute(ctx context.Context, job Job, l *loaded, loadErr error)
 	return out
 }
 
-// load fetches and loads a job's pipeline once per hash.
-func (w *Worker) load(ctx context.Context, ref PipelineRef) (*loaded, error) {
+// load fetches and loads a job's pipeline, and builds the services its
+// runs share with models, once per hash and models.
+func (w *Worker) load(ctx context.Context, ref PipelineRef, models []string) (*loaded, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if l := w.pipeline[ref.Hash]; l != nil {
+	key := ref.Hash + "\x00" + strings.Join(models, "\x00")
+	if l := w.pipeline[key]; l != nil {
 		if l.unfit != nil {
 			return nil, l.unfit
 		}
@@ -569,12 +575,12 @@ func (w *Worker) load(ctx context.Context, ref PipelineRef) (*loaded, error) {
 	}
 	w.c.hide.add(p)
 	dsl.Walk(p, func(q *dsl.Pipeline, _ *dsl.Node) { w.c.hide.add(q) })
-	shared, err := w.Engine.Share(p, &sharedLimits{c: w.c})
+	shared, err := w.Engine.Share(p, &sharedLimits{c: w.c}, models)
 	if err != nil {
-		w.pipeline[ref.Hash] = &loaded{unfit: &unfitError{err}}
-		return nil, w.pipeline[ref.Hash].unfit
+		w.pipeline[key] = &loaded{unfit: &unfitError{err}}
+		return nil, w.pipeline[key].unfit
 	}
 	l := &loaded{p: p, shared: shared}
-	w.pipeline[ref.Hash] = l
+	w.pipeline[key] = l
 	return l, nil
 }

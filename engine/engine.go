@@ -378,13 +378,14 @@ type Shared struct {
 }
 
 // Share builds the services that runs of p share, drawing on limits for
-// rate limits when it is not nil: a *HostError says this host cannot run
-// p. Close ends them.
-func (e *Engine) Share(p *dsl.Pipeline, limits llm.SharedLimits) (*Shared, error) {
+// rate limits when it is not nil, with models (NAME=MODEL) overriding
+// the engine's (a cluster job's, as its batch was started): a *HostError
+// says this host cannot run p. Close ends them.
+func (e *Engine) Share(p *dsl.Pipeline, limits llm.SharedLimits, models []string) (*Shared, error) {
 	if limits == nil {
 		limits = e.o.Shared
 	}
-	s, err := e.openShared(p, RunOptions{}, store.RunSpec{}, limits)
+	s, err := e.openShared(p, RunOptions{Models: models}, store.RunSpec{}, limits)
 	if err != nil {
 		return nil, err
 	}

@@ -162,7 +162,7 @@ func TestStartWaitAnswerFork(t *testing.T) {
 func sharedAsker(t *testing.T, e *Engine) (*dsl.Pipeline, *Shared) {
 	t.Helper()
 	p := load(t, "asker.yaml", askPipeline)
-	sh, err := e.Share(p, nil)
+	sh, err := e.Share(p, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,12 +17,21 @@ import (
 // read them as they read the runs an engine ran itself: the record holds
 // the pipeline with every file its load read, as Start's does.
 type Mirror struct {
-	st *store.Store
-	p  *dsl.Pipeline
+	st   *store.Store
+	p    *dsl.Pipeline
+	spec store.RunSpec
 }
 
-// NewMirror is the mirror, in st, of runs of p.
-func NewMirror(st *store.Store, p *dsl.Pipeline) *Mirror { return &Mirror{st: st, p: p} }
+// NewMirror is the mirror, in st, of runs of p that run elsewhere as o
+// says (its Auto, MaxLoops and Models): that is the spec their records
+// keep, so that a resume of one here goes on as it ran there.
+func NewMirror(st *store.Store, p *dsl.Pipeline, o RunOptions) (*Mirror, error) {
+	models, err := overrides(p, nil, o.Models)
+	if err != nil {
+		return nil, &ConfigError{err}
+	}
+	return &Mirror{st: st, p: p, spec: store.RunSpec{Models: models, Auto: o.Auto, MaxLoops: o.MaxLoops}}, nil
+}
 
 // Copy brings the store's copy of run id up to date with all its journal
 // holds (evs and cps, in order), creating its record, with inputs, when
@@ -56,6 +65,7 @@ func (m *Mirror) Copy(ctx context.Context, id string, inputs map[string]any, evs
 		if err != nil {
 			return err
 		}
+		rec.Spec = m.spec
 		if err := m.st.CreateRun(ctx, rec); err != nil {
 			return err
 		}

@@ -258,7 +258,7 @@ func batchRunner(p *dsl.Pipeline, s batch.Settings, bf *batchFlags, st *store.St
 	eng, err := engine.New(o)
 	var sh *engine.Shared
 	if err == nil {
-		sh, err = eng.Share(p, nil)
+		sh, err = eng.Share(p, nil, nil)
 	}
 	if err != nil {
 		return nil, nil, fail(stderr, "flowrun batch", err)

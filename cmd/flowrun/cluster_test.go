@@ -1118,3 +1118,39 @@ func TestClusterRunningItemShowsLive(t *testing.T) {
 	unblock()
 	c.finish(t, c.coord)
 }
+
+// TestClusterModelOverrideGoesWithTheJob: a batch started with --model
+// runs its items on the workers with that model, not the pipeline's, and
+// the item runs the coordinator mirrors record it: a resume of one here
+// goes on with it too.
+func TestClusterModelOverrideGoesWithTheJob(t *testing.T) {
+	c := startClusterWorkers(t, 4, 2, 0)
+	coord := c.startCoordinator("--model", "default=gpt-4.1")
+	if code := coord.wait(); code != exitOK {
+		t.Fatalf("flowrun batch --nats --model: exit %d\n%s", code, coord.stderr())
+	}
+	calls := c.workerCalls()
+	if len(calls) == 0 {
+		t.Fatal("the workers made no model call")
+	}
+	for _, call := range calls {
+		if call.model != "gpt-4.1" {
+			t.Fatalf("a worker asked for model %q at %s, want the batch's override gpt-4.1", call.model, call.path)
+		}
+	}
+	st, err := store.Open(c.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	_, rows := lastBatchIn(t, st)
+	for _, row := range rows {
+		run, err := st.Run(context.Background(), row.Run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Spec.Models["default"] != "gpt-4.1" {
+			t.Errorf("item %s: its mirrored run records models %v, want default=gpt-4.1", row.Key, run.Spec.Models)
+		}
+	}
+}

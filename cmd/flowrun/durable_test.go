@@ -109,6 +109,7 @@ func durableLLMPaths() []string {
 // durCall is one request the fake model received.
 type durCall struct {
 	key     string    // the API key it carried: which process sent it
+	model   string    // the model id it asked for
 	path    string    // the node that asked, from the prompt
 	at      time.Time // when it arrived
 	replied time.Time // when the answer went out; zero until then
@@ -174,7 +175,8 @@ func (m *durModel) handle(r llmtest.Request) llmtest.Reply {
 	}
 	m.mu.Lock()
 	i := len(m.calls)
-	m.calls = append(m.calls, durCall{key: key, path: path, at: r.At})
+	model, _ := r.Body["model"].(string)
+	m.calls = append(m.calls, durCall{key: key, model: model, path: path, at: r.At})
 	m.seen[key]++
 	n, hook := m.seen[key], m.hooks[key]
 	m.mu.Unlock()
