@@ -37,6 +37,7 @@ type placement struct {
 	parent *Node  // the loop, map or parallel node whose body holds it; nil at the top
 	branch string // the parallel branch holding it
 	index  int    // position in its block
+	block  Block  // the block holding it
 }
 
 // resolver holds the types of one file's names.
@@ -182,7 +183,7 @@ func (r *resolver) checkArgs(label, tool string, args *Value, want, got *Type) {
 
 func (r *resolver) placeBlock(b Block, parent *Node, branch string) {
 	for i, n := range b {
-		r.place[n] = placement{parent: parent, branch: branch, index: i}
+		r.place[n] = placement{parent: parent, branch: branch, index: i, block: b}
 		r.byID[n.ID] = n
 		for _, child := range Bodies(n) {
 			r.placeBlock(child.Body, n, child.Name)
@@ -361,11 +362,20 @@ func (r *resolver) ancestors(n *Node) []*Node {
 	return out
 }
 
+// absence says why a node's output may be null where it is read: the
+// node may not have run there.
+type absence struct {
+	why  string // node "x" runs later in the loop body than this
+	when string // when it is null: in the first iteration
+}
+
 // readable says why node `from` cannot read nodes.<target>, or "". When
-// it can, notYet says that target may not have run when `from` does: it
-// runs later in an enclosing loop's body (or is `from` itself), so its
-// output is null in the first iteration.
-func (r *resolver) readable(from, target *Node, afterRun bool) (why string, notYet bool) {
+// it can, a non-nil absence says that target may not have run when
+// `from` does: it runs later in an enclosing loop's body (or is `from`
+// itself), so its output is null in the first iteration, or a branch or
+// a next: can take the run past it. With from nil, the read is the
+// pipeline's outputs, after its last node.
+func (r *resolver) readable(from, target *Node, afterRun bool) (string, *absence) {
 	// Nodes in a map body exist per item: only the same item sees them.
 	for _, a := range r.ancestors(target)[1:] {
 		if a.Kind != KindMap {
@@ -378,22 +388,25 @@ func (r *resolver) readable(from, target *Node, afterRun bool) (why string, notY
 			}
 		}
 		if !inside {
-			return fmt.Sprintf("node %q runs once per item of map %q: read the items' results as nodes.%s", target.ID, a.ID, a.ID), false
+			return fmt.Sprintf("node %q runs once per item of map %q: read the items' results as nodes.%s", target.ID, a.ID, a.ID), nil
 		}
 	}
+	targetChain := r.ancestors(target)
 	if from == nil {
-		return "", false
+		top := targetChain[len(targetChain)-1]
+		return "", r.skipped(target, top, len(r.place[top].block))
 	}
 	if from == target {
 		if afterRun {
-			return "", false
+			return "", nil
 		}
 		if r.inLoopAbove(target) {
-			return "", true
+			return "", &absence{fmt.Sprintf("this reads node %q's output from the previous iteration", target.ID), "in the first iteration"}
 		}
-		return fmt.Sprintf("node %q reads its own output, which exists only once it has run: read it in the node's set:", target.ID), false
+		return fmt.Sprintf("node %q reads its own output, which exists only once it has run: read it in the node's set:", target.ID), nil
 	}
-	fromChain, targetChain := r.ancestors(from), r.ancestors(target)
+	later := &absence{fmt.Sprintf("node %q runs later in the loop body than this", target.ID), "in the first iteration"}
+	fromChain := r.ancestors(from)
 	for _, t := range targetChain {
 		for _, f := range fromChain {
 			pt, pf := r.place[t], r.place[f]
@@ -401,28 +414,96 @@ func (r *resolver) readable(from, target *Node, afterRun bool) (why string, notY
 				// target holds from in its body: it has not finished yet.
 				if t == target {
 					if r.inLoopAbove(t) {
-						return "", false
+						return "", nil
 					}
-					return fmt.Sprintf("node %q is still running here: its output exists once its body has finished", target.ID), false
+					return fmt.Sprintf("node %q is still running here: its output exists once its body has finished", target.ID), nil
 				}
-				return "", false
+				return "", nil
 			}
 			if pt.parent != pf.parent {
 				continue
 			}
 			if pt.parent != nil && pt.parent.Kind == KindParallel && pt.branch != pf.branch {
-				return fmt.Sprintf("node %q runs in parallel branch %q of %q, and branches cannot see each other's nodes", target.ID, pt.branch, pt.parent.ID), false
+				return fmt.Sprintf("node %q runs in parallel branch %q of %q, and branches cannot see each other's nodes", target.ID, pt.branch, pt.parent.ID), nil
 			}
 			if pt.index > pf.index {
 				if r.inLoopAbove(t) {
-					return "", true
+					return "", later
 				}
-				return fmt.Sprintf("node %q runs later than this, so its output does not exist yet", target.ID), false
+				return fmt.Sprintf("node %q runs later than this, so its output does not exist yet", target.ID), nil
 			}
-			return "", false
+			return "", r.skipped(target, t, pf.index)
 		}
 	}
-	return "", false
+	return "", nil
+}
+
+// skipped says how a run can reach index upTo of t's block (a later
+// sibling, or the block's end) without running t, which holds target
+// (or is it): a branch case, a default or a next: that jumps past it.
+// It is nil when t runs on every path there.
+func (r *resolver) skipped(target, t *Node, upTo int) *absence {
+	pt := r.place[t]
+	b := pt.block
+	reached := make([]bool, len(b)+1) // len(b): past the block's last node
+	reached[0] = true
+	past := -1
+	for k := 0; k < upTo; k++ {
+		if !reached[k] || k == pt.index {
+			continue
+		}
+		for _, to := range successors(b, k) {
+			if to <= k || reached[to] {
+				continue
+			}
+			reached[to] = true
+			if k < pt.index && to > pt.index && past < 0 {
+				past = k
+			}
+		}
+	}
+	if upTo == pt.index || !reached[upTo] || past < 0 {
+		return nil
+	}
+	jump := fmt.Sprintf("node %q's next: jumps past it", b[past].ID)
+	if b[past].Kind == KindBranch {
+		jump = fmt.Sprintf("branch %q can jump past it", b[past].ID)
+	}
+	return &absence{fmt.Sprintf("node %q may not run before this: %s", target.ID, jump), "when it is skipped"}
+}
+
+// successors are the indexes of block b a run can go to from node k: a
+// next: or branch target (end, break and continue leave the block, at
+// len(b)), or the node after it.
+func successors(b Block, k int) []int {
+	index := func(name string) int {
+		switch name {
+		case "end", "break", "continue":
+			return len(b)
+		}
+		for i, n := range b {
+			if n.ID == name {
+				return i
+			}
+		}
+		return -1
+	}
+	n := b[k]
+	if n.Next != "" {
+		return []int{index(n.Next)}
+	}
+	br := n.Branch()
+	if br == nil {
+		return []int{k + 1}
+	}
+	var out []int
+	for _, c := range br.Cases {
+		out = append(out, index(c.Next))
+	}
+	if br.Default != "" {
+		return append(out, index(br.Default))
+	}
+	return append(out, k+1)
 }
 
 // inLoopAbove reports whether a loop body holds n, so that a later
@@ -452,6 +533,7 @@ type typeVisitor struct {
 	// that fails on null may not take them without ?? first.
 	notYet map[ast.Node]string
 	null   map[ast.Node]string
+	absent map[string]*absence // by node id: why the node may not have run
 	failed bool
 }
 
@@ -535,8 +617,9 @@ func (v *typeVisitor) Visit(node *ast.Node) {
 			}
 			if _, closed := n.Node.(*ast.ChainNode); closed {
 				text, index := chainText(n.Node), indexText(n.Property)
-				v.fail(n, fmt.Sprintf("%s is null in the first iteration (%s), and indexing it with %s fails; write %s?.%s ?? <a default>",
-					text, v.notYetWhy(id), index, text, index))
+				a := v.absent[id]
+				v.fail(n, fmt.Sprintf("%s is null %s (%s), and indexing it with %s fails; write %s?.%s ?? <a default>",
+					text, a.when, a.why, index, text, index))
 				return
 			}
 		}
@@ -642,16 +725,21 @@ func (v *typeVisitor) nodeOutput(prop *ast.StringNode) (*Type, bool) {
 		v.fail(prop, fmt.Sprintf("no node with id %q%s", id, Suggest(id, v.r.f.idSet)))
 		return AnyType, false
 	}
-	notYet := false
-	if v.pe.sc.tool == nil {
-		var why string
-		why, notYet = v.r.readable(v.pe.sc.node, target, v.pe.sc.afterRun)
-		if why != "" {
-			v.fail(prop, why)
-			return AnyType, false
-		}
+	if v.pe.sc.tool != nil {
+		return v.r.output(target), false
 	}
-	return v.r.output(target), notYet
+	why, absent := v.r.readable(v.pe.sc.node, target, v.pe.sc.afterRun)
+	if why != "" {
+		v.fail(prop, why)
+		return AnyType, false
+	}
+	if absent != nil {
+		if v.absent == nil {
+			v.absent = map[string]*absence{}
+		}
+		v.absent[id] = absent
+	}
+	return v.r.output(target), absent != nil
 }
 
 // failsOnNull are the operators that fail at run time when an operand is
@@ -690,17 +778,9 @@ func (v *typeVisitor) checkNotNull(operand ast.Node, what string) {
 	if !ok {
 		return
 	}
-	text := chainText(operand)
-	v.fail(operand, fmt.Sprintf("%s is null in the first iteration (%s), and %s fails on null; write (%s ?? <a default>)",
-		text, v.notYetWhy(id), what, text))
-}
-
-// notYetWhy says why node id may not have run where it is read.
-func (v *typeVisitor) notYetWhy(id string) string {
-	if v.pe.sc.node != nil && v.pe.sc.node.ID == id {
-		return fmt.Sprintf("this reads node %q's output from the previous iteration", id)
-	}
-	return fmt.Sprintf("node %q runs later in the loop body than this", id)
+	text, a := chainText(operand), v.absent[id]
+	v.fail(operand, fmt.Sprintf("%s is null %s (%s), and %s fails on null; write (%s ?? <a default>)",
+		text, a.when, a.why, what, text))
 }
 
 // failNotYet reports a field read without ?. from the output of a node
@@ -711,8 +791,9 @@ func (v *typeVisitor) failNotYet(n *ast.MemberNode, id string) {
 	if s, ok := n.Property.(*ast.StringNode); ok {
 		field = s.Value
 	}
-	v.fail(n, fmt.Sprintf("nodes.%s may be null here: %s, so it is null in the first iteration and reading .%s from it fails; write nodes.%s?.%s ?? <a default>",
-		id, v.notYetWhy(id), field, id, field))
+	a := v.absent[id]
+	v.fail(n, fmt.Sprintf("nodes.%s may be null here: %s, so it is null %s and reading .%s from it fails; write nodes.%s?.%s ?? <a default>",
+		id, a.why, a.when, field, id, field))
 }
 
 func (v *typeVisitor) fail(at ast.Node, msg string) {
