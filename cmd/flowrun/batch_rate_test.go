@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -145,5 +146,41 @@ func TestBatchRate(t *testing.T) {
 		if code == exitOK || !strings.Contains(stderr, c.want) {
 			t.Errorf("rate %v: exit %d %s", c.args, code, stderr)
 		}
+	}
+}
+
+// TestJudgedBatchThenRunsListAndFromRunLast is the journey after a
+// judged batch: the runs list shows the items' runs, with no judge call
+// as a run of its own (with --batch-items, which shows them), and `flowrun test --from-run last` makes a case of
+// the last item's run (its pipeline, not the judge's), which passes.
+func TestJudgedBatchThenRunsListAndFromRunLast(t *testing.T) {
+	dir, p, data := judgedQA(t)
+	db := filepath.Join(dir, "runs.db")
+	if code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db); code != exitOK {
+		t.Fatalf("batch: exit %d\n%s", code, stderr)
+	}
+	code, out, stderr := flowrun(t, "runs", "--batch-items", "--store", db)
+	if code != exitOK {
+		t.Fatalf("runs: exit %d\n%s", code, stderr)
+	}
+	if strings.Contains(out, "judge") {
+		t.Errorf("the runs list shows judge calls as runs:\n%s", out)
+	}
+	if n := strings.Count(out, filepath.Base(p)); n != 3 {
+		t.Errorf("the runs list shows %d runs of %s, want the batch's 3 items:\n%s", n, filepath.Base(p), out)
+	}
+	casePath := filepath.Join(dir, "last.test.yaml")
+	if code, _, stderr := flowrun(t, "test", "--from-run", "last", "--store", db, "-o", casePath); code != exitOK {
+		t.Fatalf("test --from-run last: exit %d\n%s", code, stderr)
+	}
+	body, err := os.ReadFile(casePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(body), filepath.Base(p)) || strings.Contains(string(body), "judge") {
+		t.Errorf("the case made from the last run is not of %s:\n%s", filepath.Base(p), body)
+	}
+	if code, out, stderr := flowrun(t, "test", casePath); code != exitOK {
+		t.Errorf("the case made from the last run fails: exit %d\n%s%s", code, out, stderr)
 	}
 }
