@@ -170,10 +170,10 @@ func TestRemoteBatchHaltsWhenItsLedgerCannotBeRead(t *testing.T) {
 }
 
 // TestCostCapReadsAsMoney: a cap is named as every amount reads, a tiny
-// one too (it read "--max-cost-usd 5e-05" beside "$0.0000 spent"), and
+// one too (it read "--max-cost-usd 5e-05" beside "$0.00 spent"), and
 // without the flag that set it, which the front end names.
 func TestCostCapReadsAsMoney(t *testing.T) {
-	for usd, want := range map[float64]string{5e-05: "the batch's cost cap of $0.000050", 0.5: "the batch's cost cap of $0.5000", 20: "the batch's cost cap of $20.00"} {
+	for usd, want := range map[float64]string{5e-05: "the batch's cost cap of $0.00005", 0.5: "the batch's cost cap of $0.50", 20: "the batch's cost cap of $20.00"} {
 		if got := batchCap(usd); got != want {
 			t.Errorf("a cap of %v reads %q, want %q", usd, got, want)
 		}

@@ -7,9 +7,11 @@ import (
 	"io"
 	"maps"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/internal/junit"
@@ -69,6 +71,10 @@ func (g Gate) Apply(ctx context.Context, st *store.Store, id string, completed b
 		return res, err
 	}
 	s, err := Summarize(ctx, st, b)
+	if err == nil && g.JUnit != "" {
+		// A failure says what the item gave, read from its run.
+		err = s.ReadDetails(ctx, st)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -129,8 +135,10 @@ func (g RegressionGate) Check(c *Comparison) error {
 // (named KEY, or KEY#R for repeat R of an item run several times): a
 // completed item that misses its primary metric is a failure, an item
 // whose run failed or stopped is an error, an item without a result is
-// skipped. Each case carries its metric values, run id and error, so a
-// CI page shows why an item failed.
+// skipped. A failure's message says what the item gave against what it
+// was expected to give (from rows with their details read, see
+// ReadDetails), and each case carries its metric values, run id and
+// error, so a CI page shows why an item failed.
 func WriteJUnit(w io.Writer, s *Summary) error {
 	suite := junit.Suite{Name: s.Name + " on " + s.Dataset}
 	for _, r := range s.Rows {
@@ -142,7 +150,7 @@ func WriteJUnit(w io.Writer, s *Summary) error {
 		switch {
 		case r.Status == runtime.StatusCompleted && r.Class == "" && (r.Pass == nil || *r.Pass):
 		case r.Status == runtime.StatusCompleted && r.Class == "":
-			c.Failure = &junit.Problem{Message: fmt.Sprintf("%s is not true: %s%s", s.Primary, ScoreLine(r.Scores), failedChecks(r.Checks[s.Primary])), Type: s.Primary, Text: c.Output}
+			c.Failure = &junit.Problem{Message: s.missed(r) + failedChecks(r.Checks[s.Primary]), Type: s.Primary, Text: c.Output}
 		case finished(r.Status):
 			c.Error = &junit.Problem{Message: firstLine(r.Error), Type: r.Class, Text: c.Output}
 		default:
@@ -151,6 +159,46 @@ func WriteJUnit(w io.Writer, s *Summary) error {
 		suite.Cases = append(suite.Cases, c)
 	}
 	return junit.Write(w, []junit.Suite{suite})
+}
+
+// missed says what a completed item that failed gave against what it was
+// expected to give: each output its primary metric compares with a
+// dataset field and that differs from it ("label: billing, expected:
+// account"); else its outputs beside the dataset fields the metrics read;
+// else, with neither read, its scores.
+func (s *Summary) missed(r Row) string {
+	var parts []string
+	for _, e := range s.expects[s.Primary] {
+		got, want := r.Outputs[e.Output], r.Expected[e.Item]
+		if r.Outputs != nil && !reflect.DeepEqual(got, want) {
+			parts = append(parts, fmt.Sprintf("%s: %s, expected: %s", e.Output, shortValue(got), shortValue(want)))
+		}
+	}
+	switch {
+	case parts != nil:
+		return strings.Join(parts, "; ")
+	case len(r.Outputs) > 0 && len(r.Expected) > 0:
+		return fmt.Sprintf("%s failed: got %s; expected %s", s.Primary, fieldsLine(r.Outputs), fieldsLine(r.Expected))
+	}
+	return fmt.Sprintf("%s failed: %s", s.Primary, ScoreLine(r.Scores))
+}
+
+// fieldsLine is fields as name: value, by name, each value cut short.
+func fieldsLine(fields map[string]any) string {
+	parts := make([]string, 0, len(fields))
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		parts = append(parts, k+": "+shortValue(fields[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// shortValue is a value on one line of at most 80 characters.
+func shortValue(v any) string {
+	text := strings.Join(strings.Fields(dsl.Stringify(v)), " ")
+	if utf8.RuneCountInString(text) > 80 {
+		text = string([]rune(text)[:79]) + "…"
+	}
+	return text
 }
 
 func junitDetail(r Row) string {

@@ -323,6 +323,11 @@ func newCostChart(s, base *Summary) costChart {
 			c.MaxCount = max(c.MaxCount, counts[i][bin])
 		}
 	}
+	edges := make([]float64, histBins+1)
+	for i := range edges {
+		edges[i] = lo + float64(i)*width
+	}
+	labels := figures.USDLabels(edges)
 	binW := float64(chartWidth-histPadLeft-20) / histBins
 	barW := (binW - 4) / float64(len(series))
 	for bin := range histBins {
@@ -330,12 +335,13 @@ func newCostChart(s, base *Summary) costChart {
 			n := counts[i][bin]
 			h := float64(n) / float64(c.MaxCount) * histHeight
 			c.Bars = append(c.Bars, histBar{Series: sr.name, X: histPadLeft + float64(bin)*binW + 2 + float64(i)*barW, W: barW,
-				Y: c.Base - h, H: h, Count: n, From: figures.USD(lo + float64(bin)*width), To: figures.USD(lo + float64(bin+1)*width)})
+				Y: c.Base - h, H: h, Count: n, From: labels[bin], To: labels[bin+1]})
 		}
 	}
+	ticks := []int{0, histBins / 2, histBins}
+	tickLabels := figures.USDLabels([]float64{edges[ticks[0]], edges[ticks[1]], edges[ticks[2]]})
 	for i, anchor := range []string{"start", "middle", "end"} {
-		at := float64(i * histBins / 2)
-		c.Ticks = append(c.Ticks, tick{X: histPadLeft + at*binW, Label: figures.USD(lo + at*width), Anchor: anchor})
+		c.Ticks = append(c.Ticks, tick{X: histPadLeft + float64(ticks[i])*binW, Label: tickLabels[i], Anchor: anchor})
 	}
 	return c
 }

@@ -166,6 +166,13 @@ func TestCostHistogram(t *testing.T) {
 	if c := newCostChart(rows(), nil); c.Items != 0 || c.Bars != nil {
 		t.Errorf("no item ran: %+v", c)
 	}
+	c = newCostChart(rows(0.0002, 0.00022, 0.0003), nil)
+	if got := fmt.Sprint(c.Ticks[0].Label, " ", c.Ticks[1].Label, " ", c.Ticks[2].Label); got != "$0.0002 $0.00025 $0.0003" {
+		t.Errorf("cost axis reads %s, want distinct ticks $0.0002 $0.00025 $0.0003", got)
+	}
+	if b := c.Bars[0]; b.From == b.To {
+		t.Errorf("a bin's edges read the same: %s-%s", b.From, b.To)
+	}
 	c = newCostChart(rows(0.01, 0.02), rows(0.03))
 	if len(c.Bars) != 2*histBins || c.Bars[0].Series != "A" || c.Bars[1].Series != "B" {
 		t.Errorf("with a base batch, A and B side by side in each bin: %+v", c.Bars[:2])

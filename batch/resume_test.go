@@ -23,7 +23,8 @@ import (
 // resume drops shows.
 func everySetting(t *testing.T) Settings {
 	s := Settings{Concurrency: 3, MaxCostUSD: 2.5, MaxLoops: 4, Auto: true, Repeat: 3, Limit: 10, Sample: 5, Seed: 7, Filter: "item.x > 1",
-		Map: map[string]string{"question": "q"}, Metrics: []string{"exact"}, Primary: "exact", Expected: []string{"expected"}, Score: []string{"n=1"},
+		Map: map[string]string{"question": "q"}, Metrics: []string{"exact"}, Primary: "exact", Expected: []string{"expected"},
+		Expects: map[string][]dsl.Expectation{"exact": {{Output: "answer", Item: "expected"}}}, Score: []string{"n=1"},
 		Model: []string{"default=gpt-4.1"}, Replay: "/c.yaml", DatasetAbs: "/d.jsonl", NATS: "nats://h:4222",
 		NATSCreds: "/u.creds", NATSCA: "/ca.pem", NATSSign: "/c.key", NATSTrustWorker: []string{"/w.pub"}, NATSInsecure: true}
 	v := reflect.ValueOf(s)

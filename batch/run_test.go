@@ -174,7 +174,7 @@ func TestMaxCostStopsAndResumeFinishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cost, done := spent(t, st, b); status != runtime.StatusStopped || stopped.Status != runtime.StatusStopped || done != 3 || math.Abs(cost-0.42) > 1e-9 || stopped.PID != 0 ||
-		stopped.Reason != "the batch's cost cap of $0.5000 reached: $0.4200 spent, and the next model call may cost up to $0.1020" {
+		stopped.Reason != "the batch's cost cap of $0.50 reached: $0.42 spent, and the next model call may cost up to $0.102" {
 		t.Fatalf("batch %s (%s), $%v on %d items, pid %d", stopped.Status, stopped.Reason, cost, done, stopped.PID)
 	}
 	higher := 5.0
@@ -241,7 +241,7 @@ func TestCostCapHoldsAtConcurrency8(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if status != runtime.StatusStopped || !strings.Contains(stopped.Reason, "the batch's cost cap of $0.7000") {
+	if status != runtime.StatusStopped || !strings.Contains(stopped.Reason, "the batch's cost cap of $0.70") {
 		t.Fatalf("%s (%s), want stopped by the cap", status, stopped.Reason)
 	}
 	if cost, done := spent(t, st, b); cost > limit+1e-9 || done < 4 {

@@ -187,6 +187,18 @@ func (s *Scorer) ItemFields() []string {
 	return out
 }
 
+// Expectations are, by metric, the comparisons of an output with a
+// dataset field it passes by (see dsl.Metric.Expectations).
+func (s *Scorer) Expectations() map[string][]dsl.Expectation {
+	out := map[string][]dsl.Expectation{}
+	for _, m := range s.Metrics {
+		if es := m.Expectations(); es != nil {
+			out[m.Name] = es
+		}
+	}
+	return out
+}
+
 // judgeMetric runs a judge metric's pipeline on the item and its outputs
 // and records its verdict as the metric and its reasoning under the
 // metric's name; it returns what the judge spent.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/store"
 )
 
@@ -35,9 +36,13 @@ type Settings struct {
 	// Expected are the dataset fields the metrics read: what the views
 	// show beside an item's outputs.
 	Expected []string `json:"expected"`
-	Score    []string `json:"score,omitempty"` // --score NAME=EXPR
-	Model    []string `json:"model,omitempty"` // --model NAME=MODEL
-	Replay   string   `json:"replay,omitempty"`
+	// Expects are, by metric, the outputs it compares with a dataset
+	// field (outputs.X == item.Y): what an item that failed was expected
+	// to give.
+	Expects map[string][]dsl.Expectation `json:"expects,omitempty"`
+	Score   []string                     `json:"score,omitempty"` // --score NAME=EXPR
+	Model   []string                     `json:"model,omitempty"` // --model NAME=MODEL
+	Replay  string                       `json:"replay,omitempty"`
 
 	DatasetAbs string `json:"dataset_abs"`
 	NATS       string `json:"nats,omitempty"` // the NATS server's URL, credentials removed

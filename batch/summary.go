@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
@@ -142,7 +143,8 @@ type Summary struct {
 	// Repeated says some item ran more than once (see Row.Flaky).
 	Repeated bool `json:"repeated,omitempty"`
 
-	expectedGuessed bool // the batch did not record the fields its metrics read
+	expectedGuessed bool                         // the batch did not record the fields its metrics read
+	expects         map[string][]dsl.Expectation // Settings.Expects
 }
 
 // Summarize reads a batch's items and computes its summary. It, Compare
@@ -180,7 +182,7 @@ func summarize(b *store.Batch, items []*store.BatchItem, ratings map[string]*sto
 	names = metricsWithHuman(names, ratings)
 	s.Primary = primary
 	settings, _ := SettingsOf(b)
-	s.expectedGuessed = settings.Expected == nil
+	s.expectedGuessed, s.expects = settings.Expected == nil, settings.Expects
 	var durations []float64
 	ran := 0
 	failures := map[string]*FailureClass{}

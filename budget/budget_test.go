@@ -63,7 +63,7 @@ func TestAReservationTakesFromItsParent(t *testing.T) {
 	}
 	_, err = run.Reserve(ctx, 0.5, 0.5)
 	var refused *ExceededError
-	if !errors.As(err, &refused) || refused.Cap != "batch ($2.00)" || refused.Error() != "batch ($2.00) reached: $1.70 spent, and the next model call may cost up to $0.5000" {
+	if !errors.As(err, &refused) || refused.Cap != "batch ($2.00)" || refused.Error() != "batch ($2.00) reached: $1.70 spent, and the next model call may cost up to $0.50" {
 		t.Fatalf("a reservation past the batch's cap: %v", err)
 	}
 	if run.Free() < 0.3-1e-9 || run.Free() > 0.3+1e-9 {

@@ -64,15 +64,67 @@ func (m *Metric) ItemFields() []string {
 type itemFields struct{ names []string }
 
 func (v *itemFields) Visit(node *ast.Node) {
-	n, ok := (*node).(*ast.MemberNode)
+	if name, ok := field(*node, "item"); ok && !slices.Contains(v.names, name) {
+		v.names = append(v.names, name)
+	}
+}
+
+// Expectation is a metric's comparison of one of a run's outputs with a
+// dataset field (outputs.X == item.Y, either way round): what the item
+// was expected to give.
+type Expectation struct {
+	Output string `json:"output"`
+	Item   string `json:"item"`
+}
+
+// Expectations are the comparisons outputs.X == item.Y the metric passes
+// by: the whole expression, or one of the terms it joins with &&, so that
+// each must hold for the metric to hold. A comparison under ||, !, or a
+// function call is not one: the item may pass without it.
+func (m *Metric) Expectations() []Expectation {
+	if m == nil || m.Value == nil || m.Value.expr == nil {
+		return nil
+	}
+	return expectations(m.Value.expr.prog.Node(), nil)
+}
+
+func expectations(n ast.Node, out []Expectation) []Expectation {
+	b, ok := n.(*ast.BinaryNode)
 	if !ok {
-		return
+		return out
 	}
-	id, isID := n.Node.(*ast.IdentifierNode)
-	prop, isStr := n.Property.(*ast.StringNode)
-	if isID && id.Value == "item" && isStr && !slices.Contains(v.names, prop.Value) {
-		v.names = append(v.names, prop.Value)
+	switch b.Operator {
+	case "&&", "and":
+		return expectations(b.Right, expectations(b.Left, out))
+	case "==":
+		if e, ok := expectation(b.Left, b.Right); ok {
+			return append(out, e)
+		}
+		if e, ok := expectation(b.Right, b.Left); ok {
+			return append(out, e)
+		}
 	}
+	return out
+}
+
+func expectation(output, item ast.Node) (Expectation, bool) {
+	o, ok1 := field(output, "outputs")
+	i, ok2 := field(item, "item")
+	return Expectation{Output: o, Item: i}, ok1 && ok2
+}
+
+// field is NAME when n reads root.NAME or root["NAME"].
+func field(n ast.Node, root string) (string, bool) {
+	m, ok := n.(*ast.MemberNode)
+	if !ok {
+		return "", false
+	}
+	id, isID := m.Node.(*ast.IdentifierNode)
+	prop, isStr := m.Property.(*ast.StringNode)
+	if !isID || id.Value != root || !isStr {
+		return "", false
+	}
+	return prop.Value, true
 }
 
 // ReadsTrajectory says whether the metric may read its run's trajectory

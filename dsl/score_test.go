@@ -173,6 +173,35 @@ func TestMetricItemFields(t *testing.T) {
 	}
 }
 
+// TestMetricExpectations: a metric names the outputs it compares with a
+// dataset field when each comparison must hold for it to pass, and none
+// it may pass without.
+func TestMetricExpectations(t *testing.T) {
+	p := loadString(t, scored)
+	for src, want := range map[string]string{
+		"outputs.answer == item.expected":                                         "answer=expected",
+		`item["target"] == outputs["answer"]`:                                     "answer=target",
+		"outputs.answer == item.expected && outputs.n == item.n && outputs.n > 0": "answer=expected n=n",
+		"outputs.answer == item.expected || outputs.n == item.n":                  "",
+		"!(outputs.answer == item.expected)":                                      "",
+		"outputs.answer != item.expected":                                         "",
+		"outputs.answer == lower(item.expected)":                                  "",
+		"item.a == item.b":                                                        "",
+	} {
+		m, ds := ParseMetric(p, "m", src)
+		if m == nil {
+			t.Fatalf("%s: %s", src, ds)
+		}
+		var got []string
+		for _, e := range m.Expectations() {
+			got = append(got, e.Output+"="+e.Item)
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("%s: expectations %q, want %q", src, got, want)
+		}
+	}
+}
+
 // TestMetricReadsTrajectory: a metric that reads the run's route, loop
 // iterations, tool calls, questions or turns, or the run as a whole,
 // needs the run's events; one that reads only its figures does not.

@@ -1,12 +1,32 @@
 package figures
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestUSD(t *testing.T) {
-	for v, want := range map[float64]string{0: "$0", 0.0123456: "$0.0123", 0.0000112: "$0.000011", 0.00005: "$0.000050",
-		0.0032000000000000006: "$0.0032", 2.5: "$2.50", 1234.5: "$1235"} {
+	for v, want := range map[float64]string{0: "$0", 0.0123456: "$0.0123", 0.0000112: "$0.000011", 0.00005: "$0.00005",
+		0.00025: "$0.00025", 0.0002: "$0.0002", 0.42: "$0.42", 0.5: "$0.50", 0.102: "$0.102", 0.99996: "$1.00",
+		0.0032000000000000006: "$0.0032", 2.5: "$2.50", 1234.5: "$1235", -0.00042: "-$0.00042"} {
 		if got := USD(v); got != want {
 			t.Errorf("USD(%v) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+func TestUSDLabelsAreDistinct(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want string
+	}{
+		{[]float64{0.0002, 0.00025, 0.0003}, "$0.0002 $0.00025 $0.0003"},
+		{[]float64{0.00021, 0.000215, 0.00022}, "$0.00021 $0.000215 $0.00022"},
+		{[]float64{1.001, 1.002, 1.002}, "$1.001 $1.002 $1.002"},
+		{[]float64{0, 0.5, 1}, "$0 $0.50 $1.00"},
+	} {
+		if got := strings.Join(USDLabels(c.in), " "); got != c.want {
+			t.Errorf("USDLabels(%v) = %s, want %s", c.in, got, c.want)
 		}
 	}
 }
@@ -20,7 +40,7 @@ func TestRoundUSD(t *testing.T) {
 }
 
 func TestChanges(t *testing.T) {
-	if got := USDChange(-0.00042); got != "-$0.0004" {
+	if got := USDChange(-0.00042); got != "-$0.00042" {
 		t.Errorf("USDChange = %s", got)
 	}
 	if got := DurationChange(1500); got != "+1.50s" {

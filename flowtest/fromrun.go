@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -30,6 +33,24 @@ type RecordedRun struct {
 	// are the run's from there on.
 	Restore *Restore
 	Edits   []runtime.Edit
+	// Expected, for a run a batch scored, is what its dataset row
+	// expected of it.
+	Expected *Expected
+}
+
+// Expected is what a dataset row expected of a run that a batch scored,
+// so that a case made from a failing item does not pin its wrong answer.
+type Expected struct {
+	Source string // where it comes from: "batch B, item KEY"
+	// Outputs are the dataset's values of the outputs the batch compared
+	// with a dataset field (outputs.X == item.Y), by output: the case
+	// expects them instead of what the run gave.
+	Outputs map[string]any
+	// Fields, when Outputs is empty, are the dataset fields the batch's
+	// metrics read, and Why says why none could be pinned: the case
+	// expects what the run gave and says so in a comment.
+	Fields map[string]any
+	Why    string
 }
 
 // FromRun writes a test file with one case that replays a run offline:
@@ -142,18 +163,77 @@ func FromRun(r RecordedRun) ([]byte, error) {
 		}
 	}
 	c.Expect.Outputs = finished.Outputs
+	note := expectedNote(r.Expected, finished.Outputs)
+	if r.Expected != nil && len(r.Expected.Outputs) > 0 {
+		c.Expect.Outputs = maps.Clone(finished.Outputs)
+		maps.Copy(c.Expect.Outputs, r.Expected.Outputs)
+	}
 	route = slices.DeleteFunc(route, func(p string) bool { return p == "" })
 	c.Expect.Route = route
 	if concurrent {
 		c.Expect.Route = map[string][]string{"includes": route}
 	}
+	var doc yaml.Node
+	if err := doc.Encode(fileDoc{Pipeline: filepath.ToSlash(r.PipelinePath), Cases: []caseDoc{c}}); err != nil {
+		return nil, fmt.Errorf("writing the test case: %w", err)
+	}
+	if note != "" {
+		_, cases := mapEntry(&doc, "cases")
+		key, _ := mapEntry(cases.Content[0], "expect")
+		key.HeadComment = note
+	}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
-	if err := enc.Encode(fileDoc{Pipeline: filepath.ToSlash(r.PipelinePath), Cases: []caseDoc{c}}); err != nil {
+	if err := enc.Encode(&doc); err != nil {
 		return nil, fmt.Errorf("writing the test case: %w", err)
 	}
 	return b.Bytes(), enc.Close()
+}
+
+// expectedNote says where a case's expected outputs come from when a
+// batch scored the run: which the dataset gave in place of the run's, or
+// what the dataset expected and why the case could not expect it.
+func expectedNote(e *Expected, gave map[string]any) string {
+	switch {
+	case e == nil:
+		return ""
+	case len(e.Outputs) > 0:
+		var lines []string
+		for _, k := range slices.Sorted(maps.Keys(e.Outputs)) {
+			if !reflect.DeepEqual(e.Outputs[k], gave[k]) {
+				lines = append(lines, fmt.Sprintf("outputs.%s: what %s expected; the run gave %s", k, e.Source, oneLine(gave[k])))
+			}
+		}
+		if lines == nil {
+			return ""
+		}
+		return strings.Join(append(lines, "This case fails until the pipeline gives it."), "\n")
+	}
+	lines := []string{fmt.Sprintf("%s expected:", e.Source)}
+	for _, k := range slices.Sorted(maps.Keys(e.Fields)) {
+		lines = append(lines, fmt.Sprintf("  %s: %s", k, oneLine(e.Fields[k])))
+	}
+	return strings.Join(append(lines, e.Why+", so the outputs below are what the run gave: make them what it should give."), "\n")
+}
+
+// mapEntry is the key and value of name in mapping m.
+func mapEntry(m *yaml.Node, name string) (key, value *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == name {
+			return m.Content[i], m.Content[i+1]
+		}
+	}
+	panic("flowtest: the case written has no " + name)
+}
+
+// oneLine is v on one line, as JSON (which YAML reads too).
+func oneLine(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }
 
 // modelReply is one model turn as a mock: what the model said, or how the

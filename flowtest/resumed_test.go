@@ -83,7 +83,7 @@ func storedNotes(t *testing.T) (dir string, st *store.Store, p *dsl.Pipeline, ru
 func caseOf(t *testing.T, dir string, st *store.Store, run string, want ...string) (string, *Result) {
 	t.Helper()
 	path := filepath.Join(dir, "notes.test.yaml")
-	_, b, err := FromStoredRun(context.Background(), st, run, path)
+	_, b, err := FromStoredRun(context.Background(), st, run, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,11 @@ import (
 // The run must have finished, and the pipeline it ran (the source it
 // recorded, else its file) must load. A fork, or a run resumed with
 // edits, becomes a case that restores the checkpoints it went on from
-// and makes its edits. The run is nil when none was found.
-func FromStoredRun(ctx context.Context, st *store.Store, ref, testFile string) (*store.Run, []byte, error) {
+// and makes its edits. expected, when given, says what a dataset
+// expected of the run when a batch scored it (nil when none did), so that
+// the case expects that instead of a failing item's wrong answer. The run
+// is nil when none was found.
+func FromStoredRun(ctx context.Context, st *store.Store, ref, testFile string, expected ExpectedOf) (*store.Run, []byte, error) {
 	r, events, err := st.RunWithEvents(ctx, ref)
 	if err != nil {
 		return nil, nil, err
@@ -35,12 +38,21 @@ func FromStoredRun(ctx context.Context, st *store.Store, ref, testFile string) (
 	if err := wentOnFrom(ctx, st, r, &rec); err != nil {
 		return r, nil, err
 	}
+	if expected != nil {
+		if rec.Expected, err = expected(ctx, r.ID); err != nil {
+			return r, nil, fmt.Errorf("run %s: what its dataset expected: %w", r.ID, err)
+		}
+	}
 	b, err := FromRun(rec)
 	if err != nil {
 		return r, nil, fmt.Errorf("run %s: %w", r.ID, err)
 	}
 	return r, b, nil
 }
+
+// ExpectedOf says what a dataset expected of the run of id runID when a
+// batch scored it, nil when none did.
+type ExpectedOf func(ctx context.Context, runID string) (*Expected, error)
 
 // wentOnFrom finds where a case of run r must start to end as the run
 // did, when that is not the run's start: at the last time it went on with

@@ -60,16 +60,16 @@ func TestFromStoredRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	testFile := filepath.Join(dir, "stored.test.yaml")
-	if _, _, err := FromStoredRun(ctx, st, "r1", testFile); err == nil || !strings.Contains(err.Error(), "still running") {
+	if _, _, err := FromStoredRun(ctx, st, "r1", testFile, nil); err == nil || !strings.Contains(err.Error(), "still running") {
 		t.Fatalf("a running run: %v", err)
 	}
 	if err := st.Finish(ctx, "r1", store.Ending{Status: runtime.StatusCompleted}); err != nil {
 		t.Fatal(err)
 	}
-	if r, _, err := FromStoredRun(ctx, st, "nope", testFile); r != nil || !errors.Is(err, store.ErrNotFound) {
+	if r, _, err := FromStoredRun(ctx, st, "nope", testFile, nil); r != nil || !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an unknown run: %v, %v", r, err)
 	}
-	r, b, err := FromStoredRun(ctx, st, "last", testFile)
+	r, b, err := FromStoredRun(ctx, st, "last", testFile, nil)
 	if err != nil || r.ID != "r1" {
 		t.Fatalf("run %v: %v", r, err)
 	}
@@ -153,7 +153,7 @@ func TestFromStoredRunRefusesWhatACaseCannotReplay(t *testing.T) {
 		"fork":   "run fork went on from checkpoint 2, which its store no longer holds",
 		"edited": "run edited went on with edited values (state.notes) at a resume that did not record the checkpoint it went on from",
 	} {
-		if _, b, err := FromStoredRun(ctx, st, id, filepath.Join(t.TempDir(), "x.test.yaml")); err == nil || !strings.Contains(err.Error(), want) || b != nil {
+		if _, b, err := FromStoredRun(ctx, st, id, filepath.Join(t.TempDir(), "x.test.yaml"), nil); err == nil || !strings.Contains(err.Error(), want) || b != nil {
 			t.Errorf("%s: %v, want a refusal saying %q", id, err, want)
 		}
 	}

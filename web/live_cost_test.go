@@ -24,7 +24,7 @@ func TestFormatUSDMatchesFigures(t *testing.T) {
 	if start < 0 || end < 0 {
 		t.Fatal("static/app.js has no formatUSD function")
 	}
-	values := []float64{0, 0.00005, 0.0000112, 0.0032000000000000006, 0.0123456, 0.42, 2.5, 1234.5}
+	values := []float64{0, 0.00005, 0.0000112, 0.00025, 0.0032000000000000006, 0.0123456, 0.42, 0.5, 0.102, 0.99996, 2.5, 1234.5, -0.00042}
 	in, _ := json.Marshal(values)
 	script := string(src[start:start+end+2]) + "console.log(JSON.stringify(" + string(in) + ".map(formatUSD)));"
 	out, err := exec.Command(node, "-e", script).Output()

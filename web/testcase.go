@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/flowtest"
 )
 
@@ -21,7 +22,7 @@ func (s *Server) testCase(w http.ResponseWriter, r *http.Request) {
 	}
 	name := strings.TrimSuffix(filepath.Base(run.PipelineAbs), filepath.Ext(run.PipelineAbs))
 	beside := filepath.Join(filepath.Dir(run.PipelineAbs), name+".test.yaml")
-	_, b, err := flowtest.FromStoredRun(r.Context(), s.st, run.ID, beside)
+	_, b, err := flowtest.FromStoredRun(r.Context(), s.st, run.ID, beside, batch.ExpectedOfRun(s.st))
 	if err != nil {
 		s.fail(w, r, http.StatusConflict, err)
 		return

@@ -69,7 +69,7 @@ func TestWritePairwise(t *testing.T) {
 	WritePairwise(&w, &batch.Pairwise{Model: "gpt-4.1", Seed: 25, WinsA: 1, WinsB: 3, PValue: 0.625, Better: "b", CostUSD: 0.01,
 		Items:   []batch.PairVerdict{{Key: "k1", Winner: "b", BFirst: true, Reasoning: "B is right\nA is not"}},
 		Skipped: []string{"k5", "k6"}})
-	want := "\njudge gpt-4.1 (order drawn from seed 25): A 1, B 3, tie 0; sign test p = 0.625: B is better; $0.0100\n" +
+	want := "\njudge gpt-4.1 (order drawn from seed 25): A 1, B 3, tie 0; sign test p = 0.625: B is better; $0.01\n" +
 		"  k1                       B    (B shown first) B is right\n" +
 		"  not judged (not completed in both): k5, k6\n"
 	if w.String() != want {

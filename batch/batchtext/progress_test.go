@@ -51,7 +51,7 @@ func TestWriteItem(t *testing.T) {
 		want string
 	}{
 		{name: "passed", it: store.BatchItem{Key: "a", Status: runtime.StatusCompleted, Scores: map[string]any{"solved": true, "steps": 2}, CostUSD: 0.5, DurationMS: 1500}, sc: sc,
-			want: "  ok   a                        completed solved=true steps=2 $0.5000 1.50s\n"},
+			want: "  ok   a                        completed solved=true steps=2 $0.50 1.50s\n"},
 		{name: "missed", it: store.BatchItem{Key: "b", Status: runtime.StatusCompleted, Scores: map[string]any{"solved": false}}, sc: sc,
 			want: "  miss b                        completed solved=false $0 0s\n"},
 		{name: "no primary", it: store.BatchItem{Key: "b", Status: runtime.StatusCompleted}, sc: &batch.Scorer{},

@@ -50,7 +50,7 @@ func TestWriteSummary(t *testing.T) {
 	out := b.String()
 	hasLines(t, out,
 		"items      5: 3 completed, 1 failed, 0 stopped, 0 waiting, 1 pending",
-		"cost       $0.0100 total, $0.0025 per item (mean)",
+		"cost       $0.01 total, $0.0025 per item (mean)",
 		"tokens     1000",
 	)
 	for _, want := range []string{
@@ -58,7 +58,7 @@ func TestWriteSummary(t *testing.T) {
 		" (solved) over the 4 of 5 items that finished\n",
 		"\nfailures by class:\n  model_error           1  t04: the model gave up\n",
 		"OUTPUT OR ERROR\n",
-		"t04  failed                           $0.0040  400     400.0ms   model_error: the model gave up… +13\n",
+		"t04  failed                           $0.004  400     400.0ms   model_error: the model gave up⏎… +12\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in\n%s", want, out)
@@ -84,7 +84,7 @@ func TestWriteEnded(t *testing.T) {
 	var b strings.Builder
 	WriteEnded(&b, s)
 	out := b.String()
-	if !strings.HasPrefix(out, "batch b20261126T100000-bbbb stopped: 4 items, 2 completed, 1 failed, 1 without a result; $0.0060, 600 tokens\n") {
+	if !strings.HasPrefix(out, "batch b20261126T100000-bbbb stopped: 4 items, 2 completed, 1 failed, 1 without a result; $0.006, 600 tokens\n") {
 		t.Errorf("first line of\n%s", out)
 	}
 	for _, want := range []string{"  solved                33.3%  1/3 (pass rate) over the 3 of 4 items that finished\n", "  steps                mean 1.5 over 2 items\n"} {
@@ -103,7 +103,7 @@ func TestWriteList(t *testing.T) {
 	var b strings.Builder
 	WriteList(&b, []*batch.Summary{s})
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "BATCH") || !strings.HasPrefix(lines[1], "b20261126T100000-cccc      completed       2/2  50.0%   $0.0030  ") {
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "BATCH") || !strings.HasPrefix(lines[1], "b20261126T100000-cccc      completed       2/2  50.0%    $0.003  ") {
 		t.Fatalf("list:\n%s", b.String())
 	}
 	if !strings.HasPrefix(lines[2], "  …r/dir/") || !strings.HasSuffix(lines[2], "/p.yaml on d.jsonl") || utf8.RuneCountInString(lines[2]) != 2+76 {

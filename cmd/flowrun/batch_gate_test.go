@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -75,6 +76,15 @@ func TestBatchJunitAndFailUnder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if times := regexp.MustCompile(`time="([^"]*)"`).FindAllStringSubmatch(string(raw), -1); len(times) != 5 {
+		t.Errorf("time attributes %q, want one per suite and case", times)
+	} else {
+		for _, m := range times {
+			if !regexp.MustCompile(`^\d+\.\d{3}$`).MatchString(m[1]) {
+				t.Errorf("time %q, want seconds to the millisecond", m[1])
+			}
+		}
+	}
 	var report struct {
 		Suites []struct {
 			Tests    int `xml:"tests,attr"`
@@ -92,7 +102,7 @@ func TestBatchJunitAndFailUnder(t *testing.T) {
 	}
 	s := report.Suites[0]
 	if s.Tests != 4 || s.Failures != 2 || s.Cases[0].Name != "line 1" || s.Cases[0].Failure != nil ||
-		s.Cases[1].Failure == nil || s.Cases[1].Failure.Message != "exact is not true: chars=2 exact=false" {
+		s.Cases[1].Failure == nil || s.Cases[1].Failure.Message != "answer: A2, expected: wrong" {
 		t.Fatalf("the JUnit report:\n%s", raw)
 	}
 	if code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--fail-under", "0.5"); code != exitOK {

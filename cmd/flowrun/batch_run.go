@@ -153,7 +153,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		}
 		settings := batch.Settings{Concurrency: bf.concurrency, MaxCostUSD: bf.maxCost, MaxLoops: bf.maxLoops, Auto: bf.auto,
 			Repeat: *repeat, Limit: *limit, Sample: *sample, Seed: *seed, Filter: *filter, Map: mapping,
-			Metrics: scorer.Names(), Primary: scorer.Primary, Expected: scorer.ItemFields(), Score: scores,
+			Metrics: scorer.Names(), Primary: scorer.Primary, Expected: scorer.ItemFields(), Expects: scorer.Expectations(), Score: scores,
 			Model: bf.models.models, Replay: absOrEmpty(bf.models.replay), DatasetAbs: absOrEmpty(*dataset)}
 		st, err := store.Open(*bf.storePath)
 		if err != nil {

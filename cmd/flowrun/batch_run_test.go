@@ -153,7 +153,7 @@ func TestBatchMaxCostStopsAndResumes(t *testing.T) {
 	// One item costs $0.14 and reserves $0.102 before its call is sent:
 	// the fourth does not fit in the $0.08 left.
 	code, _, stderr := flowrun(t, "batch", p, "--dataset", data, "--store", db, "--concurrency", "1", "--max-cost-usd", "0.5")
-	if code != exitFailed || !strings.Contains(stderr, "stopped: the batch's cost cap of $0.5000 reached: $0.4200 spent, and the next model call may cost up to $0.1020") ||
+	if code != exitFailed || !strings.Contains(stderr, "stopped: the batch's cost cap of $0.50 reached: $0.42 spent, and the next model call may cost up to $0.102") ||
 		!strings.Contains(stderr, "To continue: flowrun batch resume b") || !strings.Contains(stderr, "--max-cost-usd USD (a higher cap, or 0 for none)") {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}

@@ -69,7 +69,7 @@ func TestBatchShow(t *testing.T) {
 		"exact    50.0% (7/14)",
 		"steps    mean 7 over 13 items",
 		"latency    p50 1.50s, p95 2.67s",
-		"k09  completed  true    true   9      $0.0180  900     1.80s",
+		"k09  completed  true    true   9      $0.018  900     1.80s",
 		"model_error",
 		`bad \x1b]0;title\x07 reply`,
 		"KEY", "SOLVED", "EXACT", "STEPS", "COST", "DURATION",

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/flowrun/flowrun/batch"
 	"github.com/flowrun/flowrun/flowtest"
 )
 
@@ -26,7 +27,7 @@ func testFromRun(storePath, runID, outFile string, extra []string, stdout, stder
 	if target == "" {
 		target = "stdout.test.yaml" // pipeline: is then relative to the current directory
 	}
-	r, b, err := flowtest.FromStoredRun(context.Background(), st, runID, target)
+	r, b, err := flowtest.FromStoredRun(context.Background(), st, runID, target, batch.ExpectedOfRun(st))
 	if r == nil {
 		return storeError(err, stderr)
 	}

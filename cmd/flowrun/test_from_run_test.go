@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,4 +164,55 @@ func useGreeter(t *testing.T) {
 		return llmtest.Reply{Text: "Hello"}
 	})
 	useModel(t, srv)
+}
+
+// A case made from a failing batch item expects what the dataset row
+// expected, not the answer the run gave: it fails now, says why in the
+// file, and passes once the pipeline gives the expected answer. When the
+// batch's metric compares no output with a dataset field directly, the
+// case expects what the run gave and a comment says what the dataset
+// expected and why it could not pin it.
+func TestFromRunOfAFailingBatchItem(t *testing.T) {
+	c := newQACase(t, 2)
+	if code, _, stderr := flowrun(t, "batch", c.pipeline, "--dataset", c.data, "--store", c.db); code != exitOK {
+		t.Fatalf("batch: exit %d\n%s", code, stderr)
+	}
+	_, items := batchStore(t, c.db)
+	failing := items[1].Run // line 2: the model answers A2, the dataset expects "wrong"
+	out := filepath.Join(c.dir, "qa.test.yaml")
+	if code, _, stderr := flowrun(t, "test", "--from-run", failing, "--store", c.db, "-o", out); code != exitOK {
+		t.Fatalf("--from-run: exit %d\n%s", code, stderr)
+	}
+	written, _ := os.ReadFile(out)
+	for _, want := range []string{"# outputs.answer: what batch ", ", item line 2 expected; the run gave \"A2\"\n",
+		"# This case fails until the pipeline gives it.\n    expect:\n", "      answer: wrong\n"} {
+		if !strings.Contains(string(written), want) {
+			t.Errorf("no %q in the case:\n%s", want, written)
+		}
+	}
+	if code, stdout, _ := flowrun(t, "test", out); code != exitFailed || !strings.Contains(stdout, "0 passed, 1 failed") {
+		t.Fatalf("the case of a failing item: exit %d, want it to fail\n%s", code, stdout)
+	}
+	db := filepath.Join(c.dir, "lower.db")
+	if code, _, stderr := flowrun(t, "batch", c.pipeline, "--dataset", c.data, "--store", db, "--score", "exact=lower(outputs.answer) == lower(item.expected)"); code != exitOK {
+		t.Fatalf("batch: exit %d\n%s", code, stderr)
+	}
+	_, items = batchStore(t, db)
+	code, stdout, stderr := flowrun(t, "test", "--from-run", items[1].Run, "--store", db)
+	if code != exitOK {
+		t.Fatalf("--from-run: exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{", item line 2 expected:\n", "#   expected: \"wrong\"\n",
+		"# its metrics compare no output with a dataset field as outputs.X == item.Y, so the outputs below are what the run gave",
+		"      answer: A2\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("no %q in the case:\n%s", want, stdout)
+		}
+	}
+
+	fixed := strings.Replace(fmt.Sprintf(qaPipeline, ""), "answer: trim(nodes.answer.text)", `answer: 'trim(nodes.answer.text) == "A2" ? "wrong" : trim(nodes.answer.text)'`, 1)
+	writeFile(t, c.dir, "qa.yaml", fixed)
+	if code, stdout, stderr := flowrun(t, "test", out); code != exitOK || !strings.Contains(stdout, "1 passed, 0 failed") {
+		t.Fatalf("the case once the pipeline is fixed: exit %d\n%s\n%s", code, stdout, stderr)
+	}
 }

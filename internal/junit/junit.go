@@ -8,6 +8,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"strconv"
 )
 
 // Suite is one group of test cases.
@@ -50,14 +51,14 @@ type xmlSuite struct {
 	Fails  int       `xml:"failures,attr"`
 	Errors int       `xml:"errors,attr"`
 	Skips  int       `xml:"skipped,attr"`
-	Time   float64   `xml:"time,attr"`
+	Time   string    `xml:"time,attr"`
 	Cases  []xmlCase `xml:"testcase"`
 }
 
 type xmlCase struct {
 	Name      string      `xml:"name,attr"`
 	Classname string      `xml:"classname,attr"`
-	Time      float64     `xml:"time,attr"`
+	Time      string      `xml:"time,attr"`
 	Failure   *Problem    `xml:"failure,omitempty"`
 	Error     *Problem    `xml:"error,omitempty"`
 	Skipped   *xmlSkipped `xml:"skipped,omitempty"`
@@ -68,13 +69,21 @@ type xmlSkipped struct {
 	Message string `xml:"message,attr"`
 }
 
+// timeAttr is seconds to the millisecond, as JUnit readers show them
+// ("0.072"), where a float's own digits would carry its binary noise
+// (0.07195900000000001).
+func timeAttr(seconds float64) string {
+	return strconv.FormatFloat(seconds, 'f', 3, 64)
+}
+
 // Write writes suites as one JUnit XML document.
 func Write(w io.Writer, suites []Suite) error {
 	out := xmlReport{}
 	for _, s := range suites {
 		xs := xmlSuite{Name: s.Name}
+		seconds := 0.0
 		for _, c := range s.Cases {
-			xc := xmlCase{Name: c.Name, Classname: c.Classname, Time: c.Seconds, Failure: c.Failure, Error: c.Error, Output: c.Output}
+			xc := xmlCase{Name: c.Name, Classname: c.Classname, Time: timeAttr(c.Seconds), Failure: c.Failure, Error: c.Error, Output: c.Output}
 			switch {
 			case c.Failure != nil:
 				xs.Fails++
@@ -85,9 +94,10 @@ func Write(w io.Writer, suites []Suite) error {
 				xs.Skips++
 			}
 			xs.Tests++
-			xs.Time += c.Seconds
+			seconds += c.Seconds
 			xs.Cases = append(xs.Cases, xc)
 		}
+		xs.Time = timeAttr(seconds)
 		out.Tests, out.Fails, out.Errors, out.Skips = out.Tests+xs.Tests, out.Fails+xs.Fails, out.Errors+xs.Errors, out.Skips+xs.Skips
 		out.Suites = append(out.Suites, xs)
 	}

@@ -138,9 +138,11 @@ document.addEventListener("click", function (ev) {
 // formatUSD writes an amount as figures.USD does on the server, so that
 // the live total reads like every other amount (TestFormatUSDMatchesFigures).
 function formatUSD(v) {
+  if (v < 0) return "-" + formatUSD(-v);
   if (v === 0) return "$0";
   if (v >= 100) return "$" + v.toFixed(0);
   if (v >= 1) return "$" + v.toFixed(2);
-  if (v > 0 && v < 0.0001) return "$" + v.toFixed(1 - Math.floor(Math.log10(v)));
-  return "$" + v.toFixed(4);
+  var s = v.toFixed(Math.max(4, 1 - Math.floor(Math.log10(v)))).replace(/0+$/, "");
+  var cents = s.length - s.indexOf(".") - 1;
+  return "$" + s + "00".slice(0, Math.max(0, 2 - cents));
 }
