@@ -89,8 +89,8 @@ func PairHTML(p Pair) template.HTML {
 	var rows []change
 	for _, k := range names {
 		a, b := p.A.Outputs[k], p.B.Outputs[k]
-		against := expectedFor(k, p.B.Expected)
-		rows = append(rows, change{Name: k, A: valueHTML(a, against), B: valueHTML(b, against), Change: changeHTML(a, b)})
+		wants := wantsFor(k, p.B.Expected, arc.TestOutputs(p.B.Expected))
+		rows = append(rows, change{Name: k, A: valueHTML(a, wants), B: valueHTML(b, wants), Change: changeHTML(a, b)})
 	}
 	return execute("pair", struct {
 		A, B   Row
@@ -107,29 +107,27 @@ type field struct {
 // of the same name or else the one expected grid.
 func fields(m, expected map[string]any) []field {
 	var out []field
+	tests := arc.TestOutputs(expected)
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, field{k, valueHTML(m[k], expectedFor(k, expected))})
+		out = append(out, field{k, valueHTML(m[k], wantsFor(k, expected, tests))})
 	}
 	return out
 }
 
-// expectedFor is the expected value an output named name is compared
-// with.
-func expectedFor(name string, expected map[string]any) any {
-	if v, ok := expected[name]; ok {
-		return v
-	}
-	if g := expectedGrid(expected); g != nil {
-		return g
-	}
-	return nil
-}
-
-// valueHTML draws a grid (against another, when that is a grid too),
-// and shows anything else as text, folded when long.
-func valueHTML(v, against any) template.HTML {
-	if grid, ok := arc.AsGrid(v); ok {
-		return arc.GridSVG(grid, gridOf(against), gridCell)
+// valueHTML draws the grids of a value (arc.Grids: each against its
+// test input's expected grid in wants), and shows anything else as text,
+// folded when long.
+func valueHTML(v any, wants [][][]int) template.HTML {
+	if drawn, ok := arc.Grids(v, wants); ok {
+		type grid struct {
+			Label string
+			SVG   template.HTML
+		}
+		var gs []grid
+		for _, d := range drawn {
+			gs = append(gs, grid{d.Label, arc.GridSVG(d.Grid, d.Want, gridCell)})
+		}
+		return execute("grids", gs)
 	}
 	full := jsonvalue.Text(v)
 	if v == nil {
@@ -147,15 +145,6 @@ func valueHTML(v, against any) template.HTML {
 		}
 	}
 	return execute("value", d)
-}
-
-// gridOf reads v as a grid: an ARC grid value or one already read.
-func gridOf(v any) [][]int {
-	if g, ok := v.([][]int); ok {
-		return g
-	}
-	g, _ := arc.AsGrid(v)
-	return g
 }
 
 // changeHTML is what changed from a to b.

@@ -63,13 +63,20 @@ func WriteItemText(w io.Writer, s *Summary, r Row, width int) {
 			return
 		}
 		fmt.Fprintf(&b, "  %s\n", title)
+		wants := arc.TestOutputs(against)
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			v := m[k]
-			if grid, ok := arc.AsGrid(v); ok {
-				fmt.Fprintf(&b, "    %s: %dx%d grid%s\n", k, len(grid), len(grid[0]), arc.AgainstNote(grid, expectedGrid(against)))
-				text, _ := arc.GridText(v)
-				for _, line := range strings.Split(text, "\n") {
-					fmt.Fprintf(&b, "      %s\n", line)
+			if drawn, ok := arc.Grids(v, wantsFor(k, against, wants)); ok {
+				for _, d := range drawn {
+					name := k
+					if d.Label != "" {
+						name += " (" + d.Label + ")"
+					}
+					fmt.Fprintf(&b, "    %s: %dx%d grid%s\n", name, len(d.Grid), len(d.Grid[0]), arc.AgainstNote(d.Grid, d.Want))
+					text, _ := arc.GridText(d.Grid)
+					for _, line := range strings.Split(text, "\n") {
+						fmt.Fprintf(&b, "      %s\n", line)
+					}
 				}
 				continue
 			}
@@ -110,19 +117,14 @@ func WriteItemText(w io.Writer, s *Summary, r Row, width int) {
 	io.WriteString(w, redact.String(b.String()))
 }
 
-// expectedGrid is the one grid among an item's expected fields, which an
-// output grid is compared with; nil when there is none or several.
-func expectedGrid(expected map[string]any) [][]int {
-	var found [][]int
-	for _, v := range expected {
-		if g, ok := arc.AsGrid(v); ok {
-			if found != nil {
-				return nil
-			}
-			found = g
-		}
+// wantsFor are the expected grids an output named name is compared with,
+// per test input: those of the expected field of the same name when
+// there is one, else the item's test outputs (arc.TestOutputs).
+func wantsFor(name string, expected map[string]any, tests [][][]int) [][][]int {
+	if v, ok := expected[name]; ok {
+		return arc.TestOutputs(map[string]any{name: v})
 	}
-	return found
+	return tests
 }
 
 // ChecksLine sums up a metric's checks: how many passed of those
