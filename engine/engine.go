@@ -91,6 +91,10 @@ type Options struct {
 	// not an error: a cassette replayed for want of an endpoint, a
 	// cassette written, a trace export that failed. Default: nowhere.
 	Notices io.Writer
+	// ShareSandbox runs the code of every run in one sandbox, made at the
+	// first run and stopped by Close, in place of one per run: runs at
+	// once (flowrun test's cases) share its workers.
+	ShareSandbox bool
 }
 
 // Engine starts and continues runs.
@@ -104,6 +108,7 @@ type Engine struct {
 
 	notices sync.Mutex // one line at a time on Options.Notices
 	runs    sync.WaitGroup
+	sandbox sharedSandbox
 }
 
 // New checks o and makes an engine. It opens nothing yet.
@@ -140,6 +145,7 @@ func (e *Engine) Store() (*store.Store, error) {
 // store if the engine opened it.
 func (e *Engine) Close() error {
 	e.runs.Wait()
+	e.sandbox.close()
 	if e.ownStore {
 		return e.st.Close()
 	}
@@ -187,6 +193,12 @@ type RunOptions struct {
 	// links its item to the run first, so that a kill in between leaves
 	// a link to a run that never started, never a run no item knows.
 	ID string
+	// Doubles, when set, stand in for some of the services the engine
+	// makes for the run (see Doubles).
+	Doubles *Doubles
+	// InMemory, when set, keeps the run in memory only, in place of the
+	// store (see InMemory).
+	InMemory *InMemory
 }
 
 // ConfigError says the engine's or a run's options do not fit the
@@ -224,6 +236,9 @@ func (e *Engine) Start(ctx context.Context, p *dsl.Pipeline, inputs map[string]a
 
 // start records a new run of p on s's services and launches it.
 func (e *Engine) start(ctx context.Context, s *services.Session, p *dsl.Pipeline, inputs map[string]any, o RunOptions) (*Run, error) {
+	if o.InMemory != nil {
+		return e.startInMemory(ctx, s, p, inputs, o)
+	}
 	if o.Journal != nil {
 		return e.startLogged(ctx, s, p, inputs, o)
 	}
@@ -474,8 +489,12 @@ func (e *Engine) runner(st *store.Store, s *services.Session, p *dsl.Pipeline, o
 			spec.Models[name] = id
 		}
 	}
-	return &durable.Runner{Store: st, Kinds: s.Kinds, Sink: s.WithTraces(o.Sink), Human: human, MaxLoops: o.MaxLoops,
+	r := &durable.Runner{Store: st, Kinds: s.Kinds, Sink: s.WithTraces(o.Sink), Human: human, MaxLoops: o.MaxLoops,
 		RemoteInputs: o.Remote, LookupEnv: e.o.LookupEnv, Spec: spec, ChildOf: o.ChildOf, Ledger: o.Ledger}
+	if o.Doubles != nil {
+		r.Clock = o.Doubles.Clock
+	}
+	return r
 }
 
 // notice writes one line to Options.Notices; runs may end at once.
@@ -511,13 +530,16 @@ func (e *Engine) openShared(p *dsl.Pipeline, o RunOptions, recorded store.RunSpe
 	}
 	secret.Register(p, e.o.LookupEnv)
 	replay := e.o.Replay
+	if o.Doubles != nil && o.Doubles.Replay != "" {
+		replay = o.Doubles.Replay
+	}
 	if replay == "" {
 		replay = recorded.Replay
 	}
 	s, err := services.Open(p, services.Options{Models: models, Replay: replay, NoEndpoint: e.o.NoEndpoint,
-		Record: o.Record, RecordTo: e.o.Record, Cache: e.o.Cache, CacheTTL: e.o.CacheTTL, OTLP: e.o.OTLP,
+		Record: o.Record, RecordTo: e.o.Record, Cache: e.o.Cache, CacheTTL: e.o.CacheTTL, OTLP: e.o.OTLP, Untraced: o.InMemory != nil,
 		Limits: limits, MaxAttempts: e.o.MaxAttempts, LookupEnv: e.o.LookupEnv, Kinds: e.o.Kinds,
-		OnDelta: o.OnDelta, Notice: e.notice})
+		OnDelta: o.OnDelta, Notice: e.notice, Doubles: e.doubles(o.Doubles)})
 	if err != nil {
 		return nil, &ConfigError{err}
 	}

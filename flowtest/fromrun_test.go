@@ -8,16 +8,14 @@ import (
 	"testing"
 
 	"github.com/flowrun/flowrun/runtime"
-	"github.com/flowrun/flowrun/sandbox"
 	"github.com/flowrun/flowrun/sandbox/sandboxtest"
 )
 
-// testRunner has a sandbox, which a pipeline with a code node needs even
-// when the node is mocked.
+// testRunner stops the sandbox its cases shared when the test ends.
 func testRunner(t *testing.T) *Runner {
-	sb := sandbox.New(sandbox.Options{})
-	t.Cleanup(func() { sb.Close() })
-	return &Runner{Sandbox: sb}
+	r := &Runner{}
+	t.Cleanup(func() { r.Close() })
+	return r
 }
 
 // recordCase runs a case of testdata/fromrun/review.yaml, written to a

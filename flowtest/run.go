@@ -17,13 +17,12 @@ import (
 
 	"github.com/flowrun/flowrun/clock"
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/figures"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/mcpclient"
-	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
-	"github.com/flowrun/flowrun/sandbox"
 )
 
 // Result is how one case went.
@@ -44,11 +43,36 @@ type Result struct {
 	Duration time.Duration
 }
 
-// Runner runs cases. Sandbox runs the code nodes that have no mock; nil
-// makes them fail as unavailable.
+// Runner runs cases, each as a run of package engine kept in memory
+// (no store is opened), with its doubles standing in for the services:
+// code nodes that have no mock run in one sandbox that the cases share,
+// made at the first case. Close stops it.
 type Runner struct {
-	Sandbox *sandbox.Sandbox
+	once sync.Once
+	e    *engine.Engine
 }
+
+// engine is the runner's engine, made at its first case.
+func (r *Runner) engine() *engine.Engine {
+	r.once.Do(func() {
+		// engine.New refuses only options given here.
+		r.e, _ = engine.New(engine.Options{ShareSandbox: true, LookupEnv: noEnv})
+	})
+	return r.e
+}
+
+// Close waits for the cases' runs and stops the sandbox they shared.
+func (r *Runner) Close() error {
+	r.once.Do(func() {})
+	if r.e == nil {
+		return nil
+	}
+	return r.e.Close()
+}
+
+// noEnv is a case's environment: nothing in it, so that no case depends
+// on the machine it runs on.
+func noEnv(string) (string, bool) { return "", false }
 
 // Run runs one case of f. Models are mocked at the model client's
 // Responder, so that the client's retries, structured output checks and
@@ -59,41 +83,37 @@ func (r *Runner) Run(ctx context.Context, f *File, c *Case) *Result {
 	res := &Result{File: f, Case: c}
 	served := &mockState{mocks: c.Mocks, next: map[string]int{}}
 	tools := &mcpMocks{state: served, mocks: c.Tools, named: f.mcpNamed, cassette: c.Cassette != ""}
-	fake := clock.NewFake(began)
-	opts := llm.Options{
-		Respond: served,
-		Env:     func(string) (string, bool) { return "", false },
-		Now:     fake.Now,
-		Sleep:   fake.Sleep,
-	}
-	if c.Cassette != "" {
-		cas, err := llm.LoadCassette(c.Cassette)
-		if err != nil {
-			res.Problems = append(res.Problems, err.Error())
-			return res
-		}
-		opts.Replay = cas
-	}
-	svc := nodes.Services{LLM: llm.New(opts), MCPMocks: tools, ToolMocks: agentToolMocks{tools}}
-	if r.Sandbox != nil {
-		svc.Sandbox = r.Sandbox
-	}
-	kinds := nodes.Kinds(svc)
-	for _, k := range []dsl.Kind{dsl.KindTool, dsl.KindCode} {
-		kinds[k] = mockedExecutor{inner: kinds[k], state: served}
-	}
 	inputs, restore, edits, err := c.start(f.Pipeline)
 	if err != nil {
 		res.Problems = append(res.Problems, err.Error())
 		return res
 	}
 	sink := &collector{}
-	run := runtime.Run(ctx, kinds, f.Pipeline, inputs, runtime.Options{
-		Sink: sink, Human: answers(c.Answers), Clock: fake, Restore: restore, Edits: edits,
-		LookupEnv: func(string) (string, bool) { return "", false },
-	})
-	res.Events, res.Status, res.Outputs = sink.events, run.Status, run.Outputs
-	if missing := missingPart(run); missing != nil {
+	doubles := &engine.Doubles{Respond: served, Replay: c.Cassette, Clock: clock.NewFake(began), MCP: tools, Tools: agentToolMocks{tools},
+		Kinds: func(kinds runtime.Registry) runtime.Registry {
+			for _, k := range []dsl.Kind{dsl.KindTool, dsl.KindCode} {
+				kinds[k] = mockedExecutor{inner: kinds[k], state: served}
+			}
+			return kinds
+		}}
+	run, err := r.engine().Start(ctx, f.Pipeline, inputs, engine.RunOptions{Sink: sink, Human: answers(c.Answers),
+		Doubles: doubles, InMemory: &engine.InMemory{Restore: restore, Edits: edits}})
+	var ended *runtime.Result
+	var config *engine.ConfigError
+	switch {
+	case errors.As(err, &config):
+		// The case's cassette does not load, say: nothing ran.
+		res.Problems = append(res.Problems, err.Error())
+		return res
+	case err != nil:
+		// It could not start: the kinds it needs are not here, or its
+		// inputs do not fit; the case says which as for a failed run.
+		ended = &runtime.Result{Status: runtime.StatusFailed, Err: err}
+	default:
+		ended = run.Wait()
+	}
+	res.Events, res.Status, res.Outputs = sink.events, ended.Status, ended.Outputs
+	if missing := missingPart(ended); missing != nil {
 		res.Missing = missing
 		res.Duration = time.Since(began)
 		return res
@@ -104,7 +124,7 @@ func (r *Runner) Run(ctx context.Context, f *File, c *Case) *Result {
 		}
 	}
 	res.Problems = append(res.Problems, tools.problems...)
-	res.Problems = append(res.Problems, check(c, run, res.Route)...)
+	res.Problems = append(res.Problems, check(c, ended, res.Route)...)
 	res.Problems = append(res.Problems, checkEvents(c.Expect.Events, sink.events)...)
 	res.Pass = len(res.Problems) == 0
 	res.Duration = time.Since(began)

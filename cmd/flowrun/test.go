@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/flowtest"
-	"github.com/flowrun/flowrun/sandbox"
 )
 
 func testCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -55,10 +54,10 @@ func testCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, diagnosticsText(ds))
 		return exitInvalid
 	}
-	sb := sandbox.New(sandbox.Options{})
-	defer sb.Close()
+	runner := &flowtest.Runner{}
+	defer runner.Close()
 	began := time.Now()
-	results := (&flowtest.Runner{Sandbox: sb}).RunAll(ctx, files, filter, runtime.GOMAXPROCS(0))
+	results := runner.RunAll(ctx, files, filter, runtime.GOMAXPROCS(0))
 	elapsed := time.Since(began)
 	// On CI a case that cannot run here is a failure: a build must not
 	// pass because its runner lacks the sandbox.

@@ -26,14 +26,6 @@ var runStarters = []string{
 // yet, each with its reason. A use not listed fails the test, and so
 // does a listed one that is gone, so that the list shrinks as they move.
 var allowed = map[string]map[string]string{
-	"flowtest": {
-		"runtime.Run": "a case runs in memory, against its mocks, with no store",
-		"nodes.Kinds": "a case's node kinds answer models, tools and MCP servers from its mocks",
-		"llm.New":     "a case's model client is answered by its mocks (an llm.Responder)",
-	},
-	"cmd/flowrun": {
-		"sandbox.New": "flowrun test shares one sandbox among the cases it runs at once",
-	},
 	"cmd/bench": {
 		"runtime.Run": "the benchmark measures the runtime and each checkpointer without the engine's services",
 		"nodes.Kinds": "the benchmark's node kinds use a fake model endpoint",

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/budget"
+	"github.com/flowrun/flowrun/clock"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/journal"
 	"github.com/flowrun/flowrun/runtime"
@@ -52,6 +53,8 @@ type Runner struct {
 	// store: their checkpoints and events go to it, and their records are
 	// the caller's (a cluster's coordinator keeps them).
 	Log journal.Log
+	// Clock is what the runs' retry backoff waits on (runtime.Options.Clock).
+	Clock clock.Clock
 }
 
 // Start records a new run of p and runs it. A run whose record cannot be
@@ -86,6 +89,7 @@ type Prepared struct {
 	told    runtime.Options
 	p       *dsl.Pipeline
 	restore []*runtime.Checkpoint
+	memory  *InMemory // set for a run nothing records
 }
 
 // ID is the prepared run's id.
@@ -93,6 +97,9 @@ func (pr *Prepared) ID() string { return pr.run.ID }
 
 // Run runs the prepared run to its end; call it once.
 func (pr *Prepared) Run(ctx context.Context) *runtime.Result {
+	if pr.memory != nil {
+		return pr.runInMemory(ctx)
+	}
 	return pr.r.execute(ctx, pr.run, pr.rec, pr.told, pr.p, pr.restore)
 }
 
@@ -336,7 +343,7 @@ func (r *Runner) execute(ctx context.Context, run *store.Run, rec recorder, told
 	ctx, stop := context.WithCancelCause(ctx)
 	watched := r.watchStop(ctx, runID, stop)
 	res := runtime.Run(ctx, r.Kinds, p, run.Inputs, runtime.Options{RunID: runID, ForkOf: told.ForkOf, Edits: told.Edits, Sink: sink, LookupEnv: r.LookupEnv,
-		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops, RemoteInputs: run.RemoteInputs, Ledger: r.Ledger, Prepared: true})
+		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops, RemoteInputs: run.RemoteInputs, Ledger: r.Ledger, Clock: r.Clock, Prepared: true})
 	stop(nil)
 	<-watched
 	// The run's record must be written even when ctx was cancelled (Ctrl-C).

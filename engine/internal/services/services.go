@@ -19,12 +19,14 @@ package services
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/flowrun/flowrun/clock"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/mcpclient"
@@ -55,6 +57,8 @@ type Options struct {
 	CacheTTL time.Duration
 	// OTLP is where traces go (tracing.Endpoint: default the environment).
 	OTLP string
+	// Untraced: the runs are not traced, wherever OTLP says traces go.
+	Untraced bool
 	// Limits is the rate budget shared with other processes.
 	Limits      llm.SharedLimits
 	MaxAttempts int
@@ -64,6 +68,32 @@ type Options struct {
 	OnDelta func(path, text string)
 	// Notice is told what a person should know that is not an error.
 	Notice func(format string, args ...any)
+	// Doubles stand in for services a run would otherwise get.
+	Doubles Doubles
+}
+
+// Doubles stand in for the services Open would build: a test's mocks, a
+// benchmark's in-process endpoint, a sandbox that many runs share.
+type Doubles struct {
+	// Respond answers every model call (llm.Options.Respond): the run
+	// needs no endpoint, so none is looked for and no cassette replayed
+	// for want of one.
+	Respond llm.Responder
+	// HTTPClient sends the model client's requests (llm.Options.HTTPClient).
+	HTTPClient *http.Client
+	// Clock is what the model client's backoff and rate limits wait on.
+	Clock clock.Clock
+	// MCP and Tools answer the MCP and agent tool calls they mock; with
+	// MCP, no MCP server is started, and a tool it does not mock is
+	// answered by the cassette replayed or not at all.
+	MCP   nodes.MCPMocks
+	Tools nodes.ToolMocks
+	// Sandbox, when set, runs the code in place of a sandbox of the
+	// session's own; its owner closes it, not End.
+	Sandbox *sandbox.Sandbox
+	// Kinds changes the node kinds made (a test's mocked tool and code
+	// nodes wrap those made).
+	Kinds func(runtime.Registry) runtime.Registry
 }
 
 // Session is what one run, or the runs that share it, call models, code
@@ -79,7 +109,7 @@ type Session struct {
 	Shared bool
 
 	model    *llm.Client
-	sandbox  *sandbox.Sandbox
+	sandbox  *sandbox.Sandbox // nil when Doubles.Sandbox is used
 	mcp      *mcpclient.Sessions
 	record   *llm.Cassette // written to recordTo at the end
 	recordTo string
@@ -101,12 +131,17 @@ func Open(p *dsl.Pipeline, o Options) (*Session, error) {
 	}
 	s := &Session{notice: o.Notice, recordTo: o.RecordTo}
 	s.Services.Models = o.Models
-	opts := llm.Options{CacheTTL: o.CacheTTL, Shared: o.Limits, Env: o.LookupEnv, MaxAttempts: o.MaxAttempts}
+	d := o.Doubles
+	opts := llm.Options{CacheTTL: o.CacheTTL, Shared: o.Limits, Env: o.LookupEnv, MaxAttempts: o.MaxAttempts,
+		Respond: d.Respond, HTTPClient: d.HTTPClient}
+	if d.Clock != nil {
+		opts.Now, opts.Sleep = d.Clock.Now, d.Clock.Sleep
+	}
 	if o.Cache {
 		opts.CacheDefault = llm.CacheOn
 	}
 	replay := o.Replay
-	if replay == "" && !o.NoEndpoint && NeedsEndpoint(p, o.LookupEnv) {
+	if replay == "" && !o.NoEndpoint && d.Respond == nil && NeedsEndpoint(p, o.LookupEnv) {
 		fallback := strings.TrimSuffix(strings.TrimSuffix(p.Path, ".yaml"), ".yml") + ".cassette.yaml"
 		if _, err := os.Stat(fallback); err != nil {
 			return nil, ErrNoEndpoint
@@ -131,21 +166,32 @@ func Open(p *dsl.Pipeline, o Options) (*Session, error) {
 		s.record = llm.NewCassette()
 		opts.Record = s.record
 	}
-	if tracing.Endpoint(o.OTLP) != "" {
+	if !o.Untraced && tracing.Endpoint(o.OTLP) != "" {
 		x, err := tracing.New(context.Background(), o.OTLP)
 		if err != nil {
 			return nil, err
 		}
 		s.traces = x
 	}
-	s.model, s.sandbox, s.mcp = llm.New(opts), sandbox.New(sandbox.Options{}), &mcpclient.Sessions{}
-	s.Services.LLM, s.Services.Sandbox, s.Services.MCP = s.model, s.sandbox, s.mcp
-	s.Services.OnDelta = o.OnDelta
+	s.model, s.mcp = llm.New(opts), &mcpclient.Sessions{}
+	sb := d.Sandbox
+	if sb == nil {
+		s.sandbox = sandbox.New(sandbox.Options{})
+		sb = s.sandbox
+	}
+	s.Services.LLM, s.Services.Sandbox = s.model, sb
+	if d.MCP == nil {
+		s.Services.MCP = s.mcp
+	}
+	s.Services.OnDelta, s.Services.MCPMocks, s.Services.ToolMocks = o.OnDelta, d.MCP, d.Tools
 	kinds := nodes.Kinds
 	if o.Kinds != nil {
 		kinds = o.Kinds
 	}
 	s.Kinds = kinds(s.Services)
+	if d.Kinds != nil {
+		s.Kinds = d.Kinds(s.Kinds)
+	}
 	return s, nil
 }
 
@@ -196,7 +242,9 @@ func (s *Session) Release() {
 // End stops the sandbox's workers and the MCP servers, flushes the
 // traces and writes the recorded cassette, if any.
 func (s *Session) End() {
-	s.sandbox.Close()
+	if s.sandbox != nil {
+		s.sandbox.Close()
+	}
 	s.mcp.Close()
 	if s.traces != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
