@@ -1,6 +1,7 @@
 // Package engine builds and runs pipelines for every front end: the CLI,
-// the web UI, MCP serve, batch and cluster workers start, resume, fork,
-// answer and stop runs here, and nowhere else.
+// the web UI, MCP serve, batch and cluster workers, flowrun test and
+// cmd/bench start, resume, fork, answer and stop runs here, and nowhere
+// else.
 //
 // Guarantees:
 //   - Every run started is in the store before its first node runs, with
@@ -26,6 +27,11 @@
 //     not start: no run fails at its first model call for want of one.
 //   - Errors are typed (*ConfigError, *InputError, *HostError, store and
 //     durable errors): a front end decides how each is shown.
+//   - A run kept InMemory (a flowrun test case, a benchmark's run) is the
+//     one exception to the first: it is recorded nowhere, no store is
+//     opened for it and no file written, and it is not traced; Doubles
+//     stand in for the services a test or benchmark replaces, the rest
+//     being the engine's as for any run.
 package engine
 
 import (

@@ -3,8 +3,10 @@
 // of N model steps and a fan-out of K parallel branches joined into a list,
 // each with no checkpoints, checkpoints kept in memory, and the SQLite run
 // store. Every configuration goes through the real code path: a YAML
-// pipeline loaded by dsl.Load and run by runtime.Run with nodes.Kinds (the
-// SQLite configuration started by the engine, as `flowrun run` does).
+// pipeline loaded by dsl.Load and started by the engine, as `flowrun run`
+// does, with the node kinds and services it makes; the first two as runs
+// it keeps in memory (engine.InMemory, with no checkpointer or one that
+// keeps checkpoints in memory), the third in a fresh SQLite run store.
 //
 //	go run ./cmd/bench               # the suite; QUICK=1 (or -quick) for N=K=1000 only
 //	go run ./cmd/bench one loop 10000 fn sqlite 5 [-cpuprofile FILE]
@@ -18,12 +20,13 @@
 //	  cold_ms=.. warm_med_ms=.. warm_min_ms=.. repeats=5 steps_per_s=..
 //	  us_per_step=.. peak_rss_kb=.. proc_wall_s=..
 //
-// Models: "fn" is an executor registered for the llm kind that renders the
-// prompt and answers at once, in Go (the peer's plain async function);
-// "fakelist" is the real llm node and llm.Client, whose HTTP client's
-// RoundTripper answers the OpenAI chat completions wire format in process,
-// with no socket (the peer's FakeListChatModel, a real LangChain model
-// with no network). See docs/performance.md.
+// Models: "fn" is an executor put in place of the llm kind (through
+// engine.Doubles.Kinds) that renders the prompt and answers at once, in Go
+// (the peer's plain async function); "fakelist" is the real llm node and
+// the engine's model client, whose HTTP client (engine.Doubles.HTTPClient)
+// answers the OpenAI chat completions wire format in process, with no
+// socket (the peer's FakeListChatModel, a real LangChain model with no
+// network). See docs/performance.md.
 package main
 
 import (
@@ -49,8 +52,6 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/internal/procstat"
-	"github.com/flowrun/flowrun/llm"
-	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -217,11 +218,15 @@ func measure(c config, conc int, cpuprofile, memprofile string) (string, error) 
 	if p == nil {
 		return "", fmt.Errorf("loading the pipeline:\n%s", ds)
 	}
-	kinds, err := registry(c.model)
+	doubles, err := modelDoubles(c.model)
 	if err != nil {
 		return "", err
 	}
-	b := &bencher{c: c, p: p, kinds: kinds, inputs: inputs, dir: dir}
+	b := &bencher{c: c, p: p, doubles: doubles, inputs: inputs, dir: dir}
+	if b.memory, err = newEngine(nil); err != nil {
+		return "", err
+	}
+	defer b.memory.Close()
 
 	cold, ckpts, err := b.run(true)
 	if err != nil {
@@ -343,12 +348,19 @@ outputs: {joined: state.joined, results: nodes.fan}
 }
 
 type bencher struct {
-	c      config
-	p      *dsl.Pipeline
-	kinds  func(nodes.Services) runtime.Registry
-	inputs map[string]any
-	dir    string
-	runs   int
+	c       config
+	p       *dsl.Pipeline
+	doubles *engine.Doubles
+	memory  *engine.Engine // the runs kept in memory
+	inputs  map[string]any
+	dir     string
+	runs    int
+}
+
+// newEngine is the engine of the runs: no environment read, and one try
+// per model call, as the peer makes.
+func newEngine(st *store.Store) (*engine.Engine, error) {
+	return engine.New(engine.Options{Store: st, MaxAttempts: 1, LookupEnv: func(string) (string, bool) { return "", false }})
 }
 
 // run makes one timed run and checks its result. Like the peer, each run
@@ -358,16 +370,18 @@ func (b *bencher) run(count bool) (ms float64, ckpts int, err error) {
 	b.runs++
 	var res *runtime.Result
 	switch b.c.ckpt {
-	case "none":
-		kinds := b.kinds(nodes.Services{})
-		t0 := time.Now()
-		res = runtime.Run(ctx, kinds, b.p, b.inputs, runtime.Options{})
-		ms = msSince(t0)
-	case "memory":
+	case "none", "memory":
+		kept := &engine.InMemory{}
 		m := &memoryCheckpoints{}
-		kinds := b.kinds(nodes.Services{})
+		if b.c.ckpt == "memory" {
+			kept.Checkpointer = m
+		}
 		t0 := time.Now()
-		res = runtime.Run(ctx, kinds, b.p, b.inputs, runtime.Options{Checkpointer: m})
+		run, err := b.memory.Start(ctx, b.p, b.inputs, engine.RunOptions{Doubles: b.doubles, InMemory: kept})
+		if err != nil {
+			return 0, 0, err
+		}
+		res = run.Wait()
 		ms = msSince(t0)
 		ckpts = m.count()
 	case "sqlite":
@@ -376,13 +390,13 @@ func (b *bencher) run(count bool) (ms float64, ckpts int, err error) {
 			return 0, 0, err
 		}
 		defer st.Close()
-		e, err := engine.New(engine.Options{Store: st, Kinds: b.kinds})
+		e, err := newEngine(st)
 		if err != nil {
 			return 0, 0, err
 		}
 		defer e.Close()
 		t0 := time.Now()
-		run, err := e.Start(ctx, b.p, b.inputs, engine.RunOptions{})
+		run, err := e.Start(ctx, b.p, b.inputs, engine.RunOptions{Doubles: b.doubles})
 		if err != nil {
 			return 0, 0, err
 		}
@@ -448,26 +462,18 @@ func (m *memoryCheckpoints) count() int {
 
 const answer = "fixed answer"
 
-// registry makes nodes.Kinds, from the services given (the engine's, for
-// the SQLite configuration), with the llm kind answered by the model kind.
-func registry(model string) (func(nodes.Services) runtime.Registry, error) {
+// modelDoubles stand in for the model as the configuration's model says:
+// the llm kind answered by instantModel, or the model client's requests
+// answered in process.
+func modelDoubles(model string) (*engine.Doubles, error) {
 	switch model {
 	case "fn":
-		return func(svc nodes.Services) runtime.Registry {
-			kinds := nodes.Kinds(svc)
+		return &engine.Doubles{Kinds: func(kinds runtime.Registry) runtime.Registry {
 			kinds[dsl.KindLLM] = instantModel{}
 			return kinds
-		}, nil
+		}}, nil
 	case "fakelist":
-		client := llm.New(llm.Options{
-			Env:         func(string) (string, bool) { return "", false },
-			HTTPClient:  &http.Client{Transport: fakeOpenAI{}},
-			MaxAttempts: 1,
-		})
-		return func(svc nodes.Services) runtime.Registry {
-			svc.LLM = client
-			return nodes.Kinds(svc)
-		}, nil
+		return &engine.Doubles{HTTPClient: &http.Client{Transport: fakeOpenAI{}}}, nil
 	}
 	return nil, fmt.Errorf("unknown model %q (fn or fakelist)", model)
 }

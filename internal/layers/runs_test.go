@@ -25,13 +25,7 @@ var runStarters = []string{
 // allowed are the uses of runStarters that do not go through the engine
 // yet, each with its reason. A use not listed fails the test, and so
 // does a listed one that is gone, so that the list shrinks as they move.
-var allowed = map[string]map[string]string{
-	"cmd/bench": {
-		"runtime.Run": "the benchmark measures the runtime and each checkpointer without the engine's services",
-		"nodes.Kinds": "the benchmark's node kinds use a fake model endpoint",
-		"llm.New":     "the benchmark's model client goes to an in-process fake server",
-	},
-}
+var allowed = map[string]map[string]string{}
 
 // uses lists, for each Go file given, the runStarters it uses: selectors
 // on an import of the module's package of that name, however the file
