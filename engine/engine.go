@@ -53,7 +53,6 @@ import (
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llmconf"
-	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -88,11 +87,6 @@ type Options struct {
 	MaxAttempts int
 	// LookupEnv reads the environment (default os.LookupEnv).
 	LookupEnv func(string) (string, bool)
-	// Kinds, when set, makes each run's node kinds from the services the
-	// engine made for it, in place of nodes.Kinds: a program that answers
-	// a kind its own way (cmd/bench's instant model) still runs through
-	// the engine.
-	Kinds func(nodes.Services) runtime.Registry
 	// Notices receives one line per thing a person should know that is
 	// not an error: a cassette replayed for want of an endpoint, a
 	// cassette written, a trace export that failed. Default: nowhere.
@@ -544,7 +538,7 @@ func (e *Engine) openShared(p *dsl.Pipeline, o RunOptions, recorded store.RunSpe
 	}
 	s, err := services.Open(p, services.Options{Models: models, Replay: replay, NoEndpoint: e.o.NoEndpoint,
 		Record: o.Record, RecordTo: e.o.Record, Cache: e.o.Cache, CacheTTL: e.o.CacheTTL, OTLP: e.o.OTLP, Untraced: o.InMemory != nil,
-		Limits: limits, MaxAttempts: e.o.MaxAttempts, LookupEnv: e.o.LookupEnv, Kinds: e.o.Kinds,
+		Limits: limits, MaxAttempts: e.o.MaxAttempts, LookupEnv: e.o.LookupEnv,
 		OnDelta: o.OnDelta, Notice: e.notice, Doubles: e.doubles(o.Doubles)})
 	if err != nil {
 		return nil, &ConfigError{err}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -184,18 +183,17 @@ func (c countedSet) Execute(ctx context.Context, s *runtime.Scope, n *dsl.Node) 
 	return c.Executor.Execute(ctx, s, n)
 }
 
-// Options.Kinds makes a run's node kinds from the engine's services: a
-// kind answered its own way (cmd/bench's instant model) runs in a run the
+// Doubles.Kinds changes the node kinds the engine made for a run: a kind
+// answered its own way (cmd/bench's instant model) runs in a run the
 // engine started and recorded.
-func TestKindsOptionMakesTheNodeKinds(t *testing.T) {
+func TestDoublesChangeTheNodeKinds(t *testing.T) {
 	var ran atomic.Int32
 	e, st := newEngine(t, nil, map[string]string{"SERVICE_TOKEN": "svc-kinds-0f1e2d3c4b5a6978"})
-	e.o.Kinds = func(svc nodes.Services) runtime.Registry {
-		kinds := nodes.Kinds(svc)
+	counted := &Doubles{Kinds: func(kinds runtime.Registry) runtime.Registry {
 		kinds[dsl.KindSet] = countedSet{Executor: kinds[dsl.KindSet], ran: &ran}
 		return kinds
-	}
-	res, err := result(e.Start(context.Background(), load(t, "secretive.yaml", secretPipeline), nil, RunOptions{}))
+	}}
+	res, err := result(e.Start(context.Background(), load(t, "secretive.yaml", secretPipeline), nil, RunOptions{Doubles: counted}))
 	if err != nil || res.Status != runtime.StatusCompleted {
 		t.Fatalf("%v %+v", err, res)
 	}

@@ -63,9 +63,7 @@ type Options struct {
 	Limits      llm.SharedLimits
 	MaxAttempts int
 	LookupEnv   func(string) (string, bool)
-	// Kinds makes the node kinds from the services (default nodes.Kinds).
-	Kinds   func(nodes.Services) runtime.Registry
-	OnDelta func(path, text string)
+	OnDelta     func(path, text string)
 	// Notice is told what a person should know that is not an error.
 	Notice func(format string, args ...any)
 	// Doubles stand in for services a run would otherwise get.
@@ -184,11 +182,7 @@ func Open(p *dsl.Pipeline, o Options) (*Session, error) {
 		s.Services.MCP = s.mcp
 	}
 	s.Services.OnDelta, s.Services.MCPMocks, s.Services.ToolMocks = o.OnDelta, d.MCP, d.Tools
-	kinds := nodes.Kinds
-	if o.Kinds != nil {
-		kinds = o.Kinds
-	}
-	s.Kinds = kinds(s.Services)
+	s.Kinds = nodes.Kinds(s.Services)
 	if d.Kinds != nil {
 		s.Kinds = d.Kinds(s.Kinds)
 	}
