@@ -20,18 +20,18 @@
 //   - A run's model client, sandbox, MCP sessions and trace exporter are
 //     made for it and end with it; those Share makes for many runs (a
 //     batch's) end with Shared.Close, and those made for cluster workers
-//     (Kinds) with Close.
+//     (Kinds) with Close, as does the one sandbox of Options.ShareSandbox.
 //   - A model override names a model the pipeline declares, and a pipeline
 //     that needs a model endpoint the environment does not give either
 //     replays the cassette it ships (saying so on Options.Notices) or does
 //     not start: no run fails at its first model call for want of one.
 //   - Errors are typed (*ConfigError, *InputError, *HostError, store and
 //     durable errors): a front end decides how each is shown.
-//   - A run kept InMemory (a flowrun test case, a benchmark's run) is the
-//     one exception to the first: it is recorded nowhere, no store is
-//     opened for it and no file written, and it is not traced; Doubles
-//     stand in for the services a test or benchmark replaces, the rest
-//     being the engine's as for any run.
+//   - A run kept InMemory (a flowrun test case, a benchmark's run) is in
+//     no store: nothing of it is recorded, no store is opened for it and
+//     no file written, and it is not traced. Doubles stand in for the
+//     services a test or benchmark replaces; the rest are the engine's, as
+//     for any run, and so are the checks before it starts.
 package engine
 
 import (

@@ -55,7 +55,7 @@ type Runner struct {
 // engine is the runner's engine, made at its first case.
 func (r *Runner) engine() *engine.Engine {
 	r.once.Do(func() {
-		// engine.New refuses only options given here.
+		// engine.New refuses only a negative cache TTL, not given here.
 		r.e, _ = engine.New(engine.Options{ShareSandbox: true, LookupEnv: noEnv})
 	})
 	return r.e
