@@ -19,8 +19,8 @@
 //     or any later one.
 //   - A run's model client, sandbox, MCP sessions and trace exporter are
 //     made for it and end with it; those Share makes for many runs (a
-//     batch's) end with Shared.Close, and those made for cluster workers
-//     (Kinds) with Close, as does the one sandbox of Options.ShareSandbox.
+//     batch's, a cluster worker's jobs of one pipeline) end with
+//     Shared.Close, and the one sandbox of Options.ShareSandbox with Close.
 //   - A model override names a model the pipeline declares, and a pipeline
 //     that needs a model endpoint the environment does not give either
 //     replays the cassette it ships (saying so on Options.Notices) or does

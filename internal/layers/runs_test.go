@@ -19,13 +19,8 @@ import (
 // (secrets, tracing, the cassette fallback, the cache, the recorded spec).
 var runStarters = []string{
 	"runtime.Run", "nodes.Kinds", "llm.New", "sandbox.New",
-	"engine.Runner", "engine.NewRunRecord", "engine.Ending",
+	"engine.Runner",
 }
-
-// allowed are the uses of runStarters that do not go through the engine
-// yet, each with its reason. A use not listed fails the test, and so
-// does a listed one that is gone, so that the list shrinks as they move.
-var allowed = map[string]map[string]string{}
 
 // uses lists, for each Go file given, the runStarters it uses: selectors
 // on an import of the module's package of that name, however the file
@@ -71,7 +66,7 @@ func uses(fset *token.FileSet, files []string) (map[string]bool, error) {
 }
 
 // Runs start only through the engine: outside engine/, nothing starts,
-// records or builds the services of a run but the allowed uses above.
+// records or builds the services of a run.
 // (The compiler keeps durable itself to the engine: it is internal.)
 func TestRunsStartOnlyThroughTheEngine(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
@@ -80,7 +75,6 @@ func TestRunsStartOnlyThroughTheEngine(t *testing.T) {
 	}
 	fset := token.NewFileSet()
 	var problems []string
-	seen := map[string]map[string]bool{}
 	for _, p := range goList(t, root) {
 		pkg := strings.TrimPrefix(p.ImportPath, module+"/")
 		if pkg == "engine" || strings.HasPrefix(pkg, "engine/") {
@@ -94,18 +88,8 @@ func TestRunsStartOnlyThroughTheEngine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		seen[pkg] = used
 		for name := range used {
-			if allowed[pkg][name] == "" {
-				problems = append(problems, fmt.Sprintf("%s uses %s: start the run through package engine (or list it in allowed, saying why)", pkg, name))
-			}
-		}
-	}
-	for pkg, names := range allowed {
-		for name := range names {
-			if !seen[pkg][name] {
-				problems = append(problems, fmt.Sprintf("%s no longer uses %s: take it out of allowed", pkg, name))
-			}
+			problems = append(problems, fmt.Sprintf("%s uses %s: start the run through package engine", pkg, name))
 		}
 	}
 	sort.Strings(problems)
