@@ -76,7 +76,11 @@ func ProgressLine(p batch.Progress, primary string, elapsed time.Duration) strin
 // WriteEnded writes the totals of a batch whose run just ended: its
 // status, the items by outcome, cost and tokens, and each metric.
 func WriteEnded(w io.Writer, s *batch.Summary) {
-	fmt.Fprintf(w, "batch %s %s: %d items, %d completed, %d failed", s.ID, s.Status, s.Items.Total, s.Items.Completed, s.Items.Failed)
+	fmt.Fprintf(w, "batch %s %s: %d %s", s.ID, s.Status, s.Items.Total, s.Unit())
+	if s.Repeated {
+		fmt.Fprintf(w, " of %d items", s.ItemsRun())
+	}
+	fmt.Fprintf(w, ", %d completed, %d failed", s.Items.Completed, s.Items.Failed)
 	if rest := s.Items.Unsettled(); rest > 0 {
 		fmt.Fprintf(w, ", %d without a result", rest)
 	}
@@ -89,7 +93,7 @@ func WriteEnded(w io.Writer, s *batch.Summary) {
 		if m.Rate != nil {
 			fmt.Fprintf(w, "  %-20s %5.1f%%  %d/%d%s%s\n", m.Name, 100*m.Rate.Rate, m.Rate.Passed, m.Rate.N, mark, finishedNote(m.Rate, s.Items.Total, s.Unit()))
 		} else if m.Kind == "mean" {
-			fmt.Fprintf(w, "  %-20s mean %.4g over %d items\n", m.Name, m.Mean, m.N)
+			fmt.Fprintf(w, "  %-20s mean %.4g over %d %s\n", m.Name, m.Mean, m.N, s.Unit())
 		}
 	}
 }

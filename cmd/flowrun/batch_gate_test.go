@@ -43,7 +43,7 @@ func TestBatchRepeatShow(t *testing.T) {
 	if asked := model.Requests(); asked["Q: q1"] != 3 || asked["Q: q2"] != 3 {
 		t.Fatalf("asked %v, want each question 3 times", asked)
 	}
-	containsAll(t, "the batch's item lines", stderr, "  ok   line 1#1 ", "  ok   line 1#3 ", "  miss line 2#2 ")
+	containsAll(t, "the batch's item lines", stderr, "  ok   line 1#1 ", "  ok   line 1#3 ", "  miss line 2#2 ", " completed: 6 runs of 2 items, 6 completed, 0 failed;")
 	_, items := batchStore(t, db)
 	if len(items) != 6 {
 		t.Fatalf("%d item runs, want 6", len(items))
