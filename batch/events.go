@@ -21,6 +21,7 @@ type ItemEvent struct {
 	Error      string         `json:"error"`
 	Index      int            `json:"index"`
 	Key        string         `json:"key"`
+	Repeat     int            `json:"repeat,omitempty"` // which of the item's runs (--repeat), from 0
 	Run        string         `json:"run"`
 	Scores     map[string]any `json:"scores"`
 	Status     runtime.Status `json:"status"`
@@ -32,7 +33,7 @@ type ItemEvent struct {
 // NewItemEvent is the event for the item p reports, in batch id.
 func NewItemEvent(id string, p Progress) ItemEvent {
 	it := p.Item
-	return ItemEvent{Type: "item_finished", Batch: id, Index: it.Index, Key: it.Key, Run: it.Run, Status: it.Status,
+	return ItemEvent{Type: "item_finished", Batch: id, Index: it.Index, Key: it.Key, Repeat: it.Repeat, Run: it.Run, Status: it.Status,
 		Scores: it.Scores, Error: it.Error, Class: it.Class, CostUSD: it.CostUSD, Tokens: it.Tokens,
 		DurationMS: it.DurationMS, Done: p.Done, Total: p.Total}
 }

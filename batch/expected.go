@@ -27,7 +27,7 @@ func ExpectedOfRun(st *store.Store) flowtest.ExpectedOf {
 		if err != nil {
 			return nil, err
 		}
-		e := &flowtest.Expected{Source: fmt.Sprintf("batch %s, item %s", b.ID, it.Key), Outputs: map[string]any{}}
+		e := &flowtest.Expected{Source: fmt.Sprintf("batch %s, item %s", b.ID, RunName(it.Key, it.Repeat, settings.Repeat > 1)), Outputs: map[string]any{}}
 		for _, metric := range append([]string{settings.Primary}, settings.Metrics...) {
 			for _, x := range settings.Expects[metric] {
 				v, ok := it.Item[x.Item]

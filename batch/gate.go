@@ -132,7 +132,8 @@ func (g RegressionGate) Check(c *Comparison) error {
 }
 
 // WriteJUnit writes s as a JUnit XML report, one test case per item run
-// (named KEY, or KEY#R for repeat R of an item run several times): a
+// (named as RunName does: KEY, or KEY#R for run R of an item run several
+// times): a
 // completed item that misses its primary metric is a failure, an item
 // whose run failed or stopped is an error, an item without a result is
 // skipped. A failure's message says what the item gave against what it
@@ -142,11 +143,7 @@ func (g RegressionGate) Check(c *Comparison) error {
 func WriteJUnit(w io.Writer, s *Summary) error {
 	suite := junit.Suite{Name: s.Name + " on " + s.Dataset}
 	for _, r := range s.Rows {
-		name := r.Key
-		if s.Repeats != nil {
-			name = fmt.Sprintf("%s#%d", r.Key, r.Repeat)
-		}
-		c := junit.Case{Name: name, Classname: s.Name, Seconds: r.DurationMS / 1000, Output: junitDetail(r)}
+		c := junit.Case{Name: r.Name, Classname: s.Name, Seconds: r.DurationMS / 1000, Output: junitDetail(r)}
 		switch {
 		case r.Status == runtime.StatusCompleted && r.Class == "" && (r.Pass == nil || *r.Pass):
 		case r.Status == runtime.StatusCompleted && r.Class == "":

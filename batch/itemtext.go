@@ -235,9 +235,10 @@ func failsOf(r Row) string {
 	return strings.Join(out, " ")
 }
 
-// Row finds an item's row by key.
+// Row finds an item's row by key (its first run), or one run of it by
+// the run's name (line 2#3).
 func (s *Summary) Row(key string) (Row, bool) {
-	i := slices.IndexFunc(s.Rows, func(r Row) bool { return r.Key == key })
+	i := slices.IndexFunc(s.Rows, func(r Row) bool { return r.Key == key || r.Name == key })
 	if i < 0 {
 		return Row{}, false
 	}

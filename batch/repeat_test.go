@@ -67,6 +67,41 @@ func TestRepeatRunsEachItemNTimes(t *testing.T) {
 	}
 }
 
+// TestRepeatsReadAsRuns: with --repeat, each row is named by its item
+// and run number (line 2#3), counts say runs, the report shows pass@N,
+// pass^N and the flaky count as batch show does, and the slowest and
+// costliest lists name an item once.
+func TestRepeatsReadAsRuns(t *testing.T) {
+	st := batchtest.OpenStore(t)
+	pipeline, dataset, _, env := resumeFixture(t, 2)
+	b, _ := startBatch(t, st, pipeline, dataset, Settings{Concurrency: 1, Repeat: 3, Metrics: []string{"exact"}, Primary: "exact"}, env)
+	sum, err := SummarizeDetailed(context.Background(), st, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Rows[5].Name != "line 2#3" || sum.Unit() != "runs" || sum.ItemsRun() != 2 {
+		t.Errorf("last row %q, unit %s, %d items", sum.Rows[5].Name, sum.Unit(), sum.ItemsRun())
+	}
+	if r, ok := sum.Row("line 2#3"); !ok || r.Repeat != 2 {
+		t.Errorf("the row of run line 2#3: %+v %v", r, ok)
+	}
+	for _, list := range [][]Row{sum.Costliest, sum.Slowest} {
+		if len(list) != 2 || list[0].Key == list[1].Key {
+			t.Errorf("a top list names an item more than once: %+v", list)
+		}
+	}
+	var report strings.Builder
+	if err := WriteReport(context.Background(), st, &report, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<div class="label">Runs</div><div class="value">6/6</div>`, "runs of 2 items", `id="repeats"`,
+		`<div class="label">pass@N</div>`, `<div class="label">pass^N</div>`, `<div class="label">Flaky</div>`, `<td class="key">line 2#3`} {
+		if !strings.Contains(report.String(), want) {
+			t.Errorf("the report lacks %s", want)
+		}
+	}
+}
+
 // TestCompareRepeatsPerItemPassRate: two batches run three times each
 // are paired per item on the share of runs that passed.
 func TestCompareRepeatsPerItemPassRate(t *testing.T) {

@@ -104,7 +104,7 @@ func WriteReport(ctx context.Context, st *store.Store, w io.Writer, b, against *
 		side = "B"
 	}
 	for _, row := range s.Rows {
-		runs = append(runs, ref{row.Run, row.Key, side})
+		runs = append(runs, ref{row.Run, row.Name, side})
 	}
 	if r.C != nil {
 		for _, p := range append(append([]Pair{}, r.C.Fixed...), r.C.Broken...) {

@@ -26,7 +26,7 @@ openTarget();
       it.hidden = !ok;
       if (ok) { shown++; }
     });
-    count.textContent = shown + " of " + items.length + " items";
+    count.textContent = shown + " of " + items.length + " " + count.dataset.unit;
   }
   [show, metric, cls].forEach(function (el) { el.addEventListener("change", apply); });
   text.addEventListener("input", apply);

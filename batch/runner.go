@@ -173,6 +173,7 @@ type Ledger interface {
 // Progress is the state of a batch as an item finishes.
 type Progress struct {
 	Item    *store.BatchItem
+	Name    string // the item's run as views name it (see RunName)
 	Where   string // the item's place in the dataset
 	Total   int
 	Done    int // items with a final result: completed or failed
@@ -667,8 +668,8 @@ func (st *batchState) finished(row *store.BatchItem, it *Item, counted float64) 
 	if it != nil {
 		where = it.Where
 	}
-	st.r.Progress(Progress{Item: row, Where: where, Total: st.total, Done: st.done, Passed: st.passed, Failed: st.failed,
-		Spent: st.spent, Started: st.started, Ran: st.ran})
+	st.r.Progress(Progress{Item: row, Name: RunName(row.Key, row.Repeat, st.r.Repeat > 1), Where: where, Total: st.total, Done: st.done,
+		Passed: st.passed, Failed: st.failed, Spent: st.spent, Started: st.started, Ran: st.ran})
 }
 
 // outcome records how this attempt at the batch ended.

@@ -109,6 +109,9 @@ type Row struct {
 	Note   string                  `json:"note,omitempty"`
 	// Flaky marks an item run more than once whose runs disagree.
 	Flaky bool `json:"flaky,omitempty"`
+	// Name is how views name the row: its key, with the run's number
+	// when items ran several times (see RunName).
+	Name string `json:"-"`
 }
 
 // Summary is what a batch gave, as `flowrun batch show` prints it.
@@ -145,6 +148,33 @@ type Summary struct {
 
 	expectedGuessed bool                         // the batch did not record the fields its metrics read
 	expects         map[string][]dsl.Expectation // Settings.Expects
+}
+
+// RunName is how a view names one run of an item: its key, and when
+// each item ran several times (--repeat), the run's number from 1 (t26#2).
+func RunName(key string, repeat int, repeated bool) string {
+	if !repeated {
+		return key
+	}
+	return fmt.Sprintf("%s#%d", key, repeat+1)
+}
+
+// Unit is what the summary's counts and rates count: "runs" when items
+// ran several times, else "items".
+func (s *Summary) Unit() string {
+	if s.Repeated {
+		return "runs"
+	}
+	return "items"
+}
+
+// ItemsRun is how many dataset items the rows are runs of.
+func (s *Summary) ItemsRun() int {
+	keys := map[string]bool{}
+	for _, r := range s.Rows {
+		keys[r.Key] = true
+	}
+	return len(keys)
 }
 
 // Summarize reads a batch's items and computes its summary. It, Compare
@@ -235,6 +265,9 @@ func summarize(b *store.Batch, items []*store.BatchItem, ratings map[string]*sto
 		s.Rows = append(s.Rows, r)
 	}
 	s.Repeated = markFlaky(s.Rows)
+	for i := range s.Rows {
+		s.Rows[i].Name = RunName(s.Rows[i].Key, s.Rows[i].Repeat, s.Repeated)
+	}
 	s.CostUSD = figures.RoundUSD(s.CostUSD)
 	if ran > 0 {
 		s.CostPerItem = figures.RoundUSD(s.CostUSD / float64(ran))
@@ -441,6 +474,14 @@ func top(rows []Row, value func(Row) float64) []Row {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return value(out[i]) > value(out[j]) })
+	// An item run several times is listed once, by its run that is
+	// highest, so that one item does not fill the list.
+	seen := map[string]bool{}
+	out = slices.DeleteFunc(out, func(r Row) bool {
+		dup := seen[r.Key]
+		seen[r.Key] = true
+		return dup
+	})
 	if len(out) > 5 {
 		out = out[:5]
 	}

@@ -35,4 +35,25 @@ func TestMakeThisATestOfAFailingBatchItem(t *testing.T) {
 			t.Errorf("no %q in the case:\n%s", want, body)
 		}
 	}
+
+	// A metric that compares no output with a field as outputs.X == item.Y:
+	// the case keeps what the run gave and says what the row expected.
+	other := h.start(url.Values{"pipeline": {"counter.yaml"}, "auto": {"on"}, "max_loops": {"2"}})
+	h.await(other, "completed")
+	b = &store.Batch{ID: "b20261203T110000-bbbb", Pipeline: run.PipelineAbs, PipelineName: "counter", Dataset: "counts.jsonl",
+		Settings: []byte(`{"metrics": ["close"], "primary": "close", "expected": ["want"]}`)}
+	if err := h.st.CreateBatch(ctx, b, []*store.BatchItem{{Index: 0, Key: "row 1", Item: map[string]any{"want": 7}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.StartItem(ctx, b.ID, 0, 0, other); err != nil {
+		t.Fatal(err)
+	}
+	_, body = h.get("/runs/" + other + "/test.yaml")
+	for _, want := range []string{"# batch b20261203T110000-bbbb, item row 1 expected:\n    #   want: 7\n",
+		"# its metrics compare no output with a dataset field as outputs.X == item.Y, so the outputs below are what the run gave",
+		"    expect:\n      outputs:\n        \"n\": 2\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %q in the case:\n%s", want, body)
+		}
+	}
 }

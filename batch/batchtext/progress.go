@@ -18,10 +18,11 @@ func ItemFailed(it *store.BatchItem) bool {
 	return it.Status != runtime.StatusCompleted || it.Class != ""
 }
 
-// WriteItem writes one finished item as a line: a mark (ok, FAIL, or
-// miss when it did not pass sc's primary metric), its key, status,
-// scores, cost, duration and error.
-func WriteItem(w io.Writer, it *store.BatchItem, sc *batch.Scorer) {
+// WriteItem writes the item p reports as a line: a mark (ok, FAIL, or
+// miss when it did not pass sc's primary metric), its name (key, and
+// run number with --repeat), status, scores, cost, duration and error.
+func WriteItem(w io.Writer, p batch.Progress, sc *batch.Scorer) {
+	it := p.Item
 	mark := "ok  "
 	switch {
 	case ItemFailed(it):
@@ -29,14 +30,14 @@ func WriteItem(w io.Writer, it *store.BatchItem, sc *batch.Scorer) {
 	case sc.Primary != "" && !sc.Passed(it.Scores):
 		mark = "miss"
 	}
-	fmt.Fprintf(w, "  %s %-24s %-9s %s %s %s%s\n", mark, it.Key, it.Status, batch.ScoreLine(it.Scores), figures.USD(it.CostUSD), figures.Duration(it.DurationMS), failureText(it))
+	fmt.Fprintf(w, "  %s %-24s %-9s %s %s %s%s\n", mark, p.Name, it.Status, batch.ScoreLine(it.Scores), figures.USD(it.CostUSD), figures.Duration(it.DurationMS), failureText(it))
 }
 
 // WriteFailure writes the line that a progress display prints above its
-// live line for an item that failed: its key, its place in the dataset,
+// live line for an item that failed: its name, its place in the dataset,
 // status and error.
 func WriteFailure(w io.Writer, p batch.Progress) {
-	fmt.Fprintf(w, "  FAIL %s (%s) %s%s\n", p.Item.Key, p.Where, p.Item.Status, failureText(p.Item))
+	fmt.Fprintf(w, "  FAIL %s (%s) %s%s\n", p.Name, p.Where, p.Item.Status, failureText(p.Item))
 }
 
 func failureText(it *store.BatchItem) string {
@@ -75,7 +76,11 @@ func ProgressLine(p batch.Progress, primary string, elapsed time.Duration) strin
 // WriteEnded writes the totals of a batch whose run just ended: its
 // status, the items by outcome, cost and tokens, and each metric.
 func WriteEnded(w io.Writer, s *batch.Summary) {
-	fmt.Fprintf(w, "batch %s %s: %d items, %d completed, %d failed", s.ID, s.Status, s.Items.Total, s.Items.Completed, s.Items.Failed)
+	fmt.Fprintf(w, "batch %s %s: %d %s", s.ID, s.Status, s.Items.Total, s.Unit())
+	if s.Repeated {
+		fmt.Fprintf(w, " of %d items", s.ItemsRun())
+	}
+	fmt.Fprintf(w, ", %d completed, %d failed", s.Items.Completed, s.Items.Failed)
 	if rest := s.Items.Unsettled(); rest > 0 {
 		fmt.Fprintf(w, ", %d without a result", rest)
 	}
@@ -86,9 +91,9 @@ func WriteEnded(w io.Writer, s *batch.Summary) {
 			mark = " (pass rate)"
 		}
 		if m.Rate != nil {
-			fmt.Fprintf(w, "  %-20s %5.1f%%  %d/%d%s%s\n", m.Name, 100*m.Rate.Rate, m.Rate.Passed, m.Rate.N, mark, finishedNote(m.Rate, s.Items.Total))
+			fmt.Fprintf(w, "  %-20s %5.1f%%  %d/%d%s%s\n", m.Name, 100*m.Rate.Rate, m.Rate.Passed, m.Rate.N, mark, finishedNote(m.Rate, s.Items.Total, s.Unit()))
 		} else if m.Kind == "mean" {
-			fmt.Fprintf(w, "  %-20s mean %.4g over %d items\n", m.Name, m.Mean, m.N)
+			fmt.Fprintf(w, "  %-20s mean %.4g over %d %s\n", m.Name, m.Mean, m.N, s.Unit())
 		}
 	}
 }

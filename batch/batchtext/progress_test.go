@@ -63,15 +63,15 @@ func TestWriteItem(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b strings.Builder
-			WriteItem(&b, &c.it, c.sc)
+			WriteItem(&b, batch.Progress{Item: &c.it, Name: c.it.Key}, c.sc)
 			if b.String() != c.want {
 				t.Errorf("got  %q\nwant %q", b.String(), c.want)
 			}
 		})
 	}
 	var b strings.Builder
-	WriteFailure(&b, batch.Progress{Item: &store.BatchItem{Key: "c", Status: runtime.StatusFailed, Error: "boom", Class: "model_error"}, Where: "line 3"})
-	if want := "  FAIL c (line 3) failed: model_error: boom\n"; b.String() != want {
+	WriteFailure(&b, batch.Progress{Item: &store.BatchItem{Key: "c", Repeat: 1, Status: runtime.StatusFailed, Error: "boom", Class: "model_error"}, Name: "c#2", Where: "line 3"})
+	if want := "  FAIL c#2 (line 3) failed: model_error: boom\n"; b.String() != want {
 		t.Errorf("failure line %q, want %q", b.String(), want)
 	}
 }

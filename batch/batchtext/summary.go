@@ -38,7 +38,11 @@ func WriteSummary(w io.Writer, s *batch.Summary, cols int) {
 	}
 	fmt.Fprintf(w, "\nstarted %s\n\n", s.Started.Local().Format("2006-01-02 15:04:05"))
 	c := s.Items
-	fmt.Fprintf(w, "items      %d: %d completed, %d failed, %d stopped, %d waiting, %d pending", c.Total, c.Completed, c.Failed, c.Stopped, c.Waiting, c.Pending)
+	fmt.Fprintf(w, "%-10s %d", s.Unit(), c.Total)
+	if s.Repeated {
+		fmt.Fprintf(w, " of %d items", s.ItemsRun())
+	}
+	fmt.Fprintf(w, ": %d completed, %d failed, %d stopped, %d waiting, %d pending", c.Completed, c.Failed, c.Stopped, c.Waiting, c.Pending)
 	if c.Running > 0 {
 		fmt.Fprintf(w, ", %d running", c.Running)
 	}
@@ -47,7 +51,7 @@ func WriteSummary(w io.Writer, s *batch.Summary, cols int) {
 	}
 	fmt.Fprintln(w)
 	if s.PassRate != nil {
-		fmt.Fprintf(w, "pass rate  %s (%s)%s\n", rateText(s.PassRate), s.Primary, finishedNote(s.PassRate, s.Items.Total))
+		fmt.Fprintf(w, "pass rate  %s (%s)%s\n", rateText(s.PassRate), s.Primary, finishedNote(s.PassRate, s.Items.Total, s.Unit()))
 	} else {
 		fmt.Fprintln(w, "pass rate  - (no boolean metric was scored)")
 	}
@@ -57,7 +61,7 @@ func WriteSummary(w io.Writer, s *batch.Summary, cols int) {
 		case m.Rate != nil:
 			fmt.Fprintf(w, "  %-8s %s\n", m.Name, rateText(m.Rate))
 		case m.Kind == "mean":
-			fmt.Fprintf(w, "  %-8s mean %.4g over %d items\n", m.Name, m.Mean, m.N)
+			fmt.Fprintf(w, "  %-8s mean %.4g over %d %s\n", m.Name, m.Mean, m.N, s.Unit())
 		default:
 			fmt.Fprintf(w, "  %-8s not a boolean or a number: see the item table\n", m.Name)
 		}
@@ -69,7 +73,7 @@ func WriteSummary(w io.Writer, s *batch.Summary, cols int) {
 		}
 		fmt.Fprintf(w, "  human vs %s: agree on %d of %d rated items, Cohen's kappa %s\n", a.Metric, a.Agree, a.N, kappa)
 	}
-	fmt.Fprintf(w, "cost       %s total, %s per item (mean)\n", figures.USD(s.CostUSD), figures.USD(s.CostPerItem))
+	fmt.Fprintf(w, "cost       %s total, %s per %s (mean)\n", figures.USD(s.CostUSD), figures.USD(s.CostPerItem), strings.TrimSuffix(s.Unit(), "s"))
 	fmt.Fprintf(w, "tokens     %d\n", s.Tokens)
 	fmt.Fprintf(w, "latency    p50 %s, p95 %s\n", figures.Duration(s.P50MS), figures.Duration(s.P95MS))
 	writeRepeats(w, s.Repeats)
@@ -88,7 +92,7 @@ func WriteSummary(w io.Writer, s *batch.Summary, cols int) {
 		}
 		fmt.Fprintf(w, "\n%s:\n", list.title)
 		for _, r := range list.rows {
-			fmt.Fprintf(w, "  %-30s %9s %9s  run %s\n", r.Key, figures.Duration(r.DurationMS), figures.USD(r.CostUSD), r.Run)
+			fmt.Fprintf(w, "  %-30s %9s %9s  run %s\n", r.Name, figures.Duration(r.DurationMS), figures.USD(r.CostUSD), r.Run)
 		}
 	}
 	fmt.Fprintln(w)
@@ -102,6 +106,10 @@ func writeItemLines(w io.Writer, s *batch.Summary, cols int) {
 	tw := tabwriter.NewWriter(&lines, 0, 0, 2, ' ', 0)
 	table := batch.Columns(s)
 	table = table[:len(table)-batch.DetailColumns-3] // without run, class and error: the last column says them
+	// A person reads a run by its name (t26#2), not by a key and a
+	// repeat counted from 0.
+	table = slices.DeleteFunc(table, func(c batch.Column) bool { return c.Name == "repeat" })
+	table[0] = batch.Column{Name: "key", Value: func(r batch.Row) any { return r.Name }}
 	for i, col := range table {
 		if i > 0 {
 			fmt.Fprint(tw, "\t")
@@ -163,13 +171,13 @@ func rateText(r *batch.Rate) string {
 	return fmt.Sprintf("%.1f%% (%d/%d), 95%% interval %.1f%%-%.1f%%", 100*r.Rate, r.Passed, r.N, 100*r.Low, 100*r.High)
 }
 
-// finishedNote says, when not every item finished (a stopped batch), over
-// how many items a rate is.
-func finishedNote(r *batch.Rate, total int) string {
+// finishedNote says, when not every item (or run, unit) finished (a
+// stopped batch), over how many a rate is.
+func finishedNote(r *batch.Rate, total int, unit string) string {
 	if r.N == total {
 		return ""
 	}
-	return fmt.Sprintf(" over the %d of %d items that finished", r.N, total)
+	return fmt.Sprintf(" over the %d of %d %s that finished", r.N, total, unit)
 }
 
 // clip shortens s to n runes, keeping its end (where a path's file name is).

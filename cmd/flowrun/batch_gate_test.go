@@ -43,6 +43,7 @@ func TestBatchRepeatShow(t *testing.T) {
 	if asked := model.Requests(); asked["Q: q1"] != 3 || asked["Q: q2"] != 3 {
 		t.Fatalf("asked %v, want each question 3 times", asked)
 	}
+	containsAll(t, "the batch's item lines", stderr, "  ok   line 1#1 ", "  ok   line 1#3 ", "  miss line 2#2 ", " completed: 6 runs of 2 items, 6 completed, 0 failed;")
 	_, items := batchStore(t, db)
 	if len(items) != 6 {
 		t.Fatalf("%d item runs, want 6", len(items))
@@ -52,6 +53,7 @@ func TestBatchRepeatShow(t *testing.T) {
 		t.Fatalf("show: exit %d\n%s", code, stderr)
 	}
 	containsAll(t, "batch show", stdout,
+		"runs       6 of 2 items: 6 completed,", "pass rate  50.0% (3/6)", "per run (mean)", "\nline 2#3  ",
 		"repeats    2 items: 1 always pass, 1 always fail, 0 flaky",
 		"pass@N   50.0% (1/2)",
 		"line 1                         3/3 passed  pass@3 true  pass^3 true  always-pass",

@@ -422,7 +422,7 @@ func (v *batchView) item(p batch.Progress) {
 		writeEvent(v.stdout, batch.NewItemEvent(v.b.ID, p))
 		return
 	case v.term == nil:
-		batchtext.WriteItem(v.stderr, p.Item, v.scorer)
+		batchtext.WriteItem(v.stderr, p, v.scorer)
 		return
 	case batchtext.ItemFailed(p.Item):
 		v.clearLine()
