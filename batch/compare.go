@@ -34,11 +34,14 @@ type Pair struct {
 // Side is one batch of a comparison.
 type Side struct {
 	ID       string `json:"id"`
+	Label    string `json:"label,omitempty"`
 	Name     string `json:"name"`
 	Pipeline string `json:"pipeline"`
 	Primary  string `json:"primary"`
-	Items    int    `json:"items"`
-	PassRate *Rate  `json:"pass_rate,omitempty"` // over all its items
+	// Metrics are the metrics it scored, in declaration order.
+	Metrics  []string `json:"metrics"`
+	Items    int      `json:"items"`
+	PassRate *Rate    `json:"pass_rate,omitempty"` // over all its items
 }
 
 // Totals are a figure summed and averaged over the matched items.
@@ -84,6 +87,9 @@ type Comparison struct {
 	// MetricChanges are the metrics both batches aggregate the same way,
 	// each with the paired bootstrap interval of its change.
 	MetricChanges []MetricChange `json:"metric_changes"`
+	// Changes are what differs between the pipelines A and B ran and the
+	// settings they ran with; nil when not read (CompareSummaries).
+	Changes *PipelineChanges `json:"changes,omitempty"`
 }
 
 // MetricChange is one metric's change from A to B over the matched items
@@ -120,7 +126,11 @@ func Compare(ctx context.Context, st *store.Store, a, b *store.Batch) (*Comparis
 func CompareSummaries(a, b *Summary) *Comparison { return compare(a, b) }
 
 func side(s *Summary) Side {
-	return Side{ID: s.ID, Name: s.Name, Pipeline: s.Pipeline, Primary: s.Primary, Items: s.Items.Total, PassRate: s.PassRate}
+	sd := Side{ID: s.ID, Label: s.Label, Name: s.Name, Pipeline: s.Pipeline, Primary: s.Primary, Metrics: []string{}, Items: s.Items.Total, PassRate: s.PassRate}
+	for _, m := range s.Metrics {
+		sd.Metrics = append(sd.Metrics, m.Name)
+	}
+	return sd
 }
 
 func compare(a, b *Summary) *Comparison {

@@ -29,7 +29,8 @@ func SummarizeDetailed(ctx context.Context, st *store.Store, b *store.Batch) (*S
 }
 
 // CompareBatches compares batch b with the earlier batch a, item by
-// item, from their detailed summaries (see CompareSummaries).
+// item, from their detailed summaries (see CompareSummaries), with what
+// changed between the pipelines they ran (see ChangesBetween).
 func CompareBatches(ctx context.Context, st *store.Store, a, b *store.Batch) (*Comparison, error) {
 	sa, err := SummarizeDetailed(ctx, st, a)
 	if err != nil {
@@ -39,7 +40,11 @@ func CompareBatches(ctx context.Context, st *store.Store, a, b *store.Batch) (*C
 	if err != nil {
 		return nil, err
 	}
-	return CompareSummaries(sa, sb), nil
+	c := CompareSummaries(sa, sb)
+	if c.Changes, err = ChangesBetween(ctx, st, a, b); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // ReadDetails adds to each row what the run saw and gave: its inputs and

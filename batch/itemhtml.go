@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"html/template"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -94,8 +95,35 @@ func PairHTML(p Pair) template.HTML {
 	}
 	return execute("pair", struct {
 		A, B   Row
+		Given  []given
 		Fields []change
-	}{p.A, p.B, rows})
+	}{p.A, p.B, append(givens("input", p.A.Inputs, p.B.Inputs), givens("expected", p.A.Expected, p.B.Expected)...), rows})
+}
+
+// given is one value an item's runs were given (an input) or held to (an
+// expected field): once when A's and B's agree, else each.
+type given struct {
+	Kind, Name string
+	A, B       template.HTML // B empty when A's and B's agree
+}
+
+// givens are the values of a and b, named kind, by name.
+func givens(kind string, a, b map[string]any) []given {
+	names := slices.Sorted(maps.Keys(b))
+	for k := range a {
+		if _, inB := b[k]; !inB {
+			names = append(names, k)
+		}
+	}
+	out := make([]given, 0, len(names))
+	for _, k := range names {
+		g := given{Kind: kind, Name: k, A: valueHTML(a[k], nil)}
+		if !reflect.DeepEqual(a[k], b[k]) {
+			g.B = valueHTML(b[k], nil)
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 type field struct {

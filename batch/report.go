@@ -55,6 +55,7 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 	"f1":      func(v float64) string { return fmt.Sprintf("%.1f", v) },
 	"deref":   func(p *bool) bool { return *p },
 	"pair":    PairHTML,
+	"changes": ChangesHTML,
 	"failing": func(r Row) string { return map[bool]string{true: "1", false: "0"}[failing(r)] },
 	"failsOf": failsOf,
 	"script":  func() template.JS { return template.JS(reportScript) },
@@ -98,6 +99,9 @@ func WriteReport(ctx context.Context, st *store.Store, w io.Writer, b, against *
 			return err
 		}
 		r.C = compare(base, s)
+		if r.C.Changes, err = ChangesBetween(ctx, st, against, b); err != nil {
+			return err
+		}
 		for _, p := range r.C.Pairs {
 			r.Outcomes[p.B.Index] = p.Outcome
 		}

@@ -62,11 +62,12 @@ func TestReportShowsWhy(t *testing.T) {
 	if strings.Contains(page, `<option value="flaky">`) {
 		t.Error("the flaky filter shows for a batch that ran each item once")
 	}
-	// The broken item's side by side: B's grid against A's has the one
-	// changed cell outlined.
+	// The broken item's side by side: its input and expected grid, then
+	// B's grid against A's with the one changed cell outlined.
 	pair := page[strings.Index(page, `<details id="pair-task-02">`):]
 	pair = pair[:strings.Index(pair, "</table>")]
-	if strings.Count(pair, "<svg") != 3 || !strings.Contains(pair, "1 cells differ from the expected") {
+	if strings.Count(pair, "<svg") != 4 || !strings.Contains(pair, "1 cells differ from the expected") ||
+		!strings.Contains(pair, `<td class="fname">input task</td><td colspan="3"><code>task-02</code>`) || !strings.Contains(pair, `expected expected`) {
 		t.Errorf("the side by side of task-02 draws %d grids:\n%s", strings.Count(pair, "<svg"), pair)
 	}
 	_ = b

@@ -120,6 +120,8 @@ type Summary struct {
 	Pipeline    string         `json:"pipeline"`
 	Name        string         `json:"name"`
 	Dataset     string         `json:"dataset"`
+	Label       string         `json:"label,omitempty"`
+	Description string         `json:"description,omitempty"`
 	Status      runtime.Status `json:"status"`
 	Reason      string         `json:"reason,omitempty"`
 	Started     time.Time      `json:"started"`
@@ -202,7 +204,8 @@ func SummarizeItems(b *store.Batch, items []*store.BatchItem) *Summary {
 
 func summarize(b *store.Batch, items []*store.BatchItem, ratings map[string]*store.Rating) *Summary {
 	items = withRatings(items, ratings)
-	s := &Summary{ID: b.ID, Pipeline: b.Pipeline, Name: b.PipelineName, Dataset: b.Dataset, Status: b.Status, Reason: b.Reason,
+	s := &Summary{ID: b.ID, Pipeline: b.Pipeline, Name: b.PipelineName, Dataset: b.Dataset,
+		Label: b.Label, Description: b.Description, Status: b.Status, Reason: b.Reason,
 		Started: b.Started, Metrics: []Metric{}, Failures: []FailureClass{}, Rows: make([]Row, 0, len(items))}
 	if !b.Finished.IsZero() {
 		f := b.Finished

@@ -28,6 +28,10 @@ type Batch struct {
 	PipelineHash string
 	Dataset      string // path as given
 	DatasetHash  string
+	// Label and Description are what a person called the batch: a few
+	// words ("shorter prompt") and why it ran.
+	Label       string
+	Description string
 	// Settings are the options it ran with, as JSON: the store keeps
 	// them for package batch, which owns their type (batch.Settings).
 	Settings json.RawMessage
@@ -101,8 +105,9 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []*BatchItem) e
 	defer tx.Rollback()
 	t := now()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO batches (id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, dataset, dataset_hash,
-		flags, status, pid, pid_start, started_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		b.ID, b.Pipeline, b.PipelineAbs, b.PipelineName, b.PipelineHash, b.Dataset, b.DatasetHash, string(redact.JSON(settings)),
+		label, description, flags, status, pid, pid_start, started_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		b.ID, b.Pipeline, b.PipelineAbs, b.PipelineName, b.PipelineHash, b.Dataset, b.DatasetHash,
+		redact.String(b.Label), redact.String(b.Description), string(redact.JSON(settings)),
 		runtime.StatusRunning, os.Getpid(), processStart(os.Getpid()), t, t); err != nil {
 		return fmt.Errorf("batch %s: %w", b.ID, err)
 	}
@@ -128,7 +133,7 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []*BatchItem) e
 	return s.intact()
 }
 
-const batchColumns = `id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, dataset, dataset_hash, flags, status, reason, pid,
+const batchColumns = `id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, dataset, dataset_hash, label, description, flags, status, reason, pid,
 	pid_start, started_at, updated_at, finished_at`
 
 func scanBatch(row interface{ Scan(...any) error }) (*Batch, error) {
@@ -136,7 +141,7 @@ func scanBatch(row interface{ Scan(...any) error }) (*Batch, error) {
 	var settings, pidStart string
 	var started, updated, finished sql.NullString
 	if err := row.Scan(&b.ID, &b.Pipeline, &b.PipelineAbs, &b.PipelineName, &b.PipelineHash, &b.Dataset, &b.DatasetHash,
-		&settings, &b.Status, &b.Reason, &b.PID, &pidStart, &started, &updated, &finished); err != nil {
+		&b.Label, &b.Description, &settings, &b.Status, &b.Reason, &b.PID, &pidStart, &started, &updated, &finished); err != nil {
 		return nil, err
 	}
 	if b.Status == runtime.StatusRunning && !alive(b.PID, pidStart) {
@@ -320,6 +325,22 @@ func (s *Store) ClaimBatch(ctx context.Context, id string) error {
 		runtime.StatusRunning, os.Getpid(), processStart(os.Getpid()), now(), id)
 	if err != nil {
 		return fmt.Errorf("run store %s: %w", s.path, err)
+	}
+	return s.intact()
+}
+
+// LabelBatch sets what a person calls batch id, replacing its label and
+// description.
+func (s *Store) LabelBatch(ctx context.Context, id, label, description string) error {
+	if err := s.intact(); err != nil {
+		return err
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE batches SET label = ?, description = ? WHERE id = ?`, redact.String(label), redact.String(description), id)
+	if err != nil {
+		return fmt.Errorf("run store %s: %w", s.path, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return &NotFoundError{What: "batch", Ref: id, Path: s.path}
 	}
 	return s.intact()
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -134,5 +135,36 @@ func TestBatchItemRepeats(t *testing.T) {
 		if it.Repeat != r || it.Run != fmt.Sprintf("run-%d", r) || finished != (r == 1) {
 			t.Fatalf("repeat %d: %+v", r, it)
 		}
+	}
+}
+
+// TestBatchLabel checks that a batch keeps the label and description it
+// was created with, that LabelBatch replaces them, and that labelling a
+// batch the store does not hold says so.
+func TestBatchLabel(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "runs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b := &Batch{ID: "b-1", Pipeline: "p.yaml", Label: "shorter prompt", Description: "drops the examples"}
+	if err := s.CreateBatch(ctx, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Batch(ctx, "b-1")
+	if err != nil || got.Label != "shorter prompt" || got.Description != "drops the examples" {
+		t.Fatalf("created: %+v, %v", got, err)
+	}
+	if err := s.LabelBatch(ctx, "b-1", "baseline", ""); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.Batches(ctx)
+	if err != nil || len(list) != 1 || list[0].Label != "baseline" || list[0].Description != "" {
+		t.Fatalf("relabelled: %+v, %v", list, err)
+	}
+	var nf *NotFoundError
+	if err := s.LabelBatch(ctx, "b-2", "x", ""); !errors.As(err, &nf) {
+		t.Fatalf("labelling a missing batch: %v", err)
 	}
 }

@@ -352,6 +352,10 @@ var migrations = []string{
 	// Each check of an item's metrics that are lists of checks (a
 	// promptfoo test's asserts), by metric.
 	`ALTER TABLE batch_items ADD COLUMN checks TEXT NOT NULL DEFAULT '{}';`,
+	// What a person calls a batch (flowrun batch --label, --description),
+	// so that batches read as the changes they tried, not as timestamps.
+	`ALTER TABLE batches ADD COLUMN label TEXT NOT NULL DEFAULT '';
+	ALTER TABLE batches ADD COLUMN description TEXT NOT NULL DEFAULT '';`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

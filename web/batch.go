@@ -50,8 +50,11 @@ func (s *Server) batchesLive(w http.ResponseWriter, r *http.Request) {
 type batchData struct {
 	page
 	BatchView
-	Others []*store.Batch
-	Shown  string // the batch body's digest, for the live URL
+	// Others are the batches to compare with, the batch before this one
+	// of its pipeline and dataset (Previous) first: the one preselected.
+	Others   []*store.Batch
+	Previous *store.Batch
+	Shown    string // the batch body's digest, for the live URL
 }
 
 // BatchView is a batch's live part: its summary and the items its
@@ -127,9 +130,16 @@ func (s *Server) batchPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := batchData{page: s.page(r, "Batch "+b.ID, "batches"), BatchView: v, Shown: s.shownDigest("batch", "batchbody", v)}
+	if d.Previous, err = batch.Previous(r.Context(), s.st, b); err != nil {
+		s.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	if d.Previous != nil {
+		d.Others = append(d.Others, d.Previous)
+	}
 	if all, err := s.st.Batches(r.Context()); err == nil {
 		for _, o := range all {
-			if o.ID != b.ID {
+			if o.ID != b.ID && (d.Previous == nil || o.ID != d.Previous.ID) {
 				d.Others = append(d.Others, o)
 			}
 		}
@@ -176,7 +186,6 @@ type compareData struct {
 	C             *batch.Comparison
 	Fixed, Broken []batch.Pair // those the filters keep
 	F             batch.Filter
-	Metrics       []string
 }
 
 func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) {
@@ -190,22 +199,13 @@ func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, err)
 		return
 	}
-	var sums [2]*batch.Summary
-	for i, x := range []*store.Batch{a, b} {
-		if sums[i], err = batch.Summarize(r.Context(), s.st, x); err == nil {
-			err = sums[i].ReadDetails(r.Context(), s.st)
-		}
-		if err != nil {
-			s.fail(w, r, http.StatusInternalServerError, err)
-			return
-		}
+	c, err := batch.CompareBatches(r.Context(), s.st, a, b)
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, err)
+		return
 	}
-	c := batch.CompareSummaries(sums[0], sums[1])
 	f := filterOf(r)
 	d := compareData{page: s.page(r, "Compare", "batches"), C: c, F: f, Fixed: f.Pairs(c.Fixed), Broken: f.Pairs(c.Broken)}
-	for _, m := range sums[1].Metrics {
-		d.Metrics = append(d.Metrics, m.Name)
-	}
 	s.render(w, http.StatusOK, "compare", d)
 }
 

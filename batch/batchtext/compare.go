@@ -22,10 +22,17 @@ func WriteComparison(w io.Writer, c *batch.Comparison) {
 		if s.side.PassRate != nil {
 			pass = fmt.Sprintf("pass %.1f%% (%s)", 100*s.side.PassRate.Rate, s.side.Primary)
 		}
-		fmt.Fprintf(w, "%s  %s  %s (%s), %d items, %s\n", s.label, s.side.ID, s.side.Name, s.side.Pipeline, s.side.Items, pass)
+		label := ""
+		if s.side.Label != "" {
+			label = fmt.Sprintf(" %q", s.side.Label)
+		}
+		fmt.Fprintf(w, "%s  %s%s  %s (%s), %d items, %s\n", s.label, s.side.ID, label, s.side.Name, s.side.Pipeline, s.side.Items, pass)
 	}
 	if c.A.Primary != c.B.Primary {
 		fmt.Fprintf(w, "note: A passes by %q and B by %q\n", c.A.Primary, c.B.Primary)
+	}
+	if c.Changes != nil {
+		WriteChanges(w, c.Changes)
 	}
 	fmt.Fprintf(w, "\n%d items in both", c.Matched)
 	if len(c.OnlyA)+len(c.OnlyB) > 0 {
@@ -48,6 +55,39 @@ func WriteComparison(w io.Writer, c *batch.Comparison) {
 	keyList(w, "broken (passed in A, failed in B)", pairKeys(c.Broken))
 	keyList(w, "only in A", c.OnlyA)
 	keyList(w, "only in B", c.OnlyB)
+}
+
+// WriteChanges writes what changed from A's pipeline to B's: each file
+// the loads read differently as a unified diff, folded past its first
+// lines, then each setting that differs; one line when nothing did.
+func WriteChanges(w io.Writer, c *batch.PipelineChanges) {
+	if c.Same() {
+		fmt.Fprintln(w, "\nchanges    none: same pipeline, same files, same settings")
+		return
+	}
+	fmt.Fprintln(w, "\nchanges from A to B:")
+	for _, side := range c.Unrecorded {
+		fmt.Fprintf(w, "  %s: no item's run recorded its pipeline files, so they are not compared\n", side)
+	}
+	for _, f := range c.Files {
+		name := f.Path
+		if f.Was != "" {
+			name = f.Was + " -> " + f.Path
+		}
+		fmt.Fprintf(w, "  %s (%s)\n", name, f.Status)
+		for _, l := range f.Lines {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+		if f.More > 0 {
+			fmt.Fprintf(w, "    … %d more lines\n", f.More)
+		}
+	}
+	if len(c.Files) == 0 && len(c.Unrecorded) == 0 {
+		fmt.Fprintln(w, "  same pipeline, same files")
+	}
+	for _, s := range c.Settings {
+		fmt.Fprintf(w, "  %-16s %s -> %s\n", s.Name, s.A, s.B)
+	}
 }
 
 // WriteSideBySide writes each fixed and broken item's outputs in A and

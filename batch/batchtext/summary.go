@@ -23,7 +23,11 @@ func WriteList(w io.Writer, sums []*batch.Summary) {
 		}
 		fmt.Fprintf(w, "%-26s %-9s %9s %6s %9s  %s\n", s.ID, s.Status, fmt.Sprintf("%d/%d", s.Items.Done(), s.Items.Total),
 			pass, figures.USD(s.CostUSD), s.Started.Local().Format("01-02 15:04"))
-		fmt.Fprintf(w, "  %s\n", clip(s.Pipeline+" on "+s.Dataset, 76))
+		what := s.Pipeline + " on " + s.Dataset
+		if s.Label != "" {
+			what = fmt.Sprintf("%q  %s", s.Label, what)
+		}
+		fmt.Fprintf(w, "  %s\n", clip(what, 76))
 	}
 }
 
@@ -36,7 +40,14 @@ func WriteSummary(w io.Writer, s *batch.Summary, cols int) {
 	if s.Reason != "" {
 		fmt.Fprintf(w, " (%s)", s.Reason)
 	}
-	fmt.Fprintf(w, "\nstarted %s\n\n", s.Started.Local().Format("2006-01-02 15:04:05"))
+	fmt.Fprintln(w)
+	if s.Label != "" {
+		fmt.Fprintf(w, "label      %s\n", s.Label)
+	}
+	if s.Description != "" {
+		fmt.Fprintf(w, "description %s\n", s.Description)
+	}
+	fmt.Fprintf(w, "started %s\n\n", s.Started.Local().Format("2006-01-02 15:04:05"))
 	c := s.Items
 	fmt.Fprintf(w, "%-10s %d", s.Unit(), c.Total)
 	if s.Repeated {

@@ -67,7 +67,7 @@ func (f *batchFlags) register(fs *flag.FlagSet) {
 }
 
 func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("batch", "flowrun batch PIPELINE --dataset D [flags]\n       flowrun batch resume BATCH [--retry-failed]\n\nRuns the pipeline once per dataset item (a durable run each) and scores\nevery item with the pipeline's score: section and --score. Exit 0 when\nevery item has its result, 1 when the batch stopped, 2 on bad usage.")
+	fs := newFlagSet("batch", "flowrun batch PIPELINE --dataset D [flags]\n       flowrun batch resume BATCH [--retry-failed]\n\nRuns the pipeline once per dataset item (a durable run each) and scores\nevery item with the pipeline's score: section and --score. --label names the\nbatch for the views and comparisons (flowrun batch label BATCH TEXT renames it). Exit 0 when\nevery item has its result, 1 when the batch stopped, 2 on bad usage.")
 	var bf batchFlags
 	bf.register(fs)
 	dataset := fs.String("dataset", "", "the items: a `path` to a .jsonl, .csv, .json or .yaml list, or a directory of .json files")
@@ -79,6 +79,8 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	seed := fs.Uint64("seed", 0, "the sample's `seed`")
 	filter := fs.String("filter", "", "run only the items for which this expr-lang `condition` over item holds, e.g. 'item.level == \"easy\"'")
 	natsURL := fs.String("nats", "", "run the items on flowrun workers through the NATS JetStream server at `URL` (see docs/scale-out.md)")
+	label := fs.String("label", "", "call the batch `TEXT` (\"shorter prompt\"): batches, batch show, compare, the report and the web UI show it")
+	description := fs.String("description", "", "say in a `sentence` what the batch tries; shown with its label")
 	repeat := fs.Int("repeat", 1, "run each item `N` times (distinct runs): batch show gives pass@N, pass^N and flaky items")
 	var gate batchGate
 	gate.register(fs)
@@ -172,6 +174,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		view := newBatchView(r.Scorer, bf.asJSON, stdout, stderr)
 		r.Progress = view.item
 		b := batch.NewRecord(p, d)
+		b.Label, b.Description = *label, *description
 		created := view.start
 		var followErr error
 		if *natsURL != "" {

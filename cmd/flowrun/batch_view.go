@@ -24,6 +24,8 @@ func batchViewCmd(ctx context.Context, sub string, args []string, stdout, stderr
 		return batchReportCmd(ctx, args, stdout, stderr), true
 	case "rate":
 		return batchRateCmd(ctx, args, stdout, stderr), true
+	case "label":
+		return batchLabelCmd(ctx, args, stdout, stderr), true
 	}
 	return 0, false
 }
@@ -132,20 +134,21 @@ func exported(err error) int {
 }
 
 func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("batch compare", "flowrun batch compare A B [--json]\n\nWhat changed from batch A to batch B, item by item (matched by key): the items\nB fixed and broke, the pass-rate change with McNemar's exact test, and the\ncost and latency changes; then each fixed and broken item's outputs in A and B.")
+	fs := newFlagSet("batch compare", "flowrun batch compare [A] B [--json]\n\nWhat changed from batch A to batch B: first what differs between the pipelines\nthey ran (a diff of the pipeline file and of every prompt, schema or code file\nits load read) and the settings (dataset, model overrides, sampling); then item\nby item (matched by key) the items B fixed and broke, the pass-rate change with\nMcNemar's exact test, and the cost and latency changes; then each fixed and\nbroken item's outputs in A and B. With B alone, A is the batch before B of the\nsame pipeline over the same dataset.")
 	asJSON := fs.Bool("json", false, "print the comparison as JSON")
 	var gate compareGate
 	gate.register(fs)
 	var pj pairwiseFlags
 	pj.register(fs)
-	return storeCmd(fs, args, stdout, stderr, 2, "flowrun batch compare: name two batches, the earlier first (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
-		a, err := st.FindBatch(ctx, rest[0])
+	return storeCmdArgs(fs, args, stdout, stderr, 1, 2, "flowrun batch compare: name two batches, the earlier first, or one to compare with the batch before it (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
+		a, b, err := comparedBatches(ctx, st, rest, stderr)
 		if err != nil {
 			return storeError(err, stderr)
 		}
-		b, err := st.FindBatch(ctx, rest[1])
-		if err != nil {
-			return storeError(err, stderr)
+		if a == nil {
+			fmt.Fprintf(stderr, "flowrun batch compare: no batch of %s over %s ran before %s: name the batch to compare it with: flowrun batch compare A %s\n",
+				b.Pipeline, b.Dataset, b.ID, b.ID)
+			return exitInvalid
 		}
 		c, err := batch.CompareBatches(ctx, st, a, b)
 		if err != nil {
@@ -174,6 +177,31 @@ func batchCompareCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		return code
 	})
+}
+
+// comparedBatches are the batches refs name, A then B; given B alone, A
+// is the batch before it (batch.Previous), which it says on stderr, or nil
+// when there is none.
+func comparedBatches(ctx context.Context, st *store.Store, refs []string, stderr io.Writer) (a, b *store.Batch, err error) {
+	if b, err = st.FindBatch(ctx, refs[len(refs)-1]); err != nil {
+		return nil, nil, err
+	}
+	if len(refs) == 2 {
+		a, err = st.FindBatch(ctx, refs[0])
+		return a, b, err
+	}
+	if a, err = batch.Previous(ctx, st, b); a != nil {
+		fmt.Fprintf(stderr, "comparing with %s, the batch before %s of %s over %s\n", batchName(a), b.ID, b.Pipeline, b.Dataset)
+	}
+	return a, b, err
+}
+
+// batchName is a batch's id with its label, if it has one.
+func batchName(b *store.Batch) string {
+	if b.Label == "" {
+		return b.ID
+	}
+	return fmt.Sprintf("%s (%q)", b.ID, b.Label)
 }
 
 func batchReportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -206,7 +234,7 @@ func batchReportCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // The view commands are subcommands of flowrun batch, beside run and resume.
 func init() {
-	for _, sub := range []string{"show", "compare", "report", "rate"} {
+	for _, sub := range []string{"show", "compare", "report", "rate", "label"} {
 		batchCommands[sub] = func(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			code, _ := batchViewCmd(ctx, sub, args, stdout, stderr)
 			return code
@@ -236,6 +264,22 @@ func batchRateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			verdict = "pass"
 		}
 		fmt.Fprintf(termview.Text{W: stdout}, "rated %s in batch %s: %s\n", rest[1], b.ID, verdict)
+		return exitOK
+	})
+}
+
+func batchLabelCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("batch label", "flowrun batch label BATCH TEXT [--description SENTENCE]\n\nNames a batch after it ran, as flowrun batch --label does, replacing its\nlabel and description: batches, batch show, compare, the report and the web UI\nshow them.")
+	description := fs.String("description", "", "say in a `sentence` what the batch tried")
+	return storeCmd(fs, args, stdout, stderr, 2, "flowrun batch label: name a batch and its label: flowrun batch label BATCH TEXT", false, func(st *store.Store, rest []string) int {
+		b, err := st.FindBatch(ctx, rest[0])
+		if err != nil {
+			return storeError(err, stderr)
+		}
+		if err := st.LabelBatch(ctx, b.ID, rest[1], *description); err != nil {
+			return storeError(err, stderr)
+		}
+		fmt.Fprintf(termview.Text{W: stdout}, "labelled batch %s %q\n", b.ID, rest[1])
 		return exitOK
 	})
 }

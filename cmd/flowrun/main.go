@@ -43,7 +43,7 @@ Usage:
   flowrun snapshot RUN --label L    label the run's current checkpoint
   flowrun snapshots RUN             list a run's snapshots
   flowrun rollback RUN SNAPSHOT     make a snapshot the run's current state
-  flowrun batch FILE --dataset D [flags]
+  flowrun batch FILE --dataset D [--label TEXT] [flags]
                                     run a pipeline over a dataset and score it
   flowrun batch resume BATCH [--retry-failed]
                                     continue a batch
@@ -59,12 +59,15 @@ Usage:
   flowrun batches [--json]          list batches
   flowrun batch show BATCH [--item KEY | --failures] [--format text|json|jsonl|csv]
                                     a batch's summary and items; --item, --failures: items whole
-  flowrun batch compare A B [--json]
-                                    what B fixed and broke since A, and is it chance
+  flowrun batch compare [A] B [--json]
+                                    what changed from A to B (A: the batch before B), what B
+                                    fixed and broke, and is it chance
   flowrun batch report BATCH [--compare A] [-o FILE]
                                     one self-contained HTML page of it
   flowrun batch rate BATCH ITEM --pass|--fail [--note TEXT]
                                     your verdict on an item: the metric human
+  flowrun batch label BATCH TEXT [--description SENTENCE]
+                                    name a batch (as flowrun batch --label does)
   flowrun import promptfoo CONFIG -o DIR
                                     convert a promptfoo configuration to a pipeline, dataset and score:
   flowrun sandbox install python [--from DIR|ARCHIVE]

@@ -39,12 +39,18 @@ func readStore(path string, stderr io.Writer) (st *store.Store, missing, ok bool
 // usage and exits 2), opens the store (to read only, for a command that
 // only reads) and calls do.
 func storeCmd(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, nargs int, usage string, readOnly bool, do func(st *store.Store, rest []string) int) int {
+	return storeCmdArgs(fs, args, stdout, stderr, nargs, nargs, usage, readOnly, do)
+}
+
+// storeCmdArgs is storeCmd for a command that takes from least to most
+// arguments.
+func storeCmdArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, least, most int, usage string, readOnly bool, do func(st *store.Store, rest []string) int) int {
 	storePath := storeFlag(fs)
 	rest, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
 	}
-	if len(rest) != nargs {
+	if len(rest) < least || len(rest) > most {
 		fmt.Fprintln(stderr, usage)
 		return exitInvalid
 	}
