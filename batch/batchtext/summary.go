@@ -23,11 +23,12 @@ func WriteList(w io.Writer, sums []*batch.Summary) {
 		}
 		fmt.Fprintf(w, "%-26s %-9s %9s %6s %9s  %s\n", s.ID, s.Status, fmt.Sprintf("%d/%d", s.Items.Done(), s.Items.Total),
 			pass, figures.USD(s.CostUSD), s.Started.Local().Format("01-02 15:04"))
-		what := s.Pipeline + " on " + s.Dataset
+		// The label is what a person looks for: the paths give way to it.
+		label := ""
 		if s.Label != "" {
-			what = fmt.Sprintf("%q  %s", s.Label, what)
+			label = clip(fmt.Sprintf("%q", s.Label), 38) + "  "
 		}
-		fmt.Fprintf(w, "  %s\n", clip(what, 76))
+		fmt.Fprintf(w, "  %s%s\n", label, clip(s.Pipeline+" on "+s.Dataset, 76-len([]rune(label))))
 	}
 }
 
