@@ -42,6 +42,7 @@ func TestRatingsAndReasoningMigrate(t *testing.T) {
 	}
 	before := slices.IndexFunc(migrations, func(m string) bool { return strings.Contains(m, "CREATE TABLE batch_ratings") })
 	for _, q := range []string{`DROP TABLE batch_ratings`, `ALTER TABLE batch_items DROP COLUMN reasoning`, `ALTER TABLE batch_items DROP COLUMN checks`, `ALTER TABLE runs DROP COLUMN spec`, `DROP INDEX runs_child_of`, `ALTER TABLE runs DROP COLUMN child_of`,
+		`ALTER TABLE batches DROP COLUMN label`, `ALTER TABLE batches DROP COLUMN description`,
 		fmt.Sprintf(`UPDATE schema_version SET version = %d`, before)} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)

@@ -271,3 +271,33 @@ func TestBatchPageShowsChecksInBrowser(t *testing.T) {
 		t.Errorf("the unscored item says %q, %v", unscored, err)
 	}
 }
+
+// TestBatchLabelsShow: a labelled batch is listed by its label with its
+// id beneath, its page shows the label and description, and Compare with
+// names the other batches by label and start time and preselects the
+// batch before this one of its pipeline and dataset.
+func TestBatchLabelsShow(t *testing.T) {
+	h := newHarness(t, "")
+	a, b := arcBatches(h)
+	ctx := context.Background()
+	if err := h.st.LabelBatch(ctx, a.ID, "baseline", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.LabelBatch(ctx, b.ID, "centre rule", "tells the model <where> the centre is"); err != nil {
+		t.Fatal(err)
+	}
+	_, list := h.get("/batches")
+	if !strings.Contains(list, `<a href="/batches/`+b.ID+`">centre rule</a><div class="mono sub">`+b.ID+`</div>`) {
+		t.Errorf("the batches list does not name B by its label:\n%s", list)
+	}
+	_, page := h.get("/batches/" + b.ID)
+	for _, want := range []string{`<span class="label">centre rule</span>`, `<p class="description">tells the model &lt;where&gt; the centre is</p>`,
+		`<option value="` + a.ID + `" selected>baseline · `} {
+		if !strings.Contains(page, want) {
+			t.Errorf("B's page lacks %s", want)
+		}
+	}
+	if _, page := h.get("/batches/" + a.ID); strings.Contains(page, " selected>") || strings.Contains(page, "(previous)") {
+		t.Error("the first batch preselects a batch that ran after it")
+	}
+}

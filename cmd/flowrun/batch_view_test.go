@@ -140,8 +140,15 @@ func TestBatchCompareCLI(t *testing.T) {
 	if code != exitOK || json.Unmarshal([]byte(out), &c) != nil || c["p_value"] != 0.109375 || len(c["fixed"].([]any)) != 8 {
 		t.Errorf("--json: exit %d\n%.300s", code, out)
 	}
-	if code, _, _ := flowrun(t, "batch", "compare", "last", "--store", path); code != exitInvalid {
-		t.Errorf("one batch: exit %d", code)
+	// B alone is compared with the batch before it, of its pipeline and
+	// dataset.
+	code, out, errOut = flowrun(t, "batch", "compare", "last", "--store", path)
+	if code != exitOK || !strings.Contains(errOut, "comparing with b20261122T100000-aaaa, the batch before b20261122T110000-bbbb") ||
+		!strings.Contains(out, "8 fixed, 2 broken") {
+		t.Errorf("one batch: exit %d %s\n%s", code, errOut, out)
+	}
+	if code, _, _ := flowrun(t, "batch", "compare", "a", "b", "c", "--store", path); code != exitInvalid {
+		t.Errorf("three batches: exit %d", code)
 	}
 }
 
