@@ -88,7 +88,7 @@ type Comparison struct {
 	// each with the paired bootstrap interval of its change.
 	MetricChanges []MetricChange `json:"metric_changes"`
 	// Changes are what differs between the pipelines A and B ran and the
-	// settings they ran with; nil when not read (CompareSummaries).
+	// settings they ran with; nil when not read (Compare).
 	Changes *PipelineChanges `json:"changes,omitempty"`
 }
 
@@ -120,10 +120,6 @@ func Compare(ctx context.Context, st *store.Store, a, b *store.Batch) (*Comparis
 	}
 	return compare(sa, sb), nil
 }
-
-// CompareSummaries compares two batches already summarized (with their
-// details read, for views that show items side by side).
-func CompareSummaries(a, b *Summary) *Comparison { return compare(a, b) }
 
 func side(s *Summary) Side {
 	sd := Side{ID: s.ID, Label: s.Label, Name: s.Name, Pipeline: s.Pipeline, Primary: s.Primary, Metrics: []string{}, Items: s.Items.Total, PassRate: s.PassRate}

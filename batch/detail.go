@@ -29,8 +29,9 @@ func SummarizeDetailed(ctx context.Context, st *store.Store, b *store.Batch) (*S
 }
 
 // CompareBatches compares batch b with the earlier batch a, item by
-// item, from their detailed summaries (see CompareSummaries), with what
-// changed between the pipelines they ran (see ChangesBetween).
+// item, from their detailed summaries (for views that show items side
+// by side), with what changed between the pipelines they ran (see
+// ChangesBetween).
 func CompareBatches(ctx context.Context, st *store.Store, a, b *store.Batch) (*Comparison, error) {
 	sa, err := SummarizeDetailed(ctx, st, a)
 	if err != nil {
@@ -40,7 +41,7 @@ func CompareBatches(ctx context.Context, st *store.Store, a, b *store.Batch) (*C
 	if err != nil {
 		return nil, err
 	}
-	c := CompareSummaries(sa, sb)
+	c := compare(sa, sb)
 	if c.Changes, err = ChangesBetween(ctx, st, a, b); err != nil {
 		return nil, err
 	}
