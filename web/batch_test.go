@@ -297,7 +297,8 @@ func TestBatchLabelsShow(t *testing.T) {
 			t.Errorf("B's page lacks %s", want)
 		}
 	}
-	if _, page := h.get("/batches/" + a.ID); strings.Contains(page, " selected>") || strings.Contains(page, "(previous)") {
+	if _, page := h.get("/batches/" + a.ID); strings.Contains(page, `" selected>`) || strings.Contains(page, "(previous)") ||
+		!strings.Contains(page, `<option value="" disabled selected>choose a batch`) {
 		t.Error("the first batch preselects a batch that ran after it")
 	}
 }

@@ -157,6 +157,7 @@ func TestComparePageInBrowser(t *testing.T) {
 	if all := b.text(`#compare-with select`); !strings.Contains(all, "other.jsonl") || strings.Contains(all, ids[1]) {
 		t.Errorf("the options name batches by id, not label and date:\n%s", all)
 	}
+	b.shot("batch-page")
 	b.do("compare", chromedp.Click(chromedp.CSS(`#compare-with button`)), chromedp.WaitVisible(chromedp.CSS("section.changes")))
 	changes := b.text("section.changes")
 	for _, want := range []string{"prompt.md", "+Answer in one word.", "model overrides", "none", "default=gpt-4.1-nano"} {
