@@ -91,3 +91,38 @@ func TestWriteSweep(t *testing.T) {
 		"  m=a -> m=b: +25.0 points (-10.0 to +60.0), 2 fixed, 1 broken, McNemar mid-p 0.5",
 	)
 }
+
+// TestWriteChanges checks what a comparison says first: one line when
+// nothing changed; else each file's diff lines with the fold of those cut,
+// the pipeline file's old name, a side with no recorded files, and each
+// setting that differs.
+func TestWriteChanges(t *testing.T) {
+	var w strings.Builder
+	WriteChanges(&w, &batch.PipelineChanges{})
+	if got := strings.TrimSpace(w.String()); got != "changes    none: same pipeline, same files, same settings" {
+		t.Errorf("no change: %q", got)
+	}
+	w.Reset()
+	WriteChanges(&w, &batch.PipelineChanges{
+		Files: []batch.FileChange{
+			{Path: "qa_v2.yaml", Was: "qa.yaml", Status: "changed", Lines: []string{"@@ -1,1 +1,1 @@", "-name: qa", "+name: qa2"}},
+			{Path: "prompt.md", Status: "added", Lines: []string{"@@ -0,0 +1,40 @@", "+line 1"}, More: 39},
+		},
+		Settings: []batch.SettingChange{{Name: "model overrides", A: "none", B: "default=gpt-4.1"}},
+	})
+	hasLines(t, w.String(),
+		"changes from A to B:",
+		"  qa.yaml -> qa_v2.yaml (changed)",
+		"    -name: qa",
+		"    +name: qa2",
+		"  prompt.md (added)",
+		"    … 39 more lines",
+		"  model overrides  none -> default=gpt-4.1",
+	)
+	w.Reset()
+	WriteChanges(&w, &batch.PipelineChanges{Settings: []batch.SettingChange{{Name: "repeat", A: "1", B: "3"}}, Unrecorded: []string{"A"}})
+	hasLines(t, w.String(), "  A: no item's run recorded its pipeline files, so they are not compared", "  repeat           1 -> 3")
+	if strings.Contains(w.String(), "same pipeline") {
+		t.Errorf("an unrecorded side reads as the same pipeline:\n%s", w.String())
+	}
+}
