@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,7 +87,8 @@ func TestBatchItemRepeats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := len(migrations) - 1
+	// The version before repeats: the migrations after it run on open.
+	before := slices.IndexFunc(migrations, func(m string) bool { return strings.Contains(m, "CREATE TABLE batch_items_repeats") })
 	stmts := []string{`CREATE TABLE schema_version (version INTEGER NOT NULL)`, fmt.Sprintf(`INSERT INTO schema_version VALUES (%d)`, before)}
 	stmts = append(append(migrations[:before:before], stmts...),
 		`INSERT INTO batches (id, pipeline, pipeline_abs, pipeline_name, pipeline_hash, dataset, dataset_hash, flags, status, started_at, updated_at)
@@ -108,6 +110,9 @@ func TestBatchItemRepeats(t *testing.T) {
 	kept, err := s.BatchItems(ctx, "b-old")
 	if err != nil || len(kept) != 1 || kept[0].Run != "run-old" || kept[0].Repeat != 0 || kept[0].Scores["pass"] != true {
 		t.Fatalf("the old item after the migration: %+v, %v", kept, err)
+	}
+	if ob, err := s.Batch(ctx, "b-old"); err != nil || ob.Label != "" || ob.PipelineName != "p" {
+		t.Fatalf("the old batch after the migrations: %+v, %v", ob, err)
 	}
 
 	b := &Batch{ID: "b-rep", Pipeline: "p.yaml", PipelineAbs: "/p.yaml", PipelineName: "p", PipelineHash: "h", Dataset: "d", DatasetHash: "dh"}
