@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,7 +16,10 @@ import (
 // reports, for the trivial function and for one candidate of the scoring
 // map, milliseconds per call between the job and its report (ms/call),
 // and with the work the worker does after the report, closing the call's
-// instance and making the next one (ms/cycle).
+// instance and making the next one (ms/cycle), the CPU time of a cycle
+// (user and system, which other processes on a loaded machine move less
+// than the wall clock) and its page faults: the pages of the image a call
+// writes, each copied for it.
 func BenchmarkCallInWorker(b *testing.B) {
 	s := New(Options{CacheDir: sharedCache(b)})
 	defer s.Close()
@@ -43,6 +47,7 @@ func BenchmarkCallInWorker(b *testing.B) {
 			h.prepareNext(ctx, j)
 			b.ResetTimer()
 			var calls time.Duration
+			faults, cpu := usage()
 			start := time.Now()
 			for range b.N {
 				t0 := time.Now()
@@ -54,6 +59,17 @@ func BenchmarkCallInWorker(b *testing.B) {
 			}
 			b.ReportMetric(float64(calls.Microseconds())/1000/float64(b.N), "ms/call")
 			b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/cycle")
+			faultsAfter, cpuAfter := usage()
+			b.ReportMetric(float64(faultsAfter-faults)/float64(b.N), "faults/cycle")
+			b.ReportMetric(float64((cpuAfter-cpu).Microseconds())/1000/float64(b.N), "cpu_ms/cycle")
 		})
 	}
+}
+
+// usage is how many page faults this process has taken that needed no
+// disk, and the CPU time it has used.
+func usage() (int64, time.Duration) {
+	var u syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &u)
+	return u.Minflt, time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
