@@ -171,7 +171,6 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 	if err := h.runtime(ctx, j.CacheDir); err != nil {
 		return nil, &UnavailableError{Reason: err.Error()}
 	}
-	mem := &guestMemory{limit: uint64(j.MemoryMB) << 20}
 	cfg := wazero.NewModuleConfig().WithName("").WithArgs("guest")
 	modPath := j.Module
 	if j.Language == Python {
@@ -196,7 +195,7 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 		}
 		return nil, &UnavailableError{Reason: fmt.Sprintf("compiling %s: %v", modPath, err)}
 	}
-	inst := newInstance(j, mem)
+	inst := newInstance(j, &guestMemory{limit: uint64(j.MemoryMB) << 20})
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	started()
 	runErr := inst.start(ctx, h.rt, compiled, inst.config(cfg).WithStartFunctions("_start"))
@@ -225,7 +224,7 @@ func (h *host) runFromImage(ctx context.Context, j *job, img *pythonImage, start
 		inst = newInstance(j, &guestMemory{limit: uint64(j.MemoryMB) << 20, image: img})
 		defer debug.SetGCPercent(debug.SetGCPercent(-1))
 		started()
-		runErr = inst.start(ctx, h.rt, img.module, h.imageConfig(inst, j.PythonDir))
+		runErr = inst.start(ctx, h.rt, img.module, imageConfig(inst, j.PythonDir))
 	}
 	if runErr == nil {
 		runErr = inst.call(ctx, "flowrun_call")
@@ -237,7 +236,7 @@ func (h *host) runFromImage(ctx context.Context, j *job, img *pythonImage, start
 
 // imageConfig is the configuration of an instance that starts from the
 // image: no start function, as the image is the start-up's result.
-func (h *host) imageConfig(inst *instance, pythonDir string) wazero.ModuleConfig {
+func imageConfig(inst *instance, pythonDir string) wazero.ModuleConfig {
 	_, stdlib, _ := pythonLayout(pythonDir)
 	return inst.config(pythonModuleConfig(stdlib)).WithStartFunctions()
 }
@@ -255,7 +254,7 @@ func (h *host) prepareNext(ctx context.Context, last *job) {
 		return
 	}
 	inst := newInstance(&job{MemoryMB: last.MemoryMB, PythonDir: last.PythonDir}, &guestMemory{limit: uint64(last.MemoryMB) << 20, image: img})
-	if err := inst.start(ctx, h.rt, img.module, h.imageConfig(inst, last.PythonDir)); err != nil {
+	if err := inst.start(ctx, h.rt, img.module, imageConfig(inst, last.PythonDir)); err != nil {
 		// The next call makes its own, and reports what fails.
 		inst.close(ctx)
 		return
@@ -300,8 +299,9 @@ func (inst *instance) config(cfg wazero.ModuleConfig) wazero.ModuleConfig {
 
 // start instantiates the module, running its start functions.
 //
-// No garbage collection may run while the guest runs (the callers turn it
-// off): a collection stops every goroutine, which a guest spinning in
+// No garbage collection may run while the guest runs (the callers of start
+// and call turn it off, but for an instance made ahead, which has no start
+// function): a collection stops every goroutine, which a guest spinning in
 // compiled code never lets it do, and the worker would freeze, unable even
 // to exit when its parent goes (see readJobs). serve's memory limit still
 // bounds the heap.
