@@ -13,60 +13,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowrun/flowrun/internal/scoringbench"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/sandbox"
 )
 
-// scoringCandidates are n candidate ARC transforms, each a Python source
-// whose score(pairs) runs its transform on every train pair's input and
-// returns the fraction of cells it gets right.
-func scoringCandidates(n int) []any {
-	out := make([]any, n)
-	for i := range out {
-		out[i] = fmt.Sprintf(`
-def transform(grid):
-    k = %d
-    h, w = len(grid), len(grid[0])
-    return [[(grid[r][c] + k) %% 10 if grid[r][c] else grid[(r + k) %% h][c] for c in range(w)] for r in range(h)]
-
-def score(pairs):
-    right = total = 0
-    for p in pairs:
-        got = transform(p["input"])
-        for row, want in zip(got, p["output"]):
-            right += sum(a == b for a, b in zip(row, want))
-            total += len(want)
-    return right / total
-`, i%10)
-	}
-	return out
-}
-
-// trainPairs are four 10x10 train pairs.
-func trainPairs() []any {
-	var pairs []any
-	for p := range 4 {
-		in, out := make([]any, 10), make([]any, 10)
-		for r := range 10 {
-			a, b := make([]any, 10), make([]any, 10)
-			for c := range 10 {
-				a[c] = (r*c + p) % 3
-				b[c] = (r*c + p + 1) % 3
-			}
-			in[r], out[r] = a, b
-		}
-		pairs = append(pairs, map[string]any{"input": in, "output": out})
-	}
-	return pairs
-}
-
 // BenchmarkCodeMapScoring scores 1,000 candidate transforms against 4
 // train pairs in a map of code nodes, at max_concurrency 2 and 8, and
 // reports transforms per second, how many sandbox workers the run started
 // (the sandbox's pool, not the map, decides that; a worker is replaced
-// after 500 runs), and the rate of the same scoring done by native
-// python3 subprocesses (FLOWRUN_BENCH_PYTHON, or python3), as many at once.
+// after 500 runs), and the rates of the same scoring done natively
+// (FLOWRUN_BENCH_PYTHON, or python3) by as many subprocesses at once, one
+// per candidate, and by a persistent multiprocessing pool of as many
+// workers (scoringbench.NativePool), each run back to back with the map.
 func BenchmarkCodeMapScoring(b *testing.B) {
 	const n = 1000
 	for _, conc := range []int{2, 8} {
@@ -108,12 +68,13 @@ nodes:
             args: [inputs.pairs]
 outputs: {scores: nodes.scores}
 `, conc), nil)
-			inputs := map[string]any{"candidates": scoringCandidates(n), "pairs": trainPairs()}
+			inputs := map[string]any{"candidates": scoringbench.Candidates(n), "pairs": scoringbench.TrainPairs()}
 			// One call first, so that the image and the compiled module are ready.
-			if res := runtime.Run(context.Background(), kinds, p, map[string]any{"candidates": scoringCandidates(1), "pairs": trainPairs()}, runtime.Options{}); res.Status != runtime.StatusCompleted {
+			if res := runtime.Run(context.Background(), kinds, p, map[string]any{"candidates": scoringbench.Candidates(1), "pairs": scoringbench.TrainPairs()}, runtime.Options{}); res.Status != runtime.StatusCompleted {
 				b.Fatalf("status %s: %v", res.Status, res.Err)
 			}
 			native := nativeScoring(b, inputs["candidates"].([]any), conc)
+			pool := nativePoolScoring(b, inputs, conc)
 			var elapsed time.Duration
 			b.ResetTimer()
 			for range b.N {
@@ -130,6 +91,7 @@ outputs: {scores: nodes.scores}
 			b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "transforms/s")
 			b.ReportMetric(float64(started.Load()), "workers")
 			b.ReportMetric(native, "native_transforms/s")
+			b.ReportMetric(pool, "pool_transforms/s")
 		})
 	}
 }
@@ -137,11 +99,8 @@ outputs: {scores: nodes.scores}
 // nativeScoring scores the candidates in python3 subprocesses, conc at a
 // time, and returns transforms per second.
 func nativeScoring(b *testing.B, candidates []any, conc int) float64 {
-	py := os.Getenv("FLOWRUN_BENCH_PYTHON")
-	if py == "" {
-		py = "python3"
-	}
-	pairs, _ := json.Marshal(trainPairs())
+	py := benchPython()
+	pairs, _ := json.Marshal(scoringbench.TrainPairs())
 	next := make(chan string)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -164,4 +123,31 @@ func nativeScoring(b *testing.B, candidates []any, conc int) float64 {
 	close(next)
 	wg.Wait()
 	return float64(len(candidates)) / time.Since(start).Seconds()
+}
+
+// nativePoolScoring scores the candidates in a native persistent
+// multiprocessing pool of conc workers and returns transforms per second,
+// timed by the pool itself once it has started.
+func nativePoolScoring(b *testing.B, inputs map[string]any, conc int) float64 {
+	job, _ := json.Marshal(inputs)
+	cmd := exec.Command(benchPython(), "-c", scoringbench.NativePool, strconv.Itoa(conc))
+	cmd.Stdin = bytes.NewReader(job)
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("the native pool: %v", err)
+	}
+	var seconds float64
+	var n int
+	if _, err := fmt.Sscan(string(out), &seconds, &n); err != nil || n != len(inputs["candidates"].([]any)) {
+		b.Fatalf("the native pool printed %q", out)
+	}
+	return float64(n) / seconds
+}
+
+// benchPython is the native python3 the benchmarks compare with.
+func benchPython() string {
+	if py := os.Getenv("FLOWRUN_BENCH_PYTHON"); py != "" {
+		return py
+	}
+	return "python3"
 }

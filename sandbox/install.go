@@ -75,11 +75,25 @@ type PythonInfo struct {
 	// Outdated says why an installed tree predates the build script
 	// (it still runs, without what newer builds add); empty when current.
 	Outdated string
+	// Absent are the packages ARC code asks for that this installation
+	// lacks, each with why the build has none.
+	Absent []AbsentPackage
 }
 
 // Package is one package of the Python installation.
 type Package struct {
 	Name, Version string
+}
+
+// AbsentPackage is a package the installation lacks, and why.
+type AbsentPackage struct {
+	Name, Why string
+}
+
+// missingPackages are the packages model-written ARC code imports that no
+// build has yet (docs/sandbox.md, "scipy.ndimage").
+var missingPackages = []AbsentPackage{
+	{"scipy.ndimage", "not built: its own C, C++ and Cython need no Fortran, but no scipy release archive can be fetched where the sandbox is built, and scipy's build needs a LAPACK for WASI"},
 }
 
 // HasPackage reports whether the installation has the named package.
@@ -131,6 +145,11 @@ func PythonStatusAt(dir string) PythonInfo {
 	info.Packages = parsePackages(info.Manifest["packages"])
 	if len(info.Packages) == 0 {
 		info.Packages = []Package{{"python", info.Manifest["version"]}}
+	}
+	for _, m := range missingPackages {
+		if !info.HasPackage(strings.SplitN(m.Name, ".", 2)[0]) {
+			info.Absent = append(info.Absent, m)
+		}
 	}
 	if rev := info.Manifest["build_revision"]; rev != fmt.Sprint(pythonBuildRevision) {
 		if rev == "" {

@@ -292,3 +292,71 @@ func TestImageChangedInPlaceReachesNoCall(t *testing.T) {
 		}
 	}
 }
+
+// TestCallLeavesNothingForTheNext runs, on one worker, calls that change
+// the interpreter as deeply as Python code can: module state, sys.modules
+// and imports, numpy's error and print settings, its legacy random state
+// (unseeded, it draws from the call's own random source; seeded by an
+// earlier call, its stream must not go on here) and its functions, the
+// garbage collector, and the heap (objects kept
+// alive in a module, a 64 MiB buffer that grows the memory). Each is
+// followed by a call that takes the interpreter's fingerprint, which
+// must be the same as before any of them: the same number of objects the
+// collector tracks, the same addresses for a new object and a new 1 MiB
+// buffer (which malloc places by the heap's state), and none of the
+// changes. The first fingerprint
+// comes from an instance made as the job arrived, the later ones from
+// instances the worker made while it waited.
+func TestCallLeavesNothingForTheNext(t *testing.T) {
+	s := New(Options{CacheDir: sharedCache(t), Workers: 1})
+	defer s.Close()
+	needSnapshot(t, s)
+	ctx := context.Background()
+	const dirty = `
+import sys, gc, json, decimal, fractions, statistics
+import numpy as np
+np.seterr(all="raise")
+np.set_printoptions(precision=1, threshold=3)
+np.random.seed(12345)
+np.random.random(1000)
+np.sum = lambda *a, **k: "leaked"
+np.linalg.leaked = True
+json.loads = None
+sys.modules["leaked"] = json
+sys.setrecursionlimit(123)
+gc.disable()
+gc.unfreeze()
+keep = [object() for _ in range(100000)]
+json.kept = (keep, bytearray(64 << 20), {i: str(i) for i in range(10000)})
+sys.intern("leaked-" + "x" * 100)
+`
+	const look = `
+import sys, gc
+import numpy as np
+seeded = np.random.RandomState(12345)
+seeded.random(1000)
+[id(object()), id(bytearray(1 << 20)), len(sys.modules), "leaked" in sys.modules,
+ "decimal" in sys.modules, np.geterr()["divide"], np.get_printoptions()["precision"],
+ np.random.random() == seeded.random(), str(np.sum([1, 2])), hasattr(np.linalg, "leaked"),
+ sys.getrecursionlimit(), gc.isenabled(), gc.get_freeze_count(), len(gc.get_objects()),
+ __import__("json").loads("1")]
+`
+	var first []any
+	for i := range 4 {
+		res, err := s.Run(ctx, Request{Language: Python, Source: look})
+		if err != nil || !res.OK {
+			t.Fatalf("call %d: %v %+v", i, err, res.Error)
+		}
+		got, _ := res.Result.([]any)
+		if first == nil {
+			first = got
+			t.Logf("fingerprint %v", got)
+		} else if fmt.Sprint(got) != fmt.Sprint(first) {
+			t.Fatalf("after a call that changed the interpreter, call %d sees %v; the first saw %v", i, got, first)
+		}
+		res, err = s.Run(ctx, Request{Language: Python, Source: dirty, Limits: Limits{MemoryMB: 256}})
+		if err != nil || !res.OK {
+			t.Fatalf("dirtying call %d: %v %+v", i, err, res.Error)
+		}
+	}
+}

@@ -74,7 +74,8 @@ func (s Status) JSON() map[string]any {
 // JSON is the installation as `flowrun sandbox status --json` and other
 // programs read it: version, directory, whether it is installed (or the
 // problem), and when it is, its sizes, snapshot, manifest, packages (name
-// to version) and why it is outdated, if it is.
+// to version), the packages it lacks (name to why) and why it is
+// outdated, if it is.
 func (i PythonInfo) JSON() map[string]any {
 	p := map[string]any{
 		"version":   PythonVersion,
@@ -97,6 +98,13 @@ func (i PythonInfo) JSON() map[string]any {
 		pk[x.Name] = x.Version
 	}
 	p["packages"] = pk
+	if len(i.Absent) > 0 {
+		absent := map[string]string{}
+		for _, x := range i.Absent {
+			absent[x.Name] = x.Why
+		}
+		p["absent"] = absent
+	}
 	if i.Outdated != "" {
 		p["outdated"] = i.Outdated
 	}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -25,6 +26,10 @@ func TestPythonInfoJSON(t *testing.T) {
 		if pk[p.Name] != p.Version {
 			t.Errorf("packages %v, want %s %s", pk, p.Name, p.Version)
 		}
+	}
+	absent, _ := got["absent"].(map[string]string)
+	if why := absent["scipy.ndimage"]; !strings.Contains(why, "Fortran") || !strings.Contains(why, "LAPACK") {
+		t.Errorf("absent %v: scipy.ndimage should be there, with why", got["absent"])
 	}
 }
 

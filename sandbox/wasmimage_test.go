@@ -112,7 +112,9 @@ func TestSnapshotModule(t *testing.T) {
 	}
 	// Below the image's size, the memory limit refuses it.
 	mem := &guestMemory{limit: 1 << 16, image: img}
-	if err := instantiate(experimental.WithMemoryAllocator(ctx, mem), rt, compiled, wazero.NewModuleConfig().WithName(""), "get"); err == nil || !mem.refused {
+	inst := newInstance(&job{MemoryMB: 1, MaxOutput: 1024}, mem)
+	defer inst.close(ctx)
+	if err := inst.start(ctx, rt, compiled, wazero.NewModuleConfig().WithName("")); err == nil || !mem.refused {
 		t.Fatalf("an image larger than the limit: err %v, refused %v", err, mem.refused)
 	}
 }

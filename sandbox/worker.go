@@ -16,7 +16,7 @@ import (
 	"strings"
 
 	"github.com/tetratelabs/wazero"
-
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
@@ -58,6 +58,10 @@ type host struct {
 	// workers run without it (they are killed at the deadline instead);
 	// BenchmarkCancellationDesign measures what it would cost.
 	closeOnDone bool
+	// ready is a Python instance made from the image for the next call,
+	// while the worker waited for it; spent is the last call's instance,
+	// closed after its report went out (see prepareNext).
+	ready, spent *instance
 }
 
 func serve(in io.Reader, out io.Writer) int {
@@ -84,6 +88,7 @@ func serve(in io.Reader, out io.Writer) int {
 		if recycle {
 			return 0
 		}
+		h.prepareNext(ctx, &j)
 	}
 }
 
@@ -103,6 +108,8 @@ func readJobs(in io.Reader, jobs chan<- []byte) {
 }
 
 func (h *host) close(ctx context.Context) {
+	h.spent.close(ctx)
+	h.ready.close(ctx)
 	if h.rt != nil {
 		_ = h.rt.Close(ctx)
 	}
@@ -150,6 +157,8 @@ func (h *host) compile(ctx context.Context, path string) (wazero.CompiledModule,
 // run runs one job in a fresh module instance. fatal is set when nothing
 // can run in this worker.
 func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fatal *UnavailableError) {
+	h.spent.close(ctx)
+	h.spent = nil
 	coldStart := ""
 	defer func() {
 		if rep != nil {
@@ -162,9 +171,8 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 	if err := h.runtime(ctx, j.CacheDir); err != nil {
 		return nil, &UnavailableError{Reason: err.Error()}
 	}
-	mem := &guestMemory{limit: uint64(j.MemoryMB) << 20}
 	cfg := wazero.NewModuleConfig().WithName("").WithArgs("guest")
-	modPath, entry := j.Module, ""
+	modPath := j.Module
 	if j.Language == Python {
 		wasm, stdlib, problem := pythonLayout(j.PythonDir)
 		if problem != "" {
@@ -175,62 +183,161 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 		// the same to the code. The report says why, for the parent to tell.
 		img, err := h.pythonImage(ctx, j.PythonDir, j.CacheDir)
 		if img != nil {
-			modPath, entry, mem.image = "", "flowrun_call", img
+			return h.runFromImage(ctx, j, img, started), nil
 		} else if err != nil {
 			coldStart = err.Error()
 		}
 	}
-	var compiled wazero.CompiledModule
-	if mem.image != nil {
-		compiled = mem.image.module
-		cfg = cfg.WithStartFunctions()
-	} else {
-		var err error
-		if compiled, err = h.compile(ctx, modPath); err != nil {
-			if j.Language == Wasm {
-				return &report{Error: &Error{Class: errclass.CompileError, Message: fmt.Sprintf("loading module %s: %v", filepath.Base(modPath), err)}}, nil
-			}
-			return nil, &UnavailableError{Reason: fmt.Sprintf("compiling %s: %v", modPath, err)}
+	compiled, err := h.compile(ctx, modPath)
+	if err != nil {
+		if j.Language == Wasm {
+			return &report{Error: &Error{Class: errclass.CompileError, Message: fmt.Sprintf("loading module %s: %v", filepath.Base(modPath), err)}}, nil
 		}
-		cfg = cfg.WithStartFunctions("_start")
+		return nil, &UnavailableError{Reason: fmt.Sprintf("compiling %s: %v", modPath, err)}
 	}
-	stdout := &cappedBuffer{limit: 2*j.MaxOutput + 4096} // the user's output, then the result envelope
-	stderr := &cappedBuffer{limit: j.MaxOutput}
-	// Every call draws from the host's CSPRNG: no two calls hand out the
-	// same secret (os.urandom, secrets, uuid4, crypto/rand). What must stay
-	// the same for replays is fixed elsewhere (docs/sandbox.md, "Randomness").
-	cfg = cfg.WithStdin(bytes.NewReader(j.Stdin)).WithStdout(stdout).WithStderr(stderr).WithRandSource(rand.Reader)
-	// No garbage collection while the guest runs: a collection stops every
-	// goroutine, which a guest spinning in compiled code never lets it do,
-	// and the worker would freeze, unable even to exit when its parent
-	// goes (see readJobs). serve's memory limit still bounds the heap.
+	inst := newInstance(j, &guestMemory{limit: uint64(j.MemoryMB) << 20})
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	started()
-	runErr := instantiate(experimental.WithMemoryAllocator(ctx, mem), h.rt, compiled, cfg, entry)
-	return outcome(j, runErr, mem.refused, stdout, stderr), nil
+	runErr := inst.start(ctx, h.rt, compiled, inst.config(cfg).WithStartFunctions("_start"))
+	inst.close(ctx)
+	return inst.outcome(j, runErr), nil
 }
 
-// instantiate runs the module's start function, then entry when not empty,
-// turning a panic from a capped writer (or from wazero, when a memory could
-// not be allocated) into an error.
-func instantiate(ctx context.Context, rt wazero.Runtime, compiled wazero.CompiledModule, cfg wazero.ModuleConfig, entry string) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			if e, ok := r.(error); ok && errors.Is(e, errOutputLimit) {
-				err = errOutputLimit
-				return
-			}
-			err = fmt.Errorf("%v", r)
-		}
-	}()
-	mod, err := rt.InstantiateModule(ctx, compiled, cfg)
-	if mod != nil {
-		defer mod.Close(ctx)
+// runFromImage runs a Python job in an instance that starts from the
+// image: the one made while the worker waited for this job when it fits
+// (the same installation and memory limit), or a new one. Either is
+// fresh: made from the image and the compiled module alone, it has run
+// nothing before this call.
+func (h *host) runFromImage(ctx context.Context, j *job, img *pythonImage, started func()) *report {
+	inst := h.ready
+	h.ready = nil
+	if inst != nil && (inst.pythonDir != j.PythonDir || inst.memoryMB != j.MemoryMB) {
+		inst.close(ctx)
+		inst = nil
 	}
-	if err == nil && entry != "" {
-		_, err = mod.ExportedFunction(entry).Call(ctx)
+	var runErr error
+	if inst != nil {
+		inst.bind(j)
+		defer debug.SetGCPercent(debug.SetGCPercent(-1))
+		started()
+	} else {
+		inst = newInstance(j, &guestMemory{limit: uint64(j.MemoryMB) << 20, image: img})
+		defer debug.SetGCPercent(debug.SetGCPercent(-1))
+		started()
+		runErr = inst.start(ctx, h.rt, img.module, imageConfig(inst, j.PythonDir))
 	}
+	if runErr == nil {
+		runErr = inst.call(ctx, "flowrun_call")
+	}
+	// Closing unmaps the call's memory; it waits until the report is out.
+	h.spent = inst
+	return inst.outcome(j, runErr)
+}
+
+// imageConfig is the configuration of an instance that starts from the
+// image: no start function, as the image is the start-up's result.
+func imageConfig(inst *instance, pythonDir string) wazero.ModuleConfig {
+	_, stdlib, _ := pythonLayout(pythonDir)
+	return inst.config(pythonModuleConfig(stdlib)).WithStartFunctions()
+}
+
+// prepareNext closes the instance of the call that just ended and, after
+// a Python call that started from the image, makes the instance for the
+// next one, while the parent reads the report and sends the next job:
+// making an instance (mostly filling CPython's table of 10,797 functions)
+// is about half of a trivial call's time in the worker.
+func (h *host) prepareNext(ctx context.Context, last *job) {
+	h.spent.close(ctx)
+	h.spent = nil
+	img := h.images[last.PythonDir].image
+	if last.Language != Python || img == nil || h.ready != nil {
+		return
+	}
+	inst := newInstance(&job{MemoryMB: last.MemoryMB, PythonDir: last.PythonDir}, &guestMemory{limit: uint64(last.MemoryMB) << 20, image: img})
+	if err := inst.start(ctx, h.rt, img.module, imageConfig(inst, last.PythonDir)); err != nil {
+		// The next call makes its own, and reports what fails.
+		inst.close(ctx)
+		return
+	}
+	h.ready = inst
+}
+
+// instance is one module instance and what it reads and writes. An
+// instance made ahead of its job is bound to it later (bind): wazero fixes
+// an instance's stdio when it is made.
+type instance struct {
+	pythonDir string
+	memoryMB  int
+	mem       *guestMemory
+	mod       api.Module
+	stdin     *bytes.Reader
+	stdout    *cappedBuffer // the user's output, then the result envelope
+	stderr    *cappedBuffer
+}
+
+func newInstance(j *job, mem *guestMemory) *instance {
+	inst := &instance{pythonDir: j.PythonDir, memoryMB: j.MemoryMB, mem: mem,
+		stdin: bytes.NewReader(nil), stdout: &cappedBuffer{}, stderr: &cappedBuffer{}}
+	inst.bind(j)
+	return inst
+}
+
+// bind gives the instance its job's input and output caps.
+func (inst *instance) bind(j *job) {
+	inst.stdin.Reset(j.Stdin)
+	inst.stdout.limit = 2*j.MaxOutput + 4096
+	inst.stderr.limit = j.MaxOutput
+}
+
+// config is cfg with the instance's stdio. Every call draws from the
+// host's CSPRNG: no two calls hand out the same secret (os.urandom,
+// secrets, uuid4, crypto/rand). What must stay the same for replays is
+// fixed elsewhere (docs/sandbox.md, "Randomness").
+func (inst *instance) config(cfg wazero.ModuleConfig) wazero.ModuleConfig {
+	return cfg.WithStdin(inst.stdin).WithStdout(inst.stdout).WithStderr(inst.stderr).WithRandSource(rand.Reader)
+}
+
+// start instantiates the module, running its start functions.
+//
+// No garbage collection may run while the guest runs (the callers of start
+// and call turn it off, but for an instance made ahead, which has no start
+// function): a collection stops every goroutine, which a guest spinning in
+// compiled code never lets it do, and the worker would freeze, unable even
+// to exit when its parent goes (see readJobs). serve's memory limit still
+// bounds the heap.
+func (inst *instance) start(ctx context.Context, rt wazero.Runtime, compiled wazero.CompiledModule, cfg wazero.ModuleConfig) (err error) {
+	defer recoverRun(&err)
+	inst.mod, err = rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, inst.mem), compiled, cfg)
 	return err
+}
+
+// call runs the instance's exported function entry.
+func (inst *instance) call(ctx context.Context, entry string) (err error) {
+	defer recoverRun(&err)
+	_, err = inst.mod.ExportedFunction(entry).Call(ctx)
+	return err
+}
+
+// recoverRun turns a panic from a capped writer (or from wazero, when a
+// memory could not be allocated) into the run's error.
+func recoverRun(err *error) {
+	if r := recover(); r != nil {
+		if e, ok := r.(error); ok && errors.Is(e, errOutputLimit) {
+			*err = errOutputLimit
+			return
+		}
+		*err = fmt.Errorf("%v", r)
+	}
+}
+
+func (inst *instance) close(ctx context.Context) {
+	if inst != nil && inst.mod != nil {
+		_ = inst.mod.Close(ctx)
+	}
+}
+
+func (inst *instance) outcome(j *job, runErr error) *report {
+	return outcome(j, runErr, inst.mem.refused, inst.stdout, inst.stderr)
 }
 
 // report is what a worker sends back for a run: what the guest wrote, as

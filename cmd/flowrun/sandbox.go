@@ -135,6 +135,9 @@ func sandboxStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 			pk[i] = x.Name + " " + x.Version
 		}
 		fmt.Fprintf(stdout, "  packages     %s\n", strings.Join(pk, ", "))
+		for _, x := range py.Absent {
+			fmt.Fprintf(stdout, "  absent       %s: %s\n", x.Name, x.Why)
+		}
 		if py.Outdated != "" {
 			fmt.Fprintf(stdout, "  outdated     %s: run flowrun sandbox install python\n", py.Outdated)
 		}
