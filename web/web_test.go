@@ -311,8 +311,12 @@ func TestStartOnlyUnderDir(t *testing.T) {
 	rel, _ := filepath.Rel(h.dir, outside)
 	for _, name := range []string{outside, rel, "link.yaml"} {
 		code, loc := h.post("/start", url.Values{"pipeline": {name}})
-		if msg := h.shown(loc); code != http.StatusSeeOther || !strings.Contains(msg, "only pipelines under") {
+		msg := h.shown(loc)
+		if code != http.StatusSeeOther || !strings.Contains(msg, "outside the served directory") {
 			t.Errorf("%s: %d %s: %q", name, code, loc, msg)
+		}
+		if strings.Contains(msg, h.dir) {
+			t.Errorf("%s: the message names the server's directory: %q", name, msg)
 		}
 	}
 	if runs, _ := h.st.Runs(context.Background()); len(runs) != 0 {
@@ -1008,5 +1012,72 @@ func TestMakeThisATest(t *testing.T) {
 	}
 	if code, _ := h.get("/runs/nope/test.yaml"); code != http.StatusNotFound {
 		t.Fatalf("an unknown run: %d", code)
+	}
+}
+
+const describedPipeline = `
+version: 1
+name: greeter
+description: Greets whoever it is given, in one line.
+inputs:
+  who: {type: string, default: "world"}
+state: {line: "", loud: ""}
+nodes:
+  - id: greet
+    set: {line: '"hello " + inputs.who'}
+  - id: shout
+    set: {loud: 'state.line + "!"'}
+outputs: {line: state.loud}
+`
+
+// The start page lists the pipelines, each with its description, and no
+// cassette, test or data file whatever its name; a chosen one shows its
+// graph before it starts.
+func TestStartListsPipelinesWithTheirGraph(t *testing.T) {
+	h := newHarness(t, "")
+	for name, body := range map[string]string{"greeter.yaml": describedPipeline, "cassette.yaml": "version: 1\nentries: []\n",
+		"greeter.cassette.yaml": "version: 1\nentries: []\n", "greeter.test.yaml": "pipeline: greeter.yaml\ncases: []\n", "data.yaml": "- {who: a}\n"} {
+		if err := os.WriteFile(filepath.Join(h.dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body := h.get("/start")
+	for _, want := range []string{`<a href="/start?pipeline=greeter.yaml">greeter</a>`, "Greets whoever it is given, in one line.", `href="/start?pipeline=chat.yaml"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the start page lacks %q:\n%s", want, body)
+		}
+	}
+	for _, not := range []string{"cassette.yaml", "test.yaml", "data.yaml", h.dir} {
+		if strings.Contains(body, not) {
+			t.Errorf("the start page lists %q:\n%s", not, body)
+		}
+	}
+	_, body = h.get("/start?pipeline=greeter.yaml")
+	for _, want := range []string{`<svg class="graph"`, `data-node="greet"`, `data-node="shout"`, `id="description"`, `id="start"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the chosen pipeline's page lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, `?path=`) {
+		t.Error("the graph of a pipeline not yet run links to an inspector")
+	}
+}
+
+// A pipeline that runs Python, on a server without Python for WASI, is
+// refused with the command that installs it and no path on the server.
+func TestStartSaysHowToInstallPython(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	h := newHarness(t, "")
+	const py = "version: 1\nname: py\nnodes:\n  - id: calc\n    code:\n      language: python\n      source: |\n        result = 1\noutputs: {r: nodes.calc.result}\n"
+	if err := os.WriteFile(filepath.Join(h.dir, "py.yaml"), []byte(py), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, loc := h.post("/start", url.Values{"pipeline": {"py.yaml"}})
+	msg := h.shown(loc)
+	if code != http.StatusSeeOther || !strings.Contains(msg, "run flowrun sandbox install python") || !strings.Contains(msg, "py.yaml") {
+		t.Fatalf("%d %s: %q", code, loc, msg)
+	}
+	if strings.Contains(msg, h.dir) || strings.Contains(msg, os.Getenv("XDG_CACHE_HOME")) {
+		t.Fatalf("the message names a path on the server: %q", msg)
 	}
 }
