@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"html"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -256,7 +258,8 @@ func TestStartFormRunsAndRunPageShowsIt(t *testing.T) {
 		t.Fatalf("model was sent %s", got)
 	}
 	_, page := h.get("/runs/" + id)
-	for _, want := range []string{`data-node="reply" data-state="done"`, "hello from the model", `class="status completed"`, "reply"} {
+	// chat has no state: the state panel says so rather than show an empty table.
+	for _, want := range []string{`data-node="reply" data-state="done"`, "hello from the model", `class="status completed"`, "reply", `id="no-state-changes"`} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("run page lacks %q", want)
 		}
@@ -1079,5 +1082,59 @@ func TestStartSaysHowToInstallPython(t *testing.T) {
 	}
 	if strings.Contains(msg, h.dir) || strings.Contains(msg, os.Getenv("XDG_CACHE_HOME")) {
 		t.Fatalf("the message names a path on the server: %q", msg)
+	}
+}
+
+// visibleRows are the timeline rows of a run page that show, as "label:
+// text", hidden ones left out.
+func visibleRows(page string) []string {
+	var out []string
+	for _, m := range timelineRow.FindAllStringSubmatch(page, -1) {
+		if m[1] == "" {
+			out = append(out, m[2]+": "+m[3])
+		}
+	}
+	return out
+}
+
+var timelineRow = regexp.MustCompile(`<tr class="[^"]*" data-seq="\d+"( hidden)?><td class="at">.*?</td><td class="label">(.*?)</td><td class="path">.*?</td><td class="text">(.*?)</td></tr>`)
+
+// Each answer adds one "resumed" row to the timeline, on the page and on
+// its live stream, not a row for every node the resume restored.
+func TestTimelineOneResumedRowPerAnswer(t *testing.T) {
+	h := newHarness(t, "")
+	id := h.start(url.Values{"pipeline": {"counter.yaml"}})
+	for range 5 {
+		h.awaitConfirmation(id)
+		if code, loc := h.post("/runs/"+id+"/answer", url.Values{"answer": {"yes"}}); code != http.StatusSeeOther || strings.Contains(loc, "flash=") {
+			t.Fatalf("answer: %d %s", code, loc)
+		}
+	}
+	h.await(id, "completed")
+	_, page := h.get("/runs/" + id)
+	if strings.Contains(page, `id="no-state-changes"`) || !strings.Contains(page, `<table class="steps">`) {
+		t.Error("the counter's state changes are not listed")
+	}
+	var live strings.Builder
+	for _, line := range strings.Split(h.stream("/runs/"+id+"/live?after=0&status=running", "event: status"), "\n") {
+		var m struct{ Row string }
+		if data, ok := strings.CutPrefix(line, "data: "); ok && json.Unmarshal([]byte(data), &m) == nil {
+			live.WriteString(m.Row)
+		}
+	}
+	for what, body := range map[string]string{"page": page, "live stream": live.String()} {
+		resumed, restored := 0, 0
+		rows := visibleRows(body)
+		for _, r := range rows {
+			if strings.HasPrefix(r, "resumed: ") {
+				resumed++
+			}
+			if strings.Contains(r, "restored from its checkpoint") {
+				restored++
+			}
+		}
+		if resumed != 5 || restored != 0 {
+			t.Errorf("%s: %d resumed rows and %d restored nodes shown for 5 answers:\n%s", what, resumed, restored, strings.Join(rows, "\n"))
+		}
 	}
 }
