@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"html"
 	"net/http"
 	"net/url"
@@ -257,4 +258,39 @@ func hiddenValue(t *testing.T, page, name string) string {
 		t.Fatalf("no hidden %s field in the answer form", name)
 	}
 	return html.UnescapeString(v)
+}
+
+// A question after a branch shows what the branch's condition read (the
+// classifier's confidence), not the branch's own {case, next}.
+func TestQuestionAfterABranchShowsWhatItRead(t *testing.T) {
+	h := newHarness(t, "")
+	const routed = `
+version: 1
+name: routed
+state: {confidence: 0}
+nodes:
+  - id: classify
+    set: {confidence: 0.42}
+  - id: route
+    branch:
+      - when: nodes.classify.confidence < 0.5
+        next: check
+    default: end
+  - id: check
+    ask:
+      question: "Unsure: which label?"
+outputs: {label: nodes.check}
+`
+	if err := os.WriteFile(filepath.Join(h.dir, "routed.yaml"), []byte(routed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := h.start(url.Values{"pipeline": {"routed.yaml"}})
+	run := h.await(id, "waiting")
+	if c := run.Pending.Context; c == nil || c.After != "classify" || fmt.Sprint(c.Output) != "map[confidence:0.42]" {
+		t.Fatalf("the question's context: %+v", c)
+	}
+	_, page := h.get("/runs/" + id)
+	if !strings.Contains(page, `the output of <span class="mono">classify</span>`) || strings.Contains(page, `the output of <span class="mono">route</span>`) {
+		t.Fatalf("the question's context on the page:\n%s", page)
+	}
 }
