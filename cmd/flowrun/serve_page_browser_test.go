@@ -54,4 +54,36 @@ func TestServeBrowserRunPageFits(t *testing.T) {
 		wide := b.value(`Array.from(document.querySelectorAll("main *")).filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).slice(-4).map(e => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right) + "px: " + (e.innerText || "").slice(0, 60)).join("\n")`)
 		t.Errorf("%s: the page is %s px wide in a %s px window:\n%s", link, b.value(`String(document.documentElement.scrollWidth)`), b.value(`String(window.innerWidth)`), wide)
 	}
+	b.do("open the ARC run with its first step's state", chromedp.Navigate(base+"runs/"+id+"?at=1#state"), chromedp.WaitVisible(chromedp.CSS("#state-at")))
+	b.eval("window.scrollTo(0, 0), true")
+	b.docShot("run")
+}
+
+// TestServeBrowserStartPage: /start over the shipped pipelines lists each
+// pipeline with its description, and no cassette or test file; a click
+// on one shows its description and its graph above the form that starts
+// it.
+func TestServeBrowserStartPage(t *testing.T) {
+	newTab := browser(t)
+	base, _ := serve(t, "../../pipelines")
+	b := newTab(t)
+	b.do("open /start", chromedp.Navigate(base+"start"), chromedp.WaitVisible(chromedp.CSS("#pipelines")))
+	files := b.value(`Array.from(document.querySelectorAll("#pipelines tbody tr")).map(r => r.cells[1].innerText).join("\n")`)
+	for _, want := range []string{"triage.yaml", "arc_evolve.yaml", "tools/ocr.yaml"} {
+		if !strings.Contains(files, want) {
+			t.Errorf("/start does not list %s:\n%s", want, files)
+		}
+	}
+	if strings.Contains(files, "cassette") || strings.Contains(files, ".test.yaml") {
+		t.Errorf("/start lists what is not a pipeline:\n%s", files)
+	}
+	if !b.eval(`Array.from(document.querySelectorAll("#pipelines tbody tr")).every(r => r.cells[2].innerText.trim() !== "")`) {
+		t.Errorf("a pipeline is listed without what it does:\n%s", b.text("#pipelines"))
+	}
+	b.docShot("start")
+	b.do("choose triage", chromedp.Click(chromedp.CSS(`#pipelines a[href="/start?pipeline=triage.yaml"]`)), chromedp.WaitVisible(chromedp.CSS("#launch")))
+	if !b.eval(`document.querySelectorAll("svg.graph g.gnode").length > 3 && document.getElementById("description").innerText.length > 20`) {
+		t.Error("the chosen pipeline's page does not show its graph and description")
+	}
+	b.docShot("start-pipeline")
 }
