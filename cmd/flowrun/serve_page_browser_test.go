@@ -61,8 +61,9 @@ func TestServeBrowserRunPageFits(t *testing.T) {
 
 // TestServeBrowserStartPage: /start over the shipped pipelines lists each
 // pipeline with its description, and no cassette or test file; a click
-// on one shows its description and its graph above the form that starts
-// it.
+// on one shows its description and its graph beside the form that
+// starts it, every box's text inside its box (arc_evolve's map label was
+// not).
 func TestServeBrowserStartPage(t *testing.T) {
 	newTab := browser(t)
 	base, _ := serve(t, "../../pipelines")
@@ -86,4 +87,11 @@ func TestServeBrowserStartPage(t *testing.T) {
 		t.Error("the chosen pipeline's page does not show its graph and description")
 	}
 	b.docShot("start-pipeline")
+	b.do("choose arc_evolve", chromedp.Navigate(base+"start?pipeline=arc_evolve.yaml"), chromedp.WaitVisible(chromedp.CSS("svg.graph")))
+	if out := b.value(`Array.from(document.querySelectorAll("svg.graph g.gnode")).filter(g => {
+		const r = g.querySelector("rect").getBoundingClientRect();
+		return Array.from(g.querySelectorAll("text")).some(x => x.getBoundingClientRect().right > r.right)
+	}).map(g => Array.from(g.querySelectorAll("text")).map(x => x.textContent + " (" + Math.round(x.getBoundingClientRect().right - g.querySelector("rect").getBoundingClientRect().right) + " px)").join(" / ")).join("\n")`); out != "" {
+		t.Errorf("text leaves its box in Chromium:\n%s", out)
+	}
 }
