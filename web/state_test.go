@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -292,5 +293,51 @@ outputs: {label: nodes.check}
 	_, page := h.get("/runs/" + id)
 	if !strings.Contains(page, `the output of <span class="mono">classify</span>`) || strings.Contains(page, `the output of <span class="mono">route</span>`) {
 		t.Fatalf("the question's context on the page:\n%s", page)
+	}
+}
+
+// The graph draws the path a run took: the lines between the nodes that
+// ran, not those to a node a branch passed over.
+func TestGraphHighlightsThePathTaken(t *testing.T) {
+	h := newHarness(t, "")
+	const skips = `
+version: 1
+name: skips
+state: {n: 0}
+nodes:
+  - id: first
+    set: {n: 1}
+  - id: route
+    branch:
+      - when: state.n == 1
+        next: last
+  - id: passed
+    set: {n: 2}
+  - id: last
+    set: {n: 3}
+outputs: {n: state.n}
+`
+	if err := os.WriteFile(filepath.Join(h.dir, "skips.yaml"), []byte(skips), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := h.start(url.Values{"pipeline": {"skips.yaml"}})
+	h.await(id, "completed")
+	_, page := h.get("/runs/" + id)
+	edge := func(from, to string) string {
+		m := regexp.MustCompile(`class="edge([^"]*)" data-from="` + from + `" data-to="` + to + `"`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no line %s -> %s:\n%s", from, to, page)
+		}
+		return m[1]
+	}
+	for _, ln := range [][2]string{{"first", "route"}, {"route", "last"}} {
+		if !strings.Contains(edge(ln[0], ln[1]), "taken") {
+			t.Errorf("the line %s -> %s the run took is not drawn as taken", ln[0], ln[1])
+		}
+	}
+	for _, ln := range [][2]string{{"route", "passed"}, {"passed", "last"}} {
+		if strings.Contains(edge(ln[0], ln[1]), "taken") {
+			t.Errorf("the line %s -> %s to a node passed over is drawn as taken", ln[0], ln[1])
+		}
 	}
 }

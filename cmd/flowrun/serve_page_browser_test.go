@@ -33,7 +33,8 @@ func shippedRun(t *testing.T, db, name string) string {
 // TestServeBrowserRunPageFits: an ARC run's page is no wider than a
 // 1,400 px window, as it opens, with each node in the inspector and at
 // each step's state, every fold open: long values (code, grids, JSON
-// with no space to break at) wrap or fold.
+// with no space to break at) wrap or fold. The inspector opens beside
+// the graph, which draws the path the run took.
 func TestServeBrowserRunPageFits(t *testing.T) {
 	newTab := browser(t)
 	db := filepath.Join(t.TempDir(), "runs.db")
@@ -54,6 +55,18 @@ func TestServeBrowserRunPageFits(t *testing.T) {
 		wide := b.value(`Array.from(document.querySelectorAll("main *")).filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).slice(-4).map(e => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right) + "px: " + (e.innerText || "").slice(0, 60)).join("\n")`)
 		t.Errorf("%s: the page is %s px wide in a %s px window:\n%s", link, b.value(`String(document.documentElement.scrollWidth)`), b.value(`String(window.innerWidth)`), wide)
 	}
+	// The inspector opens beside the graph, not below the page's values.
+	b.do("inspect the coder", chromedp.Navigate(base+"runs/"+id+"?path=refine%5B1%5D%2Fcode"), chromedp.WaitVisible(chromedp.CSS("#inspector")))
+	b.eval("window.scrollTo(0, 0), true")
+	if !b.eval(`(() => { const g = document.querySelector(".graph-panel").getBoundingClientRect(), i = document.getElementById("inspector").getBoundingClientRect();
+		return i.left >= g.right && Math.abs(i.top - g.top) < 100 })()`) {
+		t.Errorf("the inspector is not beside the graph: graph %s, inspector %s", b.value(`JSON.stringify(document.querySelector(".graph-panel").getBoundingClientRect())`),
+			b.value(`JSON.stringify(document.getElementById("inspector").getBoundingClientRect())`))
+	}
+	if !b.eval(`document.querySelectorAll("svg.graph path.edge.taken").length > 5`) {
+		t.Error("the graph does not draw the path the run took")
+	}
+	b.docShot("run-inspector")
 	b.do("open the ARC run with its first step's state", chromedp.Navigate(base+"runs/"+id+"?at=1#state"), chromedp.WaitVisible(chromedp.CSS("#state-at")))
 	b.eval("window.scrollTo(0, 0), true")
 	b.docShot("run")
