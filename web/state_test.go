@@ -282,10 +282,7 @@ nodes:
       question: "Unsure: which label?"
 outputs: {label: nodes.check}
 `
-	if err := os.WriteFile(filepath.Join(h.dir, "routed.yaml"), []byte(routed), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	id := h.start(url.Values{"pipeline": {"routed.yaml"}})
+	id := h.startNew("routed.yaml", routed)
 	run := h.await(id, "waiting")
 	if c := run.Pending.Context; c == nil || c.After != "classify" || fmt.Sprint(c.Output) != "map[confidence:0.42]" {
 		t.Fatalf("the question's context: %+v", c)
@@ -317,10 +314,7 @@ nodes:
     set: {n: 3}
 outputs: {n: state.n}
 `
-	if err := os.WriteFile(filepath.Join(h.dir, "skips.yaml"), []byte(skips), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	id := h.start(url.Values{"pipeline": {"skips.yaml"}})
+	id := h.startNew("skips.yaml", skips)
 	h.await(id, "completed")
 	_, page := h.get("/runs/" + id)
 	edge := func(from, to string) string {

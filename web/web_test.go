@@ -200,6 +200,16 @@ func (h *harness) start(form url.Values) string {
 }
 
 // await waits until the run has status.
+// startNew writes the pipeline src as name in the served directory and
+// starts it.
+func (h *harness) startNew(name, src string) string {
+	h.t.Helper()
+	if err := os.WriteFile(filepath.Join(h.dir, name), []byte(src), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	return h.start(url.Values{"pipeline": {name}})
+}
+
 func (h *harness) await(id string, status runtime.Status) *store.Run {
 	h.t.Helper()
 	var r *store.Run
