@@ -234,22 +234,33 @@ func TestReadAnswer(t *testing.T) {
 	}
 }
 
-// Discover lists the YAML files that may be pipelines, and no test,
-// cassette or file under a hidden, testdata or node_modules directory.
+// Discover lists the pipelines, and no test, cassette, dataset or file
+// under a hidden, testdata or node_modules directory; a link leading
+// outside is listed, for its caller's confined read to refuse, and a file
+// that is not YAML, for its load to say why.
 func TestDiscover(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{"a.yaml", "sub/b.yml", "a.test.yaml", "a.cassette.yaml", ".hidden/c.yaml", "testdata/d.yaml",
-		"node_modules/e.yaml", "notes.txt"} {
+	const pipeline = "version: 1\nnodes: []\n"
+	for f, src := range map[string]string{"a.yaml": pipeline, "sub/b.yml": pipeline, "a.test.yaml": pipeline, "a.cassette.yaml": pipeline,
+		".hidden/c.yaml": pipeline, "testdata/d.yaml": pipeline, "node_modules/e.yaml": pipeline, "notes.txt": pipeline,
+		"sub/cassette.yaml": "version: 1\nentries: []\n", "data.yaml": "- {text: hi}\n", "broken.yaml": "version: 1\nnodes: [\n"} {
 		path := filepath.Join(dir, filepath.FromSlash(f))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, []byte("version: 1\n"), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	outside := filepath.Join(t.TempDir(), "outside.yaml")
+	if err := os.WriteFile(outside, []byte(pipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "link.yaml")); err != nil {
+		t.Fatal(err)
+	}
 	got, err := Discover(dir)
-	if err != nil || !reflect.DeepEqual(got, []string{"a.yaml", "sub/b.yml"}) {
+	if err != nil || !reflect.DeepEqual(got, []string{"a.yaml", "broken.yaml", "link.yaml", "sub/b.yml"}) {
 		t.Fatalf("Discover = %v, %v", got, err)
 	}
 	if _, err := Discover(filepath.Join(dir, "missing")); err == nil {

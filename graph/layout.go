@@ -45,6 +45,11 @@ type Line struct {
 // LineHeight is the spacing of a box's lines of text, in pixels.
 const LineHeight = 16
 
+// lineChars is the most characters a line of a box holds: 260 pixels of
+// text (10 of padding a side) at up to 6.2 a character of the UI's 12 px
+// font. A longer line is wrapped at a space; a word too long is cut.
+const lineChars = 40
+
 const (
 	boxW   = 280
 	gapX   = 40
@@ -53,6 +58,28 @@ const (
 )
 
 var kindNames = map[shape]string{box: "box", decision: "decision", loopHead: "loop", fork: "fork", join: "join", terminal: "terminal"}
+
+// wrap breaks a line of a box's label into lines of at most lineChars,
+// at spaces: a map's "map ID over EXPR" outgrew its box.
+func wrap(line string) []string {
+	var out []string
+	cur := ""
+	for _, w := range strings.Fields(line) {
+		if r := []rune(w); len(r) > lineChars {
+			w = string(r[:lineChars-3]) + "..."
+		}
+		switch {
+		case cur == "":
+			cur = w
+		case len(cur)+1+len(w) <= lineChars:
+			cur += " " + w
+		default:
+			out = append(out, cur)
+			cur = w
+		}
+	}
+	return append(out, cur)
+}
 
 // Layout lays p out: each vertex on the layer after the deepest vertex
 // that leads to it by a forward edge, vertices of a layer in the order
@@ -237,7 +264,10 @@ func place(c *chart, layers [][]string, vs map[string]vertex, rank map[string]in
 		x := boxesLeft + (span-(len(l)*boxW+(len(l)-1)*gapX))/2
 		for _, id := range l {
 			v := vs[id]
-			lines := strings.Split(v.label, "\n")
+			var lines []string
+			for _, l := range strings.Split(v.label, "\n") {
+				lines = append(lines, wrap(l)...)
+			}
 			b := Box{ID: id, Kind: kindNames[v.shape], Lines: lines, X: x, Y: y, W: boxW, H: 12 + LineHeight*len(lines), Call: v.call, Open: v.open}
 			d.Boxes = append(d.Boxes, b)
 			tallest = max(tallest, b.H)

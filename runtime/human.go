@@ -38,7 +38,9 @@ type QuestionContext struct {
 	Tool string `json:"tool,omitempty"`
 	Args any    `json:"args,omitempty"`
 	// After is the path of the node that finished last before the
-	// question in its scope, Output that node's output.
+	// question in its scope, Output that node's output. A branch is passed
+	// over: its output says where it went, and the node before it made
+	// what its condition read (a classifier's confidence, say).
 	After  string `json:"after,omitempty"`
 	Output any    `json:"output,omitempty"`
 }
@@ -97,11 +99,11 @@ func (e *DeclinedError) Error() string {
 // Ask puts a question to the run's human. It returns a *WaitError when
 // the question cannot be answered now.
 func (s *Scope) Ask(ctx context.Context, q Question) (any, error) {
-	if s.lastID != "" {
+	if s.ledID != "" {
 		if q.Context == nil {
 			q.Context = &QuestionContext{}
 		}
-		q.Context.After, q.Context.Output = s.Path(s.lastID), s.last
+		q.Context.After, q.Context.Output = s.Path(s.ledID), s.led
 	}
 	var a any
 	ok := false

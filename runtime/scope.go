@@ -37,12 +37,18 @@ type Scope struct {
 	path     string // prefix of the paths of nodes run here, "refine[2]/"
 	env      dsl.Env
 	last     any            // output of the last node that finished here
-	lastID   string         // and that node's id (its path is built when a question needs it: not once per node)
 	written  *[]string      // state keys written, in order, when the parent must replay them
 	base     map[string]any // the state when this branch scope began, for merges
 	effects  *effects       // what nodes wrote, when the run keeps checkpoints
 	mem      memories
 	attempt  int // the running node's attempt, from 1
+	// ledID is the last node that finished here other than a branch, led
+	// its output: what a question's context shows as having led to it. A
+	// branch's own output ({case, next}) says only where it went; what its
+	// condition read came before it. Its path is built when a question
+	// needs it: not once per node.
+	ledID string
+	led   any
 }
 
 // refresh brings run-wide values into the environment before an evaluation.
@@ -542,7 +548,7 @@ func (s *Scope) succeed(ctx context.Context, n *dsl.Node, out Outcome, start tim
 		out.Output = vals
 		s.env.Nodes[n.ID] = vals
 	}
-	s.last, s.lastID = out.Output, n.ID
+	s.finished(n, out.Output)
 	next := n.Next
 	if out.Next != "" {
 		next = out.Next
@@ -663,9 +669,18 @@ func (s *Scope) restore(n *dsl.Node, cp *Checkpoint) string {
 		s.AppendMemory(name, cp.Memories[name]...)
 	}
 	s.setOutput(n.ID, cp.Output)
-	s.last, s.lastID = cp.Output, n.ID
+	s.finished(n, cp.Output)
 	s.emitNode(EventNodeRestored, n, Event{})
 	return cp.Next
+}
+
+// finished records n's output as the last here, and, but for a branch's,
+// as what led to what follows.
+func (s *Scope) finished(n *dsl.Node, output any) {
+	s.last = output
+	if n.Kind != dsl.KindBranch {
+		s.led, s.ledID = output, n.ID
+	}
 }
 
 // fail applies on_error to a node's failure. A handled failure is a

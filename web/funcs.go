@@ -45,6 +45,10 @@ var funcs = template.FuncMap{
 	"grid":    gridPicture,
 	"image":   func(v any) image { s, _ := v.(string); return thumbnail(s) },
 	"size":    sizeOf,
+	"graphv": func(d *graph.Drawing, states map[string]eventview.NodeState, open map[string]bool, paths map[string]string) graphView {
+		return graphView{D: d, States: states, Open: open, Paths: paths, Linked: paths != nil}
+	},
+	"taken": taken,
 	"qctx": func(q *runtime.Question, c *runtime.QuestionContext) questionContext {
 		return questionContext{Path: q.Path, Confirm: q.Kind == runtime.QuestionConfirm, C: c}
 	},
@@ -55,6 +59,30 @@ type questionContext struct {
 	Path    string
 	Confirm bool
 	C       *runtime.QuestionContext
+}
+
+// graphView is a pipeline's drawing with its nodes' states; Linked
+// boxes open the node's inspector (or unfold a call) on a run's page.
+type graphView struct {
+	D      *graph.Drawing
+	States map[string]eventview.NodeState
+	Open   map[string]bool
+	Paths  map[string]string
+	Linked bool
+}
+
+// taken says whether the run went along line ln: from a node that
+// finished to one that ran. An on_error line (dashed) is left out: both
+// its ends finish whether or not the error happened.
+func taken(states map[string]eventview.NodeState, ln graph.Line) bool {
+	if ln.Dashed || states[ln.From] != eventview.NodeDone {
+		return false
+	}
+	switch states[ln.To] {
+	case eventview.NodeDone, eventview.NodeRunning, eventview.NodeWaiting, eventview.NodeFailed:
+		return true
+	}
+	return false
 }
 
 // jsonView is a value shown rendered and as JSON, with a copy button

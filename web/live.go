@@ -90,6 +90,7 @@ func (f *runFeed) read(ctx context.Context) {
 	defer f.s.wg.Done()
 	t := f.s.pages["run"]
 	var after int64
+	var folded resumes
 	for {
 		wake := f.s.change.wait()
 		f.mu.Lock()
@@ -107,6 +108,7 @@ func (f *runFeed) read(ctx context.Context) {
 			var b bytes.Buffer
 			v := eventview.Describe(e)
 			rw := toRow(last-int64(len(events)-1-i), started, e, v)
+			folded.apply(&rw, e)
 			if err = t.ExecuteTemplate(&b, "timelinerow", rw); err != nil {
 				break
 			}

@@ -29,6 +29,34 @@ type row struct {
 	// Point is the checkpoint the event's node finished with, whose state
 	// a click shows; 0 for none.
 	Point int64
+	// Hidden: a node restored on a resume, which the resume's one row
+	// stands for.
+	Hidden bool
+}
+
+// resumes makes each resume of a run one row: every answer resumes a
+// run, and a row for each node the resume restores would repeat the run
+// so far once an answer. Its zero value is the state before a run's
+// first event; apply is given the events in order.
+type resumes struct{ started bool }
+
+// apply makes a run's start after its first the row that says it
+// resumed, and hides the nodes restored from their checkpoints (their
+// boxes still show them done).
+func (f *resumes) apply(rw *row, e runtime.Event) {
+	switch e.Type {
+	case runtime.EventRunStarted:
+		if f.started {
+			text := "from its last checkpoint: the steps done before are restored, not run again"
+			for _, ed := range e.Edits {
+				text += "; edited " + eventview.EditString(ed)
+			}
+			rw.Label, rw.Text, rw.Class = "resumed", text, "resumed"
+		}
+		f.started = true
+	case runtime.EventNodeRestored:
+		rw.Hidden = true
+	}
 }
 
 // remarshal decodes a value read from the store into a typed one.
@@ -91,6 +119,9 @@ type runData struct {
 	// At is the one ?at= selects.
 	Steps []eventview.Step
 	At    *eventview.Step
+	// StateChanged: a step changed the run's state; without one, the
+	// panel says so rather than list steps with no changes.
+	StateChanged bool
 	// ForkState and ForkInputs are the fields of the form that forks from
 	// At with edits; WaitState those that edit the state of a waiting run
 	// with its answer.
@@ -143,6 +174,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Rows = make([]row, 0, len(events))
 	start := run.Started
+	var folded resumes
 	for i, e := range events {
 		v := eventview.Describe(e)
 		if v.NodeState != "" && e.Node != "" {
@@ -163,7 +195,9 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		case runtime.EventNodeRetry:
 			d.Totals.Retries++
 		}
-		d.Rows = append(d.Rows, toRow(last-int64(len(events)-1-i), start, e, v))
+		rw := toRow(last-int64(len(events)-1-i), start, e, v)
+		folded.apply(&rw, e)
+		d.Rows = append(d.Rows, rw)
 	}
 	if run.Status != runtime.StatusRunning {
 		d.Totals.CostUSD, d.Totals.Tokens = run.CostUSD, int64(run.Tokens)
@@ -204,6 +238,9 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		}
 		d.RecentPoints = d.Points[max(0, len(d.Points)-listedPoints):]
 		d.Steps = eventview.Steps(p, d.Points)
+		for _, st := range d.Steps {
+			d.StateChanged = d.StateChanged || len(st.Changes) > 0
+		}
 		linkPoints(d.Rows, events, d.Points)
 		if at, err := strconv.ParseInt(r.URL.Query().Get("at"), 10, 64); err == nil {
 			if st, ok := eventview.StepAt(d.Steps, at); ok {

@@ -15,17 +15,60 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine"
+	"github.com/flowrun/flowrun/graph"
 	"github.com/flowrun/flowrun/internal/confined"
+	"github.com/flowrun/flowrun/sandbox"
 )
 
 // maxUpload caps a file given for an input, as --input name=@file is.
 const maxUpload = 64 << 20
 
-// pipelines lists the files under the server's directory that may be
-// pipelines (engine.Discover), as slash paths relative to it.
-func (s *Server) pipelines() []string {
-	out, _ := engine.Discover(s.dir)
+// listedPipeline is a pipeline the start page lists, with what its file
+// says it does.
+type listedPipeline struct {
+	Rel         string // relative to the server's directory, slash-separated
+	Name        string
+	Description string
+	Problem     string // why it does not load, when it does not
+}
+
+// pipelines lists the pipelines under the server's directory
+// (engine.Discover), each loaded for its name and description.
+func (s *Server) pipelines(ctx context.Context) []listedPipeline {
+	rels, _ := engine.Discover(s.dir)
+	out := make([]listedPipeline, 0, len(rels))
+	for _, rel := range rels {
+		l := listedPipeline{Rel: rel}
+		path, err := s.resolve(ctx, rel)
+		if err != nil {
+			l.Problem = s.say(err)
+			out = append(out, l)
+			continue
+		}
+		if p, _ := dsl.Load(path); p != nil {
+			l.Name, l.Description = p.Name, p.Description
+		} else {
+			l.Problem = "it does not load: choose it to see why"
+		}
+		out = append(out, l)
+	}
 	return out
+}
+
+// say is err as a page shows it. It names no path on the server: a
+// pipeline by its name relative to the served directory, the directory
+// itself as such. A sandbox missing Python says how to install it, as
+// the CLI does.
+func (s *Server) say(err error) string {
+	msg := err.Error()
+	var unavailable *sandbox.UnavailableError
+	if errors.As(err, &unavailable) && unavailable.Missing == sandbox.Python {
+		// Its reason names where on the server Python was looked for.
+		msg = strings.ReplaceAll(msg, unavailable.Reason, "Python for WASI is not installed on the server") +
+			": run flowrun sandbox install python there"
+	}
+	msg = strings.ReplaceAll(msg, s.dir+string(filepath.Separator), "")
+	return strings.ReplaceAll(msg, s.dir, "the served directory")
 }
 
 // resolve turns a pipeline named relative to the server's directory into
@@ -35,7 +78,7 @@ func (s *Server) resolve(ctx context.Context, rel string) (string, error) {
 	d := confined.Dir{Root: s.dir, MaxBytes: maxUpload, Limit: "the pipeline file size"}
 	if _, err := d.ReadFile(ctx, rel); err != nil {
 		if errors.Is(err, confined.ErrOutside) {
-			return "", fmt.Errorf("pipeline %q: only pipelines under %s can be started", rel, s.dir)
+			return "", fmt.Errorf("pipeline %q: it is outside the served directory, and only pipelines in it can be started", rel)
 		}
 		return "", fmt.Errorf("pipeline %q: %w", rel, err)
 	}
@@ -47,7 +90,7 @@ func (s *Server) resolve(ctx context.Context, rel string) (string, error) {
 func (s *Server) inside(ctx context.Context, abs string) error {
 	rel, err := filepath.Rel(s.dir, abs)
 	if err != nil || !filepath.IsLocal(rel) {
-		return fmt.Errorf("the run's pipeline %s is not under %s: resume it with the CLI", abs, s.dir)
+		return fmt.Errorf("the run's pipeline %s is outside the served directory: resume it with the CLI", filepath.Base(abs))
 	}
 	_, err = s.resolve(ctx, filepath.ToSlash(rel))
 	return err
@@ -93,9 +136,10 @@ func enumAndDefault(schema map[string]any, def any, has bool) ([]string, string)
 
 type startData struct {
 	page
-	Pipelines   []string
+	Pipelines   []listedPipeline
 	Pipeline    string
 	Loaded      *dsl.Pipeline
+	Graph       *graph.Drawing
 	Diagnostics string
 	Fields      []field
 	Models      []modelField
@@ -104,7 +148,7 @@ type startData struct {
 type modelField struct{ Name, Model string }
 
 func (s *Server) startPage(w http.ResponseWriter, r *http.Request) {
-	d := startData{page: s.page(r, "Start a run", "start"), Pipelines: s.pipelines(), Pipeline: r.URL.Query().Get("pipeline")}
+	d := startData{page: s.page(r, "Start a run", "start"), Pipelines: s.pipelines(r.Context()), Pipeline: r.URL.Query().Get("pipeline")}
 	if d.Pipeline != "" {
 		s.loadForm(r.Context(), &d)
 	}
@@ -115,17 +159,17 @@ func (s *Server) startPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) loadForm(ctx context.Context, d *startData) {
 	path, err := s.resolve(ctx, d.Pipeline)
 	if err != nil {
-		d.Error = err.Error()
+		d.Error = s.say(err)
 		return
 	}
 	p, ds := dsl.Load(path)
 	if len(ds) > 0 {
-		d.Diagnostics = ds.String()
+		d.Diagnostics = s.say(errors.New(ds.String()))
 	}
 	if p == nil {
 		return
 	}
-	d.Loaded, d.Fields = p, inputFields(p)
+	d.Loaded, d.Fields, d.Graph = p, inputFields(p), graph.Layout(p)
 	for _, name := range slices.Sorted(maps.Keys(p.Models)) {
 		d.Models = append(d.Models, modelField{Name: name, Model: p.Models[name].Model})
 	}

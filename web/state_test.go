@@ -2,11 +2,13 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"html"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -257,4 +259,79 @@ func hiddenValue(t *testing.T, page, name string) string {
 		t.Fatalf("no hidden %s field in the answer form", name)
 	}
 	return html.UnescapeString(v)
+}
+
+// A question after a branch shows what the branch's condition read (the
+// classifier's confidence), not the branch's own {case, next}.
+func TestQuestionAfterABranchShowsWhatItRead(t *testing.T) {
+	h := newHarness(t, "")
+	const routed = `
+version: 1
+name: routed
+state: {confidence: 0}
+nodes:
+  - id: classify
+    set: {confidence: 0.42}
+  - id: route
+    branch:
+      - when: nodes.classify.confidence < 0.5
+        next: check
+    default: end
+  - id: check
+    ask:
+      question: "Unsure: which label?"
+outputs: {label: nodes.check}
+`
+	id := h.startNew("routed.yaml", routed)
+	run := h.await(id, "waiting")
+	if c := run.Pending.Context; c == nil || c.After != "classify" || fmt.Sprint(c.Output) != "map[confidence:0.42]" {
+		t.Fatalf("the question's context: %+v", c)
+	}
+	_, page := h.get("/runs/" + id)
+	if !strings.Contains(page, `the output of <span class="mono">classify</span>`) || strings.Contains(page, `the output of <span class="mono">route</span>`) {
+		t.Fatalf("the question's context on the page:\n%s", page)
+	}
+}
+
+// The graph draws the path a run took: the lines between the nodes that
+// ran, not those to a node a branch passed over.
+func TestGraphHighlightsThePathTaken(t *testing.T) {
+	h := newHarness(t, "")
+	const skips = `
+version: 1
+name: skips
+state: {n: 0}
+nodes:
+  - id: first
+    set: {n: 1}
+  - id: route
+    branch:
+      - when: state.n == 1
+        next: last
+  - id: passed
+    set: {n: 2}
+  - id: last
+    set: {n: 3}
+outputs: {n: state.n}
+`
+	id := h.startNew("skips.yaml", skips)
+	h.await(id, "completed")
+	_, page := h.get("/runs/" + id)
+	edge := func(from, to string) string {
+		m := regexp.MustCompile(`class="edge([^"]*)" data-from="` + from + `" data-to="` + to + `"`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no line %s -> %s:\n%s", from, to, page)
+		}
+		return m[1]
+	}
+	for _, ln := range [][2]string{{"first", "route"}, {"route", "last"}} {
+		if !strings.Contains(edge(ln[0], ln[1]), "taken") {
+			t.Errorf("the line %s -> %s the run took is not drawn as taken", ln[0], ln[1])
+		}
+	}
+	for _, ln := range [][2]string{{"route", "passed"}, {"passed", "last"}} {
+		if strings.Contains(edge(ln[0], ln[1]), "taken") {
+			t.Errorf("the line %s -> %s to a node passed over is drawn as taken", ln[0], ln[1])
+		}
+	}
 }

@@ -94,7 +94,7 @@ const keptFailures = 20
 // its request any more, so the runs page shows it.
 func (s *Server) launchFailed(q *queuedRun, err error) {
 	failed := *q
-	failed.Error = redact.String(err.Error())
+	failed.Error = redact.String(s.say(err))
 	s.mu.Lock()
 	s.failures = append(s.failures, failed)
 	s.failures = s.failures[max(0, len(s.failures)-keptFailures):]

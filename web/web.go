@@ -382,7 +382,7 @@ func (s *Server) page(r *http.Request, title, nav string) page {
 // fail shows an error on a page of its own.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
 	p := s.page(r, "Error", "")
-	p.Error = err.Error()
+	p.Error = s.say(err)
 	s.render(w, status, "error", struct{ page }{p})
 }
 
@@ -395,7 +395,7 @@ func (s *Server) back(w http.ResponseWriter, r *http.Request, to string, err err
 		if strings.Contains(to, "?") {
 			sep = "&"
 		}
-		to += sep + "flash=" + s.flash.put(err.Error())
+		to += sep + "flash=" + s.flash.put(s.say(err))
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }

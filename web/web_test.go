@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"html"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -198,6 +200,16 @@ func (h *harness) start(form url.Values) string {
 }
 
 // await waits until the run has status.
+// startNew writes the pipeline src as name in the served directory and
+// starts it.
+func (h *harness) startNew(name, src string) string {
+	h.t.Helper()
+	if err := os.WriteFile(filepath.Join(h.dir, name), []byte(src), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	return h.start(url.Values{"pipeline": {name}})
+}
+
 func (h *harness) await(id string, status runtime.Status) *store.Run {
 	h.t.Helper()
 	var r *store.Run
@@ -256,7 +268,8 @@ func TestStartFormRunsAndRunPageShowsIt(t *testing.T) {
 		t.Fatalf("model was sent %s", got)
 	}
 	_, page := h.get("/runs/" + id)
-	for _, want := range []string{`data-node="reply" data-state="done"`, "hello from the model", `class="status completed"`, "reply"} {
+	// chat has no state: the state panel says so rather than show an empty table.
+	for _, want := range []string{`data-node="reply" data-state="done"`, "hello from the model", `class="status completed"`, "reply", `id="no-state-changes"`} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("run page lacks %q", want)
 		}
@@ -311,8 +324,12 @@ func TestStartOnlyUnderDir(t *testing.T) {
 	rel, _ := filepath.Rel(h.dir, outside)
 	for _, name := range []string{outside, rel, "link.yaml"} {
 		code, loc := h.post("/start", url.Values{"pipeline": {name}})
-		if msg := h.shown(loc); code != http.StatusSeeOther || !strings.Contains(msg, "only pipelines under") {
+		msg := h.shown(loc)
+		if code != http.StatusSeeOther || !strings.Contains(msg, "outside the served directory") {
 			t.Errorf("%s: %d %s: %q", name, code, loc, msg)
+		}
+		if strings.Contains(msg, h.dir) {
+			t.Errorf("%s: the message names the server's directory: %q", name, msg)
 		}
 	}
 	if runs, _ := h.st.Runs(context.Background()); len(runs) != 0 {
@@ -1008,5 +1025,126 @@ func TestMakeThisATest(t *testing.T) {
 	}
 	if code, _ := h.get("/runs/nope/test.yaml"); code != http.StatusNotFound {
 		t.Fatalf("an unknown run: %d", code)
+	}
+}
+
+const describedPipeline = `
+version: 1
+name: greeter
+description: Greets whoever it is given, in one line.
+inputs:
+  who: {type: string, default: "world"}
+state: {line: "", loud: ""}
+nodes:
+  - id: greet
+    set: {line: '"hello " + inputs.who'}
+  - id: shout
+    set: {loud: 'state.line + "!"'}
+outputs: {line: state.loud}
+`
+
+// The start page lists the pipelines, each with its description, and no
+// cassette, test or data file whatever its name; a chosen one shows its
+// graph before it starts.
+func TestStartListsPipelinesWithTheirGraph(t *testing.T) {
+	h := newHarness(t, "")
+	for name, body := range map[string]string{"greeter.yaml": describedPipeline, "cassette.yaml": "version: 1\nentries: []\n",
+		"greeter.cassette.yaml": "version: 1\nentries: []\n", "greeter.test.yaml": "pipeline: greeter.yaml\ncases: []\n", "data.yaml": "- {who: a}\n"} {
+		if err := os.WriteFile(filepath.Join(h.dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body := h.get("/start")
+	for _, want := range []string{`<a href="/start?pipeline=greeter.yaml">greeter</a>`, "Greets whoever it is given, in one line.", `href="/start?pipeline=chat.yaml"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the start page lacks %q:\n%s", want, body)
+		}
+	}
+	for _, not := range []string{"cassette.yaml", "test.yaml", "data.yaml", h.dir} {
+		if strings.Contains(body, not) {
+			t.Errorf("the start page lists %q:\n%s", not, body)
+		}
+	}
+	_, body = h.get("/start?pipeline=greeter.yaml")
+	for _, want := range []string{`<svg class="graph"`, `data-node="greet"`, `data-node="shout"`, `id="description"`, `id="start"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the chosen pipeline's page lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, `?path=`) {
+		t.Error("the graph of a pipeline not yet run links to an inspector")
+	}
+}
+
+// A pipeline that runs Python, on a server without Python for WASI, is
+// refused with the command that installs it and no path on the server.
+func TestStartSaysHowToInstallPython(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	h := newHarness(t, "")
+	const py = "version: 1\nname: py\nnodes:\n  - id: calc\n    code:\n      language: python\n      source: |\n        result = 1\noutputs: {r: nodes.calc.result}\n"
+	if err := os.WriteFile(filepath.Join(h.dir, "py.yaml"), []byte(py), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, loc := h.post("/start", url.Values{"pipeline": {"py.yaml"}})
+	msg := h.shown(loc)
+	if code != http.StatusSeeOther || !strings.Contains(msg, "run flowrun sandbox install python") || !strings.Contains(msg, "py.yaml") {
+		t.Fatalf("%d %s: %q", code, loc, msg)
+	}
+	if strings.Contains(msg, h.dir) || strings.Contains(msg, os.Getenv("XDG_CACHE_HOME")) {
+		t.Fatalf("the message names a path on the server: %q", msg)
+	}
+}
+
+// visibleRows are the timeline rows of a run page that show, as "label:
+// text", hidden ones left out.
+func visibleRows(page string) []string {
+	var out []string
+	for _, m := range timelineRow.FindAllStringSubmatch(page, -1) {
+		if m[1] == "" {
+			out = append(out, m[2]+": "+m[3])
+		}
+	}
+	return out
+}
+
+var timelineRow = regexp.MustCompile(`<tr class="[^"]*" data-seq="\d+"( hidden)?><td class="at">.*?</td><td class="label">(.*?)</td><td class="path">.*?</td><td class="text">(.*?)</td></tr>`)
+
+// Each answer adds one "resumed" row to the timeline, on the page and on
+// its live stream, not a row for every node the resume restored.
+func TestTimelineOneResumedRowPerAnswer(t *testing.T) {
+	h := newHarness(t, "")
+	id := h.start(url.Values{"pipeline": {"counter.yaml"}})
+	for range 5 {
+		h.awaitConfirmation(id)
+		if code, loc := h.post("/runs/"+id+"/answer", url.Values{"answer": {"yes"}}); code != http.StatusSeeOther || strings.Contains(loc, "flash=") {
+			t.Fatalf("answer: %d %s", code, loc)
+		}
+	}
+	h.await(id, "completed")
+	_, page := h.get("/runs/" + id)
+	if strings.Contains(page, `id="no-state-changes"`) || !strings.Contains(page, `<table class="steps">`) {
+		t.Error("the counter's state changes are not listed")
+	}
+	var live strings.Builder
+	for _, line := range strings.Split(h.stream("/runs/"+id+"/live?after=0&status=running", "event: status"), "\n") {
+		var m struct{ Row string }
+		if data, ok := strings.CutPrefix(line, "data: "); ok && json.Unmarshal([]byte(data), &m) == nil {
+			live.WriteString(m.Row)
+		}
+	}
+	for what, body := range map[string]string{"page": page, "live stream": live.String()} {
+		resumed, restored := 0, 0
+		rows := visibleRows(body)
+		for _, r := range rows {
+			if strings.HasPrefix(r, "resumed: ") {
+				resumed++
+			}
+			if strings.Contains(r, "restored from its checkpoint") {
+				restored++
+			}
+		}
+		if resumed != 5 || restored != 0 {
+			t.Errorf("%s: %d resumed rows and %d restored nodes shown for 5 answers:\n%s", what, resumed, restored, strings.Join(rows, "\n"))
+		}
 	}
 }

@@ -66,7 +66,10 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *token != "" {
 		url += "?token=" + *token
 	}
-	fmt.Fprintf(stdout, "flowrun serve: %s (store %s, pipelines under %s)\n", url, st.Path(), dir)
+	// The first line says which store is shown, and how to show another:
+	// runs recorded into a different store are not missing, only elsewhere.
+	fmt.Fprintf(stdout, "flowrun serve: %s shows the runs in %s (--store PATH or FLOWRUN_STORE shows another store) and starts the pipelines under %s\n",
+		url, st.Path(), dir)
 	// Serve stops the server first when the command is interrupted: its
 	// live streams end and its runs are recorded as stopped and resumable.
 	if err := srv.Serve(ctx, ln); err != nil {

@@ -201,3 +201,26 @@ func TestServeRefusesMissingDir(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 }
+
+// TestServeFirstLineNamesTheStore: the first line says which store the UI
+// shows and how to show another, so that runs recorded elsewhere are not
+// taken for lost.
+func TestServeFirstLineNamesTheStore(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "other.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- cli(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store", db, t.TempDir()}, strings.NewReader(""), pw, io.Discard)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	cancel()
+	if code := <-done; code != exitOK || err != nil {
+		t.Fatalf("flowrun serve exited %d (%v)", code, err)
+	}
+	if !serveURL.MatchString(line) || !strings.Contains(line, "shows the runs in "+db) || !strings.Contains(line, "--store PATH") {
+		t.Fatalf("the first line does not say which store is shown and how to show another: %q", line)
+	}
+}
