@@ -224,6 +224,10 @@ func failing(r Row) bool {
 	return r.Error != "" || r.Pass != nil && !*r.Pass && finished(r.Status)
 }
 
+// Failing is failing(r), for the pages that draw a row that did not
+// pass apart, open, as the report does.
+func (r Row) Failing() bool { return failing(r) }
+
 // failsOf names the boolean metrics a row fails, space-separated.
 func failsOf(r Row) string {
 	var out []string

@@ -41,7 +41,7 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 	"pct":   func(r float64) string { return fmt.Sprintf("%.1f%%", 100*r) },
 	"usd":   figures.USD,
 	"ms":    figures.Duration,
-	"score": scoreText,
+	"score": ScoreText,
 	"runID": func(run string) string { return "run-" + run },
 	"signed": func(v float64, unit string) string {
 		if unit == "%" {
@@ -151,8 +151,8 @@ func WriteReport(ctx context.Context, st *store.Store, w io.Writer, b, against *
 	return err
 }
 
-// scoreText is a metric value as one table cell shows it.
-func scoreText(v any) string {
+// ScoreText is a metric value as one table cell shows it.
+func ScoreText(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return ""

@@ -162,8 +162,11 @@ func TestBatchPageInBrowser(t *testing.T) {
 	if got := eval(`Array.from(document.querySelectorAll("tbody.item")).map(b => b.id).join(" ")`); got != "item-1 item-4 item-5" {
 		t.Fatalf("failures shown: %s", got)
 	}
-	do("open task-05 and fill in its rating", chromedp.Click(chromedp.CSS("#item-4 details > summary")),
-		chromedp.WaitVisible(chromedp.CSS("#item-4 svg.arc-grid")),
+	// Failures are drawn apart and open, as in the report.
+	if got := eval(`Array.from(document.querySelectorAll("tbody.item.failing")).filter(b => b.querySelector("details").open).map(b => b.id).join(" ")`); got != "item-1 item-4 item-5" {
+		t.Errorf("failures drawn apart and open: %q, want every one shown", got)
+	}
+	do("fill in task-05's rating", chromedp.WaitVisible(chromedp.CSS("#item-4 svg.arc-grid")),
 		chromedp.Click(chromedp.CSS(`#item-4 input[value="fail"]`)),
 		chromedp.SendKeys(chromedp.CSS(`#item-4 input[name="note"]`), "wrong centre"))
 	navigate("rate task-05", chromedp.Click(chromedp.CSS("#item-4 form.rate button")))
@@ -185,11 +188,11 @@ func TestBatchPageBoundsItems(t *testing.T) {
 	n := maxItemRows + 5
 	b := batchtest.Record(t, h.st, "b20261122T100000-aaaa", batchtest.Keys("t", n), strings.Repeat("P", n-1)+"F", 1, "")
 	_, page := h.get("/batches/" + b.ID)
-	if got := strings.Count(page, `<tbody class="item"`); got != maxItemRows || !strings.Contains(page, "5 more items match") {
+	if got := strings.Count(page, `<tbody class="item`); got != maxItemRows || !strings.Contains(page, "5 more items match") {
 		t.Errorf("%d items shown, want %d and a note of 5 more", got, maxItemRows)
 	}
 	_, page = h.get("/batches/" + b.ID + "?show=failures")
-	if got := strings.Count(page, `<tbody class="item"`); got != 1 || !strings.Contains(page, "The answer is t305") {
+	if got := strings.Count(page, `<tbody class="item failing"`); got != 1 || !strings.Contains(page, "The answer is t305") {
 		t.Errorf("the failures filter shows %d items, want the last one with its outputs", got)
 	}
 }
@@ -250,8 +253,7 @@ func TestBatchPageShowsChecksInBrowser(t *testing.T) {
 		}})
 	ctx := batchtest.Browser(t)
 	if err := chromedp.Do(ctx, chromedp.Navigate(h.ts.URL+"/batches/"+b.ID), chromedp.WaitVisible(chromedp.CSS("#item-filters")),
-		chromedp.Click(chromedp.CSS("#item-0 details > summary")), chromedp.WaitVisible(chromedp.CSS("#item-0 table.checks")),
-		chromedp.Click(chromedp.CSS("#item-1 details > summary")), chromedp.WaitVisible(chromedp.CSS("#item-1 .err"))); err != nil {
+		chromedp.WaitVisible(chromedp.CSS("#item-0 table.checks")), chromedp.WaitVisible(chromedp.CSS("#item-1 .err"))); err != nil {
 		t.Fatalf("open the batch page's items: %v", err)
 	}
 	rows, err := chromedp.Run(ctx, chromedp.Evaluate[string](`Array.from(document.querySelectorAll("#item-0 table.checks tr")).map(r => r.className + ": " + r.innerText.replace(/\s+/g, " ").trim()).join("\n")`))

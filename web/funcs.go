@@ -34,6 +34,8 @@ var funcs = template.FuncMap{
 	"add":     func(a, b int) int { return a + b },
 	"pct":     func(f float64) string { return fmt.Sprintf("%.1f%%", f*100) },
 	"istrue":  func(b *bool) bool { return b != nil && *b },
+	"score":   batch.ScoreText,
+	"passOf":  scoreClass,
 	"lines":   func(y, i int) int { return y + 20 + i*graph.LineHeight },
 	"jv":      func(id string, v any) jsonView { return jsonView{ID: id, V: v} },
 	"why":     batch.ItemHTML,
@@ -173,4 +175,13 @@ func sizeOf(v any) string {
 		unit += "s"
 	}
 	return fmt.Sprintf("%d %s", n, unit)
+}
+
+// scoreClass is the class a metric's value is drawn with: pass or fail
+// for a boolean, none for the rest.
+func scoreClass(v any) string {
+	if b, ok := v.(bool); ok {
+		return map[bool]string{true: "pass", false: "fail"}[b]
+	}
+	return "none"
 }

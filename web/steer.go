@@ -177,9 +177,13 @@ func (s *Server) launch(h *human, claim, what string, start func(ctx context.Con
 				break
 			}
 			// A run whose goroutine has only its bookkeeping left is
-			// waited for; any other (running, queued, or blocked on a
-			// question answered here) is refused: waiting could be for ever.
-			if !prev.ended.Load() {
+			// waited for, and so is one the store has as ended (its
+			// record is written, its services not yet closed): a person
+			// who presses Yes as soon as the page shows the question
+			// must not be told the run is running. Any other (running,
+			// queued, or blocked on a question answered here) is
+			// refused: waiting could be for ever.
+			if !prev.ended.Load() && !s.recordedEnded(claim) {
 				cancel(nil)
 				return "", fmt.Errorf("run %s is already running", claim)
 			}
@@ -227,6 +231,12 @@ func (s *Server) launch(h *human, claim, what string, start func(ctx context.Con
 		s.own(a, claim, r)
 	}()
 	return "", nil
+}
+
+// recordedEnded says whether the store has run id as no longer running.
+func (s *Server) recordedEnded(id string) bool {
+	run, err := s.st.Run(s.ctx, id)
+	return err == nil && run.Status != runtime.StatusRunning
 }
 
 // own makes r, launched as a, active here under its id until it ends.
