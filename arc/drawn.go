@@ -21,9 +21,10 @@ type Drawn struct {
 // input (TestOutputs): each grid is compared with its test input's. ok
 // is false when v is none of these shapes.
 //
-// This is the one rule the report, the web UI's batch and compare pages
-// and the run page draw grids by, so that a failing ARC item shows the
-// same pictures everywhere.
+// This is the rule the report, the web UI's batch and compare pages and
+// batch show --item draw an item's grids by, so that a failing ARC item
+// shows the same pictures in each. (The run page still draws single
+// grids only, through the web package's gridPicture.)
 func Grids(v any, wants [][][]int) (drawn []Drawn, ok bool) {
 	want := func(i int) [][]int {
 		if i < len(wants) {
