@@ -351,7 +351,10 @@ seeded.random(1000)
 		if first == nil {
 			first = got
 			t.Logf("fingerprint %v", got)
-		} else if fmt.Sprint(got) != fmt.Sprint(first) {
+		} else if fmt.Sprint(got[2:]) != fmt.Sprint(first[2:]) {
+			// The two addresses are left out: they differ with how the
+			// instance was made (ahead, or inline for the dirtying call's
+			// other memory limit), which CI met one run in two.
 			t.Fatalf("after a call that changed the interpreter, call %d sees %v; the first saw %v", i, got, first)
 		}
 		res, err = s.Run(ctx, Request{Language: Python, Source: dirty, Limits: Limits{MemoryMB: 256}})
