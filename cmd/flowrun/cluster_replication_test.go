@@ -242,6 +242,25 @@ func (c *natsCluster) jetStream() jetstream.JetStream {
 	return js
 }
 
+// createStream creates cfg as the admin, asking again as cluster setup
+// does: a request the new meta leader drops gets no answer at all, so one
+// request waited for the whole test's deadline (CI once hung 12 minutes).
+func (c *natsCluster) createStream(t *testing.T, cfg jetstream.StreamConfig) {
+	t.Helper()
+	js := c.jetStream()
+	var err error
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = js.CreateStream(ctx, cfg)
+		cancel()
+		if err == nil {
+			return
+		}
+		t.Logf("creating stream %s: %v; asking again", cfg.Name, err)
+	}
+	t.Fatalf("creating stream %s: %v", cfg.Name, err)
+}
+
 // setup runs flowrun cluster setup on the cluster with the admin's
 // credential.
 func (c *natsCluster) setup(t *testing.T, args ...string) {
@@ -346,9 +365,7 @@ func TestClusterLockedDownServer(t *testing.T) {
 	// Another account, with JetStream of its own, sees none of flowrun's.
 	ctx, cancel := context.WithTimeout(context.Background(), durDeadline)
 	defer cancel()
-	if _, err := cl.jetStream().CreateStream(ctx, jetstream.StreamConfig{Name: "FLOWRUN_RUNS", Subjects: []string{"flowrun.ev.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	cl.createStream(t, jetstream.StreamConfig{Name: "FLOWRUN_RUNS", Subjects: []string{"flowrun.ev.>"}})
 	other, err := cl.connect("", nats.UserInfo("other", "s3cret"))
 	if err != nil {
 		t.Fatal(err)
