@@ -459,23 +459,24 @@ func flowrunIn(t *testing.T, db string, args ...string) (int, string, string) {
 // JetStream holds now.
 func storedCheckpoints(t *testing.T, js jetstream.JetStream) map[string]bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), durDeadline)
-	defer cancel()
 	// Right after a cluster starts, or a server is lost, the JetStream API
-	// may not answer yet ("no responders"), to the consumer's creation or
-	// to the first question put to it: ask again until both answer.
+	// may not answer yet ("no responders", or no answer at all to a
+	// request a new leader dropped), to the consumer's creation or to the
+	// first question put to it: ask again, 5 s an attempt, until both
+	// answer.
 	var cons jetstream.Consumer
 	var info *jetstream.ConsumerInfo
 	var err error
-	for {
+	for deadline := time.Now().Add(durDeadline); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		cons, err = js.OrderedConsumer(ctx, "FLOWRUN_RUNS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"flowrun.cp.>"}})
 		if err == nil {
 			info, err = cons.Info(ctx)
 		}
-		if err == nil || ctx.Err() != nil {
+		cancel()
+		if err == nil {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
 		t.Fatal(err)
