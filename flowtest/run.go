@@ -179,7 +179,7 @@ func (m *mockState) Respond(_ context.Context, k llm.Key) (llm.Reply, error) {
 		return llm.Reply{}, err
 	}
 	if rep == nil {
-		return llm.Reply{}, fmt.Errorf("flowrun test: no mock for node %q (%s): add one under mocks: %s", Strip(k.Node), k.Node, Strip(k.Node))
+		return llm.Reply{}, llm.NoAnswer(fmt.Sprintf("flowrun test: no mock for node %q (%s): add one under mocks: %s", Strip(k.Node), k.Node, Strip(k.Node)))
 	}
 	if rep.Error != "" {
 		return llm.Reply{}, runtime.Errorf(errclass.Class(rep.Error), "%s", orDefault(rep.Message, "mocked "+rep.Error+" error"))

@@ -132,7 +132,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	var ep *endpoint
 	switch {
 	case c.opts.Replay != nil:
-	case c.opts.Respond != nil:
+	case c.opts.Respond != nil && !req.Model.Offline():
 		ep = responderEndpoint
 	default:
 		if ep, err = c.endpointFor(req.Model); err != nil {
@@ -327,7 +327,9 @@ func (c *Client) exchange(ctx context.Context, ep *endpoint, cl *call, req *Requ
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if c.opts.Respond != nil {
-		return c.respond(actx, req, release)
+		if rep, e, answered := c.respond(actx, req, release); answered {
+			return rep, e
+		}
 	}
 	var res *http.Response
 	var rep *reply

@@ -9,16 +9,24 @@ import (
 	"github.com/flowrun/flowrun/redact"
 )
 
+// offlineScheme starts an offline model's endpoint URL.
+const offlineScheme = "offline:"
+
 // offlineEndpoint is where an offline model's requests go: nowhere. Its
 // URL names the provider (and mock file), for messages, traces and the
 // rate limiters' and cache's keys.
 func offlineEndpoint(m *llmconf.Model) Endpoint {
-	url := "offline:" + m.Provider
+	url := offlineScheme + m.Provider
 	if m.Provider == llmconf.ProviderMock {
 		url += ":" + m.MockFile
 	}
 	return Endpoint{URL: url, URLFrom: offlineURLFrom, HasKey: true}
 }
+
+// AnsweredOffline says whether a recorded turn's endpoint (runtime.Turn's
+// Endpoint) is an offline model's: what it answered, the same model
+// answers again, with no key and no network.
+func AnsweredOffline(endpoint string) bool { return strings.HasPrefix(endpoint, offlineScheme) }
 
 // offlineURLFrom is an offline model's Endpoint.URLFrom: its provider.
 const offlineURLFrom = "provider"

@@ -3,11 +3,13 @@ package llm
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/flowrun/flowrun/clock"
 	"github.com/flowrun/flowrun/errclass"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // replies is a Responder that gives its replies in order.
@@ -68,5 +70,32 @@ func TestResponderErrorWithoutClassIsCritical(t *testing.T) {
 	_, err := c.Complete(context.Background(), Request{Key: Key{Node: "n"}, Model: model("gpt-4.1-mini"), Messages: userSays("x")})
 	if errclass.Of(err) != errclass.Critical || len(r.keys) != 1 {
 		t.Errorf("%v (class %s) after %d tries", err, errclass.Of(err), len(r.keys))
+	}
+}
+
+// A Responder with no answer for a call leaves it to an offline model,
+// which answers as it would in a run (a test's unmocked node on echo);
+// any other model fails the call with the Responder's message.
+func TestResponderLeavesUnansweredCallsToOfflineModels(t *testing.T) {
+	noAnswer := NoAnswer(`flowrun test: no mock for node "a"`)
+	r := &replies{next: []any{noAnswer, noAnswer, Reply{Text: "mocked"}}}
+	c := New(Options{Respond: r, Env: func(string) (string, bool) { return "", false }})
+	echo := &llmconf.Model{Name: "default", Model: "echo", Provider: llmconf.ProviderEcho}
+	var seen []Exchange
+	resp, err := c.Complete(context.Background(), Request{Key: Key{Node: "a"}, Model: echo, Messages: userSays("say this back"),
+		Observe: func(x Exchange) { seen = append(seen, x) }})
+	if err != nil || resp.Text != "say this back" {
+		t.Fatalf("echo left unanswered: %+v, %v", resp, err)
+	}
+	if len(seen) != 1 || !AnsweredOffline(seen[0].Endpoint) {
+		t.Errorf("observed %+v, want one exchange with the offline model", seen)
+	}
+	_, err = c.Complete(context.Background(), Request{Key: Key{Node: "a"}, Model: model("gpt-4.1-mini"), Messages: userSays("hi")})
+	if errclass.Of(err) != errclass.Critical || !strings.Contains(err.Error(), `no mock for node "a"`) || strings.Contains(err.Error(), "no answer") {
+		t.Errorf("a server's model left unanswered: %v, want the Responder's message, critical", err)
+	}
+	resp, err = c.Complete(context.Background(), Request{Key: Key{Node: "a"}, Model: echo, Messages: userSays("say this back")})
+	if err != nil || resp.Text != "mocked" {
+		t.Errorf("echo answered by the Responder: %+v, %v", resp, err)
 	}
 }

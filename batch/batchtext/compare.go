@@ -45,7 +45,11 @@ func WriteComparison(w io.Writer, c *batch.Comparison) {
 	if c.PValue < 0.05 {
 		verdict = "unlikely to be chance"
 	}
-	fmt.Fprintf(w, "McNemar    p = %.4g: %s (exact test on the %d items that changed)\n", c.PValue, verdict, len(c.Fixed)+len(c.Broken))
+	changed := "the %d items that changed"
+	if len(c.Fixed)+len(c.Broken) == 1 {
+		changed = "the %d item that changed"
+	}
+	fmt.Fprintf(w, "McNemar    p = %.4g: %s (exact test on "+changed+")\n", c.PValue, verdict, len(c.Fixed)+len(c.Broken))
 	fmt.Fprintf(w, "cost       %s -> %s per item (%s), total %s -> %s (%s)\n",
 		figures.USD(c.CostUSD.MeanA), figures.USD(c.CostUSD.MeanB), figures.USDChange(c.CostUSD.MeanDelta), figures.USD(c.CostUSD.A), figures.USD(c.CostUSD.B), figures.USDChange(c.CostUSD.Delta))
 	fmt.Fprintf(w, "latency    %s -> %s per item (%s), total %s -> %s\n",
