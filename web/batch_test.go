@@ -35,7 +35,8 @@ func TestBatchItemWhy(t *testing.T) {
 	h := newHarness(t, "")
 	a, b := arcBatches(h)
 	_, page := h.get("/batches/" + b.ID)
-	for _, want := range []string{`id="item-1"`, "task-02", "1 cells differ from the expected", "judge's reason", "the centre cell of task-02 is wrong",
+	// The row is the dataset's, counted from 1 as people count rows.
+	for _, want := range []string{`id="item-1"><tr><td>2</td><td>task-02</td>`, "1 cells differ from the expected", "judge's reason", "the centre cell of task-02 is wrong",
 		`<svg class="arc-grid"`, `action="/batches/` + b.ID + `/rate"`, `name="csrf" value="` + h.srv.csrf + `"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the batch page lacks %s", want)
