@@ -67,7 +67,7 @@ func TestReportShowsWhy(t *testing.T) {
 	pair := page[strings.Index(page, `<details id="pair-task-02">`):]
 	pair = pair[:strings.Index(pair, "</table>")]
 	if strings.Count(pair, "<svg") != 4 || !strings.Contains(pair, "1 cells differ from the expected") ||
-		!strings.Contains(pair, `<td class="fname">input task</td><td colspan="3"><code>task-02</code>`) || !strings.Contains(pair, `expected expected`) {
+		!strings.Contains(pair, `<td class="fname">input task</td><td colspan="3"><code>task-02</code>`) || !strings.Contains(pair, `<td class="fname">expected</td>`) {
 		t.Errorf("the side by side of task-02 draws %d grids:\n%s", strings.Count(pair, "<svg"), pair)
 	}
 	_ = b
