@@ -21,8 +21,9 @@ import (
 // body filled from the call's arguments. Unlike http_get, whose URL the
 // model picks, the host is the pipeline's own (the loader checks it is
 // written out), so it may be this machine, where an application under
-// evaluation usually listens. Its status decides, as a model call's
-// does: 4xx and 5xx fail the call (an agent reads the error).
+// evaluation usually listens. As with http_get, a 4xx or 5xx status is
+// a result, not an error: the pipeline (or the agent's model) reads it,
+// as promptfoo's http provider grades whatever its endpoint answers.
 func httpTool(d *dsl.Tool) func(context.Context, *runtime.Scope, callSite, map[string]any) (any, error) {
 	h := d.HTTP
 	return func(ctx context.Context, s *runtime.Scope, at callSite, args map[string]any) (any, error) {
@@ -84,16 +85,6 @@ func httpTool(d *dsl.Tool) func(context.Context, *runtime.Scope, callSite, map[s
 			return nil, runtime.Errorf(errclass.Connection, "tool %q: %s %s: reading the body: %v", d.Name, h.Method, u.Redacted(), err)
 		}
 		text = strings.ToValidUTF8(text, "\uFFFD")
-		if resp.StatusCode >= 400 {
-			class := errclass.Critical
-			switch {
-			case resp.StatusCode == http.StatusTooManyRequests:
-				class = errclass.RateLimit
-			case resp.StatusCode >= 500:
-				class = errclass.Server
-			}
-			return nil, runtime.Errorf(class, "tool %q: %s %s: status %d: %s", d.Name, h.Method, u.Redacted(), resp.StatusCode, redact.Line(text, 300))
-		}
 		out := map[string]any{"status": resp.StatusCode, "body": text}
 		if cut {
 			out["truncated"] = true
