@@ -18,6 +18,7 @@ import (
 type HTTPTool struct {
 	Method   string
 	URL      *Template
+	Origin   string // the URL's scheme://host[:port], as written
 	Headers  []HTTPHeader
 	Body     *Value // nil: none; text is sent as it is, anything else as JSON
 	Timeout  time.Duration
@@ -40,6 +41,8 @@ func (f *file) httpTool(label string, n *yaml.Node, sc scope) *HTTPTool {
 		s, _ := str(un)
 		if why := fixedHost(s); why != "" {
 			f.l.errorf(f.pos(un), "%s: url %s; write the scheme and host in the url (http://host:port/...), and ${{ }} only after them", label, why)
+		} else if u, err := url.Parse(strings.SplitN(s, "${{", 2)[0]); err == nil {
+			h.Origin = u.Scheme + "://" + u.Host
 		}
 	}
 	for _, kv := range pairs(valueOf(n, "headers")) {

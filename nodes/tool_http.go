@@ -20,7 +20,7 @@ import (
 // httpTool runs a declared http tool: one request, its URL, headers and
 // body filled from the call's arguments. Unlike http_get, whose URL the
 // model picks, the host is the pipeline's own (the loader checks it is
-// written out), so it may be this machine, where an application under
+// written out) and redirects stay on it, so it may be this machine, where an application under
 // evaluation usually listens. As with http_get, a 4xx or 5xx status is
 // a result, not an error: the pipeline (or the agent's model) reads it,
 // as promptfoo's http provider grades whatever its endpoint answers.
@@ -33,6 +33,9 @@ func httpTool(d *dsl.Tool) func(context.Context, *runtime.Scope, callSite, map[s
 			return nil, fmt.Errorf("tool %q: url: %w", d.Name, err)
 		}
 		u, err := url.Parse(raw)
+		if err == nil && u.Scheme+"://"+u.Host != h.Origin {
+			err = fmt.Errorf("%s is not on %s, the host the pipeline names", u.Redacted(), h.Origin)
+		}
 		if err != nil {
 			return nil, runtime.Errorf(errclass.Critical, "tool %q: url: %v", d.Name, err)
 		}
@@ -67,7 +70,14 @@ func httpTool(d *dsl.Tool) func(context.Context, *runtime.Scope, callSite, map[s
 		if isJSON && req.Header.Get("Content-Type") == "" {
 			req.Header.Set("Content-Type", "application/json")
 		}
-		resp, err := (&http.Client{Timeout: h.Timeout}).Do(req)
+		client := &http.Client{Timeout: h.Timeout, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+			// A redirect stays on the pipeline's host, as the request does.
+			if len(via) >= 10 || r.URL.Scheme+"://"+r.URL.Host != h.Origin {
+				return fmt.Errorf("redirected to %s, off the tool's host %s", r.URL.Redacted(), u.Host)
+			}
+			return nil
+		}}
+		resp, err := client.Do(req)
 		if err != nil {
 			class := errclass.Connection
 			var ue *url.Error

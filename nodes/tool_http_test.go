@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/flowrun/flowrun/errclass"
@@ -16,19 +17,26 @@ import (
 
 // TestHTTPTool: a declared http tool sends its method, URL, headers and
 // JSON body filled from the call's arguments to a host on this machine,
-// and gives {status, body}, a 5xx status too; no server fails the node
-// with class connection, naming the URL and never the headers.
+// and gives {status, body}, a 5xx status too; a redirect off that host
+// and no server fail the node, naming the URL and never the headers.
 func TestHTTPTool(t *testing.T) {
 	var got struct {
 		method, path, auth, contentType string
 		body                            map[string]any
 	}
 	status := http.StatusOK
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		got.method, got.path, got.auth, got.contentType = r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), r.Header.Get("Content-Type")
 		got.body = nil
 		_ = json.Unmarshal(b, &got.body)
+		if got.body["query"] == "Q: away" {
+			http.Redirect(w, r, other.URL, http.StatusFound)
+			return
+		}
 		w.WriteHeader(status)
 		fmt.Fprint(w, `{"reply": "hi there"}`)
 	}))
@@ -67,6 +75,10 @@ outputs: {reply: fromJSON(nodes.ask.body).reply, status: nodes.ask.status}
 	mustComplete(t, res)
 	if res.Outputs["status"] != http.StatusBadGateway || res.Outputs["reply"] != "hi there" {
 		t.Fatalf("a 502 is a result: outputs %v", res.Outputs)
+	}
+	res, _ = run(t, p, nodes.Kinds(nodes.Services{}), map[string]any{"question": "away"})
+	if res.Status != runtime.StatusFailed || !strings.Contains(fmt.Sprint(res.Err), "off the tool's host") || elsewhere.Load() != 0 {
+		t.Fatalf("a redirect to another host: %s %v, %d requests there", res.Status, res.Err, elsewhere.Load())
 	}
 	srv.Close()
 	res, _ = run(t, p, nodes.Kinds(nodes.Services{}), map[string]any{"question": "x"})
