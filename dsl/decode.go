@@ -274,6 +274,12 @@ func (f *file) decodeTools(n *yaml.Node) {
 		if ln := valueOf(kv[1], "llm"); ln != nil {
 			t.LLM = f.llm(fmt.Sprintf("tool %q", t.Name), ln, scope{tool: t})
 		}
+		if hn := valueOf(kv[1], "http"); hn != nil {
+			t.HTTP = f.httpTool(fmt.Sprintf("tool %q", t.Name), hn, scope{tool: t})
+			if t.Pipeline != nil || t.LLM != nil {
+				f.l.errorf(f.pos(hn), "tool %q: a tool has one implementation: pipeline, llm or http; keep one", t.Name)
+			}
+		}
 		f.p.Tools[t.Name] = t
 	}
 }

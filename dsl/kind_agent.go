@@ -122,8 +122,8 @@ func (f *file) agent(label string, v *yaml.Node, sc scope) *Agent {
 			f.checkMCPTool(t, label, name, true)
 		case !declared && !slices.Contains(builtinTools, name):
 			f.l.errorf(f.pos(t), "%s: unknown tool %q%s; declare it under tools: (built in: %s)", label, name, Suggest(name, f.toolNames()), strings.Join(builtinTools, ", "))
-		case declared && decl.Pipeline == nil && decl.LLM == nil:
-			f.l.errorf(f.pos(t), "%s: tool %q has no implementation (no pipeline: or llm:), so it can only be listed under finish:", label, name)
+		case declared && decl.Pipeline == nil && decl.LLM == nil && decl.HTTP == nil:
+			f.l.errorf(f.pos(t), "%s: tool %q has no implementation (no pipeline:, llm: or http:), so it can only be listed under finish:", label, name)
 		case name == "http_get" && !declared && f.p.HTTPGet == nil:
 			f.l.errorf(f.pos(t), "%s: the built-in tool http_get is off in this pipeline: enable it with a top-level http_get: {allow_hosts: [example.com]} (an empty list allows any host)", label)
 		}

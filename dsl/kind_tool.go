@@ -13,8 +13,8 @@ func init() {
 	registerKind(&KindSpec{
 		Kind:    KindTool,
 		Summary: "Call one tool with arguments.",
-		Doc:     "Calls one tool directly with `args` (checked against the tool's parameters): a built-in one, or a pipeline or llm tool declared under `tools:`.",
-		Output:  "the tool's result: a pipeline tool's outputs, an llm tool's llm output, `read_file`'s text, `http_get`'s `{status, body, truncated}`.",
+		Doc:     "Calls one tool directly with `args` (checked against the tool's parameters): a built-in one, or a pipeline, llm or http tool declared under `tools:`.",
+		Output:  "the tool's result: a pipeline tool's outputs, an llm tool's llm output, `read_file`'s text, `http_get`'s and an http tool's `{status, body, truncated}`.",
 		Example: `- id: read_notes
   tool:
     name: read_file
@@ -63,8 +63,8 @@ func (f *file) toolCall(label string, v *yaml.Node, sc scope) *ToolCall {
 			f.checkMCPTool(nn, label, t.Name, false)
 		case !declared && !slices.Contains(builtinTools, t.Name):
 			f.l.errorf(f.pos(nn), "%s: unknown tool %q%s", label, t.Name, Suggest(t.Name, f.toolNames()))
-		case declared && decl.Pipeline == nil && decl.LLM == nil:
-			f.l.errorf(f.pos(nn), "%s: tool %q has no implementation (no pipeline: or llm:), so it cannot be called", label, t.Name)
+		case declared && decl.Pipeline == nil && decl.LLM == nil && decl.HTTP == nil:
+			f.l.errorf(f.pos(nn), "%s: tool %q has no implementation (no pipeline:, llm: or http:), so it cannot be called", label, t.Name)
 		case t.Name == "http_get" && !declared && f.p.HTTPGet == nil:
 			f.l.errorf(f.pos(nn), "%s: the built-in tool http_get is off in this pipeline: enable it with a top-level http_get: {allow_hosts: [example.com]}", label)
 		}

@@ -33,6 +33,8 @@ func toolResult(p *Pipeline, name string) *Type {
 			return pipelineOutputs(t.Pipeline)
 		case t.LLM != nil:
 			return llmOutput(t.LLM)
+		case t.HTTP != nil:
+			return httpResult
 		}
 		return AnyType
 	}
@@ -40,7 +42,7 @@ func toolResult(p *Pipeline, name string) *Type {
 	case "read_file":
 		return StringType
 	case "http_get":
-		return Object(map[string]*Type{"status": IntType, "body": StringType, "truncated": BoolType})
+		return httpResult
 	case "python_execute", "code_execute":
 		return Object(map[string]*Type{"stdout": StringType, "result": AnyType, "error": sandboxErrorType})
 	}

@@ -130,6 +130,9 @@ type Tool struct {
 	// see the call's arguments as inputs.<parameter> (and run and env),
 	// never the calling pipeline's inputs, state or nodes.
 	LLM *LLM
+	// HTTP implements the tool with one HTTP request, if set; its
+	// templates see the arguments as an llm tool's do.
+	HTTP *HTTPTool
 }
 
 // HTTPGet enables the built-in http_get tool and bounds what it fetches.

@@ -129,6 +129,8 @@ func (svc *Services) lookupTool(ctx context.Context, p *dsl.Pipeline, name strin
 			t.run = func(ctx context.Context, s *runtime.Scope, at callSite, args map[string]any) (any, error) {
 				return svc.runLLMTool(ctx, s, d, at, args)
 			}
+		case d.HTTP != nil:
+			t.run = httpTool(d)
 		}
 		return t, nil
 	}

@@ -59,7 +59,7 @@ func importCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	// promptfoo runs every prompt with every provider: one line each.
 	for _, p := range res.Pipelines {
 		fmt.Fprintf(stdout, "  flowrun batch %s --dataset %s\n", filepath.Join(*out, p), dataset)
-		for _, m := range res.Models[1:] {
+		for _, m := range res.Models[min(1, len(res.Models)):] {
 			fmt.Fprintf(stdout, "  flowrun batch %s --dataset %s --model default=%s\n", filepath.Join(*out, p), dataset, m)
 		}
 	}

@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/csv"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/flowrun/flowrun/llm/llmtest"
@@ -14,6 +18,8 @@ import (
 var (
 	batchSummary = regexp.MustCompile(`completed: (\d+) items?, (\d+) completed, (\d+) failed`)
 	modelServer  = regexp.MustCompile(`(?m)^(\s+)(base_url|api_key_env): .*$`)
+	// endpointURL is an http tool's url, an application's endpoint.
+	endpointURL = regexp.MustCompile(`(?m)^(\s+url: )https?://[^/\s]+`)
 )
 
 // TestImportCorpusRuns imports every configuration of the corpus of
@@ -48,6 +54,15 @@ func TestImportCorpusRuns(t *testing.T) {
 		return llmtest.Reply{Text: `{"answer": "ok"}`}
 	})
 	useModel(t, srv)
+	// An application behind an HTTP endpoint (promptfoo's http provider)
+	// answers JSON whatever it is sent.
+	var endpointCalls atomic.Int32
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		endpointCalls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"answer": "ok"}`)
+	}))
+	defer app.Close()
 	runs := 0
 	// unscored counts the items with no assert left to check, which
 	// promptfoo would have passed for want of a failing one.
@@ -72,6 +87,7 @@ func TestImportCorpusRuns(t *testing.T) {
 				}
 				return []byte(string(m[1]) + "api_key_env: OPENAI_API_KEY")
 			})
+			b = endpointURL.ReplaceAll(b, []byte("${1}"+app.URL))
 			if err := os.WriteFile(name, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -108,9 +124,18 @@ func TestImportCorpusRuns(t *testing.T) {
 		}
 		t.Logf("%-55s runs: %v %s", row[0], ok, why)
 	}
-	t.Logf("%d of %d configurations import and run every item against a local fake server; %d of their %d item runs unscored (no assert left to check), in %d configurations",
-		runs, len(rows)-1, unscored, items, unscoredConfigs)
+	t.Logf("%d of %d configurations import and run every item against a local fake server (%d calls to an application's endpoint); %d of their %d item runs unscored (no assert left to check), in %d configurations",
+		runs, len(rows)-1, endpointCalls.Load(), unscored, items, unscoredConfigs)
+	// docs/batch.md gives this figure: a change that runs fewer must say
+	// so there.
+	if runs < corpusRuns {
+		t.Errorf("%d configurations import and run every item; docs/batch.md says %d", runs, corpusRuns)
+	}
 }
+
+// corpusRuns is how many of the corpus's configurations import and run
+// every item, as docs/batch.md says.
+const corpusRuns = 44
 
 func firstLineOf(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")

@@ -93,7 +93,7 @@ func silent(o oracleConfig, c converted) []string {
 		if _, ok := beyondOracle[o.Dir+": "+u.What]; ok {
 			continue
 		}
-		if checked[u.ID] || holds(u, c, tests) || kept(u, byID, c, tests) || listed(u, byID, c) {
+		if checked[u.ID] || holds(u, c, tests) || kept(u, byID, c, tests) || endpointKept(u, c) || listed(u, byID, c) {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s (%v)", u.What, u.Ranges))
@@ -298,12 +298,164 @@ func (c converted) hasPrompt(msgs []struct{ Role, Content string }) bool {
 		}
 	}
 	for _, p := range c.pipelines {
-		n := p.Nodes[0].LLM
-		if strings.TrimSpace(n.System) == strings.TrimSpace(strings.Join(system, "\n\n")) && strings.TrimSpace(n.Prompt) == strings.TrimSpace(strings.Join(user, "\n\n")) {
+		n := p.Nodes[0]
+		if n.Tool != nil {
+			// An endpoint is sent the prompt's text, as promptfoo sends it.
+			if len(system) == 0 && n.Tool.Args["prompt"] == textValue(strings.Join(user, "\n\n")) {
+				return true
+			}
+			continue
+		}
+		if strings.TrimSpace(n.LLM.System) == strings.TrimSpace(strings.Join(system, "\n\n")) && strings.TrimSpace(n.LLM.Prompt) == strings.TrimSpace(strings.Join(user, "\n\n")) {
 			return true
 		}
 	}
 	return false
+}
+
+// endpointKept says whether an http provider, or a key of its config,
+// that the oracle expects listed is in every pipeline's endpoint tool
+// with promptfoo's meaning: its url, its method (GET unless given), each
+// header and the body with {{ }} translated (a body of JSON text parsed,
+// as promptfoo parses it), transformResponse (or responseParser) as a
+// path into the response, the timeout in milliseconds.
+func endpointKept(u oracleUnit, c converted) bool {
+	rest, ok := strings.CutPrefix(u.What, "provider ")
+	if !ok || len(c.pipelines) == 0 {
+		return false
+	}
+	id, key, _ := strings.Cut(rest, " config ")
+	if !isEndpoint(id) {
+		return false
+	}
+	cfg, ok := endpointConfig(c.config, id)
+	if !ok {
+		return false
+	}
+	for _, p := range c.pipelines {
+		t, ok := p.Tools[endpointTool]
+		if !ok || p.Nodes[0].Tool == nil || p.Nodes[0].Tool.Name != endpointTool {
+			return false
+		}
+		h := t.HTTP
+		want := func(k string) any { return cfg[k] }
+		switch key {
+		case "":
+			url, _ := cfg["url"].(string)
+			if url == "" {
+				url = id
+			}
+			if h.URL != url {
+				return false
+			}
+		case "url":
+			if h.URL != want("url") {
+				return false
+			}
+		case "method":
+			if m, _ := want("method").(string); h.Method != strings.ToUpper(m) {
+				return false
+			}
+		case "headers":
+			hs, _ := want("headers").(map[string]any)
+			if len(hs) != len(h.Headers) {
+				return false
+			}
+			for k, v := range hs {
+				if tr, err := translateOutputs(fmt.Sprint(v), new([]string)); err != nil || h.Headers[k] != tr {
+					return false
+				}
+			}
+		case "body":
+			b := want("body")
+			if text, ok := b.(string); ok {
+				var v any
+				if json.Unmarshal([]byte(text), &v) == nil {
+					b = v
+				}
+			}
+			if !sameJSON(translatedBody(b), h.Body) {
+				return false
+			}
+		case "transformResponse", "responseParser":
+			path, _ := want(key).(string)
+			got := p.Outputs["text"]
+			field, isField := strings.CutPrefix(strings.TrimSpace(path), "json.")
+			switch {
+			case strings.TrimSpace(path) == "json":
+				if !strings.Contains(got, "fromJSON(nodes.answer.body); type(v)") {
+					return false
+				}
+			case isField:
+				if !strings.Contains(got, "fromJSON(nodes.answer.body)?."+strings.ReplaceAll(field, ".", "?.")+";") {
+					return false
+				}
+			default:
+				return false
+			}
+		case "timeout":
+			if h.Timeout != fmt.Sprint(want("timeout"))+"ms" {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// endpointConfig is the config of the provider id in a configuration.
+func endpointConfig(config, id string) (map[string]any, bool) {
+	b, err := os.ReadFile(config)
+	if err != nil {
+		return nil, false
+	}
+	var doc map[string]any
+	if yaml.Unmarshal(b, &doc) != nil {
+		return nil, false
+	}
+	for _, key := range []string{"providers", "targets"} {
+		list, _ := doc[key].([]any)
+		for _, it := range list {
+			m, _ := it.(map[string]any)
+			if m["id"] == id {
+				cfg, _ := m["config"].(map[string]any)
+				return cfg, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// translatedBody is a body with each string's {{ }} translated.
+func translatedBody(v any) any {
+	switch x := v.(type) {
+	case string:
+		tr, err := translateOutputs(x, new([]string))
+		if err != nil {
+			return nil
+		}
+		return tr
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			out[k] = translatedBody(e)
+		}
+		return out
+	case []any:
+		out := []any{}
+		for _, e := range x {
+			out = append(out, translatedBody(e))
+		}
+		return out
+	}
+	return v
+}
+
+func sameJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
 }
 
 // listed says whether a problem is listed where the unit, or a part it

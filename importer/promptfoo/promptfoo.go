@@ -167,6 +167,7 @@ func ConvertWithin(ctx context.Context, path, within string) (*Result, error) {
 	root := doc.Content[0]
 	var prompts []prompt
 	var models []modelDoc
+	var target *endpoint
 	var tests []test
 	var promptProblems []Problem
 	description := ""
@@ -180,7 +181,7 @@ func ConvertWithin(ctx context.Context, path, within string) (*Result, error) {
 			prompts = c.prompts(ctx, v)
 			promptProblems = c.problems[before:len(c.problems):len(c.problems)]
 		case "providers", "targets": // targets: is promptfoo's other name for providers:
-			models = c.providers(v)
+			models, target = c.providers(v)
 		case "tests", "defaultTest", "scenarios":
 			// read below: a test starts from defaultTest, wherever it is written
 		case "outputPath":
@@ -210,22 +211,41 @@ func ConvertWithin(ctx context.Context, path, within string) (*Result, error) {
 				lacking++
 			}
 		}
-		if lacking > 0 {
+		switch {
+		case lacking == 0 || target != nil && !target.sendsPrompt:
+		case target != nil:
+			c.problem(root, "prompts: none given, so each test's prompt var is the prompt, as in promptfoo; %d of %d tests give none", lacking, len(tests))
+		default:
 			c.problem(root, "prompts: none given, so each test's prompt var is the prompt, as in promptfoo; %d of %d tests give none (a provider that builds its own request, such as an HTTP endpoint, is not converted)", lacking, len(tests))
 		}
 	}
 	if len(prompts) == 0 {
 		return nil, &RefusedError{Config: path, Why: promptProblems}
 	}
-	if len(models) == 0 {
+	res := &Result{Files: map[string][]byte{}}
+	rubric := c.used["llm-rubric"]
+	switch {
+	case target != nil:
+		for i := range prompts {
+			prompts[i].vars = target.reads(prompts[i])
+		}
+		if rubric {
+			c.problem(root, "llm-rubric: graded by the model gpt-4.1-mini (OpenAI's), as the provider is an endpoint, not a model; set the judge's model in %s (promptfoo grades with its default grader or defaultTest.options.provider)", Judge)
+		}
+		models = []modelDoc{{Model: "gpt-4.1-mini"}}
+	case len(models) == 0:
 		c.problem(root, "providers: none converted; the pipelines fall back to the model gpt-4.1-mini (OpenAI's)")
 		models = []modelDoc{{Model: "gpt-4.1-mini"}}
-	}
-	res := &Result{Files: map[string][]byte{}}
-	for _, m := range models {
-		res.Models = append(res.Models, m.Model)
+		fallthrough
+	default:
+		for _, m := range models {
+			res.Models = append(res.Models, m.Model)
+		}
 	}
 	inputs := c.inputs(prompts, tests)
+	for _, v := range target.structured(inputs) {
+		c.problem(root, "var %s: a list or mapping, sent to the endpoint as JSON text; promptfoo renders it as Nunjucks does (a list as a,b, a mapping as [object Object])", v)
+	}
 	// A var given as a number in one test and as text in another is text,
 	// as promptfoo puts every value into the prompt.
 	for name, in := range inputs {
@@ -235,13 +255,12 @@ func ConvertWithin(ctx context.Context, path, within string) (*Result, error) {
 			}
 		}
 	}
-	rubric := c.used["llm-rubric"]
 	for i, p := range prompts {
 		name := "pipeline.yaml"
 		if i > 0 {
 			name = fmt.Sprintf("pipeline_%d.yaml", i+1)
 		}
-		b, err := c.pipeline(pipelineName(description, i), description, p, inputs, models[0], rubric)
+		b, err := c.pipeline(pipelineName(description, i), description, p, inputs, models[0], target, rubric)
 		if err != nil {
 			return nil, err
 		}
@@ -525,19 +544,11 @@ func (c *converter) prompt(ctx context.Context, n *yaml.Node, system, text strin
 	p := prompt{}
 	var failed error
 	replace := func(s string) string {
-		return outputRE.ReplaceAllStringFunc(s, func(m string) string {
-			e, vars, err := nunjucksExpr(outputRE.FindStringSubmatch(m)[1])
-			if err != nil {
-				failed = fmt.Errorf("%s: %w", m, err)
-				return m
-			}
-			for _, v := range vars {
-				if !slices.Contains(p.vars, v) {
-					p.vars = append(p.vars, v)
-				}
-			}
-			return "${{ " + e + " }}"
-		})
+		out, err := translateOutputs(s, &p.vars)
+		if err != nil {
+			failed = err
+		}
+		return out
 	}
 	tags := includeRE.FindAllString(system+text, -1)
 	system, err := c.includes(ctx, system, 0)
@@ -562,6 +573,27 @@ func (c *converter) prompt(ctx context.Context, n *yaml.Node, system, text strin
 		return p, false
 	}
 	return p, true
+}
+
+// translateOutputs turns each {{ EXPR }} of s into ${{ EXPR }} in expr,
+// adding the vars it reads to vars; the error names the last one that
+// is not translated (a Handlebars block's closing tag says most).
+func translateOutputs(s string, vars *[]string) (string, error) {
+	var failed error
+	out := outputRE.ReplaceAllStringFunc(s, func(m string) string {
+		e, read, err := nunjucksExpr(outputRE.FindStringSubmatch(m)[1])
+		if err != nil {
+			failed = fmt.Errorf("%s: %w", m, err)
+			return m
+		}
+		for _, v := range read {
+			if !slices.Contains(*vars, v) {
+				*vars = append(*vars, v)
+			}
+		}
+		return "${{ " + e + " }}"
+	})
+	return out, failed
 }
 
 // includeRE is a Nunjucks include tag of a file named by a literal.
@@ -619,8 +651,11 @@ type modelDoc struct {
 	APIKeyEnv   string   `yaml:"api_key_env,omitempty"`
 }
 
-func (c *converter) providers(v *yaml.Node) []modelDoc {
+// providers are the models the providers name, or the endpoint the
+// first one is (the pipelines then call it, and no other provider).
+func (c *converter) providers(v *yaml.Node) ([]modelDoc, *endpoint) {
 	var out []modelDoc
+	var target *endpoint
 	for _, it := range entries(v) {
 		id, cfg := it, (*yaml.Node)(nil)
 		if it.Kind == yaml.MappingNode {
@@ -633,6 +668,15 @@ func (c *converter) providers(v *yaml.Node) []modelDoc {
 		c.otherKeys(it, "provider", "id", "config", "label")
 		if strings.Contains(id.Value, "{{") {
 			c.problem(id, "provider %s: not converted: a model id from the environment is not; write the model's name", id.Value)
+			continue
+		}
+		if isEndpoint(id.Value) || target != nil {
+			switch {
+			case len(out) > 0 || target != nil:
+				c.problem(id, "provider %s: not converted: the pipelines call one application's endpoint, or models, not both; import a configuration with this provider alone", id.Value)
+			default:
+				target = c.endpoint(id, cfg)
+			}
 			continue
 		}
 		m, ok := compatibleModel(id.Value)
@@ -651,7 +695,7 @@ func (c *converter) providers(v *yaml.Node) []modelDoc {
 		}
 		out = append(out, m)
 	}
-	return out
+	return out, target
 }
 
 // compatibleServers are promptfoo's providers that speak OpenAI's Chat
@@ -1129,17 +1173,19 @@ type pipelineDoc struct {
 	Name        string              `yaml:"name"`
 	Description string              `yaml:"description,omitempty"`
 	Inputs      map[string]inputDoc `yaml:"inputs,omitempty"`
-	Models      map[string]modelDoc `yaml:"models"`
+	Models      map[string]modelDoc `yaml:"models,omitempty"`
+	Tools       map[string]toolDoc  `yaml:"tools,omitempty"`
 	Nodes       []nodeDoc           `yaml:"nodes"`
 	Outputs     map[string]string   `yaml:"outputs"`
 	Score       *scoreDoc           `yaml:"score,omitempty"`
 }
 
 type nodeDoc struct {
-	ID   string  `yaml:"id"`
-	When string  `yaml:"when,omitempty"`
-	LLM  *llmDoc `yaml:"llm,omitempty"`
-	Map  *mapDoc `yaml:"map,omitempty"`
+	ID   string       `yaml:"id"`
+	When string       `yaml:"when,omitempty"`
+	LLM  *llmDoc      `yaml:"llm,omitempty"`
+	Tool *toolCallDoc `yaml:"tool,omitempty"`
+	Map  *mapDoc      `yaml:"map,omitempty"`
 }
 
 type mapDoc struct {
@@ -1161,7 +1207,7 @@ type scoreDoc struct {
 	Pipeline string `yaml:"pipeline,omitempty"`
 }
 
-func (c *converter) pipeline(name, description string, p prompt, inputs map[string]inputDoc, model modelDoc, rubric bool) ([]byte, error) {
+func (c *converter) pipeline(name, description string, p prompt, inputs map[string]inputDoc, model modelDoc, target *endpoint, rubric bool) ([]byte, error) {
 	in := map[string]inputDoc{}
 	for _, v := range p.vars {
 		in[v] = inputs[v]
@@ -1172,6 +1218,12 @@ func (c *converter) pipeline(name, description string, p prompt, inputs map[stri
 		Nodes:       []nodeDoc{{ID: "answer", LLM: &llmDoc{System: p.system, Prompt: p.text, Temperature: p.temperature, MaxTokens: p.maxTokens}}},
 		Outputs:     map[string]string{"text": "nodes.answer.text"},
 		Score:       &scoreDoc{Pass: c.checksExpr("")},
+	}
+	if target != nil {
+		doc.Models = nil
+		doc.Tools = map[string]toolDoc{endpointTool: target.tool}
+		doc.Nodes = []nodeDoc{{ID: "answer", Tool: target.call(p, inputs)}}
+		doc.Outputs = map[string]string{"text": target.output}
 	}
 	if rubric {
 		// The judge checks every assert, so that a rubric counts in the

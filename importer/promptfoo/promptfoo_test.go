@@ -625,3 +625,30 @@ func TestConvertBarePathThatIsNoFileIsText(t *testing.T) {
 		t.Errorf("problems:\n%s", got)
 	}
 }
+
+// An http provider becomes an http tool every pipeline calls; what of
+// its request or response cannot be is listed where it is written, and a
+// provider whose request cannot be converted is listed as a whole.
+func TestConvertHTTPEndpointLists(t *testing.T) {
+	cases := []struct{ provider, want string }{
+		{"{id: https, config: {url: 'http://localhost:8000/a', method: POST, body: {q: '{{prompt}}'}, transformResponse: 'json.a ? 1 : 2'}}",
+			`:2:116: provider https: transformResponse "json.a ? 1 : 2": not converted (json, text and json.FIELD.FIELD are); the output is the response's body`},
+		{"{id: http, config: {url: 'http://localhost:8000/a', body: {q: '{{prompt}}'}}}",
+			":2:10: provider http: not converted: it has a body and the method GET (promptfoo's default); write method: POST"},
+		{"{id: http, config: {url: 'http://localhost:8000/{{env.PATH}}', method: POST}}",
+			":2:10: provider http: not converted: its url comes from vars or the environment; write it out"},
+		{"{id: http, config: {url: 'http://localhost:8000/a', method: POST, body: {q: '{{vars.q}}'}}}",
+			":2:77: provider http: body: not converted: {{vars.q}}: promptfoo has no variable vars"},
+		{"{id: 'http://localhost:8000/a', config: {method: POST, body: {q: '{{q}}'}}}\n  - openai:gpt-4.1-mini",
+			":3:5: provider openai:gpt-4.1-mini: not converted: the pipelines call one application's endpoint, or models, not both"},
+	}
+	for _, c := range cases {
+		res, err := Convert(context.Background(), configIn(t, "providers:\n  - "+c.provider+"\ntests: [{vars: {prompt: hi, q: x}}]\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := problems(res); !strings.Contains(got, c.want) {
+			t.Errorf("provider %s: problems\n%s\nwant %s", c.provider, got, c.want)
+		}
+	}
+}
