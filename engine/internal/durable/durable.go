@@ -108,10 +108,7 @@ func (pr *Prepared) Run(ctx context.Context) *runtime.Result {
 // *runtime.InputsError that inputs do not fit it, and nothing is recorded
 // for either.
 func (r *Runner) PrepareStart(ctx context.Context, id string, p *dsl.Pipeline, inputs map[string]any) (*Prepared, error) {
-	if err := r.Kinds.Check(p); err != nil {
-		return nil, err
-	}
-	in, err := runtime.PrepareInputsFrom(p, inputs, r.RemoteInputs)
+	in, err := r.prepare(p, inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -134,10 +131,7 @@ func (r *Runner) PrepareStart(ctx context.Context, id string, p *dsl.Pipeline, i
 // one that goes on from the checkpoints the log holds of it (a cluster's
 // item that another worker began). Nothing is recorded in the store.
 func (r *Runner) PrepareLogged(ctx context.Context, id string, p *dsl.Pipeline, inputs map[string]any) (*Prepared, error) {
-	if err := r.Kinds.Check(p); err != nil {
-		return nil, err
-	}
-	in, err := runtime.PrepareInputsFrom(p, inputs, r.RemoteInputs)
+	in, err := r.prepare(p, inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +141,16 @@ func (r *Runner) PrepareLogged(ctx context.Context, id string, p *dsl.Pipeline, 
 	}
 	run := &store.Run{ID: id, Inputs: in, RemoteInputs: r.RemoteInputs}
 	return &Prepared{r: r, run: run, rec: &logRecorder{log: r.Log, id: id}, p: p, restore: restore}, nil
+}
+
+// prepare checks that r's Kinds can run p and prepares the inputs of a
+// new run of it: what every new run does once before anything is
+// recorded for it.
+func (r *Runner) prepare(p *dsl.Pipeline, inputs map[string]any) (map[string]any, error) {
+	if err := r.Kinds.Check(p); err != nil {
+		return nil, err
+	}
+	return runtime.PrepareInputsFrom(p, inputs, r.RemoteInputs)
 }
 
 // recorder is where a run's checkpoints and events go as it runs: the

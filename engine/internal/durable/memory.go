@@ -25,10 +25,7 @@ type InMemory struct {
 // PrepareInMemory is PrepareStart for a run kept as m says, in memory:
 // its kinds are checked and its inputs prepared, and nothing is recorded.
 func (r *Runner) PrepareInMemory(id string, p *dsl.Pipeline, inputs map[string]any, m InMemory) (*Prepared, error) {
-	if err := r.Kinds.Check(p); err != nil {
-		return nil, err
-	}
-	in, err := runtime.PrepareInputsFrom(p, inputs, r.RemoteInputs)
+	in, err := r.prepare(p, inputs)
 	if err != nil {
 		return nil, err
 	}
