@@ -63,7 +63,7 @@ type record struct {
 }
 
 func (j *Journal) Create(ctx context.Context, r journal.Run) error {
-	r.Status = runtime.StatusRunning
+	r.Ending = journal.Ending{Status: runtime.StatusRunning}
 	data, err := json.Marshal(record{Run: r})
 	if err != nil {
 		return fmt.Errorf("run %s: %w", r.ID, err)
@@ -124,7 +124,7 @@ func (j *Journal) Claim(ctx context.Context, id string) error {
 	if r.Status == runtime.StatusRunning {
 		return fmt.Errorf("run %s: %w", id, journal.ErrClaimed)
 	}
-	r.Status, r.Stop = runtime.StatusRunning, ""
+	r.Ending, r.Stop = journal.Ending{Status: runtime.StatusRunning}, ""
 	if err := j.update(ctx, r, rev); err != nil {
 		return err
 	}
@@ -142,12 +142,12 @@ func (j *Journal) hold(id string, last int64) {
 	j.mu.Unlock()
 }
 
-func (j *Journal) Finish(ctx context.Context, id string, status runtime.Status) error {
+func (j *Journal) Finish(ctx context.Context, id string, end journal.Ending) error {
 	r, rev, err := j.get(ctx, id)
 	if err != nil {
 		return err
 	}
-	r.Status, r.Stop = status, ""
+	r.Ending, r.Stop = end, ""
 	if err := j.update(ctx, r, rev); err != nil {
 		return err
 	}

@@ -32,10 +32,28 @@ func New(s *store.Store) *Journal {
 var _ journal.Journal = (*Journal)(nil)
 
 func (j *Journal) Create(ctx context.Context, r journal.Run) error {
-	if err := j.s.CreateRun(ctx, &store.Run{ID: r.ID, Pipeline: r.Pipeline, Inputs: r.Inputs}); err != nil {
+	if err := j.s.CreateRun(ctx, toStore(r)); err != nil {
 		return err
 	}
 	return j.hold(ctx, r.ID)
+}
+
+// toStore is r as the store records it: each field has its column, so
+// that fromStore reads back all of it.
+func toStore(r journal.Run) *store.Run {
+	return &store.Run{ID: r.ID, Pipeline: r.Pipeline, PipelineAbs: r.PipelineAbs, PipelineName: r.PipelineName,
+		PipelineHash: r.PipelineHash, PipelineSrc: r.PipelineSrc, PipelineFiles: r.PipelineFiles, Inputs: r.Inputs,
+		RemoteInputs: r.RemoteInputs, Spec: r.Spec, ParentRun: r.ParentRun, ParentSeq: r.ParentSeq, ChildOf: r.ChildOf}
+}
+
+// FromStore is the journal's record of run r: the store's record less
+// what only the store keeps (its holder's pid, its times).
+func FromStore(r *store.Run) journal.Run {
+	return journal.Run{ID: r.ID, Pipeline: r.Pipeline, PipelineAbs: r.PipelineAbs, PipelineName: r.PipelineName,
+		PipelineHash: r.PipelineHash, PipelineSrc: r.PipelineSrc, PipelineFiles: r.PipelineFiles, Inputs: r.Inputs,
+		RemoteInputs: r.RemoteInputs, Spec: r.Spec, ParentRun: r.ParentRun, ParentSeq: r.ParentSeq, ChildOf: r.ChildOf,
+		Ending: journal.Ending{Status: r.Status, Outputs: r.Outputs, Error: r.Error, Reason: r.Reason, Steps: r.Steps,
+			CostUSD: r.CostUSD, Tokens: r.Tokens, Pending: r.Pending}}
 }
 
 func (j *Journal) Run(ctx context.Context, id string) (journal.Run, error) {
@@ -46,7 +64,7 @@ func (j *Journal) Run(ctx context.Context, id string) (journal.Run, error) {
 	if err != nil {
 		return journal.Run{}, err
 	}
-	return journal.Run{ID: r.ID, Pipeline: r.Pipeline, Inputs: r.Inputs, Status: r.Status}, nil
+	return FromStore(r), nil
 }
 
 func (j *Journal) Claim(ctx context.Context, id string) error {
@@ -106,7 +124,7 @@ func (j *Journal) recorder(id string) (*store.Recorder, error) {
 	return rec, nil
 }
 
-func (j *Journal) Finish(ctx context.Context, id string, status runtime.Status) error {
+func (j *Journal) Finish(ctx context.Context, id string, end journal.Ending) error {
 	if _, err := j.recorder(id); err != nil {
 		return err
 	}
@@ -114,7 +132,7 @@ func (j *Journal) Finish(ctx context.Context, id string, status runtime.Status) 
 		return err
 	}
 	j.release(id)
-	return j.s.Finish(ctx, id, store.Ending{Status: status})
+	return j.s.Finish(ctx, id, end)
 }
 
 // Save numbers cp after the run's last checkpoint, as the store's
