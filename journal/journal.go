@@ -114,8 +114,17 @@ type Journal interface {
 	// Create records a new run, held by the caller until Finish; its
 	// Ending is not read.
 	Create(ctx context.Context, r Run) error
+	// Fork records child, a new run held by the caller as Create's is,
+	// that goes on from run parent's checkpoints numbered up to upTo
+	// (none when upTo is 0): it gets copies of them, under their numbers,
+	// and child's inputs are parent's unless it has its own. The parent
+	// is not changed.
+	Fork(ctx context.Context, parent string, upTo int64, child Run) error
 	// Run reads a run's record.
 	Run(ctx context.Context, id string) (Run, error)
+	// SetSpec records a change to how a run goes on (a resume given
+	// another model override).
+	SetSpec(ctx context.Context, id string, spec Spec) error
 	// Claim makes the caller the one holder of a run that is not
 	// running, for a resume; while another holds it, ErrClaimed.
 	Claim(ctx context.Context, id string) error

@@ -74,6 +74,9 @@ func (e *InProgressError) Error() string {
 	return fmt.Sprintf("run %s is in progress in pid %d", e.Run, e.PID)
 }
 
+// Is makes the error journal.ErrClaimed: the store is a journal's.
+func (e *InProgressError) Is(target error) bool { return target == journal.ErrClaimed }
+
 // CreateRun records a new run, held by this process.
 func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 	inputs, err := json.Marshal(r.Inputs)

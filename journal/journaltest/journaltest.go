@@ -29,6 +29,8 @@ func Run(t *testing.T, open func(t *testing.T) journal.Journal) {
 		{"ResumeFromEveryCheckpoint", resumeFromEveryCheckpoint},
 		{"KillMidWrite", killMidWrite},
 		{"ConcurrentResumers", concurrentResumers},
+		{"Fork", fork},
+		{"SetSpec", setSpec},
 		{"Stop", stop},
 	}
 	for _, tc := range tests {
@@ -278,6 +280,54 @@ func concurrentResumers(t *testing.T, j journal.Journal) {
 			t.Fatalf("round %d: %d resumers won (%v), want exactly one", round, won, errs)
 		}
 		must(t, j.Finish(ctx, "r1", journal.Ending{Status: runtime.StatusInterrupted}))
+	}
+}
+
+// A fork goes on from copies of its parent's checkpoints up to the one
+// it forks from, numbers its own after them, and leaves the parent as it
+// was; a fork from 0 has none.
+func fork(t *testing.T, j journal.Journal) {
+	ctx := context.Background()
+	cps := saved(t, j, "r1", 4)
+	must(t, j.Finish(ctx, "r1", journal.Ending{Status: runtime.StatusCompleted}))
+	must(t, j.Fork(ctx, "r1", 2, journal.Run{ID: "f1", Pipeline: "p.yaml", Spec: journal.Spec{Auto: true}}))
+	got, err := j.Checkpoints(ctx, "f1", 0)
+	must(t, err)
+	sameCheckpoints(t, "the fork's", got, cps[:2])
+	next := checkpoint(7)
+	must(t, j.Save(ctx, "f1", next))
+	if next.Seq != 3 {
+		t.Errorf("the fork's first checkpoint is numbered %d, want 3", next.Seq)
+	}
+	r, err := j.Run(ctx, "f1")
+	must(t, err)
+	if r.ParentRun != "r1" || r.ParentSeq != 2 || r.Inputs["q"] != "why" || !r.Spec.Auto || r.Status != runtime.StatusRunning {
+		t.Errorf("the fork's record %+v, want a running child of r1 at 2 with its inputs and its own spec", r)
+	}
+	must(t, j.Finish(ctx, "f1", journal.Ending{Status: runtime.StatusCompleted}))
+	parent, err := j.Checkpoints(ctx, "r1", 0)
+	must(t, err)
+	sameCheckpoints(t, "the parent's after the fork", parent, cps)
+
+	must(t, j.Fork(ctx, "r1", 0, journal.Run{ID: "f0", Pipeline: "p.yaml", Inputs: map[string]any{"q": "how"}}))
+	if got, err := j.Checkpoints(ctx, "f0", 0); err != nil || len(got) != 0 {
+		t.Errorf("a fork from 0 has checkpoints %+v (%v), want none", got, err)
+	}
+	if r, err := j.Run(ctx, "f0"); err != nil || r.Inputs["q"] != "how" {
+		t.Errorf("a fork given inputs has %+v (%v), want its own", r.Inputs, err)
+	}
+	if err := j.Fork(ctx, "nope", 0, journal.Run{ID: "f2", Pipeline: "p.yaml"}); !errors.Is(err, journal.ErrNotFound) {
+		t.Errorf("Fork of an unknown run: %v, want ErrNotFound", err)
+	}
+}
+
+func setSpec(t *testing.T, j journal.Journal) {
+	ctx := context.Background()
+	saved(t, j, "r1", 1)
+	spec := journal.Spec{Models: map[string]string{"default": "gpt-4.1"}, MaxLoops: 2}
+	must(t, j.SetSpec(ctx, "r1", spec))
+	if r, err := j.Run(ctx, "r1"); err != nil || !reflect.DeepEqual(r.Spec, spec) {
+		t.Errorf("the spec read back is %+v (%v), want %+v", r.Spec, err, spec)
 	}
 }
 

@@ -75,6 +75,47 @@ func (j *Journal) Create(ctx context.Context, r journal.Run) error {
 	return nil
 }
 
+// Fork copies the parent's checkpoints before it records the child: a
+// fork cut off between the two leaves a run no one knows, never a child
+// missing part of what it goes on from.
+func (j *Journal) Fork(ctx context.Context, parent string, upTo int64, child journal.Run) error {
+	p, _, err := j.get(ctx, parent)
+	if err != nil {
+		return err
+	}
+	var cps []*runtime.Checkpoint
+	if upTo > 0 {
+		if cps, err = j.Log.Checkpoints(ctx, parent, upTo); err != nil {
+			return err
+		}
+	}
+	for _, cp := range cps {
+		if err := j.Log.Save(ctx, child.ID, cp); err != nil {
+			return fmt.Errorf("run %s: copying checkpoint %d of run %s: %w", child.ID, cp.Seq, parent, err)
+		}
+	}
+	child.ParentRun, child.ParentSeq = parent, upTo
+	if child.Inputs == nil {
+		child.Inputs = p.Inputs
+	}
+	if err := j.Create(ctx, child); err != nil {
+		return err
+	}
+	if len(cps) > 0 {
+		j.hold(child.ID, cps[len(cps)-1].Seq)
+	}
+	return nil
+}
+
+func (j *Journal) SetSpec(ctx context.Context, id string, spec journal.Spec) error {
+	r, rev, err := j.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	r.Spec = spec
+	return j.update(ctx, r, rev)
+}
+
 func (j *Journal) get(ctx context.Context, id string) (record, uint64, error) {
 	e, err := j.runs.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {

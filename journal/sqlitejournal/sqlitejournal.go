@@ -32,15 +32,26 @@ func New(s *store.Store) *Journal {
 var _ journal.Journal = (*Journal)(nil)
 
 func (j *Journal) Create(ctx context.Context, r journal.Run) error {
-	if err := j.s.CreateRun(ctx, toStore(r)); err != nil {
+	if err := j.s.CreateRun(ctx, ToStore(r)); err != nil {
 		return err
 	}
 	return j.hold(ctx, r.ID)
 }
 
-// toStore is r as the store records it: each field has its column, so
+func (j *Journal) Fork(ctx context.Context, parent string, upTo int64, child journal.Run) error {
+	if err := j.s.Fork(ctx, parent, upTo, ToStore(child)); err != nil {
+		return err
+	}
+	return j.hold(ctx, child.ID)
+}
+
+func (j *Journal) SetSpec(ctx context.Context, id string, spec journal.Spec) error {
+	return j.s.SetSpec(ctx, id, spec)
+}
+
+// ToStore is r as the store records it: each field has its column, so
 // that fromStore reads back all of it.
-func toStore(r journal.Run) *store.Run {
+func ToStore(r journal.Run) *store.Run {
 	return &store.Run{ID: r.ID, Pipeline: r.Pipeline, PipelineAbs: r.PipelineAbs, PipelineName: r.PipelineName,
 		PipelineHash: r.PipelineHash, PipelineSrc: r.PipelineSrc, PipelineFiles: r.PipelineFiles, Inputs: r.Inputs,
 		RemoteInputs: r.RemoteInputs, Spec: r.Spec, ParentRun: r.ParentRun, ParentSeq: r.ParentSeq, ChildOf: r.ChildOf}
@@ -58,9 +69,6 @@ func FromStore(r *store.Run) journal.Run {
 
 func (j *Journal) Run(ctx context.Context, id string) (journal.Run, error) {
 	r, err := j.s.Run(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return journal.Run{}, fmt.Errorf("run %s: %w", id, journal.ErrNotFound)
-	}
 	if err != nil {
 		return journal.Run{}, err
 	}
@@ -77,15 +85,10 @@ func (j *Journal) Claim(ctx context.Context, id string) error {
 	if taken {
 		return fmt.Errorf("run %s: %w in this process", id, journal.ErrClaimed)
 	}
+	// The store's errors are journal.ErrClaimed and journal.ErrNotFound
+	// as they are, and name the holder's pid or the ids close to id.
 	if _, err := j.s.Claim(ctx, id); err != nil {
 		j.release(id)
-		var held *store.InProgressError
-		if errors.As(err, &held) {
-			return fmt.Errorf("run %s: %w (pid %d)", id, journal.ErrClaimed, held.PID)
-		}
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("run %s: %w", id, journal.ErrNotFound)
-		}
 		return err
 	}
 	if err := j.hold(ctx, id); err != nil {
@@ -124,15 +127,19 @@ func (j *Journal) recorder(id string) (*store.Recorder, error) {
 	return rec, nil
 }
 
+// Finish records the ending even when what the run buffered cannot be
+// committed: a run left running by a process that lives on could not be
+// claimed again until it ended. The commit's error comes first.
 func (j *Journal) Finish(ctx context.Context, id string, end journal.Ending) error {
 	if _, err := j.recorder(id); err != nil {
 		return err
 	}
-	if err := j.Flush(ctx, id); err != nil {
-		return err
-	}
+	flushed := j.Flush(ctx, id)
 	j.release(id)
-	return j.s.Finish(ctx, id, end)
+	if err := j.s.Finish(ctx, id, end); err != nil && !errors.Is(flushed, err) {
+		return errors.Join(flushed, err)
+	}
+	return flushed
 }
 
 // Save numbers cp after the run's last checkpoint, as the store's
