@@ -337,7 +337,7 @@ func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions, 
 		}
 	}
 	s.UseStore(st)
-	pr, err := e.runner(st, s, p, o.RunOptions).PrepareContinue(ctx, prev, p, from, edits)
+	pr, err := e.runner(st, s, p, o.RunOptions).PrepareContinue(ctx, sqlitejournal.FromStore(prev), p, from, edits)
 	if err != nil {
 		s.Release()
 		return nil, preparing(err)

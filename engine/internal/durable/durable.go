@@ -33,9 +33,10 @@ type Runner struct {
 	// records, checkpoints and events, how they end, and the stops asked
 	// of them. Nil: Store's (sqlitejournal), one per Runner.
 	Journal journal.Journal
-	// Store is where runs are read back from for a resume (Load), and what
-	// keeps what only a SQLite store has: snapshot labels to fork from,
-	// and the state edits made in a checkpoint.
+	// Store is where Resume reads runs back from (Load), and keeps what
+	// only a SQLite store has: the points a fork starts from (snapshot
+	// labels and checkpoint numbers) and the state edits made in a
+	// checkpoint. A Runner on another journal neither forks nor edits.
 	Store *store.Store
 	Kinds runtime.Registry
 	// Sink also receives every event (the CLI's progress view), besides the store.
@@ -268,21 +269,25 @@ func Load(ctx context.Context, st *store.Store, runID string, allowChanged bool)
 // variables at the checkpoint the run goes on from and, in a fork,
 // inputs; run_started records them.
 func (r *Runner) Continue(ctx context.Context, prev *store.Run, p *dsl.Pipeline, from string, edits []runtime.Edit) (*runtime.Result, error) {
-	pr, err := r.PrepareContinue(ctx, prev, p, from, edits)
+	pr, err := r.PrepareContinue(ctx, sqlitejournal.FromStore(prev), p, from, edits)
 	if err != nil {
 		return nil, err
 	}
 	return pr.Run(ctx), nil
 }
 
-// PrepareContinue is Continue up to the run's first node: the fork is
-// recorded, or the run claimed, and the edits made.
-func (r *Runner) PrepareContinue(ctx context.Context, prev *store.Run, p *dsl.Pipeline, from string, edits []runtime.Edit) (*Prepared, error) {
+// PrepareContinue is Continue, of run prev as r's Journal records it,
+// up to the run's first node: the fork is recorded, or the run claimed,
+// and the edits made.
+func (r *Runner) PrepareContinue(ctx context.Context, prev journal.Run, p *dsl.Pipeline, from string, edits []runtime.Edit) (*Prepared, error) {
 	if err := r.Kinds.Check(p); err != nil {
 		return nil, err
 	}
 	runID, forkOf := prev.ID, prev.ParentRun
 	remote := prev.RemoteInputs || r.RemoteInputs
+	if r.Store == nil && (from != "" || len(edits) > 0) {
+		return nil, fmt.Errorf("run %s: forks and edits are made in a SQLite run store, and this journal is not one", runID)
+	}
 	var upTo int64
 	if from != "" {
 		seq, err := r.Store.Point(ctx, runID, from)
@@ -335,7 +340,7 @@ func (r *Runner) PrepareContinue(ctx context.Context, prev *store.Run, p *dsl.Pi
 		if err := j.Claim(ctx, runID); err != nil {
 			return nil, err
 		}
-		release = sqlitejournal.FromStore(prev).Ending
+		release = prev.Ending
 	}
 	restore, err := r.goOn(ctx, j, prev, runID, editSeq, edits)
 	if err != nil {
@@ -353,7 +358,7 @@ func (r *Runner) PrepareContinue(ctx context.Context, prev *store.Run, p *dsl.Pi
 // or the run it forks): its spec recorded where r's differs, the state
 // edits made in its checkpoint editSeq (when above 0). It returns the
 // checkpoints the run goes on from.
-func (r *Runner) goOn(ctx context.Context, j journal.Journal, prev *store.Run, runID string, editSeq int64, edits []runtime.Edit) ([]*runtime.Checkpoint, error) {
+func (r *Runner) goOn(ctx context.Context, j journal.Journal, prev journal.Run, runID string, editSeq int64, edits []runtime.Edit) ([]*runtime.Checkpoint, error) {
 	if runID == prev.ID && !reflect.DeepEqual(prev.Spec, r.Spec) {
 		if err := j.SetSpec(ctx, runID, r.Spec); err != nil {
 			return nil, err
