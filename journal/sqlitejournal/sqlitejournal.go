@@ -180,7 +180,8 @@ func (j *Journal) Events(ctx context.Context, id string) ([]runtime.Event, error
 }
 
 // Flush commits what the recorder of run id holds, if this process holds
-// the run.
+// the run. Its error names the store, not the run: whoever runs the run
+// names it.
 func (j *Journal) Flush(ctx context.Context, id string) error {
 	j.mu.Lock()
 	rec := j.held[id]
@@ -188,10 +189,7 @@ func (j *Journal) Flush(ctx context.Context, id string) error {
 	if rec == nil {
 		return nil
 	}
-	if err := rec.Flush(ctx); err != nil {
-		return fmt.Errorf("run %s: %w", id, err)
-	}
-	return nil
+	return rec.Flush(ctx)
 }
 
 func (j *Journal) RequestStop(ctx context.Context, id, reason string) error {
