@@ -50,7 +50,7 @@ func (j *Journal) SetSpec(ctx context.Context, id string, spec journal.Spec) err
 }
 
 // ToStore is r as the store records it: each field has its column, so
-// that fromStore reads back all of it.
+// that FromStore reads back all of it.
 func ToStore(r journal.Run) *store.Run {
 	return &store.Run{ID: r.ID, Pipeline: r.Pipeline, PipelineAbs: r.PipelineAbs, PipelineName: r.PipelineName,
 		PipelineHash: r.PipelineHash, PipelineSrc: r.PipelineSrc, PipelineFiles: r.PipelineFiles, Inputs: r.Inputs,
