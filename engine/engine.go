@@ -50,6 +50,7 @@ import (
 	"github.com/flowrun/flowrun/engine/internal/services"
 	"github.com/flowrun/flowrun/engine/secret"
 	"github.com/flowrun/flowrun/journal"
+	"github.com/flowrun/flowrun/journal/sqlitejournal"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
 	"github.com/flowrun/flowrun/llmconf"
@@ -105,6 +106,9 @@ type Engine struct {
 	st        *store.Store
 	storeErr  error
 	ownStore  bool
+	// storeJournal records the runs in st: one for the store, so that of two
+	// resumers of a run in this process only one wins.
+	storeJournal *sqlitejournal.Journal
 
 	notices sync.Mutex // one line at a time on Options.Notices
 	runs    sync.WaitGroup
@@ -133,10 +137,13 @@ func (e *Engine) Store() (*store.Store, error) {
 	e.storeOnce.Do(func() {
 		if e.o.Store != nil {
 			e.st = e.o.Store
-			return
+		} else {
+			e.st, e.storeErr = store.Open(e.o.StorePath)
+			e.ownStore = e.storeErr == nil
 		}
-		e.st, e.storeErr = store.Open(e.o.StorePath)
-		e.ownStore = e.storeErr == nil
+		if e.storeErr == nil {
+			e.storeJournal = sqlitejournal.New(e.st)
+		}
 	})
 	return e.st, e.storeErr
 }
@@ -330,7 +337,7 @@ func (e *Engine) resume(ctx context.Context, run, from string, o ResumeOptions, 
 		}
 	}
 	s.UseStore(st)
-	pr, err := e.runner(st, s, p, o.RunOptions).PrepareContinue(ctx, prev, p, from, edits)
+	pr, err := e.runner(st, s, p, o.RunOptions).PrepareContinue(ctx, sqlitejournal.FromStore(prev), p, from, edits)
 	if err != nil {
 		s.Release()
 		return nil, preparing(err)
@@ -373,11 +380,10 @@ func checkAnswer(q *runtime.Question, answer any) error {
 // Stop asks the run, wherever it runs, to stop at once with reason; it
 // ends stopped and resumable.
 func (e *Engine) Stop(ctx context.Context, run, reason string) error {
-	st, err := e.Store()
-	if err != nil {
+	if _, err := e.Store(); err != nil {
 		return err
 	}
-	return st.RequestStop(ctx, run, reason)
+	return e.storeJournal.RequestStop(ctx, run, reason)
 }
 
 // Shared is one model client, sandbox and set of MCP sessions that many
@@ -491,6 +497,9 @@ func (e *Engine) runner(st *store.Store, s *services.Session, p *dsl.Pipeline, o
 	}
 	r := &durable.Runner{Store: st, Kinds: s.Kinds, Sink: s.WithTraces(o.Sink), Human: human, MaxLoops: o.MaxLoops,
 		RemoteInputs: o.Remote, LookupEnv: e.o.LookupEnv, Spec: spec, ChildOf: o.ChildOf, Ledger: o.Ledger}
+	if st != nil {
+		r.Journal = e.storeJournal
+	}
 	if o.Doubles != nil {
 		r.Clock = o.Doubles.Clock
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/engine/internal/durable"
+	"github.com/flowrun/flowrun/journal/sqlitejournal"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -66,7 +67,7 @@ func (m *Mirror) Copy(ctx context.Context, id string, inputs map[string]any, evs
 			return err
 		}
 		rec.Spec = m.spec
-		if err := m.st.CreateRun(ctx, rec); err != nil {
+		if err := m.st.CreateRun(ctx, sqlitejournal.ToStore(rec)); err != nil {
 			return err
 		}
 	}

@@ -13,12 +13,68 @@ import (
 	"github.com/flowrun/flowrun/runtime"
 )
 
-// Run is the part of a run's record every journal keeps.
+// Run is a run's record, as every journal keeps it: what it runs and
+// with what, how it was started, where it came from, and how its last
+// attempt ended. A resume in another process, or on another machine,
+// goes on from this alone, with the run's checkpoints.
 type Run struct {
-	ID       string
-	Pipeline string
-	Inputs   map[string]any
-	Status   runtime.Status
+	ID string
+	// Pipeline is the pipeline's path as it was given; PipelineAbs is
+	// where a resume loads it from.
+	Pipeline     string
+	PipelineAbs  string
+	PipelineName string
+	// PipelineHash is the hash of every file the pipeline's load read,
+	// PipelineSrc the pipeline file's text as the run read it, and
+	// PipelineFiles each of those files (prompts, schemas, called
+	// pipelines, the pipeline itself) by path.
+	PipelineHash  string
+	PipelineSrc   string
+	PipelineFiles map[string]string
+	Inputs        map[string]any
+	// RemoteInputs: a remote caller gave the inputs (see
+	// runtime.Options.RemoteInputs), so its resumes treat them so too.
+	RemoteInputs bool
+	Spec         Spec
+	// ParentRun is the run this one forked from, at its checkpoint
+	// ParentSeq.
+	ParentRun string
+	ParentSeq int64
+	// ChildOf is the run this one serves (a judge's run: the item's run
+	// it scores). A child run is listed under it, never on its own.
+	ChildOf string
+	// Ending is how the run's last attempt ended; its Status is
+	// runtime.StatusRunning while one is under way.
+	Ending
+}
+
+// Spec is how a run was started beyond its pipeline and inputs: what
+// every resume, answer and fork of it goes on with, in this process or
+// another, unless it is given a change, which is then recorded here.
+type Spec struct {
+	// Models are the model overrides in force: a declared model's name
+	// and the model id it calls instead.
+	Models map[string]string `json:"models,omitempty"`
+	// Auto: confirmations are accepted and asks take their defaults.
+	Auto bool `json:"auto,omitempty"`
+	// MaxLoops caps every loop at this many iterations (0: no cap).
+	MaxLoops int `json:"max_loops,omitempty"`
+	// Replay is the cassette the run's model calls are answered from.
+	Replay string `json:"replay,omitempty"`
+}
+
+// Ending is how a run attempt ended.
+type Ending struct {
+	Status  runtime.Status
+	Outputs map[string]any `json:",omitempty"`
+	Error   string         `json:",omitempty"`
+	Reason  string         `json:",omitempty"`
+	Steps   int            `json:",omitempty"`
+	CostUSD float64        `json:",omitempty"`
+	Tokens  int            `json:",omitempty"`
+	// Pending is the question a waiting run asks, or the confirmation a
+	// stopped run was refused; nil when there is none.
+	Pending *runtime.Question `json:",omitempty"`
 }
 
 // ErrNotFound is returned for a run the journal has no record of.
@@ -55,15 +111,25 @@ type Log interface {
 // it. Every method is safe for concurrent use.
 type Journal interface {
 	Log
-	// Create records a new run, held by the caller until Finish.
+	// Create records a new run, held by the caller until Finish; its
+	// Ending is not read.
 	Create(ctx context.Context, r Run) error
+	// Fork records child, a new run held by the caller as Create's is,
+	// that goes on from run parent's checkpoints numbered up to upTo
+	// (none when upTo is 0): it gets copies of them, under their numbers,
+	// and child's inputs are parent's unless it has its own. The parent
+	// is not changed.
+	Fork(ctx context.Context, parent string, upTo int64, child Run) error
 	// Run reads a run's record.
 	Run(ctx context.Context, id string) (Run, error)
+	// SetSpec records a change to how a run goes on (a resume given
+	// another model override).
+	SetSpec(ctx context.Context, id string, spec Spec) error
 	// Claim makes the caller the one holder of a run that is not
 	// running, for a resume; while another holds it, ErrClaimed.
 	Claim(ctx context.Context, id string) error
 	// Finish records how the holder's attempt ended and releases the run.
-	Finish(ctx context.Context, id string, status runtime.Status) error
+	Finish(ctx context.Context, id string, end Ending) error
 	// RequestStop asks the run's holder to stop it; Claim and Finish
 	// clear the request.
 	RequestStop(ctx context.Context, id, reason string) error

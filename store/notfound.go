@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 	"strings"
+
+	"github.com/flowrun/flowrun/journal"
 )
 
 // NotFoundError says the store holds no record by the reference given.
@@ -40,10 +42,11 @@ func (e *NotFoundError) Error() string {
 	return msg
 }
 
-// Is makes the error ErrNotFound or ErrNoSnapshot, as its kind says.
+// Is makes the error ErrNotFound or ErrNoSnapshot, as its kind says, and
+// an unknown run journal.ErrNotFound too (the store is a journal's).
 func (e *NotFoundError) Is(target error) bool {
 	if e.What == "checkpoint" || e.What == "snapshot" {
 		return target == ErrNoSnapshot
 	}
-	return target == ErrNotFound
+	return target == ErrNotFound || e.What == "run" && target == journal.ErrNotFound
 }

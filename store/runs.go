@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/journal"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
@@ -56,20 +57,9 @@ type Run struct {
 	Finished time.Time
 }
 
-// RunSpec is how a run was started beyond its pipeline and inputs: what
-// every resume, answer and fork of it goes on with, in this process or
-// another, unless it is given a change, which is then recorded here.
-type RunSpec struct {
-	// Models are the model overrides in force: a declared model's name
-	// and the model id it calls instead.
-	Models map[string]string `json:"models,omitempty"`
-	// Auto: confirmations are accepted and asks take their defaults.
-	Auto bool `json:"auto,omitempty"`
-	// MaxLoops caps every loop at this many iterations (0: no cap).
-	MaxLoops int `json:"max_loops,omitempty"`
-	// Replay is the cassette the run's model calls are answered from.
-	Replay string `json:"replay,omitempty"`
-}
+// RunSpec is how a run was started beyond its pipeline and inputs (see
+// journal.Spec): the store keeps it as JSON in the run's row.
+type RunSpec = journal.Spec
 
 // ErrNotFound is returned for an unknown run id.
 var ErrNotFound = errors.New("no such run")
@@ -83,6 +73,9 @@ type InProgressError struct {
 func (e *InProgressError) Error() string {
 	return fmt.Sprintf("run %s is in progress in pid %d", e.Run, e.PID)
 }
+
+// Is makes the error journal.ErrClaimed: the store is a journal's.
+func (e *InProgressError) Is(target error) bool { return target == journal.ErrClaimed }
 
 // CreateRun records a new run, held by this process.
 func (s *Store) CreateRun(ctx context.Context, r *Run) error {
@@ -311,17 +304,8 @@ func (s *Store) Claim(ctx context.Context, id string) (*Run, error) {
 	return r, nil
 }
 
-// Ending is how a run attempt ended.
-type Ending struct {
-	Status  runtime.Status
-	Outputs map[string]any
-	Error   string
-	Reason  string
-	Steps   int
-	CostUSD float64
-	Tokens  int
-	Pending *runtime.Question
-}
+// Ending is how a run attempt ended (see journal.Ending).
+type Ending = journal.Ending
 
 // Finish records how a run attempt ended and releases the run.
 func (s *Store) Finish(ctx context.Context, id string, e Ending) error {

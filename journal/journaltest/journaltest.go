@@ -24,10 +24,13 @@ func Run(t *testing.T, open func(t *testing.T) journal.Journal) {
 		f    func(t *testing.T, j journal.Journal)
 	}{
 		{"WriteReadBack", writeReadBack},
+		{"WholeRecord", wholeRecord},
 		{"UnknownRun", unknownRun},
 		{"ResumeFromEveryCheckpoint", resumeFromEveryCheckpoint},
 		{"KillMidWrite", killMidWrite},
 		{"ConcurrentResumers", concurrentResumers},
+		{"Fork", fork},
+		{"SetSpec", setSpec},
 		{"Stop", stop},
 	}
 	for _, tc := range tests {
@@ -130,12 +133,44 @@ func writeReadBack(t *testing.T, j journal.Journal) {
 	if r.ID != "r1" || r.Pipeline != "p.yaml" || r.Inputs["q"] != "why" || r.Status != runtime.StatusRunning {
 		t.Errorf("run record %+v, want r1 of p.yaml, input q=why, running", r)
 	}
-	must(t, j.Finish(ctx, "r1", runtime.StatusCompleted))
+	must(t, j.Finish(ctx, "r1", journal.Ending{Status: runtime.StatusCompleted}))
 	if r, err := j.Run(ctx, "r1"); err != nil || r.Status != runtime.StatusCompleted {
 		t.Errorf("after Finish the run is %+v (%v), want completed", r, err)
 	}
 	if other, err := j.Checkpoints(ctx, "r2", 0); err != nil || len(other) != 0 {
 		t.Errorf("a run with none has checkpoints %+v (%v), want none", other, err)
+	}
+}
+
+// Every field of a run's record, and of how it ended, reads back as it
+// was written: a resume elsewhere goes on from the record alone.
+func wholeRecord(t *testing.T, j journal.Journal) {
+	ctx := context.Background()
+	// The runs it names exist: a journal may hold it to that.
+	for _, id := range []string{"r0", "item-run"} {
+		must(t, j.Create(ctx, journal.Run{ID: id, Pipeline: "p.yaml"}))
+		must(t, j.Finish(ctx, id, journal.Ending{Status: runtime.StatusCompleted}))
+	}
+	want := journal.Run{ID: "r1", Pipeline: "p.yaml", PipelineAbs: "/pipelines/p.yaml", PipelineName: "p",
+		PipelineHash: "sha256:abc", PipelineSrc: "name: p\n", PipelineFiles: map[string]string{"p.yaml": "name: p\n", "prompts/a.md": "Hi"},
+		Inputs: map[string]any{"q": "why", "deep": map[string]any{"list": []any{"a", true}}}, RemoteInputs: true,
+		Spec:      journal.Spec{Models: map[string]string{"default": "gpt-4.1"}, Auto: true, MaxLoops: 3, Replay: "c.yaml"},
+		ParentRun: "r0", ParentSeq: 4, ChildOf: "item-run"}
+	must(t, j.Create(ctx, want))
+	want.Status = runtime.StatusRunning
+	got, err := j.Run(ctx, "r1")
+	must(t, err)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("run record read back\n%+v\nwant\n%+v", got, want)
+	}
+	want.Ending = journal.Ending{Status: runtime.StatusWaiting, Outputs: map[string]any{"answer": "because"}, Error: "boom",
+		Reason: "asked", Steps: 7, CostUSD: 0.25, Tokens: 1200,
+		Pending: &runtime.Question{Path: "n1", Node: "n1", Kind: runtime.QuestionAsk, Text: "Why?"}}
+	must(t, j.Finish(ctx, "r1", want.Ending))
+	got, err = j.Run(ctx, "r1")
+	must(t, err)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("finished run record read back\n%+v\nwant\n%+v", got, want)
 	}
 }
 
@@ -157,7 +192,7 @@ func unknownRun(t *testing.T, j journal.Journal) {
 func resumeFromEveryCheckpoint(t *testing.T, j journal.Journal) {
 	ctx := context.Background()
 	cps := saved(t, j, "r1", 5)
-	must(t, j.Finish(ctx, "r1", runtime.StatusInterrupted))
+	must(t, j.Finish(ctx, "r1", journal.Ending{Status: runtime.StatusInterrupted}))
 	for k := 1; k <= len(cps); k++ {
 		got, err := j.Checkpoints(ctx, "r1", int64(k))
 		must(t, err)
@@ -202,7 +237,7 @@ func killMidWrite(t *testing.T, j journal.Journal) {
 		sameCheckpoints(t, fmt.Sprintf("after cut write %d", i), got, cps)
 	}
 	ctx := context.Background()
-	must(t, j.Finish(ctx, "r1", runtime.StatusInterrupted))
+	must(t, j.Finish(ctx, "r1", journal.Ending{Status: runtime.StatusInterrupted}))
 	must(t, j.Claim(ctx, "r1"))
 	last := checkpoint(9)
 	must(t, j.Save(ctx, "r1", last))
@@ -219,7 +254,7 @@ func concurrentResumers(t *testing.T, j journal.Journal) {
 	if err := j.Claim(ctx, "r1"); !errors.Is(err, journal.ErrClaimed) {
 		t.Fatalf("Claim of a running run: %v, want ErrClaimed", err)
 	}
-	must(t, j.Finish(ctx, "r1", runtime.StatusInterrupted))
+	must(t, j.Finish(ctx, "r1", journal.Ending{Status: runtime.StatusInterrupted}))
 	for round := range 5 {
 		errs := make([]error, 2)
 		var wg sync.WaitGroup
@@ -244,7 +279,55 @@ func concurrentResumers(t *testing.T, j journal.Journal) {
 		if won != 1 {
 			t.Fatalf("round %d: %d resumers won (%v), want exactly one", round, won, errs)
 		}
-		must(t, j.Finish(ctx, "r1", runtime.StatusInterrupted))
+		must(t, j.Finish(ctx, "r1", journal.Ending{Status: runtime.StatusInterrupted}))
+	}
+}
+
+// A fork goes on from copies of its parent's checkpoints up to the one
+// it forks from, numbers its own after them, and leaves the parent as it
+// was; a fork from 0 has none.
+func fork(t *testing.T, j journal.Journal) {
+	ctx := context.Background()
+	cps := saved(t, j, "r1", 4)
+	must(t, j.Finish(ctx, "r1", journal.Ending{Status: runtime.StatusCompleted}))
+	must(t, j.Fork(ctx, "r1", 2, journal.Run{ID: "f1", Pipeline: "p.yaml", Spec: journal.Spec{Auto: true}}))
+	got, err := j.Checkpoints(ctx, "f1", 0)
+	must(t, err)
+	sameCheckpoints(t, "the fork's", got, cps[:2])
+	next := checkpoint(7)
+	must(t, j.Save(ctx, "f1", next))
+	if next.Seq != 3 {
+		t.Errorf("the fork's first checkpoint is numbered %d, want 3", next.Seq)
+	}
+	r, err := j.Run(ctx, "f1")
+	must(t, err)
+	if r.ParentRun != "r1" || r.ParentSeq != 2 || r.Inputs["q"] != "why" || !r.Spec.Auto || r.Status != runtime.StatusRunning {
+		t.Errorf("the fork's record %+v, want a running child of r1 at 2 with its inputs and its own spec", r)
+	}
+	must(t, j.Finish(ctx, "f1", journal.Ending{Status: runtime.StatusCompleted}))
+	parent, err := j.Checkpoints(ctx, "r1", 0)
+	must(t, err)
+	sameCheckpoints(t, "the parent's after the fork", parent, cps)
+
+	must(t, j.Fork(ctx, "r1", 0, journal.Run{ID: "f0", Pipeline: "p.yaml", Inputs: map[string]any{"q": "how"}}))
+	if got, err := j.Checkpoints(ctx, "f0", 0); err != nil || len(got) != 0 {
+		t.Errorf("a fork from 0 has checkpoints %+v (%v), want none", got, err)
+	}
+	if r, err := j.Run(ctx, "f0"); err != nil || r.Inputs["q"] != "how" {
+		t.Errorf("a fork given inputs has %+v (%v), want its own", r.Inputs, err)
+	}
+	if err := j.Fork(ctx, "nope", 0, journal.Run{ID: "f2", Pipeline: "p.yaml"}); !errors.Is(err, journal.ErrNotFound) {
+		t.Errorf("Fork of an unknown run: %v, want ErrNotFound", err)
+	}
+}
+
+func setSpec(t *testing.T, j journal.Journal) {
+	ctx := context.Background()
+	saved(t, j, "r1", 1)
+	spec := journal.Spec{Models: map[string]string{"default": "gpt-4.1"}, MaxLoops: 2}
+	must(t, j.SetSpec(ctx, "r1", spec))
+	if r, err := j.Run(ctx, "r1"); err != nil || !reflect.DeepEqual(r.Spec, spec) {
+		t.Errorf("the spec read back is %+v (%v), want %+v", r.Spec, err, spec)
 	}
 }
 
@@ -258,7 +341,7 @@ func stop(t *testing.T, j journal.Journal) {
 	if reason, err := j.StopRequested(ctx, "r1"); err != nil || reason != "too slow" {
 		t.Errorf("stop request %q (%v), want %q", reason, err, "too slow")
 	}
-	must(t, j.Finish(ctx, "r1", runtime.StatusStopped))
+	must(t, j.Finish(ctx, "r1", journal.Ending{Status: runtime.StatusStopped}))
 	if err := j.RequestStop(ctx, "r1", "again"); err == nil {
 		t.Error("a stop asked of a stopped run was accepted")
 	}

@@ -63,7 +63,7 @@ type record struct {
 }
 
 func (j *Journal) Create(ctx context.Context, r journal.Run) error {
-	r.Status = runtime.StatusRunning
+	r.Ending = journal.Ending{Status: runtime.StatusRunning}
 	data, err := json.Marshal(record{Run: r})
 	if err != nil {
 		return fmt.Errorf("run %s: %w", r.ID, err)
@@ -73,6 +73,47 @@ func (j *Journal) Create(ctx context.Context, r journal.Run) error {
 	}
 	j.hold(r.ID, 0)
 	return nil
+}
+
+// Fork copies the parent's checkpoints before it records the child: a
+// fork cut off between the two leaves a run no one knows, never a child
+// missing part of what it goes on from.
+func (j *Journal) Fork(ctx context.Context, parent string, upTo int64, child journal.Run) error {
+	p, _, err := j.get(ctx, parent)
+	if err != nil {
+		return err
+	}
+	var cps []*runtime.Checkpoint
+	if upTo > 0 {
+		if cps, err = j.Log.Checkpoints(ctx, parent, upTo); err != nil {
+			return err
+		}
+	}
+	for _, cp := range cps {
+		if err := j.Log.Save(ctx, child.ID, cp); err != nil {
+			return fmt.Errorf("run %s: copying checkpoint %d of run %s: %w", child.ID, cp.Seq, parent, err)
+		}
+	}
+	child.ParentRun, child.ParentSeq = parent, upTo
+	if child.Inputs == nil {
+		child.Inputs = p.Inputs
+	}
+	if err := j.Create(ctx, child); err != nil {
+		return err
+	}
+	if len(cps) > 0 {
+		j.hold(child.ID, cps[len(cps)-1].Seq)
+	}
+	return nil
+}
+
+func (j *Journal) SetSpec(ctx context.Context, id string, spec journal.Spec) error {
+	r, rev, err := j.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	r.Spec = spec
+	return j.update(ctx, r, rev)
 }
 
 func (j *Journal) get(ctx context.Context, id string) (record, uint64, error) {
@@ -124,7 +165,7 @@ func (j *Journal) Claim(ctx context.Context, id string) error {
 	if r.Status == runtime.StatusRunning {
 		return fmt.Errorf("run %s: %w", id, journal.ErrClaimed)
 	}
-	r.Status, r.Stop = runtime.StatusRunning, ""
+	r.Ending, r.Stop = journal.Ending{Status: runtime.StatusRunning}, ""
 	if err := j.update(ctx, r, rev); err != nil {
 		return err
 	}
@@ -142,12 +183,12 @@ func (j *Journal) hold(id string, last int64) {
 	j.mu.Unlock()
 }
 
-func (j *Journal) Finish(ctx context.Context, id string, status runtime.Status) error {
+func (j *Journal) Finish(ctx context.Context, id string, end journal.Ending) error {
 	r, rev, err := j.get(ctx, id)
 	if err != nil {
 		return err
 	}
-	r.Status, r.Stop = status, ""
+	r.Ending, r.Stop = end, ""
 	if err := j.update(ctx, r, rev); err != nil {
 		return err
 	}

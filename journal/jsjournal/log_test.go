@@ -6,14 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/flowrun/flowrun/internal/natstest"
 	"github.com/flowrun/flowrun/journal"
 	"github.com/flowrun/flowrun/journal/journaltest"
 	"github.com/flowrun/flowrun/journal/jsjournal"
+	"github.com/flowrun/flowrun/journal/jsjournal/jsjournaltest"
 	"github.com/flowrun/flowrun/runtime"
 )
 
@@ -51,24 +50,12 @@ func openLog(t *testing.T, nc *nats.Conn, cfg jsjournal.Config, opts ...jetstrea
 	return l
 }
 
-// connect starts a real nats-server with JetStream on disk, one per test
-// so that no run is shared.
-func connect(t *testing.T) *nats.Conn {
-	s := natstest.Start(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
-
 // TestLogConformance runs the Log suite on the journal's own layout and
 // on a cluster's.
 func TestLogConformance(t *testing.T) {
 	for name, cfg := range map[string]jsjournal.Config{"own": {}, "cluster": clusterLike} {
 		t.Run(name, func(t *testing.T) {
-			journaltest.RunLog(t, func(t *testing.T) journal.Log { return openLog(t, connect(t), cfg) })
+			journaltest.RunLog(t, func(t *testing.T) journal.Log { return openLog(t, jsjournaltest.Connect(t), cfg) })
 		})
 	}
 }
@@ -78,7 +65,7 @@ func TestLogConformance(t *testing.T) {
 // each is reported.
 func TestLogRefusesWhatItsCheckRefuses(t *testing.T) {
 	ctx := context.Background()
-	nc := connect(t)
+	nc := jsjournaltest.Connect(t)
 	var refused []string
 	cfg := clusterLike
 	cfg.Refused = func(what, line string) { refused = append(refused, what+": "+line) }
@@ -107,7 +94,7 @@ func unacknowledged(t *testing.T) (*jsjournal.Log, *nats.Conn) {
 	d := jsjournal.EventAckTimeout
 	t.Cleanup(func() { jsjournal.EventAckTimeout = d })
 	jsjournal.EventAckTimeout = 200 * time.Millisecond
-	nc := connect(t)
+	nc := jsjournaltest.Connect(t)
 	l := openLog(t, nc, clusterLike, jetstream.WithPublishAsyncTimeout(jsjournal.EventAckTimeout))
 	js, _ := jetstream.New(nc)
 	must(t, js.DeleteStream(context.Background(), clusterLike.Stream))

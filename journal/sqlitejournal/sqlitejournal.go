@@ -32,21 +32,47 @@ func New(s *store.Store) *Journal {
 var _ journal.Journal = (*Journal)(nil)
 
 func (j *Journal) Create(ctx context.Context, r journal.Run) error {
-	if err := j.s.CreateRun(ctx, &store.Run{ID: r.ID, Pipeline: r.Pipeline, Inputs: r.Inputs}); err != nil {
+	if err := j.s.CreateRun(ctx, ToStore(r)); err != nil {
 		return err
 	}
 	return j.hold(ctx, r.ID)
 }
 
+func (j *Journal) Fork(ctx context.Context, parent string, upTo int64, child journal.Run) error {
+	if err := j.s.Fork(ctx, parent, upTo, ToStore(child)); err != nil {
+		return err
+	}
+	return j.hold(ctx, child.ID)
+}
+
+func (j *Journal) SetSpec(ctx context.Context, id string, spec journal.Spec) error {
+	return j.s.SetSpec(ctx, id, spec)
+}
+
+// ToStore is r as the store records it: each field has its column, so
+// that FromStore reads back all of it.
+func ToStore(r journal.Run) *store.Run {
+	return &store.Run{ID: r.ID, Pipeline: r.Pipeline, PipelineAbs: r.PipelineAbs, PipelineName: r.PipelineName,
+		PipelineHash: r.PipelineHash, PipelineSrc: r.PipelineSrc, PipelineFiles: r.PipelineFiles, Inputs: r.Inputs,
+		RemoteInputs: r.RemoteInputs, Spec: r.Spec, ParentRun: r.ParentRun, ParentSeq: r.ParentSeq, ChildOf: r.ChildOf}
+}
+
+// FromStore is the journal's record of run r: the store's record less
+// what only the store keeps (its holder's pid, its times).
+func FromStore(r *store.Run) journal.Run {
+	return journal.Run{ID: r.ID, Pipeline: r.Pipeline, PipelineAbs: r.PipelineAbs, PipelineName: r.PipelineName,
+		PipelineHash: r.PipelineHash, PipelineSrc: r.PipelineSrc, PipelineFiles: r.PipelineFiles, Inputs: r.Inputs,
+		RemoteInputs: r.RemoteInputs, Spec: r.Spec, ParentRun: r.ParentRun, ParentSeq: r.ParentSeq, ChildOf: r.ChildOf,
+		Ending: journal.Ending{Status: r.Status, Outputs: r.Outputs, Error: r.Error, Reason: r.Reason, Steps: r.Steps,
+			CostUSD: r.CostUSD, Tokens: r.Tokens, Pending: r.Pending}}
+}
+
 func (j *Journal) Run(ctx context.Context, id string) (journal.Run, error) {
 	r, err := j.s.Run(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return journal.Run{}, fmt.Errorf("run %s: %w", id, journal.ErrNotFound)
-	}
 	if err != nil {
 		return journal.Run{}, err
 	}
-	return journal.Run{ID: r.ID, Pipeline: r.Pipeline, Inputs: r.Inputs, Status: r.Status}, nil
+	return FromStore(r), nil
 }
 
 func (j *Journal) Claim(ctx context.Context, id string) error {
@@ -59,15 +85,10 @@ func (j *Journal) Claim(ctx context.Context, id string) error {
 	if taken {
 		return fmt.Errorf("run %s: %w in this process", id, journal.ErrClaimed)
 	}
+	// The store's errors are journal.ErrClaimed and journal.ErrNotFound
+	// as they are, and name the holder's pid or the ids close to id.
 	if _, err := j.s.Claim(ctx, id); err != nil {
 		j.release(id)
-		var held *store.InProgressError
-		if errors.As(err, &held) {
-			return fmt.Errorf("run %s: %w (pid %d)", id, journal.ErrClaimed, held.PID)
-		}
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("run %s: %w", id, journal.ErrNotFound)
-		}
 		return err
 	}
 	if err := j.hold(ctx, id); err != nil {
@@ -106,15 +127,19 @@ func (j *Journal) recorder(id string) (*store.Recorder, error) {
 	return rec, nil
 }
 
-func (j *Journal) Finish(ctx context.Context, id string, status runtime.Status) error {
+// Finish records the ending even when what the run buffered cannot be
+// committed: a run left running by a process that lives on could not be
+// claimed again until it ended. The commit's error comes first.
+func (j *Journal) Finish(ctx context.Context, id string, end journal.Ending) error {
 	if _, err := j.recorder(id); err != nil {
 		return err
 	}
-	if err := j.Flush(ctx, id); err != nil {
-		return err
-	}
+	flushed := j.Flush(ctx, id)
 	j.release(id)
-	return j.s.Finish(ctx, id, store.Ending{Status: status})
+	if err := j.s.Finish(ctx, id, end); err != nil && !errors.Is(flushed, err) {
+		return errors.Join(flushed, err)
+	}
+	return flushed
 }
 
 // Save numbers cp after the run's last checkpoint, as the store's
@@ -155,7 +180,8 @@ func (j *Journal) Events(ctx context.Context, id string) ([]runtime.Event, error
 }
 
 // Flush commits what the recorder of run id holds, if this process holds
-// the run.
+// the run. Its error names the store, not the run: whoever runs the run
+// names it.
 func (j *Journal) Flush(ctx context.Context, id string) error {
 	j.mu.Lock()
 	rec := j.held[id]
@@ -163,10 +189,7 @@ func (j *Journal) Flush(ctx context.Context, id string) error {
 	if rec == nil {
 		return nil
 	}
-	if err := rec.Flush(ctx); err != nil {
-		return fmt.Errorf("run %s: %w", id, err)
-	}
-	return nil
+	return rec.Flush(ctx)
 }
 
 func (j *Journal) RequestStop(ctx context.Context, id, reason string) error {

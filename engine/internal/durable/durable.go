@@ -1,7 +1,8 @@
 // Package durable runs pipelines so that they survive: every run is
-// recorded in the store with a checkpoint after each node, and can be
-// resumed, forked from a snapshot, or continued after a failure or a kill
-// without redoing finished nodes. It is the engine's: being internal to
+// recorded in a journal (journal.Journal: the SQLite store's, or
+// JetStream's) with a checkpoint after each node, and can be resumed,
+// forked from a snapshot, or continued after a failure or a kill without
+// redoing finished nodes. It is the engine's: being internal to
 // it, no other package can start a run here, so every run gets what the
 // engine guarantees (its secrets registered, its services, its spec).
 package durable
@@ -14,18 +15,28 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/flowrun/flowrun/budget"
 	"github.com/flowrun/flowrun/clock"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/journal"
+	"github.com/flowrun/flowrun/journal/sqlitejournal"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
 
 // Runner starts and resumes runs.
 type Runner struct {
+	// Journal records the runs it starts, forks and resumes: their
+	// records, checkpoints and events, how they end, and the stops asked
+	// of them. Nil: Store's (sqlitejournal), one per Runner.
+	Journal journal.Journal
+	// Store is where Resume reads runs back from (Load), and keeps what
+	// only a SQLite store has: the points a fork starts from (snapshot
+	// labels and checkpoint numbers) and the state edits made in a
+	// checkpoint. A Runner on another journal neither forks nor edits.
 	Store *store.Store
 	Kinds runtime.Registry
 	// Sink also receives every event (the CLI's progress view), besides the store.
@@ -55,6 +66,18 @@ type Runner struct {
 	Log journal.Log
 	// Clock is what the runs' retry backoff waits on (runtime.Options.Clock).
 	Clock clock.Clock
+
+	journalOnce sync.Once
+}
+
+// journal is where r records its runs.
+func (r *Runner) journal() journal.Journal {
+	r.journalOnce.Do(func() {
+		if r.Journal == nil {
+			r.Journal = sqlitejournal.New(r.Store)
+		}
+	})
+	return r.Journal
 }
 
 // Start records a new run of p and runs it. A run whose record cannot be
@@ -77,17 +100,21 @@ func (r *Runner) StartAs(ctx context.Context, id string, p *dsl.Pipeline, inputs
 	return pr.Run(ctx), nil
 }
 
-// Prepared is a run recorded in the store (a new run, a fork, or a run
+// Prepared is a run recorded in a journal (a new run, a fork, or a run
 // claimed to go on), with its node kinds checked and its inputs prepared,
 // each once: everything Start and Continue do before the run's first
 // node, so that a caller knows the run's id, and every reason it cannot
 // run, before it runs.
 type Prepared struct {
-	r       *Runner
-	run     *store.Run
-	rec     recorder
-	told    runtime.Options
-	p       *dsl.Pipeline
+	r *Runner
+	// run is the run's id, inputs and whether they are a remote caller's.
+	run  journal.Run
+	rec  *runLog
+	told runtime.Options
+	p    *dsl.Pipeline
+	// held is the journal that holds the run until it ends; nil for a run
+	// kept in a Log alone, whose holder is its caller.
+	held    journal.Journal
 	restore []*runtime.Checkpoint
 	memory  *InMemory // set for a run nothing records
 }
@@ -100,7 +127,7 @@ func (pr *Prepared) Run(ctx context.Context) *runtime.Result {
 	if pr.memory != nil {
 		return pr.runInMemory(ctx)
 	}
-	return pr.r.execute(ctx, pr.run, pr.rec, pr.told, pr.p, pr.restore)
+	return pr.execute(ctx)
 }
 
 // PrepareStart is StartAs up to the run's first node: a
@@ -108,10 +135,7 @@ func (pr *Prepared) Run(ctx context.Context) *runtime.Result {
 // *runtime.InputsError that inputs do not fit it, and nothing is recorded
 // for either.
 func (r *Runner) PrepareStart(ctx context.Context, id string, p *dsl.Pipeline, inputs map[string]any) (*Prepared, error) {
-	if err := r.Kinds.Check(p); err != nil {
-		return nil, err
-	}
-	in, err := runtime.PrepareInputsFrom(p, inputs, r.RemoteInputs)
+	in, err := r.prepare(p, inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -120,24 +144,18 @@ func (r *Runner) PrepareStart(ctx context.Context, id string, p *dsl.Pipeline, i
 		return nil, err
 	}
 	run.RemoteInputs, run.Spec, run.ChildOf = r.RemoteInputs, r.Spec, r.ChildOf
-	if err := r.Store.CreateRun(ctx, run); err != nil {
+	j := r.journal()
+	if err := j.Create(ctx, run); err != nil {
 		return nil, err
 	}
-	rec, err := r.Store.Recorder(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return &Prepared{r: r, run: run, rec: rec, p: p}, nil
+	return &Prepared{r: r, run: run, rec: &runLog{log: j, id: id}, p: p, held: j}, nil
 }
 
 // PrepareLogged is PrepareStart for a run kept in r.Log: a new run, or
 // one that goes on from the checkpoints the log holds of it (a cluster's
 // item that another worker began). Nothing is recorded in the store.
 func (r *Runner) PrepareLogged(ctx context.Context, id string, p *dsl.Pipeline, inputs map[string]any) (*Prepared, error) {
-	if err := r.Kinds.Check(p); err != nil {
-		return nil, err
-	}
-	in, err := runtime.PrepareInputsFrom(p, inputs, r.RemoteInputs)
+	in, err := r.prepare(p, inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -145,37 +163,40 @@ func (r *Runner) PrepareLogged(ctx context.Context, id string, p *dsl.Pipeline, 
 	if err != nil {
 		return nil, err
 	}
-	run := &store.Run{ID: id, Inputs: in, RemoteInputs: r.RemoteInputs}
-	return &Prepared{r: r, run: run, rec: &logRecorder{log: r.Log, id: id}, p: p, restore: restore}, nil
+	run := journal.Run{ID: id, Inputs: in, RemoteInputs: r.RemoteInputs}
+	return &Prepared{r: r, run: run, rec: &runLog{log: r.Log, id: id}, p: p, restore: restore}, nil
 }
 
-// recorder is where a run's checkpoints and events go as it runs: the
-// store's recorder, or a journal.Log's.
-type recorder interface {
-	runtime.Checkpointer
-	runtime.EventSink
-	Flush(ctx context.Context) error
+// prepare checks that r's Kinds can run p and prepares the inputs of a
+// new run of it: what every new run does once before anything is
+// recorded for it.
+func (r *Runner) prepare(p *dsl.Pipeline, inputs map[string]any) (map[string]any, error) {
+	if err := r.Kinds.Check(p); err != nil {
+		return nil, err
+	}
+	return runtime.PrepareInputsFrom(p, inputs, r.RemoteInputs)
 }
 
-// logRecorder records one run in a journal.Log.
-type logRecorder struct {
+// runLog is one run's part of a journal.Log (a Journal's, or a Log
+// alone): where its checkpoints and events go as it runs.
+type runLog struct {
 	log journal.Log
 	id  string
 }
 
-func (l *logRecorder) Save(ctx context.Context, cp *runtime.Checkpoint) error {
+func (l *runLog) Save(ctx context.Context, cp *runtime.Checkpoint) error {
 	return l.log.Save(ctx, l.id, cp)
 }
 
 // Event drops an event the log would not take, as a killed process
 // loses its last few: a run's events are its timeline, not its state.
-func (l *logRecorder) Event(e runtime.Event) { _ = l.log.Event(context.Background(), l.id, e) }
+func (l *runLog) Event(e runtime.Event) { _ = l.log.Event(context.Background(), l.id, e) }
 
-func (l *logRecorder) Flush(ctx context.Context) error { return l.log.Flush(ctx, l.id) }
+func (l *runLog) Flush(ctx context.Context) error { return l.log.Flush(ctx, l.id) }
 
 // NewRunRecord is the record of a new run of p: the pipeline with every
 // file its load read, and the run's inputs.
-func NewRunRecord(id string, p *dsl.Pipeline, inputs map[string]any) (*store.Run, error) {
+func NewRunRecord(id string, p *dsl.Pipeline, inputs map[string]any) (journal.Run, error) {
 	main := filepath.ToSlash(filepath.Base(p.Path))
 	files := make(map[string]string, len(p.Sources))
 	for _, s := range p.Sources {
@@ -191,12 +212,12 @@ func NewRunRecord(id string, p *dsl.Pipeline, inputs map[string]any) (*store.Run
 	case !read:
 		b, err := os.ReadFile(p.Path)
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", p.Path, err)
+			return journal.Run{}, fmt.Errorf("reading %s: %w", p.Path, err)
 		}
 		src = string(b)
 	}
 	abs, _ := filepath.Abs(p.Path)
-	return &store.Run{ID: id, Pipeline: p.Path, PipelineAbs: abs, PipelineName: p.Name,
+	return journal.Run{ID: id, Pipeline: p.Path, PipelineAbs: abs, PipelineName: p.Name,
 		PipelineHash: p.Hash, PipelineSrc: src, PipelineFiles: files, Inputs: inputs}, nil
 }
 
@@ -248,21 +269,25 @@ func Load(ctx context.Context, st *store.Store, runID string, allowChanged bool)
 // variables at the checkpoint the run goes on from and, in a fork,
 // inputs; run_started records them.
 func (r *Runner) Continue(ctx context.Context, prev *store.Run, p *dsl.Pipeline, from string, edits []runtime.Edit) (*runtime.Result, error) {
-	pr, err := r.PrepareContinue(ctx, prev, p, from, edits)
+	pr, err := r.PrepareContinue(ctx, sqlitejournal.FromStore(prev), p, from, edits)
 	if err != nil {
 		return nil, err
 	}
 	return pr.Run(ctx), nil
 }
 
-// PrepareContinue is Continue up to the run's first node: the fork is
-// recorded, or the run claimed, and the edits made.
-func (r *Runner) PrepareContinue(ctx context.Context, prev *store.Run, p *dsl.Pipeline, from string, edits []runtime.Edit) (*Prepared, error) {
+// PrepareContinue is Continue, of run prev as r's Journal records it,
+// up to the run's first node: the fork is recorded, or the run claimed,
+// and the edits made.
+func (r *Runner) PrepareContinue(ctx context.Context, prev journal.Run, p *dsl.Pipeline, from string, edits []runtime.Edit) (*Prepared, error) {
 	if err := r.Kinds.Check(p); err != nil {
 		return nil, err
 	}
 	runID, forkOf := prev.ID, prev.ParentRun
 	remote := prev.RemoteInputs || r.RemoteInputs
+	if r.Store == nil && (from != "" || len(edits) > 0) {
+		return nil, fmt.Errorf("run %s: forks and edits are made in a SQLite run store, and this journal is not one", runID)
+	}
 	var upTo int64
 	if from != "" {
 		seq, err := r.Store.Point(ctx, runID, from)
@@ -273,9 +298,10 @@ func (r *Runner) PrepareContinue(ctx context.Context, prev *store.Run, p *dsl.Pi
 	} else if _, inputs := splitEdits(edits); len(inputs) > 0 {
 		return nil, &EditError{errors.New("inputs can be edited only in a fork, which starts a new run with them: name the checkpoint to fork from")}
 	}
+	j := r.journal()
 	inputs, editSeq := prev.Inputs, int64(0)
 	if len(edits) > 0 {
-		points, err := r.Store.Checkpoints(ctx, runID, upTo)
+		points, err := j.Checkpoints(ctx, runID, upTo)
 		if err != nil {
 			return nil, err
 		}
@@ -293,27 +319,49 @@ func (r *Runner) PrepareContinue(ctx context.Context, prev *store.Run, p *dsl.Pi
 	if err != nil {
 		return nil, err
 	}
+	// From here the journal holds the run; a failure before it runs
+	// releases it, ended as release says.
+	var release journal.Ending
 	if from != "" {
 		child, err := NewRunRecord(runtime.NewRunID(), p, inputs)
 		if err != nil {
 			return nil, err
 		}
 		child.Pipeline, child.RemoteInputs, child.Spec = prev.Pipeline, prev.RemoteInputs, r.Spec
-		if err := r.Store.Fork(ctx, runID, upTo, child); err != nil {
+		if err := j.Fork(ctx, runID, upTo, child); err != nil {
 			return nil, err
 		}
 		forkOf, runID = runID, child.ID
+		release = journal.Ending{Status: runtime.StatusFailed}
 	} else {
 		if prev.Status == runtime.StatusCompleted {
 			return nil, &CompletedError{Run: runID}
 		}
-		if _, err := r.Store.Claim(ctx, runID); err != nil {
+		if err := j.Claim(ctx, runID); err != nil {
 			return nil, err
 		}
-		if !reflect.DeepEqual(prev.Spec, r.Spec) {
-			if err := r.Store.SetSpec(ctx, runID, r.Spec); err != nil {
-				return nil, err
-			}
+		release = prev.Ending
+	}
+	restore, err := r.goOn(ctx, j, prev, runID, editSeq, edits)
+	if err != nil {
+		if release.Status == runtime.StatusFailed {
+			release.Error = err.Error()
+		}
+		return nil, errors.Join(err, j.Finish(context.WithoutCancel(ctx), runID, release))
+	}
+	run := journal.Run{ID: runID, Inputs: inputs, RemoteInputs: remote}
+	return &Prepared{r: r, run: run, rec: &runLog{log: j, id: runID}, told: runtime.Options{ForkOf: forkOf, Edits: edits},
+		p: p, held: j, restore: restore}, nil
+}
+
+// goOn makes ready run runID, which j holds, to go on from prev (itself,
+// or the run it forks): its spec recorded where r's differs, the state
+// edits made in its checkpoint editSeq (when above 0). It returns the
+// checkpoints the run goes on from.
+func (r *Runner) goOn(ctx context.Context, j journal.Journal, prev journal.Run, runID string, editSeq int64, edits []runtime.Edit) ([]*runtime.Checkpoint, error) {
+	if runID == prev.ID && !reflect.DeepEqual(prev.Spec, r.Spec) {
+		if err := j.SetSpec(ctx, runID, r.Spec); err != nil {
+			return nil, err
 		}
 	}
 	if editSeq > 0 {
@@ -322,28 +370,19 @@ func (r *Runner) PrepareContinue(ctx context.Context, prev *store.Run, p *dsl.Pi
 			return nil, err
 		}
 	}
-	restore, err := r.Store.Checkpoints(ctx, runID, 0)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := r.Store.Recorder(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
-	run := &store.Run{ID: runID, Inputs: inputs, RemoteInputs: remote}
-	return &Prepared{r: r, run: run, rec: rec, told: runtime.Options{ForkOf: forkOf, Edits: edits}, p: p, restore: restore}, nil
+	return j.Checkpoints(ctx, runID, 0)
 }
 
-// execute runs the recorded run (its id, inputs and whether they are a
-// remote caller's), recording into rec; told says what run_started tells of where it came
-// from (ForkOf, Edits).
-func (r *Runner) execute(ctx context.Context, run *store.Run, rec recorder, told runtime.Options, p *dsl.Pipeline, restore []*runtime.Checkpoint) *runtime.Result {
-	runID := run.ID
+// execute runs the prepared run, recording into its log; told says what
+// run_started tells of where it came from (ForkOf, Edits).
+func (pr *Prepared) execute(ctx context.Context) *runtime.Result {
+	r, run, rec := pr.r, pr.run, pr.rec
 	sink := &tee{rec: rec, show: r.Sink}
 	ctx, stop := context.WithCancelCause(ctx)
-	watched := r.watchStop(ctx, runID, stop)
-	res := runtime.Run(ctx, r.Kinds, p, run.Inputs, runtime.Options{RunID: runID, ForkOf: told.ForkOf, Edits: told.Edits, Sink: sink, LookupEnv: r.LookupEnv,
-		Checkpointer: rec, Restore: restore, Human: r.Human, MaxLoops: r.MaxLoops, RemoteInputs: run.RemoteInputs, Ledger: r.Ledger, Clock: r.Clock, Prepared: true})
+	watched := pr.watchStop(ctx, stop)
+	res := runtime.Run(ctx, r.Kinds, pr.p, run.Inputs, runtime.Options{RunID: run.ID, ForkOf: pr.told.ForkOf, Edits: pr.told.Edits, Sink: sink,
+		LookupEnv: r.LookupEnv, Checkpointer: rec, Restore: pr.restore, Human: r.Human, MaxLoops: r.MaxLoops, RemoteInputs: run.RemoteInputs,
+		Ledger: r.Ledger, Clock: r.Clock, Prepared: true})
 	stop(nil)
 	<-watched
 	// The run's record must be written even when ctx was cancelled (Ctrl-C).
@@ -353,23 +392,21 @@ func (r *Runner) execute(ctx context.Context, run *store.Run, rec recorder, told
 		recording = err
 		recordingFailed(res, err)
 	}
-	if r.Log != nil {
-		sink.finish(res, recording != nil)
-		return res
-	}
-	if err := r.Store.Finish(bg, runID, Ending(res)); err != nil {
-		if recording == nil || !errors.Is(recording, err) {
+	// A run whose recording failed already says why; its Finish, which
+	// fails on the same store, would only say it again.
+	if pr.held != nil {
+		if err := pr.held.Finish(bg, run.ID, Ending(res)); err != nil && recording == nil {
+			recording = err
 			recordingFailed(res, err)
 		}
-		recording = err
 	}
 	sink.finish(res, recording != nil)
 	return res
 }
 
-// Ending is how a run that ended with res is recorded in the store.
-func Ending(res *runtime.Result) store.Ending {
-	end := store.Ending{Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps,
+// Ending is how a run that ended with res is recorded in its journal.
+func Ending(res *runtime.Result) journal.Ending {
+	end := journal.Ending{Status: res.Status, Outputs: res.Outputs, Reason: res.Reason, Steps: res.Steps,
 		CostUSD: res.CostUSD, Tokens: int(res.Tokens), Pending: res.Pending}
 	if res.Err != nil {
 		end.Error = res.Err.Error()
@@ -381,13 +418,13 @@ func Ending(res *runtime.Result) store.Ending {
 const stopPoll = 250 * time.Millisecond
 
 // watchStop cancels ctx with the reason of a stop another process asks
-// for in the store (store.RequestStop, the web UI), as Ctrl-C would: the
-// node in flight is abandoned and the run ends stopped, resumable. It
-// returns once ctx is done. A failed read is retried at the next tick: a
-// store that keeps failing fails the run through its recorder.
-func (r *Runner) watchStop(ctx context.Context, runID string, stop context.CancelCauseFunc) <-chan struct{} {
+// for in the run's journal (journal.Journal.RequestStop, the web UI), as
+// Ctrl-C would: the node in flight is abandoned and the run ends stopped,
+// resumable. It returns once ctx is done. A failed read is retried at the
+// next tick: a journal that keeps failing fails the run through its log.
+func (pr *Prepared) watchStop(ctx context.Context, stop context.CancelCauseFunc) <-chan struct{} {
 	done := make(chan struct{})
-	if r.Log != nil {
+	if pr.held == nil {
 		// A run kept in a log is stopped by its caller, through ctx.
 		close(done)
 		return done
@@ -402,7 +439,7 @@ func (r *Runner) watchStop(ctx context.Context, runID string, stop context.Cance
 				return
 			case <-tick.C:
 			}
-			if reason, err := r.Store.StopRequested(ctx, runID); err == nil && reason != "" {
+			if reason, err := pr.held.StopRequested(ctx, pr.run.ID); err == nil && reason != "" {
 				stop(&runtime.StopError{Reason: reason})
 				return
 			}
@@ -426,7 +463,7 @@ func recordingFailed(res *runtime.Result, err error) {
 // tee records every event and shows it; it shows the run's end only once
 // the run is recorded, as it was recorded.
 type tee struct {
-	rec  recorder
+	rec  *runLog
 	show runtime.EventSink
 	end  *runtime.Event
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/journal"
 	"github.com/flowrun/flowrun/runtime"
-	"github.com/flowrun/flowrun/store"
 )
 
 // InMemory is how a run that nothing records goes: no store, no log and
@@ -25,14 +25,11 @@ type InMemory struct {
 // PrepareInMemory is PrepareStart for a run kept as m says, in memory:
 // its kinds are checked and its inputs prepared, and nothing is recorded.
 func (r *Runner) PrepareInMemory(id string, p *dsl.Pipeline, inputs map[string]any, m InMemory) (*Prepared, error) {
-	if err := r.Kinds.Check(p); err != nil {
-		return nil, err
-	}
-	in, err := runtime.PrepareInputsFrom(p, inputs, r.RemoteInputs)
+	in, err := r.prepare(p, inputs)
 	if err != nil {
 		return nil, err
 	}
-	return &Prepared{r: r, run: &store.Run{ID: id, Inputs: in, RemoteInputs: r.RemoteInputs}, p: p, memory: &m}, nil
+	return &Prepared{r: r, run: journal.Run{ID: id, Inputs: in, RemoteInputs: r.RemoteInputs}, p: p, memory: &m}, nil
 }
 
 // runInMemory runs a prepared in-memory run. Its events go to r.Sink
