@@ -1,0 +1,69 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestServeBrowserGraphsRead: every shipped pipeline's graph, as Chromium
+// draws it on /start, reads without guessing: no two edge labels overlap,
+// a loop's done edge leaves its loop box by the side, away from the body
+// (not down into it, as iterate does), and an agent's box names its tools.
+func TestServeBrowserGraphsRead(t *testing.T) {
+	newTab := browser(t)
+	base, _ := serve(t, "../../pipelines")
+	b := newTab(t)
+	files, err := filepath.Glob("../../pipelines/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loops := 0
+	for _, f := range files {
+		name := filepath.Base(f)
+		if strings.HasSuffix(name, ".test.yaml") || strings.HasSuffix(name, ".cassette.yaml") {
+			continue
+		}
+		b.do("open "+name, chromedp.Navigate(base+"start?pipeline="+name), chromedp.WaitVisible(chromedp.CSS("svg.graph")))
+		if o := b.value(`(() => {
+			const r = Array.from(document.querySelectorAll("svg.graph text.elabel")).map(e => [e.textContent, e.getBoundingClientRect()]);
+			const out = [];
+			for (let i = 0; i < r.length; i++) for (let j = i + 1; j < r.length; j++) {
+				const [a, p] = r[i], [b, q] = r[j];
+				if (p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom) out.push(a + " / " + b);
+			}
+			return out.join("; ");
+		})()`); o != "" {
+			b.shot("overlap-" + name)
+			t.Errorf("%s: edge labels overlap: %s", name, o)
+		}
+		// A done edge's points before its last two (the turn into its
+		// target's top) lie left of its loop's box.
+		if bad := b.value(`(() => {
+			const out = [];
+			document.querySelectorAll("svg.graph g.gnode.loop").forEach(g => {
+				const box = g.querySelector("rect"), x = +box.getAttribute("x");
+				const done = document.querySelector('svg.graph path.edge[data-from="' + CSS.escape(g.dataset.node) + '"][data-label="done"]');
+				if (!done) { out.push(g.dataset.node + ": no done edge"); return; }
+				const pts = done.getAttribute("d").split(" ").map(p => p.slice(1).split(",").map(Number));
+				if (pts.slice(0, -2).some(p => p[0] > x)) out.push(g.dataset.node + ": " + done.getAttribute("d"));
+			});
+			return out.join("; ");
+		})()`); bad != "" {
+			t.Errorf("%s: a done edge runs into its loop's column: %s", name, bad)
+		}
+		if b.eval(`document.querySelector("svg.graph g.gnode.loop") !== null`) {
+			loops++
+		}
+		if name == "triage.yaml" {
+			if got := b.value(`document.querySelector('svg.graph g.gnode[data-node="draft"]').textContent`); !strings.Contains(got, "read_file") || !strings.Contains(got, "answer") {
+				t.Errorf("triage: the agent's box reads %q, want its tools read_file and answer", got)
+			}
+		}
+	}
+	if loops == 0 {
+		t.Error("no shipped pipeline drew a loop: the done edge went unchecked")
+	}
+}
