@@ -73,7 +73,8 @@ type graphView struct {
 	Linked bool
 }
 
-// taken says whether the run went along line ln: from a node that
+// taken says whether the run went along line ln (app.js markTaken
+// applies the same rule as events arrive): from a node that
 // finished to one that ran. An on_error line (dashed) is left out: both
 // its ends finish whether or not the error happened.
 func taken(states map[string]eventview.NodeState, ln graph.Line) bool {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/flowrun/flowrun/llm/llmtest"
 )
 
 // TestServeBrowserGraphsRead: every shipped pipeline's graph, as Chromium
@@ -66,4 +68,41 @@ func TestServeBrowserGraphsRead(t *testing.T) {
 	if loops == 0 {
 		t.Error("no shipped pipeline drew a loop: the done edge went unchecked")
 	}
+}
+
+// TestServeBrowserLivePath: while a run goes on, its page draws the path
+// taken so far as events arrive, without a reload: the line into the
+// node running now, and the lines between the nodes done.
+func TestServeBrowserLivePath(t *testing.T) {
+	newTab := browser(t)
+	fake := llmtest.New(t)
+	t.Setenv("OPENAI_BASE_URL", fake.URL)
+	first, second := make(chan struct{}), make(chan struct{})
+	fake.Push(llmtest.Reply{Text: "A draft of the note, in a few words.", Hold: first, HoldAfter: 3},
+		llmtest.Reply{Text: "Polished: the note.", Hold: second, HoldAfter: 2})
+	dir := t.TempDir()
+	writeFile(t, dir, "drafts.yaml", twoRepliesPipeline)
+	base, _ := serve(t, dir)
+	b := newTab(t)
+	taken := func(from, to string) chromedp.Action[chromedp.Void] {
+		return chromedp.WaitVisible(chromedp.CSS(`svg.graph path.edge.taken[data-from="` + from + `"][data-to="` + to + `"]`))
+	}
+	b.do("start, the draft streaming", chromedp.Navigate(base+"start?pipeline=drafts.yaml"), chromedp.Click(chromedp.CSS("#start")),
+		chromedp.WaitVisible(chromedp.CSS(`#stream .stream-part[data-path="draft"]`)), taken("__start", "draft"))
+	b.eval("window.notReloaded = true")
+	if b.eval(`document.querySelector('svg.graph path.edge.taken[data-from="draft"]') !== null`) {
+		t.Fatal("the line out of the running draft is drawn as taken")
+	}
+	close(first)
+	b.do("the draft done, the polish running", chromedp.WaitVisible(chromedp.CSS(`#stream .stream-part[data-path="polish"]`)),
+		taken("draft", "polish"), taken("__start", "draft"))
+	if !b.eval("window.notReloaded === true") {
+		t.Fatal("the page reloaded to draw the path")
+	}
+	if !b.eval(`document.querySelector('svg.graph path.edge[data-from="draft"][data-to="polish"]').getAttribute("marker-end") === "url(#arrow-taken)"`) {
+		t.Error("the taken line keeps the plain arrowhead")
+	}
+	b.shot("live-path")
+	close(second)
+	b.do("completes", waitStatus("completed"), taken("polish", "__end"))
 }
