@@ -106,3 +106,30 @@ func TestServeBrowserLivePath(t *testing.T) {
 	close(second)
 	b.do("completes", waitStatus("completed"), taken("polish", "__end"))
 }
+
+// TestServeBrowserTriageMidRun: the shipped triage pipeline's page while
+// its agent's reply streams in: the classifier done, the agent running
+// with its tools on its box, the path so far drawn, the reply arriving.
+// FLOWRUN_DOCS_SCREENSHOT=1 writes it to docs/img/run.png.
+func TestServeBrowserTriageMidRun(t *testing.T) {
+	newTab := browser(t)
+	fake := llmtest.New(t)
+	useModel(t, fake)
+	hold := make(chan struct{})
+	fake.Push(llmtest.JSON(map[string]any{"category": "billing", "urgent": false}),
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{Name: "read_file", Arguments: `{"path":"kb/billing.md"}`}}},
+		llmtest.Reply{Text: "The knowledge base says a duplicate charge is refunded within five days, so I will refund it.", Hold: hold, HoldAfter: 8,
+			ToolCalls: []llmtest.ToolCall{{Name: "answer", Arguments: `{"reply":"Sorry for the double charge: it is refunded.","refund":true}`}}})
+	base, _ := serve(t, "../../pipelines")
+	b := newTab(t)
+	b.do("start triage, the agent's reply streaming", chromedp.Navigate(base+"start?pipeline=triage.yaml"), chromedp.Click(chromedp.CSS("#start")),
+		chromedp.WaitVisible(chromedp.CSS(`#stream .stream-part[data-path="draft"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`svg.graph path.edge.taken[data-from="classify"][data-to="draft"]`)))
+	if !b.eval(`document.querySelector('svg.graph g.gnode[data-node="draft"]').dataset.state === "running"`) {
+		t.Errorf("the agent's box is %s mid-reply", b.value(`document.querySelector('svg.graph g.gnode[data-node="draft"]').dataset.state`))
+	}
+	b.eval("window.scrollTo(0, 0), true")
+	b.docView("run")
+	close(hold)
+	b.do("completes", waitStatus("completed"), chromedp.WaitVisible(chromedp.CSS(`svg.graph path.edge.taken[data-from="draft"][data-to="__end"]`)))
+}

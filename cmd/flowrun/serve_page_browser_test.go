@@ -77,7 +77,7 @@ func TestServeBrowserRunPageFits(t *testing.T) {
 	b.docShot("run-inspector")
 	b.do("open the ARC run with its first step's state", chromedp.Navigate(base+"runs/"+id+"?at=1#state"), chromedp.WaitVisible(chromedp.CSS("#state-at")))
 	b.eval("window.scrollTo(0, 0), true")
-	b.docShot("run")
+	b.shot("run-state")
 }
 
 // TestServeBrowserStartPage: /start over the shipped pipelines lists each
