@@ -21,10 +21,9 @@ type Drawn struct {
 // input (TestOutputs): each grid is compared with its test input's. ok
 // is false when v is none of these shapes.
 //
-// This is the rule the report, the web UI's batch and compare pages and
-// batch show --item draw an item's grids by, so that a failing ARC item
-// shows the same pictures in each. (The run page still draws single
-// grids only, through the web package's gridPicture.)
+// This is the rule the report, the web UI's run, batch and compare pages
+// and batch show --item draw grids by, so that a failing ARC item shows
+// the same pictures in each.
 func Grids(v any, wants [][][]int) (drawn []Drawn, ok bool) {
 	want := func(i int) [][]int {
 		if i < len(wants) {
@@ -90,6 +89,28 @@ func TestOutputs(expected map[string]any) [][][]int {
 			return nil
 		}
 		found = wants
+	}
+	return found
+}
+
+// TaskTestOutputs is the expected grid of each test input of the ARC
+// task a run was given: the test pairs of the input that is a task
+// ({train, test}), or of the inputs themselves when they are its fields.
+// It is nil when no input is a task with its test outputs, or more than
+// one is.
+func TaskTestOutputs(inputs map[string]any) [][][]int {
+	found := testList(inputs["test"])
+	for _, v := range inputs {
+		task, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		if wants := testList(task["test"]); wants != nil {
+			if found != nil {
+				return nil
+			}
+			found = wants
+		}
 	}
 	return found
 }

@@ -62,3 +62,24 @@ func TestGridsOfThePipelinesShapes(t *testing.T) {
 		t.Errorf("two grid fields gave expected grids %v: which one is meant is not known", w)
 	}
 }
+
+// TestTaskTestOutputs: a run's expected grids are its ARC task's test
+// outputs, whether the task is one input or the inputs are its fields;
+// the train pairs never are, and two tasks leave it unknown.
+func TestTaskTestOutputs(t *testing.T) {
+	task := decode(t, `{"train": [{"input": [[1]], "output": [[9]]}], "test": [{"input": [[1]], "output": [[2]]}, {"input": [[3]], "output": [[4]]}]}`).(map[string]any)
+	for name, inputs := range map[string]map[string]any{
+		"a task input":      {"task": task, "population": 4.0},
+		"the task's fields": task,
+	} {
+		if w := TaskTestOutputs(inputs); len(w) != 2 || w[0][0][0] != 2 || w[1][0][0] != 4 {
+			t.Errorf("%s: expected grids %v, want [[2]] and [[4]]", name, w)
+		}
+	}
+	if w := TaskTestOutputs(map[string]any{"a": task, "b": task}); w != nil {
+		t.Errorf("two tasks gave expected grids %v: which one is meant is not known", w)
+	}
+	if w := TaskTestOutputs(map[string]any{"ticket": "hello"}); w != nil {
+		t.Errorf("a run with no task has expected grids %v", w)
+	}
+}

@@ -20,6 +20,11 @@ var itemTemplates = template.Must(template.New("item").Parse(itemSource))
 // Cell size of a grid drawn in an item's details, in pixels.
 const gridCell = 16
 
+// gridSide is the most pixels a side of a grid drawn alone takes: a 30 by
+// 30 grid's cells are smaller (down to 4 pixels), so that it fits beside
+// others.
+const gridSide = 300
+
 // foldAt is the length past which a value is folded: its first line
 // shows, and it opens to the whole of it.
 const foldAt = 160
@@ -147,15 +152,7 @@ func fields(m, expected map[string]any) []field {
 // folded when long.
 func valueHTML(v any, wants [][][]int) template.HTML {
 	if drawn, ok := arc.Grids(v, wants); ok {
-		type grid struct {
-			Label string
-			SVG   template.HTML
-		}
-		var gs []grid
-		for _, d := range drawn {
-			gs = append(gs, grid{d.Label, arc.GridSVG(d.Grid, d.Want, gridCell)})
-		}
-		return execute("grids", gs)
+		return GridsHTML(drawn)
 	}
 	full := jsonvalue.Text(v)
 	if v == nil {
@@ -173,6 +170,22 @@ func valueHTML(v any, wants [][][]int) template.HTML {
 		}
 	}
 	return execute("value", d)
+}
+
+// GridsHTML draws grids read by arc.Grids, each captioned with where it
+// is and with the cells that differ from its expected grid outlined: the
+// report's pictures, which the web UI's run page draws too.
+func GridsHTML(drawn []arc.Drawn) template.HTML {
+	type grid struct {
+		Label string
+		SVG   template.HTML
+	}
+	var gs []grid
+	for _, d := range drawn {
+		cell := min(gridCell, max(4, gridSide/max(len(d.Grid), len(d.Grid[0]))))
+		gs = append(gs, grid{d.Label, arc.GridSVG(d.Grid, d.Want, cell)})
+	}
+	return execute("grids", gs)
 }
 
 // changeHTML is what changed from a to b.

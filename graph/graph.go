@@ -183,6 +183,15 @@ func nodeLabel(n *dsl.Node) string {
 	if n.Call() != nil {
 		label = fmt.Sprintf("%s (call %s)", n.ID, n.Call().Path)
 	}
+	if a := n.Agent(); a != nil {
+		// What an agent can do is its tools, as much as its prompt.
+		if len(a.Tools) > 0 {
+			label += "\ntools: " + strings.Join(a.Tools, ", ")
+		}
+		if len(a.Finish) > 0 {
+			label += "\nfinish: " + strings.Join(a.Finish, ", ")
+		}
+	}
 	if n.When != nil {
 		label += "\nwhen " + short(n.When.Src)
 	}

@@ -185,21 +185,25 @@ func LayoutOpen(p *dsl.Pipeline, open map[string]bool) *Drawing {
 // any other edge runs down a lane of its own (on the left going down, on
 // the right going back up) to a track in the gap above its target's
 // layer. Tracks lie between layers and lanes beside every box, so that
-// no line crosses a box it does not connect.
+// no line crosses a box it does not connect. A loop's done edge is the
+// exception: going down from its head it would run beside the iterate
+// edge and read as entering the body, so it leaves the head's left side
+// for its lane, its label in the room left between the lanes and the boxes.
 type route struct {
 	e             edge
 	back          bool
-	fromR, toR    int // the layers of its source and target
-	sx, tx        int // where it leaves its source and enters its target
-	track, track2 int // its track in the gap below fromR, and above toR
-	lane          int // its lane (-1: none)
-	labelRow      int // the row of its label in the gap below fromR
+	side          bool // a loop's done edge, out of its head's left side
+	fromR, toR    int  // the layers of its source and target
+	sx, tx        int  // where it leaves its source and enters its target
+	track, track2 int  // its track in the gap below fromR, and above toR
+	lane          int  // its lane (-1: none)
+	labelRow      int  // the row of its label in the gap below fromR
 }
 
 const (
 	laneGap  = 12 // between lanes
 	trackGap = 7  // between tracks in a gap
-	labelRow = 12 // between rows of labels in a gap
+	labelRow = 14 // between rows of labels in a gap: a 10px label's box is 12 to 13 high
 	// labelChar is the width of a character of an edge label, a little
 	// over that of the 10px sans-serif the web UI draws them in.
 	labelChar = 6
@@ -212,6 +216,7 @@ func place(c *chart, layers [][]string, vs map[string]vertex, rank map[string]in
 	left, right := 0, 0
 	labels := make([]int, len(layers)) // labelled edges leaving each layer
 	tracks := make([]int, len(layers)) // tracks in the gap below each layer
+	sideLabel := 0                     // the widest label of an edge out of a side
 	for _, e := range c.edges {
 		if _, ok := vs[e.from]; !ok {
 			continue
@@ -220,6 +225,9 @@ func place(c *chart, layers [][]string, vs map[string]vertex, rank map[string]in
 			continue
 		}
 		r := &route{e: e, back: back[[2]string{e.from, e.to}], fromR: rank[e.from], toR: rank[e.to], lane: -1}
+		// Only the leftmost box of its layer can leave by its left side
+		// without crossing another box.
+		r.side = e.label == "done" && vs[e.from].shape == loopHead && !r.back && r.toR > r.fromR+1 && layers[r.fromR][0] == e.from
 		switch {
 		case r.back || r.toR <= r.fromR:
 			r.back, r.lane = true, right
@@ -228,18 +236,23 @@ func place(c *chart, layers [][]string, vs map[string]vertex, rank map[string]in
 			r.lane = left
 			left++
 		}
-		if e.label != "" {
+		switch {
+		case r.side:
+			sideLabel = max(sideLabel, labelChar*len(e.label)+6)
+		case e.label != "":
 			r.labelRow = labels[r.fromR]
 			labels[r.fromR]++
 		}
-		r.track = tracks[r.fromR]
-		tracks[r.fromR]++
+		if !r.side {
+			r.track = tracks[r.fromR]
+			tracks[r.fromR]++
+			outs[e.from] = append(outs[e.from], r)
+		}
 		if r.lane >= 0 && r.toR > 0 {
 			r.track2 = tracks[r.toR-1]
 			tracks[r.toR-1]++
 		}
 		routes = append(routes, r)
-		outs[e.from] = append(outs[e.from], r)
 		ins[e.to] = append(ins[e.to], r)
 	}
 
@@ -248,7 +261,7 @@ func place(c *chart, layers [][]string, vs map[string]vertex, rank map[string]in
 	for _, l := range layers {
 		widest = max(widest, len(l))
 	}
-	boxesLeft := margin + left*laneGap
+	boxesLeft := margin + left*laneGap + sideLabel
 	span := widest*boxW + (widest-1)*gapX
 	boxesRight := boxesLeft + span
 	gapBelow := make([]int, len(layers))
@@ -307,6 +320,10 @@ func place(c *chart, layers [][]string, vs map[string]vertex, rank map[string]in
 		ln := Line{From: r.e.from, To: r.e.to, Label: r.e.label, Dashed: r.e.dashed, Back: r.back}
 		y1 := trackY(r.fromR, r.track)
 		pts := [][2]int{{r.sx, a.Y + a.H}, {r.sx, y1}}
+		if r.side {
+			y1 = a.Y + a.H/2
+			pts = [][2]int{{a.X, y1}}
+		}
 		if r.lane >= 0 {
 			laneX := margin + (left-1-r.lane)*laneGap
 			if r.back {
@@ -330,7 +347,10 @@ func place(c *chart, layers [][]string, vs map[string]vertex, rank map[string]in
 			fmt.Fprintf(&path, "%s%d,%d ", cmd, p[0], p[1])
 		}
 		ln.Path = strings.TrimSpace(path.String())
-		if ln.Label != "" {
+		switch {
+		case r.side:
+			ln.LabelX, ln.LabelY = boxesLeft-sideLabel+3, y1-3
+		case ln.Label != "":
 			ln.LabelX, ln.LabelY = r.sx+3, bottom[r.fromR]+10+r.labelRow*labelRow
 			// A label runs right from its edge: keep it inside the drawing.
 			d.Width = max(d.Width, ln.LabelX+labelChar*len(ln.Label)+margin)

@@ -115,11 +115,35 @@ func TestShippedPipelinesReadRight(t *testing.T) {
 }
 
 // readsRight checks drawing d of the pipeline named name: no line
-// crosses a box it does not connect, every label is inside it, and every
-// line of a box's text inside the box (at 6.2 pixels a character of
-// its 12 px font, as Chromium draws it, after 10 of padding).
+// crosses a box it does not connect, every label is inside it and clear
+// of every other (a 10 px label is 13 high), a loop's done edge leaves
+// its box by the left side, and every line of a box's text is inside
+// the box (at 6.2 pixels a character of its 12 px font, as Chromium
+// draws it, after 10 of padding).
 func readsRight(t *testing.T, name string, d *Drawing) {
 	t.Helper()
+	kinds := map[string]Box{}
+	for _, b := range d.Boxes {
+		kinds[b.ID] = b
+	}
+	var labels []Box
+	for _, ln := range d.Lines {
+		if ln.Label == "" {
+			continue
+		}
+		r := Box{ID: ln.Label, X: ln.LabelX, Y: ln.LabelY - 10, W: labelChar * len(ln.Label), H: 13}
+		for _, o := range labels {
+			if r.X < o.X+o.W && o.X < r.X+r.W && r.Y < o.Y+o.H && o.Y < r.Y+r.H {
+				t.Errorf("%s: the labels %q and %q overlap", name, o.ID, r.ID)
+			}
+		}
+		labels = append(labels, r)
+		if from := kinds[ln.From]; from.Kind == "loop" && ln.Label == "done" {
+			if s := segments(t, ln.Path)[0]; s[0] != from.X || s[2] > from.X {
+				t.Errorf("%s: the done edge of %s (%s) does not leave its box's left side", name, ln.From, ln.Path)
+			}
+		}
+	}
 	for _, b := range d.Boxes {
 		for _, l := range b.Lines {
 			if w := 10 + len([]rune(l))*62/10; w > b.W {

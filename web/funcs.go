@@ -38,13 +38,16 @@ var funcs = template.FuncMap{
 	"passOf":  scoreClass,
 	"lines":   func(y, i int) int { return y + 20 + i*graph.LineHeight },
 	"jv":      func(id string, v any) jsonView { return jsonView{ID: id, V: v} },
+	"jvw":     func(id string, v any, wants [][][]int) jsonView { return jsonView{ID: id, V: v, Wants: wants} },
 	"why":     batch.ItemHTML,
 	"pair":    batch.PairHTML,
 	"changes": batch.ChangesHTML,
 	"fold":    eventview.Fold,
 	"long":    eventview.Long,
 	"toggle":  toggleOpen,
-	"grid":    gridPicture,
+	"grids":   func(v valueView) template.HTML { return batch.GridsHTML(v.grids()) },
+	"val":     func(v any, wants [][][]int) valueView { return valueView{V: v, FieldWants: wants} },
+	"at":      func(parent valueView, v any) valueView { return valueView{V: v, Wants: parent.FieldWants} },
 	"image":   func(v any) image { s, _ := v.(string); return thumbnail(s) },
 	"size":    sizeOf,
 	"graphv": func(d *graph.Drawing, states map[string]eventview.NodeState, open map[string]bool, paths map[string]string) graphView {
@@ -73,7 +76,8 @@ type graphView struct {
 	Linked bool
 }
 
-// taken says whether the run went along line ln: from a node that
+// taken says whether the run went along line ln (app.js markTaken
+// applies the same rule as events arrive): from a node that
 // finished to one that ran. An on_error line (dashed) is left out: both
 // its ends finish whether or not the error happened.
 func taken(states map[string]eventview.NodeState, ln graph.Line) bool {
@@ -88,10 +92,33 @@ func taken(states map[string]eventview.NodeState, ln graph.Line) bool {
 }
 
 // jsonView is a value shown rendered and as JSON, with a copy button
-// for the element ID.
+// for the element ID; Wants are the expected grids its fields' grids
+// are compared with (see valueView).
 type jsonView struct {
-	ID string
-	V  any
+	ID    string
+	V     any
+	Wants [][][]int
+}
+
+// valueView is a value as the value view draws it. Its grids are read
+// by arc.Grids, the report's rule: Wants are the expected grids per test
+// input they are compared with, and FieldWants those of V's fields. Only
+// the fields of a run's or a node's outputs are compared, as the report
+// compares an item's output fields: deeper down, or anywhere in an input,
+// a list of pairs is not a list of test predictions, and only a value
+// that is one grid is drawn.
+type valueView struct {
+	V                 any
+	Wants, FieldWants [][][]int
+}
+
+// grids are the grids v draws as, nil when it is no grids.
+func (v valueView) grids() []arc.Drawn {
+	drawn, ok := arc.Grids(v.V, v.Wants)
+	if !ok || (v.Wants == nil && (len(drawn) != 1 || drawn[0].Label != "")) {
+		return nil
+	}
+	return drawn
 }
 
 func urlQuery(s string) string { return url.QueryEscape(s) }
@@ -112,14 +139,14 @@ func pretty(v any) string {
 
 func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
-// kindOf says how the value view shows v: "grid" (an ARC grid, drawn),
+// kindOf says how the value view shows v: "grids" (ARC grids, drawn),
 // "image" (a raster data URL, as a thumbnail), "map", "list", "text" (a
 // string, kept whole) or "scalar".
-func kindOf(v any) string {
-	if _, ok := arc.AsGrid(v); ok {
-		return "grid"
+func kindOf(vv valueView) string {
+	if vv.grids() != nil {
+		return "grids"
 	}
-	switch x := v.(type) {
+	switch x := vv.V.(type) {
 	case map[string]any:
 		return "map"
 	case []any:
@@ -147,18 +174,6 @@ func toggleOpen(open map[string]bool, id string) string {
 	}
 	slices.Sort(ids)
 	return strings.Join(ids, ",")
-}
-
-// gridPicture draws v, an ARC grid (kindOf said so), as inline SVG made
-// of numbers only: cells of 16 pixels, smaller for large grids so that a
-// 30 by 30 grid stays under 300 pixels a side.
-func gridPicture(v any) template.HTML {
-	g, ok := arc.AsGrid(v)
-	if !ok {
-		return ""
-	}
-	cell := min(16, max(4, 300/max(len(g), len(g[0]))))
-	return arc.GridSVG(g, nil, cell)
 }
 
 // sizeOf says how many fields or items a map or list has, for the

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/runtime"
 	"github.com/flowrun/flowrun/store"
 )
@@ -73,4 +74,59 @@ func TestOutputsShowPictures(t *testing.T) {
 	if strings.Contains(outputs, "<script>") || strings.Contains(outputs, `src="data:image/svg`) {
 		t.Errorf("markup or an SVG image reached the page:\n%s", outputs)
 	}
+}
+
+// TestRunOutputsDrawGridsAgainstTheTask: a run of an ARC task draws its
+// outputs' grids as the report does (arc.Grids): test predictions and
+// attempts per test input, each captioned and against the task's
+// expected test output, the wrong cell outlined; a nested list of pairs
+// and the inputs' train pairs are not test predictions.
+func TestRunOutputsDrawGridsAgainstTheTask(t *testing.T) {
+	h := newHarness(t, "")
+	ctx := context.Background()
+	id := "20260101T000000-arc"
+	pair := func(in, out string) string { return `{"input": ` + in + `, "output": ` + out + `}` }
+	task := decodeJSON(t, `{"train": [`+pair(`[[1]]`, `[[2]]`)+`], "test": [`+pair(`[[1, 2], [3, 4]]`, `[[4, 3], [2, 1]]`)+`]}`)
+	outputs := decodeJSON(t, `{"test_predictions": [[[4, 3], [2, 0]]], "attempts": [{"attempt_1": [[4, 3], [2, 1]], "attempt_2": [[4, 3], [2, 0]]}],
+		"report": {"train": [`+pair(`[[1]]`, `[[2]]`)+`]}}`).(map[string]any)
+	if err := h.st.CreateRun(ctx, &store.Run{ID: id, Pipeline: "chat.yaml", PipelineAbs: h.dir + "/chat.yaml", PipelineName: "chat", PipelineSrc: chatPipeline,
+		Inputs: map[string]any{"task": task}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.Finish(ctx, id, store.Ending{Status: runtime.StatusCompleted, Outputs: outputs}); err != nil {
+		t.Fatal(err)
+	}
+	code, page := h.get("/runs/" + id)
+	if code != 200 {
+		t.Fatalf("%d\n%s", code, page)
+	}
+	_, out, _ := strings.Cut(page, `<section class="outputs">`)
+	out, _, _ = strings.Cut(out, `</section>`)
+	for _, caption := range []string{"test 1", "test 1 attempt_1", "test 1 attempt_2"} {
+		if !strings.Contains(out, "<figcaption>"+caption+"</figcaption>") {
+			t.Errorf("no grid captioned %q in the outputs:\n%s", caption, out)
+		}
+	}
+	// The wrong cell of the prediction and of attempt_2 is outlined;
+	// attempt_1 is right.
+	if n := strings.Count(out, `stroke-dasharray`); n != 2 {
+		t.Errorf("%d cells outlined, want 2 (one in the prediction, one in attempt_2):\n%s", n, out)
+	}
+	if strings.Contains(out, "<figcaption>test 1 input</figcaption>") {
+		t.Errorf("the report's train pairs are drawn as test pairs:\n%s", out)
+	}
+	_, in, _ := strings.Cut(page, `<section class="inputs">`)
+	in, _, _ = strings.Cut(in, `</section>`)
+	if strings.Contains(in, "<figcaption>") || strings.Count(in, `<svg class="arc-grid"`) != 4 {
+		t.Errorf("the inputs' four grids are not drawn each as one grid, uncompared:\n%s", in)
+	}
+}
+
+func decodeJSON(t *testing.T, s string) any {
+	t.Helper()
+	v, err := jsonvalue.Decode([]byte(s))
+	if err != nil {
+		t.Fatalf("%s: %v", s, err)
+	}
+	return v
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowrun/flowrun/arc"
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/eventview"
 	"github.com/flowrun/flowrun/graph"
@@ -126,6 +127,9 @@ type runData struct {
 	// At with edits; WaitState those that edit the state of a waiting run
 	// with its answer.
 	ForkState, ForkInputs, WaitState []field
+	// Wants are the expected grid of each test input of the ARC task the
+	// run was given, which the grids of its outputs are drawn against.
+	Wants [][][]int
 	// Open holds the call nodes drawn open (?open=ID,ID).
 	Open map[string]bool
 	// Edits are what a person changed before the run (or a resume of it)
@@ -157,7 +161,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	d := runData{page: s.page(r, "Run "+id, "runs"), Run: run, Duration: runDuration(run), States: map[string]eventview.NodeState{},
+	d := runData{page: s.page(r, "Run "+id, "runs"), Run: run, Wants: arc.TaskTestOutputs(run.Inputs), Duration: runDuration(run), States: map[string]eventview.NodeState{},
 		Paths: map[string]string{}, LastSeq: last}
 	// The graph is of the pipeline file as the run recorded it, even when
 	// the file changed since.
@@ -264,7 +268,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		d.Children = children
 	}
 	if path := r.URL.Query().Get("path"); path != "" {
-		d.Inspect = inspect(path, events, d.Points)
+		d.Inspect = inspect(path, events, d.Points, d.Wants)
 	}
 	// A live run's calls are in its events; a stopped or killed one's in
 	// its durable records too, which only a run not running is read for.
@@ -367,10 +371,13 @@ type inspector struct {
 	Attempts  int
 	Output    any
 	HasOutput bool
-	Failures  []runtime.Event
-	Duration  float64
-	CostUSD   float64
-	Tokens    int
+	// Wants are the run's expected grids, which the output's are drawn
+	// against.
+	Wants    [][][]int
+	Failures []runtime.Event
+	Duration float64
+	CostUSD  float64
+	Tokens   int
 }
 
 type turnView struct {
@@ -412,8 +419,8 @@ type codeView struct {
 	Result   any
 }
 
-func inspect(path string, events []runtime.Event, points []*runtime.Checkpoint) *inspector {
-	in := &inspector{Path: path}
+func inspect(path string, events []runtime.Event, points []*runtime.Checkpoint, wants [][][]int) *inspector {
+	in := &inspector{Path: path, Wants: wants}
 	for _, e := range events {
 		if e.Path != path {
 			continue

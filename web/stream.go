@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/flowrun/flowrun/arc"
 	"github.com/flowrun/flowrun/redact"
 	"github.com/flowrun/flowrun/runtime"
 )
@@ -141,5 +142,5 @@ func (s *Server) inspectorPart(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.renderPart(w, "run", "inspector", inspect(path, events, points))
+	s.renderPart(w, "run", "inspector", inspect(path, events, points, arc.TaskTestOutputs(run.Inputs)))
 }

@@ -205,19 +205,23 @@ func batchName(b *store.Batch) string {
 }
 
 func batchReportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("batch report", "flowrun batch report BATCH [--compare A] [-o FILE]\n\nWrites one self-contained HTML page (it opens with no network): the summary,\na pass-rate chart with 95% intervals, a cost histogram, the item table with\nfilters and each item's inputs, expected fields, outputs (grids drawn) and\njudge's reasoning, and each item's run timeline. With --compare, what changed\nsince batch A first, fixed and broken items side by side.")
-	against := fs.String("compare", "", "compare with this earlier `batch` (A)")
+	fs := newFlagSet("batch report", "flowrun batch report BATCH [--compare A] [-o FILE]\n\nWrites one self-contained HTML page (it opens with no network): the summary,\na pass-rate chart with 95% intervals, a cost histogram, the item table with\nfilters and each item's inputs, expected fields, outputs (grids drawn) and\njudge's reasoning, and each item's run timeline. With --compare, what changed\nsince batch A first, fixed and broken items side by side. Without it, A is the\nbatch before BATCH of the same pipeline over the same dataset, when there is\none (--compare none: no comparison).")
+	against := fs.String("compare", "", "compare with this earlier `batch` (A; default: the one before, of the same pipeline and dataset; none: no comparison)")
 	out := fs.String("o", "", "the HTML `file` to write (default BATCH.html)")
 	return storeCmd(fs, args, stdout, stderr, 1, "flowrun batch report: name one batch (flowrun batches lists them)", true, func(st *store.Store, rest []string) int {
-		b, err := st.FindBatch(ctx, rest[0])
+		refs := rest
+		if *against != "" {
+			refs = []string{*against, rest[0]}
+		}
+		var a, b *store.Batch
+		var err error
+		if *against == "none" {
+			b, err = st.FindBatch(ctx, rest[0])
+		} else {
+			a, b, err = comparedBatches(ctx, st, refs, stderr)
+		}
 		if err != nil {
 			return storeError(err, stderr)
-		}
-		var a *store.Batch
-		if *against != "" {
-			if a, err = st.FindBatch(ctx, *against); err != nil {
-				return storeError(err, stderr)
-			}
 		}
 		path := *out
 		if path == "" {

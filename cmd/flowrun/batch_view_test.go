@@ -163,6 +163,20 @@ func TestBatchReportCLI(t *testing.T) {
 	if err != nil || !strings.Contains(string(page), `id="run-b20261122T110000-bbbb-r14"`) || !strings.Contains(string(page), "Fixed <span") {
 		t.Fatalf("report: %v\n%.300s", err, page)
 	}
+	// B alone is compared with the batch before it, and says so; the
+	// first batch, or --compare none, has a report of its own.
+	code, _, errOut = flowrun(t, "batch", "report", "last", "-o", out, "--store", path)
+	page, err = os.ReadFile(out)
+	if code != exitOK || err != nil || !strings.Contains(errOut, "comparing with b20261122T100000-aaaa, the batch before b20261122T110000-bbbb") || !strings.Contains(string(page), "Fixed <span") {
+		t.Errorf("one batch: exit %d %s %v", code, errOut, err)
+	}
+	for _, args := range [][]string{{"b20261122T10"}, {"last", "--compare", "none"}} {
+		code, _, errOut = flowrun(t, append(append([]string{"batch", "report"}, args...), "-o", out, "--store", path)...)
+		page, err = os.ReadFile(out)
+		if code != exitOK || err != nil || strings.Contains(errOut, "comparing") || strings.Contains(string(page), "Fixed <span") {
+			t.Errorf("%v: exit %d %s %v: compared", args, code, errOut, err)
+		}
+	}
 	if code, _, errOut := flowrun(t, "batch", "report", "nope", "--store", path); code != exitInvalid || !strings.Contains(errOut, "no batch") {
 		t.Errorf("unknown batch: exit %d %s", code, errOut)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,18 +31,25 @@ func shippedRun(t *testing.T, db, name string) string {
 	return runs[0].ID
 }
 
+// shippedRunPage records a run of the shipped pipeline name and opens
+// its page in Chromium, served over the shipped pipelines, once sel shows.
+func shippedRunPage(t *testing.T, name, sel string) (b *tab, base, id string) {
+	newTab := browser(t)
+	db := filepath.Join(t.TempDir(), "runs.db")
+	id = shippedRun(t, db, name)
+	base, _ = serve(t, "../../pipelines", "--store", db)
+	b = newTab(t)
+	b.do("open the run of "+name, chromedp.Navigate(base+"runs/"+id), chromedp.WaitVisible(chromedp.CSS(sel)))
+	return b, base, id
+}
+
 // TestServeBrowserRunPageFits: an ARC run's page is no wider than a
 // 1,400 px window, as it opens, with each node in the inspector and at
 // each step's state, every fold open: long values (code, grids, JSON
 // with no space to break at) wrap or fold. The inspector opens beside
 // the graph, which draws the path the run took.
 func TestServeBrowserRunPageFits(t *testing.T) {
-	newTab := browser(t)
-	db := filepath.Join(t.TempDir(), "runs.db")
-	id := shippedRun(t, db, "single_pair")
-	base, _ := serve(t, "../../pipelines", "--store", db)
-	b := newTab(t)
-	b.do("open the ARC run", chromedp.Navigate(base+"runs/"+id), chromedp.WaitVisible(chromedp.CSS("svg.graph")))
+	b, base, id := shippedRunPage(t, "single_pair", "svg.graph")
 	links := strings.Fields(b.value(`Array.from(document.querySelectorAll('svg.graph a, table.steps a')).map(a => a.getAttribute("href")).join(" ")`))
 	if len(links) < 10 {
 		t.Fatalf("the page links to %d nodes and steps", len(links))
@@ -69,7 +77,7 @@ func TestServeBrowserRunPageFits(t *testing.T) {
 	b.docShot("run-inspector")
 	b.do("open the ARC run with its first step's state", chromedp.Navigate(base+"runs/"+id+"?at=1#state"), chromedp.WaitVisible(chromedp.CSS("#state-at")))
 	b.eval("window.scrollTo(0, 0), true")
-	b.docShot("run")
+	b.shot("run-state")
 }
 
 // TestServeBrowserStartPage: /start over the shipped pipelines lists each
@@ -106,5 +114,45 @@ func TestServeBrowserStartPage(t *testing.T) {
 		return Array.from(g.querySelectorAll("text")).some(x => x.getBoundingClientRect().right > r.right)
 	}).map(g => Array.from(g.querySelectorAll("text")).map(x => x.textContent + " (" + Math.round(x.getBoundingClientRect().right - g.querySelector("rect").getBoundingClientRect().right) + " px)").join(" / ")).join("\n")`); out != "" {
 		t.Errorf("text leaves its box in Chromium:\n%s", out)
+	}
+}
+
+// TestServeBrowserRunGrids: a shipped ARC pipeline's run page draws its
+// attempts per test input as the batch report does, each grid captioned
+// and against the task's expected test output ("as expected" in its
+// title when it matches), in the outputs and in the inspector of the
+// node that made them.
+func TestServeBrowserRunGrids(t *testing.T) {
+	needPython(t)
+	b, base, id := shippedRunPage(t, "arc_evolve", ".outputs figure.arc-fig")
+	captions := b.value(`Array.from(document.querySelectorAll(".outputs figure.arc-fig figcaption")).map(c => c.textContent).join(", ")`)
+	if !strings.Contains(captions, "test 1 attempt_1") || !strings.Contains(captions, "test 1 attempt_2") {
+		t.Fatalf("the outputs' grids are captioned %q, want each test input's attempts", captions)
+	}
+	compared := b.value(`Array.from(document.querySelectorAll(".outputs figure.arc-fig svg title")).map(c => c.textContent).join("; ")`)
+	if !strings.Contains(compared, "expected") {
+		t.Errorf("the attempts are not drawn against the expected grid: %q", compared)
+	}
+	b.eval(`document.querySelector(".outputs").scrollIntoView(), true`)
+	b.docView("run-grids")
+	b.do("inspect the answer", chromedp.Navigate(base+"runs/"+id+"?path=answer"), chromedp.WaitVisible(chromedp.CSS("#inspector")))
+	if got := b.value(`Array.from(document.querySelectorAll("#inspector figure.arc-fig figcaption")).map(c => c.textContent).join(", ")`); !strings.Contains(got, "test 1 attempt_1") {
+		t.Errorf("the inspector's output grids are captioned %q", got)
+	}
+}
+
+// docView saves what the window shows of the page as docs/img/NAME.png
+// when FLOWRUN_DOCS_SCREENSHOT=1 (and as an artifact always): a long
+// page's part, where docShot takes the whole.
+func (b *tab) docView(name string) {
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err == nil {
+		err = os.WriteFile(filepath.Join(b.dir, name+".png"), png, 0o644)
+	}
+	if err == nil && os.Getenv("FLOWRUN_DOCS_SCREENSHOT") == "1" {
+		err = os.WriteFile("../../docs/img/"+name+".png", png, 0o644)
+	}
+	if err != nil {
+		b.t.Fatal(err)
 	}
 }

@@ -112,23 +112,7 @@ outputs:
 // makes the edit, and flowrun test passes it.
 func TestFromRunOfAForkWithAnEdit(t *testing.T) {
 	dir := t.TempDir()
-	p := writeFile(t, dir, "greet.yaml", `version: 1
-name: greet
-models:
-  default: {model: gpt-4.1-mini}
-state:
-  who: nobody
-nodes:
-  - id: draft
-    llm: {prompt: "Draft a greeting"}
-  - id: pick
-    set: {who: '"world"'}
-  - id: final
-    llm: {prompt: "Greet ${{ state.who }}: ${{ nodes.draft.text }}"}
-outputs:
-  greeting: nodes.final.text
-  who: state.who
-`)
+	p := writeFile(t, dir, "greet.yaml", greetPipeline)
 	useGreeter(t)
 	db := filepath.Join(dir, "runs.db")
 	code, _, stderr := flowrun(t, p, "--store", db)
@@ -152,6 +136,26 @@ outputs:
 		t.Fatalf("flowrun test: exit %d\n%s\n%s\n%s", code, stdout, stderr, written)
 	}
 }
+
+// greetPipeline greets whoever its state names, "world" unless a fork
+// from its checkpoint 2 edits state.who (useGreeter answers ann by name).
+const greetPipeline = `version: 1
+name: greet
+models:
+  default: {model: gpt-4.1-mini}
+state:
+  who: nobody
+nodes:
+  - id: draft
+    llm: {prompt: "Draft a greeting"}
+  - id: pick
+    set: {who: '"world"'}
+  - id: final
+    llm: {prompt: "Greet ${{ state.who }}: ${{ nodes.draft.text }}"}
+outputs:
+  greeting: nodes.final.text
+  who: state.who
+`
 
 // useGreeter points the model at a server that says "Hello, Ann!" to a
 // prompt that greets ann, and "Hello" to any other.

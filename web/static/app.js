@@ -42,9 +42,14 @@ if (timeline) {
     if (timeline.querySelector('tr[data-seq="' + d.seq + '"]')) return;
     timeline.insertAdjacentHTML("beforeend", d.row);
     if (d.node && d.state) {
-      document.querySelectorAll('g[data-node="' + CSS.escape(d.node) + '"]').forEach(function (g) {
-        g.setAttribute("data-state", d.state);
+      // A map's or parallel node's join box stands where its node does.
+      [d.node, d.node + "__join"].forEach(function (id) {
+        document.querySelectorAll('g[data-node="' + CSS.escape(id) + '"]').forEach(function (g) {
+          g.setAttribute("data-state", d.state);
+        });
       });
+      document.querySelectorAll('g[data-node="__start"]').forEach(function (g) { g.setAttribute("data-state", "done"); });
+      document.querySelectorAll("svg.graph").forEach(markTaken);
     }
     if (d.path) refreshInspector(d.path);
     if (d.cost !== undefined) {
@@ -67,6 +72,20 @@ if (timeline) {
       es.close();
       location.reload();
     }
+  });
+}
+
+// markTaken draws the path a live run has taken so far by the rule the
+// server draws it with (taken in web/funcs.go): a line from a node that
+// finished to one that ran, an on_error line (dashed) left out.
+var ran = { done: true, running: true, waiting: true, failed: true };
+function markTaken(svg) {
+  var state = {};
+  svg.querySelectorAll("g.gnode").forEach(function (g) { state[g.dataset.node] = g.dataset.state; });
+  svg.querySelectorAll("path.edge").forEach(function (p) {
+    var on = !p.classList.contains("dashed") && state[p.dataset.from] === "done" && ran[state[p.dataset.to]] === true;
+    p.classList.toggle("taken", on);
+    p.setAttribute("marker-end", on ? "url(#arrow-taken)" : "url(#arrow)");
   });
 }
 
