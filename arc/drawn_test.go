@@ -31,7 +31,7 @@ func TestGridsOfThePipelinesShapes(t *testing.T) {
 		name, value string
 		want        []drawn
 	}{
-		{"test_predictions", `[[[2, 0]], [[4]]]`, []drawn{{"test 1", ", 1 cells differ from the expected"}, {"test 2", ", as expected"}}},
+		{"test_predictions", `[[[2, 0]], [[4]]]`, []drawn{{"test 1", ", 1 cell differs from the expected"}, {"test 2", ", as expected"}}},
 		{"attempts", `[{"attempt_1": [[2, 2]], "attempt_2": [[0]]}, {"attempt_1": [[4]], "attempt_2": [[4]]}]`,
 			[]drawn{{"test 1 attempt_1", ", as expected"}, {"test 1 attempt_2", ", expected 1x2"}, {"test 2 attempt_1", ", as expected"}, {"test 2 attempt_2", ", as expected"}}},
 		{"the task's test pairs", `[{"input": [[1]], "output": [[2, 2]]}]`, []drawn{{"test 1 input", ""}, {"test 1 output", ", as expected"}}},
@@ -47,7 +47,7 @@ func TestGridsOfThePipelinesShapes(t *testing.T) {
 			}
 		}
 	}
-	if got, ok := Grids(decode(t, `[[2, 0]]`), [][][]int{{{2, 2}}}); !ok || len(got) != 1 || AgainstNote(got[0].Grid, got[0].Want) != ", 1 cells differ from the expected" {
+	if got, ok := Grids(decode(t, `[[2, 0]]`), [][][]int{{{2, 2}}}); !ok || len(got) != 1 || AgainstNote(got[0].Grid, got[0].Want) != ", 1 cell differs from the expected" {
 		t.Errorf("one grid against a task with one test input: %v %v", got, ok)
 	}
 	for _, v := range []string{`"text"`, `[]`, `[[[1]], "x"]`, `[{"a": [[1]], "b": 3}]`, `{"attempt_1": [[1]]}`} {

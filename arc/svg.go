@@ -102,8 +102,11 @@ func AgainstNote(grid, against [][]int) string {
 			}
 		}
 	}
-	if n == 0 {
+	switch n {
+	case 0:
 		return ", as expected"
+	case 1:
+		return ", 1 cell differs from the expected"
 	}
 	return fmt.Sprintf(", %d cells differ from the expected", n)
 }

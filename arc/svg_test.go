@@ -39,7 +39,7 @@ func TestGridSVGMarksDifferences(t *testing.T) {
 	if n := strings.Count(got, `stroke-dasharray`); n != 1 {
 		t.Errorf("%d cells marked, want 1:\n%s", n, got)
 	}
-	if !strings.Contains(got, "1 cells differ") || !strings.Contains(got, `fill="#2ecc40"`) {
+	if !strings.Contains(got, "1 cell differs") || !strings.Contains(got, `fill="#2ecc40"`) {
 		t.Errorf("title or palette wrong:\n%s", got)
 	}
 	if other := string(GridSVG([][]int{{0}}, [][]int{{0, 1}}, 10)); !strings.Contains(other, "expected 1x2") {

@@ -25,7 +25,7 @@ func TestFailingARCItemDrawsItsGrids(t *testing.T) {
 	}
 	for _, want := range []string{
 		`<figcaption>test 1</figcaption>`, `<figcaption>test 2 attempt_2</figcaption>`, `<figcaption>test 1 output</figcaption>`,
-		`1x2 grid, 1 cells differ from the expected`, `1x1 grid, as expected`, `1x1 grid, 1 cells differ from the expected`,
+		`1x2 grid, 1 cell differs from the expected`, `1x1 grid, as expected`, `1x1 grid, 1 cell differs from the expected`,
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("the item's HTML lacks %s", want)
@@ -36,7 +36,7 @@ func TestFailingARCItemDrawsItsGrids(t *testing.T) {
 	}
 	var text bytes.Buffer
 	WriteItemText(&text, &Summary{}, r, 100)
-	for _, want := range []string{"test_predictions (test 1): 1x2 grid, 1 cells differ from the expected", "attempts (test 2 attempt_1): 1x1 grid, as expected", "test (test 2 output): 1x1 grid"} {
+	for _, want := range []string{"test_predictions (test 1): 1x2 grid, 1 cell differs from the expected", "attempts (test 2 attempt_1): 1x1 grid, as expected", "test (test 2 output): 1x1 grid"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("batch show --item lacks %q:\n%s", want, text.String())
 		}

@@ -47,7 +47,7 @@ func TestReportShowsWhy(t *testing.T) {
 		`<tbody class="item" id="item-1" data-fail="1" data-outcome="broken"`,
 		`data-fails="exact solved"`,
 		`<details class="fold"><summary><code>Rule: shift each colour by one. …</code></summary>`,
-		`1 cells differ from the expected`,
+		`1 cell differs from the expected`,
 		`judge's reason</b> the centre cell of task-02 is wrong`,
 		`human note</b> centre cell wrong, as the judge says`,
 		`Human ratings against the metrics`,
@@ -66,7 +66,7 @@ func TestReportShowsWhy(t *testing.T) {
 	// B's grid against A's with the one changed cell outlined.
 	pair := page[strings.Index(page, `<details id="pair-task-02">`):]
 	pair = pair[:strings.Index(pair, "</table>")]
-	if strings.Count(pair, "<svg") != 4 || !strings.Contains(pair, "1 cells differ from the expected") ||
+	if strings.Count(pair, "<svg") != 4 || !strings.Contains(pair, "1 cell differs from the expected") ||
 		!strings.Contains(pair, `<td class="fname">input task</td><td colspan="3"><code>task-02</code>`) || !strings.Contains(pair, `<td class="fname">expected</td>`) {
 		t.Errorf("the side by side of task-02 draws %d grids:\n%s", strings.Count(pair, "<svg"), pair)
 	}

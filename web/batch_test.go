@@ -36,7 +36,7 @@ func TestBatchItemWhy(t *testing.T) {
 	a, b := arcBatches(h)
 	_, page := h.get("/batches/" + b.ID)
 	// The row is the dataset's, counted from 1 as people count rows.
-	for _, want := range []string{`id="item-1"><tr><td>2</td><td>task-02</td>`, "1 cells differ from the expected", "judge's reason", "the centre cell of task-02 is wrong",
+	for _, want := range []string{`id="item-1"><tr><td>2</td><td>task-02</td>`, "1 cell differs from the expected", "judge's reason", "the centre cell of task-02 is wrong",
 		`<svg class="arc-grid"`, `action="/batches/` + b.ID + `/rate"`, `name="csrf" value="` + h.srv.csrf + `"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the batch page lacks %s", want)
@@ -64,7 +64,7 @@ func TestBatchItemWhy(t *testing.T) {
 	}
 	_, cmp := h.get("/compare?a=" + a.ID + "&b=" + b.ID + "&show=broken")
 	if strings.Contains(cmp, "<td>task-03</td>") || !strings.Contains(cmp, "<td>task-02</td>") ||
-		!strings.Contains(cmp, "<del>Side A of task-02</del><ins>Side B of task-02</ins>") || !strings.Contains(cmp, "1 cells differ from the expected") {
+		!strings.Contains(cmp, "<del>Side A of task-02</del><ins>Side B of task-02</ins>") || !strings.Contains(cmp, "1 cell differs from the expected") {
 		t.Errorf("compare, broken only:\n%s", cmp)
 	}
 }

@@ -169,10 +169,13 @@ func TestComparePageInBrowser(t *testing.T) {
 		t.Error("the added prompt line is not marked as added")
 	}
 	pair := b.text("tbody.pair table.side")
-	for _, want := range []string{"input question", "q1", "expected expected", "A1", "output answer"} {
+	for _, want := range []string{"input question", "q1", "expected", "A1", "output answer"} {
 		if !strings.Contains(pair, want) {
 			t.Errorf("the flipped item lacks %q:\n%s", want, pair)
 		}
+	}
+	if strings.Contains(pair, "expected expected") {
+		t.Errorf("the dataset's field expected is labelled twice:\n%s", pair)
 	}
 	b.docShot("compare")
 	if _, err := os.Stat(filepath.Join(b.dir, "compare.png")); err != nil {
