@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -99,21 +100,23 @@ type totals struct {
 
 type runData struct {
 	page
-	Run        *store.Run
-	Duration   time.Duration
-	Graph      *graph.Drawing
-	GraphError string
-	States     map[string]eventview.NodeState
-	Paths      map[string]string // node id -> its latest path, for the inspector
-	Rows       []row
-	LastSeq    int64
-	Totals     totals
-	Pending    *runtime.Question
-	Answer     []field
-	Active     bool
-	Auto       bool
-	Snapshots  []*store.Snapshot
-	Points     []*runtime.Checkpoint
+	Run *store.Run
+	// PipelineFile is the run's pipeline as the page names it (see shown).
+	PipelineFile string
+	Duration     time.Duration
+	Graph        *graph.Drawing
+	GraphError   string
+	States       map[string]eventview.NodeState
+	Paths        map[string]string // node id -> its latest path, for the inspector
+	Rows         []row
+	LastSeq      int64
+	Totals       totals
+	Pending      *runtime.Question
+	Answer       []field
+	Active       bool
+	Auto         bool
+	Snapshots    []*store.Snapshot
+	Points       []*runtime.Checkpoint
 	// RecentPoints are the last checkpoints, listed with a fork button each.
 	RecentPoints []*runtime.Checkpoint
 	// Steps are the run's state after each checkpoint and its changes;
@@ -161,7 +164,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	d := runData{page: s.page(r, "Run "+id, "runs"), Run: run, Wants: arc.TaskTestOutputs(run.Inputs), Duration: runDuration(run), States: map[string]eventview.NodeState{},
+	d := runData{page: s.page(r, "Run "+id, "runs"), Run: run, PipelineFile: s.shown(cmp.Or(run.PipelineAbs, run.Pipeline)), Wants: arc.TaskTestOutputs(run.Inputs), Duration: runDuration(run), States: map[string]eventview.NodeState{},
 		Paths: map[string]string{}, LastSeq: last}
 	// The graph is of the pipeline file as the run recorded it, even when
 	// the file changed since.

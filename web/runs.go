@@ -116,12 +116,12 @@ func (s *Server) rows(ctx context.Context, l listQuery) (listRows, error) {
 	out.Total = total
 	for _, line := range lines {
 		if b := line.Batch; b != nil {
-			out.Runs = append(out.Runs, runRow{ID: b.ID, Pipeline: b.Pipeline, Name: b.PipelineName, Status: b.Status, Started: b.Started,
+			out.Runs = append(out.Runs, runRow{ID: b.ID, Pipeline: s.shown(b.Pipeline), Name: b.PipelineName, Status: b.Status, Started: b.Started,
 				Ended: ended(b.Status, b.Finished, b.Updated), CostUSD: b.CostUSD, Tokens: int64(b.Tokens), Batch: b})
 			continue
 		}
 		r := line.Run
-		row := runRow{ID: r.ID, Pipeline: r.Pipeline, Name: r.PipelineName, Status: r.Status, ParentRun: r.ParentRun,
+		row := runRow{ID: r.ID, Pipeline: s.shown(r.Pipeline), Name: r.PipelineName, Status: r.Status, ParentRun: r.ParentRun,
 			ParentSeq: r.ParentSeq, Started: r.Started, Ended: ended(r.Status, r.Finished, r.Updated), CostUSD: r.CostUSD, Tokens: int64(r.Tokens)}
 		if r.Status == runtime.StatusRunning {
 			if c, t, err := s.st.SpentSoFar(ctx, r.ID); err == nil {

@@ -71,6 +71,19 @@ func (s *Server) say(err error) string {
 	return strings.ReplaceAll(msg, s.dir, "the served directory")
 }
 
+// shown is a recorded pipeline path as a page shows it: relative to the
+// served directory when it is in it, else its file name, so that no page
+// names a path on the server.
+func (s *Server) shown(path string) string {
+	if !filepath.IsAbs(path) {
+		return path
+	}
+	if rel, err := filepath.Rel(s.dir, path); err == nil && filepath.IsLocal(rel) {
+		return filepath.ToSlash(rel)
+	}
+	return filepath.Base(path)
+}
+
 // resolve turns a pipeline named relative to the server's directory into
 // its path, refusing any name that leads outside it (.., an absolute
 // path, a symbolic link).

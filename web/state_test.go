@@ -335,3 +335,19 @@ outputs: {n: state.n}
 		}
 	}
 }
+
+// TestPagesNameNoServerPath: the run page and the runs list name a run's
+// pipeline relative to the served directory, never by its path on the
+// server.
+func TestPagesNameNoServerPath(t *testing.T) {
+	h := newHarness(t, "")
+	h.fake.Push(llmtest.Text("hi"))
+	id := h.start(url.Values{"pipeline": {"chat.yaml"}, "in.topic": {"birds"}})
+	h.await(id, "completed")
+	for _, path := range []string{"/runs/" + id, "/"} {
+		_, page := h.get(path)
+		if strings.Contains(page, h.dir) || !strings.Contains(page, "chat.yaml") {
+			t.Errorf("%s names the pipeline by its path on the server (%s), or not at all:\n%s", path, h.dir, page)
+		}
+	}
+}
