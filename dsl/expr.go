@@ -138,6 +138,18 @@ type templatePart struct {
 	expr *Expr
 }
 
+// Exprs are the expressions the template interpolates, in order: what
+// it reads, for a reader that bounds its size without running it.
+func (t *Template) Exprs() []*Expr {
+	var out []*Expr
+	for _, p := range t.parts {
+		if p.expr != nil {
+			out = append(out, p.expr)
+		}
+	}
+	return out
+}
+
 // Render interpolates the template. Strings are inserted as they are, null
 // as nothing, and lists and maps as JSON.
 func (t *Template) Render(env *Env) (string, error) {

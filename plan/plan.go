@@ -1,0 +1,318 @@
+// Package plan bounds what a run of a compiled pipeline can do before it
+// starts: per node and in total, the most model calls, output and input
+// tokens, cost, sandbox runs, tool calls and wall time, each with the
+// expression that bounds it.
+//
+// Guarantees: a figure is never below what a run with the same inputs
+// does (loops run max_iterations times, every branch is taken, every
+// retry and repair is spent); the cost of one model call is
+// llm.WorstCase of the request the node would send, the same bound the
+// cost cap reserves; a figure nothing bounds is unbounded, never a guess,
+// and the plan names the node and what to set. Evaluating a bound needs
+// only the run's inputs: one that reads state, node outputs or items is
+// data-dependent.
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/llm"
+)
+
+// Plan is the bound of one run.
+type Plan struct {
+	Pipeline string `json:"pipeline"`
+	// Inputs are the values the bounds were evaluated with: those given,
+	// then the declared defaults.
+	Inputs map[string]any `json:"inputs"`
+	// Missing are the inputs with neither: bounds reading them stay symbolic.
+	Missing []string `json:"missing_inputs,omitempty"`
+	Nodes   []*Node  `json:"nodes"`
+	Total   Totals   `json:"total"`
+	// Unbounded says, for every figure nothing bounds, why and what to set.
+	Unbounded []Reason `json:"unbounded,omitempty"`
+	// Notes are what a reader of the figures should know (a prompt that
+	// grows with model output).
+	Notes []string `json:"notes,omitempty"`
+	// MaxCostUSD is limits.max_cost_usd, 0 for none.
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
+}
+
+// Totals are the figures of a node, or of the whole run.
+type Totals struct {
+	Calls        Figure `json:"model_calls"`
+	OutputTokens Figure `json:"output_tokens"`
+	InputTokens  Figure `json:"input_tokens"`
+	USD          Figure `json:"cost_usd"`
+	SandboxRuns  Figure `json:"sandbox_runs"`
+	ToolCalls    Figure `json:"tool_calls"`
+	WallSeconds  Figure `json:"wall_seconds"`
+}
+
+func zero() Totals {
+	z := Num(0)
+	return Totals{z, z, z, z, z, z, z}
+}
+
+func (t Totals) plus(u Totals) Totals {
+	return Totals{t.Calls.Plus(u.Calls), t.OutputTokens.Plus(u.OutputTokens), t.InputTokens.Plus(u.InputTokens),
+		t.USD.Plus(u.USD), t.SandboxRuns.Plus(u.SandboxRuns), t.ToolCalls.Plus(u.ToolCalls), t.WallSeconds.Plus(u.WallSeconds)}
+}
+
+func (t Totals) times(f Figure) Totals {
+	return Totals{t.Calls.Times(f), t.OutputTokens.Times(f), t.InputTokens.Times(f),
+		t.USD.Times(f), t.SandboxRuns.Times(f), t.ToolCalls.Times(f), t.WallSeconds.Times(f)}
+}
+
+// Node is the bound of one node over the whole run: what one run of it
+// may do, times how often it may run (Runs).
+type Node struct {
+	Path string `json:"node"` // ids from the top, joined by "/"
+	Kind string `json:"kind"`
+	Runs Figure `json:"runs"` // the most times it runs: enclosing loops and maps
+	Totals
+	// PerCall is the worst case of one model call of the node
+	// (llm.WorstCase), when its request is known before the run.
+	PerCall *llm.Bound `json:"per_call,omitempty"`
+}
+
+// Reason is why a figure of a node is unbounded.
+type Reason struct {
+	Node   string `json:"node"`
+	Figure string `json:"figure"`
+	Why    string `json:"why"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// Options are what a plan is made with.
+type Options struct {
+	// Inputs are the run's inputs; declared defaults fill the rest.
+	Inputs map[string]any
+}
+
+// Make bounds a run of p with the given inputs.
+func Make(p *dsl.Pipeline, o Options) *Plan {
+	inputs, missing := withDefaults(p, o.Inputs)
+	w := &walker{p: p, pl: &Plan{Pipeline: p.Name, Inputs: inputs, Missing: missing, MaxCostUSD: p.Limits.MaxCostUSD}}
+	w.pl.Total = w.block(p, inputs, p.Nodes, "", Num(1), false)
+	w.path = "pipeline"
+	switch {
+	case p.Limits.Timeout > 0:
+		w.pl.Total.WallSeconds = Sym("limits.timeout", p.Limits.Timeout.Seconds(), true)
+	case w.pl.Total.WallSeconds.IsUnbounded():
+		w.unbounded("wall time", "a model call or tool takes as long as its server", "set limits.timeout")
+	}
+	return w.pl
+}
+
+func withDefaults(p *dsl.Pipeline, given map[string]any) (map[string]any, []string) {
+	inputs := maps.Clone(given)
+	if inputs == nil {
+		inputs = map[string]any{}
+	}
+	var missing []string
+	for _, in := range p.Inputs {
+		if _, ok := inputs[in.Name]; ok {
+			continue
+		}
+		if in.HasDefault {
+			inputs[in.Name] = in.Default
+		} else {
+			missing = append(missing, in.Name)
+		}
+	}
+	return inputs, missing
+}
+
+type walker struct {
+	p    *dsl.Pipeline
+	pl   *Plan
+	path string // of the node being bounded, for the reasons it gives
+}
+
+// block bounds a list of nodes run runs times; inLoop says a loop
+// encloses them, so that a memory carries one iteration's replies to the
+// next.
+func (w *walker) block(p *dsl.Pipeline, inputs map[string]any, b dsl.Block, prefix string, runs Figure, inLoop bool) Totals {
+	sum := zero()
+	for _, n := range b {
+		sum = sum.plus(w.node(p, inputs, n, prefix+n.ID, runs, inLoop))
+	}
+	return sum
+}
+
+func (w *walker) node(p *dsl.Pipeline, inputs map[string]any, n *dsl.Node, path string, runs Figure, inLoop bool) Totals {
+	w.path = path
+	row := &Node{Path: path, Kind: string(n.Kind), Runs: runs, Totals: zero()}
+	w.pl.Nodes = append(w.pl.Nodes, row)
+	attempts := Num(1)
+	if n.Retry != nil {
+		attempts = Num(float64(max(n.Retry.MaxAttempts, 1)))
+	}
+	var once Totals
+	switch n.Kind {
+	case dsl.KindLLM:
+		once = w.llm(p, inputs, n, n.LLM(), row, inLoop)
+	case dsl.KindAgent:
+		once = w.agent(p, n, n.Agent(), row)
+	case dsl.KindCode:
+		once = zero()
+		once.SandboxRuns = attempts
+		once.WallSeconds = w.codeTimeout(p, n).Times(attempts)
+	case dsl.KindTool:
+		once = w.tool(p, inputs, n.Tool().Name, path, attempts)
+	case dsl.KindCall:
+		once = w.call(inputs, n.Call(), path, attempts)
+	case dsl.KindLoop:
+		return w.loop(p, inputs, n, path, runs)
+	case dsl.KindMap:
+		m := n.Map()
+		return w.block(p, inputs, m.Body, path+"/", runs.Times(w.length(p, inputs, m.Over, path)), inLoop)
+	case dsl.KindParallel:
+		sum := zero()
+		for _, br := range n.Parallel().Branches {
+			sum = sum.plus(w.block(p, inputs, br.Body, path+"/"+br.Name+"/", runs, inLoop))
+		}
+		return sum
+	default:
+		return zero() // set, branch and ask call nothing and cost nothing
+	}
+	switch {
+	case n.Timeout > 0:
+		once.WallSeconds = Num(n.Timeout.Seconds()).Times(attempts)
+	case n.Kind != dsl.KindCode && n.Kind != dsl.KindCall:
+		// A model or tool waits as long as its server takes.
+		once.WallSeconds = Unbounded()
+	}
+	w.path = path
+	row.Totals = once.times(runs)
+	return row.Totals
+}
+
+func (w *walker) loop(p *dsl.Pipeline, inputs map[string]any, n *dsl.Node, path string, runs Figure) Totals {
+	l := n.Loop()
+	iterations := Num(float64(l.MaxIterations))
+	if l.MaxExpr != nil {
+		iterations = w.evalInputs(inputs, l.MaxExpr, path, "loop iterations")
+	}
+	return w.block(p, inputs, l.Body, path+"/", runs.Times(iterations), true)
+}
+
+// codeTimeout is the wall time of one sandbox run: the node's limits,
+// else the pipeline's sandbox: defaults.
+func (w *walker) codeTimeout(p *dsl.Pipeline, n *dsl.Node) Figure {
+	for _, d := range []time.Duration{n.Timeout, n.Code().Limits.Timeout, p.Sandbox.Timeout} {
+		if d > 0 {
+			return Num(d.Seconds())
+		}
+	}
+	w.unbounded("wall time", "the code node has no timeout", "set timeout: on the node or sandbox: {timeout: 30s}")
+	return Unbounded()
+}
+
+func (w *walker) tool(p *dsl.Pipeline, inputs map[string]any, name, path string, attempts Figure) Totals {
+	t := zero()
+	t.ToolCalls = attempts
+	if decl := p.Tools[name]; decl != nil && decl.Pipeline != nil {
+		callee := Make(decl.Pipeline, Options{})
+		w.adopt(path, callee)
+		t = t.plus(callee.Total.times(attempts))
+	}
+	if name == "python_execute" || name == "code_execute" {
+		t.SandboxRuns = attempts
+	}
+	return t
+}
+
+// call takes the callee's plan, evaluated with the inputs the call
+// passes where they depend on the caller's inputs alone.
+func (w *walker) call(inputs map[string]any, c *dsl.Call, path string, attempts Figure) Totals {
+	given := map[string]any{}
+	for _, f := range c.Inputs {
+		if v, err := f.Value.Eval(&dsl.Env{Inputs: inputs}); err == nil {
+			given[f.Name] = v
+		}
+	}
+	callee := Make(c.Pipeline, Options{Inputs: given})
+	w.adopt(path, callee)
+	return callee.Total.times(attempts)
+}
+
+// adopt keeps what a callee's plan says, under the calling node's path.
+func (w *walker) adopt(path string, callee *Plan) {
+	for _, r := range callee.Unbounded {
+		r.Node = path + "/" + r.Node
+		w.pl.Unbounded = append(w.pl.Unbounded, r)
+	}
+	w.pl.Notes = append(w.pl.Notes, callee.Notes...)
+}
+
+func (w *walker) unbounded(figure, why, fix string) {
+	r := Reason{Node: w.path, Figure: figure, Why: why, Fix: fix}
+	if !slices.Contains(w.pl.Unbounded, r) {
+		w.pl.Unbounded = append(w.pl.Unbounded, r)
+	}
+}
+
+func (w *walker) note(s string) {
+	if !slices.Contains(w.pl.Notes, s) {
+		w.pl.Notes = append(w.pl.Notes, s)
+	}
+}
+
+// modelAttempts is how many times one model turn of n may be sent: the
+// node's retry, else the model's, else the client's default. A try that
+// times out after sending may be billed, so each one counts.
+func modelAttempts(n *dsl.Node, p *dsl.Pipeline, model string) int {
+	if n.Retry != nil {
+		return max(n.Retry.MaxAttempts, 1)
+	}
+	if m := p.Models[model]; m != nil && m.Retry != nil && m.Retry.MaxAttempts > 0 {
+		return m.Retry.MaxAttempts
+	}
+	return llm.DefaultMaxAttempts
+}
+
+func maxTokens(p *dsl.Pipeline, l *dsl.LLM) int {
+	if l.MaxTokens > 0 {
+		return l.MaxTokens
+	}
+	if m := p.Models[l.Model]; m != nil {
+		return m.MaxTokens
+	}
+	return 0
+}
+
+// perCall fills what one model call of n may cost into t, given calls.
+func (w *walker) perCall(p *dsl.Pipeline, n *dsl.Node, l *dsl.LLM, calls Figure, b llm.Bound, err error, inputKnown bool) (Totals, *llm.Bound) {
+	t := zero()
+	t.Calls = calls
+	var noPrice *llm.NoPriceError
+	switch {
+	case errors.As(err, &noPrice):
+		w.unbounded("cost", noPrice.Error(), fmt.Sprintf("give model %s a price: {input_per_mtok, output_per_mtok}", l.Model))
+		t.USD = Unbounded()
+	case errors.Is(err, llm.ErrNoMaxTokens), maxTokens(p, l) == 0:
+		w.unbounded("output tokens and cost", "no max_tokens: a reply has no length bound",
+			fmt.Sprintf("set max_tokens on node %s or on model %s", n.ID, l.Model))
+		t.OutputTokens, t.USD = Unbounded(), Unbounded()
+	}
+	if !t.OutputTokens.IsUnbounded() {
+		t.OutputTokens = calls.Times(Num(float64(maxTokens(p, l))))
+	}
+	if !inputKnown {
+		t.InputTokens, t.USD = Unbounded(), Unbounded()
+		return t, nil
+	}
+	t.InputTokens = calls.Times(Num(float64(b.InputTokens)))
+	if err == nil {
+		t.USD = calls.Times(Num(b.USD))
+		return t, &b
+	}
+	return t, nil
+}

@@ -1,0 +1,131 @@
+package plan
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// width is the widest line Write prints.
+const width = 100
+
+// Write prints the plan for a terminal: a table of the nodes that call,
+// run or cost anything, the total, the expression behind every symbolic
+// figure, and why the unbounded ones are.
+func (pl *Plan) Write(w io.Writer) {
+	fmt.Fprintf(w, "Plan of %s: the most one run can do", pl.Pipeline)
+	if names := slices.Sorted(maps.Keys(pl.Inputs)); len(names) > 0 {
+		fmt.Fprintf(w, ", with inputs %s", strings.Join(names, ", "))
+	}
+	fmt.Fprintln(w, ".")
+	if len(pl.Missing) > 0 {
+		fmt.Fprintf(w, "Not given, so bounds reading them stay symbolic (?): %s.\n", strings.Join(pl.Missing, ", "))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "node\tkind\truns\tmodel calls\toutput tok\tcost\tsandbox\ttools\twall s\t")
+	var shown []*Node
+	for _, n := range pl.Nodes {
+		if n.Calls.IsZero() && n.SandboxRuns.IsZero() && n.ToolCalls.IsZero() {
+			continue
+		}
+		shown = append(shown, n)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", clip(n.Path, 30), n.Kind, n.Runs.Text(), n.Calls.Text(),
+			n.OutputTokens.Text(), n.USD.USD(), n.SandboxRuns.Text(), n.ToolCalls.Text(), n.WallSeconds.Text())
+	}
+	t := pl.Total
+	fmt.Fprintf(tw, "total\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t\n", t.Calls.Text(), t.OutputTokens.Text(), t.USD.USD(),
+		t.SandboxRuns.Text(), t.ToolCalls.Text(), t.WallSeconds.Text())
+	tw.Flush()
+
+	var bounds []string
+	for _, n := range shown {
+		for _, f := range []struct {
+			name string
+			f    Figure
+		}{{"runs", n.Runs}, {"model calls", n.Calls}, {"output tokens", n.OutputTokens}, {"cost usd", n.USD}} {
+			if f.f.Symbolic() && (f.name == "runs" || !n.Runs.Symbolic() || f.f.Expr() != n.Runs.Expr()) {
+				bounds = append(bounds, fmt.Sprintf("%s: %s ≤ %s", n.Path, f.name, f.f.Expr()))
+			}
+		}
+	}
+	for _, f := range []struct {
+		name string
+		f    Figure
+	}{{"model calls", t.Calls}, {"output tokens", t.OutputTokens}, {"cost usd", t.USD}} {
+		if f.f.Symbolic() {
+			bounds = append(bounds, fmt.Sprintf("total: %s ≤ %s", f.name, f.f.Expr()))
+		}
+	}
+	section(w, "Bounds", bounds)
+	var why []string
+	for _, r := range pl.Unbounded {
+		s := fmt.Sprintf("%s: %s: %s", r.Node, r.Figure, r.Why)
+		if r.Fix != "" {
+			s += "; " + r.Fix
+		}
+		why = append(why, s)
+	}
+	section(w, "Unbounded", why)
+	section(w, "Notes", pl.Notes)
+	if pl.MaxCostUSD > 0 {
+		fmt.Fprintf(w, "\n%s\n", pl.AgainstCap())
+	}
+}
+
+// AgainstCap says how the worst-case cost compares with limits.max_cost_usd.
+func (pl *Plan) AgainstCap() string {
+	v, ok := pl.Total.USD.Value()
+	switch {
+	case pl.Total.USD.IsUnbounded():
+		return fmt.Sprintf("limits.max_cost_usd %.2f: the worst case has no bound, so the cap may stop a run halfway.", pl.MaxCostUSD)
+	case !ok:
+		return fmt.Sprintf("limits.max_cost_usd %.2f: the worst case depends on inputs not given.", pl.MaxCostUSD)
+	case v > pl.MaxCostUSD:
+		return fmt.Sprintf("limits.max_cost_usd %.2f is below the worst case $%.4f: the cap may stop a run halfway.", pl.MaxCostUSD, v)
+	}
+	return fmt.Sprintf("limits.max_cost_usd %.2f covers the worst case $%.4f.", pl.MaxCostUSD, v)
+}
+
+// section prints a titled list, each item wrapped to width.
+func section(w io.Writer, title string, items []string) {
+	if len(items) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s:\n", title)
+	for _, it := range items {
+		for i, line := range wrap(it, width-4) {
+			if i == 0 {
+				fmt.Fprintf(w, "  %s\n", line)
+			} else {
+				fmt.Fprintf(w, "    %s\n", line)
+			}
+		}
+	}
+}
+
+func wrap(s string, n int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		if line != "" && len([]rune(line))+1+len([]rune(word)) > n {
+			lines = append(lines, line)
+			line = word
+			continue
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	return append(lines, line)
+}
+
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return "…" + string(r[len(r)-n+1:])
+	}
+	return s
+}
