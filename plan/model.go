@@ -15,16 +15,14 @@ import (
 )
 
 // llm bounds one run of an llm node: every try of every repair turn.
-func (w *walker) llm(p *dsl.Pipeline, inputs map[string]any, n *dsl.Node, l *dsl.LLM, row *Node, inLoop bool) Totals {
+func (w *walker) llm(p *dsl.Pipeline, sc scope, n *dsl.Node, l *dsl.LLM, row *Node) Totals {
 	calls := Num(float64(modelAttempts(n, p, l.Model) * (1 + l.RepairRetries)))
-	req, known := w.request(p, inputs, n, l, inLoop)
-	var b llm.Bound
-	var err error
-	if known {
-		b, err = llm.WorstCase(req)
-	} else if m := p.Models[l.Model]; m != nil {
-		// The output side still has a bound worth naming.
-		_, err = llm.WorstCase(&llm.Request{Model: m, MaxTokens: l.MaxTokens})
+	b, err, known := w.firstTurn(p, sc, n, l)
+	if !known {
+		if m := p.Models[l.Model]; m != nil {
+			// The output side still has a bound worth naming.
+			_, err = llm.WorstCase(&llm.Request{Model: m, MaxTokens: l.MaxTokens})
+		}
 	}
 	t, per := w.perCall(p, n, l, calls, b, err, known)
 	row.PerCall = per
@@ -65,50 +63,72 @@ func (w *walker) agent(p *dsl.Pipeline, n *dsl.Node, a *dsl.Agent, row *Node) To
 	return t
 }
 
-// request is the request an llm node sends first, when everything it
-// renders depends on the run's inputs alone; known is false otherwise.
-func (w *walker) request(p *dsl.Pipeline, inputs map[string]any, n *dsl.Node, l *dsl.LLM, inLoop bool) (*llm.Request, bool) {
+// firstTurn is llm.WorstCase of the request an llm node sends, when
+// everything it renders depends on the run's inputs, or on a map's items
+// that inputs alone make (the largest of them); known is false otherwise.
+func (w *walker) firstTurn(p *dsl.Pipeline, sc scope, n *dsl.Node, l *dsl.LLM) (b llm.Bound, err error, known bool) {
 	m := p.Models[l.Model]
 	if m == nil {
-		return nil, false
+		return b, nil, false
 	}
 	if l.Memory != "" {
-		why := fmt.Sprintf("it continues memory %s, which holds the earlier replies", l.Memory)
-		if inLoop {
-			w.note(fmt.Sprintf("node %s: its prompt grows with model output: memory %s gains each call's prompt and reply (≤ max_tokens) every iteration", n.ID, l.Memory))
+		if sc.inLoop {
+			w.note(fmt.Sprintf("%s: its prompt grows with model output: memory %s gains each call's prompt and reply (≤ max_tokens) every iteration", w.path, l.Memory))
 		}
-		w.unbounded("input tokens and cost", why, "")
-		return nil, false
+		w.unbounded("input tokens and cost", fmt.Sprintf("it continues memory %s, which holds the earlier replies", l.Memory), "")
+		return b, nil, false
 	}
 	if len(l.Images) > 0 {
 		w.unbounded("input tokens and cost", "its images are read when it runs", "")
-		return nil, false
+		return b, nil, false
 	}
-	env := &dsl.Env{Inputs: inputs}
-	req := &llm.Request{Model: m, Temperature: l.Temperature, MaxTokens: l.MaxTokens,
-		OutputSchema: l.OutputSchema, SchemaName: n.ID, RepairRetries: l.RepairRetries}
-	for _, part := range []struct {
-		role string
-		t    *dsl.Template
-	}{{llm.RoleSystem, l.System}, {llm.RoleUser, l.Prompt}} {
-		if part.t == nil {
-			if part.role == llm.RoleUser {
-				req.Messages = append(req.Messages, llm.Message{Role: part.role})
-			}
+	envs := []*dsl.Env{{Inputs: sc.inputs}}
+	for _, t := range []*dsl.Template{l.System, l.Prompt} {
+		if t == nil {
 			continue
 		}
-		if reads := dataReads(part.t); len(reads) > 0 {
-			w.unbounded("input tokens and cost", fmt.Sprintf("its %s reads %s, whose size depends on the run", part.role, strings.Join(reads, ", ")), "")
-			return nil, false
+		for _, r := range dataReads(t) {
+			if (r == "item" || r == "index") && sc.items != nil {
+				continue
+			}
+			w.unbounded("input tokens and cost", fmt.Sprintf("its prompt reads %s, whose size depends on the run", r), "")
+			return b, nil, false
 		}
-		text, err := part.t.Render(env)
-		if err != nil {
-			w.unbounded("input tokens and cost", fmt.Sprintf("its %s needs an input that was not given: %v", part.role, err), "give the inputs")
-			return nil, false
+		if slices.ContainsFunc(dataReads(t), func(r string) bool { return r == "item" || r == "index" }) {
+			envs = envs[:0]
+			for i, it := range sc.items {
+				envs = append(envs, &dsl.Env{Inputs: sc.inputs, Item: it, Index: i})
+			}
 		}
-		req.Messages = append(req.Messages, llm.Message{Role: part.role, Text: text})
 	}
-	return req, true
+	first := true
+	for _, env := range envs {
+		req := &llm.Request{Model: m, Temperature: l.Temperature, MaxTokens: l.MaxTokens,
+			OutputSchema: l.OutputSchema, SchemaName: n.ID, RepairRetries: l.RepairRetries}
+		if l.System != nil {
+			text, rerr := l.System.Render(env)
+			if rerr != nil {
+				w.unbounded("input tokens and cost", fmt.Sprintf("its system prompt could not be rendered: %v", rerr), "give the inputs it reads")
+				return b, nil, false
+			}
+			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleSystem, Text: text})
+		}
+		user := llm.Message{Role: llm.RoleUser}
+		if l.Prompt != nil {
+			text, rerr := l.Prompt.Render(env)
+			if rerr != nil {
+				w.unbounded("input tokens and cost", fmt.Sprintf("its prompt could not be rendered: %v", rerr), "give the inputs it reads")
+				return b, nil, false
+			}
+			user.Text = text
+		}
+		req.Messages = append(req.Messages, user)
+		one, oneErr := llm.WorstCase(req)
+		if first || one.USD > b.USD || one.InputTokens > b.InputTokens {
+			b, err, first = one, oneErr, false
+		}
+	}
+	return b, err, len(envs) > 0
 }
 
 // dataReads are the names other than inputs that a template reads.
@@ -161,7 +181,7 @@ func (v *rootVisitor) Visit(node *ast.Node) {
 }
 
 // evalInputs is the figure of a count expression that reads only inputs.
-func (w *walker) evalInputs(inputs map[string]any, e *dsl.Expr, path, what string) Figure {
+func (w *walker) evalInputs(inputs map[string]any, e *dsl.Expr, what string) Figure {
 	for _, r := range roots(e.Src) {
 		if r != "inputs" {
 			w.unbounded(what, fmt.Sprintf("`%s` reads %s, known only while running", e.Src, r), "")
@@ -175,11 +195,19 @@ func (w *walker) evalInputs(inputs map[string]any, e *dsl.Expr, path, what strin
 
 // length is the figure of how many items a map's over expression gives:
 // the length of what a map(), filter() or sortBy() at its top walks, of a
-// range a..b, or of a list that only inputs make.
-func (w *walker) length(p *dsl.Pipeline, inputs map[string]any, over *dsl.Expr, path string) Figure {
+// range a..b, or of a list that only inputs make. items are the items,
+// when only inputs make them.
+func (w *walker) length(sc scope, over *dsl.Expr) (n Figure, items []any) {
 	tree, err := parser.Parse(over.Src)
 	if err != nil {
-		return Unbounded()
+		return Unbounded(), nil
+	}
+	if onlyInputs(over.Src) {
+		v, err := over.Eval(&dsl.Env{Inputs: sc.inputs})
+		list, ok := v.([]any)
+		if err == nil && ok {
+			items = list
+		}
 	}
 	node := tree.Node
 	for {
@@ -189,43 +217,46 @@ func (w *walker) length(p *dsl.Pipeline, inputs map[string]any, over *dsl.Expr, 
 		}
 		node = b.Arguments[0]
 	}
-	env := map[string]any{"inputs": inputs}
+	src := "len(" + node.String() + ")"
 	if r, ok := node.(*ast.BinaryNode); ok && r.Operator == ".." {
-		src := fmt.Sprintf("(%s) - (%s) + 1", r.Right, r.Left)
-		if l, ok := r.Left.(*ast.IntegerNode); ok && l.Value == 0 {
-			src = fmt.Sprintf("%s + 1", r.Right)
-			if m, ok := r.Right.(*ast.BinaryNode); ok && m.Operator == "-" {
-				if one, ok := m.Right.(*ast.IntegerNode); ok && one.Value == 1 {
-					src = m.Left.String()
-				}
-			}
-		}
-		return w.evalSrc(env, src, path)
+		src = rangeLength(r)
 	}
-	if node == tree.Node {
-		for _, r := range roots(over.Src) {
-			if r != "inputs" {
-				w.unbounded("map items", fmt.Sprintf("`%s` reads %s, known only while running", oneLine(over.Src), r), "")
-				return Unbounded()
-			}
-		}
-		v, err := over.Eval(&dsl.Env{Inputs: inputs})
-		list, ok := v.([]any)
-		return Sym("len("+oneLine(over.Src)+")", float64(len(list)), err == nil && ok)
+	if node == tree.Node && !onlyInputs(over.Src) || node != tree.Node && !onlyInputs(src) {
+		w.unbounded("map items", fmt.Sprintf("`%s` reads %s, known only while running", oneLine(over.Src), strings.Join(roots(src), ", ")), "")
+		return Unbounded(), nil
 	}
-	return w.evalSrc(env, "len("+node.String()+")", path)
+	v, err := expr.Eval(src, map[string]any{"inputs": sc.inputs})
+	count, ok := jsonvalue.Number(v)
+	if items != nil {
+		// The whole expression ran: its length is the count, whatever
+		// functions of the DSL it calls.
+		count, ok, err = float64(len(items)), true, nil
+	}
+	return Sym(src, count, err == nil && ok), items
 }
 
-func (w *walker) evalSrc(env map[string]any, src, path string) Figure {
-	for _, r := range roots(src) {
-		if r != "inputs" {
-			w.unbounded("map items", fmt.Sprintf("`%s` reads %s, known only while running", src, r), "")
-			return Unbounded()
+// rangeLength is the length of a..b as an expression: b - a + 1, written
+// plainly for 0..n - 1.
+func rangeLength(r *ast.BinaryNode) string {
+	l, ok := r.Left.(*ast.IntegerNode)
+	if !ok || l.Value != 0 {
+		return fmt.Sprintf("(%s) - (%s) + 1", r.Right, r.Left)
+	}
+	if m, ok := r.Right.(*ast.BinaryNode); ok && m.Operator == "-" {
+		if one, ok := m.Right.(*ast.IntegerNode); ok && one.Value == 1 {
+			return m.Left.String()
 		}
 	}
-	v, err := expr.Eval(src, env)
-	n, ok := jsonvalue.Number(v)
-	return Sym(src, n, err == nil && ok)
+	return fmt.Sprintf("%s + 1", r.Right)
+}
+
+func onlyInputs(src string) bool {
+	for _, r := range roots(src) {
+		if r != "inputs" {
+			return false
+		}
+	}
+	return true
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

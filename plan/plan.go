@@ -99,7 +99,7 @@ type Options struct {
 func Make(p *dsl.Pipeline, o Options) *Plan {
 	inputs, missing := withDefaults(p, o.Inputs)
 	w := &walker{p: p, pl: &Plan{Pipeline: p.Name, Inputs: inputs, Missing: missing, MaxCostUSD: p.Limits.MaxCostUSD}}
-	w.pl.Total = w.block(p, inputs, p.Nodes, "", Num(1), false)
+	w.pl.Total = w.block(p, scope{inputs: inputs}, p.Nodes, "", Num(1))
 	w.path = "pipeline"
 	switch {
 	case p.Limits.Timeout > 0:
@@ -129,24 +129,31 @@ func withDefaults(p *dsl.Pipeline, given map[string]any) (map[string]any, []stri
 	return inputs, missing
 }
 
+// scope is what is known where a node runs.
+type scope struct {
+	inputs map[string]any
+	// items are a map's items when only inputs make them; nil otherwise.
+	items  []any
+	inLoop bool // a loop encloses it: a memory carries replies across iterations
+}
+
 type walker struct {
 	p    *dsl.Pipeline
 	pl   *Plan
 	path string // of the node being bounded, for the reasons it gives
 }
 
-// block bounds a list of nodes run runs times; inLoop says a loop
-// encloses them, so that a memory carries one iteration's replies to the
-// next.
-func (w *walker) block(p *dsl.Pipeline, inputs map[string]any, b dsl.Block, prefix string, runs Figure, inLoop bool) Totals {
+// block bounds a list of nodes run runs times.
+func (w *walker) block(p *dsl.Pipeline, sc scope, b dsl.Block, prefix string, runs Figure) Totals {
 	sum := zero()
 	for _, n := range b {
-		sum = sum.plus(w.node(p, inputs, n, prefix+n.ID, runs, inLoop))
+		sum = sum.plus(w.node(p, sc, n, prefix+n.ID, runs))
 	}
 	return sum
 }
 
-func (w *walker) node(p *dsl.Pipeline, inputs map[string]any, n *dsl.Node, path string, runs Figure, inLoop bool) Totals {
+func (w *walker) node(p *dsl.Pipeline, sc scope, n *dsl.Node, path string, runs Figure) Totals {
+	inputs := sc.inputs
 	w.path = path
 	row := &Node{Path: path, Kind: string(n.Kind), Runs: runs, Totals: zero()}
 	w.pl.Nodes = append(w.pl.Nodes, row)
@@ -157,7 +164,7 @@ func (w *walker) node(p *dsl.Pipeline, inputs map[string]any, n *dsl.Node, path 
 	var once Totals
 	switch n.Kind {
 	case dsl.KindLLM:
-		once = w.llm(p, inputs, n, n.LLM(), row, inLoop)
+		once = w.llm(p, sc, n, n.LLM(), row)
 	case dsl.KindAgent:
 		once = w.agent(p, n, n.Agent(), row)
 	case dsl.KindCode:
@@ -169,14 +176,17 @@ func (w *walker) node(p *dsl.Pipeline, inputs map[string]any, n *dsl.Node, path 
 	case dsl.KindCall:
 		once = w.call(inputs, n.Call(), path, attempts)
 	case dsl.KindLoop:
-		return w.loop(p, inputs, n, path, runs)
+		return w.loop(p, sc, n, path, runs)
 	case dsl.KindMap:
 		m := n.Map()
-		return w.block(p, inputs, m.Body, path+"/", runs.Times(w.length(p, inputs, m.Over, path)), inLoop)
+		items, known := w.length(sc, m.Over)
+		body := sc
+		body.items = known
+		return w.block(p, body, m.Body, path+"/", runs.Times(items))
 	case dsl.KindParallel:
 		sum := zero()
 		for _, br := range n.Parallel().Branches {
-			sum = sum.plus(w.block(p, inputs, br.Body, path+"/"+br.Name+"/", runs, inLoop))
+			sum = sum.plus(w.block(p, sc, br.Body, path+"/"+br.Name+"/", runs))
 		}
 		return sum
 	default:
@@ -194,13 +204,14 @@ func (w *walker) node(p *dsl.Pipeline, inputs map[string]any, n *dsl.Node, path 
 	return row.Totals
 }
 
-func (w *walker) loop(p *dsl.Pipeline, inputs map[string]any, n *dsl.Node, path string, runs Figure) Totals {
+func (w *walker) loop(p *dsl.Pipeline, sc scope, n *dsl.Node, path string, runs Figure) Totals {
 	l := n.Loop()
 	iterations := Num(float64(l.MaxIterations))
 	if l.MaxExpr != nil {
-		iterations = w.evalInputs(inputs, l.MaxExpr, path, "loop iterations")
+		iterations = w.evalInputs(sc.inputs, l.MaxExpr, "loop iterations")
 	}
-	return w.block(p, inputs, l.Body, path+"/", runs.Times(iterations), true)
+	sc.inLoop = true
+	return w.block(p, sc, l.Body, path+"/", runs.Times(iterations))
 }
 
 // codeTimeout is the wall time of one sandbox run: the node's limits,

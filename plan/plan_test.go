@@ -1,0 +1,135 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/flowrun/flowrun/budget"
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/llm/llmtest"
+)
+
+func load(t *testing.T, path string) *dsl.Pipeline {
+	t.Helper()
+	p, ds := dsl.Load(path)
+	if p == nil {
+		t.Fatalf("%s: %v", path, ds)
+	}
+	return p
+}
+
+// TestBoundsMultiplyAndAdd: loops multiply by their iterations, maps by
+// their items, retries by max_attempts, parallel branches and a call's
+// callee add; given the inputs each figure is a number, and without them
+// it stays the expression that bounds it.
+func TestBoundsMultiplyAndAdd(t *testing.T) {
+	p := load(t, "testdata/bounded.yaml")
+	pl := Make(p, Options{Inputs: map[string]any{"rounds": 4}})
+	// ask: 4 rounds × 2 attempts; write: 3 topics; l: 1; the callee's
+	// one: len(topics) = 3.
+	if v, ok := pl.Total.Calls.Value(); !ok || v != 8+3+1+3 {
+		t.Fatalf("calls = %s (%s), want 15", pl.Total.Calls.Text(), pl.Total.Calls.Expr())
+	}
+	// 8 × 100 + 3 × 50 + 1 × 100 + 3 × 10 output tokens.
+	if v, ok := pl.Total.OutputTokens.Value(); !ok || v != 800+150+100+30 {
+		t.Fatalf("output tokens = %s, want 1080", pl.Total.OutputTokens.Text())
+	}
+	if v, ok := pl.Total.SandboxRuns.Value(); !ok || v != 3 {
+		t.Fatalf("sandbox runs = %s, want 3", pl.Total.SandboxRuns.Text())
+	}
+	if _, ok := pl.Total.USD.Value(); !ok {
+		t.Fatalf("cost is %s: every call has static prompts, a price and max_tokens; unbounded: %v", pl.Total.USD.Text(), pl.Unbounded)
+	}
+
+	symbolic := Make(p, Options{})
+	if _, ok := symbolic.Total.Calls.Value(); ok || !strings.Contains(symbolic.Total.Calls.Expr(), "2 × inputs.rounds") {
+		t.Fatalf("without rounds, calls = %s ≤ %s: want unknown, bounded by 2 × inputs.rounds", symbolic.Total.Calls.Text(), symbolic.Total.Calls.Expr())
+	}
+	if len(symbolic.Missing) != 1 || symbolic.Missing[0] != "rounds" {
+		t.Fatalf("missing inputs %v, want [rounds]", symbolic.Missing)
+	}
+	each := row(t, pl, "each/write")
+	if each.Runs.Expr() != "len(map(inputs.topics, upper(#)))" && each.Runs.Expr() != "len(inputs.topics)" {
+		t.Fatalf("each/write runs ≤ %s, want the length of inputs.topics", each.Runs.Expr())
+	}
+}
+
+func row(t *testing.T, pl *Plan, path string) *Node {
+	t.Helper()
+	for _, n := range pl.Nodes {
+		if n.Path == path {
+			return n
+		}
+	}
+	t.Fatalf("no node %s in the plan", path)
+	return nil
+}
+
+// TestPerCallIsWorstCase: the cost of one call of a node is llm.WorstCase
+// of the request the node sends, the bound the cost cap reserves.
+func TestPerCallIsWorstCase(t *testing.T) {
+	p := load(t, "testdata/bounded.yaml")
+	pl := Make(p, Options{Inputs: map[string]any{"rounds": 1}})
+	ask := row(t, pl, "rounds/ask")
+	want, err := llm.WorstCase(&llm.Request{Model: p.Models["default"], SchemaName: "ask", Messages: []llm.Message{
+		{Role: llm.RoleSystem, Text: "Be brief."}, {Role: llm.RoleUser, Text: "Say a."}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ask.PerCall == nil || *ask.PerCall != want {
+		t.Fatalf("per call %+v, want WorstCase's %+v", ask.PerCall, want)
+	}
+	if v, _ := ask.USD.Value(); v != 2*want.USD {
+		t.Fatalf("ask costs at most %v, want 2 attempts × %v", v, want.USD)
+	}
+}
+
+// TestNoMaxTokensIsUnbounded: a call with no output bound makes the cost
+// unbounded, and the plan names the node and what to set.
+func TestNoMaxTokensIsUnbounded(t *testing.T) {
+	p := load(t, "testdata/bounded.yaml")
+	p.Models["default"].MaxTokens = 0
+	pl := Make(p, Options{Inputs: map[string]any{"rounds": 1}})
+	if !pl.Total.USD.IsUnbounded() || !pl.Total.OutputTokens.IsUnbounded() {
+		t.Fatalf("cost %s, output tokens %s: want unbounded", pl.Total.USD.Text(), pl.Total.OutputTokens.Text())
+	}
+	var fixes []string
+	for _, r := range pl.Unbounded {
+		fixes = append(fixes, r.Node+": "+r.Fix)
+	}
+	if !strings.Contains(strings.Join(fixes, "\n"), "rounds/ask: set max_tokens on node ask or on model default") {
+		t.Fatalf("reasons:\n%s\nwant rounds/ask's, naming max_tokens", strings.Join(fixes, "\n"))
+	}
+	if v, ok := row(t, pl, "each/write").USD.Value(); !ok || v <= 0 {
+		t.Fatal("each/write sets its own max_tokens: its cost stays bounded")
+	}
+}
+
+// TestTheCapReservesThePlansPerCall: the cost cap reserves, before each
+// call, the plan's per-call figure: a cap of exactly that much lets the
+// call through, and a cap a hair below refuses it before it is sent.
+func TestTheCapReservesThePlansPerCall(t *testing.T) {
+	p := load(t, "testdata/bounded.yaml")
+	per := row(t, Make(p, Options{Inputs: map[string]any{"rounds": 1}}), "rounds/ask").PerCall
+	srv := llmtest.New(t)
+	srv.Handle(func(llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Text: "a", Usage: llmtest.Usage{Prompt: 1, Completion: 1}}
+	})
+	c := llm.New(llm.Options{Env: srv.Env("sk-test"), MaxAttempts: 1})
+	send := func(limit float64) error {
+		_, err := c.Complete(context.Background(), llm.Request{Model: p.Models["default"], SchemaName: "ask",
+			Messages: []llm.Message{{Role: llm.RoleSystem, Text: "Be brief."}, {Role: llm.RoleUser, Text: "Say a."}},
+			Ledger:   budget.New("the cap", limit, 0, nil)})
+		return err
+	}
+	if err := send(per.USD); err != nil {
+		t.Fatalf("a cap of the plan's per-call $%v: %v", per.USD, err)
+	}
+	var refused *budget.ExceededError
+	if err := send(per.USD - 2*budget.Slack); !errors.As(err, &refused) || srv.Calls() != 1 {
+		t.Fatalf("a cap just below the plan's per-call: %v after %d calls, want refused before sending", err, srv.Calls())
+	}
+}
