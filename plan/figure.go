@@ -86,6 +86,26 @@ func (f Figure) Times(g Figure) Figure {
 	return out
 }
 
+// renamed is f with every factor passed through name.
+func (f Figure) renamed(name func(string) string) Figure {
+	out := f
+	out.terms = make([]term, len(f.terms))
+	for i, t := range f.terms {
+		factors := make([]string, len(t.factors))
+		for j, x := range t.factors {
+			factors[j] = name(x)
+		}
+		slices.Sort(factors)
+		out.terms[i] = term{coef: t.coef, factors: factors}
+	}
+	return out
+}
+
+func (t Totals) renamed(name func(string) string) Totals {
+	return Totals{t.Calls.renamed(name), t.OutputTokens.renamed(name), t.InputTokens.renamed(name), t.USD.renamed(name),
+		t.SandboxRuns.renamed(name), t.ToolCalls.renamed(name), t.WallSeconds.renamed(name)}
+}
+
 func addTerm(ts []term, t term) []term {
 	for i := range ts {
 		if slices.Equal(ts[i].factors, t.factors) {

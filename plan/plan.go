@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
@@ -30,6 +31,8 @@ type Plan struct {
 	// Inputs are the values the bounds were evaluated with: those given,
 	// then the declared defaults.
 	Inputs map[string]any `json:"inputs"`
+	// Given are the names of the inputs that were given, sorted.
+	Given []string `json:"given,omitempty"`
 	// Missing are the inputs with neither: bounds reading them stay symbolic.
 	Missing []string `json:"missing_inputs,omitempty"`
 	Nodes   []*Node  `json:"nodes"`
@@ -98,7 +101,8 @@ type Options struct {
 // Make bounds a run of p with the given inputs.
 func Make(p *dsl.Pipeline, o Options) *Plan {
 	inputs, missing := withDefaults(p, o.Inputs)
-	w := &walker{p: p, pl: &Plan{Pipeline: p.Name, Inputs: inputs, Missing: missing, MaxCostUSD: p.Limits.MaxCostUSD}}
+	w := &walker{p: p, pl: &Plan{Pipeline: p.Name, Inputs: inputs, Given: slices.Sorted(maps.Keys(o.Inputs)),
+		Missing: missing, MaxCostUSD: p.Limits.MaxCostUSD}}
 	w.pl.Total = w.block(p, scope{inputs: inputs}, p.Nodes, "", Num(1))
 	w.path = "pipeline"
 	switch {
@@ -251,13 +255,19 @@ func (w *walker) call(inputs map[string]any, c *dsl.Call, path string, attempts 
 	}
 	callee := Make(c.Pipeline, Options{Inputs: given})
 	w.adopt(path, callee)
-	return callee.Total.times(attempts)
+	// The callee's bounds read its own inputs: name them by the call.
+	id := path[strings.LastIndexByte(path, '/')+1:]
+	return callee.Total.renamed(func(x string) string { return strings.ReplaceAll(x, "inputs.", id+".inputs.") }).times(attempts)
 }
 
 // adopt keeps what a callee's plan says, under the calling node's path.
 func (w *walker) adopt(path string, callee *Plan) {
 	for _, r := range callee.Unbounded {
-		r.Node = path + "/" + r.Node
+		if r.Node == "pipeline" {
+			r.Node = path
+		} else {
+			r.Node = path + "/" + r.Node
+		}
 		w.pl.Unbounded = append(w.pl.Unbounded, r)
 	}
 	w.pl.Notes = append(w.pl.Notes, callee.Notes...)

@@ -3,8 +3,6 @@ package plan
 import (
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -17,26 +15,29 @@ const width = 100
 // figure, and why the unbounded ones are.
 func (pl *Plan) Write(w io.Writer) {
 	fmt.Fprintf(w, "Plan of %s: the most one run can do", pl.Pipeline)
-	if names := slices.Sorted(maps.Keys(pl.Inputs)); len(names) > 0 {
-		fmt.Fprintf(w, ", with inputs %s", strings.Join(names, ", "))
+	if len(pl.Given) > 0 {
+		fmt.Fprintf(w, ", given %s", strings.Join(pl.Given, ", "))
+	}
+	if defaulted := len(pl.Inputs) - len(pl.Given); defaulted > 0 {
+		fmt.Fprintf(w, "; %d input(s) at their defaults", defaulted)
 	}
 	fmt.Fprintln(w, ".")
 	if len(pl.Missing) > 0 {
-		fmt.Fprintf(w, "Not given, so bounds reading them stay symbolic (?): %s.\n", strings.Join(pl.Missing, ", "))
+		fmt.Fprintf(w, "Not given and no default, so bounds reading them stay symbolic (?): %s.\n", strings.Join(pl.Missing, ", "))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "node\tkind\truns\tmodel calls\toutput tok\tcost\tsandbox\ttools\twall s\t")
+	fmt.Fprintln(tw, "node\tkind\truns\tcalls\tout tok\tin tok\tcost\tsandbox\ttools\twall s\t")
 	var shown []*Node
 	for _, n := range pl.Nodes {
 		if n.Calls.IsZero() && n.SandboxRuns.IsZero() && n.ToolCalls.IsZero() {
 			continue
 		}
 		shown = append(shown, n)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", clip(n.Path, 30), n.Kind, n.Runs.Text(), n.Calls.Text(),
-			n.OutputTokens.Text(), n.USD.USD(), n.SandboxRuns.Text(), n.ToolCalls.Text(), n.WallSeconds.Text())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", clip(n.Path, 28), n.Kind, n.Runs.Text(), n.Calls.Text(),
+			n.OutputTokens.Text(), n.InputTokens.Text(), n.USD.USD(), n.SandboxRuns.Text(), n.ToolCalls.Text(), n.WallSeconds.Text())
 	}
 	t := pl.Total
-	fmt.Fprintf(tw, "total\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t\n", t.Calls.Text(), t.OutputTokens.Text(), t.USD.USD(),
+	fmt.Fprintf(tw, "total\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", t.Calls.Text(), t.OutputTokens.Text(), t.InputTokens.Text(), t.USD.USD(),
 		t.SandboxRuns.Text(), t.ToolCalls.Text(), t.WallSeconds.Text())
 	tw.Flush()
 
@@ -45,7 +46,7 @@ func (pl *Plan) Write(w io.Writer) {
 		for _, f := range []struct {
 			name string
 			f    Figure
-		}{{"runs", n.Runs}, {"model calls", n.Calls}, {"output tokens", n.OutputTokens}, {"cost usd", n.USD}} {
+		}{{"runs", n.Runs}, {"model calls", n.Calls}, {"output tokens", n.OutputTokens}, {"input tokens", n.InputTokens}, {"cost usd", n.USD}} {
 			if f.f.Symbolic() && (f.name == "runs" || !n.Runs.Symbolic() || f.f.Expr() != n.Runs.Expr()) {
 				bounds = append(bounds, fmt.Sprintf("%s: %s ≤ %s", n.Path, f.name, f.f.Expr()))
 			}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+const bounded = "../../plan/testdata/bounded.yaml"
+
+// TestPlanCommand: flowrun plan prints a table no wider than 100
+// columns with the total and the expressions behind it, and --json the
+// same figures as data.
+func TestPlanCommand(t *testing.T) {
+	code, stdout, stderr := flowrun(t, "plan", bounded, "--input", "rounds=3")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, line := range strings.Split(stdout, "\n") {
+		if utf8.RuneCountInString(line) > 100 {
+			t.Errorf("a line of %d columns: %q", utf8.RuneCountInString(line), line)
+		}
+	}
+	for _, want := range []string{"given rounds", "rounds/ask", "total: model calls ≤ 2 × inputs.rounds", "limits.max_cost_usd 0.50 is below the worst case"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("no %q in\n%s", want, stdout)
+		}
+	}
+	code, stdout, _ = flowrun(t, "plan", bounded, "--input", "rounds=3", "--json")
+	var pl struct {
+		Total struct {
+			Calls struct {
+				Value *float64 `json:"value"`
+				Bound string   `json:"bound"`
+			} `json:"model_calls"`
+		} `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &pl); code != exitOK || err != nil || pl.Total.Calls.Value == nil || *pl.Total.Calls.Value != 13 {
+		t.Fatalf("--json: exit %d, %v, calls %+v in\n%s", code, err, pl.Total.Calls, stdout)
+	}
+	if code, _, stderr := flowrun(t, "plan"); code != exitInvalid || !strings.Contains(stderr, "name one pipeline file") {
+		t.Fatalf("plan with no file: exit %d, %s", code, stderr)
+	}
+	if _, out, _ := flowrun(t, "--help"); !strings.Contains(out, "flowrun plan FILE") {
+		t.Fatalf("--help does not list plan:\n%s", out)
+	}
+}
+
+// TestValidateWarnsOfACapBelowTheWorstCase: validate warns at
+// limits.max_cost_usd's line:col when a run's worst case (inputs at their
+// defaults) passes it, and says nothing of a cap that covers it.
+func TestValidateWarnsOfACapBelowTheWorstCase(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile(bounded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	callee, _ := os.ReadFile(filepath.Join(filepath.Dir(bounded), "callee.yaml"))
+	writeFile(t, dir, "callee.yaml", string(callee))
+	withDefault := strings.Replace(string(src), "rounds: {type: integer}", "rounds: {type: integer, default: 2}", 1)
+	tight := writeFile(t, dir, "tight.yaml", withDefault)
+	code, stdout, stderr := flowrun(t, "validate", tight)
+	if code != exitOK || !strings.Contains(stdout, "tight.yaml: ok") ||
+		!strings.Contains(stderr, "tight.yaml:8:24: warning: limits.max_cost_usd is $0.50 but a run may cost up to $1.4930") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	roomy := writeFile(t, dir, "roomy.yaml", strings.Replace(withDefault, "max_cost_usd: 0.5", "max_cost_usd: 5", 1))
+	if code, _, stderr := flowrun(t, "validate", roomy); code != exitOK || stderr != "" {
+		t.Fatalf("a cap above the worst case: exit %d, %s", code, stderr)
+	}
+}
