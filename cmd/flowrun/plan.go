@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/flowrun/flowrun/dsl"
-	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/internal/termview"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/plan"
@@ -15,27 +14,14 @@ import (
 
 func planCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("plan", "flowrun plan FILE [--input k=v ...] [--inputs FILE] [--json]\n\nPrints the most one run can do, before a token is spent: per node and in\ntotal, model calls, output tokens, cost, sandbox runs, tool calls and wall\ntime, each with the expression that bounds it, and what leaves a figure\nunbounded. Inputs not given take their defaults; bounds reading an input\nwith neither stay symbolic. Nothing is run. See docs/plan.md.")
-	var kv inputFlags
-	fs.Var(&kv, "input", "an input as `name=value` (repeatable); JSON values are parsed for non-string inputs")
-	inputsFile := fs.String("inputs", "", "read inputs from a JSON or YAML `file`")
+	var in inputArgs
+	in.register(fs)
 	asJSON := fs.Bool("json", false, "print the plan as one JSON object")
 	var models inputFlags
 	fs.Var(&models, "model", "plan with another model id for a named model, as `NAME=MODEL` (repeatable)")
-	files, code, ok := parseFlags(fs, args, stdout, stderr)
+	p, inputs, code, ok := in.load(fs, args, "plan", stdout, stderr)
 	if !ok {
 		return code
-	}
-	if len(files) != 1 {
-		fmt.Fprintln(stderr, "flowrun plan: name one pipeline file (see flowrun plan --help)")
-		return exitInvalid
-	}
-	p := loadPipeline(files[0], stderr)
-	if p == nil {
-		return exitInvalid
-	}
-	inputs, err := engine.ReadInputs(p, *inputsFile, kv)
-	if err != nil {
-		return fail(stderr, "flowrun plan", err)
 	}
 	pl := makePlan(p, inputs, models)
 	if *asJSON {
