@@ -72,3 +72,79 @@ func TestValidateWarnsOfACapBelowTheWorstCase(t *testing.T) {
 		t.Fatalf("a cap above the worst case: exit %d, %s", code, stderr)
 	}
 }
+
+// planFigure is a figure of flowrun plan --json.
+type planFigure struct {
+	Value     *float64 `json:"value"`
+	Bound     string   `json:"bound"`
+	Unbounded bool     `json:"unbounded"`
+}
+
+// TestPlanBoundsEveryShippedRun: for every shipped pipeline, the run its
+// cassette replays makes no more model calls, writes no more output
+// tokens and costs no more than flowrun plan says, with the same inputs;
+// a figure the plan leaves unbounded comes with the reason.
+func TestPlanBoundsEveryShippedRun(t *testing.T) {
+	needPython(t)
+	for _, s := range shipped {
+		t.Run(s.pipeline, func(t *testing.T) {
+			path := filepath.Join("..", "..", "pipelines", s.pipeline)
+			code, stdout, stderr := flowrun(t, append([]string{path, "--json", "--store", filepath.Join(t.TempDir(), "runs.db")}, s.args...)...)
+			if code != exitOK {
+				t.Fatalf("run: exit %d\n%s", code, stderr)
+			}
+			var calls, output, cost float64
+			for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+				var ev struct {
+					Type string `json:"type"`
+					Turn struct {
+						Reply struct {
+							Turns int `json:"turns"`
+						} `json:"reply"`
+						Usage   struct{ Completion float64 }
+						CostUSD float64 `json:"cost_usd"`
+					} `json:"turn"`
+				}
+				if err := json.Unmarshal([]byte(line), &ev); err != nil {
+					t.Fatalf("%v: %s", err, line)
+				}
+				if ev.Type == "model_turn" {
+					calls += float64(max(ev.Turn.Reply.Turns, 1))
+					output += ev.Turn.Usage.Completion
+					cost += ev.Turn.CostUSD
+				}
+			}
+			if calls == 0 {
+				t.Fatal("the replay made no model calls")
+			}
+			code, stdout, stderr = flowrun(t, "plan", path, "--json")
+			var pl struct {
+				Total struct {
+					Calls  planFigure `json:"model_calls"`
+					Output planFigure `json:"output_tokens"`
+					Cost   planFigure `json:"cost_usd"`
+				} `json:"total"`
+				Unbounded []struct{ Node, Figure, Why string } `json:"unbounded"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &pl); code != exitOK || err != nil {
+				t.Fatalf("plan: exit %d, %v\n%s", code, err, stderr)
+			}
+			for _, c := range []struct {
+				name   string
+				actual float64
+				f      planFigure
+			}{{"model calls", calls, pl.Total.Calls}, {"output tokens", output, pl.Total.Output}, {"cost", cost, pl.Total.Cost}} {
+				switch {
+				case c.f.Unbounded && len(pl.Unbounded) == 0:
+					t.Errorf("%s: unbounded, and the plan says not why", c.name)
+				case c.f.Unbounded:
+				case c.f.Value == nil:
+					t.Errorf("%s ≤ %s: not evaluated with the run's inputs", c.name, c.f.Bound)
+				case c.actual > *c.f.Value+1e-9:
+					t.Errorf("%s: the run took %v, the plan bounds it by %v (%s)", c.name, c.actual, *c.f.Value, c.f.Bound)
+				}
+			}
+			t.Logf("calls %v ≤ %s, output %v ≤ %s, cost %v ≤ %s", calls, pl.Total.Calls.Bound, output, pl.Total.Output.Bound, cost, pl.Total.Cost.Bound)
+		})
+	}
+}
