@@ -161,6 +161,10 @@ func (f Figure) Text() string {
 	case !f.known:
 		return "?"
 	}
+	if f.value >= 1e6 {
+		// Rounded up: a bound shown smaller than it is would not be one.
+		return strconv.FormatFloat(math.Ceil(f.value/1e5)/10, 'f', -1, 64) + "M"
+	}
 	return number(f.value)
 }
 

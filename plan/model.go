@@ -17,14 +17,14 @@ import (
 // llm bounds one run of an llm node: every try of every repair turn.
 func (w *walker) llm(p *dsl.Pipeline, sc scope, n *dsl.Node, l *dsl.LLM, row *Node) Totals {
 	calls := Num(float64(modelAttempts(n, p, l.Model) * (1 + l.RepairRetries)))
-	b, err, known := w.firstTurn(p, sc, n, l)
-	if !known {
+	b, err, unknown := w.firstTurn(p, sc, n, l)
+	if unknown != "" {
 		if m := p.Models[l.Model]; m != nil {
 			// The output side still has a bound worth naming.
 			_, err = llm.WorstCase(&llm.Request{Model: m, MaxTokens: l.MaxTokens})
 		}
 	}
-	t, per := w.perCall(p, n, l, calls, b, err, known)
+	t, per := w.perCall(p, n, l, calls, b, err, unknown)
 	row.PerCall = per
 	return t
 }
@@ -42,9 +42,8 @@ func (w *walker) agent(p *dsl.Pipeline, n *dsl.Node, a *dsl.Agent, row *Node) To
 	if m := p.Models[a.Model]; m != nil {
 		_, err = llm.WorstCase(&llm.Request{Model: m, MaxTokens: a.MaxTokens})
 	}
-	t, _ := w.perCall(p, n, &a.LLM, Num(float64(turns)), llm.Bound{}, err, false)
-	w.unbounded("input tokens and cost", "an agent's turns resend its earlier replies and tool results, which grow with model output",
-		"bound the agent with limits.max_cost_usd, or write the steps as llm nodes")
+	t, _ := w.perCall(p, n, &a.LLM, Num(float64(turns)), llm.Bound{}, err,
+		"an agent's turns resend its earlier replies and tool results, which grow with model output")
 	if len(a.Tools) > 0 {
 		// A turn may call several tools at once.
 		t.ToolCalls = Unbounded()
@@ -65,22 +64,21 @@ func (w *walker) agent(p *dsl.Pipeline, n *dsl.Node, a *dsl.Agent, row *Node) To
 
 // firstTurn is llm.WorstCase of the request an llm node sends, when
 // everything it renders depends on the run's inputs, or on a map's items
-// that inputs alone make (the largest of them); known is false otherwise.
-func (w *walker) firstTurn(p *dsl.Pipeline, sc scope, n *dsl.Node, l *dsl.LLM) (b llm.Bound, err error, known bool) {
+// that inputs alone make (the largest of them); otherwise unknown says
+// why it cannot be known before the run.
+func (w *walker) firstTurn(p *dsl.Pipeline, sc scope, n *dsl.Node, l *dsl.LLM) (b llm.Bound, err error, unknown string) {
 	m := p.Models[l.Model]
 	if m == nil {
-		return b, nil, false
+		return b, nil, "its model is not declared"
 	}
 	if l.Memory != "" {
 		if sc.inLoop {
 			w.note(fmt.Sprintf("%s: its prompt grows with model output: memory %s gains each call's prompt and reply (≤ max_tokens) every iteration", w.path, l.Memory))
 		}
-		w.unbounded("input tokens and cost", fmt.Sprintf("it continues memory %s, which holds the earlier replies", l.Memory), "")
-		return b, nil, false
+		return b, nil, fmt.Sprintf("it continues memory %s, which holds the earlier replies", l.Memory)
 	}
 	if len(l.Images) > 0 {
-		w.unbounded("input tokens and cost", "its images are read when it runs", "")
-		return b, nil, false
+		return b, nil, "its images are read when it runs"
 	}
 	envs := []*dsl.Env{{Inputs: sc.inputs}}
 	for _, t := range []*dsl.Template{l.System, l.Prompt} {
@@ -91,8 +89,7 @@ func (w *walker) firstTurn(p *dsl.Pipeline, sc scope, n *dsl.Node, l *dsl.LLM) (
 			if (r == "item" || r == "index") && sc.items != nil {
 				continue
 			}
-			w.unbounded("input tokens and cost", fmt.Sprintf("its prompt reads %s, whose size depends on the run", r), "")
-			return b, nil, false
+			return b, nil, fmt.Sprintf("its prompt reads %s, whose size depends on the run", r)
 		}
 		if slices.ContainsFunc(dataReads(t), func(r string) bool { return r == "item" || r == "index" }) {
 			envs = envs[:0]
@@ -108,8 +105,7 @@ func (w *walker) firstTurn(p *dsl.Pipeline, sc scope, n *dsl.Node, l *dsl.LLM) (
 		if l.System != nil {
 			text, rerr := l.System.Render(env)
 			if rerr != nil {
-				w.unbounded("input tokens and cost", fmt.Sprintf("its system prompt could not be rendered: %v", rerr), "give the inputs it reads")
-				return b, nil, false
+				return b, nil, fmt.Sprintf("its system prompt needs what is not given: %v", rerr)
 			}
 			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleSystem, Text: text})
 		}
@@ -117,8 +113,7 @@ func (w *walker) firstTurn(p *dsl.Pipeline, sc scope, n *dsl.Node, l *dsl.LLM) (
 		if l.Prompt != nil {
 			text, rerr := l.Prompt.Render(env)
 			if rerr != nil {
-				w.unbounded("input tokens and cost", fmt.Sprintf("its prompt could not be rendered: %v", rerr), "give the inputs it reads")
-				return b, nil, false
+				return b, nil, fmt.Sprintf("its prompt needs what is not given: %v", rerr)
 			}
 			user.Text = text
 		}
@@ -128,7 +123,10 @@ func (w *walker) firstTurn(p *dsl.Pipeline, sc scope, n *dsl.Node, l *dsl.LLM) (
 			b, err, first = one, oneErr, false
 		}
 	}
-	return b, err, len(envs) > 0
+	if len(envs) == 0 {
+		return b, nil, "the map it runs in has no items"
+	}
+	return b, err, ""
 }
 
 // dataReads are the names other than inputs that a template reads.

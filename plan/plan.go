@@ -309,8 +309,11 @@ func maxTokens(p *dsl.Pipeline, l *dsl.LLM) int {
 	return 0
 }
 
-// perCall fills what one model call of n may cost into t, given calls.
-func (w *walker) perCall(p *dsl.Pipeline, n *dsl.Node, l *dsl.LLM, calls Figure, b llm.Bound, err error, inputKnown bool) (Totals, *llm.Bound) {
+// perCall fills what calls of n may do into t, given the worst case of
+// one (b, err from llm.WorstCase), or why its input is not known before
+// the run (unknown); then a call's input is bounded by the model's
+// context window, when that is documented.
+func (w *walker) perCall(p *dsl.Pipeline, n *dsl.Node, l *dsl.LLM, calls Figure, b llm.Bound, err error, unknown string) (Totals, *llm.Bound) {
 	t := zero()
 	t.Calls = calls
 	var noPrice *llm.NoPriceError
@@ -323,17 +326,32 @@ func (w *walker) perCall(p *dsl.Pipeline, n *dsl.Node, l *dsl.LLM, calls Figure,
 			fmt.Sprintf("set max_tokens on node %s or on model %s", n.ID, l.Model))
 		t.OutputTokens, t.USD = Unbounded(), Unbounded()
 	}
+	out := maxTokens(p, l)
 	if !t.OutputTokens.IsUnbounded() {
-		t.OutputTokens = calls.Times(Num(float64(maxTokens(p, l))))
+		t.OutputTokens = calls.Times(Num(float64(out)))
 	}
-	if !inputKnown {
+	if unknown == "" {
+		t.InputTokens = calls.Times(Num(float64(b.InputTokens)))
+		if err == nil {
+			t.USD = calls.Times(Num(b.USD))
+			return t, &b
+		}
+		return t, nil
+	}
+	m := p.Models[l.Model]
+	window, ok := 0, false
+	if m != nil {
+		window, ok = llm.ContextWindow(m.Model)
+	}
+	if !ok {
+		w.unbounded("input tokens and cost", unknown, "")
 		t.InputTokens, t.USD = Unbounded(), Unbounded()
 		return t, nil
 	}
-	t.InputTokens = calls.Times(Num(float64(b.InputTokens)))
-	if err == nil {
-		t.USD = calls.Times(Num(b.USD))
-		return t, &b
+	w.note(fmt.Sprintf("%s: input tokens ≤ %s's context window, %d a call: %s", w.path, m.Model, window, unknown))
+	t.InputTokens = calls.Times(Num(float64(window)))
+	if price, priced := llm.LookupPrice(m.Model, m.Price); priced && !t.USD.IsUnbounded() {
+		t.USD = calls.Times(Num((float64(window)*price.InputPerMTok + float64(out)*price.OutputPerMTok) / 1e6))
 	}
 	return t, nil
 }

@@ -61,15 +61,7 @@ func (pl *Plan) Write(w io.Writer) {
 		}
 	}
 	section(w, "Bounds", bounds)
-	var why []string
-	for _, r := range pl.Unbounded {
-		s := fmt.Sprintf("%s: %s: %s", r.Node, r.Figure, r.Why)
-		if r.Fix != "" {
-			s += "; " + r.Fix
-		}
-		why = append(why, s)
-	}
-	section(w, "Unbounded", why)
+	section(w, "Unbounded", reasons(pl.Unbounded))
 	section(w, "Notes", pl.Notes)
 	if pl.MaxCostUSD > 0 {
 		fmt.Fprintf(w, "\n%s\n", pl.AgainstCap())
@@ -78,16 +70,35 @@ func (pl *Plan) Write(w io.Writer) {
 
 // AgainstCap says how the worst-case cost compares with limits.max_cost_usd.
 func (pl *Plan) AgainstCap() string {
-	v, ok := pl.Total.USD.Value()
+	return capText("limits.max_cost_usd", pl.MaxCostUSD, pl.Total.USD, "a run")
+}
+
+// capText compares the cap name of limit with the worst case of what
+// (a run, the batch).
+func capText(name string, limit float64, worst Figure, what string) string {
+	v, ok := worst.Value()
 	switch {
-	case pl.Total.USD.IsUnbounded():
-		return fmt.Sprintf("limits.max_cost_usd %.2f: the worst case has no bound, so the cap may stop a run halfway.", pl.MaxCostUSD)
+	case worst.IsUnbounded():
+		return fmt.Sprintf("%s %.2f: the worst case has no bound, so the cap may stop %s halfway.", name, limit, what)
 	case !ok:
-		return fmt.Sprintf("limits.max_cost_usd %.2f: the worst case depends on inputs not given.", pl.MaxCostUSD)
-	case v > pl.MaxCostUSD:
-		return fmt.Sprintf("limits.max_cost_usd %.2f is below the worst case $%.4f: the cap may stop a run halfway.", pl.MaxCostUSD, v)
+		return fmt.Sprintf("%s %.2f: the worst case depends on inputs not given.", name, limit)
+	case v > limit:
+		return fmt.Sprintf("%s %.2f is below the worst case $%.4f: the cap may stop %s halfway.", name, limit, v, what)
 	}
-	return fmt.Sprintf("limits.max_cost_usd %.2f covers the worst case $%.4f.", pl.MaxCostUSD, v)
+	return fmt.Sprintf("%s %.2f covers the worst case $%.4f.", name, limit, v)
+}
+
+// reasons are rs as lines: node, figure, why, and what to set.
+func reasons(rs []Reason) []string {
+	var out []string
+	for _, r := range rs {
+		s := fmt.Sprintf("%s: %s: %s", r.Node, r.Figure, r.Why)
+		if r.Fix != "" {
+			s += "; " + r.Fix
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // section prints a titled list, each item wrapped to width.

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/plan"
 )
 
 const bounded = "../../plan/testdata/bounded.yaml"
@@ -80,10 +83,16 @@ type planFigure struct {
 	Unbounded bool     `json:"unbounded"`
 }
 
+// mostCompletion is the max_tokens TestPlanBoundsEveryShippedRun gives
+// every model: above every reply in the shipped cassettes.
+const mostCompletion = 4096
+
 // TestPlanBoundsEveryShippedRun: for every shipped pipeline, the run its
 // cassette replays makes no more model calls, writes no more output
 // tokens and costs no more than flowrun plan says, with the same inputs;
-// a figure the plan leaves unbounded comes with the reason.
+// a figure the plan leaves unbounded comes with the reason. The shipped
+// pipelines set no max_tokens, so their cost is unbounded; planned again
+// with one on every model, output and cost are checked too.
 func TestPlanBoundsEveryShippedRun(t *testing.T) {
 	needPython(t)
 	for _, s := range shipped {
@@ -93,7 +102,7 @@ func TestPlanBoundsEveryShippedRun(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("run: exit %d\n%s", code, stderr)
 			}
-			var calls, output, cost float64
+			var calls, output, cost, most float64
 			for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
 				var ev struct {
 					Type string `json:"type"`
@@ -111,6 +120,7 @@ func TestPlanBoundsEveryShippedRun(t *testing.T) {
 				if ev.Type == "model_turn" {
 					calls += float64(max(ev.Turn.Reply.Turns, 1))
 					output += ev.Turn.Usage.Completion
+					most = max(most, ev.Turn.Usage.Completion)
 					cost += ev.Turn.CostUSD
 				}
 			}
@@ -145,6 +155,31 @@ func TestPlanBoundsEveryShippedRun(t *testing.T) {
 				}
 			}
 			t.Logf("calls %v ≤ %s, output %v ≤ %s, cost %v ≤ %s", calls, pl.Total.Calls.Bound, output, pl.Total.Output.Bound, cost, pl.Total.Cost.Bound)
+
+			// With every model's replies bounded, as a server bounds them
+			// by max_tokens, output and cost have bounds that must hold.
+			p, ds := dsl.Load(path)
+			if p == nil {
+				t.Fatal(ds)
+			}
+			for _, m := range p.Models {
+				m.MaxTokens = mostCompletion
+			}
+			if most > mostCompletion {
+				t.Fatalf("a reply of %v tokens: raise mostCompletion", most)
+			}
+			bounded := plan.Make(p, plan.Options{})
+			for _, c := range []struct {
+				name   string
+				actual float64
+				f      plan.Figure
+			}{{"output tokens", output, bounded.Total.OutputTokens}, {"cost", cost, bounded.Total.USD}} {
+				v, ok := c.f.Value()
+				if !ok && !c.f.IsUnbounded() || ok && c.actual > v+1e-9 {
+					t.Errorf("with max_tokens %d, %s: the run took %v, the plan bounds it by %s (%s)", mostCompletion, c.name, c.actual, c.f.Text(), c.f.Expr())
+				}
+			}
+			t.Logf("with max_tokens %d: output %v ≤ %s, cost %v ≤ %s", mostCompletion, output, bounded.Total.OutputTokens.Text(), cost, bounded.Total.USD.USD())
 		})
 	}
 }
