@@ -183,3 +183,39 @@ func TestPlanBoundsEveryShippedRun(t *testing.T) {
 		})
 	}
 }
+
+// TestRunPlanPrintsThenRuns: flowrun run --plan prints the plan on
+// stderr and then runs, its outputs on stdout as without it.
+func TestRunPlanPrintsThenRuns(t *testing.T) {
+	code, stdout, stderr := flowrun(t, "run", "../../pipelines/counter.yaml", "--plan", "--store", filepath.Join(t.TempDir(), "runs.db"))
+	if code != exitOK || !strings.Contains(stderr, "Plan of counter: the most one run can do") {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	var outputs map[string]any
+	if err := json.Unmarshal([]byte(stdout), &outputs); err != nil || len(outputs) == 0 {
+		t.Fatalf("stdout is not the outputs: %v\n%s", err, stdout)
+	}
+}
+
+// TestBatchPlanRunsNothing: flowrun batch --plan adds up every item's
+// plan times --repeat, compares it with --max-cost-usd, and creates no
+// batch.
+func TestBatchPlanRunsNothing(t *testing.T) {
+	dir := t.TempDir()
+	callee, _ := os.ReadFile(filepath.Join(filepath.Dir(bounded), "callee.yaml"))
+	writeFile(t, dir, "callee.yaml", string(callee))
+	src, _ := os.ReadFile(bounded)
+	p := writeFile(t, dir, "bounded.yaml", string(src))
+	data := writeFile(t, dir, "items.jsonl", `{"rounds": 1}`+"\n"+`{"rounds": 3}`+"\n")
+	store := filepath.Join(dir, "runs.db")
+	code, stdout, stderr := flowrun(t, "batch", p, "--dataset", data, "--repeat", "2", "--max-cost-usd", "1", "--plan", "--store", store)
+	// The plan of rounds=1 calls 2 + 7 and of rounds=3 6 + 7: 22 calls a
+	// repeat.
+	if code != exitOK || !strings.Contains(stdout, "2 item(s) × 2 repeat(s) = 4 run(s)") || !strings.Contains(stdout, "model calls 44,") ||
+		!strings.Contains(stdout, "--max-cost-usd 1.00 is below the worst case") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(store); err == nil {
+		t.Fatal("batch --plan opened a store: it must run nothing")
+	}
+}

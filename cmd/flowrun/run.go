@@ -63,6 +63,7 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	var in inputArgs
 	in.register(fs)
 	asJSON := fs.Bool("json", false, "print one JSON event per line on stdout instead of the outputs")
+	showPlan := fs.Bool("plan", false, "print the most the run can call and cost (as flowrun plan does) on stderr, then run")
 	stream := streamFlag(fs)
 	storePath := storeFlag(fs)
 	var mf modelFlags
@@ -72,6 +73,10 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	p, inputs, code, ok := in.load(fs, args, "run", stdout, stderr)
 	if !ok {
 		return code
+	}
+	if *showPlan {
+		makePlan(p, inputs, mf.models).Write(stderr)
+		fmt.Fprintln(stderr)
 	}
 	if p.Limits.MaxCostUSD > 0 {
 		warnUnpriced(stderr, "flowrun run", p, mf.models)
