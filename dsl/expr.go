@@ -189,6 +189,27 @@ type Value struct {
 	obj  []*Field
 }
 
+// Exprs are the expressions the value evaluates, those of its templates,
+// lists and maps included.
+func (v *Value) Exprs() []*Expr {
+	switch {
+	case v == nil:
+		return nil
+	case v.expr != nil:
+		return []*Expr{v.expr}
+	case v.tmpl != nil:
+		return v.tmpl.Exprs()
+	}
+	var out []*Expr
+	for _, e := range v.list {
+		out = append(out, e.Exprs()...)
+	}
+	for _, f := range v.obj {
+		out = append(out, f.Value.Exprs()...)
+	}
+	return out
+}
+
 // Eval computes the value.
 func (v *Value) Eval(env *Env) (any, error) {
 	switch {

@@ -171,16 +171,26 @@ func (f Figure) Text() string {
 // USD is Text for money.
 func (f Figure) USD() string {
 	if v, ok := f.Value(); ok {
-		return fmt.Sprintf("$%.4f", v)
+		return fmt.Sprintf("$%.4f", math.Ceil(v*1e4-1e-9)/1e4)
 	}
 	return f.Text()
 }
 
+// number writes v with at most 4 significant digits, rounded up: a
+// bound written smaller than it is would not be one.
 func number(v float64) string {
 	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
-	return strconv.FormatFloat(v, 'g', 4, 64)
+	return strconv.FormatFloat(roundUp(v, 4), 'g', 4, 64)
+}
+
+func roundUp(v float64, digits int) float64 {
+	if v <= 0 {
+		return v
+	}
+	scale := math.Pow(10, float64(digits)-math.Ceil(math.Log10(v)))
+	return math.Ceil(v*scale-1e-9) / scale
 }
 
 // MarshalJSON writes {"value", "bound"}: value null when unbounded or

@@ -89,7 +89,7 @@ func (w *walker) firstTurn(p *dsl.Pipeline, sc scope, n *dsl.Node, l *dsl.LLM) (
 			if (r == "item" || r == "index") && sc.items != nil {
 				continue
 			}
-			return b, nil, fmt.Sprintf("its prompt reads %s, whose size depends on the run", r)
+			return b, nil, w.dataDependent(sc, r)
 		}
 		if slices.ContainsFunc(dataReads(t), func(r string) bool { return r == "item" || r == "index" }) {
 			envs = envs[:0]
@@ -127,6 +127,26 @@ func (w *walker) firstTurn(p *dsl.Pipeline, sc scope, n *dsl.Node, l *dsl.LLM) (
 		return b, nil, "the map it runs in has no items"
 	}
 	return b, err, ""
+}
+
+// dataDependent says why a prompt reading r has no size before the run,
+// naming a state variable (or the one a map's items come from) that a
+// node sets from node outputs: in a loop it grows with model output.
+func (w *walker) dataDependent(sc scope, r string) string {
+	from := strings.TrimPrefix(r, "state.")
+	if r == "item" || r == "index" {
+		from = sc.itemsFrom
+	}
+	setter, fed := w.fed[from]
+	switch {
+	case fed && sc.inLoop && r == "item":
+		return fmt.Sprintf("its prompt reads item, from state.%s, which node %s sets from node outputs every iteration: it grows with model output", from, setter)
+	case fed && sc.inLoop:
+		return fmt.Sprintf("its prompt reads %s, which node %s sets from node outputs every iteration: it grows with model output", r, setter)
+	case strings.HasPrefix(r, "nodes.") && sc.inLoop:
+		return fmt.Sprintf("its prompt reads %s, a reply or result of this run (≤ that node's max_tokens when it is a model's reply)", r)
+	}
+	return fmt.Sprintf("its prompt reads %s, whose size depends on the run", r)
 }
 
 // dataReads are the names other than inputs that a template reads.

@@ -101,7 +101,7 @@ type Options struct {
 // Make bounds a run of p with the given inputs.
 func Make(p *dsl.Pipeline, o Options) *Plan {
 	inputs, missing := withDefaults(p, o.Inputs)
-	w := &walker{p: p, pl: &Plan{Pipeline: p.Name, Inputs: inputs, Given: slices.Sorted(maps.Keys(o.Inputs)),
+	w := &walker{p: p, fed: fedState(p), pl: &Plan{Pipeline: p.Name, Inputs: inputs, Given: slices.Sorted(maps.Keys(o.Inputs)),
 		Missing: missing, MaxCostUSD: p.Limits.MaxCostUSD}}
 	w.pl.Total = w.block(p, scope{inputs: inputs}, p.Nodes, "", Num(1))
 	w.path = "pipeline"
@@ -112,6 +112,40 @@ func Make(p *dsl.Pipeline, o Options) *Plan {
 		w.unbounded("wall time", "a model call or tool takes as long as its server", "set limits.timeout")
 	}
 	return w.pl
+}
+
+// stateRead is the first state variable src reads, or "".
+func stateRead(src string) string {
+	for _, r := range roots(src) {
+		if name, ok := strings.CutPrefix(r, "state."); ok {
+			return name
+		}
+	}
+	return ""
+}
+
+// fedState are p's state variables that a node sets from an expression
+// reading node outputs, with that node's id: read in a loop, they grow
+// with model output.
+func fedState(p *dsl.Pipeline) map[string]string {
+	fed := map[string]string{}
+	var walk func(b dsl.Block)
+	walk = func(b dsl.Block) {
+		for _, n := range b {
+			for _, a := range n.Set {
+				for _, e := range a.Value.Exprs() {
+					if slices.ContainsFunc(roots(e.Src), func(r string) bool { return strings.HasPrefix(r, "nodes.") }) {
+						fed[a.Key] = n.ID
+					}
+				}
+			}
+			for _, body := range dsl.Bodies(n) {
+				walk(body.Body)
+			}
+		}
+	}
+	walk(p.Nodes)
+	return fed
 }
 
 func withDefaults(p *dsl.Pipeline, given map[string]any) (map[string]any, []string) {
@@ -137,14 +171,19 @@ func withDefaults(p *dsl.Pipeline, given map[string]any) (map[string]any, []stri
 type scope struct {
 	inputs map[string]any
 	// items are a map's items when only inputs make them; nil otherwise.
-	items  []any
-	inLoop bool // a loop encloses it: a memory carries replies across iterations
+	items []any
+	// itemsFrom is the state variable a map's over expression reads, if any.
+	itemsFrom string
+	inLoop    bool // a loop encloses it: a memory carries replies across iterations
 }
 
 type walker struct {
 	p    *dsl.Pipeline
 	pl   *Plan
 	path string // of the node being bounded, for the reasons it gives
+	// fed are the state variables a node sets from node outputs, by
+	// name: the node that does.
+	fed map[string]string
 }
 
 // block bounds a list of nodes run runs times.
@@ -185,7 +224,7 @@ func (w *walker) node(p *dsl.Pipeline, sc scope, n *dsl.Node, path string, runs 
 		m := n.Map()
 		items, known := w.length(sc, m.Over)
 		body := sc
-		body.items = known
+		body.items, body.itemsFrom = known, stateRead(m.Over.Src)
 		return w.block(p, body, m.Body, path+"/", runs.Times(items))
 	case dsl.KindParallel:
 		sum := zero()

@@ -133,3 +133,27 @@ func TestTheCapReservesThePlansPerCall(t *testing.T) {
 		t.Fatalf("a cap just below the plan's per-call: %v after %d calls, want refused before sending", err, srv.Calls())
 	}
 }
+
+// TestFiguresRoundUp: a bound is never written below its value.
+func TestFiguresRoundUp(t *testing.T) {
+	for _, c := range []struct {
+		f    Figure
+		text string
+		usd  string
+	}{
+		{Num(1.26601), "1.267", "$1.2661"},
+		{Num(0.000011), "1.1e-05", "$0.0001"},
+		{Num(2), "2", "$2.0000"},
+		{Num(37712736), "37.8M", "$37712736.0000"},
+	} {
+		if got := c.f.Text(); got != c.text {
+			t.Errorf("Text %v = %s, want %s", c.f.value, got, c.text)
+		}
+		if got := c.f.USD(); got != c.usd {
+			t.Errorf("USD %v = %s, want %s", c.f.value, got, c.usd)
+		}
+	}
+	if got := Sym("x", 0, false).Times(Num(1.26601)).Expr(); got != "1.267 × x" {
+		t.Errorf("Expr = %s, want 1.267 × x", got)
+	}
+}
