@@ -171,7 +171,7 @@ func (f Figure) Text() string {
 // USD is Text for money.
 func (f Figure) USD() string {
 	if v, ok := f.Value(); ok {
-		return fmt.Sprintf("$%.4f", math.Ceil(v*1e4-1e-9)/1e4)
+		return fmt.Sprintf("$%.4f", max(math.Ceil(v*1e4-1e-9)/1e4, 0))
 	}
 	return f.Text()
 }

@@ -14,16 +14,18 @@ const width = 100
 // run or cost anything, the total, the expression behind every symbolic
 // figure, and why the unbounded ones are.
 func (pl *Plan) Write(w io.Writer) {
-	fmt.Fprintf(w, "Plan of %s: the most one run can do", pl.Pipeline)
+	head := fmt.Sprintf("Plan of %s: the most one run can do", pl.Pipeline)
 	if len(pl.Given) > 0 {
-		fmt.Fprintf(w, ", given %s", strings.Join(pl.Given, ", "))
+		head += ", given " + strings.Join(pl.Given, ", ")
 	}
 	if defaulted := len(pl.Inputs) - len(pl.Given); defaulted > 0 {
-		fmt.Fprintf(w, "; %d input(s) at their defaults", defaulted)
+		head += fmt.Sprintf("; %d input(s) at their defaults", defaulted)
 	}
-	fmt.Fprintln(w, ".")
 	if len(pl.Missing) > 0 {
-		fmt.Fprintf(w, "Not given and no default, so bounds reading them stay symbolic (?): %s.\n", strings.Join(pl.Missing, ", "))
+		head += fmt.Sprintf("; not given and no default, so bounds reading them stay symbolic (?): %s", strings.Join(pl.Missing, ", "))
+	}
+	for _, line := range wrap(head+".", width) {
+		fmt.Fprintln(w, line)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "node\tkind\truns\tcalls\tout tok\tin tok\tcost\tsandbox\ttools\twall s\t")
@@ -83,9 +85,9 @@ func capText(name string, limit float64, worst Figure, what string) string {
 	case !ok:
 		return fmt.Sprintf("%s %.2f: the worst case depends on inputs not given.", name, limit)
 	case v > limit:
-		return fmt.Sprintf("%s %.2f is below the worst case $%.4f: the cap may stop %s halfway.", name, limit, v, what)
+		return fmt.Sprintf("%s %.2f is below the worst case %s: the cap may stop %s halfway.", name, limit, worst.USD(), what)
 	}
-	return fmt.Sprintf("%s %.2f covers the worst case $%.4f.", name, limit, v)
+	return fmt.Sprintf("%s %.2f covers the worst case %s.", name, limit, worst.USD())
 }
 
 // reasons are rs as lines: node, figure, why, and what to set.

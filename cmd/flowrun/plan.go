@@ -54,8 +54,8 @@ func costWarnings(p *dsl.Pipeline) dsl.Diagnostics {
 			return
 		}
 		ds = append(ds, dsl.Diagnostic{Pos: pos, Severity: dsl.Warning, Line: sourceLine(pos),
-			Message: fmt.Sprintf("%s is $%.2f but a run may cost up to $%.4f (≤ %s): a run may stop halfway; raise it, or lower the bounds flowrun plan %s lists",
-				name, cap, worst, pl.Total.USD.Expr(), p.Path)})
+			Message: fmt.Sprintf("%s is $%.2f but a run may cost up to %s (≤ %s): a run may stop halfway; raise it, or lower the bounds flowrun plan %s lists",
+				name, cap, pl.Total.USD.USD(), pl.Total.USD.Expr(), p.Path)})
 	}
 	if p.Limits.MaxCostUSD > 0 {
 		warn(p.Limits.MaxCostPos, "limits.max_cost_usd", p.Limits.MaxCostUSD)

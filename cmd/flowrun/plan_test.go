@@ -22,7 +22,8 @@ func TestPlanCommand(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, line := range strings.Split(stdout, "\n") {
+	_, wide, _ := flowrun(t, "plan", "../../pipelines/arc_evolve.yaml", "--input", "generations=5", "--input", "population=8")
+	for _, line := range strings.Split(stdout+wide, "\n") {
 		if utf8.RuneCountInString(line) > 100 {
 			t.Errorf("a line of %d columns: %q", utf8.RuneCountInString(line), line)
 		}
@@ -217,5 +218,22 @@ func TestBatchPlanRunsNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(store); err == nil {
 		t.Fatal("batch --plan opened a store: it must run nothing")
+	}
+}
+
+// TestPlanDocExampleIsReal keeps docs/plan.md's worked example what
+// flowrun plan prints.
+func TestPlanDocExampleIsReal(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/plan.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "$ flowrun plan pipelines/arc_evolve.yaml\n")
+	shown, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/plan.md has no arc_evolve example")
+	}
+	if _, got, _ := flowrun(t, "plan", "../../pipelines/arc_evolve.yaml"); got != shown {
+		t.Fatalf("docs/plan.md shows\n%s\nflowrun plan prints\n%s", shown, got)
 	}
 }
