@@ -29,12 +29,8 @@ func (pl *Plan) Write(w io.Writer) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "node\tkind\truns\tcalls\tout tok\tin tok\tcost\tsandbox\ttools\twall s\t")
-	var shown []*Node
-	for _, n := range pl.Nodes {
-		if n.Calls.IsZero() && n.SandboxRuns.IsZero() && n.ToolCalls.IsZero() {
-			continue
-		}
-		shown = append(shown, n)
+	shown := pl.Shown()
+	for _, n := range shown {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", clip(n.Path, 28), n.Kind, n.Runs.Text(), n.Calls.Text(),
 			n.OutputTokens.Text(), n.InputTokens.Text(), n.USD.USD(), n.SandboxRuns.Text(), n.ToolCalls.Text(), n.WallSeconds.Text())
 	}
@@ -68,6 +64,18 @@ func (pl *Plan) Write(w io.Writer) {
 	if pl.MaxCostUSD > 0 {
 		fmt.Fprintf(w, "\n%s\n", pl.AgainstCap())
 	}
+}
+
+// Shown are the nodes that call, run or cost anything: the rows of a
+// plan's table.
+func (pl *Plan) Shown() []*Node {
+	var out []*Node
+	for _, n := range pl.Nodes {
+		if !n.Calls.IsZero() || !n.SandboxRuns.IsZero() || !n.ToolCalls.IsZero() {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // AgainstCap says how the worst-case cost compares with limits.max_cost_usd.
