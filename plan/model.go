@@ -14,9 +14,10 @@ import (
 	"github.com/flowrun/flowrun/llm"
 )
 
-// llm bounds one run of an llm node: every try of every repair turn.
+// llm bounds one run of an llm node: every try of every repair turn, in
+// every run of the node.
 func (w *walker) llm(p *dsl.Pipeline, sc scope, n *dsl.Node, l *dsl.LLM, row *Node) Totals {
-	calls := Num(float64(modelAttempts(n, p, l.Model) * (1 + l.RepairRetries)))
+	calls := Num(float64(reruns(n, l.OutputSchema != nil) * modelTries(n, p, l.Model) * (1 + l.RepairRetries)))
 	b, err, unknown := w.firstTurn(p, sc, n, l)
 	if unknown != "" {
 		if m := p.Models[l.Model]; m != nil {
@@ -37,7 +38,7 @@ func (w *walker) agent(p *dsl.Pipeline, n *dsl.Node, a *dsl.Agent, row *Node) To
 	if steps <= 0 {
 		steps = 10 // nodes' default
 	}
-	turns := steps * (1 + a.ToolRetries) * modelAttempts(n, p, a.Model)
+	turns := reruns(n, true) * steps * (1 + a.ToolRetries) * modelTries(n, p, a.Model)
 	var err error
 	if m := p.Models[a.Model]; m != nil {
 		_, err = llm.WorstCase(&llm.Request{Model: m, MaxTokens: a.MaxTokens})

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/flowrun/flowrun/dsl"
+	"github.com/flowrun/flowrun/errclass"
 	"github.com/flowrun/flowrun/llm"
 )
 
@@ -325,10 +326,10 @@ func (w *walker) note(s string) {
 	}
 }
 
-// modelAttempts is how many times one model turn of n may be sent: the
+// modelTries is how many times one model turn of n may be sent: the
 // node's retry, else the model's, else the client's default. A try that
 // times out after sending may be billed, so each one counts.
-func modelAttempts(n *dsl.Node, p *dsl.Pipeline, model string) int {
+func modelTries(n *dsl.Node, p *dsl.Pipeline, model string) int {
 	if n.Retry != nil {
 		return max(n.Retry.MaxAttempts, 1)
 	}
@@ -336,6 +337,24 @@ func modelAttempts(n *dsl.Node, p *dsl.Pipeline, model string) int {
 		return m.Retry.MaxAttempts
 	}
 	return llm.DefaultMaxAttempts
+}
+
+// reruns is how many times the runtime may run a model node: the client
+// spends the retries of a model call's recoverable errors itself, so the
+// node runs again only for invalid output (a structured reply that stays
+// invalid, an agent's tool calls that do), when its retry_on allows.
+func reruns(n *dsl.Node, canBeInvalid bool) int {
+	if n.Retry == nil || !canBeInvalid {
+		return 1
+	}
+	on := n.Retry.RetryOn
+	if len(on) == 0 {
+		on = errclass.Retryable()
+	}
+	if !slices.Contains(on, errclass.InvalidOutput) {
+		return 1
+	}
+	return max(n.Retry.MaxAttempts, 1)
 }
 
 func maxTokens(p *dsl.Pipeline, l *dsl.LLM) int {

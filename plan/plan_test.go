@@ -3,6 +3,9 @@ package plan
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -156,5 +159,39 @@ func TestFiguresRoundUp(t *testing.T) {
 	}
 	if got := Sym("x", 0, false).Times(Num(1.26601)).Expr(); got != "1.267 × x" {
 		t.Errorf("Expr = %s, want 1.267 × x", got)
+	}
+}
+
+// TestRetriesNeverMultiplyUnderTheBound: a model call's tries and a
+// node's runs again for invalid output both count: a structured call
+// with repair_retries 1 under retry: {max_attempts: 2} may be sent
+// 2 runs × 2 turns × 2 tries; without invalid_output in retry_on the node
+// is not run again.
+func TestRetriesNeverMultiplyUnderTheBound(t *testing.T) {
+	const src = `version: 1
+name: r
+models:
+  default: {model: gpt-4.1-mini, max_tokens: 10}
+nodes:
+  - id: judge
+    llm:
+      prompt: "Grade."
+      output_schema: {type: object, properties: {ok: {type: boolean}}, required: [ok]}
+      repair_retries: 1
+    retry: {max_attempts: 2%s}
+`
+	for _, c := range []struct {
+		retryOn string
+		calls   float64
+	}{{"", 8}, {", retry_on: [server]", 4}} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "r.yaml")
+		if err := os.WriteFile(path, []byte(fmt.Sprintf(src, c.retryOn)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pl := Make(load(t, path), Options{})
+		if v, ok := pl.Total.Calls.Value(); !ok || v != c.calls {
+			t.Errorf("retry_on %q: calls %s, want %v", c.retryOn, pl.Total.Calls.Text(), c.calls)
+		}
 	}
 }
