@@ -12,6 +12,7 @@ import (
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/jsonvalue"
 	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/llmconf"
 )
 
 // llm bounds one run of an llm node: every try of every repair turn, in
@@ -99,35 +100,44 @@ func (w *walker) firstTurn(p *dsl.Pipeline, sc scope, n *dsl.Node, l *dsl.LLM) (
 			}
 		}
 	}
-	first := true
-	for _, env := range envs {
-		req := &llm.Request{Model: m, Temperature: l.Temperature, MaxTokens: l.MaxTokens,
-			OutputSchema: l.OutputSchema, SchemaName: n.ID, RepairRetries: l.RepairRetries}
-		if l.System != nil {
-			text, rerr := l.System.Render(env)
-			if rerr != nil {
-				return b, nil, fmt.Sprintf("its system prompt needs what is not given: %v", rerr)
-			}
-			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleSystem, Text: text})
+	for i, env := range envs {
+		req, why := request(m, n, l, env)
+		if why != "" {
+			return b, nil, why
 		}
-		user := llm.Message{Role: llm.RoleUser}
-		if l.Prompt != nil {
-			text, rerr := l.Prompt.Render(env)
-			if rerr != nil {
-				return b, nil, fmt.Sprintf("its prompt needs what is not given: %v", rerr)
-			}
-			user.Text = text
-		}
-		req.Messages = append(req.Messages, user)
 		one, oneErr := llm.WorstCase(req)
-		if first || one.USD > b.USD || one.InputTokens > b.InputTokens {
-			b, err, first = one, oneErr, false
+		if i == 0 || one.USD > b.USD || one.InputTokens > b.InputTokens {
+			b, err = one, oneErr
 		}
 	}
 	if len(envs) == 0 {
 		return b, nil, "the map it runs in has no items"
 	}
 	return b, err, ""
+}
+
+// request is the request an llm node sends first, rendered in env; why
+// says what kept it from being rendered.
+func request(m *llmconf.Model, n *dsl.Node, l *dsl.LLM, env *dsl.Env) (req *llm.Request, why string) {
+	req = &llm.Request{Model: m, Temperature: l.Temperature, MaxTokens: l.MaxTokens,
+		OutputSchema: l.OutputSchema, SchemaName: n.ID, RepairRetries: l.RepairRetries}
+	if l.System != nil {
+		text, err := l.System.Render(env)
+		if err != nil {
+			return nil, fmt.Sprintf("its system prompt needs what is not given: %v", err)
+		}
+		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleSystem, Text: text})
+	}
+	user := llm.Message{Role: llm.RoleUser}
+	if l.Prompt != nil {
+		text, err := l.Prompt.Render(env)
+		if err != nil {
+			return nil, fmt.Sprintf("its prompt needs what is not given: %v", err)
+		}
+		user.Text = text
+	}
+	req.Messages = append(req.Messages, user)
+	return req, ""
 }
 
 // dataDependent says why a prompt reading r has no size before the run,
