@@ -57,6 +57,6 @@ func (b *Batch) Write(w io.Writer) {
 		t.Calls.Text(), t.OutputTokens.Text(), t.InputTokens.Text(), t.USD.USD(), t.SandboxRuns.Text(), t.ToolCalls.Text())
 	section(w, "Unbounded", reasons(b.Unbounded))
 	if b.MaxCostUSD > 0 {
-		fmt.Fprintf(w, "\n%s\n", capText("--max-cost-usd", b.MaxCostUSD, t.USD, "the batch"))
+		fmt.Fprintf(w, "\n%s\n", capText("the batch's cost cap", b.MaxCostUSD, t.USD, "the batch"))
 	}
 }

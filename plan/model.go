@@ -93,6 +93,11 @@ func (w *walker) firstTurn(p *dsl.Pipeline, sc scope, n *dsl.Node, l *dsl.LLM) (
 			}
 			return b, nil, w.dataDependent(sc, r)
 		}
+		for _, name := range inputReads(t) {
+			if _, given := sc.inputs[name]; !given {
+				return b, nil, fmt.Sprintf("its prompt reads inputs.%s, which is not given", name)
+			}
+		}
 		if slices.ContainsFunc(dataReads(t), func(r string) bool { return r == "item" || r == "index" }) {
 			envs = envs[:0]
 			for i, it := range sc.items {
@@ -173,6 +178,25 @@ func dataReads(t *dsl.Template) []string {
 	return out
 }
 
+// inputReads are the inputs a template reads by name (inputs.x).
+func inputReads(t *dsl.Template) []string {
+	var out []string
+	for _, e := range t.Exprs() {
+		tree, err := parser.Parse(e.Src)
+		if err != nil {
+			continue
+		}
+		v := &rootVisitor{}
+		ast.Walk(&tree.Node, v)
+		for _, name := range v.inputs {
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
 // envNames are the names an expression can read from the run.
 var envNames = map[string]bool{"inputs": true, "state": true, "nodes": true, "loop": true, "item": true, "index": true, "run": true, "env": true}
 
@@ -188,16 +212,19 @@ func roots(src string) []string {
 	return v.names
 }
 
-type rootVisitor struct{ names []string }
+type rootVisitor struct{ names, inputs []string }
 
 func (v *rootVisitor) Visit(node *ast.Node) {
 	name := ""
 	switch n := (*node).(type) {
 	case *ast.MemberNode:
-		if id, ok := n.Node.(*ast.IdentifierNode); ok && (id.Value == "state" || id.Value == "nodes") {
-			if s, ok := n.Property.(*ast.StringNode); ok {
-				name = id.Value + "." + s.Value
-			}
+		id, isID := n.Node.(*ast.IdentifierNode)
+		prop, isName := n.Property.(*ast.StringNode)
+		switch {
+		case isID && isName && (id.Value == "state" || id.Value == "nodes"):
+			name = id.Value + "." + prop.Value
+		case isID && isName && id.Value == "inputs" && !slices.Contains(v.inputs, prop.Value):
+			v.inputs = append(v.inputs, prop.Value)
 		}
 	case *ast.IdentifierNode:
 		if envNames[n.Value] && n.Value != "state" && n.Value != "nodes" {

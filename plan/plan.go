@@ -9,8 +9,9 @@
 // llm.WorstCase of the request the node would send, the same bound the
 // cost cap reserves; a figure nothing bounds is unbounded, never a guess,
 // and the plan names the node and what to set. Evaluating a bound needs
-// only the run's inputs: one that reads state, node outputs or items is
-// data-dependent.
+// only the run's inputs: a prompt that reads state, node outputs, items
+// not made from inputs, or an input not given is data-dependent, and a
+// call's input is then bounded by its model's documented context window.
 package plan
 
 import (
@@ -216,7 +217,7 @@ func (w *walker) node(p *dsl.Pipeline, sc scope, n *dsl.Node, path string, runs 
 		once.SandboxRuns = attempts
 		once.WallSeconds = w.codeTimeout(p, n).Times(attempts)
 	case dsl.KindTool:
-		once = w.tool(p, inputs, n.Tool().Name, path, attempts)
+		once = w.tool(p, inputs, n, row, attempts)
 	case dsl.KindCall:
 		once = w.call(inputs, n.Call(), path, attempts)
 	case dsl.KindLoop:
@@ -270,15 +271,26 @@ func (w *walker) codeTimeout(p *dsl.Pipeline, n *dsl.Node) Figure {
 	return Unbounded()
 }
 
-func (w *walker) tool(p *dsl.Pipeline, inputs map[string]any, name, path string, attempts Figure) Totals {
+// tool bounds a tool node: a pipeline tool adds its plan, an llm tool
+// its call, with the node's args as the inputs they see.
+func (w *walker) tool(p *dsl.Pipeline, inputs map[string]any, n *dsl.Node, row *Node, attempts Figure) Totals {
 	t := zero()
 	t.ToolCalls = attempts
-	if decl := p.Tools[name]; decl != nil && decl.Pipeline != nil {
-		callee := Make(decl.Pipeline, Options{})
-		w.adopt(path, callee)
+	name := n.Tool().Name
+	args, _ := n.Tool().Args.Eval(&dsl.Env{Inputs: inputs})
+	given, _ := args.(map[string]any)
+	decl := p.Tools[name]
+	switch {
+	case decl != nil && decl.Pipeline != nil:
+		callee := Make(decl.Pipeline, Options{Inputs: given})
+		w.adopt(row.Path, callee)
 		t = t.plus(callee.Total.times(attempts))
-	}
-	if name == "python_execute" || name == "code_execute" {
+	case decl != nil && decl.LLM != nil:
+		if given == nil {
+			given = map[string]any{}
+		}
+		t = t.plus(w.llm(p, scope{inputs: given}, n, decl.LLM, row).times(attempts))
+	case name == "python_execute" || name == "code_execute":
 		t.SandboxRuns = attempts
 	}
 	return t

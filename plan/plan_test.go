@@ -195,3 +195,46 @@ nodes:
 		}
 	}
 }
+
+// TestWhatIsNotGivenIsNotCounted: a prompt reading an input that is not
+// given is not rendered as if it were empty; an llm tool called by a tool
+// node counts its call, rendered with the node's args.
+func TestWhatIsNotGivenIsNotCounted(t *testing.T) {
+	const src = `version: 1
+name: g
+inputs:
+  topic: {type: string}
+models:
+  default: {model: gpt-4.1-mini, max_tokens: 10, price: {input_per_mtok: 1, output_per_mtok: 1}}
+tools:
+  shout:
+    description: Shout a word.
+    parameters: {type: object, properties: {word: {type: string}}, required: [word]}
+    llm: {prompt: "Shout ${{ inputs.word }}"}
+nodes:
+  - id: say
+    llm: {prompt: "Say ${{ inputs.topic }}"}
+    retry: {max_attempts: 1}
+  - id: loud
+    tool: {name: shout, args: {word: '"hello"'}}
+    retry: {max_attempts: 1}
+`
+	path := filepath.Join(t.TempDir(), "g.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := load(t, path)
+	pl := Make(p, Options{})
+	window, _ := llm.ContextWindow("gpt-4.1-mini")
+	if v, ok := row(t, pl, "say").InputTokens.Value(); !ok || v != float64(window) {
+		t.Errorf("say's input without topic: %s, want the context window %d", row(t, pl, "say").InputTokens.Text(), window)
+	}
+	if !strings.Contains(strings.Join(pl.Notes, "\n"), "inputs.topic, which is not given") {
+		t.Errorf("the notes do not say topic is not given: %v", pl.Notes)
+	}
+	loud := row(t, pl, "loud")
+	want, _ := llm.WorstCase(&llm.Request{Model: p.Models["default"], SchemaName: "loud", Messages: []llm.Message{{Role: llm.RoleUser, Text: "Shout hello"}}})
+	if v, ok := loud.Calls.Value(); !ok || v != 1 || loud.PerCall == nil || *loud.PerCall != want {
+		t.Errorf("loud: %s calls, per call %+v; want 1 call of %+v", loud.Calls.Text(), loud.PerCall, want)
+	}
+}

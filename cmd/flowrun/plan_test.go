@@ -213,7 +213,7 @@ func TestBatchPlanRunsNothing(t *testing.T) {
 	// The plan of rounds=1 calls 2 + 7 and of rounds=3 6 + 7: 22 calls a
 	// repeat.
 	if code != exitOK || !strings.Contains(stdout, "2 item(s) × 2 repeat(s) = 4 run(s)") || !strings.Contains(stdout, "model calls 44,") ||
-		!strings.Contains(stdout, "--max-cost-usd 1.00 is below the worst case") {
+		!strings.Contains(stdout, "the batch's cost cap 1.00 is below the worst case") {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	if _, err := os.Stat(store); err == nil {
