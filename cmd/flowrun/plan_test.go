@@ -54,8 +54,9 @@ func TestPlanCommand(t *testing.T) {
 }
 
 // TestValidateWarnsOfACapBelowTheWorstCase: validate warns at
-// limits.max_cost_usd's line:col when a run's worst case (inputs at their
-// defaults) passes it, and says nothing of a cap that covers it.
+// limits.max_cost_usd's line:col (and at an input budget_usd's) when a
+// run's worst case (inputs at their defaults) passes it, and says nothing
+// of a cap that covers it.
 func TestValidateWarnsOfACapBelowTheWorstCase(t *testing.T) {
 	dir := t.TempDir()
 	src, err := os.ReadFile(bounded)
@@ -74,6 +75,12 @@ func TestValidateWarnsOfACapBelowTheWorstCase(t *testing.T) {
 	roomy := writeFile(t, dir, "roomy.yaml", strings.Replace(withDefault, "max_cost_usd: 0.5", "max_cost_usd: 5", 1))
 	if code, _, stderr := flowrun(t, "validate", roomy); code != exitOK || stderr != "" {
 		t.Fatalf("a cap above the worst case: exit %d, %s", code, stderr)
+	}
+	budget := writeFile(t, dir, "budget.yaml", strings.Replace(strings.Replace(withDefault, "max_cost_usd: 0.5", "max_cost_usd: 5", 1),
+		"inputs:\n", "inputs:\n  budget_usd: {type: number, default: 0.25}\n", 1))
+	if code, _, stderr := flowrun(t, "validate", budget); code != exitOK ||
+		!strings.Contains(stderr, "budget.yaml:4:3: warning: the default of input budget_usd is $0.25 but a run may cost up to") {
+		t.Fatalf("a budget_usd below the worst case: exit %d, %s", code, stderr)
 	}
 }
 
