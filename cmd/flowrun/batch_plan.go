@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/flowrun/flowrun/batch"
+	"github.com/flowrun/flowrun/internal/termview"
 	"github.com/flowrun/flowrun/plan"
 )
 
@@ -60,10 +61,11 @@ func batchPlan(a batchPlanArgs, stdout, stderr io.Writer) int {
 			plans = append(plans, b)
 			continue
 		}
+		text := termview.Text{W: stdout}
 		if v.Label != "" {
-			fmt.Fprintf(stdout, "\nvariant %s\n", v.Label)
+			fmt.Fprintf(text, "\nvariant %s\n", v.Label)
 		}
-		b.Write(stdout)
+		b.Write(text)
 	}
 	if a.bf.asJSON {
 		return writeJSON(stdout, plans)
