@@ -55,8 +55,8 @@ func (w *walker) agent(p *dsl.Pipeline, n *dsl.Node, a *dsl.Agent, row *Node) To
 				t.SandboxRuns = Unbounded()
 			}
 			if decl := p.Tools[name]; decl != nil && (decl.Pipeline != nil || decl.LLM != nil) {
-				t.Calls = Unbounded()
-				w.unbounded("model calls", fmt.Sprintf("tool %s makes model calls, and a turn may call it several times", name), "")
+				t.Calls, t.InputTokens, t.OutputTokens, t.USD = Unbounded(), Unbounded(), Unbounded(), Unbounded()
+				w.unbounded("model calls, tokens and cost", fmt.Sprintf("tool %s makes model calls, and a turn may call it several times", name), "")
 			}
 		}
 	}

@@ -238,3 +238,42 @@ nodes:
 		t.Errorf("loud: %s calls, per call %+v; want 1 call of %+v", loud.Calls.Text(), loud.PerCall, want)
 	}
 }
+
+// TestAgentsMultiplyByTheirLimits: an agent's calls are max_steps ×
+// (1 + tool_retries) × the tries of each; its tool calls, and the sandbox
+// runs of python_execute, have no bound (a turn may call several tools);
+// a tool that makes model calls leaves its calls and cost unbounded.
+func TestAgentsMultiplyByTheirLimits(t *testing.T) {
+	const src = `version: 1
+name: a
+models:
+  default: {model: gpt-4.1-mini, max_tokens: 10}
+tools:
+  helper:
+    description: Help.
+    parameters: {type: object, properties: {q: {type: string}}, required: [q]}
+    llm: {prompt: "${{ inputs.q }}"}
+  done:
+    description: Finish.
+    parameters: {type: object, properties: {a: {type: string}}, required: [a]}
+nodes:
+  - id: solve
+    agent: {prompt: "Go.", tools: [python_execute%s], finish: [done], max_steps: 3, tool_retries: 1}
+`
+	for _, c := range []struct {
+		tools string
+		calls string
+	}{{"", "30"}, {", helper", "∞"}} {
+		path := filepath.Join(t.TempDir(), "a.yaml")
+		if err := os.WriteFile(path, []byte(fmt.Sprintf(src, c.tools)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		solve := row(t, Make(load(t, path), Options{}), "solve")
+		if solve.Calls.Text() != c.calls || !solve.ToolCalls.IsUnbounded() || !solve.SandboxRuns.IsUnbounded() {
+			t.Errorf("tools %q: calls %s, tool calls %s, sandbox runs %s; want %s, ∞, ∞", c.tools, solve.Calls.Text(), solve.ToolCalls.Text(), solve.SandboxRuns.Text(), c.calls)
+		}
+		if c.calls == "∞" && !solve.USD.IsUnbounded() {
+			t.Errorf("with a model-calling tool, cost %s: want unbounded", solve.USD.Text())
+		}
+	}
+}
