@@ -60,6 +60,16 @@ func TestBoundsMultiplyAndAdd(t *testing.T) {
 	}
 }
 
+// loadText loads a pipeline written as text.
+func loadText(t *testing.T, src string) *dsl.Pipeline {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return load(t, path)
+}
+
 func row(t *testing.T, pl *Plan, path string) *Node {
 	t.Helper()
 	for _, n := range pl.Nodes {
@@ -184,12 +194,7 @@ nodes:
 		retryOn string
 		calls   float64
 	}{{"", 8}, {", retry_on: [server]", 4}} {
-		dir := t.TempDir()
-		path := filepath.Join(dir, "r.yaml")
-		if err := os.WriteFile(path, []byte(fmt.Sprintf(src, c.retryOn)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		pl := Make(load(t, path), Options{})
+		pl := Make(loadText(t, fmt.Sprintf(src, c.retryOn)), Options{})
 		if v, ok := pl.Total.Calls.Value(); !ok || v != c.calls {
 			t.Errorf("retry_on %q: calls %s, want %v", c.retryOn, pl.Total.Calls.Text(), c.calls)
 		}
@@ -219,11 +224,7 @@ nodes:
     tool: {name: shout, args: {word: '"hello"'}}
     retry: {max_attempts: 1}
 `
-	path := filepath.Join(t.TempDir(), "g.yaml")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := load(t, path)
+	p := loadText(t, src)
 	pl := Make(p, Options{})
 	window, _ := llm.ContextWindow("gpt-4.1-mini")
 	if v, ok := row(t, pl, "say").InputTokens.Value(); !ok || v != float64(window) {
@@ -264,11 +265,7 @@ nodes:
 		tools string
 		calls string
 	}{{"", "30"}, {", helper", "∞"}} {
-		path := filepath.Join(t.TempDir(), "a.yaml")
-		if err := os.WriteFile(path, []byte(fmt.Sprintf(src, c.tools)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		solve := row(t, Make(load(t, path), Options{}), "solve")
+		solve := row(t, Make(loadText(t, fmt.Sprintf(src, c.tools)), Options{}), "solve")
 		if solve.Calls.Text() != c.calls || !solve.ToolCalls.IsUnbounded() || !solve.SandboxRuns.IsUnbounded() {
 			t.Errorf("tools %q: calls %s, tool calls %s, sandbox runs %s; want %s, ∞, ∞", c.tools, solve.Calls.Text(), solve.ToolCalls.Text(), solve.SandboxRuns.Text(), c.calls)
 		}
