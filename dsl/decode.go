@@ -120,7 +120,10 @@ func (f *file) decodeInputs(n *yaml.Node) {
 func (f *file) decodeLimits(limits, sandbox *yaml.Node) {
 	p := f.p
 	p.Limits.MaxSteps, _ = intValue(valueOf(limits, "max_steps"))
-	p.Limits.MaxCostUSD, _ = floatValue(valueOf(limits, "max_cost_usd"))
+	if c := valueOf(limits, "max_cost_usd"); c != nil {
+		p.Limits.MaxCostUSD, _ = floatValue(c)
+		p.Limits.MaxCostPos = f.pos(c)
+	}
 	p.Limits.Timeout = f.duration(valueOf(limits, "timeout"))
 	if kb, ok := intValue(valueOf(limits, "max_file_kb")); ok && kb > 0 {
 		p.Files.MaxBytes = int64(kb) * 1024

@@ -138,6 +138,18 @@ type templatePart struct {
 	expr *Expr
 }
 
+// Exprs are the expressions the template interpolates, in order: what
+// it reads, for a reader that bounds its size without running it.
+func (t *Template) Exprs() []*Expr {
+	var out []*Expr
+	for _, p := range t.parts {
+		if p.expr != nil {
+			out = append(out, p.expr)
+		}
+	}
+	return out
+}
+
 // Render interpolates the template. Strings are inserted as they are, null
 // as nothing, and lists and maps as JSON.
 func (t *Template) Render(env *Env) (string, error) {
@@ -175,6 +187,27 @@ type Value struct {
 	lit  any
 	list []*Value
 	obj  []*Field
+}
+
+// Exprs are the expressions the value evaluates, those of its templates,
+// lists and maps included.
+func (v *Value) Exprs() []*Expr {
+	switch {
+	case v == nil:
+		return nil
+	case v.expr != nil:
+		return []*Expr{v.expr}
+	case v.tmpl != nil:
+		return v.tmpl.Exprs()
+	}
+	var out []*Expr
+	for _, e := range v.list {
+		out = append(out, e.Exprs()...)
+	}
+	for _, f := range v.obj {
+		out = append(out, f.Value.Exprs()...)
+	}
+	return out
 }
 
 // Eval computes the value.

@@ -86,6 +86,8 @@ type Output struct {
 type Limits struct {
 	MaxSteps   int
 	MaxCostUSD float64
+	// MaxCostPos is where max_cost_usd is written, for a warning about it.
+	MaxCostPos Pos
 	Timeout    time.Duration
 }
 

@@ -34,6 +34,10 @@ func Reference() string {
 		writeFields(&b, fragment, defs, func(string) bool { return true })
 		fmt.Fprintf(&b, "\n**Output** (`nodes.<id>`): %s\n\n```yaml\n%s\n```\n\n", s.Output, s.Example)
 	}
+	limits := doc["properties"].(map[string]any)["limits"].(map[string]any)
+	b.WriteString("## Limits (`limits:`)\n\n")
+	writeFields(&b, limits, defs, func(string) bool { return true })
+	b.WriteString("\nWhat a run can cost at most before it starts, against `max_cost_usd`: `flowrun plan FILE` (docs/plan.md); `flowrun validate` warns when the worst case passes the cap.\n\n")
 	score := doc["properties"].(map[string]any)["score"].(map[string]any)
 	fmt.Fprintf(&b, "## Scoring (`score:`)\n\n%s See docs/batch.md.\n\n```yaml\nscore:\n  solved: outputs.solved_test == true\n  exact: outputs.answer == item.expected\n  cheap: run.cost_usd < 0.01\n```\n\n", score["description"])
 	b.WriteString("## Expression functions\n\n")

@@ -19,6 +19,10 @@ import (
 	"github.com/flowrun/flowrun/redact"
 )
 
+// DefaultMaxAttempts is how many times a model turn is sent, when no
+// retry policy says otherwise, before a recoverable error is returned.
+const DefaultMaxAttempts = 5
+
 // Options configure a Client. The zero value is ready for production use.
 type Options struct {
 	// Env looks up environment variables; default os.LookupEnv.
@@ -29,7 +33,7 @@ type Options struct {
 	// MaxAttempts is how many times one model turn is sent before a
 	// recoverable error (rate_limit, server, timeout, connection) is
 	// returned, unless the model's or the node's retry policy says;
-	// default 5. 1 disables retries.
+	// default DefaultMaxAttempts. 1 disables retries.
 	MaxAttempts int
 	// BaseBackoff is the first retry's wait, doubled for each further
 	// retry (with jitter) up to MaxBackoff; defaults 500ms and 30s.
@@ -90,7 +94,7 @@ func New(opts Options) *Client {
 		c.http = defaultHTTPClient()
 	}
 	if c.opts.MaxAttempts <= 0 {
-		c.opts.MaxAttempts = 5
+		c.opts.MaxAttempts = DefaultMaxAttempts
 	}
 	if c.opts.BaseBackoff <= 0 {
 		c.opts.BaseBackoff = 500 * time.Millisecond

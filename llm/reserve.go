@@ -266,6 +266,23 @@ var maxOutputTokens = map[string]int{
 	"gpt-5": 128000, "gpt-5-mini": 128000, "gpt-5-nano": 128000,
 }
 
+// contextWindows are the documented context windows of the priced
+// models, in tokens: no request to one of them is billed for more input.
+var contextWindows = map[string]int{
+	"gpt-4.1": 1047576, "gpt-4.1-mini": 1047576, "gpt-4.1-nano": 1047576,
+	"gpt-4o": 128000, "gpt-4o-mini": 128000,
+	"o3": 200000, "o4-mini": 200000,
+	"gpt-5": 400000, "gpt-5-mini": 400000, "gpt-5-nano": 400000,
+}
+
+// ContextWindow is the documented context window of a model, in tokens:
+// the bound of a call's input that is not known before it is built.
+// ok is false for a model whose window is not documented here.
+func ContextWindow(model string) (tokens int, ok bool) {
+	tokens, ok = contextWindows[model]
+	return tokens, ok
+}
+
 // reserve holds the worst case of sending cl against req.Ledger. It
 // returns the call to send: cl, or, when cl sets no max_tokens, a copy
 // whose max_tokens is what the budget left affords. With no ledger, or a

@@ -17,6 +17,7 @@ import (
 	"github.com/flowrun/flowrun/engine"
 	"github.com/flowrun/flowrun/graph"
 	"github.com/flowrun/flowrun/internal/confined"
+	"github.com/flowrun/flowrun/plan"
 	"github.com/flowrun/flowrun/sandbox"
 )
 
@@ -153,6 +154,7 @@ type startData struct {
 	Pipeline    string
 	Loaded      *dsl.Pipeline
 	Graph       *graph.Drawing
+	Plan        *plan.Plan // with the inputs' defaults
 	Diagnostics string
 	Fields      []field
 	Models      []modelField
@@ -182,7 +184,7 @@ func (s *Server) loadForm(ctx context.Context, d *startData) {
 	if p == nil {
 		return
 	}
-	d.Loaded, d.Fields, d.Graph = p, inputFields(p), graph.Layout(p)
+	d.Loaded, d.Fields, d.Graph, d.Plan = p, inputFields(p), graph.Layout(p), plan.Make(p, plan.Options{})
 	for _, name := range slices.Sorted(maps.Keys(p.Models)) {
 		d.Models = append(d.Models, modelField{Name: name, Model: p.Models[name].Model})
 	}

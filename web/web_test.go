@@ -1074,6 +1074,20 @@ func TestStartListsPipelinesWithTheirGraph(t *testing.T) {
 	}
 }
 
+// The start page shows a chosen pipeline's plan under its graph: what a
+// run with the inputs' defaults can call and cost at most, and what
+// leaves a figure unbounded.
+func TestStartShowsThePlan(t *testing.T) {
+	h := newHarness(t, "")
+	_, body := h.get("/start?pipeline=chat.yaml")
+	// reply: 5 tries of its one call (the client's default), no max_tokens.
+	for _, want := range []string{`id="plan"`, `<td class="mono">reply</td><td>5</td><td>∞</td>`, "set max_tokens on node reply or on model default"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the start page lacks %q:\n%s", want, body)
+		}
+	}
+}
+
 // A pipeline that runs Python, on a server without Python for WASI, is
 // refused with the command that installs it and no path on the server.
 func TestStartSaysHowToInstallPython(t *testing.T) {

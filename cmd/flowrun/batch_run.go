@@ -88,6 +88,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	seq.register(fs)
 	var sweeps inputFlags
 	fs.Var(&sweeps, "sweep", "run one batch per value: `model.NAME=M1,M2` overrides model NAME as --model does (repeatable: every combination); with several PIPELINE files, one batch per file")
+	planOnly := fs.Bool("plan", false, "print the most the batch can call and cost (every item's run × --repeat, per --sweep variant) against --max-cost-usd, and exit without running")
 	replicas := natsReplicasFlag(fs)
 	var nf natsFlags
 	nf.register(fs, false)
@@ -114,6 +115,10 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		// independent items: counting each would overstate the evidence.
 		fmt.Fprintln(stderr, "flowrun batch: --until-decided pairs each item once: drop --repeat")
 		return exitInvalid
+	}
+	if *planOnly {
+		return batchPlan(batchPlanArgs{files: files, sweeps: sweeps, dataset: *dataset, maps: maps, repeat: *repeat, bf: &bf,
+			selection: batch.Selection{Filter: *filter, Sample: *sample, Seed: *seed, Limit: *limit}}, stdout, stderr)
 	}
 	baseModels := bf.models.models
 	// abort says why a batch could not run and is its exit code.

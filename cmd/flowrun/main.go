@@ -32,6 +32,8 @@ Usage:
   flowrun run FILE [flags]          run a pipeline
   flowrun validate FILE...          check pipelines; every problem with file:line:col
   flowrun test [PATH...]            run *.test.yaml cases offline with mocked models (--coverage, --junit FILE)
+  flowrun plan FILE [--input k=v] [--json]
+                                    the most a run can call and cost, before it starts
   flowrun graph FILE [--format mermaid|dot]
                                     draw a pipeline
   flowrun schema                    print the pipeline JSON schema
@@ -123,6 +125,8 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return validateCmd(args[1:], termview.Text{W: stdout}, stderr)
 	case "graph":
 		return graphCmd(args[1:], termview.Text{W: stdout}, stderr)
+	case "plan":
+		return planCmd(args[1:], stdout, stderr)
 	case "schema":
 		return schemaCmd(args[1:], stdout, stderr)
 	case "resume":

@@ -47,6 +47,13 @@ func (m *modelFlags) engine(storePath string, stderr io.Writer) (*engine.Engine,
 // warnUnpriced warns, under a cost cap, of each model of p (after the
 // NAME=MODEL overrides) that has no price: the cap cannot hold for it.
 func warnUnpriced(stderr io.Writer, cmd string, p *dsl.Pipeline, overrides []string) {
+	for _, e := range llm.Unpriced(overridden(p, overrides)) {
+		fmt.Fprintf(stderr, "%s: warning: %v\n", cmd, e)
+	}
+}
+
+// overridden are p's models after the NAME=MODEL overrides.
+func overridden(p *dsl.Pipeline, overrides []string) map[string]*llmconf.Model {
 	models := maps.Clone(p.Models)
 	for _, kv := range overrides {
 		name, id, _ := strings.Cut(kv, "=")
@@ -56,7 +63,5 @@ func warnUnpriced(stderr io.Writer, cmd string, p *dsl.Pipeline, overrides []str
 			}
 		}
 	}
-	for _, e := range llm.Unpriced(models) {
-		fmt.Fprintf(stderr, "%s: warning: %v\n", cmd, e)
-	}
+	return models
 }

@@ -18,6 +18,40 @@ import (
 	"github.com/flowrun/flowrun/store"
 )
 
+// inputArgs are the flags that give a run's inputs.
+type inputArgs struct {
+	pairs inputFlags
+	file  *string
+}
+
+func (a *inputArgs) register(fs *flag.FlagSet) {
+	fs.Var(&a.pairs, "input", "an input as `name=value` (repeatable); JSON values are parsed for non-string inputs")
+	a.file = fs.String("inputs", "", "read inputs from a JSON or YAML `file`")
+}
+
+// load parses the flags of command cmd, loads the one pipeline they name
+// and reads its inputs; it returns an exit code when the command should
+// stop.
+func (a *inputArgs) load(fs *flag.FlagSet, args []string, cmd string, stdout, stderr io.Writer) (*dsl.Pipeline, map[string]any, int, bool) {
+	files, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return nil, nil, code, false
+	}
+	if len(files) != 1 {
+		fmt.Fprintf(stderr, "flowrun %s: name one pipeline file (see flowrun %s --help)\n", cmd, cmd)
+		return nil, nil, exitInvalid, false
+	}
+	p := loadPipeline(files[0], stderr)
+	if p == nil {
+		return nil, nil, exitInvalid, false
+	}
+	inputs, err := engine.ReadInputs(p, *a.file, a.pairs)
+	if err != nil {
+		return nil, nil, fail(stderr, "flowrun", err), false
+	}
+	return p, inputs, exitOK, true
+}
+
 // inputFlags collects repeated --input k=v flags.
 type inputFlags []string
 
@@ -26,31 +60,23 @@ func (f *inputFlags) Set(v string) error { *f = append(*f, v); return nil }
 
 func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "flowrun [run] FILE [--input k=v ...] [--inputs FILE] [--json]\n\nRuns a pipeline. On success stdout holds its outputs as one JSON object;\nprogress goes to stderr. Exit 0 completed, 1 failed or stopped, 2 invalid.")
-	var kv inputFlags
-	fs.Var(&kv, "input", "an input as `name=value` (repeatable); JSON values are parsed for non-string inputs")
-	inputsFile := fs.String("inputs", "", "read inputs from a JSON or YAML `file`")
+	var in inputArgs
+	in.register(fs)
 	asJSON := fs.Bool("json", false, "print one JSON event per line on stdout instead of the outputs")
+	showPlan := fs.Bool("plan", false, "print the most the run can call and cost (as flowrun plan does) on stderr, then run")
 	stream := streamFlag(fs)
 	storePath := storeFlag(fs)
 	var mf modelFlags
 	mf.register(fs)
 	var hf humanFlags
 	hf.register(fs)
-	files, code, ok := parseFlags(fs, args, stdout, stderr)
+	p, inputs, code, ok := in.load(fs, args, "run", stdout, stderr)
 	if !ok {
 		return code
 	}
-	if len(files) != 1 {
-		fmt.Fprintln(stderr, "flowrun run: name one pipeline file (see flowrun run --help)")
-		return exitInvalid
-	}
-	p := loadPipeline(files[0], stderr)
-	if p == nil {
-		return exitInvalid
-	}
-	inputs, err := engine.ReadInputs(p, *inputsFile, kv)
-	if err != nil {
-		return fail(stderr, "flowrun", err)
+	if *showPlan {
+		makePlan(p, inputs, mf.models).Write(stderr)
+		fmt.Fprintln(stderr)
 	}
 	if p.Limits.MaxCostUSD > 0 {
 		warnUnpriced(stderr, "flowrun run", p, mf.models)

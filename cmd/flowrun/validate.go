@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/flowtest"
@@ -28,6 +29,11 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 		if skipped {
 			fmt.Fprintf(stdout, "%s: a cassette, skipped\n", f)
 			continue
+		}
+		if ok && !strings.HasSuffix(f, ".test.yaml") {
+			if p, _ := dsl.LoadWith(f, dsl.Options{ListMCP: lister.List}); p != nil {
+				ds = append(ds, costWarnings(p)...)
+			}
 		}
 		if len(ds) > 0 {
 			fmt.Fprintln(stderr, diagnosticsText(ds))
