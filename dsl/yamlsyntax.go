@@ -169,10 +169,14 @@ func explainYAMLError(line, msg string) (int, string) {
 		at, msg = strings.IndexByte(line, '\t'), msg+": indent with spaces"
 	case msg == "found unexpected end of stream":
 		at, msg = strings.IndexAny(line, `"'`), "a quoted string starts here and is never closed"
-	case strings.HasSuffix(msg, "or ']'"):
-		at, msg = strings.IndexByte(line, '['), msg+": close this [ list, and quote items that contain ': ', '?' or ','"
-	case strings.HasSuffix(msg, "or '}'"):
-		at, msg = strings.IndexByte(line, '{'), msg+": close this { mapping, and quote values that contain ': ', '?' or ','"
+	case strings.HasSuffix(msg, "or ']'") || strings.HasSuffix(msg, "or '}'"):
+		if q, inner, ok := innerQuote(line); ok {
+			at, msg = q, inner
+		} else if strings.HasSuffix(msg, "or ']'") {
+			at, msg = strings.IndexByte(line, '['), msg+": close this [ list, and quote items that contain ': ', '?' or ','"
+		} else {
+			at, msg = strings.IndexByte(line, '{'), msg+": close this { mapping, and quote values that contain ': ', '?' or ','"
+		}
 	case strings.HasPrefix(msg, "unknown anchor '"):
 		name := strings.TrimSuffix(strings.TrimPrefix(msg, "unknown anchor '"), "' referenced")
 		at = strings.Index(line, "*"+name)
@@ -183,8 +187,8 @@ func explainYAMLError(line, msg string) (int, string) {
 			}
 		}
 	case msg == "did not find expected key" || msg == "did not find expected '-' indicator":
-		if open, q, fixed, ok := earlyClosingQuote(line); ok {
-			at, msg = q, fmt.Sprintf("this \" ends the string opened at column %d, but the value goes on: escape the inner quotes (%s), or quote the value with ' instead", utf8.RuneCountInString(line[:open])+1, fixed)
+		if q, inner, ok := innerQuote(line); ok {
+			at, msg = q, inner
 		} else {
 			msg += ": check this line's indentation"
 		}
@@ -193,6 +197,16 @@ func explainYAMLError(line, msg string) (int, string) {
 		at = len(line) - len(strings.TrimLeft(line, " \t"))
 	}
 	return utf8.RuneCountInString(line[:at]) + 1, msg
+}
+
+// innerQuote says, when line's double-quoted value ends early at an
+// unescaped inner quote, where that quote is and how to fix it.
+func innerQuote(line string) (at int, msg string, ok bool) {
+	open, q, fixed, ok := earlyClosingQuote(line)
+	if !ok {
+		return 0, "", false
+	}
+	return q, fmt.Sprintf("this \" ends the string opened at column %d, but the value goes on: escape the inner quotes (%s), or quote the value with ' instead", utf8.RuneCountInString(line[:open])+1, fixed), true
 }
 
 // earlyClosingQuote finds, on a line whose value is a double-quoted
@@ -223,7 +237,7 @@ func earlyClosingQuote(line string) (open, at int, fixed string, ok bool) {
 			return 0, 0, "", false
 		}
 		inner := strings.ReplaceAll(line[start+1:last], `\"`, `"`)
-		return start, end, strings.TrimLeft(line[:start], " \t") + `"` + strings.ReplaceAll(inner, `"`, `\"`) + `"`, true
+		return start, end, strings.TrimLeft(line[:start], " \t") + `"` + strings.ReplaceAll(inner, `"`, `\"`) + `"` + line[last+1:], true
 	}
 }
 
