@@ -88,3 +88,19 @@ replies:
 		t.Errorf("echo replayed: %+v, %v", resp, err)
 	}
 }
+
+// An offline model with no price: bills nothing: its worst case is $0,
+// with or without max_tokens, and it is not listed as unpriced, while a
+// server's unknown model is.
+func TestOfflineModelsArePricedAtZero(t *testing.T) {
+	echo := &llmconf.Model{Name: "default", Model: "echo", Provider: llmconf.ProviderEcho}
+	local := &llmconf.Model{Name: "local", Model: "my-local-model"}
+	b, err := WorstCase(&Request{Model: echo, Messages: []Message{{Role: RoleUser, Text: "hi"}}})
+	if err != nil || b.USD != 0 || b.InputTokens <= 0 {
+		t.Errorf("echo's worst case: %+v, %v; want $0 and its input bounded", b, err)
+	}
+	un := Unpriced(map[string]*llmconf.Model{"default": echo, "local": local})
+	if len(un) != 1 || un[0].Name != "local" {
+		t.Errorf("unpriced: %v, want local alone", un)
+	}
+}

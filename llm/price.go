@@ -65,6 +65,16 @@ func Cost(u Usage, p llmconf.Price) float64 {
 	return usd / 1e6
 }
 
+// PriceOf is what a call of m, sent as model, is billed at: m's price:,
+// else the table's. An offline model (echo, mock) with no price: bills
+// nothing, so it is priced at 0, and a cost cap holds for it.
+func PriceOf(m *llmconf.Model, model string) (llmconf.Price, bool) {
+	if p, ok := LookupPrice(model, m.Price); ok {
+		return p, true
+	}
+	return llmconf.Price{}, m.Offline()
+}
+
 // cost prices one reply: by the requested model, else by the model the
 // server says answered.
 func cost(u Usage, m *llmconf.Model, answered string) float64 {

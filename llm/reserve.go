@@ -51,7 +51,7 @@ func Unpriced(models map[string]*llmconf.Model) []*NoPriceError {
 	var out []*NoPriceError
 	for _, name := range slices.Sorted(maps.Keys(models)) {
 		m := models[name]
-		if _, ok := LookupPrice(m.Model, m.Price); !ok {
+		if _, ok := PriceOf(m, m.Model); !ok {
 			out = append(out, &NoPriceError{Name: name, Model: m.Model})
 		}
 	}
@@ -75,7 +75,7 @@ func WorstCase(req *Request) (Bound, error) {
 	if err != nil {
 		return Bound{}, err
 	}
-	p, ok := LookupPrice(cl.Model, req.Model.Price)
+	p, ok := PriceOf(req.Model, cl.Model)
 	if !ok {
 		return Bound{}, &NoPriceError{Name: req.Model.Name, Model: cl.Model}
 	}
@@ -292,7 +292,7 @@ func (c *Client) reserve(ctx context.Context, req *Request, ep *endpoint, cl *ca
 	if req.Ledger == nil {
 		return cl, nil, nil
 	}
-	p, ok := LookupPrice(cl.Model, req.Model.Price)
+	p, ok := PriceOf(req.Model, cl.Model)
 	if !ok {
 		r, err := req.Ledger.Reserve(ctx, 0, 0)
 		if err != nil {

@@ -386,11 +386,24 @@ func maxTokens(p *dsl.Pipeline, l *dsl.LLM) int {
 func (w *walker) perCall(p *dsl.Pipeline, n *dsl.Node, l *dsl.LLM, calls Figure, b llm.Bound, err error, unknown string) (Totals, *llm.Bound) {
 	t := zero()
 	t.Calls = calls
+	m := p.Models[l.Model]
+	// A model that bills nothing (an offline one) costs $0 whatever its
+	// tokens.
+	free := false
+	if m != nil {
+		price, priced := llm.PriceOf(m, m.Model)
+		free = priced && price.InputPerMTok == 0 && price.OutputPerMTok == 0
+	}
 	var noPrice *llm.NoPriceError
 	switch {
 	case errors.As(err, &noPrice):
-		w.unbounded("cost", noPrice.Error(), fmt.Sprintf("give model %s a price: {input_per_mtok, output_per_mtok}", l.Model))
+		w.unbounded("cost", fmt.Sprintf("model %s (%s) has no price, so a cost cap cannot hold for its calls", noPrice.Name, noPrice.Model),
+			fmt.Sprintf("give model %s a price: {input_per_mtok, output_per_mtok}", l.Model))
 		t.USD = Unbounded()
+	case free && maxTokens(p, l) == 0:
+		w.unbounded("output tokens", "no max_tokens: a reply has no length bound",
+			fmt.Sprintf("set max_tokens on node %s or on model %s", n.ID, l.Model))
+		t.OutputTokens = Unbounded()
 	case errors.Is(err, llm.ErrNoMaxTokens), maxTokens(p, l) == 0:
 		w.unbounded("output tokens and cost", "no max_tokens: a reply has no length bound",
 			fmt.Sprintf("set max_tokens on node %s or on model %s", n.ID, l.Model))
@@ -408,19 +421,23 @@ func (w *walker) perCall(p *dsl.Pipeline, n *dsl.Node, l *dsl.LLM, calls Figure,
 		}
 		return t, nil
 	}
-	m := p.Models[l.Model]
 	window, ok := 0, false
 	if m != nil {
 		window, ok = llm.ContextWindow(m.Model)
 	}
-	if !ok {
+	switch {
+	case !ok && free:
+		w.unbounded("input tokens", unknown, "")
+		t.InputTokens = Unbounded()
+		return t, nil
+	case !ok:
 		w.unbounded("input tokens and cost", unknown, "")
 		t.InputTokens, t.USD = Unbounded(), Unbounded()
 		return t, nil
 	}
 	w.note(fmt.Sprintf("%s: input tokens ≤ %s's context window, %d a call: %s", w.path, m.Model, window, unknown))
 	t.InputTokens = calls.Times(Num(float64(window)))
-	if price, priced := llm.LookupPrice(m.Model, m.Price); priced && !t.USD.IsUnbounded() {
+	if price, priced := llm.PriceOf(m, m.Model); priced && !t.USD.IsUnbounded() {
 		t.USD = calls.Times(Num((float64(window)*price.InputPerMTok + float64(out)*price.OutputPerMTok) / 1e6))
 	}
 	return t, nil

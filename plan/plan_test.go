@@ -274,3 +274,43 @@ nodes:
 		}
 	}
 }
+
+// TestOfflineModelsCostNothing: an offline model with no price: bills
+// nothing, so its calls cost $0 in the plan as in a run (and under a cap)
+// even with no max_tokens; its output tokens stay unbounded, named. A
+// server's model with no price leaves the cost unbounded, once said.
+func TestOfflineModelsCostNothing(t *testing.T) {
+	p := loadText(t, `version: 1
+name: offline
+models:
+  default: {provider: echo}
+  local: {model: my-local-model}
+inputs:
+  q: {type: string, default: hi}
+nodes:
+  - id: say
+    llm: {prompt: "Say ${{ inputs.q }}"}
+  - id: other
+    llm: {model: local, prompt: "Say ${{ inputs.q }}", max_tokens: 10}
+`)
+	pl := Make(p, Options{})
+	say, other := row(t, pl, "say"), row(t, pl, "other")
+	if v, ok := say.USD.Value(); !ok || v != 0 || !say.OutputTokens.IsUnbounded() {
+		t.Errorf("echo: cost %s, output tokens %s; want $0 and unbounded", say.USD.Text(), say.OutputTokens.Text())
+	}
+	if v, ok := say.InputTokens.Value(); !ok || v <= 0 {
+		t.Errorf("echo: input tokens %s, want the prompt's bound", say.InputTokens.Text())
+	}
+	if !other.USD.IsUnbounded() {
+		t.Errorf("a server's model with no price: cost %s, want unbounded", other.USD.Text())
+	}
+	var why []string
+	for _, r := range pl.Unbounded {
+		why = append(why, r.Node+": "+r.Figure+": "+r.Why+"; "+r.Fix)
+	}
+	all := strings.Join(why, "\n")
+	if !strings.Contains(all, "say: output tokens: no max_tokens") || strings.Contains(all, "say: output tokens and cost") ||
+		strings.Count(all, "give") != 1 || !strings.Contains(all, "other: cost: model local (my-local-model) has no price") {
+		t.Errorf("reasons:\n%s", all)
+	}
+}
