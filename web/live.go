@@ -86,6 +86,15 @@ func (s *Server) unfollow(f *runFeed) {
 
 // read follows the store until ctx ends: at every change, the run's new
 // events and its status.
+// tallies are the run page's counters (by element id) that an event of
+// each type adds one to, as runData's Totals count them.
+var tallies = map[string]string{
+	runtime.EventToolCall:   "tools",
+	runtime.EventSandboxRun: "code",
+	runtime.EventQuestion:   "questions",
+	runtime.EventNodeRetry:  "retries",
+}
+
 func (f *runFeed) read(ctx context.Context) {
 	defer f.s.wg.Done()
 	t := f.s.pages["run"]
@@ -115,6 +124,9 @@ func (f *runFeed) read(ctx context.Context) {
 			msg := map[string]any{"seq": rw.Seq, "row": b.String(), "node": e.Node, "path": e.Path, "state": v.NodeState, "sent": e.Time.UnixMicro()}
 			if e.Type == runtime.EventModelTurn && e.Turn != nil {
 				msg["cost"], msg["tokens"] = v.CostUSD, v.Tokens
+			}
+			if tally, ok := tallies[e.Type]; ok {
+				msg["tally"] = tally
 			}
 			data, _ := json.Marshal(msg)
 			msgs = append(msgs, liveMsg{seq: rw.Seq, data: data})

@@ -128,6 +128,9 @@ func TestServeBrowserTriageMidRun(t *testing.T) {
 	if !b.eval(`document.querySelector('svg.graph g.gnode[data-node="draft"]').dataset.state === "running"`) {
 		t.Errorf("the agent's box is %s mid-reply", b.value(`document.querySelector('svg.graph g.gnode[data-node="draft"]').dataset.state`))
 	}
+	// The page counts the agent's read_file call as it happens, as it
+	// counts model turns.
+	b.do("count the tool call live", chromedp.Poll[chromedp.Void](`document.getElementById("tools").textContent === "1"`, chromedp.WithPollingTimeout(durDeadline)))
 	b.eval("window.scrollTo(0, 0), true")
 	b.docView("run")
 	close(hold)

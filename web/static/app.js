@@ -62,6 +62,10 @@ if (timeline) {
       var turns = document.getElementById("turns");
       turns.textContent = parseInt(turns.textContent, 10) + 1;
     }
+    if (d.tally) {
+      var n = document.getElementById(d.tally);
+      if (n) n.textContent = parseInt(n.textContent, 10) + 1;
+    }
   });
   es.addEventListener("text", function (m) { showText(JSON.parse(m.data)); });
   es.addEventListener("status", function (m) {
