@@ -385,11 +385,11 @@ func ParseMap(p *dsl.Pipeline, flags []string) (map[string]string, error) {
 }
 
 // OfflineCassette is the cassette a batch of p over dataset replays when
-// p calls a model that has neither a key nor an endpoint in the
-// environment lookupEnv reads: the one the dataset ships (see Cassette);
-// "" when p needs none or the dataset ships none.
-func OfflineCassette(dataset string, p *dsl.Pipeline, lookupEnv func(string) (string, bool)) string {
-	if !engine.NeedsEndpoint(p, lookupEnv) {
+// p, with the --model overrides, calls a model that has neither a key nor
+// an endpoint in the environment lookupEnv reads: the one the dataset
+// ships (see Cassette); "" when p needs none or the dataset ships none.
+func OfflineCassette(dataset string, p *dsl.Pipeline, models []string, lookupEnv func(string) (string, bool)) string {
+	if !engine.NeedsEndpoint(p, models, lookupEnv) {
 		return ""
 	}
 	return Cassette(dataset, p.Path)

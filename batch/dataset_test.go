@@ -217,18 +217,20 @@ func TestOfflineCassette(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		pipeline string
+		models   []string
 		env      func(string) (string, bool)
 		want     string
 	}{
-		{"no key", llmPipeline, none, cassette},
-		{"a key", llmPipeline, keyed, ""},
-		{"no model call", setPipeline, none, ""},
+		{"no key", llmPipeline, nil, none, cassette},
+		{"a key", llmPipeline, nil, keyed, ""},
+		{"no model call", setPipeline, nil, none, ""},
+		{"--model default=echo", llmPipeline, []string{"default=echo"}, none, ""},
 	} {
 		p, ds := dsl.Load(c.pipeline)
 		if p == nil {
 			t.Fatal(ds)
 		}
-		if got := OfflineCassette(dataset, p, c.env); got != c.want {
+		if got := OfflineCassette(dataset, p, c.models, c.env); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}

@@ -517,10 +517,16 @@ func (e *Engine) notice(format string, args ...any) {
 // endpoint to go to, and ships no cassette to replay.
 var ErrNoEndpoint = services.ErrNoEndpoint
 
-// NeedsEndpoint reports whether p calls a model that has neither a key nor
-// an endpoint to go to in the environment lookupEnv reads.
-func NeedsEndpoint(p *dsl.Pipeline, lookupEnv func(string) (string, bool)) bool {
-	return services.NeedsEndpoint(p, lookupEnv)
+// NeedsEndpoint reports whether p, with the NAME=MODEL overrides of
+// --model, calls a model that has neither a key nor an endpoint to go to
+// in the environment lookupEnv reads. An override that is not valid is
+// left out here: the run refuses it with its reason.
+func NeedsEndpoint(p *dsl.Pipeline, models []string, lookupEnv func(string) (string, bool)) bool {
+	m, err := overrides(p, nil, models)
+	if err != nil {
+		m = nil
+	}
+	return services.NeedsEndpoint(p, m, lookupEnv)
 }
 
 // open builds the services for a run of p that goes on as recorded (a

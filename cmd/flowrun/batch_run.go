@@ -153,7 +153,7 @@ func batchRunCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			o.Replicas = *replicas
 		}
 		if bf.models.replay == "" && !bf.remote {
-			if c := batch.OfflineCassette(*dataset, p, os.LookupEnv); c != "" {
+			if c := batch.OfflineCassette(*dataset, p, bf.models.models, os.LookupEnv); c != "" {
 				bf.models.replay = c
 				fmt.Fprintf(stderr, "no OPENAI_API_KEY or OPENAI_BASE_URL: replaying %s (offline)\n", c)
 			}

@@ -288,3 +288,34 @@ tests:
 		t.Errorf("%d judge calls, want one per rubric", rubricCalls)
 	}
 }
+
+// A configuration written for OpenAI runs offline on echo with --model
+// default=echo, as docs/providers.md says, with no key and no server:
+// the run and the batch both go, rather than asking for OPENAI_API_KEY.
+func TestModelEchoOverrideRunsOffline(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", "")
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "promptfooconfig.yaml", `prompts: ['Say {{word}} back']
+providers: [openai:gpt-4.1-mini]
+tests:
+  - vars: {word: hello}
+    assert: [{type: contains, value: hello}]
+`)
+	out := filepath.Join(dir, "imported")
+	if code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out); code != exitOK {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	pipeline := filepath.Join(out, "pipeline.yaml")
+	if code, stdout, stderr := flowrun(t, "run", pipeline, "--input", "word=hi", "--model", "default=echo", "--store", filepath.Join(dir, "runs.db")); code != exitOK || !strings.Contains(stdout, "Say hi back") {
+		t.Errorf("run --model default=echo: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, bout, berr := flowrun(t, "batch", pipeline, "--dataset", filepath.Join(out, "dataset.jsonl"), "--model", "default=echo", "--store", filepath.Join(dir, "runs.db"))
+	if code != exitOK || !strings.Contains(berr, "pass                 100.0%  1/1") {
+		t.Errorf("batch --model default=echo: exit %d\n%s\n%s", code, bout, berr)
+	}
+	// Without the override, the same batch still asks for a key.
+	if code, _, berr := flowrun(t, "batch", pipeline, "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", filepath.Join(dir, "runs.db")); code == exitOK || !strings.Contains(berr, "OPENAI_API_KEY") {
+		t.Errorf("batch without a key: exit %d\n%s", code, berr)
+	}
+}

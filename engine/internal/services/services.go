@@ -29,6 +29,7 @@ import (
 	"github.com/flowrun/flowrun/clock"
 	"github.com/flowrun/flowrun/dsl"
 	"github.com/flowrun/flowrun/llm"
+	"github.com/flowrun/flowrun/llmconf"
 	"github.com/flowrun/flowrun/mcpclient"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
@@ -139,7 +140,7 @@ func Open(p *dsl.Pipeline, o Options) (*Session, error) {
 		opts.CacheDefault = llm.CacheOn
 	}
 	replay := o.Replay
-	if replay == "" && !o.NoEndpoint && d.Respond == nil && NeedsEndpoint(p, o.LookupEnv) {
+	if replay == "" && !o.NoEndpoint && d.Respond == nil && NeedsEndpoint(p, o.Models, o.LookupEnv) {
 		fallback := strings.TrimSuffix(strings.TrimSuffix(p.Path, ".yaml"), ".yml") + ".cassette.yaml"
 		if _, err := os.Stat(fallback); err != nil {
 			return nil, ErrNoEndpoint
@@ -191,7 +192,7 @@ func Open(p *dsl.Pipeline, o Options) (*Session, error) {
 
 // NeedsEndpoint reports whether p calls a model that has neither a key nor
 // an endpoint to go to in the environment lookupEnv reads.
-func NeedsEndpoint(p *dsl.Pipeline, lookupEnv func(string) (string, bool)) bool {
+func NeedsEndpoint(p *dsl.Pipeline, overrides map[string]string, lookupEnv func(string) (string, bool)) bool {
 	need := false
 	dsl.Walk(p, func(q *dsl.Pipeline, n *dsl.Node) {
 		var name string
@@ -204,6 +205,13 @@ func NeedsEndpoint(p *dsl.Pipeline, lookupEnv func(string) (string, bool)) bool 
 			return
 		}
 		if m := q.Models[name]; m != nil {
+			// --model default=echo runs offline; --model default=gpt-4.1
+			// sends an echo model's calls to a server.
+			if spec, ok := overrides[name]; ok {
+				if o, err := llmconf.Override(m, spec); err == nil {
+					m = o
+				}
+			}
 			ep := llm.ResolveEndpoint(m, lookupEnv)
 			if ep.URLFrom == "default" && !ep.HasKey {
 				need = true

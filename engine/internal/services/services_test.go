@@ -116,20 +116,30 @@ func TestSharedSessionEndsOnce(t *testing.T) {
 }
 
 // TestNeedsEndpoint: a model needs an endpoint only where the
-// environment gives it neither a key nor a URL.
+// environment gives it neither a key nor a URL, after the --model
+// overrides: --model default=echo runs offline, and an echo model sent to
+// a server's model needs the server.
 func TestNeedsEndpoint(t *testing.T) {
-	p := load(t, t.TempDir(), "greeter.yaml", modelPipeline)
+	dir := t.TempDir()
+	server := load(t, dir, "greeter.yaml", modelPipeline)
+	echo := load(t, dir, "echo.yaml", strings.Replace(modelPipeline, "{model: gpt-4.1-mini}", "{provider: echo}", 1))
 	for _, c := range []struct {
-		env  map[string]string
-		want bool
+		p         *dsl.Pipeline
+		overrides map[string]string
+		env       map[string]string
+		want      bool
 	}{
-		{nil, true},
-		{map[string]string{"OPENAI_API_KEY": "sk-test"}, false},
-		{map[string]string{"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, false},
+		{server, nil, nil, true},
+		{server, nil, map[string]string{"OPENAI_API_KEY": "sk-test"}, false},
+		{server, nil, map[string]string{"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, false},
+		{server, map[string]string{"default": "echo"}, nil, false},
+		{server, map[string]string{"other": "echo"}, nil, true},
+		{echo, nil, nil, false},
+		{echo, map[string]string{"default": "gpt-4.1"}, nil, true},
 	} {
 		lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
-		if got := NeedsEndpoint(p, lookup); got != c.want {
-			t.Errorf("environment %v: NeedsEndpoint %v, want %v", c.env, got, c.want)
+		if got := NeedsEndpoint(c.p, c.overrides, lookup); got != c.want {
+			t.Errorf("%s with overrides %v, environment %v: NeedsEndpoint %v, want %v", filepath.Base(c.p.Path), c.overrides, c.env, got, c.want)
 		}
 	}
 }
