@@ -258,8 +258,11 @@ const ClassUnscored = "unscored"
 type unscoredError struct{ checks int }
 
 func (e *unscoredError) Error() string {
-	if e.checks == 0 {
+	switch e.checks {
+	case 0:
 		return "unscored: it has no checks"
+	case 1:
+		return "unscored: its one check could not be checked"
 	}
 	return fmt.Sprintf("unscored: none of its %d checks could be checked", e.checks)
 }

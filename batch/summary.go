@@ -65,6 +65,9 @@ type Counts struct {
 	// flowrun batch resume runs them on.
 	Interrupted int `json:"interrupted"`
 	Pending     int `json:"pending"`
+	// Unscored items completed but none of their checks could be
+	// checked (see ClassUnscored): they count as not passed.
+	Unscored int `json:"unscored"`
 }
 
 // Done is how many items have a result.
@@ -245,7 +248,10 @@ func summarize(b *store.Batch, items []*store.BatchItem, ratings map[string]*sto
 		if finished(it.Status) {
 			durations = append(durations, it.DurationMS)
 		}
-		if it.Status == runtime.StatusFailed || it.Status == runtime.StatusStopped {
+		if it.Class == ClassUnscored {
+			s.Items.Unscored++
+		}
+		if it.Status == runtime.StatusFailed || it.Status == runtime.StatusStopped || it.Class == ClassUnscored {
 			class := it.Class
 			if class == "" {
 				class = string(it.Status)

@@ -64,6 +64,9 @@ func WriteSummary(w io.Writer, s *batch.Summary, cols int) {
 	fmt.Fprintln(w)
 	if s.PassRate != nil {
 		fmt.Fprintf(w, "pass rate  %s (%s)%s\n", rateText(s.PassRate), s.Primary, finishedNote(s.PassRate, s.Items.Total, s.Unit()))
+		if n := s.Items.Unscored; n > 0 {
+			fmt.Fprintf(w, "           %d of the %s unscored (none of their checks could be checked): not passed\n", n, s.Unit())
+		}
 	} else {
 		fmt.Fprintln(w, "pass rate  - (no boolean metric was scored)")
 	}

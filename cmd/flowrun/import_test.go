@@ -319,3 +319,38 @@ tests:
 		t.Errorf("batch without a key: exit %d\n%s", code, berr)
 	}
 }
+
+// An item none of whose asserts could be converted is unscored: the
+// batch says how many, and lists them under failures by class, rather
+// than counting them silently in a lower pass rate.
+func TestImportedUnscoredItemsAreNamed(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", "")
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "promptfooconfig.yaml", `prompts: ['Say {{word}} back']
+providers: [echo]
+tests:
+  - vars: {word: hello}
+    assert: [{type: javascript, value: file://check.js}]
+  - vars: {word: bye}
+    assert: [{type: contains, value: bye}]
+`)
+	out := filepath.Join(dir, "imported")
+	if code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out); code != exitOK || !strings.Contains(stdout+stderr, "not converted") {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	store := filepath.Join(dir, "runs.db")
+	if code, bout, berr := flowrun(t, "batch", filepath.Join(out, "pipeline.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", store); code != exitOK || !strings.Contains(berr, "pass                  50.0%  1/2") {
+		t.Fatalf("batch: exit %d\n%s\n%s", code, bout, berr)
+	}
+	code, show, _ := flowrun(t, "batch", "show", "last", "--store", store)
+	for _, want := range []string{
+		"pass rate  50.0% (1/2)",
+		"1 of the items unscored (none of their checks could be checked): not passed",
+		"unscored              1  line 1: metric pass: unscored: its one check could not be checked",
+	} {
+		if code != exitOK || !strings.Contains(show, want) {
+			t.Errorf("batch show: exit %d, want %q in\n%s", code, want, show)
+		}
+	}
+}
