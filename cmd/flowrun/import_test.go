@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -352,5 +354,52 @@ tests:
 		if code != exitOK || !strings.Contains(show, want) {
 			t.Errorf("batch show: exit %d, want %q in\n%s", code, want, show)
 		}
+	}
+}
+
+// A vision eval as promptfoo users write it: a chat prompt in a JSON
+// file whose user message has a text part and an image_url part built
+// from a file:// image var. The image reaches the model as promptfoo
+// sends it, a data URL of the file's bytes in base64, after the text.
+func TestImportPromptfooImageParts(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "A dog on a mat."} })
+	useModel(t, srv)
+	dir := t.TempDir()
+	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDRtiny")
+	writeFile(t, dir, "dog.png", string(png))
+	writeFile(t, dir, "chat.json", `[{"role": "user", "content": [
+  {"type": "text", "text": "{{question}}"},
+  {"type": "image_url", "image_url": {"url": "data:image/png;base64,{{image}}"}}]}]`)
+	cfg := writeFile(t, dir, "promptfooconfig.yaml", `prompts: file://chat.json
+providers: [openai:gpt-4.1-mini]
+tests:
+  - vars:
+      image: file://dog.png
+      question: What is in this image?
+    assert: [{type: contains, value: dog}]
+`)
+	importAndBatch(t, dir, cfg, "pass                 100.0%  1/1")
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests, want 1", len(reqs))
+	}
+	var body struct {
+		Messages []struct {
+			Content []struct {
+				Type     string `json:"type"`
+				Text     string `json:"text"`
+				ImageURL struct {
+					URL string `json:"url"`
+				} `json:"image_url"`
+			} `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(reqs[0].Raw, &body); err != nil || len(body.Messages) != 1 || len(body.Messages[0].Content) != 2 {
+		t.Fatalf("request %s: %v", reqs[0].Raw, err)
+	}
+	parts := body.Messages[0].Content
+	if want := "data:image/png;base64," + base64.StdEncoding.EncodeToString(png); parts[0].Text != "What is in this image?" || parts[1].Type != "image_url" || parts[1].ImageURL.URL != want {
+		t.Errorf("parts %+v, want the question then the image %s", parts, want)
 	}
 }

@@ -104,7 +104,8 @@ func silent(o oracleConfig, c converted) []string {
 // beyondOracle are the parts the oracle expects to be listed that the
 // importer converts, and why that keeps promptfoo's meaning.
 var beyondOracle = map[string]string{
-	"54-promptfoo-promptfoo: prompt file://prompts.txt": "its {{ (style_config | load).tone }} uses promptfoo's built-in load filter (JSON.parse), translated as fromJSON",
+	"54-promptfoo-promptfoo: prompt file://prompts.txt":             "its {{ (style_config | load).tone }} uses promptfoo's built-in load filter (JSON.parse), translated as fromJSON",
+	"16-Cody2504-Promptfoo-Learning: prompt file://chatprompt.json": "its user message's text and image_url parts become the node's prompt and images:, sent in that order, the image a data URL of the file:// var's bytes in base64 as promptfoo loads an image var (TestImportPromptfooImageParts)",
 }
 
 // keyRE is an assert's or a test's key that the oracle expects listed

@@ -332,6 +332,7 @@ func pipelineName(description string, i int) string {
 // into ${{ inputs.var }}, and its own temperature and max_tokens.
 type prompt struct {
 	system, text string
+	images       []string
 	vars         []string
 	temperature  *float64
 	maxTokens    int
@@ -486,17 +487,31 @@ func (c *converter) promptFile(ctx context.Context, n *yaml.Node, path string) [
 
 // chat is a prompt written as messages: system messages first, then one
 // user message, become the node's system and prompt; any other
-// conversation is sent as one user message, and listed.
+// conversation is sent as one user message, and listed. The user
+// message's content may be a list of text and image_url parts: its text
+// is the prompt and its images the node's images, which the node sends
+// after the text.
 func (c *converter) chat(ctx context.Context, n *yaml.Node, msgs []any) []prompt {
 	var system, rest []string
 	var roles []string
+	var images []string
 	for _, m := range msgs {
 		mm, _ := m.(map[string]any)
 		role, _ := mm["role"].(string)
-		content, ok := mm["content"].(string)
-		if role == "" || !ok {
-			c.problem(n, "prompt: not converted: a chat message is {role: ROLE, content: TEXT}; images and tool messages are not converted")
+		content, urls, texts, why := chatContent(mm["content"])
+		if role == "" || why != "" {
+			if why == "" {
+				why = "a chat message is {role: ROLE, content: TEXT or a list of text and image_url parts}"
+			}
+			c.problem(n, "prompt: not converted: %s; tool messages are not converted", why)
 			return nil
+		}
+		if len(urls) > 0 && role != "user" {
+			c.problem(n, "prompt: not converted: images in a %s message (only the user message's are)", role)
+			return nil
+		}
+		if texts > 1 {
+			c.problem(n, "prompt: converted approximately: a %s message's %d text parts are sent as one, joined by line breaks", role, texts)
 		}
 		if role == "system" && len(rest) == 0 {
 			system = append(system, content)
@@ -504,6 +519,7 @@ func (c *converter) chat(ctx context.Context, n *yaml.Node, msgs []any) []prompt
 		}
 		roles = append(roles, role)
 		rest = append(rest, content)
+		images = append(images, urls...)
 	}
 	var text string
 	switch {
@@ -511,6 +527,9 @@ func (c *converter) chat(ctx context.Context, n *yaml.Node, msgs []any) []prompt
 		text = rest[0]
 	case len(rest) == 0:
 		c.problem(n, "prompt: not converted: a chat with no user message")
+		return nil
+	case len(images) > 0:
+		c.problem(n, "prompt: not converted: images in a conversation of %d messages (only a single user message's are)", len(rest))
 		return nil
 	default:
 		parts := make([]string, len(rest))
@@ -520,10 +539,69 @@ func (c *converter) chat(ctx context.Context, n *yaml.Node, msgs []any) []prompt
 		text = strings.Join(parts, "\n\n")
 		c.problem(n, "prompt: converted approximately: the chat's %d messages after the system message are sent as one user message, each after its role", len(rest))
 	}
-	if p, ok := c.prompt(ctx, n, strings.Join(system, "\n\n"), text); ok {
-		return []prompt{p}
+	p, ok := c.prompt(ctx, n, strings.Join(system, "\n\n"), text)
+	if !ok {
+		return nil
 	}
-	return nil
+	for _, url := range images {
+		out, err := translateOutputs(url, &p.vars)
+		if err == nil && templateRE.MatchString(outputRE.ReplaceAllString(url, "")) {
+			err = errors.New("it uses a Nunjucks tag or comment")
+		}
+		if err != nil {
+			c.problem(n, "prompt: not converted: image_url %q: %v", snippet(url, 0), err)
+			return nil
+		}
+		p.images = append(p.images, out)
+	}
+	return []prompt{p}
+}
+
+// chatContent is a message's content as text and image URLs: a text, or
+// a list of {type: text, text} and {type: image_url, image_url: {url}}
+// parts, texts before images (the order the node sends them in), and
+// how many text parts it joined. why says what is not converted.
+func chatContent(v any) (text string, images []string, texts int, why string) {
+	if s, ok := v.(string); ok {
+		return s, nil, 1, ""
+	}
+	parts, ok := v.([]any)
+	if !ok || len(parts) == 0 {
+		return "", nil, 0, "a chat message's content is a text or a list of parts"
+	}
+	var all []string
+	for _, part := range parts {
+		pm, _ := part.(map[string]any)
+		switch typ, _ := pm["type"].(string); typ {
+		case "text":
+			t, ok := pm["text"].(string)
+			if !ok {
+				return "", nil, 0, "a text part without its text"
+			}
+			if len(images) > 0 {
+				return "", nil, 0, "a text part after an image part (the node sends its text first)"
+			}
+			all = append(all, t)
+		case "image_url":
+			var url string
+			switch u := pm["image_url"].(type) {
+			case string:
+				url = u
+			case map[string]any:
+				url, _ = u["url"].(string)
+				if len(u) > 1 {
+					return "", nil, 0, "an image_url part with options besides url (detail is not converted)"
+				}
+			}
+			if url == "" {
+				return "", nil, 0, "an image_url part without its url"
+			}
+			images = append(images, url)
+		default:
+			return "", nil, 0, fmt.Sprintf("a content part of type %q (text and image_url parts are converted)", typ)
+		}
+	}
+	return strings.Join(all, "\n"), images, len(all), ""
 }
 
 // promptConfig is a prompt's own config:, which promptfoo merges over the
@@ -1197,6 +1275,7 @@ type mapDoc struct {
 type llmDoc struct {
 	System       string         `yaml:"system,omitempty"`
 	Prompt       string         `yaml:"prompt"`
+	Images       []string       `yaml:"images,omitempty"`
 	OutputSchema map[string]any `yaml:"output_schema,omitempty"`
 	Temperature  *float64       `yaml:"temperature,omitempty"`
 	MaxTokens    int            `yaml:"max_tokens,omitempty"`
@@ -1215,7 +1294,7 @@ func (c *converter) pipeline(name, description string, p prompt, inputs map[stri
 	doc := pipelineDoc{Version: 1, Name: name, Inputs: in,
 		Description: strings.TrimSpace("Imported from promptfoo. " + description),
 		Models:      map[string]modelDoc{"default": model},
-		Nodes:       []nodeDoc{{ID: "answer", LLM: &llmDoc{System: p.system, Prompt: p.text, Temperature: p.temperature, MaxTokens: p.maxTokens}}},
+		Nodes:       []nodeDoc{{ID: "answer", LLM: &llmDoc{System: p.system, Prompt: p.text, Images: p.images, Temperature: p.temperature, MaxTokens: p.maxTokens}}},
 		Outputs:     map[string]string{"text": "nodes.answer.text"},
 		Score:       &scoreDoc{Pass: c.checksExpr("")},
 	}

@@ -652,3 +652,51 @@ func TestConvertHTTPEndpointLists(t *testing.T) {
 		}
 	}
 }
+
+// Chat prompts with content parts: a user message's text and image_url
+// parts become the prompt and images:; what the node would send
+// otherwise (text after an image, an image outside the one user message,
+// an option besides url, another part type) is refused with its reason,
+// and joined text parts are listed.
+func TestConvertChatContentParts(t *testing.T) {
+	img := func(url string) string { return `{"type": "image_url", "image_url": {"url": "` + url + `"}}` }
+	text := func(s string) string { return `{"type": "text", "text": "` + s + `"}` }
+	user := func(parts ...string) string {
+		return `{"role": "user", "content": [` + strings.Join(parts, ", ") + `]}`
+	}
+	for _, c := range []struct {
+		name, chat, want string
+	}{
+		{"text and image", "[" + user(text("Describe {{q}}"), img("data:image/png;base64,{{pic}}")) + "]",
+			"prompt: Describe ${{ inputs.q }}\n      images:\n        - data:image/png;base64,${{ inputs.pic }}"},
+		{"two texts", "[" + user(text("One"), text("Two"), img("https://example.com/a.png")) + "]",
+			"converted approximately: a user message's 2 text parts are sent as one, joined by line breaks"},
+		{"text after image", "[" + user(img("https://example.com/a.png"), text("What is it?")) + "]",
+			"not converted: a text part after an image part (the node sends its text first)"},
+		{"system image", `[{"role": "system", "content": [` + img("https://example.com/a.png") + `]}, {"role": "user", "content": "hi"}]`,
+			"not converted: images in a system message (only the user message's are)"},
+		{"detail", `[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}}]}]`,
+			"not converted: an image_url part with options besides url (detail is not converted)"},
+		{"audio", `[{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]`,
+			`not converted: a content part of type "input_audio" (text and image_url parts are converted)`},
+		{"conversation", "[" + user(text("Look"), img("https://example.com/a.png")) + `, {"role": "assistant", "content": "A cat."}, {"role": "user", "content": "Sure?"}]`,
+			"not converted: images in a conversation of 3 messages (only a single user message's are)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := configIn(t, "prompts: [file://chat.json]\ntests: [{vars: {q: it, pic: abc}}]\n")
+			if err := os.WriteFile(filepath.Join(filepath.Dir(cfg), "chat.json"), []byte(c.chat), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res, err := Convert(context.Background(), cfg)
+			if err != nil {
+				if !strings.Contains(err.Error(), ":1:11: prompt: "+c.want) {
+					t.Errorf("want %q in %v", c.want, err)
+				}
+				return
+			}
+			if got := string(res.Files["pipeline.yaml"]) + problems(res); !strings.Contains(got, c.want) {
+				t.Errorf("want %q in\n%s", c.want, got)
+			}
+		})
+	}
+}

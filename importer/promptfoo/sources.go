@@ -3,6 +3,7 @@ package promptfoo
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -278,8 +279,8 @@ func (c *converter) varFile(ctx context.Context, n *yaml.Node, name, ref string)
 	case ".js", ".mjs", ".cjs", ".ts", ".py":
 		c.problem(n, "var %s: %s: not converted (a value computed by a script is not)", name, ref)
 		return nil, false
-	case ".png", ".jpg", ".jpeg", ".gif", ".webp", ".pdf", ".mp3", ".wav", ".mp4":
-		c.problem(n, "var %s: %s: not converted (images, audio and documents as vars are not)", name, ref)
+	case ".pdf", ".mp3", ".wav", ".mp4", ".webm", ".ogg", ".mov", ".avi", ".wmv", ".mkv", ".m4v":
+		c.problem(n, "var %s: %s: not converted (audio, video and documents as vars are not; images are)", name, ref)
 		return nil, false
 	}
 	if strings.ContainsAny(path, "*?[") {
@@ -291,6 +292,10 @@ func (c *converter) varFile(ctx context.Context, n *yaml.Node, name, ref string)
 		return nil, false
 	}
 	switch strings.ToLower(filepath.Ext(path)) {
+	case ".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".svg":
+		// promptfoo gives an image as its bytes in base64, for a prompt to
+		// put in a data: URL.
+		return base64.StdEncoding.EncodeToString(b), true
 	case ".yaml", ".yml":
 		var v any
 		if err := yaml.Unmarshal(b, &v); err != nil {
