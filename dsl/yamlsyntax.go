@@ -74,22 +74,29 @@ func isEmptyNode(n *yaml.Node) bool {
 }
 
 func (l *loader) yamlError(name string, src []byte, err error) {
-	line, msg := yamlErrorLine(err)
+	line, col, msg := YAMLError(src, err)
+	l.errorf(Pos{File: name, Line: line, Col: col}, "invalid YAML: %s", msg)
+}
+
+// YAMLError places yaml.v3's err about src at the line and column of the
+// mistake, with a hint where yaml.v3's message is obscure, as a pipeline
+// file's YAML errors are reported; 1:1 when it cannot tell.
+func YAMLError(src []byte, err error) (line, col int, msg string) {
+	line, msg = yamlErrorLine(err)
 	// yaml.v3 reports where some enclosing construct began, counting lines
 	// from 0 or from 1 depending on the error, often far from the mistake.
 	// The mistake is on the first line from which every longer prefix of the
 	// file fails to parse (a prefix failing earlier only cut a multi-line
 	// value short), and that prefix's error describes it.
-	lines := l.sources[name]
+	lines := splitLines(string(src))
 	if k, kerr := firstBadLine(string(src)); k > 0 {
 		line, msg = k, yamlErrorText(kerr)
 	}
 	if line < 1 || line > len(lines) {
-		l.errorf(Pos{File: name, Line: 1, Col: 1}, "invalid YAML: %s", msg)
-		return
+		return 1, 1, msg
 	}
-	col, msg := explainYAMLError(lines[line-1], msg)
-	l.errorf(Pos{File: name, Line: line, Col: col}, "invalid YAML: %s", msg)
+	col, msg = explainYAMLError(lines[line-1], msg)
+	return line, col, msg
 }
 
 func yamlErrorText(err error) string {
@@ -176,6 +183,11 @@ func explainYAMLError(line, msg string) (int, string) {
 			at, msg = strings.IndexByte(line, '['), msg+": close this [ list, and quote items that contain ': ', '?' or ','"
 		} else {
 			at, msg = strings.IndexByte(line, '{'), msg+": close this { mapping, and quote values that contain ': ', '?' or ','"
+		}
+	case msg == "did not find expected alphabetic or numeric character":
+		// What follows * (an alias) or & (an anchor) must be a name.
+		if i := strings.IndexAny(line, "*&"); i >= 0 {
+			at, msg = i, msg+": a value that starts with "+line[i:i+1]+" is an alias or anchor in YAML; put the value in quotes"
 		}
 	case strings.HasPrefix(msg, "unknown anchor '"):
 		name := strings.TrimSuffix(strings.TrimPrefix(msg, "unknown anchor '"), "' referenced")

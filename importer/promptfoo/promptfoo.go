@@ -158,7 +158,8 @@ func ConvertWithin(ctx context.Context, path, within string) (*Result, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
-		return nil, fmt.Errorf("%s: not YAML: %w", path, err)
+		line, col, msg := dsl.YAMLError(src, err)
+		return nil, fmt.Errorf("%s:%d:%d: not YAML: %s", path, line, col, msg)
 	}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s: a promptfoo configuration is a mapping (prompts:, providers:, tests:)", path)

@@ -700,3 +700,15 @@ func TestConvertChatContentParts(t *testing.T) {
 		})
 	}
 }
+
+// A configuration that is not YAML is refused at the line and column of
+// the mistake, with the hint a pipeline file's YAML error gets: a
+// question mark in a flow mapping's plain value, which yaml.v3 cannot
+// read, says to quote it.
+func TestConvertNotYAMLSaysWhere(t *testing.T) {
+	cfg := configIn(t, "prompts: ['Answer {{q}}']\ntests:\n  - vars: {q: What is 2+2?}\n")
+	_, err := Convert(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "promptfooconfig.yaml:3:11: not YAML: did not find expected ',' or '}': close this { mapping, and quote values that contain ': ', '?' or ','") {
+		t.Errorf("got %v", err)
+	}
+}

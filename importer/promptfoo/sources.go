@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/flowrun/flowrun/dsl"
 )
 
 // looksLikeFile is promptfoo's test for a prompt or test string that names
@@ -131,7 +133,8 @@ func (c *converter) testFile(ctx context.Context, n *yaml.Node, name string, bas
 	}
 	v, err := parse(b)
 	if err != nil {
-		c.problems = append(c.problems, Problem{File: c.file, Line: 1, Col: 1, What: fmt.Sprintf("tests: not read: not YAML or JSON: %v", err)})
+		line, col, msg := dsl.YAMLError(b, err)
+		c.problems = append(c.problems, Problem{File: c.file, Line: line, Col: col, What: "tests: not read: not YAML or JSON: " + msg})
 		return nil
 	}
 	return c.tests(ctx, v, base)
