@@ -403,3 +403,54 @@ tests:
 		t.Errorf("parts %+v, want the question then the image %s", parts, want)
 	}
 }
+
+// A Python prompt function, as promptfoo users write one, runs in the
+// sandbox: it gets promptfoo's context (the test's vars and the
+// provider's id), and the messages it returns are sent as the system and
+// the prompt. A function that raises fails its item, naming the error,
+// and no model call is made for it.
+func TestImportPromptfooPythonPromptFunction(t *testing.T) {
+	needPython(t)
+	srv := llmtest.New(t)
+	srv.Handle(func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "Cats purr."} })
+	useModel(t, srv)
+	dir := t.TempDir()
+	writeFile(t, dir, "prompts.py", `import json
+
+def make(context):
+    v = context["vars"]
+    return [{"role": "system", "content": "You write for " + context["provider"]["id"] + "."},
+            {"role": "user", "content": "One line on " + v["topic"] + " for a " + str(v["age"]) + "-year-old."}]
+
+def broken(context):
+    raise ValueError("no template for " + context["vars"]["topic"])
+`)
+	cfg := writeFile(t, dir, "promptfooconfig.yaml", `prompts: [file://prompts.py:make, file://prompts.py:broken]
+providers: [openai:gpt-4.1-mini]
+tests:
+  - vars: {topic: cats, age: 7}
+    assert: [{type: icontains, value: cats}]
+`)
+	out := filepath.Join(dir, "imported")
+	code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out)
+	if code != exitOK || !strings.Contains(stdout+stderr, "prompt prompts.py:make: converted approximately: the function runs in the sandbox") {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	store := filepath.Join(dir, "runs.db")
+	if code, bout, berr := flowrun(t, "batch", filepath.Join(out, "pipeline.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", store); code != exitOK || !strings.Contains(berr, "pass                 100.0%  1/1") {
+		t.Fatalf("batch of make: exit %d\n%s\n%s", code, bout, berr)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1 || !strings.Contains(string(reqs[0].Raw), `"content":"You write for openai:gpt-4.1-mini.","role":"system"`) ||
+		!strings.Contains(string(reqs[0].Raw), `One line on cats for a 7-year-old.`) {
+		t.Fatalf("requests: %d\n%s", len(reqs), reqs[0].Raw)
+	}
+	flowrun(t, "batch", filepath.Join(out, "pipeline_2.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", store)
+	if n := len(srv.Requests()); n != 1 {
+		t.Errorf("%d model calls, want none for the function that raised", n-1)
+	}
+	if code, show, _ := flowrun(t, "batch", "show", "last", "--store", store, "--item", "line 1"); code != exitOK ||
+		!strings.Contains(show, "✗ prompt function\n        runtime_error: ") || !strings.Contains(show, "no template for cats") {
+		t.Errorf("batch show --item: exit %d\n%s", code, show)
+	}
+}

@@ -128,6 +128,8 @@ type converter struct {
 	used     map[string]bool // assert types the tests use
 	// scripts are the javascript asserts translated, by source.
 	scripts map[string]jsCondition
+	// promptFunctions says some prompt is a Python prompt function.
+	promptFunctions bool
 }
 
 func (c *converter) problem(n *yaml.Node, format string, args ...any) {
@@ -220,6 +222,11 @@ func ConvertWithin(ctx context.Context, path, within string) (*Result, error) {
 			c.problem(root, "prompts: none given, so each test's prompt var is the prompt, as in promptfoo; %d of %d tests give none (a provider that builds its own request, such as an HTTP endpoint, is not converted)", lacking, len(tests))
 		}
 	}
+	if target != nil {
+		before := len(c.problems)
+		prompts = c.dropScripts(prompts)
+		promptProblems = append(promptProblems, c.problems[before:]...)
+	}
 	if len(prompts) == 0 {
 		return nil, &RefusedError{Config: path, Why: promptProblems}
 	}
@@ -243,6 +250,7 @@ func ConvertWithin(ctx context.Context, path, within string) (*Result, error) {
 			res.Models = append(res.Models, m.Model)
 		}
 	}
+	c.scriptVars(prompts, tests, models, res.Files)
 	inputs := c.inputs(prompts, tests)
 	for _, v := range target.structured(inputs) {
 		c.problem(root, "var %s: a list or mapping, sent to the endpoint as JSON text; promptfoo renders it as Nunjucks does (a list as a,b, a mapping as [object Object])", v)
@@ -334,9 +342,12 @@ func pipelineName(description string, i int) string {
 type prompt struct {
 	system, text string
 	images       []string
-	vars         []string
-	temperature  *float64
-	maxTokens    int
+	// script is a Python prompt function, run in the sandbox for the
+	// prompt; system and text are then unused.
+	script      *promptScript
+	vars        []string
+	temperature *float64
+	maxTokens   int
 }
 
 var (
@@ -410,12 +421,29 @@ func (c *converter) promptFiles(ctx context.Context, n *yaml.Node, ref string) (
 	explicit := strings.HasPrefix(ref, "file://")
 	name := strings.TrimPrefix(ref, "file://")
 	if i := strings.LastIndex(name, ":"); i > 1 && !strings.ContainsAny(name[i:], `/\`) {
-		script := name[:i]
-		why := ""
-		if _, err := readPromptFile(ctx, c.root, c.dir, script); errors.Is(err, fs.ErrNotExist) {
-			why = "; and " + script + " is not in the configuration's directory"
+		script, fn := name[:i], name[i+1:]
+		src, err := readPromptFile(ctx, c.root, c.dir, script)
+		python := strings.EqualFold(filepath.Ext(script), ".py")
+		if python && err == nil && pythonNameRE.MatchString(fn) {
+			return []prompt{{script: &promptScript{at: n, name: name, file: filepath.Base(script), fn: fn, source: src}}}, true
 		}
-		c.problem(n, "prompt %s: not converted (a prompt function in a script is not: the prompt is what the function returns when promptfoo runs it; write that prompt as a text or chat file%s)", name, why)
+		why := ""
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			why = script + " is not in the configuration's directory"
+		case err != nil:
+			why = script + " is not read: " + err.Error()
+		case python:
+			why = fn + " is not a Python function's name"
+		}
+		if python {
+			c.problem(n, "prompt %s: not converted (%s; a Python prompt function runs in the sandbox from its file)", name, why)
+		} else {
+			if why != "" {
+				why = "; and " + why
+			}
+			c.problem(n, "prompt %s: not converted (a JavaScript or TypeScript prompt function is not, a Python one is: the prompt is what the function returns when promptfoo runs it; write that prompt as a text or chat file%s)", name, why)
+		}
 		return nil, true
 	}
 	if !explicit && !strings.ContainsAny(name, "*?[") {
@@ -722,6 +750,9 @@ func snippet(s string, at int) string {
 
 // modelDoc is a flowrun model configuration.
 type modelDoc struct {
+	// id is the provider as promptfoo names it, which a prompt function
+	// sees as context.provider.id.
+	id          string
 	Model       string   `yaml:"model,omitempty"`
 	Provider    string   `yaml:"provider,omitempty"`
 	Temperature *float64 `yaml:"temperature,omitempty"`
@@ -768,6 +799,7 @@ func (c *converter) providers(v *yaml.Node) ([]modelDoc, *endpoint) {
 			continue
 		}
 		model := m.Model
+		m.id = id.Value
 		c.providerConfig(&m, cfg)
 		if len(out) > 0 && (m.Temperature != nil || m.MaxTokens != 0 || m.BaseURL != out[0].BaseURL || m.APIKeyEnv != out[0].APIKeyEnv) {
 			c.problem(id, "provider %s: its server and config are not in the pipelines, which run the first provider; a run swaps in its model with --model default=%s, without them", id.Value, model)
@@ -1262,9 +1294,17 @@ type pipelineDoc struct {
 type nodeDoc struct {
 	ID   string       `yaml:"id"`
 	When string       `yaml:"when,omitempty"`
+	Code *codeDoc     `yaml:"code,omitempty"`
 	LLM  *llmDoc      `yaml:"llm,omitempty"`
 	Tool *toolCallDoc `yaml:"tool,omitempty"`
 	Map  *mapDoc      `yaml:"map,omitempty"`
+}
+
+type codeDoc struct {
+	Language string            `yaml:"language"`
+	Source   map[string]string `yaml:"source"`
+	Call     string            `yaml:"call"`
+	Args     []string          `yaml:"args"`
 }
 
 type mapDoc struct {
@@ -1297,7 +1337,17 @@ func (c *converter) pipeline(name, description string, p prompt, inputs map[stri
 		Models:      map[string]modelDoc{"default": model},
 		Nodes:       []nodeDoc{{ID: "answer", LLM: &llmDoc{System: p.system, Prompt: p.text, Images: p.images, Temperature: p.temperature, MaxTokens: p.maxTokens}}},
 		Outputs:     map[string]string{"text": "nodes.answer.text"},
-		Score:       &scoreDoc{Pass: c.checksExpr("")},
+		Score:       &scoreDoc{Pass: c.checksExpr("", false)},
+	}
+	if p.script != nil {
+		id := model.id
+		if id == "" {
+			id = "openai:" + model.Model // the model the pipelines fall back to
+		}
+		doc.Nodes = p.script.nodes(p.vars, id)
+		doc.Outputs["text"] = "nodes.answer?.text" // no model call when the function failed
+		doc.Outputs[promptError] = "nodes.prompt.ok ? nil : nodes.prompt.error.class + \": \" + nodes.prompt.error.message"
+		doc.Score.Pass = c.checksExpr("", true)
 	}
 	if target != nil {
 		doc.Models = nil
@@ -1319,7 +1369,11 @@ func (c *converter) pipeline(name, description string, p prompt, inputs map[stri
 // without asserts passes, as promptfoo passes it ("No assertions").
 // rubric, in the judge, is what a rubric's check is; "" elsewhere, where
 // there is none.
-func (c *converter) checksExpr(rubric string) string {
+//
+// With scriptError, the output prompt_error (a prompt function that
+// failed) fails the item as the one check, as promptfoo fails a test
+// whose prompt cannot be made, whatever its threshold.
+func (c *converter) checksExpr(rubric string, scriptError bool) string {
 	var types []string
 	for t := range c.used {
 		if t != "llm-rubric" {
@@ -1328,7 +1382,11 @@ func (c *converter) checksExpr(rubric string) string {
 	}
 	sort.Strings(types)
 	var b strings.Builder
-	b.WriteString("{checks: len(item.asserts) == 0 ? [{pass: true, name: \"no asserts\", reason: \"promptfoo passes a test that has none\"}] : map(item.asserts, {{\n  pass: .not_converted != nil ? nil :\n")
+	b.WriteString("{checks: ")
+	if scriptError {
+		b.WriteString("outputs.prompt_error != nil ? [{pass: false, name: \"prompt function\", reason: outputs.prompt_error}] :\n")
+	}
+	b.WriteString("len(item.asserts) == 0 ? [{pass: true, name: \"no asserts\", reason: \"promptfoo passes a test that has none\"}] : map(item.asserts, {{\n  pass: .not_converted != nil ? nil :\n")
 	if rubric != "" {
 		fmt.Fprintf(&b, "  .type == \"llm-rubric\" ? %s :\n", rubric)
 	}
@@ -1352,7 +1410,11 @@ func (c *converter) checksExpr(rubric string) string {
 	} else {
 		fmt.Fprintf(&b, "  reason: .not_converted ?? %s,\n", c.scriptReasons())
 	}
-	b.WriteString("}}), threshold: item.threshold}\n")
+	if scriptError {
+		b.WriteString("}}), threshold: outputs.prompt_error != nil ? nil : item.threshold}\n")
+	} else {
+		b.WriteString("}}), threshold: item.threshold}\n")
+	}
 	return b.String()
 }
 
@@ -1407,7 +1469,7 @@ func (c *converter) judgeDoc(model modelDoc) pipelineDoc {
 				OutputSchema: map[string]any{"type": "object", "required": []any{"pass", "score", "reason"}, "additionalProperties": false,
 					"properties": map[string]any{"pass": map[string]any{"type": "boolean"}, "score": map[string]any{"type": "number"}, "reason": map[string]any{"type": "string"}}},
 			}}}}}},
-		Outputs: map[string]string{"pass": inJudge(c.checksExpr(graded))},
+		Outputs: map[string]string{"pass": inJudge(c.checksExpr(graded, c.promptFunctions))},
 	}
 }
 

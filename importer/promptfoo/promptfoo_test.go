@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -198,7 +200,7 @@ tests:
 		t.Errorf("a red-team suite: %v", err)
 	}
 	write("prompts: [file://make.py:build]\n")
-	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), ":1:11: prompt make.py:build: not converted (a prompt function in a script is not: the prompt is what the function returns when promptfoo runs it; write that prompt as a text or chat file; and make.py is not in the configuration's directory)") {
+	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), ":1:11: prompt make.py:build: not converted (make.py is not in the configuration's directory; a Python prompt function runs in the sandbox from its file)") {
 		t.Errorf("a prompt function: %v", err)
 	}
 	write("- a list\n")
@@ -710,5 +712,57 @@ func TestConvertNotYAMLSaysWhere(t *testing.T) {
 	_, err := Convert(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "promptfooconfig.yaml:3:11: not YAML: did not find expected ',' or '}': close this { mapping, and quote values that contain ': ', '?' or ','") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// A Python prompt function converts to a code node that calls it with
+// promptfoo's context, its file copied beside the pipelines; vars that
+// only some tests give are listed, as is the provider id a --model run
+// does not change. JavaScript ones and a function for an HTTP endpoint
+// are refused by name.
+func TestConvertPromptFunctions(t *testing.T) {
+	cfg := configIn(t, `prompts: [file://p.py:make, file://p.js:make]
+providers: [openai:gpt-4.1-mini, openai:gpt-4o]
+tests:
+  - vars: {topic: cats, extra: x}
+  - vars: {topic: dogs}
+`)
+	if err := os.WriteFile(filepath.Join(filepath.Dir(cfg), "p.py"), []byte("def make(context):\n    return context['vars']['topic']\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Convert(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Files["p.py"]) != "def make(context):\n    return context['vars']['topic']\n" || len(res.Pipelines) != 1 {
+		t.Errorf("files %v, pipelines %v", slices.Collect(maps.Keys(res.Files)), res.Pipelines)
+	}
+	for _, want := range []string{
+		"call: make",
+		`- '{"vars": {"topic": inputs.topic}, "provider": {"id": "openai:gpt-4.1-mini"}}'`,
+		"when: nodes.prompt.ok",
+		"name: \"prompt function\", reason: outputs.prompt_error",
+	} {
+		if !strings.Contains(string(res.Files["pipeline.yaml"]), want) {
+			t.Errorf("pipeline lacks %q:\n%s", want, res.Files["pipeline.yaml"])
+		}
+	}
+	got := problems(res)
+	for _, want := range []string{
+		":1:11: prompt p.py:make: converted approximately: the function runs in the sandbox",
+		":1:11: prompt p.py:make: vars extra are given by only some tests (or are not Python names): not passed to the function in context.vars",
+		":1:11: prompt p.py:make: context.provider.id is openai:gpt-4.1-mini, the first provider's, in every run",
+		":1:29: prompt p.js:make: not converted (a JavaScript or TypeScript prompt function is not, a Python one is",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q:\n%s", want, got)
+		}
+	}
+	cfg = configIn(t, "prompts: [file://p.py:make]\nproviders: [https://example.com/chat]\ntests: [{vars: {q: a}}]\n")
+	if err := os.WriteFile(filepath.Join(filepath.Dir(cfg), "p.py"), []byte("def make(context):\n    return 'x'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Convert(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), ":1:11: prompt p.py:make: not converted: a prompt function for an HTTP endpoint is not") {
+		t.Errorf("a prompt function for an endpoint: %v", err)
 	}
 }
