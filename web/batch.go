@@ -24,13 +24,24 @@ func (s *Server) batchSummaries(ctx context.Context) ([]*batch.Summary, error) {
 	}
 	out := make([]*batch.Summary, 0, len(bs))
 	for _, b := range bs {
-		sum, err := batch.Summarize(ctx, s.st, b)
+		sum, err := s.summarize(ctx, b)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, sum)
 	}
 	return out, nil
+}
+
+// summarize is b's summary with its pipeline named as the run pages name
+// one, relative to the served directory, not as typed where the batch
+// was started.
+func (s *Server) summarize(ctx context.Context, b *store.Batch) (*batch.Summary, error) {
+	sum, err := batch.Summarize(ctx, s.st, b)
+	if err == nil && b.PipelineAbs != "" {
+		sum.Pipeline = s.shown(b.PipelineAbs)
+	}
+	return sum, err
 }
 
 func (s *Server) batchesPage(w http.ResponseWriter, r *http.Request) {
@@ -90,7 +101,7 @@ func (s *Server) batchViewOf(ctx context.Context, id string, f batch.Filter, que
 	if err != nil {
 		return BatchView{}, err
 	}
-	sum, err := batch.Summarize(ctx, s.st, b)
+	sum, err := s.summarize(ctx, b)
 	if err != nil {
 		return BatchView{}, err
 	}

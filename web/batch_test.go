@@ -6,6 +6,7 @@ import (
 	"html"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -303,5 +304,26 @@ func TestBatchLabelsShow(t *testing.T) {
 	if _, page := h.get("/batches/" + a.ID); strings.Contains(page, `" selected>`) || strings.Contains(page, "(previous)") ||
 		!strings.Contains(page, `<option value="" disabled selected>choose a batch`) {
 		t.Error("the first batch preselects a batch that ran after it")
+	}
+}
+
+// A batch started elsewhere (flowrun batch ../served/p.yaml from another
+// directory) names its pipeline as the run pages do, relative to the
+// served directory, on its page; one outside the
+// served directory by its file name. (The batches list names pipelines
+// by their name.)
+func TestBatchNamesItsPipelineAsServed(t *testing.T) {
+	h := newHarness(t, "")
+	ctx := context.Background()
+	for id, abs := range map[string]string{"b-inside": filepath.Join(h.dir, "evals", "qa.yaml"), "b-outside": "/elsewhere/secret/qa.yaml"} {
+		b := &store.Batch{ID: id, Pipeline: "../../typed/from/elsewhere/qa.yaml", PipelineAbs: abs, PipelineName: "qa", Dataset: "qa.jsonl", Settings: []byte(`{}`)}
+		if err := h.st.CreateBatch(ctx, b, []*store.BatchItem{{Index: 0, Key: "q1", Item: map[string]any{"id": "q1"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, want := range map[string]string{"b-inside": `<span class="mono">evals/qa.yaml</span>`, "b-outside": `<span class="mono">qa.yaml</span>`} {
+		if _, page := h.get("/batches/" + id); !strings.Contains(page, want) || strings.Contains(page, "typed/from") || strings.Contains(page, "secret") {
+			t.Errorf("%s's page does not name its pipeline %s", id, want)
+		}
 	}
 }
