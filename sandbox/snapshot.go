@@ -75,6 +75,11 @@ type pythonImage struct {
 	memory *imageCopy // the image's memory, checked: calls map it
 	path   string     // the image file it was copied from
 	size   uint64     // the memory's size in bytes
+	// globals are the saved values of the mutable globals, by index among
+	// all the module's globals; noReuse says why each call needs a new
+	// instance ("" when a call's may serve the next, see reuse.go).
+	globals map[int]uint64
+	noReuse string
 }
 
 // imageSource is what an image is made from, and the key that names it.
@@ -409,7 +414,14 @@ func (h *host) imageModule(ctx context.Context, src imageSource, hdr *imageHeade
 	if err != nil {
 		return nil, fmt.Errorf("compiling %s from its snapshot: %w", snapshotWasm, err)
 	}
-	return &pythonImage{module: compiled, size: hdr.MemoryBytes}, nil
+	img := &pythonImage{module: compiled, size: hdr.MemoryBytes, globals: map[int]uint64{}}
+	for i, v := range hdr.Globals {
+		img.globals[layout.importedGlobals+i] = v
+	}
+	if err := layout.tableWrites(); err != nil {
+		img.noReuse = "the module's code may change its table: " + err.Error()
+	}
+	return img, nil
 }
 
 // pythonModuleConfig is what every Python instance sees: the stdlib,
