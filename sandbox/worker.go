@@ -242,7 +242,9 @@ func (h *host) runFromImage(ctx context.Context, j *job, img *pythonImage, start
 	inst.kept = h.keep(inst, img, runErr)
 	// Closing or resetting the call's memory waits until the report is out.
 	h.spent = inst
-	return inst.outcome(j, runErr)
+	rep := inst.outcome(j, runErr)
+	rep.NoReuse = img.noReuse
+	return rep
 }
 
 // imageConfig is the configuration of an instance that starts from the
@@ -381,8 +383,11 @@ type report struct {
 	Result []byte `json:"result,omitempty"`
 	Error  *Error `json:"error,omitempty"`
 	// ColdStart says why a Python call started CPython from scratch
-	// although a pre-initialised interpreter is installed.
+	// although a pre-initialised interpreter is installed; NoReuse why
+	// one that started from it could never leave its instance to the next
+	// call.
 	ColdStart string `json:"cold_start,omitempty"`
+	NoReuse   string `json:"no_reuse,omitempty"`
 }
 
 // outcome reads what a run produced. outOfMemory says a growth of the
