@@ -328,7 +328,7 @@ func InstallPython(ctx context.Context, opts InstallOptions) (PythonInfo, error)
 // fail into a cold start later: the installation is verified by then.
 func warmAfterInstall(ctx context.Context, out io.Writer, pythonDir, cacheDir string) {
 	fmt.Fprintln(out, "preparing the sandbox's pre-initialised interpreter")
-	why, err := warmStart(ctx, pythonDir, cacheDir)
+	why, _, err := warmStart(ctx, pythonDir, cacheDir)
 	switch {
 	case err != nil:
 		fmt.Fprintf(out, "code nodes will start cold until a first call prepares it: %v\n", err)
@@ -541,23 +541,24 @@ const verifyTimeout = 10 * time.Minute
 
 // WarmStart runs a trivial Python call with the installation in dir the
 // way a code node does, and says why such calls start CPython from
-// scratch instead of from its pre-initialised interpreter ("" when they
-// start warm).
-func WarmStart(ctx context.Context, dir string) (string, error) {
+// scratch instead of from its pre-initialised interpreter (coldStart, ""
+// when they start warm) and why each gets a new instance instead of
+// reusing the last call's (noReuse, "" when they reuse it).
+func WarmStart(ctx context.Context, dir string) (coldStart, noReuse string, err error) {
 	return warmStart(ctx, dir, "")
 }
 
-func warmStart(ctx context.Context, dir, cacheDir string) (string, error) {
+func warmStart(ctx context.Context, dir, cacheDir string) (coldStart, noReuse string, err error) {
 	s := New(Options{PythonDir: dir, CacheDir: cacheDir})
 	defer s.Close()
 	res, err := s.Run(ctx, Request{Language: Python, Source: "def f():\n    return 1\n", Call: "f"})
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if !res.OK {
-		return "", fmt.Errorf("return 1 failed: %s", res.Error.Message)
+		return "", "", fmt.Errorf("return 1 failed: %s", res.Error.Message)
 	}
-	return s.ColdStart(), nil
+	return s.ColdStart(), s.NoReuse(), nil
 }
 
 // VerifyPython runs `python -c "print(1)"` (with `import numpy` first when

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"errors"
+
 	"github.com/tetratelabs/wazero/experimental"
 )
 
@@ -16,6 +18,7 @@ type guestMemory struct {
 	limit   uint64
 	refused bool
 	image   *pythonImage
+	mem     *linearMemory // the memory allocated last
 }
 
 func (a *guestMemory) Allocate(capacity, max uint64) experimental.LinearMemory {
@@ -33,7 +36,17 @@ func (a *guestMemory) Allocate(capacity, max uint64) experimental.LinearMemory {
 			return &linearMemory{owner: a}
 		}
 	}
-	return &linearMemory{owner: a, most: most, buf: buf}
+	a.mem = &linearMemory{owner: a, most: most, buf: buf}
+	return a.mem
+}
+
+// resetToImage drops every page the guest wrote in a memory that starts
+// from the image and has not grown: it then reads as the image again.
+func (a *guestMemory) resetToImage() error {
+	if a.mem == nil || a.image == nil || uint64(len(a.mem.buf)) != a.image.size {
+		return errors.New("the memory is not the image's size")
+	}
+	return dropWrites(a.mem.buf)
 }
 
 // linearMemory is one guest memory: buf's length is its size, and it may

@@ -135,9 +135,11 @@ type Sandbox struct {
 	// coldStart is why Python calls could not start from the installed
 	// pre-initialised interpreter: the first reason a worker gave.
 	coldStart string
-	idle      []*worker
-	closed    bool
-	goCache   *goBuilds
+	// noReuse is why warm Python calls cannot reuse an instance.
+	noReuse string
+	idle    []*worker
+	closed  bool
+	goCache *goBuilds
 }
 
 // New returns a sandbox; workers start on first use.
@@ -387,7 +389,8 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, limits Limits, compil
 				}
 				res := finish(m.Report, limits.MaxOutputBytes)
 				res.DurationMS = msSince(started)
-				s.noteColdStart(m.Report.ColdStart)
+				s.note(&s.coldStart, m.Report.ColdStart)
+				s.note(&s.noReuse, m.Report.NoReuse)
 				return res, nil
 			}
 		case err := <-readErr:
@@ -544,16 +547,16 @@ func (s *Sandbox) Close() {
 	}
 }
 
-// noteColdStart keeps the first reason a worker gave for starting Python
-// cold.
-func (s *Sandbox) noteColdStart(reason string) {
+// note keeps in *first the first reason a worker gave (for starting
+// Python cold, or for not reusing instances).
+func (s *Sandbox) note(first *string, reason string) {
 	if reason == "" {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.coldStart == "" {
-		s.coldStart = reason
+	if *first == "" {
+		*first = reason
 	}
 }
 
@@ -564,4 +567,14 @@ func (s *Sandbox) ColdStart() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.coldStart
+}
+
+// NoReuse says why warm Python calls each get a new instance, where they
+// could otherwise serve the next call from the last one's when it is back
+// to the image (docs/sandbox.md, "Warm calls"), or "" when they do or no
+// call has run yet.
+func (s *Sandbox) NoReuse() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.noReuse
 }

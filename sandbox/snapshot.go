@@ -75,6 +75,11 @@ type pythonImage struct {
 	memory *imageCopy // the image's memory, checked: calls map it
 	path   string     // the image file it was copied from
 	size   uint64     // the memory's size in bytes
+	// globals are the saved values of the mutable globals, by index among
+	// all the module's globals; noReuse says why each call needs a new
+	// instance ("" when a call's may serve the next, see reuse.go).
+	globals map[int]uint64
+	noReuse string
 }
 
 // imageSource is what an image is made from, and the key that names it.
@@ -405,11 +410,23 @@ func (h *host) imageModule(ctx context.Context, src imageSource, hdr *imageHeade
 	if err != nil {
 		return nil, err
 	}
+	// Walking CPython's 10 MB of code takes tens of milliseconds; it runs
+	// while the module loads.
+	walked := make(chan error, 1)
+	go func() { walked <- layout.tableWrites() }()
 	compiled, err := h.rt.CompileModule(ctx, b)
+	tableErr := <-walked
 	if err != nil {
 		return nil, fmt.Errorf("compiling %s from its snapshot: %w", snapshotWasm, err)
 	}
-	return &pythonImage{module: compiled, size: hdr.MemoryBytes}, nil
+	img := &pythonImage{module: compiled, size: hdr.MemoryBytes, globals: map[int]uint64{}}
+	for i, v := range hdr.Globals {
+		img.globals[layout.importedGlobals+i] = v
+	}
+	if tableErr != nil {
+		img.noReuse = "the module's code may change its table: " + tableErr.Error()
+	}
+	return img, nil
 }
 
 // pythonModuleConfig is what every Python instance sees: the stdlib,

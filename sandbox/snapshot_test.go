@@ -217,7 +217,8 @@ func TestImageCountsTowardTheMemoryLimit(t *testing.T) {
 
 // TestColdStartIsReported: an installation whose interpreter snapshot
 // cannot be used still runs Python (cold), and the sandbox says why,
-// where a good one says nothing.
+// where a good one says nothing (nor why its calls could not reuse an
+// instance).
 func TestColdStartIsReported(t *testing.T) {
 	good := New(Options{})
 	defer good.Close()
@@ -229,6 +230,9 @@ func TestColdStartIsReported(t *testing.T) {
 	}
 	if why := good.ColdStart(); why != "" {
 		t.Fatalf("a good installation started cold: %s", why)
+	}
+	if why := good.NoReuse(); why != "" {
+		t.Fatalf("a good installation's calls cannot reuse their instances: %s", why)
 	}
 
 	dir := filepath.Join(t.TempDir(), "python")

@@ -10,8 +10,8 @@ import (
 type Status struct {
 	Python PythonInfo
 	// Verified is "ok" or why the installed python.wasm failed to run
-	// print(1); WarmStart is "ok" or why calls start cold. Each is ""
-	// when it was not checked.
+	// print(1); WarmStart is "ok" and whether calls reuse instances, or
+	// why calls start cold. Each is "" when it was not checked.
 	Verified, WarmStart string
 	// Err is why a check failed: the installation does not work, or
 	// there is none to check.
@@ -44,11 +44,16 @@ func CheckStatus(ctx context.Context, dir string, verify bool) Status {
 		return s
 	}
 	// A snapshot that cannot be used leaves calls cold: slower, not wrong.
-	s.WarmStart = "ok"
-	if why, err := WarmStart(ctx, dir); err != nil {
+	cold, noReuse, err := WarmStart(ctx, dir)
+	switch {
+	case err != nil:
 		s.Err, s.Verified = err, err.Error()
-	} else if why != "" {
-		s.WarmStart = "unavailable, calls start cold: " + why
+	case cold != "":
+		s.WarmStart = "unavailable, calls start cold: " + cold
+	case noReuse != "":
+		s.WarmStart = "ok, a new instance for every call: " + noReuse
+	default:
+		s.WarmStart = "ok, a call's instance serves the next when it is back to the image"
 	}
 	return s
 }

@@ -391,3 +391,156 @@ func appendS64(b []byte, v int64) []byte {
 		b = append(b, c|0x80)
 	}
 }
+
+// secCode is the code section's id.
+const secCode = 10
+
+// tableWrites says why calls cannot share an instance of the module, whose
+// table a kept instance would carry from one call to the next: the first
+// instruction in its code that changes a table or an element segment
+// (table.set, table.grow, table.fill, table.copy, table.init, elem.drop),
+// or one the walk does not know; nil when there is none. Element segments
+// are reached only through those, and data segments are refused anyway.
+func (l *wasmLayout) tableWrites() error {
+	r := &wasmReader{b: l.section(secCode)}
+	n := r.u32()
+	for i := 0; i < int(n) && r.err == nil; i++ {
+		body := &wasmReader{b: r.bytes(int(r.u32()))}
+		if r.err != nil {
+			break
+		}
+		if err := body.tableWrites(); err != nil {
+			return fmt.Errorf("function %d: %w", l.importedFunctions()+i, err)
+		}
+	}
+	return r.err
+}
+
+// importedFunctions counts the functions the module imports.
+func (l *wasmLayout) importedFunctions() int {
+	r := &wasmReader{b: l.section(secImport)}
+	n := r.u32()
+	funcs := 0
+	for i := 0; i < int(n) && r.err == nil; i++ {
+		r.bytes(int(r.u32()))
+		r.bytes(int(r.u32()))
+		switch r.byte() {
+		case 0x00:
+			funcs++
+			r.u32()
+		case 0x01:
+			r.byte()
+			r.limits()
+		case 0x02:
+			r.limits()
+		case 0x03:
+			r.byte()
+			r.byte()
+		}
+	}
+	return funcs
+}
+
+// tableWrites walks one function body (its locals, then its
+// instructions), which must end exactly at its last end: a walk that
+// lost its way would not.
+func (r *wasmReader) tableWrites() error {
+	for locals := r.u32(); locals > 0 && r.err == nil; locals-- {
+		r.u32()
+		r.byte()
+	}
+	last := byte(0)
+	for !r.done() {
+		op := r.byte()
+		last = op
+		switch {
+		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
+			r.blockType()
+		case op == 0x0c || op == 0x0d || op == 0x10 || op == 0x12 || (op >= 0x20 && op <= 0x25) || op == 0xd2:
+			r.u32() // br, br_if, call, return_call, local.*, global.*, table.get, ref.func
+		case op == 0x0e: // br_table
+			for n := r.u32() + 1; n > 0 && r.err == nil; n-- {
+				r.u32()
+			}
+		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
+			r.u32()
+			r.u32()
+		case op == 0x1c: // select with types
+			r.bytes(int(r.u32()))
+		case op == 0x26:
+			return errors.New("it uses table.set")
+		case op >= 0x28 && op <= 0x3e: // loads and stores
+			r.u32()
+			r.u32()
+		case op == 0x3f || op == 0x40 || op == 0xd0: // memory.size, memory.grow, ref.null
+			r.byte()
+		case op == 0x41 || op == 0x42:
+			r.skipLEB()
+		case op == 0x43:
+			r.bytes(4)
+		case op == 0x44:
+			r.bytes(8)
+		case op == 0xfc:
+			if err := r.miscOp(); err != nil {
+				return err
+			}
+		case op == 0xfd:
+			r.vectorOp()
+		case op <= 0x01 || op == 0x05 || op == 0x0b || op == 0x0f || op == 0x1a || op == 0x1b || (op >= 0x45 && op <= 0xc4) || op == 0xd1:
+		default:
+			return fmt.Errorf("it uses the instruction 0x%x, which the check does not know", op)
+		}
+	}
+	if r.err != nil || last != 0x0b {
+		return errors.New("its code could not be read to its end")
+	}
+	return nil
+}
+
+func (r *wasmReader) blockType() {
+	switch b := r.byte(); {
+	case b == 0x40 || (b >= 0x7b && b <= 0x7f) || b == 0x70 || b == 0x6f:
+	default:
+		r.off--
+		r.skipLEB() // a type index, as a signed 33-bit number
+	}
+}
+
+// miscOp reads an instruction after the 0xfc prefix.
+func (r *wasmReader) miscOp() error {
+	switch op := r.u32(); {
+	case op <= 7: // saturating truncations
+	case op == 10: // memory.copy
+		r.byte()
+		r.byte()
+	case op == 11: // memory.fill
+		r.byte()
+	case op == 16: // table.size
+		r.u32()
+	case op == 8 || op == 9:
+		return errors.New("it uses memory.init or data.drop")
+	case op >= 12 && op <= 17:
+		return fmt.Errorf("it changes a table or an element segment (0xfc %d)", op)
+	default:
+		return fmt.Errorf("it uses the instruction 0xfc %d, which the check does not know", op)
+	}
+	return nil
+}
+
+// vectorOp reads a SIMD instruction after the 0xfd prefix: none changes
+// a table.
+func (r *wasmReader) vectorOp() {
+	switch op := r.u32(); {
+	case op <= 0x0b || op == 0x5c || op == 0x5d: // loads and stores
+		r.u32()
+		r.u32()
+	case op == 0x0c || op == 0x0d: // v128.const, i8x16.shuffle
+		r.bytes(16)
+	case op >= 0x15 && op <= 0x22: // extract and replace lane
+		r.byte()
+	case op >= 0x54 && op <= 0x5b: // load and store lane
+		r.u32()
+		r.u32()
+		r.byte()
+	}
+}

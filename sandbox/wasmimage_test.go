@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
@@ -161,4 +162,47 @@ func getAfterInit(t *testing.T, ctx context.Context, rt wazero.Runtime, compiled
 		t.Fatal(err)
 	}
 	return got[0]
+}
+
+// TestTableWritesRefuseReuse: code that can change a table or an element
+// segment is found wherever it is, past any instruction's immediates;
+// code that only reads them is not; a body the walk cannot read to its
+// end is refused too.
+func TestTableWritesRefuseReuse(t *testing.T) {
+	// Each body is a function's locals and instructions, before its end.
+	v128 := append([]byte{0xfd, 0x0c}, make([]byte, 16)...)
+	quiet := [][]byte{
+		{0x00}, // no locals
+		{0x01, 0x02, 0x7f, 0x41, 0xff, 0x7f, 0x1a}, // locals, i32.const -1, drop
+		append(append([]byte{0x00}, v128...), 0x1a),
+		{0x00, 0x02, 0x40, 0x41, 0x00, 0x11, 0x00, 0x00, 0x0b},                         // block, call_indirect
+		{0x00, 0x41, 0x00, 0x25, 0x00, 0x1a, 0xfc, 0x10, 0x00, 0x1a},                   // table.get, table.size
+		{0x00, 0x44, 0, 0, 0, 0, 0, 0, 0x26, 0, 0x1a, 0x41, 0, 0x28, 0x02, 0x26, 0x1a}, // 0x26 inside immediates
+	}
+	writes := [][]byte{
+		{0x00, 0x41, 0x00, 0xd0, 0x70, 0x26, 0x00},                // table.set
+		{0x00, 0xd0, 0x70, 0x41, 0x01, 0xfc, 0x0f, 0x00, 0x1a},    // table.grow
+		{0x00, 0xfc, 0x0d, 0x00},                                  // elem.drop
+		{0x00, 0x41, 0, 0x41, 0, 0x41, 0, 0xfc, 0x0c, 0x00, 0x00}, // table.init
+		{0x00, 0x41, 0, 0x41, 0, 0x41, 0, 0xfc, 0x0e, 0x00, 0x00}, // table.copy
+		{0x00, 0x41, 0, 0xd0, 0x70, 0x41, 0, 0xfc, 0x11, 0x00},    // table.fill
+		{0x00, 0x02},             // cut short
+		{0x00, 0x41, 0x00, 0xfe}, // an instruction the walk does not know
+	}
+	layout := func(body []byte) *wasmLayout {
+		fn := append(appendU32(nil, uint32(len(body)+1)), append(body, 0x0b)...)
+		code := append(appendU32(nil, 2), 0x02, 0x00, 0x0b) // a first, empty function
+		return &wasmLayout{sections: []moduleSection{{id: secCode, body: append(code, fn...)}}}
+	}
+	for i, b := range quiet {
+		if err := layout(b).tableWrites(); err != nil {
+			t.Errorf("quiet body %d: %v", i, err)
+		}
+	}
+	for i, b := range writes {
+		err := layout(b).tableWrites()
+		if err == nil || !strings.HasPrefix(err.Error(), "function 1: ") {
+			t.Errorf("body %d: %v, want function 1 refused", i, err)
+		}
+	}
 }

@@ -58,10 +58,15 @@ type host struct {
 	// workers run without it (they are killed at the deadline instead);
 	// BenchmarkCancellationDesign measures what it would cost.
 	closeOnDone bool
-	// ready is a Python instance made from the image for the next call,
-	// while the worker waited for it; spent is the last call's instance,
-	// closed after its report went out (see prepareNext).
+	// ready is a Python instance for the next call, made from the image
+	// or kept from the last call, while the worker waited for it; spent is
+	// the last call's instance, closed or kept after its report went out
+	// (see prepareNext).
 	ready, spent *instance
+	// wasiChanged says the current call changed its instance's WASI state
+	// (wasiWatch); reused counts the calls served by a kept instance.
+	wasiChanged bool
+	reused      int
 }
 
 func serve(in io.Reader, out io.Writer) int {
@@ -126,7 +131,7 @@ func (h *host) runtime(ctx context.Context, cacheDir string) error {
 	}
 	cfg := wazero.NewRuntimeConfig().WithCompilationCache(c).WithCloseOnContextDone(h.closeOnDone)
 	h.cache, h.rt, h.modules = c, wazero.NewRuntimeWithConfig(ctx, cfg), map[string]wazero.CompiledModule{}
-	wasi_snapshot_preview1.MustInstantiate(ctx, h.rt)
+	wasi_snapshot_preview1.MustInstantiate(experimental.WithFunctionListenerFactory(ctx, wasiWatch{&h.wasiChanged}), h.rt)
 	return nil
 }
 
@@ -204,10 +209,10 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 }
 
 // runFromImage runs a Python job in an instance that starts from the
-// image: the one made while the worker waited for this job when it fits
-// (the same installation and memory limit), or a new one. Either is
-// fresh: made from the image and the compiled module alone, it has run
-// nothing before this call.
+// image: the one made or kept while the worker waited for this job when
+// it fits (the same installation and memory limit), or a new one. Each is
+// as the image left it: one made has run nothing, one kept was proven
+// back to the image and its memory reset (reuse.go).
 func (h *host) runFromImage(ctx context.Context, j *job, img *pythonImage, started func()) *report {
 	inst := h.ready
 	h.ready = nil
@@ -220,6 +225,9 @@ func (h *host) runFromImage(ctx context.Context, j *job, img *pythonImage, start
 		inst.bind(j)
 		defer debug.SetGCPercent(debug.SetGCPercent(-1))
 		started()
+		if inst.reuses > 0 {
+			h.reused++
+		}
 	} else {
 		inst = newInstance(j, &guestMemory{limit: uint64(j.MemoryMB) << 20, image: img})
 		defer debug.SetGCPercent(debug.SetGCPercent(-1))
@@ -227,11 +235,16 @@ func (h *host) runFromImage(ctx context.Context, j *job, img *pythonImage, start
 		runErr = inst.start(ctx, h.rt, img.module, imageConfig(inst, j.PythonDir))
 	}
 	if runErr == nil {
-		runErr = inst.call(ctx, "flowrun_call")
+		h.wasiChanged = false
+		inst.clock.reset()
+		runErr = inst.call(ctx)
 	}
-	// Closing unmaps the call's memory; it waits until the report is out.
+	inst.kept = h.keep(inst, img, runErr)
+	// Closing or resetting the call's memory waits until the report is out.
 	h.spent = inst
-	return inst.outcome(j, runErr)
+	rep := inst.outcome(j, runErr)
+	rep.NoReuse = img.noReuse
+	return rep
 }
 
 // imageConfig is the configuration of an instance that starts from the
@@ -241,14 +254,23 @@ func imageConfig(inst *instance, pythonDir string) wazero.ModuleConfig {
 	return inst.config(pythonModuleConfig(stdlib)).WithStartFunctions()
 }
 
-// prepareNext closes the instance of the call that just ended and, after
-// a Python call that started from the image, makes the instance for the
-// next one, while the parent reads the report and sends the next job:
-// making an instance (mostly filling CPython's table of 10,797 functions)
+// prepareNext readies the next call's instance after a Python call that
+// started from the image, while the parent reads the report and sends the
+// next job: the call's own, when it is back to the image, with its memory
+// reset; else a new one, made from the image, and the call's is closed.
+// Making an instance (mostly filling CPython's table of 10,797 functions)
 // is about half of a trivial call's time in the worker.
 func (h *host) prepareNext(ctx context.Context, last *job) {
-	h.spent.close(ctx)
+	spent := h.spent
 	h.spent = nil
+	if spent != nil && spent.kept == nil && h.ready == nil {
+		if err := spent.mem.resetToImage(); err == nil {
+			spent.reuses++
+			h.ready = spent
+			return
+		}
+	}
+	spent.close(ctx)
 	img := h.images[last.PythonDir].image
 	if last.Language != Python || img == nil || h.ready != nil {
 		return
@@ -270,31 +292,40 @@ type instance struct {
 	memoryMB  int
 	mem       *guestMemory
 	mod       api.Module
-	stdin     *bytes.Reader
-	stdout    *cappedBuffer // the user's output, then the result envelope
-	stderr    *cappedBuffer
+	entry     api.Function // flowrun_call, looked up once
+	clock     *callClock
+	// reuses counts the calls this instance served after its first; kept
+	// is why it may not serve another (nil when it may).
+	reuses int
+	kept   error
+	stdin  *bytes.Reader
+	stdout *cappedBuffer // the user's output, then the result envelope
+	stderr *cappedBuffer
 }
 
 func newInstance(j *job, mem *guestMemory) *instance {
-	inst := &instance{pythonDir: j.PythonDir, memoryMB: j.MemoryMB, mem: mem,
+	inst := &instance{pythonDir: j.PythonDir, memoryMB: j.MemoryMB, mem: mem, clock: &callClock{},
 		stdin: bytes.NewReader(nil), stdout: &cappedBuffer{}, stderr: &cappedBuffer{}}
+	inst.clock.reset()
 	inst.bind(j)
 	return inst
 }
 
-// bind gives the instance its job's input and output caps.
+// bind gives the instance its job's input, empty outputs and their caps.
+// The outputs are new buffers: a report may still hold the last ones.
 func (inst *instance) bind(j *job) {
 	inst.stdin.Reset(j.Stdin)
-	inst.stdout.limit = 2*j.MaxOutput + 4096
-	inst.stderr.limit = j.MaxOutput
+	*inst.stdout = cappedBuffer{limit: 2*j.MaxOutput + 4096}
+	*inst.stderr = cappedBuffer{limit: j.MaxOutput}
 }
 
-// config is cfg with the instance's stdio. Every call draws from the
-// host's CSPRNG: no two calls hand out the same secret (os.urandom,
-// secrets, uuid4, crypto/rand). What must stay the same for replays is
-// fixed elsewhere (docs/sandbox.md, "Randomness").
+// config is cfg with the instance's stdio and clocks. Every call draws
+// from the host's CSPRNG: no two calls hand out the same secret
+// (os.urandom, secrets, uuid4, crypto/rand). What must stay the same for
+// replays is fixed elsewhere (docs/sandbox.md, "Randomness").
 func (inst *instance) config(cfg wazero.ModuleConfig) wazero.ModuleConfig {
-	return cfg.WithStdin(inst.stdin).WithStdout(inst.stdout).WithStderr(inst.stderr).WithRandSource(rand.Reader)
+	return cfg.WithStdin(inst.stdin).WithStdout(inst.stdout).WithStderr(inst.stderr).WithRandSource(rand.Reader).
+		WithWalltime(inst.clock.walltime, walltimeResolution).WithNanotime(inst.clock.nanotime, nanotimeResolution)
 }
 
 // start instantiates the module, running its start functions.
@@ -311,10 +342,13 @@ func (inst *instance) start(ctx context.Context, rt wazero.Runtime, compiled waz
 	return err
 }
 
-// call runs the instance's exported function entry.
-func (inst *instance) call(ctx context.Context, entry string) (err error) {
+// call runs the instance's flowrun_call.
+func (inst *instance) call(ctx context.Context) (err error) {
 	defer recoverRun(&err)
-	_, err = inst.mod.ExportedFunction(entry).Call(ctx)
+	if inst.entry == nil {
+		inst.entry = inst.mod.ExportedFunction("flowrun_call")
+	}
+	_, err = inst.entry.Call(ctx)
 	return err
 }
 
@@ -349,8 +383,11 @@ type report struct {
 	Result []byte `json:"result,omitempty"`
 	Error  *Error `json:"error,omitempty"`
 	// ColdStart says why a Python call started CPython from scratch
-	// although a pre-initialised interpreter is installed.
+	// although a pre-initialised interpreter is installed; NoReuse why
+	// one that started from it could never leave its instance to the next
+	// call.
 	ColdStart string `json:"cold_start,omitempty"`
+	NoReuse   string `json:"no_reuse,omitempty"`
 }
 
 // outcome reads what a run produced. outOfMemory says a growth of the
