@@ -179,14 +179,26 @@ tests:
 	}
 }
 
+// importInto imports the promptfoo configuration cfg into dir/imported,
+// which must exit ok, and returns that directory and what it printed.
+func importInto(t *testing.T, dir, cfg string) (out, said string) {
+	t.Helper()
+	out = filepath.Join(dir, "imported")
+	code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out)
+	if code != exitOK {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	return out, stdout + stderr
+}
+
 // importAndBatch imports the promptfoo configuration cfg, which must
 // convert whole, into dir/imported and runs its batch into dir/runs.db,
 // which must exit ok and print want.
 func importAndBatch(t *testing.T, dir, cfg, want string) {
 	t.Helper()
-	out := filepath.Join(dir, "imported")
-	if code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out); code != exitOK || strings.Contains(stdout+stderr, "not converted") {
-		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	out, said := importInto(t, dir, cfg)
+	if strings.Contains(said, "not converted") {
+		t.Fatalf("import lists losses:\n%s", said)
 	}
 	code, bout, berr := flowrun(t, "batch", filepath.Join(out, "pipeline.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", filepath.Join(dir, "runs.db"))
 	if code != exitOK || !strings.Contains(berr, want) {
@@ -304,10 +316,7 @@ tests:
   - vars: {word: hello}
     assert: [{type: contains, value: hello}]
 `)
-	out := filepath.Join(dir, "imported")
-	if code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out); code != exitOK {
-		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
-	}
+	out, _ := importInto(t, dir, cfg)
 	pipeline := filepath.Join(out, "pipeline.yaml")
 	if code, stdout, stderr := flowrun(t, "run", pipeline, "--input", "word=hi", "--model", "default=echo", "--store", filepath.Join(dir, "runs.db")); code != exitOK || !strings.Contains(stdout, "Say hi back") {
 		t.Errorf("run --model default=echo: exit %d\n%s\n%s", code, stdout, stderr)
@@ -337,9 +346,9 @@ tests:
   - vars: {word: bye}
     assert: [{type: contains, value: bye}]
 `)
-	out := filepath.Join(dir, "imported")
-	if code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out); code != exitOK || !strings.Contains(stdout+stderr, "not converted") {
-		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	out, said := importInto(t, dir, cfg)
+	if !strings.Contains(said, "not converted") {
+		t.Fatalf("import lists no loss:\n%s", said)
 	}
 	store := filepath.Join(dir, "runs.db")
 	if code, bout, berr := flowrun(t, "batch", filepath.Join(out, "pipeline.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", store); code != exitOK || !strings.Contains(berr, "pass                  50.0%  1/2") {
@@ -431,10 +440,9 @@ tests:
   - vars: {topic: cats, age: 7}
     assert: [{type: icontains, value: cats}]
 `)
-	out := filepath.Join(dir, "imported")
-	code, stdout, stderr := flowrun(t, "import", "promptfoo", cfg, "-o", out)
-	if code != exitOK || !strings.Contains(stdout+stderr, "prompt prompts.py:make: converted approximately: the function runs in the sandbox") {
-		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	out, said := importInto(t, dir, cfg)
+	if !strings.Contains(said, "prompt prompts.py:make: converted approximately: the function runs in the sandbox") {
+		t.Fatalf("import does not list the function:\n%s", said)
 	}
 	store := filepath.Join(dir, "runs.db")
 	if code, bout, berr := flowrun(t, "batch", filepath.Join(out, "pipeline.yaml"), "--dataset", filepath.Join(out, "dataset.jsonl"), "--store", store); code != exitOK || !strings.Contains(berr, "pass                 100.0%  1/1") {
