@@ -40,13 +40,14 @@ func (a *guestMemory) Allocate(capacity, max uint64) experimental.LinearMemory {
 	return a.mem
 }
 
-// resetToImage drops every page the guest wrote in a memory that starts
-// from the image and has not grown: it then reads as the image again.
+// resetToImage puts the image back into every page the guest wrote in a
+// memory that starts from the image and has not grown: it then reads as
+// the image again.
 func (a *guestMemory) resetToImage() error {
 	if a.mem == nil || a.image == nil || uint64(len(a.mem.buf)) != a.image.size {
 		return errors.New("the memory is not the image's size")
 	}
-	return dropWrites(a.mem.buf)
+	return restoreWrites(a.mem.buf, a.image.memory)
 }
 
 // linearMemory is one guest memory: buf's length is its size, and it may

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -59,7 +60,14 @@ func loadImage(buf []byte, most uint64, img *pythonImage) ([]byte, error) {
 // only this process can reach and, where the system can seal one (Linux),
 // that nobody can change: calls map it, and the image file may change
 // or go after it was checked.
-type imageCopy struct{ f *os.File }
+type imageCopy struct {
+	f *os.File
+	// pristine is the copy mapped read-only and shared, for putting back
+	// the pages a call wrote (restoreWrites); mapped at its first use.
+	once     sync.Once
+	pristine []byte
+	err      error
+}
 
 // newImageCopy copies size bytes of r into a new imageCopy and seals it.
 func newImageCopy(r io.Reader, size uint64) (*imageCopy, error) {
@@ -80,4 +88,22 @@ func newImageCopy(r io.Reader, size uint64) (*imageCopy, error) {
 
 func (c *imageCopy) ReadAt(p []byte, off int64) (int, error) { return c.f.ReadAt(p, off) }
 
-func (c *imageCopy) Close() error { return c.f.Close() }
+// view is the copy's bytes, mapped read-only.
+func (c *imageCopy) view() ([]byte, error) {
+	c.once.Do(func() {
+		st, err := c.f.Stat()
+		if err != nil {
+			c.err = err
+			return
+		}
+		c.pristine, c.err = unix.Mmap(int(c.f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	})
+	return c.pristine, c.err
+}
+
+func (c *imageCopy) Close() error {
+	if c.pristine != nil {
+		_ = unix.Munmap(c.pristine)
+	}
+	return c.f.Close()
+}

@@ -4,8 +4,9 @@ package sandbox
 
 import "errors"
 
-// dropWrites cannot drop a mapping's private pages in place here
-// (MADV_DONTNEED keeps them on other systems), so instances are not kept.
-func dropWrites([]byte) error {
+// restoreWrites cannot tell a mapping's private pages here (Linux's
+// /proc/self/pagemap does), nor drop them in place (MADV_DONTNEED keeps
+// them on other systems), so instances are not kept.
+func restoreWrites([]byte, *imageCopy) error {
 	return errors.New("this system cannot reset a memory in place")
 }

@@ -23,7 +23,8 @@ import (
 //     start before each call, so a kept instance reads the times a new
 //     one would. The random source is the host's CSPRNG, with no state.
 //   - Memory: one that grew cannot shrink, so it is thrown away; else
-//     the pages the call wrote are dropped, and reads see the image again.
+//     the image's bytes are copied back into the pages the call wrote
+//     (restoreWrites), and it reads as the image again.
 //   - Globals: kept only when every mutable global holds its saved value
 //     (wazero lets the host read them, not set them).
 //   - Table: the image is refused for reuse when the module's code can
