@@ -35,11 +35,16 @@ def _main():
     linecache.cache["<code>"] = (len(src), None, src.splitlines(True), "<code>")
     last = None
     try:
-        tree = compile(src, "<code>", "exec", _ast.PyCF_ONLY_AST)
-        if not call and tree.body and isinstance(tree.body[-1], _ast.Expr):
-            # A snippet's last expression is its result, as in a REPL.
-            last = compile(_ast.Expression(tree.body.pop().value), "<code>", "eval")
-        code = compile(tree, "<code>", "exec")
+        if call:
+            # Straight to bytecode: a tree of Python objects costs about as
+            # much as the compiling itself.
+            code = compile(src, "<code>", "exec")
+        else:
+            tree = compile(src, "<code>", "exec", _ast.PyCF_ONLY_AST)
+            if tree.body and isinstance(tree.body[-1], _ast.Expr):
+                # A snippet's last expression is its result, as in a REPL.
+                last = compile(_ast.Expression(tree.body.pop().value), "<code>", "eval")
+            code = compile(tree, "<code>", "exec")
     except SyntaxError as e:
         report(error={"class": "compile_error", "message": "%s: %s" % (type(e).__name__, e.msg), "line": e.lineno})
         return
