@@ -6,6 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
+
+	"github.com/flowrun/flowrun/errclass"
 )
 
 // inWorker runs Python calls the way a worker does (host.run, then
@@ -122,5 +125,41 @@ func TestKeptInstanceReadsAFreshClock(t *testing.T) {
 	var v []float64
 	if err := json.Unmarshal([]byte(first), &v); err != nil || v[2] <= v[0] {
 		t.Errorf("the clock does not advance within a call: %s", first)
+	}
+}
+
+// TestReadyInstanceStillTimesOut: a call that a worker's ready instance
+// runs sends no "started" (its deadline runs from the job), and a
+// spinning one is still stopped at its deadline, on a worker that ran a
+// call before.
+func TestReadyInstanceStillTimesOut(t *testing.T) {
+	s := New(Options{CacheDir: sharedCache(t), Workers: 1})
+	defer s.Close()
+	needPython(t, s)
+	ctx := context.Background()
+	for range 2 {
+		if res, err := s.Run(ctx, Request{Language: Python, Source: returnsOne, Call: "f"}); err != nil || !res.OK {
+			t.Fatal(err, res)
+		}
+	}
+	if w := s.idle[0]; w.warm == "" {
+		t.Fatal("the worker is not known to have an instance ready after two calls")
+	}
+	const timeout = 300 * time.Millisecond
+	done := make(chan *Result, 1)
+	go func() {
+		res, err := s.Run(ctx, Request{Language: Python, Source: "def f():\n    while True:\n        pass\n", Call: "f", Limits: Limits{Timeout: timeout}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		if res == nil || res.Error == nil || res.Error.Class != errclass.Timeout {
+			t.Fatalf("a spinning call on a ready instance ended %+v, want a timeout", res)
+		}
+	case <-time.After(timeout + 30*time.Second):
+		t.Fatal("a spinning call on a ready instance was not stopped: no deadline ran")
 	}
 }
