@@ -24,24 +24,28 @@ func restoreWrites(buf []byte, img *imageCopy) error {
 	}
 	pagemap.mu.Lock()
 	defer pagemap.mu.Unlock()
-	entries, err := pageEntries(buf)
+	ranges, err := writtenRanges(buf)
 	if err != nil {
 		return unix.Madvise(buf, unix.MADV_DONTNEED)
 	}
-	ps := os.Getpagesize()
-	for i := 0; i < len(entries); {
-		if !written(entries[i]) {
-			i++
-			continue
-		}
-		j := i + 1
-		for j < len(entries) && written(entries[j]) {
-			j++
-		}
-		copy(buf[i*ps:j*ps], pristine[i*ps:j*ps])
-		i = j
+	for _, r := range ranges {
+		copy(buf[r.start:r.end], pristine[r.start:r.end])
 	}
 	return nil
+}
+
+// span is a range of bytes of a memory, from its start.
+type span struct{ start, end uintptr }
+
+// pagemap is this process's /proc/self/pagemap and the buffers its
+// readings reuse; a worker resets one memory at a time.
+var pagemap struct {
+	once    sync.Once
+	f       *os.File
+	err     error
+	mu      sync.Mutex
+	entries []uint64
+	spans   []span
 }
 
 // The bits of a pagemap entry (Documentation/admin-guide/mm/pagemap.rst).
@@ -51,29 +55,40 @@ const (
 	pmFile    = 1 << 61 // a page of the file (or shared memory), not a private copy
 )
 
-// written says whether a page may differ from the image: it is mapped and
-// not the file's page (a private copy, or anything else the kernel put
-// there), or swapped out, which only a private copy can be. A page not
-// mapped reads as the image.
-func written(entry uint64) bool {
-	return entry&pmSwapped != 0 || entry&pmPresent != 0 && entry&pmFile == 0
-}
-
-var pagemap struct {
-	once    sync.Once
-	f       *os.File
-	err     error
-	mu      sync.Mutex
-	entries []uint64
-}
-
-// pageEntries reads buf's pagemap entries, one per page, into a buffer
-// that the next reading reuses; the caller holds pagemap.mu.
-func pageEntries(buf []byte) ([]uint64, error) {
+// writtenRanges lists the ranges of buf's pages that may differ from the
+// image: mapped and not the file's page (a private copy, or anything else
+// the kernel put there), or swapped out, which only a private copy can
+// be. A page not mapped reads as the image. Reading the entries of a 20
+// MiB image costs 60-130 us (PAGEMAP_SCAN, which returns only the
+// matching ranges, was measured no faster). The caller holds pagemap.mu.
+func writtenRanges(buf []byte) ([]span, error) {
 	pagemap.once.Do(func() { pagemap.f, pagemap.err = os.Open("/proc/self/pagemap") })
 	if pagemap.err != nil {
 		return nil, pagemap.err
 	}
+	entries, err := pageEntries(buf)
+	if err != nil {
+		return nil, err
+	}
+	ps := uintptr(os.Getpagesize())
+	spans := pagemap.spans[:0]
+	for i, e := range entries {
+		if e&pmSwapped == 0 && (e&pmPresent == 0 || e&pmFile != 0) {
+			continue
+		}
+		at := uintptr(i) * ps
+		if n := len(spans); n > 0 && spans[n-1].end == at {
+			spans[n-1].end += ps
+		} else {
+			spans = append(spans, span{at, at + ps})
+		}
+	}
+	pagemap.spans = spans
+	return spans, nil
+}
+
+// pageEntries reads buf's pagemap entries, one per page.
+func pageEntries(buf []byte) ([]uint64, error) {
 	ps := uintptr(os.Getpagesize())
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
 	n := (len(buf) + int(ps) - 1) / int(ps)
