@@ -461,45 +461,53 @@ func storedCheckpoints(t *testing.T, js jetstream.JetStream) map[string]bool {
 	t.Helper()
 	// Right after a cluster starts, or a server is lost, the JetStream API
 	// may not answer yet ("no responders", or no answer at all to a
-	// request a new leader dropped), to the consumer's creation or to the
-	// first question put to it: ask again, 5 s an attempt, until both
-	// answer.
-	var cons jetstream.Consumer
-	var info *jetstream.ConsumerInfo
+	// request a new leader dropped): to the consumer's creation, to the
+	// first question put to it, or to its first pull, before the new
+	// consumer's subscription has reached every server (CI once failed
+	// there). Read again from a new consumer, 5 s an attempt, until one
+	// read goes through.
+	var out map[string]bool
 	var err error
 	for deadline := time.Now().Add(durDeadline); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		cons, err = js.OrderedConsumer(ctx, "FLOWRUN_RUNS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"flowrun.cp.>"}})
-		if err == nil {
-			info, err = cons.Info(ctx)
-		}
-		cancel()
-		if err == nil {
-			break
+		if out, err = readCheckpoints(js); err == nil {
+			return out
 		}
 	}
+	t.Fatal(err)
+	return nil
+}
+
+// readCheckpoints is one attempt of storedCheckpoints.
+func readCheckpoints(js jetstream.JetStream) (map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, "FLOWRUN_RUNS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"flowrun.cp.>"}})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, err
 	}
 	out := map[string]bool{}
 	for left := int(info.NumPending); left > 0; {
 		msgs, err := cons.Fetch(left, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		for m := range msgs.Messages() {
 			var cp runtime.Checkpoint
 			if err := json.Unmarshal(m.Data(), &cp); err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 			out[strings.TrimPrefix(m.Subject(), "flowrun.cp.")+"/"+cp.Path] = true
 			left--
 		}
 		if msgs.Error() != nil {
-			t.Fatal(msgs.Error())
+			return nil, msgs.Error()
 		}
 	}
-	return out
+	return out, nil
 }
 
 const clusterKills = 10
