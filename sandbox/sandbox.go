@@ -312,7 +312,9 @@ type worker struct {
 }
 
 // warmKey is what a worker's ready instance must share with a job to
-// serve it: the Python installation and the memory limit.
+// serve it: the Python installation and the memory limit. The parent
+// clocks a job by it and the worker keeps or closes its instance by it,
+// so that both sides agree.
 func warmKey(j *job) string { return fmt.Sprintf("%s\x00%d", j.PythonDir, j.MemoryMB) }
 
 // workerMessage is a line a worker writes: "started" when the guest is
