@@ -142,7 +142,7 @@ func TestReadyInstanceStillTimesOut(t *testing.T) {
 			t.Fatal(err, res)
 		}
 	}
-	if w := s.idle[0]; w.warm == "" {
+	if w := s.idle[0]; w.warm == (warmth{}) {
 		t.Fatal("the worker is not known to have an instance ready after two calls")
 	}
 	const timeout = 300 * time.Millisecond

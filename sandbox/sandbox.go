@@ -306,16 +306,22 @@ type worker struct {
 	in   io.WriteCloser
 	out  *bufio.Reader
 	runs int
-	// warm is the warmKey of the worker's last Python call that started
-	// from the image: a job with the same key finds its instance ready.
-	warm string
+	// warm is the warmth of the worker's last Python call that started
+	// from the image (zero when it had none): a job as warm finds its
+	// instance ready.
+	warm warmth
 }
 
-// warmKey is what a worker's ready instance must share with a job to
+// warmth is what a worker's ready instance must share with a job to
 // serve it: the Python installation and the memory limit. The parent
 // clocks a job by it and the worker keeps or closes its instance by it,
 // so that both sides agree.
-func warmKey(j *job) string { return fmt.Sprintf("%s\x00%d", j.PythonDir, j.MemoryMB) }
+type warmth struct {
+	pythonDir string
+	memoryMB  int
+}
+
+func (j *job) warmth() warmth { return warmth{j.PythonDir, j.MemoryMB} }
 
 // workerMessage is a line a worker writes: "started" when the guest is
 // about to run (the deadline counts from there, so compiling the module or
@@ -359,7 +365,7 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, limits Limits, compil
 	// from sending the job, and the worker sends no "started", which
 	// saves waking this process mid-call. It still sends one when it had
 	// to make the instance after all, and the deadline starts again then.
-	j.Clocked = j.Language == Python && w.warm == warmKey(j)
+	j.Clocked = j.Language == Python && w.warm == j.warmth()
 	b, _ := json.Marshal(j)
 	if _, err := w.in.Write(append(b, '\n')); err != nil {
 		w.kill()
@@ -415,9 +421,9 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, limits Limits, compil
 				return nil, m.Fatal
 			default:
 				w.runs++
-				w.warm = ""
+				w.warm = warmth{}
 				if j.Language == Python && m.Report.ColdStart == "" {
-					w.warm = warmKey(j)
+					w.warm = j.warmth()
 				}
 				if m.Recycle {
 					w.kill()

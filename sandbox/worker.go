@@ -222,7 +222,7 @@ func (h *host) run(ctx context.Context, j *job, started func()) (rep *report, fa
 func (h *host) runFromImage(ctx context.Context, j *job, img *pythonImage, started func()) *report {
 	inst := h.ready
 	h.ready = nil
-	if inst != nil && inst.warm != warmKey(j) {
+	if inst != nil && inst.warm != j.warmth() {
 		inst.close(ctx)
 		inst = nil
 	}
@@ -296,7 +296,7 @@ func (h *host) prepareNext(ctx context.Context, last *job) {
 // instance made ahead of its job is bound to it later (bind): wazero fixes
 // an instance's stdio when it is made.
 type instance struct {
-	warm  string // the warmKey of the jobs it can serve
+	warm  warmth // of the jobs it can serve
 	mem   *guestMemory
 	mod   api.Module
 	entry api.Function // flowrun_call, looked up once
@@ -311,7 +311,7 @@ type instance struct {
 }
 
 func newInstance(j *job, mem *guestMemory) *instance {
-	inst := &instance{warm: warmKey(j), mem: mem, clock: &callClock{},
+	inst := &instance{warm: j.warmth(), mem: mem, clock: &callClock{},
 		stdin: bytes.NewReader(nil), stdout: &cappedBuffer{}, stderr: &cappedBuffer{}}
 	inst.clock.reset()
 	inst.bind(j)
