@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowrun/flowrun/internal/procstat"
 	"github.com/flowrun/flowrun/internal/scoringbench"
 	"github.com/flowrun/flowrun/nodes"
 	"github.com/flowrun/flowrun/runtime"
@@ -75,12 +76,13 @@ outputs: {scores: nodes.scores}
 			}
 			native := nativeScoring(b, inputs["candidates"].([]any), conc)
 			pool := nativePoolScoring(b, inputs, conc)
-			var elapsed time.Duration
+			var elapsed, parentCPU time.Duration
 			b.ResetTimer()
 			for range b.N {
-				start := time.Now()
+				start, cpu := time.Now(), procstat.CPUTime()
 				res := runtime.Run(context.Background(), kinds, p, inputs, runtime.Options{})
 				elapsed += time.Since(start)
+				parentCPU += procstat.CPUTime() - cpu
 				if res.Status != runtime.StatusCompleted {
 					b.Fatalf("status %s: %v", res.Status, res.Err)
 				}
@@ -90,6 +92,9 @@ outputs: {scores: nodes.scores}
 			}
 			b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "transforms/s")
 			b.ReportMetric(float64(started.Load()), "workers")
+			// The parent's share: the runtime, the nodes and the sandbox's
+			// client, on the same two cores as the workers.
+			b.ReportMetric(float64(parentCPU.Microseconds())/1000/float64(n*b.N), "parent_cpu_ms/transform")
 			b.ReportMetric(native, "native_transforms/s")
 			b.ReportMetric(pool, "pool_transforms/s")
 		})

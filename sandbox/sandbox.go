@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowrun/flowrun/errclass"
@@ -140,6 +141,10 @@ type Sandbox struct {
 	idle    []*worker
 	closed  bool
 	goCache *goBuilds
+	// pythonFound remembers that Check found the installation, which
+	// otherwise costs a few stats on every call; a worker that finds it
+	// gone says so (a fatal report), which forgets it.
+	pythonFound atomic.Bool
 }
 
 // New returns a sandbox; workers start on first use.
@@ -216,8 +221,13 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	if err := req.Limits.check(); err != nil {
 		return nil, err
 	}
-	if err := s.Check(req.Language); err != nil {
-		return nil, err
+	if req.Language != Python || !s.pythonFound.Load() {
+		if err := s.Check(req.Language); err != nil {
+			return nil, err
+		}
+		if req.Language == Python {
+			s.pythonFound.Store(true)
+		}
 	}
 	start := time.Now()
 	job, res, err := s.prepare(ctx, req)
@@ -274,9 +284,15 @@ func (s *Sandbox) prepare(ctx context.Context, req Request) (*job, *Result, erro
 		payload = nil
 	}
 	var err error
-	if payload != nil {
+	switch {
+	case req.Language == Python:
+		if j.Stdin, err = marshalRequest(req.Source, req.Call, req.Args, j.Nonce); err != nil {
+			return nil, failed(errclass.RuntimeError, "%v", err), nil
+		}
+		return j, nil, nil
+	case payload != nil:
 		j.Stdin, err = json.Marshal(payload)
-	} else {
+	default:
 		j.Stdin, err = json.Marshal(req.Args)
 	}
 	if err != nil {
@@ -418,6 +434,7 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, limits Limits, compil
 				startClock()
 			case m.Fatal != nil:
 				w.kill()
+				s.pythonFound.Store(false)
 				return nil, m.Fatal
 			default:
 				w.runs++
