@@ -2,12 +2,14 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -98,8 +100,7 @@ func TestHardening02WorkerExitsWhenItsPipeCloses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	b, _ := json.Marshal(j)
-	if _, err := in.Write(append(b, '\n')); err != nil {
+	if err := writeJob(in, j); err != nil {
 		t.Fatal(err)
 	}
 	line, err := bufio.NewReader(out).ReadString('\n')
@@ -198,5 +199,22 @@ func TestHardening01NoBuildDirectoryLeftOnError(t *testing.T) {
 	assertBuildGone(t, dir)
 	if entries, _ := os.ReadDir(filepath.Join(dir, "go")); len(entries) != 0 {
 		t.Fatalf("left in the build cache: %v", entries)
+	}
+}
+
+// TestHardening02WorkerRefusesABadJob: a job line that is not JSON, or
+// that announces an impossible stdin, ends the worker with a fatal "bad
+// job" report instead of a read of a negative or 10 TB buffer.
+func TestHardening02WorkerRefusesABadJob(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1)) // serve sets the worker's
+	for _, in := range []string{
+		"{not json\n",
+		`{"language":"python","stdin_bytes":-1}` + "\n",
+		`{"language":"python","stdin_bytes":9999999999999}` + "\nabc",
+	} {
+		var out bytes.Buffer
+		if code := serve(strings.NewReader(in), &out); code != 1 || !strings.Contains(out.String(), `"fatal"`) || !strings.Contains(out.String(), "bad job") {
+			t.Errorf("%q: exit %d, said %s", in, code, out.String())
+		}
 	}
 }

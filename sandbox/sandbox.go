@@ -301,11 +301,15 @@ func (s *Sandbox) prepare(ctx context.Context, req Request) (*job, *Result, erro
 	return j, nil, nil
 }
 
-// job is what a worker runs.
+// job is what a worker runs. It goes to the worker as one line of JSON
+// followed by its stdin's bytes as they are (writeJob): as base64 inside
+// the JSON, a scoring candidate's request took the worker 75 us to decode.
 type job struct {
-	Language  string `json:"language"`
-	Module    string `json:"module,omitempty"`
-	Stdin     []byte `json:"stdin"`
+	Language string `json:"language"`
+	Module   string `json:"module,omitempty"`
+	Stdin    []byte `json:"-"`
+	// StdinBytes is len(Stdin), the count of bytes after the line.
+	StdinBytes int `json:"stdin_bytes"`
 	MemoryMB  int    `json:"memory_mb"`
 	MaxOutput int    `json:"max_output"`
 	Nonce     string `json:"nonce"`
@@ -314,6 +318,17 @@ type job struct {
 	// Clocked says the parent's deadline runs from sending the job, so a
 	// call from a ready instance needs no "started".
 	Clocked bool `json:"clocked,omitempty"`
+}
+
+// writeJob sends j to a worker, in one write.
+func writeJob(w io.Writer, j *job) error {
+	j.StdinBytes = len(j.Stdin)
+	b, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(append(b, '\n'), j.Stdin...))
+	return err
 }
 
 // worker is one worker process and its pipes.
@@ -382,8 +397,7 @@ func (s *Sandbox) runOnWorker(ctx context.Context, j *job, limits Limits, compil
 	// saves waking this process mid-call. It still sends one when it had
 	// to make the instance after all, and the deadline starts again then.
 	j.Clocked = j.Language == Python && w.warm == j.warmth()
-	b, _ := json.Marshal(j)
-	if _, err := w.in.Write(append(b, '\n')); err != nil {
+	if err := writeJob(w.in, j); err != nil {
 		w.kill()
 		return nil, &UnavailableError{Reason: fmt.Sprintf("sandbox worker: %v", err)}
 	}

@@ -79,16 +79,17 @@ func serve(in io.Reader, out io.Writer) int {
 	debug.SetMemoryLimit(recycleRSS)
 	h := &host{}
 	defer h.close(ctx)
-	jobs := make(chan []byte)
+	jobs := make(chan jobRead)
 	go readJobs(in, jobs)
 	enc := json.NewEncoder(out)
 	for runs := 1; ; runs++ {
-		var j job
-		if err := json.Unmarshal(<-jobs, &j); err != nil {
-			_ = enc.Encode(workerMessage{Fatal: &UnavailableError{Reason: fmt.Sprintf("bad job: %v", err)}})
+		next := <-jobs
+		if next.err != nil {
+			_ = enc.Encode(workerMessage{Fatal: &UnavailableError{Reason: fmt.Sprintf("bad job: %v", next.err)}})
 			return 1
 		}
-		rep, fatal := h.run(ctx, &j, func() { _ = enc.Encode(workerMessage{Started: true}) })
+		j := next.job
+		rep, fatal := h.run(ctx, j, func() { _ = enc.Encode(workerMessage{Started: true}) })
 		if fatal != nil {
 			_ = enc.Encode(workerMessage{Fatal: fatal})
 			return 1
@@ -99,7 +100,7 @@ func serve(in io.Reader, out io.Writer) int {
 		if recycle {
 			return 0
 		}
-		h.prepareNext(ctx, &j)
+		h.prepareNext(ctx, j)
 	}
 }
 
@@ -107,15 +108,35 @@ func serve(in io.Reader, out io.Writer) int {
 // is gone (or wants this worker gone), so the worker exits at once, even
 // while a guest spins: on systems without a parent-death signal this is
 // what keeps a worker from outliving flowrun.
-func readJobs(in io.Reader, jobs chan<- []byte) {
+func readJobs(in io.Reader, jobs chan<- jobRead) {
 	r := bufio.NewReaderSize(in, 1<<20)
 	for {
 		line, err := r.ReadBytes('\n')
 		if err != nil {
 			os.Exit(0)
 		}
-		jobs <- line
+		j := new(job)
+		// A bad job ends the worker (serve reports it): nothing more is read.
+		if err := json.Unmarshal(line, j); err != nil {
+			jobs <- jobRead{err: err}
+			return
+		}
+		if j.StdinBytes < 0 || j.StdinBytes > bounds.MaxMemoryMB<<20 {
+			jobs <- jobRead{err: fmt.Errorf("stdin of %d bytes", j.StdinBytes)}
+			return
+		}
+		j.Stdin = make([]byte, j.StdinBytes)
+		if _, err := io.ReadFull(r, j.Stdin); err != nil {
+			os.Exit(0)
+		}
+		jobs <- jobRead{job: j}
 	}
+}
+
+// jobRead is a job as readJobs read it, or why it could not.
+type jobRead struct {
+	job *job
+	err error
 }
 
 func (h *host) close(ctx context.Context) {
