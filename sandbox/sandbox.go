@@ -309,12 +309,12 @@ type job struct {
 	Module   string `json:"module,omitempty"`
 	Stdin    []byte `json:"-"`
 	// StdinBytes is len(Stdin), the count of bytes after the line.
-	StdinBytes int `json:"stdin_bytes"`
-	MemoryMB  int    `json:"memory_mb"`
-	MaxOutput int    `json:"max_output"`
-	Nonce     string `json:"nonce"`
-	PythonDir string `json:"python_dir"`
-	CacheDir  string `json:"cache_dir"`
+	StdinBytes int    `json:"stdin_bytes"`
+	MemoryMB   int    `json:"memory_mb"`
+	MaxOutput  int    `json:"max_output"`
+	Nonce      string `json:"nonce"`
+	PythonDir  string `json:"python_dir"`
+	CacheDir   string `json:"cache_dir"`
 	// Clocked says the parent's deadline runs from sending the job, so a
 	// call from a ready instance needs no "started".
 	Clocked bool `json:"clocked,omitempty"`
