@@ -326,6 +326,8 @@ np.random.random(1000)
 np.sum = lambda *a, **k: "leaked"
 np.linalg.leaked = True
 json.loads = None
+import marshal
+marshal.loads = None  # the harness decodes each request with it
 sys.modules["leaked"] = json
 sys.setrecursionlimit(123)
 gc.disable()
