@@ -48,7 +48,7 @@ const (
 // marshalRequest is a Python call's request: {"source", "call", "args",
 // "nonce"}, as the harness reads it.
 func marshalRequest(source, call string, args any, nonce string) ([]byte, error) {
-	t := &jsonTranscoder{out: make([]byte, 0, 2*len(source)+1024)}
+	t := &marshalWriter{out: make([]byte, 0, 2*len(source)+1024)}
 	t.out = append(t.out, pmDict)
 	for _, kv := range [][2]string{{"source", source}, {"call", call}, {"nonce", nonce}} {
 		t.goString(kv[0])
@@ -62,7 +62,9 @@ func marshalRequest(source, call string, args any, nonce string) ([]byte, error)
 	return t.out, nil
 }
 
-type jsonTranscoder struct {
+// marshalWriter writes marshal's format to out, from Go values or from
+// JSON text (in, read from i).
+type marshalWriter struct {
 	in  []byte
 	i   int
 	out []byte
@@ -76,7 +78,7 @@ var errTooDeep = fmt.Errorf("args are nested more than %d deep", maxMarshalDepth
 
 // goValue writes v as encoding/json would have written it and json.loads
 // read it back.
-func (t *jsonTranscoder) goValue(v any, depth int) error {
+func (t *marshalWriter) goValue(v any, depth int) error {
 	if depth > maxMarshalDepth {
 		return errTooDeep
 	}
@@ -135,7 +137,7 @@ func (t *jsonTranscoder) goValue(v any, depth int) error {
 }
 
 // goString writes s as unicode, each byte of invalid UTF-8 as U+FFFD.
-func (t *jsonTranscoder) goString(s string) {
+func (t *marshalWriter) goString(s string) {
 	t.out = append(t.out, pmUnicode, 0, 0, 0, 0)
 	at := len(t.out)
 	if utf8.ValidString(s) {
@@ -148,7 +150,7 @@ func (t *jsonTranscoder) goString(s string) {
 	binary.LittleEndian.PutUint32(t.out[at-4:], uint32(len(t.out)-at))
 }
 
-func (t *jsonTranscoder) goInt(v int64) {
+func (t *marshalWriter) goInt(v int64) {
 	if v >= math.MinInt32 && v <= math.MaxInt32 {
 		t.out = append(t.out, pmInt)
 		t.out = binary.LittleEndian.AppendUint32(t.out, uint32(int32(v)))
@@ -159,7 +161,7 @@ func (t *jsonTranscoder) goInt(v int64) {
 
 // goFloat follows encoding/json: below 1e21 an integral value is written
 // without a fraction, which json.loads reads as an int.
-func (t *jsonTranscoder) goFloat(f float64) error {
+func (t *marshalWriter) goFloat(f float64) error {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return fmt.Errorf("args are not JSON: %w", &json.UnsupportedValueError{Value: reflect.ValueOf(f), Str: strconv.FormatFloat(f, 'g', -1, 64)})
 	}
@@ -178,7 +180,7 @@ func (t *jsonTranscoder) goFloat(f float64) error {
 }
 
 // fromJSON writes the JSON text js.
-func (t *jsonTranscoder) fromJSON(js []byte, depth int) error {
+func (t *marshalWriter) fromJSON(js []byte, depth int) error {
 	in, i := t.in, t.i
 	defer func() { t.in, t.i = in, i }()
 	t.in, t.i = js, 0
@@ -191,11 +193,11 @@ func (t *jsonTranscoder) fromJSON(js []byte, depth int) error {
 	return nil
 }
 
-func (t *jsonTranscoder) errorf(format string, a ...any) error {
+func (t *marshalWriter) errorf(format string, a ...any) error {
 	return fmt.Errorf("args at byte %d: %s", t.i, fmt.Sprintf(format, a...))
 }
 
-func (t *jsonTranscoder) space() {
+func (t *marshalWriter) space() {
 	for t.i < len(t.in) {
 		switch t.in[t.i] {
 		case ' ', '\t', '\n', '\r':
@@ -206,7 +208,7 @@ func (t *jsonTranscoder) space() {
 	}
 }
 
-func (t *jsonTranscoder) value(depth int) error {
+func (t *marshalWriter) value(depth int) error {
 	if depth > maxMarshalDepth {
 		return errTooDeep
 	}
@@ -234,7 +236,7 @@ func (t *jsonTranscoder) value(depth int) error {
 	}
 }
 
-func (t *jsonTranscoder) literal(word string, code byte) error {
+func (t *marshalWriter) literal(word string, code byte) error {
 	if len(t.in)-t.i < len(word) || string(t.in[t.i:t.i+len(word)]) != word {
 		return t.errorf("not %s", word)
 	}
@@ -243,7 +245,7 @@ func (t *jsonTranscoder) literal(word string, code byte) error {
 	return nil
 }
 
-func (t *jsonTranscoder) object(depth int) error {
+func (t *marshalWriter) object(depth int) error {
 	t.i++ // {
 	t.out = append(t.out, pmDict)
 	for first := true; ; first = false {
@@ -279,7 +281,7 @@ func (t *jsonTranscoder) object(depth int) error {
 	return nil
 }
 
-func (t *jsonTranscoder) array(depth int) error {
+func (t *marshalWriter) array(depth int) error {
 	t.i++ // [
 	t.out = append(t.out, pmList, 0, 0, 0, 0)
 	at, n := len(t.out)-4, 0
@@ -313,7 +315,7 @@ func (t *jsonTranscoder) array(depth int) error {
 // str writes a JSON string as marshal's unicode. A lone surrogate, which
 // json.loads keeps, is written as its three bytes and read back by
 // marshal's surrogatepass.
-func (t *jsonTranscoder) str() error {
+func (t *marshalWriter) str() error {
 	t.i++ // "
 	t.out = append(t.out, pmUnicode, 0, 0, 0, 0)
 	at := len(t.out)
@@ -379,7 +381,7 @@ func (t *jsonTranscoder) str() error {
 	return nil
 }
 
-func (t *jsonTranscoder) hex4() (rune, error) {
+func (t *marshalWriter) hex4() (rune, error) {
 	if len(t.in)-t.i < 4 {
 		return 0, t.errorf("short \\u escape")
 	}
@@ -391,7 +393,7 @@ func (t *jsonTranscoder) hex4() (rune, error) {
 	return rune(v), nil
 }
 
-func (t *jsonTranscoder) number() error {
+func (t *marshalWriter) number() error {
 	start, isFloat := t.i, false
 	for ; t.i < len(t.in); t.i++ {
 		c := t.in[t.i]
@@ -430,7 +432,7 @@ func (t *jsonTranscoder) number() error {
 }
 
 // long writes v as marshal's arbitrary-size int: 15-bit digits.
-func (t *jsonTranscoder) long(v *big.Int) {
+func (t *marshalWriter) long(v *big.Int) {
 	mag := new(big.Int).Abs(v)
 	t.out = append(t.out, pmLong, 0, 0, 0, 0)
 	at, n := len(t.out)-4, int32(0)

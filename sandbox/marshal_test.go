@@ -121,7 +121,7 @@ func FuzzMarshalFromJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		err := (&jsonTranscoder{}).fromJSON(b, 0)
+		err := (&marshalWriter{}).fromJSON(b, 0)
 		if err != nil && json.Valid(b) && !strings.Contains(err.Error(), "deep") {
 			t.Fatalf("%q is JSON, but: %v", b, err)
 		}
