@@ -127,9 +127,9 @@ func (t *marshalWriter) goValue(v any, depth int) error {
 		}
 		t.out = append(t.out, pmNull)
 	default:
-		js, err := json.Marshal(x)
+		js, err := argsJSON(x)
 		if err != nil {
-			return fmt.Errorf("args are not JSON: %w", err)
+			return err
 		}
 		return t.fromJSON(js, depth)
 	}

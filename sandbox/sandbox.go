@@ -271,34 +271,34 @@ func (s *Sandbox) prepare(ctx context.Context, req Request) (*job, *Result, erro
 	_, _ = rand.Read(nonce)
 	j := &job{Language: req.Language, MemoryMB: req.Limits.MemoryMB, MaxOutput: req.Limits.MaxOutputBytes,
 		Nonce: hex.EncodeToString(nonce), PythonDir: s.opts.PythonDir, CacheDir: s.opts.CacheDir}
-	payload := map[string]any{"source": req.Source, "call": req.Call, "args": req.Args, "nonce": j.Nonce}
+	var err error
 	switch req.Language {
+	case Python:
+		j.Stdin, err = marshalRequest(req.Source, req.Call, req.Args, j.Nonce)
 	case Go:
-		path, res, err := s.goCache.build(ctx, req.Source, req.Call, req.Limits.Timeout)
-		if err != nil || res != nil {
-			return nil, res, err
+		path, res, berr := s.goCache.build(ctx, req.Source, req.Call, req.Limits.Timeout)
+		if berr != nil || res != nil {
+			return nil, res, berr
 		}
 		j.Module = path
+		j.Stdin, err = argsJSON(map[string]any{"source": req.Source, "call": req.Call, "args": req.Args, "nonce": j.Nonce})
 	case Wasm:
 		j.Module = req.Module
-		payload = nil
-	}
-	var err error
-	switch {
-	case req.Language == Python:
-		if j.Stdin, err = marshalRequest(req.Source, req.Call, req.Args, j.Nonce); err != nil {
-			return nil, failed(errclass.RuntimeError, "%v", err), nil
-		}
-		return j, nil, nil
-	case payload != nil:
-		j.Stdin, err = json.Marshal(payload)
-	default:
-		j.Stdin, err = json.Marshal(req.Args)
+		j.Stdin, err = argsJSON(req.Args)
 	}
 	if err != nil {
-		return nil, failed(errclass.RuntimeError, "args are not JSON: %v", err), nil
+		return nil, failed(errclass.RuntimeError, "%v", err), nil
 	}
 	return j, nil, nil
+}
+
+// argsJSON is what a Go harness or a wasm module reads on stdin.
+func argsJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("args are not JSON: %w", err)
+	}
+	return b, nil
 }
 
 // job is what a worker runs. It goes to the worker as one line of JSON
